@@ -1,0 +1,55 @@
+//! Memory accounting: a global allocator wrapper that counts live heap bytes (INFO
+//! `used_memory`, maxmemory enforcement), over mimalloc.
+//!
+//! The binary installs it with `#[global_allocator]`; without it (unit tests) `used_memory`
+//! reports 0 and maxmemory never triggers.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use mimalloc::MiMalloc;
+
+static USED: AtomicUsize = AtomicUsize::new(0);
+
+pub struct CountingAlloc;
+
+unsafe impl GlobalAlloc for CountingAlloc {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = MiMalloc.alloc(layout);
+        if !p.is_null() {
+            USED.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        MiMalloc.dealloc(ptr, layout);
+        USED.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = MiMalloc.alloc_zeroed(layout);
+        if !p.is_null() {
+            USED.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = MiMalloc.realloc(ptr, layout, new_size);
+        if !p.is_null() {
+            if new_size > layout.size() {
+                USED.fetch_add(new_size - layout.size(), Ordering::Relaxed);
+            } else {
+                USED.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        p
+    }
+}
+
+/// Live heap bytes requested through the counting allocator.
+pub fn used_memory() -> u64 {
+    USED.load(Ordering::Relaxed) as u64
+}

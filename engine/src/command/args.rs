@@ -1,0 +1,263 @@
+//! Command errors (with Redis's exact texts) and argument parsing helpers.
+
+use crate::protocol::parse_i64;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CmdError {
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error("ERR value is not an integer or out of range")]
+    NotInteger,
+    #[error("ERR value is not a valid float")]
+    NotFloat,
+    #[error("ERR syntax error")]
+    Syntax,
+    #[error("ERR index out of range")]
+    IndexOutOfRange,
+    #[error("ERR no such key")]
+    NoSuchKey,
+    #[error("ERR increment or decrement would overflow")]
+    Overflow,
+    #[error("ERR wrong number of arguments for '{0}' command")]
+    WrongArgs(&'static str),
+    #[error("ERR value is out of range, must be positive")]
+    NotPositive,
+    #[error("ERR timeout is not a float or out of range")]
+    BadTimeout,
+    #[error("ERR timeout is negative")]
+    NegativeTimeout,
+    #[error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")]
+    TooBig,
+    #[error("ERR min or max is not a float")]
+    MinMaxNotFloat,
+    #[error("ERR min or max not valid string range item")]
+    MinMaxNotLex,
+    /// Any other error; the text carries its code prefix.
+    #[error("{0}")]
+    Msg(String),
+}
+
+pub fn err(msg: impl Into<String>) -> CmdError {
+    CmdError::Msg(msg.into())
+}
+
+/// Case-insensitive comparison of an argument with an ASCII keyword.
+#[inline]
+pub fn is(arg: &[u8], kw: &str) -> bool {
+    arg.eq_ignore_ascii_case(kw.as_bytes())
+}
+
+pub fn int(arg: &[u8]) -> Result<i64, CmdError> {
+    parse_i64(arg).ok_or(CmdError::NotInteger)
+}
+
+/// A non-negative count ("value is out of range, must be positive").
+pub fn count(arg: &[u8]) -> Result<usize, CmdError> {
+    let n = int(arg).map_err(|_| CmdError::NotPositive)?;
+    if n < 0 {
+        return Err(CmdError::NotPositive);
+    }
+    Ok(n as usize)
+}
+
+/// Parses a double as Redis's `string2d`/`strtold` do: decimal or exponent forms, `inf`,
+/// `+inf`, `-inf`; no NaN, no surrounding spaces.
+pub fn parse_f64(arg: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(arg).ok()?;
+    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        return None;
+    }
+    let lower = s.to_ascii_lowercase();
+    let v = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => {
+            if lower.contains("inf") || lower.contains("nan") {
+                return None;
+            }
+            s.parse::<f64>().ok()?
+        }
+    };
+    if v.is_nan() {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+pub fn float(arg: &[u8]) -> Result<f64, CmdError> {
+    parse_f64(arg).ok_or(CmdError::NotFloat)
+}
+
+/// A blocking command's timeout in seconds (decimals allowed), as a duration.
+pub fn timeout(arg: &[u8]) -> Result<Option<std::time::Duration>, CmdError> {
+    let t = parse_f64(arg).ok_or(CmdError::BadTimeout)?;
+    if t < 0.0 {
+        return Err(CmdError::NegativeTimeout);
+    }
+    if !t.is_finite() || t > 1e12 {
+        return Err(CmdError::BadTimeout);
+    }
+    if t == 0.0 {
+        return Ok(None);
+    }
+    Ok(Some(std::time::Duration::from_secs_f64(t)))
+}
+
+/// Resolves a Redis index range (negative from the end) into [start, end] inclusive,
+/// or None when empty.
+pub fn range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let mut s = if start < 0 { len + start } else { start };
+    let mut e = if end < 0 { len + end } else { end };
+    if s < 0 {
+        s = 0;
+    }
+    if s > e || s >= len {
+        return None;
+    }
+    if e >= len {
+        e = len - 1;
+    }
+    Some((s as usize, e as usize))
+}
+
+/// Glob-style pattern matching as Redis's `stringmatchlen` (`* ? [abc] [^a] [a-z] \x`).
+pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
+    fn eq(a: u8, b: u8, nocase: bool) -> bool {
+        if nocase { a.eq_ignore_ascii_case(&b) } else { a == b }
+    }
+    fn m(p: &[u8], s: &[u8], nocase: bool, depth: usize) -> bool {
+        if depth > 1000 {
+            return false;
+        }
+        let (mut pi, mut si) = (0, 0);
+        while pi < p.len() {
+            match p[pi] {
+                b'*' => {
+                    while pi + 1 < p.len() && p[pi + 1] == b'*' {
+                        pi += 1;
+                    }
+                    if pi + 1 == p.len() {
+                        return true;
+                    }
+                    for k in si..=s.len() {
+                        if m(&p[pi + 1..], &s[k..], nocase, depth + 1) {
+                            return true;
+                        }
+                    }
+                    return false;
+                }
+                b'?' => {
+                    if si >= s.len() {
+                        return false;
+                    }
+                    si += 1;
+                }
+                b'[' => {
+                    if si >= s.len() {
+                        return false;
+                    }
+                    pi += 1;
+                    let not = pi < p.len() && p[pi] == b'^';
+                    if not {
+                        pi += 1;
+                    }
+                    let mut matched = false;
+                    loop {
+                        if pi >= p.len() {
+                            pi -= 1;
+                            break;
+                        }
+                        if p[pi] == b'\\' && pi + 1 < p.len() {
+                            pi += 1;
+                            if p[pi] == s[si] {
+                                matched = true;
+                            }
+                        } else if p[pi] == b']' {
+                            break;
+                        } else if pi + 2 < p.len() && p[pi + 1] == b'-' {
+                            let (mut a, mut b) = (p[pi], p[pi + 2]);
+                            if a > b {
+                                std::mem::swap(&mut a, &mut b);
+                            }
+                            let c = s[si];
+                            let (c, a, b) = if nocase {
+                                (c.to_ascii_lowercase(), a.to_ascii_lowercase(), b.to_ascii_lowercase())
+                            } else {
+                                (c, a, b)
+                            };
+                            if c >= a && c <= b {
+                                matched = true;
+                            }
+                            pi += 2;
+                        } else if eq(p[pi], s[si], nocase) {
+                            matched = true;
+                        }
+                        pi += 1;
+                    }
+                    if not {
+                        matched = !matched;
+                    }
+                    if !matched {
+                        return false;
+                    }
+                    si += 1;
+                }
+                b'\\' if pi + 1 < p.len() => {
+                    pi += 1;
+                    if si >= s.len() || !eq(p[pi], s[si], nocase) {
+                        return false;
+                    }
+                    si += 1;
+                }
+                c => {
+                    if si >= s.len() || !eq(c, s[si], nocase) {
+                        return false;
+                    }
+                    si += 1;
+                }
+            }
+            pi += 1;
+        }
+        si == s.len()
+    }
+    m(pattern, s, nocase, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(b"*", b"anything", false));
+        assert!(glob_match(b"h?llo", b"hello", false));
+        assert!(glob_match(b"h[ae]llo", b"hallo", false));
+        assert!(!glob_match(b"h[^e]llo", b"hello", false));
+        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
+        assert!(glob_match(b"user:*:name", b"user:42:name", false));
+        assert!(!glob_match(b"user:*:name", b"user:42:age", false));
+        assert!(glob_match(b"a\\*b", b"a*b", false));
+        assert!(glob_match(b"HELLO", b"hello", true));
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(range(0, -1, 5), Some((0, 4)));
+        assert_eq!(range(-100, 100, 5), Some((0, 4)));
+        assert_eq!(range(3, 1, 5), None);
+        assert_eq!(range(5, 10, 5), None);
+        assert_eq!(range(0, -1, 0), None);
+    }
+
+    #[test]
+    fn floats() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"1e3"), Some(1000.0));
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b""), None);
+    }
+}

@@ -1,0 +1,419 @@
+//! Command dispatch: lookup in the command table, arity, transactions' queueing, memory
+//! admission (eviction / OOM), locking the shards a command declares, running its handler,
+//! and the per-command statistics. One file per command family beside this one.
+
+pub mod args;
+pub mod config;
+pub mod hash;
+pub mod keys;
+pub mod list;
+pub mod server;
+pub mod set;
+pub mod string;
+pub mod table;
+pub mod txn;
+pub mod zset;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use tokio::sync::Notify;
+
+use crate::keyspace::{access, eviction, Collection, Entry, Guards, Keyspace, Kind, Meta, Shard};
+use crate::protocol::ReplyWriter;
+use crate::server::state::{now_ms, ClientInfo, Server};
+pub use args::CmdError;
+use table::{CommandSpec, Lock, COMMANDS};
+
+pub type CmdResult = Result<(), CmdError>;
+pub type Handler = fn(&mut Ctx, &[&[u8]]) -> CmdResult;
+
+/// Per-connection state the commands see and change.
+pub struct Conn {
+    pub info: Arc<ClientInfo>,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    /// Queued commands while inside MULTI.
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    pub multi_error: bool,
+    /// WATCHed keys: (db, key, touch epoch at WATCH time).
+    pub watched: Vec<txn::Watched>,
+    pub block_notify: Arc<Notify>,
+}
+
+impl Conn {
+    pub fn new(info: Arc<ClientInfo>) -> Conn {
+        Conn {
+            info,
+            db: 0,
+            resp3: false,
+            authenticated: false,
+            multi: None,
+            multi_error: false,
+            watched: Vec::new(),
+            block_notify: Arc::new(Notify::new()),
+        }
+    }
+}
+
+/// What the reply to a blocking command that timed out looks like.
+#[derive(Debug, Clone, Copy)]
+pub enum TimeoutReply {
+    NullArray,
+    NullBulk,
+}
+
+/// A blocking command that found nothing to pop.
+#[derive(Debug)]
+pub struct BlockRequest {
+    pub keys: Vec<Vec<u8>>,
+    pub db: usize,
+    pub deadline: Option<Instant>,
+    pub timeout_reply: TimeoutReply,
+}
+
+pub enum Outcome {
+    Done,
+    Close,
+    Block(BlockRequest),
+}
+
+/// The locked part of the keyspace a command works on.
+pub struct Data<'a> {
+    pub ks: &'a Keyspace,
+    pub guards: Guards<'a>,
+    pub db: usize,
+    pub now: i64,
+    pub lfu: bool,
+    /// Keys that became poppable (to wake blocked clients after the locks are released).
+    pub ready: Vec<(usize, Vec<u8>)>,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl<'a> Data<'a> {
+    #[inline]
+    pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
+        let id = self.ks.shard_id(self.db, key);
+        self.guards.shard(id)
+    }
+
+    pub fn shard_in(&mut self, db: usize, key: &[u8]) -> &mut Shard {
+        let id = self.ks.shard_id(db, key);
+        self.guards.shard(id)
+    }
+
+    /// Looks a key up (lazy expiry) and stamps the access.
+    pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let (now, lfu) = (self.now, self.lfu);
+        let e = self.shard(key).get(key, now)?;
+        e.set_access(access::touched(e.access(), lfu, now));
+        Some(e)
+    }
+
+    /// As `get`, counting a keyspace hit or miss.
+    pub fn read(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let (now, lfu) = (self.now, self.lfu);
+        let id = self.ks.shard_id(self.db, key);
+        match self.guards.shard(id).get(key, now) {
+            Some(e) => {
+                self.hits += 1;
+                e.set_access(access::touched(e.access(), lfu, now));
+                Some(e)
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Looks a key up without touching its access stamp.
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        let now = self.now;
+        self.shard(key).get(key, now).map(|e| &*e)
+    }
+
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.peek(key).is_some()
+    }
+
+    /// The entry if it has the kind, None if missing, WRONGTYPE otherwise.
+    pub fn typed(&mut self, key: &[u8], kind: Kind) -> Result<Option<&mut Entry>, CmdError> {
+        match self.read(key) {
+            Some(e) if e.kind() != kind => Err(CmdError::WrongType),
+            other => Ok(other),
+        }
+    }
+
+    pub fn meta(&self, expire: Option<i64>) -> Meta {
+        Meta { expire, flags: 0, version: self.ks.next_version(), access: access::new_stamp(self.lfu, self.now) }
+    }
+
+    /// Stores a string value, replacing whatever the key held.
+    pub fn set_str(&mut self, key: &[u8], value: &[u8], expire: Option<i64>) {
+        let e = Entry::new_str(key, value, &self.meta(expire));
+        self.shard(key).insert(e);
+    }
+
+    pub fn insert(&mut self, e: Entry) {
+        let key = e.key().to_vec();
+        self.shard(&key).insert(e);
+    }
+
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        let now = self.now;
+        let s = self.shard(key);
+        if s.get(key, now).is_none() {
+            return false;
+        }
+        s.remove(key).is_some()
+    }
+
+    /// The collection at `key` if it has `kind` (None if missing, WRONGTYPE otherwise).
+    pub fn coll(&mut self, key: &[u8], kind: Kind) -> Result<Option<&mut Collection>, CmdError> {
+        match self.read(key) {
+            None => Ok(None),
+            Some(e) if e.kind() == kind => Ok(e.coll_mut()),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// The collection at `key`, created empty if missing. The caller must call `modified`
+    /// afterwards (which also drops it again if it stayed empty).
+    pub fn coll_or_create(&mut self, key: &[u8], kind: Kind, make: fn() -> Collection) -> Result<&mut Collection, CmdError> {
+        let exists = match self.read(key) {
+            None => false,
+            Some(e) if e.kind() == kind => true,
+            Some(_) => return Err(CmdError::WrongType),
+        };
+        if !exists {
+            let e = Entry::new_coll(key, make(), &self.meta(None));
+            self.shard(key).insert(e);
+        }
+        let now = self.now;
+        Ok(self.shard(key).get(key, now).and_then(|e| e.coll_mut()).expect("just ensured"))
+    }
+
+    /// Records that a key was modified in place: new version, WATCH touched, and an emptied
+    /// collection deleted (Redis never keeps empty aggregates).
+    pub fn modified(&mut self, key: &[u8]) {
+        let v = self.ks.next_version();
+        let s = self.shard(key);
+        let mut empty = false;
+        if let Some(e) = s.get(key, i64::MIN) {
+            e.set_version(v);
+            empty = e.coll().map(|c| c.is_empty()).unwrap_or(false);
+        }
+        if empty {
+            s.remove(key);
+        } else {
+            s.touch(key);
+        }
+    }
+
+    /// Marks a list or sorted set key as having new elements for blocked clients.
+    pub fn signal(&mut self, key: &[u8]) {
+        self.ready.push((self.db, key.to_vec()));
+    }
+}
+
+/// Everything a command handler can reach.
+pub struct Ctx<'a> {
+    pub srv: &'a Server,
+    pub conn: &'a mut Conn,
+    pub out: ReplyWriter<'a>,
+    pub data: Data<'a>,
+    pub block: Option<BlockRequest>,
+    pub close: bool,
+    /// True while running inside EXEC (blocking commands must not block).
+    pub in_exec: bool,
+    /// The spec of the running command.
+    pub spec: &'static CommandSpec,
+}
+
+impl Ctx<'_> {
+    pub fn resp3(&self) -> bool {
+        self.out.resp3
+    }
+}
+
+fn lowercase_name(name: &[u8], buf: &mut [u8; 32]) -> Option<usize> {
+    if name.len() > 32 {
+        return None;
+    }
+    for (i, b) in name.iter().enumerate() {
+        buf[i] = b.to_ascii_lowercase();
+    }
+    Some(name.len())
+}
+
+/// Finds a command's spec by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
+    let mut buf = [0u8; 32];
+    let n = lowercase_name(name, &mut buf)?;
+    let s = std::str::from_utf8(&buf[..n]).ok()?;
+    table::INDEX.get(s).map(|&i| (i, &COMMANDS[i]))
+}
+
+fn unknown_command_error(argv: &[&[u8]]) -> String {
+    let mut msg = format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(argv[0]));
+    for a in argv.iter().skip(1).take(20) {
+        msg.push_str(&format!("'{}' ", String::from_utf8_lossy(&a[..a.len().min(128)])));
+    }
+    msg
+}
+
+/// Checks a command's arity (positive: exact; negative: at least).
+pub fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
+    let a = spec.arity;
+    (a > 0 && argc == a as usize) || (a < 0 && argc >= (-a) as usize)
+}
+
+/// The shard ids a command must lock.
+pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> Vec<u32> {
+    let ks = &srv.keyspace;
+    match spec.lock {
+        Lock::None => Vec::new(),
+        Lock::Db => ks.db_shard_ids(db).collect(),
+        Lock::All => ks.all_shard_ids().collect(),
+        Lock::Keys => table::key_positions(spec, argv).into_iter().map(|i| ks.shard_id(db, argv[i])).collect(),
+    }
+}
+
+/// Frees memory by eviction until under maxmemory; false if the command must be refused.
+pub fn admit_memory(srv: &Server) -> bool {
+    let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
+    if max == 0 {
+        return true;
+    }
+    let policy = srv.policy();
+    let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
+    let now = now_ms();
+    let mut rounds = 0;
+    while crate::alloc::used_memory() > max {
+        if !eviction::evict_one(&srv.keyspace, policy, samples, now) {
+            return false;
+        }
+        rounds += 1;
+        if rounds > 100_000 {
+            return false;
+        }
+    }
+    true
+}
+
+/// Executes one request on a connection and writes its reply into `out`.
+pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
+    let mut w = ReplyWriter::new(out, conn.resp3);
+    let Some((idx, spec)) = lookup(argv[0]) else {
+        if conn.multi.is_some() {
+            conn.multi_error = true;
+        }
+        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+        w.error(&unknown_command_error(argv));
+        return Outcome::Done;
+    };
+    if !arity_ok(spec, argv.len()) {
+        if conn.multi.is_some() {
+            conn.multi_error = true;
+        }
+        srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
+        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+        w.error(&CmdError::WrongArgs(spec.name).to_string());
+        return Outcome::Done;
+    }
+    if !conn.authenticated && server::requires_auth(srv) && !spec.no_auth {
+        w.error("NOAUTH Authentication required.");
+        return Outcome::Done;
+    }
+    if spec.denyoom && !admit_memory(srv) {
+        srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
+        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+        if conn.multi.is_some() {
+            conn.multi_error = true;
+        }
+        w.error("OOM command not allowed when used memory > 'maxmemory'.");
+        return Outcome::Done;
+    }
+    if conn.multi.is_some() && !spec.txn_control {
+        if spec.no_multi {
+            conn.multi_error = true;
+            w.error("ERR Command not allowed inside a transaction");
+            return Outcome::Done;
+        }
+        conn.multi.as_mut().unwrap().push(argv.iter().map(|a| a.to_vec()).collect());
+        w.simple("QUEUED");
+        return Outcome::Done;
+    }
+    conn.info.last_cmd.store(idx, Ordering::Relaxed);
+    let ids = lock_ids(srv, spec, argv, conn.db);
+    let start = Instant::now();
+    let guards = srv.keyspace.lock(ids);
+    let (result, ready, block, close, hits, misses) = {
+        let db = conn.db;
+        let mut ctx = Ctx {
+            srv,
+            conn,
+            out: w,
+            data: Data {
+                ks: &srv.keyspace,
+                guards,
+                db,
+                now: now_ms(),
+                lfu: srv.keyspace.lfu.load(Ordering::Relaxed),
+                ready: Vec::new(),
+                hits: 0,
+                misses: 0,
+            },
+            block: None,
+            close: false,
+            in_exec: false,
+            spec,
+        };
+        let result = (spec.handler)(&mut ctx, argv);
+        if let Err(e) = &result {
+            ctx.out.error(&e.to_string());
+        }
+        if let Some(b) = &ctx.block {
+            // Register while the shards are still locked, so no push can slip in between.
+            srv.blocking.register(ctx.conn.info.id, b.db, &b.keys, &ctx.conn.block_notify);
+        }
+        let Ctx { data, block, close, .. } = ctx;
+        (result, data.ready, block, close, data.hits, data.misses)
+    };
+    finish(srv, idx, start, result.is_err(), hits, misses, &ready);
+    if close {
+        return Outcome::Close;
+    }
+    match block {
+        Some(b) => Outcome::Block(b),
+        None => Outcome::Done,
+    }
+}
+
+/// Counters and wake-ups after a command ran (locks already released).
+pub fn finish(srv: &Server, idx: usize, start: Instant, failed: bool, hits: u64, misses: u64, ready: &[(usize, Vec<u8>)]) {
+    let st = &srv.stats.per_command[idx];
+    srv.stats.commands_processed.fetch_add(1, Ordering::Relaxed);
+    st.calls.fetch_add(1, Ordering::Relaxed);
+    st.usec.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    if failed {
+        st.failed.fetch_add(1, Ordering::Relaxed);
+        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+    }
+    if hits > 0 {
+        srv.stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+    }
+    if misses > 0 {
+        srv.stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
+    }
+    if !ready.is_empty() && srv.blocking.any_waiting() {
+        for (db, key) in ready {
+            srv.blocking.signal(*db, key);
+        }
+    }
+}

@@ -1,0 +1,791 @@
+//! Connection and server commands: PING, HELLO, AUTH, SELECT, FLUSH*, INFO, CLIENT, COMMAND,
+//! MEMORY, DEBUG, TIME, SHUTDOWN…
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::args::{err, int, is, CmdError};
+use super::table::{CommandSpec, COMMANDS};
+use super::{txn, CmdResult, Ctx};
+use crate::keyspace::{access, NUM_DBS};
+use crate::server::state::{now_us, ClientInfo, Server};
+
+/// The Redis version we report, so clients' feature gates see a 7.0 server.
+pub const REDIS_VERSION: &str = "7.0.15";
+pub const TERRACE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub fn requires_auth(srv: &Server) -> bool {
+    super::config::get_param(srv, "requirepass").map(|p| !p.is_empty()).unwrap_or(false)
+}
+
+pub fn ping(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    match argv.len() {
+        1 => ctx.out.simple("PONG"),
+        2 => ctx.out.bulk(argv[1]),
+        _ => return Err(CmdError::WrongArgs("ping")),
+    }
+    Ok(())
+}
+
+pub fn echo(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    ctx.out.bulk(argv[1]);
+    Ok(())
+}
+
+pub fn quit(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    ctx.out.ok();
+    ctx.close = true;
+    Ok(())
+}
+
+fn check_password(srv: &Server, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
+    let required = super::config::get_param(srv, "requirepass").unwrap_or_default();
+    if let Some(u) = user {
+        if u != b"default" {
+            return Err(err("WRONGPASS invalid username-password pair or user is disabled."));
+        }
+        if required.is_empty() {
+            return Ok(());
+        }
+    } else if required.is_empty() {
+        return Err(err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+    }
+    if pass == required.as_bytes() {
+        Ok(())
+    } else {
+        Err(err("WRONGPASS invalid username-password pair or user is disabled."))
+    }
+}
+
+pub fn auth(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    match argv.len() {
+        2 => check_password(ctx.srv, None, argv[1])?,
+        3 => check_password(ctx.srv, Some(argv[1]), argv[2])?,
+        _ => return Err(CmdError::Syntax),
+    }
+    ctx.conn.authenticated = true;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn hello(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let mut proto = if ctx.conn.resp3 { 3 } else { 2 };
+    let mut i = 1;
+    if argv.len() > 1 {
+        let v = int(argv[1]).map_err(|_| err("ERR Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(err("NOPROTO unsupported protocol version"));
+        }
+        proto = v;
+        i = 2;
+    }
+    let mut name = None;
+    while i < argv.len() {
+        if is(argv[i], "AUTH") && i + 2 < argv.len() {
+            check_password(ctx.srv, Some(argv[i + 1]), argv[i + 2])?;
+            ctx.conn.authenticated = true;
+            i += 3;
+        } else if is(argv[i], "SETNAME") && i + 1 < argv.len() {
+            name = Some(valid_name(argv[i + 1])?);
+            i += 2;
+        } else {
+            return Err(err(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(argv[i]))));
+        }
+    }
+    if !ctx.conn.authenticated && requires_auth(ctx.srv) {
+        return Err(err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+    }
+    if let Some(n) = name {
+        *ctx.conn.info.name.lock() = Some(n);
+    }
+    ctx.conn.resp3 = proto == 3;
+    ctx.out.resp3 = proto == 3;
+    ctx.conn.info.resp.store(proto as u8, Ordering::Relaxed);
+    ctx.out.map_len(7);
+    ctx.out.bulk(b"server");
+    ctx.out.bulk(b"redis");
+    ctx.out.bulk(b"version");
+    ctx.out.bulk(REDIS_VERSION.as_bytes());
+    ctx.out.bulk(b"proto");
+    ctx.out.int(proto);
+    ctx.out.bulk(b"id");
+    ctx.out.int(ctx.conn.info.id as i64);
+    ctx.out.bulk(b"mode");
+    ctx.out.bulk(b"standalone");
+    ctx.out.bulk(b"role");
+    ctx.out.bulk(b"master");
+    ctx.out.bulk(b"modules");
+    ctx.out.array_len(0);
+    Ok(())
+}
+
+pub fn select(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let db = int(argv[1])?;
+    if db < 0 || db >= NUM_DBS as i64 {
+        return Err(err("ERR DB index is out of range"));
+    }
+    ctx.conn.db = db as usize;
+    ctx.data.db = db as usize;
+    ctx.conn.info.db.store(db as usize, Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn swapdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let a = int(argv[1]).map_err(|_| err("ERR invalid first DB index"))?;
+    let b = int(argv[2]).map_err(|_| err("ERR invalid second DB index"))?;
+    if a < 0 || b < 0 || a >= NUM_DBS as i64 || b >= NUM_DBS as i64 {
+        return Err(err("ERR DB index is out of range"));
+    }
+    if a != b {
+        let ks = ctx.data.ks;
+        let ids_a: Vec<u32> = ks.db_shard_ids(a as usize).collect();
+        let ids_b: Vec<u32> = ks.db_shard_ids(b as usize).collect();
+        for (ia, ib) in ids_a.into_iter().zip(ids_b) {
+            let (sa, sb) = ctx.data.guards.pair(ia, ib);
+            sa.swap_data(sb);
+        }
+        // Clients blocked on either database may now find their keys.
+        if ctx.srv.blocking.any_waiting() {
+            for db in [a as usize, b as usize] {
+                let ids: Vec<u32> = ks.db_shard_ids(db).collect();
+                for id in ids {
+                    let keys: Vec<Vec<u8>> = ctx.data.guards.shard(id).iter().map(|e| e.key().to_vec()).collect();
+                    ctx.data.ready.extend(keys.into_iter().map(|k| (db, k)));
+                }
+            }
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+fn flush_mode(argv: &[&[u8]]) -> Result<(), CmdError> {
+    match argv.get(1) {
+        None => Ok(()),
+        Some(a) if argv.len() == 2 && (is(a, "ASYNC") || is(a, "SYNC")) => Ok(()),
+        _ => Err(CmdError::Syntax),
+    }
+}
+
+fn flush_db(ctx: &mut Ctx, db: usize) {
+    let ids: Vec<u32> = ctx.data.ks.db_shard_ids(db).collect();
+    for id in ids {
+        let table = ctx.data.guards.shard(id).clear();
+        drop(table);
+    }
+}
+
+pub fn flushdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    flush_mode(argv)?;
+    flush_db(ctx, ctx.data.db);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn flushall(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    flush_mode(argv)?;
+    for db in 0..NUM_DBS {
+        flush_db(ctx, db);
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn time(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    let us = now_us();
+    ctx.out.array_len(2);
+    ctx.out.bulk_int(us / 1_000_000);
+    ctx.out.bulk_int(us % 1_000_000);
+    Ok(())
+}
+
+pub fn lastsave(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    ctx.out.int(now_us() / 1_000_000 - ctx.srv.started.elapsed().as_secs() as i64);
+    Ok(())
+}
+
+pub fn role(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    ctx.out.array_len(3);
+    ctx.out.bulk(b"master");
+    ctx.out.int(0);
+    ctx.out.array_len(0);
+    Ok(())
+}
+
+pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    txn::end_multi(ctx.conn);
+    txn::release_watches(&ctx.srv.keyspace, ctx.conn);
+    ctx.conn.db = 0;
+    ctx.data.db = 0;
+    ctx.conn.info.db.store(0, Ordering::Relaxed);
+    ctx.conn.resp3 = false;
+    ctx.out.resp3 = false;
+    ctx.conn.info.resp.store(2, Ordering::Relaxed);
+    *ctx.conn.info.name.lock() = None;
+    ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
+    ctx.conn.authenticated = !requires_auth(ctx.srv);
+    ctx.out.simple("RESET");
+    Ok(())
+}
+
+pub fn shutdown(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    for a in &argv[1..] {
+        if !(is(a, "NOSAVE") || is(a, "SAVE") || is(a, "NOW") || is(a, "FORCE")) {
+            if is(a, "ABORT") {
+                return Err(err("ERR No shutdown in progress."));
+            }
+            return Err(CmdError::Syntax);
+        }
+    }
+    tracing::info!("SHUTDOWN requested by client {}", ctx.conn.info.id);
+    ctx.srv.request_shutdown();
+    ctx.close = true;
+    Ok(())
+}
+
+fn valid_name(n: &[u8]) -> Result<String, CmdError> {
+    if n.iter().any(|&c| c <= b' ' || c > b'~') {
+        return Err(err("ERR Client names cannot contain spaces, newlines or special characters."));
+    }
+    Ok(String::from_utf8_lossy(n).into_owned())
+}
+
+/// One CLIENT LIST line.
+pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
+    let name = c.name.lock().clone().unwrap_or_default();
+    let age = c.created.elapsed().as_secs();
+    let since_start = srv.started.elapsed().as_millis() as u64;
+    let idle = since_start.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000;
+    let cmd = COMMANDS.get(c.last_cmd.load(Ordering::Relaxed)).map(|s| s.name).unwrap_or("NULL");
+    let mut flags = String::new();
+    if c.in_multi.load(Ordering::Relaxed) {
+        flags.push('x');
+    }
+    if c.blocked.load(Ordering::Relaxed) {
+        flags.push('b');
+    }
+    if c.no_evict.load(Ordering::Relaxed) {
+        flags.push('e');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    format!(
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+        c.id,
+        c.addr,
+        c.laddr,
+        name,
+        age,
+        idle,
+        flags,
+        c.db.load(Ordering::Relaxed),
+        if c.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
+        cmd,
+        c.resp.load(Ordering::Relaxed)
+    )
+}
+
+fn clients_sorted(srv: &Server) -> Vec<Arc<ClientInfo>> {
+    let mut v: Vec<Arc<ClientInfo>> = srv.clients.lock().values().cloned().collect();
+    v.sort_by_key(|c| c.id);
+    v
+}
+
+pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let sub = String::from_utf8_lossy(argv[1]).to_ascii_uppercase();
+    let wrong = || {
+        err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(argv[1])
+        ))
+    };
+    match (sub.as_str(), argv.len()) {
+        ("ID", 2) => ctx.out.int(ctx.conn.info.id as i64),
+        ("GETNAME", 2) => match ctx.conn.info.name.lock().clone() {
+            Some(n) => ctx.out.bulk(n.as_bytes()),
+            None => ctx.out.null(),
+        },
+        ("SETNAME", 3) => {
+            let n = valid_name(argv[2])?;
+            *ctx.conn.info.name.lock() = if n.is_empty() { None } else { Some(n) };
+            ctx.out.ok();
+        }
+        ("SETINFO", 4) => {
+            if !(is(argv[2], "LIB-NAME") || is(argv[2], "LIB-VER")) {
+                return Err(err(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(argv[2]))));
+            }
+            ctx.out.ok();
+        }
+        ("INFO", 2) => {
+            let line = client_line(ctx.srv, &ctx.conn.info) + "\n";
+            ctx.out.verbatim(&line);
+        }
+        ("LIST", _) => {
+            let mut filter_ids: Option<Vec<u64>> = None;
+            let mut i = 2;
+            while i < argv.len() {
+                if is(argv[i], "TYPE") && i + 1 < argv.len() {
+                    i += 2;
+                } else if is(argv[i], "ID") && i + 1 < argv.len() {
+                    let ids = argv[i + 1..]
+                        .iter()
+                        .map(|a| int(a).ok().filter(|v| *v > 0).map(|v| v as u64).ok_or_else(|| err("ERR Invalid client ID")))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    filter_ids = Some(ids);
+                    i = argv.len();
+                } else {
+                    return Err(CmdError::Syntax);
+                }
+            }
+            let mut s = String::new();
+            for c in clients_sorted(ctx.srv) {
+                if filter_ids.as_ref().map_or(true, |ids| ids.contains(&c.id)) {
+                    s.push_str(&client_line(ctx.srv, &c));
+                    s.push('\n');
+                }
+            }
+            ctx.out.verbatim(&s);
+        }
+        ("KILL", 3) => {
+            let addr = String::from_utf8_lossy(argv[2]).into_owned();
+            let found = clients_sorted(ctx.srv).into_iter().find(|c| c.addr == addr);
+            match found {
+                Some(c) => {
+                    c.kill();
+                    if c.id == ctx.conn.info.id {
+                        ctx.close = true;
+                    }
+                    ctx.out.ok();
+                }
+                None => return Err(err("ERR No such client")),
+            }
+        }
+        ("KILL", n) if n >= 4 && n % 2 == 0 => {
+            let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
+            for pair in argv[2..].chunks(2) {
+                let v = String::from_utf8_lossy(pair[1]).into_owned();
+                if is(pair[0], "ID") {
+                    id = Some(int(pair[1]).ok().filter(|v| *v > 0).ok_or_else(|| err("ERR client-id should be greater than 0"))? as u64);
+                } else if is(pair[0], "ADDR") {
+                    addr = Some(v);
+                } else if is(pair[0], "LADDR") {
+                    laddr = Some(v);
+                } else if is(pair[0], "SKIPME") {
+                    skipme = match v.to_ascii_lowercase().as_str() {
+                        "yes" => true,
+                        "no" => false,
+                        _ => return Err(CmdError::Syntax),
+                    };
+                } else if is(pair[0], "TYPE") || is(pair[0], "USER") || is(pair[0], "MAXAGE") {
+                } else {
+                    return Err(CmdError::Syntax);
+                }
+            }
+            let me = ctx.conn.info.id;
+            let mut killed = 0;
+            for c in clients_sorted(ctx.srv) {
+                if id.map_or(true, |i| i == c.id)
+                    && addr.as_ref().map_or(true, |a| *a == c.addr)
+                    && laddr.as_ref().map_or(true, |a| *a == c.laddr)
+                    && !(skipme && c.id == me)
+                {
+                    c.kill();
+                    if c.id == me {
+                        ctx.close = true;
+                    }
+                    killed += 1;
+                }
+            }
+            ctx.out.int(killed);
+        }
+        ("NO-EVICT", 3) => {
+            let on = if is(argv[2], "ON") {
+                true
+            } else if is(argv[2], "OFF") {
+                false
+            } else {
+                return Err(CmdError::Syntax);
+            };
+            ctx.conn.info.no_evict.store(on, Ordering::Relaxed);
+            ctx.out.ok();
+        }
+        ("HELP", 2) => {
+            let lines = [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME", "ID", "INFO", "KILL <ip:port> | KILL <option> <value> [...]",
+                "LIST [TYPE <type>] [ID <id> ...]", "NO-EVICT (ON|OFF)", "SETNAME <name>",
+                "SETINFO <LIB-NAME|LIB-VER> <value>", "HELP",
+            ];
+            ctx.out.array_len(lines.len());
+            for l in lines {
+                ctx.out.simple(l);
+            }
+        }
+        _ => return Err(wrong()),
+    }
+    Ok(())
+}
+
+pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if is(argv[1], "USAGE") && (argv.len() == 3 || (argv.len() == 5 && is(argv[3], "SAMPLES"))) {
+        match ctx.data.peek(argv[2]) {
+            Some(e) => {
+                // The entry plus its share of the hash table slot (8-byte pointer + control byte).
+                let n = e.heap_size() + 9;
+                ctx.out.int(n as i64);
+            }
+            None => ctx.out.null(),
+        }
+    } else if is(argv[1], "HELP") {
+        let lines = ["MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "USAGE <key> [SAMPLES <count>]", "HELP"];
+        ctx.out.array_len(lines.len());
+        for l in lines {
+            ctx.out.simple(l);
+        }
+    } else {
+        return Err(err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(argv[1])
+        )));
+    }
+    Ok(())
+}
+
+pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if is(argv[1], "SLEEP") && argv.len() == 3 {
+        let secs = super::args::parse_f64(argv[2]).ok_or(CmdError::NotFloat)?;
+        if secs > 0.0 {
+            // Like Redis, DEBUG SLEEP blocks the thread serving this client.
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+        }
+        ctx.out.ok();
+    } else if is(argv[1], "OBJECT") && argv.len() == 3 {
+        let now = ctx.data.now;
+        let Some(e) = ctx.data.peek(argv[2]) else {
+            return Err(CmdError::NoSuchKey);
+        };
+        let enc = match e.str_value() {
+            Some(v) => super::keys::string_encoding(v),
+            None => e.coll().unwrap().encoding(),
+        };
+        let ser = e.str_value().map(|v| v.len()).unwrap_or_else(|| e.heap_size());
+        let line = format!(
+            "Value at:0x{:x} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+            e as *const _ as usize,
+            enc,
+            ser,
+            e.access(),
+            access::idle_seconds(e.access(), now)
+        );
+        ctx.out.simple(&line);
+    } else if is(argv[1], "HELP") {
+        let lines = ["DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "OBJECT <key>", "SLEEP <seconds>", "HELP"];
+        ctx.out.array_len(lines.len());
+        for l in lines {
+            ctx.out.simple(l);
+        }
+    } else {
+        return Err(err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(argv[1])
+        )));
+    }
+    Ok(())
+}
+
+fn write_command_info(ctx: &mut Ctx, c: &CommandSpec) {
+    ctx.out.array_len(10);
+    ctx.out.bulk(c.name.as_bytes());
+    ctx.out.int(c.arity as i64);
+    ctx.out.set_len(c.flags.len());
+    for f in &c.flags {
+        ctx.out.simple(f);
+    }
+    ctx.out.int(c.first as i64);
+    ctx.out.int(c.last as i64);
+    ctx.out.int(c.step as i64);
+    let mut cats: Vec<String> = Vec::new();
+    for (flag, cat) in [("readonly", "@read"), ("write", "@write"), ("fast", "@fast"), ("admin", "@admin"), ("blocking", "@blocking")] {
+        if c.flags.contains(&flag) {
+            cats.push(cat.to_string());
+        }
+    }
+    if !c.flags.contains(&"fast") {
+        cats.push("@slow".into());
+    }
+    cats.push(format!("@{}", c.group));
+    ctx.out.set_len(cats.len());
+    for cat in &cats {
+        ctx.out.simple(cat);
+    }
+    ctx.out.set_len(0);
+    // Key specs: one range spec when the command has keys.
+    if c.first > 0 {
+        ctx.out.array_len(1);
+        ctx.out.map_len(3);
+        ctx.out.bulk(b"flags");
+        ctx.out.set_len(1);
+        ctx.out.simple(if c.write { "RW" } else { "RO" });
+        ctx.out.bulk(b"begin_search");
+        ctx.out.map_len(2);
+        ctx.out.bulk(b"type");
+        ctx.out.bulk(b"index");
+        ctx.out.bulk(b"spec");
+        ctx.out.map_len(1);
+        ctx.out.bulk(b"index");
+        ctx.out.int(c.first as i64);
+        ctx.out.bulk(b"find_keys");
+        ctx.out.map_len(2);
+        ctx.out.bulk(b"type");
+        ctx.out.bulk(b"range");
+        ctx.out.bulk(b"spec");
+        ctx.out.map_len(3);
+        ctx.out.bulk(b"lastkey");
+        ctx.out.int(if c.last < 0 { c.last as i64 } else { (c.last - c.first) as i64 });
+        ctx.out.bulk(b"keystep");
+        ctx.out.int(c.step as i64);
+        ctx.out.bulk(b"limit");
+        ctx.out.int(0);
+    } else {
+        ctx.out.array_len(0);
+    }
+    ctx.out.array_len(0);
+}
+
+fn write_command_docs(ctx: &mut Ctx, c: &CommandSpec) {
+    ctx.out.bulk(c.name.as_bytes());
+    ctx.out.map_len(3);
+    ctx.out.bulk(b"summary");
+    ctx.out.bulk(c.summary.as_bytes());
+    ctx.out.bulk(b"since");
+    ctx.out.bulk(b"1.0.0");
+    ctx.out.bulk(b"group");
+    ctx.out.bulk(c.group.as_bytes());
+}
+
+pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if argv.len() == 1 {
+        ctx.out.array_len(COMMANDS.len());
+        for c in COMMANDS.iter() {
+            write_command_info(ctx, c);
+        }
+        return Ok(());
+    }
+    let sub = String::from_utf8_lossy(argv[1]).to_ascii_uppercase();
+    match sub.as_str() {
+        "COUNT" if argv.len() == 2 => ctx.out.int(COMMANDS.len() as i64),
+        "LIST" => {
+            ctx.out.array_len(COMMANDS.len());
+            for c in COMMANDS.iter() {
+                ctx.out.bulk(c.name.as_bytes());
+            }
+        }
+        "INFO" => {
+            let names: Vec<&[u8]> = if argv.len() == 2 { COMMANDS.iter().map(|c| c.name.as_bytes()).collect() } else { argv[2..].to_vec() };
+            ctx.out.array_len(names.len());
+            for n in names {
+                match super::lookup(n) {
+                    Some((_, c)) => write_command_info(ctx, c),
+                    None => ctx.out.null_array(),
+                }
+            }
+        }
+        "DOCS" => {
+            let specs: Vec<&CommandSpec> = if argv.len() == 2 {
+                COMMANDS.iter().collect()
+            } else {
+                argv[2..].iter().filter_map(|n| super::lookup(n).map(|(_, c)| c)).collect()
+            };
+            ctx.out.map_len(specs.len());
+            for c in specs {
+                write_command_docs(ctx, c);
+            }
+        }
+        "GETKEYS" if argv.len() >= 3 => {
+            let cmd = &argv[2..];
+            let Some((_, spec)) = super::lookup(cmd[0]) else {
+                return Err(err("ERR Invalid command specified"));
+            };
+            if !super::arity_ok(spec, cmd.len()) {
+                return Err(err("ERR Invalid number of arguments specified for command"));
+            }
+            let pos = super::table::key_positions(spec, cmd);
+            if pos.is_empty() {
+                return Err(err("ERR The command has no key arguments"));
+            }
+            ctx.out.array_len(pos.len());
+            for p in pos {
+                ctx.out.bulk(cmd[p]);
+            }
+        }
+        "HELP" => {
+            let lines = ["COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "(no subcommand)", "COUNT", "DOCS [<command-name> ...]", "GETKEYS <full-command>", "INFO [<command-name> ...]", "LIST", "HELP"];
+            ctx.out.array_len(lines.len());
+            for l in lines {
+                ctx.out.simple(l);
+            }
+        }
+        _ => {
+            return Err(err(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try COMMAND HELP.",
+                String::from_utf8_lossy(argv[1])
+            )))
+        }
+    }
+    Ok(())
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .map(|pages| pages * 4096)
+        .unwrap_or(0)
+}
+
+fn human(n: u64) -> String {
+    let f = n as f64;
+    if f >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}G", f / (1024.0 * 1024.0 * 1024.0))
+    } else if f >= 1024.0 * 1024.0 {
+        format!("{:.2}M", f / (1024.0 * 1024.0))
+    } else if f >= 1024.0 {
+        format!("{:.2}K", f / 1024.0)
+    } else {
+        format!("{n}B")
+    }
+}
+
+/// Builds the INFO text for the requested sections.
+pub fn info_text(srv: &Server, sections: &[String]) -> String {
+    let all = sections.iter().any(|s| s == "all" || s == "everything");
+    let default = sections.is_empty() || sections.iter().any(|s| s == "default");
+    let want = |name: &str| all || sections.iter().any(|s| s == name) || (default && name != "commandstats");
+    let mut s = String::new();
+    let uptime = srv.started.elapsed().as_secs();
+    if want("server") {
+        let _ = write!(
+            s,
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nterrace_version:{TERRACE_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:10\r\nexecutable:{}\r\nconfig_file:\r\nio_threads_active:0\r\nterrace_threads:{:?}\r\n\r\n",
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            std::process::id(),
+            srv.run_id,
+            srv.port.load(Ordering::Relaxed),
+            now_us(),
+            uptime,
+            uptime / 86400,
+            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            srv.config.threads,
+        );
+    }
+    if want("clients") {
+        let _ = write!(
+            s,
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:10000\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\r\n",
+            srv.clients.lock().len(),
+            srv.blocking.blocked_clients()
+        );
+    }
+    if want("memory") {
+        let used = crate::alloc::used_memory();
+        let rss = rss_bytes();
+        let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
+        let _ = write!(
+            s,
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:mimalloc\r\n\r\n",
+            human(used),
+            human(rss),
+            human(max),
+            srv.policy().name(),
+            if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+        );
+    }
+    if want("persistence") {
+        s.push_str("# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n");
+    }
+    if want("stats") {
+        let st = &srv.stats;
+        let expired = srv.keyspace.sum(|sh| sh.expired_keys);
+        let evicted = srv.keyspace.sum(|sh| sh.evicted_keys);
+        let _ = write!(
+            s,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\n\r\n",
+            st.connections_received.load(Ordering::Relaxed),
+            st.commands_processed.load(Ordering::Relaxed),
+            st.instantaneous_ops.load(Ordering::Relaxed),
+            st.net_input_bytes.load(Ordering::Relaxed),
+            st.net_output_bytes.load(Ordering::Relaxed),
+            st.rejected_connections.load(Ordering::Relaxed),
+            expired,
+            evicted,
+            st.keyspace_hits.load(Ordering::Relaxed),
+            st.keyspace_misses.load(Ordering::Relaxed),
+            st.total_error_replies.load(Ordering::Relaxed),
+        );
+    }
+    if want("replication") {
+        s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n\r\n");
+    }
+    if want("cpu") {
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        let _ = write!(s, "# CPU\r\nused_cpu_sys:{:.6}\r\nused_cpu_user:{:.6}\r\n\r\n", t(ru.ru_stime), t(ru.ru_utime));
+    }
+    if want("modules") {
+        s.push_str("# Modules\r\n\r\n");
+    }
+    if want("errorstats") {
+        s.push_str("# Errorstats\r\n\r\n");
+    }
+    if want("cluster") {
+        s.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
+    }
+    if all || sections.iter().any(|x| x == "commandstats") {
+        s.push_str("# Commandstats\r\n");
+        for (c, st) in COMMANDS.iter().zip(&srv.stats.per_command) {
+            let calls = st.calls.load(Ordering::Relaxed);
+            let rejected = st.rejected.load(Ordering::Relaxed);
+            if calls == 0 && rejected == 0 {
+                continue;
+            }
+            let usec = st.usec.load(Ordering::Relaxed);
+            let _ = write!(
+                s,
+                "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
+                c.name,
+                calls,
+                usec,
+                if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
+                rejected,
+                st.failed.load(Ordering::Relaxed)
+            );
+        }
+        s.push_str("\r\n");
+    }
+    if want("keyspace") {
+        s.push_str("# Keyspace\r\n");
+        for db in 0..NUM_DBS {
+            let (keys, expires) = srv.keyspace.db_len(db);
+            if keys > 0 {
+                let _ = write!(s, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
+        }
+        s.push_str("\r\n");
+    }
+    while s.ends_with("\r\n\r\n") {
+        s.truncate(s.len() - 2);
+    }
+    s
+}
+
+pub fn info(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let sections: Vec<String> = argv[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
+    let text = info_text(ctx.srv, &sections);
+    ctx.out.verbatim(&text);
+    Ok(())
+}

@@ -1,0 +1,334 @@
+//! The command table: name, arity, flags and key positions of every command (what COMMAND
+//! reports and what the dispatcher uses to lock shards), and its handler.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use super::{config, hash, keys, list, server, set, string, txn, zset, Handler};
+use crate::protocol::parse_i64;
+
+/// Which shards a command locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Touches no keys.
+    None,
+    /// The shards of its key arguments in the current database.
+    Keys,
+    /// Every shard of the current database.
+    Db,
+    /// Every shard of every database.
+    All,
+}
+
+/// Key positions that (first, last, step) can't express.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeysFrom {
+    Range,
+    /// `numkeys` at this index, keys after it (ZUNION, LMPOP…).
+    NumKeysAt(usize),
+    /// A destination at 1, then `numkeys` at 2 (ZUNIONSTORE…).
+    DestThenNumKeys,
+}
+
+pub struct CommandSpec {
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: Vec<&'static str>,
+    pub first: i32,
+    pub last: i32,
+    pub step: i32,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub handler: Handler,
+    pub lock: Lock,
+    pub keys_from: KeysFrom,
+    pub denyoom: bool,
+    pub write: bool,
+    pub no_auth: bool,
+    pub no_multi: bool,
+    /// Runs immediately even inside MULTI.
+    pub txn_control: bool,
+}
+
+fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32), group: &'static str, summary: &'static str, handler: Handler) -> CommandSpec {
+    let flags: Vec<&'static str> = flags.split_whitespace().collect();
+    CommandSpec {
+        name,
+        arity,
+        denyoom: flags.contains(&"denyoom"),
+        write: flags.contains(&"write"),
+        no_auth: flags.contains(&"no_auth"),
+        no_multi: flags.contains(&"no_multi"),
+        txn_control: matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset"),
+        flags,
+        first: keys.0,
+        last: keys.1,
+        step: keys.2,
+        group,
+        summary,
+        handler,
+        lock: if keys.0 > 0 { Lock::Keys } else { Lock::None },
+        keys_from: KeysFrom::Range,
+    }
+}
+
+impl CommandSpec {
+    fn lock(mut self, l: Lock) -> Self {
+        self.lock = l;
+        self
+    }
+    fn numkeys_at(mut self, i: usize) -> Self {
+        self.keys_from = KeysFrom::NumKeysAt(i);
+        self.flags.push("movablekeys");
+        self.lock = Lock::Keys;
+        self
+    }
+    fn dest_numkeys(mut self) -> Self {
+        self.keys_from = KeysFrom::DestThenNumKeys;
+        self.flags.push("movablekeys");
+        self.lock = Lock::Keys;
+        self
+    }
+}
+
+const K1: (i32, i32, i32) = (1, 1, 1);
+const K12: (i32, i32, i32) = (1, 2, 1);
+const KALL: (i32, i32, i32) = (1, -1, 1);
+const NOKEY: (i32, i32, i32) = (0, 0, 0);
+
+pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
+    use Lock::*;
+    vec![
+        // strings
+        c("get", 2, "readonly fast", K1, "string", "Returns the string value of a key.", string::get),
+        c("set", -3, "write denyoom", K1, "string", "Sets the string value of a key, ignoring its type.", string::set),
+        c("setnx", 3, "write denyoom fast", K1, "string", "Set the string value of a key only when the key doesn't exist.", string::setnx),
+        c("setex", 4, "write denyoom", K1, "string", "Sets the string value and expiration time of a key.", string::setex),
+        c("psetex", 4, "write denyoom", K1, "string", "Sets both string value and expiration time in milliseconds of a key.", string::psetex),
+        c("mget", -2, "readonly fast", KALL, "string", "Atomically returns the string values of one or more keys.", string::mget),
+        c("mset", -3, "write denyoom", (1, -1, 2), "string", "Atomically creates or modifies the string values of one or more keys.", string::mset),
+        c("msetnx", -3, "write denyoom", (1, -1, 2), "string", "Atomically modifies the string values of one or more keys only when all keys don't exist.", string::msetnx),
+        c("getset", 3, "write denyoom fast", K1, "string", "Returns the previous string value of a key after setting it to a new value.", string::getset),
+        c("getdel", 2, "write fast", K1, "string", "Returns the string value of a key after deleting the key.", string::getdel),
+        c("getex", -2, "write fast", K1, "string", "Returns the string value of a key after setting its expiration time.", string::getex),
+        c("append", 3, "write denyoom fast", K1, "string", "Appends a string to the value of a key.", string::append),
+        c("strlen", 2, "readonly fast", K1, "string", "Returns the length of a string value.", string::strlen),
+        c("incr", 2, "write denyoom fast", K1, "string", "Increments the integer value of a key by one.", string::incr),
+        c("decr", 2, "write denyoom fast", K1, "string", "Decrements the integer value of a key by one.", string::decr),
+        c("incrby", 3, "write denyoom fast", K1, "string", "Increments the integer value of a key by a number.", string::incrby),
+        c("decrby", 3, "write denyoom fast", K1, "string", "Decrements a number from the integer value of a key.", string::decrby),
+        c("incrbyfloat", 3, "write denyoom fast", K1, "string", "Increment the floating point value of a key by a number.", string::incrbyfloat),
+        c("getrange", 4, "readonly", K1, "string", "Returns a substring of the string stored at a key.", string::getrange),
+        c("substr", 4, "readonly", K1, "string", "Returns a substring from a string value.", string::getrange),
+        c("setrange", 4, "write denyoom", K1, "string", "Overwrites a part of a string value with another by an offset.", string::setrange),
+        c("lcs", -3, "readonly", K12, "string", "Finds the longest common substring.", string::lcs),
+        c("cas", -4, "write denyoom fast", K1, "string", "TierBase: sets a key to a new value if it holds the expected value.", string::cas),
+        c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value.", string::cad),
+        // keys
+        c("del", -2, "write", KALL, "keyspace", "Deletes one or more keys.", keys::del),
+        c("unlink", -2, "write fast", KALL, "keyspace", "Asynchronously deletes one or more keys.", keys::del),
+        c("exists", -2, "readonly fast", KALL, "keyspace", "Determines whether one or more keys exist.", keys::exists),
+        c("touch", -2, "readonly fast", KALL, "keyspace", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", keys::touch),
+        c("expire", -3, "write fast", K1, "keyspace", "Sets the expiration time of a key in seconds.", keys::expire),
+        c("pexpire", -3, "write fast", K1, "keyspace", "Sets the expiration time of a key in milliseconds.", keys::pexpire),
+        c("expireat", -3, "write fast", K1, "keyspace", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat),
+        c("pexpireat", -3, "write fast", K1, "keyspace", "Sets the expiration time of a key to a Unix milliseconds timestamp.", keys::pexpireat),
+        c("expiretime", 2, "readonly fast", K1, "keyspace", "Returns the expiration time of a key as a Unix timestamp.", keys::expiretime),
+        c("pexpiretime", 2, "readonly fast", K1, "keyspace", "Returns the expiration time of a key as a Unix milliseconds timestamp.", keys::pexpiretime),
+        c("ttl", 2, "readonly fast", K1, "keyspace", "Returns the expiration time in seconds of a key.", keys::ttl),
+        c("pttl", 2, "readonly fast", K1, "keyspace", "Returns the expiration time in milliseconds of a key.", keys::pttl),
+        c("persist", 2, "write fast", K1, "keyspace", "Removes the expiration time of a key.", keys::persist),
+        c("type", 2, "readonly fast", K1, "keyspace", "Determines the type of value stored at a key.", keys::type_),
+        c("rename", 3, "write", K12, "keyspace", "Renames a key and overwrites the destination.", keys::rename),
+        c("renamenx", 3, "write fast", K12, "keyspace", "Renames a key only when the target key name doesn't exist.", keys::renamenx),
+        c("copy", -3, "write denyoom", K12, "keyspace", "Copies the value of a key to a new key.", keys::copy).lock(All),
+        c("move", 3, "write fast", K1, "keyspace", "Moves a key to another database.", keys::move_).lock(All),
+        c("keys", 2, "readonly", NOKEY, "keyspace", "Returns all key names that match a pattern.", keys::keys).lock(Db),
+        c("scan", -2, "readonly", NOKEY, "keyspace", "Iterates over the key names in the database.", keys::scan).lock(Db),
+        c("randomkey", 1, "readonly", NOKEY, "keyspace", "Returns a random key name from the database.", keys::randomkey).lock(Db),
+        c("dbsize", 1, "readonly fast", NOKEY, "keyspace", "Returns the number of keys in the database.", keys::dbsize).lock(Db),
+        c("object", -2, "readonly", (2, 2, 1), "keyspace", "Inspects the internals of Redis objects.", keys::object),
+        // lists
+        c("lpush", -3, "write denyoom fast", K1, "list", "Prepends one or more elements to a list.", list::lpush),
+        c("rpush", -3, "write denyoom fast", K1, "list", "Appends one or more elements to a list.", list::rpush),
+        c("lpushx", -3, "write denyoom fast", K1, "list", "Prepends one or more elements to a list only when the list exists.", list::lpushx),
+        c("rpushx", -3, "write denyoom fast", K1, "list", "Appends an element to a list only when the list exists.", list::rpushx),
+        c("lpop", -2, "write fast", K1, "list", "Returns the first elements in a list after removing it.", list::lpop),
+        c("rpop", -2, "write fast", K1, "list", "Returns and removes the last elements of a list.", list::rpop),
+        c("llen", 2, "readonly fast", K1, "list", "Returns the length of a list.", list::llen),
+        c("lrange", 4, "readonly", K1, "list", "Returns a range of elements from a list.", list::lrange),
+        c("lindex", 3, "readonly", K1, "list", "Returns an element from a list by its index.", list::lindex),
+        c("lset", 4, "write denyoom", K1, "list", "Sets the value of an element in a list by its index.", list::lset),
+        c("lrem", 4, "write", K1, "list", "Removes elements from a list.", list::lrem),
+        c("ltrim", 4, "write", K1, "list", "Removes elements from both ends a list.", list::ltrim),
+        c("linsert", 5, "write denyoom", K1, "list", "Inserts an element before or after another element in a list.", list::linsert),
+        c("lpos", -3, "readonly", K1, "list", "Returns the index of matching elements in a list.", list::lpos),
+        c("lmove", 5, "write denyoom", K12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove),
+        c("rpoplpush", 3, "write denyoom", K12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush),
+        c("lmpop", -4, "write", NOKEY, "list", "Returns multiple elements from a list after removing them.", list::lmpop).numkeys_at(1),
+        c("blpop", -3, "write blocking", (1, -2, 1), "list", "Removes and returns the first element in a list, or blocks until one is available.", list::blpop),
+        c("brpop", -3, "write blocking", (1, -2, 1), "list", "Removes and returns the last element in a list, or blocks until one is available.", list::brpop),
+        c("blmove", 6, "write denyoom blocking", K12, "list", "Pops an element from a list, pushes it to another list and returns it; blocks until an element is available.", list::blmove),
+        c("brpoplpush", 4, "write denyoom blocking", K12, "list", "Pops an element from a list, pushes it to another list and returns it; blocks until one is available.", list::brpoplpush),
+        c("blmpop", -5, "write blocking", NOKEY, "list", "Pops the first element from one of multiple lists; blocks until one is available.", list::blmpop).numkeys_at(2),
+        // hashes
+        c("hset", -4, "write denyoom fast", K1, "hash", "Creates or modifies the value of a field in a hash.", hash::hset),
+        c("hsetnx", 4, "write denyoom fast", K1, "hash", "Sets the value of a field in a hash only when the field doesn't exist.", hash::hsetnx),
+        c("hget", 3, "readonly fast", K1, "hash", "Returns the value of a field in a hash.", hash::hget),
+        c("hmset", -4, "write denyoom fast", K1, "hash", "Sets the values of multiple fields.", hash::hmset),
+        c("hmget", -3, "readonly fast", K1, "hash", "Returns the values of all fields in a hash.", hash::hmget),
+        c("hdel", -3, "write fast", K1, "hash", "Deletes one or more fields and their values from a hash.", hash::hdel),
+        c("hexists", 3, "readonly fast", K1, "hash", "Determines whether a field exists in a hash.", hash::hexists),
+        c("hlen", 2, "readonly fast", K1, "hash", "Returns the number of fields in a hash.", hash::hlen),
+        c("hkeys", 2, "readonly", K1, "hash", "Returns all fields in a hash.", hash::hkeys),
+        c("hvals", 2, "readonly", K1, "hash", "Returns all values in a hash.", hash::hvals),
+        c("hgetall", 2, "readonly", K1, "hash", "Returns all fields and values in a hash.", hash::hgetall),
+        c("hincrby", 4, "write denyoom fast", K1, "hash", "Increments the integer value of a field in a hash by a number.", hash::hincrby),
+        c("hincrbyfloat", 4, "write denyoom fast", K1, "hash", "Increments the floating point value of a field by a number.", hash::hincrbyfloat),
+        c("hstrlen", 3, "readonly fast", K1, "hash", "Returns the length of the value of a field.", hash::hstrlen),
+        c("hscan", -3, "readonly", K1, "hash", "Iterates over fields and values of a hash.", hash::hscan),
+        c("hrandfield", -2, "readonly", K1, "hash", "Returns one or more random fields from a hash.", hash::hrandfield),
+        // sets
+        c("sadd", -3, "write denyoom fast", K1, "set", "Adds one or more members to a set.", set::sadd),
+        c("srem", -3, "write fast", K1, "set", "Removes one or more members from a set.", set::srem),
+        c("smembers", 2, "readonly", K1, "set", "Returns all members of a set.", set::smembers),
+        c("sismember", 3, "readonly fast", K1, "set", "Determines whether a member belongs to a set.", set::sismember),
+        c("smismember", -3, "readonly fast", K1, "set", "Determines whether multiple members belong to a set.", set::smismember),
+        c("scard", 2, "readonly fast", K1, "set", "Returns the number of members in a set.", set::scard),
+        c("spop", -2, "write fast", K1, "set", "Returns one or more random members from a set after removing them.", set::spop),
+        c("srandmember", -2, "readonly", K1, "set", "Get one or multiple random members from a set.", set::srandmember),
+        c("smove", 4, "write fast", K12, "set", "Moves a member from one set to another.", set::smove),
+        c("sinter", -2, "readonly", KALL, "set", "Returns the intersect of multiple sets.", set::sinter),
+        c("sintercard", -3, "readonly", NOKEY, "set", "Returns the number of members of the intersect of multiple sets.", set::sintercard).numkeys_at(1),
+        c("sinterstore", -3, "write denyoom", KALL, "set", "Stores the intersect of multiple sets in a key.", set::sinterstore),
+        c("sunion", -2, "readonly", KALL, "set", "Returns the union of multiple sets.", set::sunion),
+        c("sunionstore", -3, "write denyoom", KALL, "set", "Stores the union of multiple sets in a key.", set::sunionstore),
+        c("sdiff", -2, "readonly", KALL, "set", "Returns the difference of multiple sets.", set::sdiff),
+        c("sdiffstore", -3, "write denyoom", KALL, "set", "Stores the difference of multiple sets in a key.", set::sdiffstore),
+        c("sscan", -3, "readonly", K1, "set", "Iterates over members of a set.", set::sscan),
+        // sorted sets
+        c("zadd", -4, "write denyoom fast", K1, "sortedset", "Adds one or more members to a sorted set, or updates their scores.", zset::zadd),
+        c("zincrby", 4, "write denyoom fast", K1, "sortedset", "Increments the score of a member in a sorted set.", zset::zincrby),
+        c("zrem", -3, "write fast", K1, "sortedset", "Removes one or more members from a sorted set.", zset::zrem),
+        c("zcard", 2, "readonly fast", K1, "sortedset", "Returns the number of members in a sorted set.", zset::zcard),
+        c("zcount", 4, "readonly fast", K1, "sortedset", "Returns the count of members in a sorted set that have scores within a range.", zset::zcount),
+        c("zlexcount", 4, "readonly fast", K1, "sortedset", "Returns the number of members in a sorted set within a lexicographical range.", zset::zlexcount),
+        c("zscore", 3, "readonly fast", K1, "sortedset", "Returns the score of a member in a sorted set.", zset::zscore),
+        c("zmscore", -3, "readonly fast", K1, "sortedset", "Returns the score of one or more members in a sorted set.", zset::zmscore),
+        c("zrank", 3, "readonly fast", K1, "sortedset", "Returns the index of a member in a sorted set ordered by ascending scores.", zset::zrank),
+        c("zrevrank", 3, "readonly fast", K1, "sortedset", "Returns the index of a member in a sorted set ordered by descending scores.", zset::zrevrank),
+        c("zrange", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a range of indexes.", zset::zrange),
+        c("zrangestore", -5, "write denyoom", K12, "sortedset", "Stores a range of members from sorted set in a key.", zset::zrangestore),
+        c("zrangebyscore", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a range of scores.", zset::zrangebyscore),
+        c("zrevrangebyscore", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a range of scores in reverse order.", zset::zrevrangebyscore),
+        c("zrangebylex", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a lexicographical range.", zset::zrangebylex),
+        c("zrevrangebylex", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a lexicographical range in reverse order.", zset::zrevrangebylex),
+        c("zrevrange", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a range of indexes in reverse order.", zset::zrevrange),
+        c("zremrangebyrank", 4, "write", K1, "sortedset", "Removes members in a sorted set within a range of indexes.", zset::zremrangebyrank),
+        c("zremrangebyscore", 4, "write", K1, "sortedset", "Removes members in a sorted set within a range of scores.", zset::zremrangebyscore),
+        c("zremrangebylex", 4, "write", K1, "sortedset", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex),
+        c("zpopmin", -2, "write fast", K1, "sortedset", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin),
+        c("zpopmax", -2, "write fast", K1, "sortedset", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax),
+        c("bzpopmin", -3, "write fast blocking", (1, -2, 1), "sortedset", "Removes and returns the member with the lowest score from one or more sorted sets, or blocks.", zset::bzpopmin),
+        c("bzpopmax", -3, "write fast blocking", (1, -2, 1), "sortedset", "Removes and returns the member with the highest score from one or more sorted sets, or blocks.", zset::bzpopmax),
+        c("zmpop", -4, "write", NOKEY, "sortedset", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", zset::zmpop).numkeys_at(1),
+        c("bzmpop", -5, "write blocking", NOKEY, "sortedset", "Removes and returns a member by score from one or more sorted sets, or blocks.", zset::bzmpop).numkeys_at(2),
+        c("zrandmember", -2, "readonly", K1, "sortedset", "Returns one or more random members from a sorted set.", zset::zrandmember),
+        c("zscan", -3, "readonly", K1, "sortedset", "Iterates over members and scores of a sorted set.", zset::zscan),
+        c("zunion", -3, "readonly", NOKEY, "sortedset", "Returns the union of multiple sorted sets.", zset::zunion).numkeys_at(1),
+        c("zinter", -3, "readonly", NOKEY, "sortedset", "Returns the intersect of multiple sorted sets.", zset::zinter).numkeys_at(1),
+        c("zdiff", -3, "readonly", NOKEY, "sortedset", "Returns the difference between multiple sorted sets.", zset::zdiff).numkeys_at(1),
+        c("zunionstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the union of multiple sorted sets in a key.", zset::zunionstore).dest_numkeys(),
+        c("zinterstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore).dest_numkeys(),
+        c("zdiffstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore).dest_numkeys(),
+        c("zintercard", -3, "readonly", NOKEY, "sortedset", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard).numkeys_at(1),
+        // transactions
+        c("multi", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Starts a transaction.", txn::multi),
+        c("exec", 1, "noscript loading stale skip_slowlog", NOKEY, "transaction", "Executes all commands in a transaction.", txn::exec).lock(All),
+        c("discard", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Discards a transaction.", txn::discard),
+        c("watch", -2, "noscript loading stale fast allow_busy", KALL, "transaction", "Monitors changes to keys to determine the execution of a transaction.", txn::watch),
+        c("unwatch", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Forgets about watched keys of a transaction.", txn::unwatch),
+        // connection and server
+        c("ping", -1, "fast", NOKEY, "connection", "Returns the server's liveliness response.", server::ping),
+        c("echo", 2, "fast", NOKEY, "connection", "Returns the given string.", server::echo),
+        c("quit", -1, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Closes the connection.", server::quit),
+        c("auth", -2, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Authenticates the connection.", server::auth),
+        c("hello", -1, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Handshakes with the Redis server.", server::hello),
+        c("reset", 1, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Resets the connection.", server::reset),
+        c("select", 2, "loading stale fast", NOKEY, "connection", "Changes the selected database.", server::select),
+        c("client", -2, "admin noscript loading stale", NOKEY, "connection", "A container for client connection commands.", server::client),
+        c("swapdb", 3, "write fast", NOKEY, "server", "Swaps two Redis databases.", server::swapdb).lock(All),
+        c("flushdb", -1, "write", NOKEY, "server", "Remove all keys from the current database.", server::flushdb).lock(Db),
+        c("flushall", -1, "write", NOKEY, "server", "Removes all keys from all databases.", server::flushall).lock(All),
+        c("info", -1, "loading stale", NOKEY, "server", "Returns information and statistics about the server.", server::info),
+        c("config", -2, "admin noscript loading stale", NOKEY, "server", "A container for server configuration commands.", config::config),
+        c("time", 1, "loading stale fast", NOKEY, "server", "Returns the server time.", server::time),
+        c("lastsave", 1, "loading stale fast", NOKEY, "server", "Returns the Unix timestamp of the last successful save to disk.", server::lastsave),
+        c("role", 1, "noscript loading stale fast", NOKEY, "server", "Returns the replication role.", server::role),
+        c("command", -1, "loading stale", NOKEY, "server", "Returns detailed information about all commands.", server::command),
+        c("memory", -2, "readonly", NOKEY, "server", "A container for memory diagnostics commands.", server::memory).lock(Db),
+        c("debug", -2, "admin noscript loading stale", NOKEY, "server", "A container for debugging commands.", server::debug).lock(Db),
+        c("shutdown", -1, "admin noscript loading stale no_multi allow_busy", NOKEY, "server", "Synchronously saves the database(s) to disk and shuts down the Redis server.", server::shutdown),
+    ]
+});
+
+/// Lowercase name → index into COMMANDS.
+pub static INDEX: LazyLock<HashMap<&'static str, usize>> =
+    LazyLock::new(|| COMMANDS.iter().enumerate().map(|(i, c)| (c.name, i)).collect());
+
+/// Positions of the key arguments of a call (validated against the argument count).
+pub fn key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
+    let argc = argv.len() as i32;
+    let numkeys = |at: usize| -> usize {
+        argv.get(at).and_then(|a| parse_i64(a)).filter(|n| *n > 0).map(|n| n as usize).unwrap_or(0)
+    };
+    match spec.keys_from {
+        KeysFrom::NumKeysAt(at) => {
+            let n = numkeys(at);
+            (at + 1..(at + 1 + n).min(argv.len())).collect()
+        }
+        KeysFrom::DestThenNumKeys => {
+            let n = numkeys(2);
+            std::iter::once(1).chain(3..(3 + n).min(argv.len())).collect()
+        }
+        KeysFrom::Range => {
+            if spec.first <= 0 {
+                return Vec::new();
+            }
+            let last = if spec.last < 0 { argc + spec.last } else { spec.last.min(argc - 1) };
+            let mut v = Vec::new();
+            let mut i = spec.first;
+            while i <= last && i < argc {
+                v.push(i as usize);
+                i += spec.step.max(1);
+            }
+            v
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_lowercase() {
+        let mut seen = std::collections::HashSet::new();
+        for c in COMMANDS.iter() {
+            assert_eq!(c.name, c.name.to_lowercase());
+            assert!(seen.insert(c.name), "duplicate {}", c.name);
+        }
+    }
+
+    #[test]
+    fn key_positions_cover_forms() {
+        let spec = &COMMANDS[INDEX["mset"]];
+        assert_eq!(key_positions(spec, &[b"mset", b"a", b"1", b"b", b"2"]), vec![1, 3]);
+        let spec = &COMMANDS[INDEX["blpop"]];
+        assert_eq!(key_positions(spec, &[b"blpop", b"a", b"b", b"0"]), vec![1, 2]);
+        let spec = &COMMANDS[INDEX["zunionstore"]];
+        assert_eq!(key_positions(spec, &[b"zunionstore", b"d", b"2", b"a", b"b", b"WEIGHTS"]), vec![1, 3, 4]);
+        let spec = &COMMANDS[INDEX["blmpop"]];
+        assert_eq!(key_positions(spec, &[b"blmpop", b"0", b"9", b"a", b"LEFT"]), vec![3, 4]);
+    }
+}

@@ -1,0 +1,500 @@
+//! The keyspace entry: key, value and metadata in one heap allocation behind a thin pointer.
+//!
+//! Space cost is half of Terrace's cost model, so an entry is packed by hand rather than as a
+//! Rust struct with `Box<[u8]>` fields (which would cost two allocations and two fat pointers):
+//!
+//! ```text
+//! [0]      tag: bits 0-2 kind, bit 3 has-expiry, bit 4 has-flags, bit 5 dirty, bits 6-7 location
+//! [1..4]   access stamp (24 bits: LRU clock, or LFU minutes+counter, as Redis)
+//! [4..10]  version (48 bits; bumped on every write: WATCH, Memcached CAS, TierBase CAS)
+//! varint   key length
+//! varint   value length (strings only; collections store an 8-byte pointer)
+//! [8]      expiry, unix ms (only if has-expiry)
+//! [4]      Memcached client flags (only if has-flags)
+//! key bytes, then value bytes (or the collection pointer)
+//! ```
+//!
+//! The value location bits (DRAM / PMem / storage-only) and the dirty bit are reserved for the
+//! tier and write-back issues; today every value is in DRAM.
+
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::ptr::NonNull;
+
+use super::value::Collection;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Str = 0,
+    List = 1,
+    Hash = 2,
+    Set = 3,
+    ZSet = 4,
+}
+
+impl Kind {
+    fn from_bits(b: u8) -> Kind {
+        match b & 7 {
+            0 => Kind::Str,
+            1 => Kind::List,
+            2 => Kind::Hash,
+            3 => Kind::Set,
+            _ => Kind::ZSet,
+        }
+    }
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Kind::Str => "string",
+            Kind::List => "list",
+            Kind::Hash => "hash",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+        }
+    }
+}
+
+/// Where an entry's value lives (reserved for the tiering issues).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    Dram = 0,
+    Pmem = 1,
+    Storage = 2,
+}
+
+const HAS_EXPIRE: u8 = 1 << 3;
+const HAS_FLAGS: u8 = 1 << 4;
+const DIRTY: u8 = 1 << 5;
+const FIXED: usize = 10;
+const PTR: usize = std::mem::size_of::<*mut Collection>();
+pub const MAX_VERSION: u64 = (1 << 48) - 1;
+
+/// What an entry's value is.
+pub enum ValueRef<'a> {
+    Str(&'a [u8]),
+    Coll(&'a Collection),
+}
+
+/// Parameters of a new entry.
+pub struct Meta {
+    pub expire: Option<i64>,
+    pub flags: u32,
+    pub version: u64,
+    pub access: u32,
+}
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+unsafe fn write_varint(mut p: *mut u8, mut v: usize) -> *mut u8 {
+    while v >= 0x80 {
+        *p = (v as u8) | 0x80;
+        p = p.add(1);
+        v >>= 7;
+    }
+    *p = v as u8;
+    p.add(1)
+}
+
+unsafe fn read_varint(mut p: *const u8) -> (usize, *const u8) {
+    let mut v = 0usize;
+    let mut shift = 0;
+    loop {
+        let b = *p;
+        p = p.add(1);
+        v |= ((b & 0x7f) as usize) << shift;
+        if b & 0x80 == 0 {
+            return (v, p);
+        }
+        shift += 7;
+    }
+}
+
+/// A keyspace entry (thin, owning pointer). `Send` because it is only reached through its
+/// shard's lock.
+pub struct Entry(NonNull<u8>);
+
+unsafe impl Send for Entry {}
+unsafe impl Sync for Entry {}
+
+struct Parsed {
+    key_off: usize,
+    key_len: usize,
+    val_off: usize,
+    val_len: usize,
+    expire_off: usize,
+    flags_off: usize,
+}
+
+impl Entry {
+    fn layout(size: usize) -> Layout {
+        Layout::from_size_align(size, 1).expect("entry layout")
+    }
+
+    fn build(kind: Kind, key: &[u8], value: &[u8], meta: &Meta) -> Entry {
+        let has_exp = meta.expire.is_some();
+        let has_flags = meta.flags != 0;
+        let val_len_field = if kind == Kind::Str { varint_len(value.len()) } else { 0 };
+        let size = FIXED
+            + varint_len(key.len())
+            + val_len_field
+            + if has_exp { 8 } else { 0 }
+            + if has_flags { 4 } else { 0 }
+            + key.len()
+            + value.len();
+        unsafe {
+            let base = alloc(Self::layout(size));
+            let Some(nn) = NonNull::new(base) else { handle_alloc_error(Self::layout(size)) };
+            let mut tag = kind as u8;
+            if has_exp {
+                tag |= HAS_EXPIRE;
+            }
+            if has_flags {
+                tag |= HAS_FLAGS;
+            }
+            *base = tag;
+            let acc = meta.access.to_le_bytes();
+            std::ptr::copy_nonoverlapping(acc.as_ptr(), base.add(1), 3);
+            let ver = (meta.version & MAX_VERSION).to_le_bytes();
+            std::ptr::copy_nonoverlapping(ver.as_ptr(), base.add(4), 6);
+            let mut p = write_varint(base.add(FIXED), key.len());
+            if kind == Kind::Str {
+                p = write_varint(p, value.len());
+            }
+            if let Some(e) = meta.expire {
+                std::ptr::copy_nonoverlapping(e.to_le_bytes().as_ptr(), p, 8);
+                p = p.add(8);
+            }
+            if has_flags {
+                std::ptr::copy_nonoverlapping(meta.flags.to_le_bytes().as_ptr(), p, 4);
+                p = p.add(4);
+            }
+            std::ptr::copy_nonoverlapping(key.as_ptr(), p, key.len());
+            p = p.add(key.len());
+            std::ptr::copy_nonoverlapping(value.as_ptr(), p, value.len());
+            Entry(nn)
+        }
+    }
+
+    /// A string entry.
+    pub fn new_str(key: &[u8], value: &[u8], meta: &Meta) -> Entry {
+        Self::build(Kind::Str, key, value, meta)
+    }
+
+    /// A collection entry; the collection is boxed and owned by the entry.
+    pub fn new_coll(key: &[u8], coll: Collection, meta: &Meta) -> Entry {
+        let kind = coll.kind();
+        let ptr = Box::into_raw(Box::new(coll)) as usize;
+        Self::build(kind, key, &ptr.to_ne_bytes(), meta)
+    }
+
+    #[inline]
+    fn tag(&self) -> u8 {
+        unsafe { *self.0.as_ptr() }
+    }
+
+    fn parsed(&self) -> Parsed {
+        unsafe {
+            let base = self.0.as_ptr() as *const u8;
+            let tag = *base;
+            let (key_len, mut p) = read_varint(base.add(FIXED));
+            let val_len = if Kind::from_bits(tag) == Kind::Str {
+                let (v, np) = read_varint(p);
+                p = np;
+                v
+            } else {
+                PTR
+            };
+            let mut off = p.offset_from(base) as usize;
+            let expire_off = off;
+            if tag & HAS_EXPIRE != 0 {
+                off += 8;
+            }
+            let flags_off = off;
+            if tag & HAS_FLAGS != 0 {
+                off += 4;
+            }
+            Parsed { key_off: off, key_len, val_off: off + key_len, val_len, expire_off, flags_off }
+        }
+    }
+
+    fn total_size(&self) -> usize {
+        let p = self.parsed();
+        p.val_off + p.val_len
+    }
+
+    #[inline]
+    pub fn kind(&self) -> Kind {
+        Kind::from_bits(self.tag())
+    }
+
+    pub fn location(&self) -> Location {
+        match self.tag() >> 6 {
+            1 => Location::Pmem,
+            2 => Location::Storage,
+            _ => Location::Dram,
+        }
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        self.tag() & DIRTY != 0
+    }
+
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        let p = self.parsed();
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(p.key_off), p.key_len) }
+    }
+
+    pub fn value(&self) -> ValueRef<'_> {
+        let p = self.parsed();
+        unsafe {
+            let v = self.0.as_ptr().add(p.val_off);
+            if self.kind() == Kind::Str {
+                ValueRef::Str(std::slice::from_raw_parts(v, p.val_len))
+            } else {
+                ValueRef::Coll(&*self.coll_ptr(v))
+            }
+        }
+    }
+
+    unsafe fn coll_ptr(&self, v: *const u8) -> *mut Collection {
+        let mut raw = [0u8; PTR];
+        std::ptr::copy_nonoverlapping(v, raw.as_mut_ptr(), PTR);
+        usize::from_ne_bytes(raw) as *mut Collection
+    }
+
+    /// The string value, if this is a string.
+    pub fn str_value(&self) -> Option<&[u8]> {
+        match self.value() {
+            ValueRef::Str(s) => Some(s),
+            ValueRef::Coll(_) => None,
+        }
+    }
+
+    pub fn coll(&self) -> Option<&Collection> {
+        match self.value() {
+            ValueRef::Coll(c) => Some(c),
+            ValueRef::Str(_) => None,
+        }
+    }
+
+    pub fn coll_mut(&mut self) -> Option<&mut Collection> {
+        if self.kind() == Kind::Str {
+            return None;
+        }
+        let p = self.parsed();
+        unsafe { Some(&mut *self.coll_ptr(self.0.as_ptr().add(p.val_off))) }
+    }
+
+    pub fn expire(&self) -> Option<i64> {
+        if self.tag() & HAS_EXPIRE == 0 {
+            return None;
+        }
+        let p = self.parsed();
+        let mut raw = [0u8; 8];
+        unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr().add(p.expire_off), raw.as_mut_ptr(), 8) };
+        Some(i64::from_le_bytes(raw))
+    }
+
+    pub fn flags(&self) -> u32 {
+        if self.tag() & HAS_FLAGS == 0 {
+            return 0;
+        }
+        let p = self.parsed();
+        let mut raw = [0u8; 4];
+        unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr().add(p.flags_off), raw.as_mut_ptr(), 4) };
+        u32::from_le_bytes(raw)
+    }
+
+    #[inline]
+    pub fn access(&self) -> u32 {
+        let mut raw = [0u8; 4];
+        unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr().add(1), raw.as_mut_ptr(), 3) };
+        u32::from_le_bytes(raw)
+    }
+
+    #[inline]
+    pub fn set_access(&mut self, stamp: u32) {
+        let raw = stamp.to_le_bytes();
+        unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), self.0.as_ptr().add(1), 3) };
+    }
+
+    pub fn version(&self) -> u64 {
+        let mut raw = [0u8; 8];
+        unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr().add(4), raw.as_mut_ptr(), 6) };
+        u64::from_le_bytes(raw)
+    }
+
+    pub fn set_version(&mut self, v: u64) {
+        let raw = (v & MAX_VERSION).to_le_bytes();
+        unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), self.0.as_ptr().add(4), 6) };
+    }
+
+    pub fn meta(&self) -> Meta {
+        Meta { expire: self.expire(), flags: self.flags(), version: self.version(), access: self.access() }
+    }
+
+    /// Sets or clears the expiry. Changing whether an expiry is present reallocates.
+    pub fn set_expire(&mut self, expire: Option<i64>) {
+        match (self.expire(), expire) {
+            (Some(_), Some(e)) => {
+                let p = self.parsed();
+                unsafe { std::ptr::copy_nonoverlapping(e.to_le_bytes().as_ptr(), self.0.as_ptr().add(p.expire_off), 8) };
+            }
+            (None, None) => {}
+            _ => {
+                let mut meta = self.meta();
+                meta.expire = expire;
+                self.rebuild(meta);
+            }
+        }
+    }
+
+    /// Sets the Memcached client flags (reallocates when presence changes).
+    pub fn set_flags(&mut self, flags: u32) {
+        if (self.flags() != 0) == (flags != 0) && flags != 0 {
+            let p = self.parsed();
+            unsafe { std::ptr::copy_nonoverlapping(flags.to_le_bytes().as_ptr(), self.0.as_ptr().add(p.flags_off), 4) };
+        } else if self.flags() != flags {
+            let mut meta = self.meta();
+            meta.flags = flags;
+            self.rebuild(meta);
+        }
+    }
+
+    /// Re-lays the entry with new metadata, moving the value (a collection pointer moves
+    /// without being dropped).
+    fn rebuild(&mut self, meta: Meta) {
+        let kind = self.kind();
+        let p = self.parsed();
+        let new = unsafe {
+            let key = std::slice::from_raw_parts(self.0.as_ptr().add(p.key_off), p.key_len);
+            let val = std::slice::from_raw_parts(self.0.as_ptr().add(p.val_off), p.val_len);
+            Self::build(kind, key, val, &meta)
+        };
+        let old = std::mem::replace(self, new);
+        old.free_shell();
+    }
+
+    /// Frees the allocation without dropping a collection it points to.
+    fn free_shell(self) {
+        let size = self.total_size();
+        unsafe { dealloc(self.0.as_ptr(), Self::layout(size)) };
+        std::mem::forget(self);
+    }
+
+    /// The same entry under another key (RENAME, MOVE); a collection moves without a copy.
+    pub fn renamed(self, key: &[u8]) -> Entry {
+        let kind = self.kind();
+        let p = self.parsed();
+        let new = unsafe {
+            let val = std::slice::from_raw_parts(self.0.as_ptr().add(p.val_off), p.val_len);
+            Self::build(kind, key, val, &self.meta())
+        };
+        self.free_shell();
+        new
+    }
+
+    /// A deep copy under another key (COPY).
+    pub fn copied(&self, key: &[u8], meta: &Meta) -> Entry {
+        match self.value() {
+            ValueRef::Str(v) => Self::build(Kind::Str, key, v, meta),
+            ValueRef::Coll(c) => Self::new_coll(key, c.deep_clone(), meta),
+        }
+    }
+
+    /// Replaces a string value, keeping key and metadata (the version is the caller's).
+    pub fn with_str_value(&self, value: &[u8]) -> Entry {
+        Self::build(Kind::Str, self.key(), value, &self.meta())
+    }
+
+    /// Bytes this entry occupies on the heap, its collection included.
+    pub fn heap_size(&self) -> usize {
+        self.total_size() + self.coll().map(|c| c.heap_size()).unwrap_or(0)
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let size = self.total_size();
+        unsafe {
+            if self.kind() != Kind::Str {
+                let p = self.parsed();
+                drop(Box::from_raw(self.coll_ptr(self.0.as_ptr().add(p.val_off))));
+            }
+            dealloc(self.0.as_ptr(), Self::layout(size));
+        }
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry").field("key", &String::from_utf8_lossy(self.key())).field("kind", &self.kind()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::value::Collection;
+
+    fn meta(expire: Option<i64>, flags: u32) -> Meta {
+        Meta { expire, flags, version: 42, access: 0xABCDEF }
+    }
+
+    #[test]
+    fn string_entry_roundtrip_and_metadata_changes() {
+        let long = vec![7u8; 300];
+        for val in [&b""[..], b"v", &long[..]] {
+            let mut e = Entry::new_str(b"key", val, &meta(None, 0));
+            assert_eq!(e.key(), b"key");
+            assert_eq!(e.str_value(), Some(val));
+            assert_eq!(e.expire(), None);
+            assert_eq!(e.version(), 42);
+            assert_eq!(e.access(), 0xABCDEF);
+            e.set_expire(Some(1234));
+            assert_eq!(e.expire(), Some(1234));
+            assert_eq!(e.key(), b"key");
+            assert_eq!(e.str_value(), Some(val));
+            e.set_flags(99);
+            assert_eq!(e.flags(), 99);
+            assert_eq!(e.expire(), Some(1234));
+            e.set_expire(Some(5));
+            e.set_flags(7);
+            assert_eq!((e.expire(), e.flags()), (Some(5), 7));
+            e.set_expire(None);
+            e.set_flags(0);
+            assert_eq!((e.expire(), e.flags()), (None, 0));
+            assert_eq!(e.str_value(), Some(val));
+            e.set_version(MAX_VERSION + 5);
+            assert_eq!(e.version(), 4);
+        }
+    }
+
+    #[test]
+    fn collection_survives_rebuilds_and_drops_once() {
+        let mut e = Entry::new_coll(b"l", Collection::new_list(), &meta(None, 0));
+        if let Some(Collection::List(l)) = e.coll_mut() {
+            l.push_back(b"a".to_vec().into_boxed_slice());
+        }
+        e.set_expire(Some(10));
+        e.set_expire(None);
+        assert_eq!(e.kind(), Kind::List);
+        match e.coll() {
+            Some(Collection::List(l)) => assert_eq!(&*l[0], b"a"),
+            _ => panic!("not a list"),
+        }
+    }
+
+    #[test]
+    fn compact_size_for_small_strings() {
+        let e = Entry::new_str(&[b'k'; 16], &[b'v'; 100], &meta(None, 0));
+        assert_eq!(e.total_size(), 10 + 1 + 1 + 16 + 100);
+    }
+}

@@ -1,0 +1,135 @@
+//! The keyspace: 16 databases, each split into a power-of-two number of shards with a lock
+//! per shard, so that any reactor thread can serve any key.
+//!
+//! A command locks every shard it will touch before it runs, in one global order
+//! (database, then shard index), so multi-key commands and transactions are atomic and can't
+//! deadlock. `Guards` is the set of locks a command holds.
+
+pub mod access;
+pub mod entry;
+pub mod eviction;
+pub mod shard;
+pub mod value;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+
+pub use entry::{Entry, Kind, Meta, ValueRef};
+pub use shard::{is_expired, Shard};
+pub use value::{hash_bytes, Collection};
+
+pub const NUM_DBS: usize = 16;
+
+pub struct Keyspace {
+    shards: Box<[Mutex<Shard>]>,
+    shard_bits: u32,
+    version: AtomicU64,
+    /// Access stamps hold LFU counters (true) or LRU clocks (false).
+    pub lfu: AtomicBool,
+}
+
+/// The shards a command holds, sorted by global shard id.
+pub struct Guards<'a> {
+    held: Vec<(u32, MutexGuard<'a, Shard>)>,
+}
+
+impl Keyspace {
+    pub fn new(shard_bits: u32) -> Keyspace {
+        let n = NUM_DBS << shard_bits;
+        Keyspace {
+            shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_bits,
+            version: AtomicU64::new(1),
+            lfu: AtomicBool::new(false),
+        }
+    }
+
+    pub fn shards_per_db(&self) -> usize {
+        1 << self.shard_bits
+    }
+
+    /// Global id of the shard holding `key` in database `db`.
+    #[inline]
+    pub fn shard_id(&self, db: usize, key: &[u8]) -> u32 {
+        // Bits 40.. of the hash: hashbrown uses the low bits for the bucket and the top 7
+        // for its control bytes, so shard selection must not reuse either.
+        let s = if self.shard_bits == 0 { 0 } else { (hash_bytes(key) >> 40) as usize & ((1 << self.shard_bits) - 1) };
+        ((db << self.shard_bits) | s) as u32
+    }
+
+    pub fn db_shard_ids(&self, db: usize) -> impl Iterator<Item = u32> {
+        let n = self.shards_per_db();
+        ((db * n) as u32)..(((db + 1) * n) as u32)
+    }
+
+    pub fn all_shard_ids(&self) -> std::ops::Range<u32> {
+        0..self.shards.len() as u32
+    }
+
+    /// Locks the given shards (ids may repeat and come in any order).
+    pub fn lock(&self, mut ids: Vec<u32>) -> Guards<'_> {
+        ids.sort_unstable();
+        ids.dedup();
+        Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect() }
+    }
+
+    /// Locks one shard by id (background work: expiry, eviction, stats).
+    pub fn lock_one(&self, id: u32) -> MutexGuard<'_, Shard> {
+        self.shards[id as usize].lock()
+    }
+
+    pub fn num_shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// A fresh version number for a written entry.
+    #[inline]
+    pub fn next_version(&self) -> u64 {
+        self.version.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sums a per-shard figure over every shard.
+    pub fn sum(&self, f: impl Fn(&Shard) -> u64) -> u64 {
+        self.shards.iter().map(|s| f(&s.lock())).sum()
+    }
+
+    pub fn db_len(&self, db: usize) -> (usize, usize) {
+        self.db_shard_ids(db).fold((0, 0), |(k, v), id| {
+            let s = self.shards[id as usize].lock();
+            (k + s.len(), v + s.volatile)
+        })
+    }
+}
+
+impl<'a> Guards<'a> {
+    /// The held shard with this id. Panics if the command did not declare it: a bug in the
+    /// command table's key specification, never an input error.
+    #[inline]
+    pub fn shard(&mut self, id: u32) -> &mut Shard {
+        if self.held.len() == 1 {
+            debug_assert_eq!(self.held[0].0, id);
+            return &mut self.held[0].1;
+        }
+        let i = self.held.binary_search_by_key(&id, |(i, _)| *i).expect("shard not locked by command");
+        &mut self.held[i].1
+    }
+
+    pub fn holds(&self, id: u32) -> bool {
+        self.held.binary_search_by_key(&id, |(i, _)| *i).is_ok()
+    }
+
+    /// Two distinct held shards at once (RENAME, SMOVE, LMOVE across shards).
+    pub fn pair(&mut self, a: u32, b: u32) -> (&mut Shard, &mut Shard) {
+        assert_ne!(a, b);
+        let ia = self.held.binary_search_by_key(&a, |(i, _)| *i).expect("shard not locked");
+        let ib = self.held.binary_search_by_key(&b, |(i, _)| *i).expect("shard not locked");
+        if ia < ib {
+            let (l, r) = self.held.split_at_mut(ib);
+            (&mut l[ia].1, &mut r[0].1)
+        } else {
+            let (l, r) = self.held.split_at_mut(ia);
+            (&mut r[0].1, &mut l[ib].1)
+        }
+    }
+}

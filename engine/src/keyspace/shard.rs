@@ -1,0 +1,297 @@
+//! One shard of one database: a hash table of entries behind its own lock.
+//!
+//! Everything here runs with the shard's lock held: lookups with lazy expiry, inserts and
+//! removals (which mark watched keys touched), sampling for eviction, and the incremental
+//! sweep of the active expiry cycle.
+
+use hashbrown::HashTable;
+
+use super::entry::Entry;
+use super::value::{hash_bytes, BytesMap};
+
+/// Whether an entry with this expiry is expired at `now` (Redis: `now > when`).
+#[inline]
+pub fn is_expired(expire: Option<i64>, now: i64) -> bool {
+    matches!(expire, Some(e) if now > e)
+}
+
+#[derive(Default)]
+pub struct Shard {
+    table: HashTable<Entry>,
+    /// Entries with an expiry set.
+    pub volatile: usize,
+    /// Watched keys: (watching clients, touch epoch).
+    watched: BytesMap<(u32, u64)>,
+    /// Bumped whenever an insert may reorganize the table (SCAN cursors restart the shard).
+    pub layout_epoch: u32,
+    /// Position of the active-expiry sweep.
+    sweep_cursor: usize,
+    pub expired_keys: u64,
+    pub evicted_keys: u64,
+}
+
+impl Shard {
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Looks a key up without expiring it (expired entries are reported as absent).
+    pub fn peek(&self, key: &[u8], now: i64) -> Option<&Entry> {
+        self.table
+            .find(hash_bytes(key), |e| e.key() == key)
+            .filter(|e| !is_expired(e.expire(), now))
+    }
+
+    /// Looks a key up, removing it first if it is expired (lazy expiry).
+    pub fn get(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
+        let h = hash_bytes(key);
+        let expired = match self.table.find(h, |e| e.key() == key) {
+            None => return None,
+            Some(e) => is_expired(e.expire(), now),
+        };
+        if expired {
+            self.remove(key);
+            self.expired_keys += 1;
+            return None;
+        }
+        self.table.find_mut(h, |e| e.key() == key)
+    }
+
+    /// Inserts or replaces the entry for its key; returns the replaced entry.
+    pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
+        let h = hash_bytes(entry.key());
+        self.touch(entry.key());
+        if entry.expire().is_some() {
+            self.volatile += 1;
+        }
+        if self.table.len() == self.table.capacity() {
+            self.layout_epoch = self.layout_epoch.wrapping_add(1);
+        }
+        let key_eq = |e: &Entry| e.key() == entry.key();
+        match self.table.find_mut(h, key_eq) {
+            Some(slot) => {
+                let old = std::mem::replace(slot, entry);
+                if old.expire().is_some() {
+                    self.volatile -= 1;
+                }
+                Some(old)
+            }
+            None => {
+                self.table.insert_unique(h, entry, |e| hash_bytes(e.key()));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        match self.table.find_entry(hash_bytes(key), |e| e.key() == key) {
+            Ok(o) => {
+                let (e, _) = o.remove();
+                if e.expire().is_some() {
+                    self.volatile -= 1;
+                }
+                self.touch(key);
+                Some(e)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Changes an entry's expiry keeping the volatile count right. The key must exist.
+    pub fn set_expire(&mut self, key: &[u8], expire: Option<i64>) {
+        let h = hash_bytes(key);
+        if let Some(e) = self.table.find_mut(h, |e| e.key() == key) {
+            let had = e.expire().is_some();
+            e.set_expire(expire);
+            match (had, expire.is_some()) {
+                (false, true) => self.volatile += 1,
+                (true, false) => self.volatile -= 1,
+                _ => {}
+            }
+        }
+        self.touch(key);
+    }
+
+    /// Marks a key modified for WATCH.
+    #[inline]
+    pub fn touch(&mut self, key: &[u8]) {
+        if !self.watched.is_empty() {
+            if let Some((_, epoch)) = self.watched.get_mut(key) {
+                *epoch += 1;
+            }
+        }
+    }
+
+    /// Marks every watched key modified (FLUSHDB, SWAPDB).
+    pub fn touch_all(&mut self) {
+        let keys: Vec<Box<[u8]>> = self.watched.iter().map(|(k, _)| k.clone()).collect();
+        for k in keys {
+            if let Some((_, e)) = self.watched.get_mut(&k) {
+                *e += 1;
+            }
+        }
+    }
+
+    /// Registers a watcher; returns the key's current touch epoch.
+    pub fn watch(&mut self, key: &[u8]) -> u64 {
+        if let Some((n, e)) = self.watched.get_mut(key) {
+            *n += 1;
+            return *e;
+        }
+        self.watched.insert(key, (1, 0));
+        0
+    }
+
+    pub fn unwatch(&mut self, key: &[u8]) {
+        let drop_it = match self.watched.get_mut(key) {
+            Some((n, _)) => {
+                *n -= 1;
+                *n == 0
+            }
+            None => false,
+        };
+        if drop_it {
+            self.watched.remove(key);
+            if self.watched.is_empty() {
+                self.watched = BytesMap::new();
+            }
+        }
+    }
+
+    pub fn watch_epoch(&self, key: &[u8]) -> u64 {
+        self.watched.get(key).map(|(_, e)| *e).unwrap_or(0)
+    }
+
+    /// Drops every entry (FLUSHDB); watched keys are touched.
+    pub fn clear(&mut self) -> HashTable<Entry> {
+        self.touch_all();
+        self.volatile = 0;
+        self.layout_epoch = self.layout_epoch.wrapping_add(1);
+        std::mem::take(&mut self.table)
+    }
+
+    /// Exchanges the data (not the watchers) of two shards, for SWAPDB.
+    pub fn swap_data(&mut self, other: &mut Shard) {
+        std::mem::swap(&mut self.table, &mut other.table);
+        std::mem::swap(&mut self.volatile, &mut other.volatile);
+        self.layout_epoch = self.layout_epoch.wrapping_add(1);
+        other.layout_epoch = other.layout_epoch.wrapping_add(1);
+        self.touch_all();
+        other.touch_all();
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.table.iter()
+    }
+
+    pub fn num_buckets(&self) -> usize {
+        self.table.num_buckets()
+    }
+
+    pub fn bucket(&self, idx: usize) -> Option<&Entry> {
+        self.table.get_bucket(idx)
+    }
+
+    /// A random entry (uniform over occupied buckets), for RANDOMKEY and eviction sampling.
+    pub fn random_entry(&self) -> Option<&Entry> {
+        if self.table.is_empty() {
+            return None;
+        }
+        let n = self.table.num_buckets();
+        // Load factor is at least 1/8 after growth; bound the probes anyway.
+        for _ in 0..n.max(64) {
+            let i = fastrand::usize(..n);
+            if let Some(e) = self.table.get_bucket(i) {
+                return Some(e);
+            }
+        }
+        self.table.iter().next()
+    }
+
+    /// Sweeps up to `budget` buckets removing expired entries; returns (examined, expired).
+    pub fn sweep_expired(&mut self, budget: usize, now: i64) -> (usize, usize) {
+        if self.volatile == 0 || self.table.is_empty() {
+            return (0, 0);
+        }
+        let n = self.table.num_buckets();
+        let mut examined = 0;
+        let mut expired = 0;
+        for _ in 0..budget.min(n) {
+            let idx = self.sweep_cursor % n;
+            self.sweep_cursor = (idx + 1) % n;
+            let dead = match self.table.get_bucket(idx) {
+                Some(e) => {
+                    examined += 1;
+                    is_expired(e.expire(), now)
+                }
+                None => false,
+            };
+            if dead {
+                if let Ok(o) = self.table.get_bucket_entry(idx) {
+                    let (e, _) = o.remove();
+                    self.volatile -= 1;
+                    self.expired_keys += 1;
+                    expired += 1;
+                    let key = e.key().to_vec();
+                    drop(e);
+                    self.touch(&key);
+                }
+            }
+        }
+        (examined, expired)
+    }
+
+    /// Gives memory back after many deletions.
+    pub fn maybe_shrink(&mut self) {
+        let cap = self.table.capacity();
+        if cap > 1024 && self.table.len() * 8 < cap {
+            self.table.shrink_to_fit(|e| hash_bytes(e.key()));
+            self.layout_epoch = self.layout_epoch.wrapping_add(1);
+        }
+    }
+
+    pub fn table_bytes(&self) -> usize {
+        self.table.allocation_size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::entry::Meta;
+
+    fn entry(k: &str, exp: Option<i64>) -> Entry {
+        Entry::new_str(k.as_bytes(), b"v", &Meta { expire: exp, flags: 0, version: 1, access: 0 })
+    }
+
+    #[test]
+    fn lazy_expiry_and_volatile_count() {
+        let mut s = Shard::default();
+        s.insert(entry("a", Some(100)));
+        s.insert(entry("b", None));
+        assert_eq!(s.volatile, 1);
+        assert!(s.get(b"a", 100).is_some(), "expires strictly after its time");
+        assert!(s.get(b"a", 101).is_none());
+        assert_eq!((s.len(), s.volatile, s.expired_keys), (1, 0, 1));
+        s.set_expire(b"b", Some(5));
+        assert_eq!(s.volatile, 1);
+        assert_eq!(s.sweep_expired(1000, 10), (1, 1));
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn watch_epochs_move_on_every_change() {
+        let mut s = Shard::default();
+        let e0 = s.watch(b"k");
+        s.insert(entry("k", None));
+        let e1 = s.watch_epoch(b"k");
+        assert_ne!(e0, e1);
+        s.remove(b"k");
+        assert_ne!(e1, s.watch_epoch(b"k"));
+        s.unwatch(b"k");
+        assert_eq!(s.watch_epoch(b"k"), 0);
+    }
+}

@@ -1,0 +1,16 @@
+//! Terrace engine: one data node of the appliance. It speaks RESP itself, so a Redis client
+//! can use an engine directly; the proxy routes to several of them.
+//!
+//! Request flow: `server` (listener, reactors, connections) → `protocol` (framing) →
+//! `command` (dispatch, locking, handlers per family) → `keyspace` (shards, entries, expiry,
+//! eviction). `alloc` accounts memory for INFO and maxmemory.
+
+pub mod alloc;
+pub mod command;
+pub mod config;
+pub mod keyspace;
+pub mod protocol;
+pub mod server;
+
+pub use config::{EngineConfig, EngineSettings};
+pub use server::run;

@@ -1,0 +1,7 @@
+//! Wire protocol: request framing (RESP multibulk and inline) and reply encoding (RESP2/RESP3).
+
+pub mod reply;
+pub mod request;
+
+pub use reply::{format_double, ReplyWriter};
+pub use request::{parse_i64, Limits, ProtocolError, Request, RequestParser};

@@ -1,0 +1,184 @@
+//! One client connection: read, parse pipelined requests, execute, write replies; park while
+//! blocked in BLPOP & co.; notice CLIENT KILL and shutdown.
+//!
+//! The connection's state (`Conn`) is separate from the socket so that a later issue can move
+//! a connection between reactors between two reads.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::state::{ClientInfo, Server};
+use crate::command::{self, BlockRequest, Conn, Outcome, TimeoutReply};
+use crate::protocol::{Limits, ReplyWriter, RequestParser};
+
+/// Client query buffer limit (Redis's client-query-buffer-limit).
+const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+/// Replies are flushed when this much is pending, to bound memory for huge pipelines.
+const FLUSH_AT: usize = 256 * 1024;
+
+pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo>) {
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn::new(info.clone());
+    conn.authenticated = !command::server::requires_auth(&srv);
+    let mut inbuf = BytesMut::with_capacity(16 * 1024);
+    let mut out = BytesMut::with_capacity(16 * 1024);
+    let mut parser = RequestParser::new(Limits::default());
+    'conn: loop {
+        if info.killed.load(Ordering::Relaxed) {
+            break;
+        }
+        if inbuf.capacity() - inbuf.len() < 4096 {
+            inbuf.reserve(16 * 1024);
+        }
+        let n = tokio::select! {
+            r = stream.read_buf(&mut inbuf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = info.wake.notified() => continue,
+        };
+        srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        info.last_active_ms.store(srv.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        loop {
+            let req = match parser.parse(&inbuf) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    ReplyWriter::new(&mut out, conn.resp3).error(&format!("ERR {e}"));
+                    let _ = stream.write_all(&out).await;
+                    break 'conn;
+                }
+            };
+            if req.args.is_empty() {
+                inbuf.advance(req.consumed);
+                parser.reset();
+                continue;
+            }
+            let outcome = {
+                let buf: &[u8] = &inbuf;
+                let mut stack: [&[u8]; 16] = [&[]; 16];
+                let heap: Vec<&[u8]>;
+                let argv: &[&[u8]] = if req.args.len() <= 16 {
+                    for i in 0..req.args.len() {
+                        stack[i] = req.arg(buf, i);
+                    }
+                    &stack[..req.args.len()]
+                } else {
+                    heap = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
+                    &heap
+                };
+                match command::execute(&srv, &mut conn, argv, &mut out) {
+                    Outcome::Block(b) => Err((b, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>())),
+                    other => Ok(other),
+                }
+            };
+            inbuf.advance(req.consumed);
+            parser.reset();
+            match outcome {
+                Ok(Outcome::Close) => {
+                    let _ = stream.write_all(&out).await;
+                    break 'conn;
+                }
+                Ok(_) => {}
+                Err((block, argv)) => {
+                    if !flush(&srv, &mut stream, &mut out).await {
+                        srv.blocking.unregister(info.id, block.db, &block.keys);
+                        break 'conn;
+                    }
+                    if !wait_blocked(&srv, &mut conn, &mut stream, &mut inbuf, &mut out, block, argv).await {
+                        break 'conn;
+                    }
+                }
+            }
+            if out.len() >= FLUSH_AT && !flush(&srv, &mut stream, &mut out).await {
+                break 'conn;
+            }
+        }
+        if inbuf.len() > QUERY_BUFFER_LIMIT {
+            tracing::warn!(client = info.id, "closing client that exceeded the query buffer limit");
+            break;
+        }
+        if !flush(&srv, &mut stream, &mut out).await {
+            break;
+        }
+    }
+    command::txn::release_watches(&srv.keyspace, &mut conn);
+    srv.clients.lock().remove(&info.id);
+}
+
+async fn flush(srv: &Server, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    srv.stats.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+    let ok = stream.write_all(out).await.is_ok();
+    out.clear();
+    ok
+}
+
+/// Waits until a blocked command can be served, times out, or the client goes away.
+/// Returns false when the connection must close.
+async fn wait_blocked(
+    srv: &Arc<Server>,
+    conn: &mut Conn,
+    stream: &mut TcpStream,
+    inbuf: &mut BytesMut,
+    out: &mut BytesMut,
+    mut block: BlockRequest,
+    argv: Vec<Vec<u8>>,
+) -> bool {
+    let info = conn.info.clone();
+    info.blocked.store(true, Ordering::Relaxed);
+    let deadline = block.deadline.map(tokio::time::Instant::from_std);
+    let notify = conn.block_notify.clone();
+    let result = loop {
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = notify.notified() => {
+                srv.blocking.unregister(info.id, block.db, &block.keys);
+                let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                match command::execute(srv, conn, &args, out) {
+                    Outcome::Block(again) => {
+                        block = again;
+                        continue;
+                    }
+                    Outcome::Close => break false,
+                    Outcome::Done => break flush(srv, stream, out).await,
+                }
+            }
+            _ = sleep => {
+                srv.blocking.unregister(info.id, block.db, &block.keys);
+                let mut w = ReplyWriter::new(out, conn.resp3);
+                match block.timeout_reply {
+                    TimeoutReply::NullArray => w.null_array(),
+                    TimeoutReply::NullBulk => w.null(),
+                }
+                break flush(srv, stream, out).await;
+            }
+            _ = info.wake.notified() => {
+                if info.killed.load(Ordering::Relaxed) {
+                    srv.blocking.unregister(info.id, block.db, &block.keys);
+                    break false;
+                }
+            }
+            r = stream.read_buf(inbuf) => {
+                // Requests that arrive while blocked wait in the buffer; EOF ends the wait.
+                if matches!(r, Ok(0) | Err(_)) {
+                    srv.blocking.unregister(info.id, block.db, &block.keys);
+                    break false;
+                }
+            }
+        }
+    };
+    info.blocked.store(false, Ordering::Relaxed);
+    result
+}

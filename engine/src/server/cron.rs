@@ -1,0 +1,56 @@
+//! Periodic work (every 100 ms, as Redis's `hz 10`): active expiry, the ops/sec sample, and
+//! giving table memory back after mass deletions.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::state::{now_ms, Server};
+
+/// Budget of one active-expiry cycle (Redis spends at most 25% of a 100 ms tick).
+const CYCLE_BUDGET: Duration = Duration::from_millis(25);
+
+pub async fn run(srv: Arc<Server>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_cmds = srv.stats.commands_processed.load(Ordering::Relaxed);
+    let mut last_at = Instant::now();
+    let mut n: u64 = 0;
+    loop {
+        tick.tick().await;
+        if srv.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        active_expire(&srv);
+        n += 1;
+        if n % 10 == 0 {
+            let cmds = srv.stats.commands_processed.load(Ordering::Relaxed);
+            let secs = last_at.elapsed().as_secs_f64().max(0.001);
+            srv.stats.instantaneous_ops.store(((cmds.saturating_sub(last_cmds)) as f64 / secs) as u64, Ordering::Relaxed);
+            last_cmds = cmds;
+            last_at = Instant::now();
+            for id in srv.keyspace.all_shard_ids() {
+                srv.keyspace.lock_one(id).maybe_shrink();
+            }
+        }
+    }
+}
+
+/// Sweeps every shard with keys that have a TTL, a slice of its table per tick, so that a
+/// full pass over a shard takes about two seconds whatever its size.
+pub fn active_expire(srv: &Server) {
+    let start = Instant::now();
+    let now = now_ms();
+    for id in srv.keyspace.all_shard_ids() {
+        let mut shard = srv.keyspace.lock_one(id);
+        if shard.volatile == 0 {
+            continue;
+        }
+        let budget = (shard.num_buckets() / 20).max(256);
+        shard.sweep_expired(budget, now);
+        drop(shard);
+        if start.elapsed() > CYCLE_BUDGET {
+            break;
+        }
+    }
+}

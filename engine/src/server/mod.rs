@@ -1,0 +1,166 @@
+//! The engine's network server: a listener, `threads` reactor threads (each a single-threaded
+//! tokio runtime) sharing the keyspace, and the periodic cron.
+//!
+//! Reactor 0 runs on the caller's thread and also owns the listener, the cron and signal
+//! handling; accepted connections are handed to reactors round-robin.
+
+pub mod connection;
+pub mod cron;
+pub mod state;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Notify};
+
+use crate::config::{EngineConfig, Threads};
+use state::{ClientInfo, Server};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+type Handoff = (std::net::TcpStream, Arc<ClientInfo>);
+
+fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)
+}
+
+/// Raises the open-file limit to its hard maximum so many clients can connect.
+fn raise_fd_limit() {
+    unsafe {
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {
+            rl.rlim_cur = rl.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+        }
+    }
+}
+
+/// Runs the engine until SIGINT, SIGTERM or SHUTDOWN.
+pub fn run(config: EngineConfig) -> Result<(), ServerError> {
+    raise_fd_limit();
+    let addr = format!("{}:{}", config.bind, config.port);
+    let std_listener =
+        std::net::TcpListener::bind(&addr).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
+    std_listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
+    let local = std_listener.local_addr().map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
+    let Threads::Fixed(threads) = config.threads;
+    let srv = Server::new(config);
+    srv.port.store(local.port() as u64, Ordering::Relaxed);
+
+    // Reactors 1..n on their own threads.
+    let mut senders = Vec::new();
+    let mut handles = Vec::new();
+    for i in 1..threads {
+        let (tx, rx) = mpsc::unbounded_channel::<Handoff>();
+        senders.push(tx);
+        let srv = srv.clone();
+        let rt = runtime()?;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("terrace-reactor-{i}"))
+                .spawn(move || reactor(rt, srv, rx))
+                .expect("spawn reactor thread"),
+        );
+    }
+
+    let rt = runtime()?;
+    let local_set = tokio::task::LocalSet::new();
+    let srv0 = srv.clone();
+    local_set.block_on(&rt, async move {
+        let listener = TcpListener::from_std(std_listener).expect("listener from std");
+        tracing::info!(%local, threads, "Ready to accept connections");
+        println!("terrace engine ready on {local}");
+        tokio::task::spawn_local(cron::run(srv0.clone()));
+        let mut next = 0usize;
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        loop {
+            let term = async {
+                match sigterm.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = listener.accept() => {
+                    let Ok((stream, peer)) = r else { continue };
+                    let info = register_client(&srv0, peer, local);
+                    let target = next % threads;
+                    next = next.wrapping_add(1);
+                    if target == 0 {
+                        tokio::task::spawn_local(connection::serve(srv0.clone(), stream, info));
+                    } else if let Ok(std_stream) = stream.into_std() {
+                        let _ = senders[target - 1].send((std_stream, info));
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => {
+                    tracing::info!("SIGINT received, shutting down");
+                    break;
+                }
+                _ = term => {
+                    tracing::info!("SIGTERM received, shutting down");
+                    break;
+                }
+                _ = srv0.shutdown_notify.notified() => break,
+            }
+            if srv0.shutdown.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        srv0.request_shutdown();
+        drop(senders);
+        // Let connection tasks see the kill flag and close their sockets.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    });
+    for h in handles {
+        let _ = h.join();
+    }
+    tracing::info!("engine stopped");
+    Ok(())
+}
+
+fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::UnboundedReceiver<Handoff>) {
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        while let Some((std_stream, info)) = rx.recv().await {
+            if let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) {
+                tokio::task::spawn_local(connection::serve(srv.clone(), stream, info));
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    });
+}
+
+fn register_client(srv: &Arc<Server>, peer: SocketAddr, local: SocketAddr) -> Arc<ClientInfo> {
+    srv.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+    let id = srv.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let info = Arc::new(ClientInfo {
+        id,
+        addr: peer.to_string(),
+        laddr: local.to_string(),
+        created: Instant::now(),
+        name: Mutex::new(None),
+        db: AtomicUsize::new(0),
+        last_cmd: AtomicUsize::new(usize::MAX),
+        last_active_ms: AtomicU64::new(srv.started.elapsed().as_millis() as u64),
+        resp: AtomicU8::new(2),
+        no_evict: AtomicBool::new(false),
+        in_multi: AtomicBool::new(false),
+        blocked: AtomicBool::new(false),
+        killed: AtomicBool::new(false),
+        wake: Notify::new(),
+    });
+    srv.clients.lock().insert(id, info.clone());
+    info
+}

@@ -1,0 +1,201 @@
+//! Process-wide engine state shared by all reactors: keyspace, runtime settings, counters,
+//! the client registry and the blocked-client registry.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::command::table::COMMANDS;
+use crate::config::EngineConfig;
+use crate::keyspace::eviction::Policy;
+use crate::keyspace::Keyspace;
+
+/// Per-command counters (INFO commandstats).
+#[derive(Default)]
+pub struct CommandStat {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub total_error_replies: AtomicU64,
+    pub per_command: Vec<CommandStat>,
+    /// Commands per second, sampled by the cron.
+    pub instantaneous_ops: AtomicU64,
+}
+
+/// What the registry knows of a connected client (CLIENT LIST, CLIENT KILL).
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub created: Instant,
+    pub name: Mutex<Option<String>>,
+    pub db: AtomicUsize,
+    /// Index of the last command run (usize::MAX: none yet).
+    pub last_cmd: AtomicUsize,
+    /// Milliseconds since the server started, at the client's last request.
+    pub last_active_ms: AtomicU64,
+    pub resp: AtomicU8,
+    pub no_evict: AtomicBool,
+    pub in_multi: AtomicBool,
+    pub blocked: AtomicBool,
+    pub killed: AtomicBool,
+    /// Woken to make the connection notice `killed`.
+    pub wake: Notify,
+}
+
+impl ClientInfo {
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+}
+
+/// Clients blocked on keys (BLPOP & co.), by (db, key), oldest first.
+#[derive(Default)]
+pub struct BlockRegistry {
+    waiting: AtomicUsize,
+    map: Mutex<HashMap<(usize, Vec<u8>), Vec<(u64, Arc<Notify>)>>>,
+}
+
+impl BlockRegistry {
+    pub fn register(&self, client: u64, db: usize, keys: &[Vec<u8>], notify: &Arc<Notify>) {
+        let mut m = self.map.lock();
+        for k in keys {
+            m.entry((db, k.clone())).or_default().push((client, notify.clone()));
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    pub fn unregister(&self, client: u64, db: usize, keys: &[Vec<u8>]) {
+        let mut m = self.map.lock();
+        for k in keys {
+            let key = (db, k.clone());
+            if let Some(v) = m.get_mut(&key) {
+                let before = v.len();
+                v.retain(|(c, _)| *c != client);
+                self.waiting.fetch_sub(before - v.len(), Ordering::SeqCst);
+                if v.is_empty() {
+                    m.remove(&key);
+                }
+            }
+        }
+    }
+
+    #[inline]
+    pub fn any_waiting(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// Wakes the clients blocked on a key, oldest first.
+    pub fn signal(&self, db: usize, key: &[u8]) {
+        let m = self.map.lock();
+        if let Some(v) = m.get(&(db, key.to_vec())) {
+            for (_, n) in v {
+                n.notify_one();
+            }
+        }
+    }
+
+    /// Number of clients blocked on anything.
+    pub fn blocked_clients(&self) -> usize {
+        let m = self.map.lock();
+        let mut ids: Vec<u64> = m.values().flatten().map(|(c, _)| *c).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
+}
+
+/// Settings changeable at run time (CONFIG SET). Hot ones are atomics.
+pub struct Runtime {
+    pub maxmemory: AtomicU64,
+    pub policy: Mutex<Policy>,
+    pub maxmemory_samples: AtomicUsize,
+    /// Other parameters clients may set and read back (CONFIG GET/SET).
+    pub params: Mutex<Vec<(String, String)>>,
+}
+
+pub struct Server {
+    pub config: EngineConfig,
+    pub keyspace: Keyspace,
+    pub runtime: Runtime,
+    pub stats: Stats,
+    pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    pub next_client_id: AtomicU64,
+    pub blocking: BlockRegistry,
+    pub started: Instant,
+    pub run_id: String,
+    pub port: AtomicU64,
+    pub shutdown: AtomicBool,
+    pub shutdown_notify: Notify,
+    /// Commands that take every lock (transactions, FLUSHALL) bump this so INFO can tell.
+    pub dirty: AtomicU64,
+}
+
+impl Server {
+    pub fn new(config: EngineConfig) -> Arc<Server> {
+        let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
+        let keyspace = Keyspace::new(config.shard_bits);
+        keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
+        let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
+        Arc::new(Server {
+            runtime: Runtime {
+                maxmemory: AtomicU64::new(config.maxmemory),
+                policy: Mutex::new(config.maxmemory_policy),
+                maxmemory_samples: AtomicUsize::new(5),
+                params: Mutex::new(crate::command::config::default_params()),
+            },
+            keyspace,
+            config,
+            stats,
+            clients: Mutex::new(HashMap::new()),
+            next_client_id: AtomicU64::new(1),
+            blocking: BlockRegistry::default(),
+            started: Instant::now(),
+            run_id,
+            port: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            shutdown_notify: Notify::new(),
+            dirty: AtomicU64::new(0),
+        })
+    }
+
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.shutdown_notify.notify_waiters();
+        for c in self.clients.lock().values() {
+            c.kill();
+        }
+    }
+
+    pub fn policy(&self) -> Policy {
+        *self.runtime.policy.lock()
+    }
+}
+
+/// Wall-clock time in milliseconds since the epoch.
+#[inline]
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Wall-clock time in microseconds since the epoch.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}

@@ -1,0 +1,131 @@
+//! Helpers for end-to-end tests: start the real `terrace` binary on an ephemeral port and
+//! talk to it over raw sockets.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `terrace engine`, killed on drop.
+pub struct Engine {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Engine {
+    pub fn start(extra: &[&str]) -> Engine {
+        Self::start_with_env(extra, &[])
+    }
+
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Engine {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+        cmd.args(["engine", "--port", "0"]).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start terrace engine");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("read ready line");
+        let port = line
+            .trim()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
+        Engine { child, port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+    }
+
+    pub fn raw(&self) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Raw { s }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw TCP connection for byte-level protocol tests.
+pub struct Raw {
+    pub s: TcpStream,
+}
+
+impl Raw {
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    /// Reads until exactly `expected` has arrived (or panics with what did).
+    pub fn expect(&mut self, expected: &[u8]) {
+        let got = self.read_n(expected.len());
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(expected));
+    }
+
+    pub fn read_n(&mut self, n: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; n];
+        let mut got = 0;
+        while got < n {
+            match self.s.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) => panic!("read failed after {got} bytes ({:?}): {e}", String::from_utf8_lossy(&buf[..got])),
+            }
+        }
+        buf.truncate(got);
+        buf
+    }
+
+    /// Sends a command as a RESP array and returns the raw reply bytes available within a
+    /// short time.
+    pub fn cmd(&mut self, args: &[&str]) -> String {
+        self.send(&encode(args));
+        self.read_available()
+    }
+
+    pub fn read_available(&mut self) -> String {
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        self.s.set_read_timeout(Some(Duration::from_millis(150))).unwrap();
+        let mut buf = [0u8; 65536];
+        loop {
+            match self.s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => out.extend_from_slice(&buf[..k]),
+                Err(_) if !out.is_empty() || Instant::now() > deadline => break,
+                Err(_) => {}
+            }
+        }
+        self.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// True when the server closed the connection.
+    pub fn is_closed(&mut self) -> bool {
+        self.s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut b = [0u8; 1];
+        matches!(self.s.read(&mut b), Ok(0) | Err(_))
+    }
+}
+
+pub fn encode(args: &[&str]) -> Vec<u8> {
+    let mut v = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        v.extend_from_slice(format!("${}\r\n{}\r\n", a.len(), a).as_bytes());
+    }
+    v
+}

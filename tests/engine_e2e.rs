@@ -1,0 +1,677 @@
+//! End-to-end tests of `terrace engine`: the real binary on an ephemeral port, driven by the
+//! `redis` crate and by raw RESP bytes.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{encode, Engine};
+use redis::{cmd, Value};
+
+fn q<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
+    let mut c = cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn err(con: &mut redis::Connection, args: &[&str]) -> String {
+    let mut c = cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    match c.query::<Value>(con) {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
+    }
+}
+
+#[test]
+fn strings() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    assert_eq!(q::<String>(&mut c, &["SET", "k", "v"]), "OK");
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v");
+    assert_eq!(q::<Option<String>>(&mut c, &["SET", "k", "w", "NX"]), None);
+    assert_eq!(q::<Option<String>>(&mut c, &["SET", "k", "w", "XX", "GET"]), Some("v".into()));
+    assert_eq!(q::<Option<String>>(&mut c, &["SET", "nokey", "w", "XX"]), None);
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "nokey"]), None);
+    assert_eq!(q::<String>(&mut c, &["SET", "t", "1", "EX", "100"]), "OK");
+    let ttl: i64 = q(&mut c, &["TTL", "t"]);
+    assert!((99..=100).contains(&ttl));
+    assert_eq!(q::<String>(&mut c, &["SET", "t", "2", "KEEPTTL"]), "OK");
+    assert!(q::<i64>(&mut c, &["TTL", "t"]) > 0);
+    assert!(err(&mut c, &["SET", "k", "v", "EX", "0"]).contains("invalid expire time in 'set' command"));
+    assert!(err(&mut c, &["SET", "k", "v", "NX", "XX"]).contains("syntax error"));
+    assert_eq!(q::<i64>(&mut c, &["INCR", "n"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["INCRBY", "n", "41"]), 42);
+    assert_eq!(q::<i64>(&mut c, &["DECRBY", "n", "2"]), 40);
+    assert_eq!(q::<String>(&mut c, &["INCRBYFLOAT", "n", "0.5"]), "40.5");
+    assert!(err(&mut c, &["INCR", "n"]).contains("value is not an integer or out of range"));
+    q::<()>(&mut c, &["SET", "big", "9223372036854775807"]);
+    assert!(err(&mut c, &["INCR", "big"]).contains("increment or decrement would overflow"));
+    assert_eq!(q::<i64>(&mut c, &["APPEND", "a", "Hello"]), 5);
+    assert_eq!(q::<i64>(&mut c, &["APPEND", "a", " World"]), 11);
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "a", "0", "4"]), "Hello");
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "a", "-5", "-1"]), "World");
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "a", "6", "Redis"]), 11);
+    assert_eq!(q::<String>(&mut c, &["GET", "a"]), "Hello Redis");
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "pad", "3", "x"]), 4);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "pad"]), b"\0\0\0x".to_vec());
+    assert_eq!(q::<i64>(&mut c, &["STRLEN", "a"]), 11);
+    assert_eq!(q::<String>(&mut c, &["MSET", "m1", "a", "m2", "b"]), "OK");
+    assert_eq!(q::<Vec<Option<String>>>(&mut c, &["MGET", "m1", "nope", "m2"]), vec![Some("a".into()), None, Some("b".into())]);
+    assert_eq!(q::<i64>(&mut c, &["MSETNX", "m1", "x", "m3", "y"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "m3"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GETDEL", "m1"]), "a");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "m1"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GETEX", "m2", "PX", "50000"]), "b");
+    assert!(q::<i64>(&mut c, &["PTTL", "m2"]) > 40000);
+    assert_eq!(q::<String>(&mut c, &["GETEX", "m2", "PERSIST"]), "b");
+    assert_eq!(q::<i64>(&mut c, &["TTL", "m2"]), -1);
+    q::<()>(&mut c, &["MSET", "l1", "ohmytext", "l2", "mynewtext"]);
+    assert_eq!(q::<String>(&mut c, &["LCS", "l1", "l2"]), "mytext");
+    assert_eq!(q::<i64>(&mut c, &["LCS", "l1", "l2", "LEN"]), 6);
+    // TierBase extensions.
+    q::<()>(&mut c, &["SET", "cas", "old"]);
+    assert_eq!(q::<i64>(&mut c, &["CAS", "cas", "nope", "new"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["CAS", "cas", "old", "new", "EX", "100"]), 1);
+    assert_eq!(q::<String>(&mut c, &["GET", "cas"]), "new");
+    assert!(q::<i64>(&mut c, &["TTL", "cas"]) > 0);
+    assert_eq!(q::<i64>(&mut c, &["CAD", "cas", "old"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["CAD", "cas", "new"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "cas"]), 0);
+    q::<()>(&mut c, &["LPUSH", "list", "x"]);
+    assert!(err(&mut c, &["GET", "list"]).contains("Operation against a key holding the wrong kind of value"));
+    assert!(err(&mut c, &["CAS", "list", "a", "b"]).contains("wrong kind of value"));
+}
+
+#[test]
+fn keys_and_expiry() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    q::<()>(&mut c, &["MSET", "a", "1", "b", "2", "c", "3"]);
+    assert_eq!(q::<i64>(&mut c, &["DEL", "a", "b", "zz"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["UNLINK", "c"]), 1);
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "100", "XX"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "100", "NX"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "50", "GT"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "50", "LT"]), 1);
+    assert!(err(&mut c, &["EXPIRE", "k", "5", "NX", "XX"]).contains("NX and XX, GT or LT options at the same time are not compatible"));
+    let t: i64 = q(&mut c, &["EXPIRETIME", "k"]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert!((now + 48..=now + 51).contains(&t), "{t} vs {now}");
+    assert_eq!(q::<i64>(&mut c, &["PERSIST", "k"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "missing"]), -2);
+    // Millisecond expiry is honoured, lazily and actively.
+    q::<()>(&mut c, &["SET", "short", "v", "PX", "100"]);
+    for i in 0..50 {
+        q::<()>(&mut c, &["SET", &format!("vol{i}"), "v", "PX", "100"]);
+    }
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "short"]), 1);
+    thread::sleep(Duration::from_millis(150));
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "short"]), None);
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1, "active expiry reclaims volatile keys");
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    assert!(info.contains("expired_keys:51"), "{info}");
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "-1"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
+    // Rename, copy, move.
+    q::<()>(&mut c, &["SET", "src", "v", "EX", "100"]);
+    assert_eq!(q::<String>(&mut c, &["RENAME", "src", "dst"]), "OK");
+    assert!(q::<i64>(&mut c, &["TTL", "dst"]) > 0);
+    assert!(err(&mut c, &["RENAME", "src", "x"]).contains("no such key"));
+    q::<()>(&mut c, &["SET", "other", "o"]);
+    assert_eq!(q::<i64>(&mut c, &["RENAMENX", "dst", "other"]), 0);
+    q::<()>(&mut c, &["RPUSH", "list", "a", "b"]);
+    assert_eq!(q::<i64>(&mut c, &["COPY", "list", "list2"]), 1);
+    q::<()>(&mut c, &["RPUSH", "list2", "c"]);
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "list"]), 2, "COPY is deep");
+    assert_eq!(q::<i64>(&mut c, &["COPY", "list", "other"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["COPY", "list", "other", "REPLACE"]), 1);
+    assert_eq!(q::<String>(&mut c, &["TYPE", "other"]), "list");
+    assert_eq!(q::<i64>(&mut c, &["MOVE", "other", "3"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["COPY", "list", "list", "DB", "5"]), 1);
+    q::<()>(&mut c, &["SELECT", "3"]);
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "other"]), 2);
+    q::<()>(&mut c, &["SELECT", "5"]);
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "list"]), 2);
+    assert!(err(&mut c, &["SELECT", "16"]).contains("DB index is out of range"));
+    q::<()>(&mut c, &["SELECT", "0"]);
+    // KEYS, SCAN (complete iteration, TYPE filter), RANDOMKEY, DBSIZE, OBJECT.
+    q::<()>(&mut c, &["FLUSHDB"]);
+    for i in 0..1000 {
+        q::<()>(&mut c, &["SET", &format!("key:{i}"), "v"]);
+    }
+    q::<()>(&mut c, &["SADD", "aset", "m"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "key:99?"]).len(), 10);
+    let mut cursor = "0".to_string();
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let (next, keys): (String, Vec<String>) = q(&mut c, &["SCAN", &cursor, "MATCH", "key:*", "COUNT", "50"]);
+        seen.extend(keys);
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(seen.len(), 1000);
+    let (_, sets): (String, Vec<String>) = q(&mut c, &["SCAN", "0", "TYPE", "set", "COUNT", "100000"]);
+    assert_eq!(sets, vec!["aset".to_string()]);
+    assert!(q::<String>(&mut c, &["RANDOMKEY"]).len() > 3);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1001);
+    q::<()>(&mut c, &["SET", "int", "12345"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "int"]), "int");
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "key:1"]), "embstr");
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "REFCOUNT", "int"]), 1);
+    assert!(q::<i64>(&mut c, &["OBJECT", "IDLETIME", "int"]) <= 1);
+    assert!(q::<i64>(&mut c, &["TOUCH", "int", "nope"]) == 1);
+    assert!(err(&mut c, &["OBJECT", "FREQ", "int"]).contains("An LFU maxmemory policy is not selected"));
+    q::<()>(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"]);
+    assert!(q::<i64>(&mut c, &["OBJECT", "FREQ", "int"]) >= 0);
+    assert!(q::<i64>(&mut c, &["MEMORY", "USAGE", "key:1"]) > 0);
+}
+
+#[test]
+fn lists_including_blocking() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    assert_eq!(q::<i64>(&mut c, &["RPUSH", "l", "a", "b", "c"]), 3);
+    assert_eq!(q::<i64>(&mut c, &["LPUSH", "l", "z"]), 4);
+    assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]), vec!["z", "a", "b", "c"]);
+    assert_eq!(q::<i64>(&mut c, &["LPUSHX", "nolist", "a"]), 0);
+    assert_eq!(q::<String>(&mut c, &["LINDEX", "l", "-1"]), "c");
+    assert_eq!(q::<String>(&mut c, &["LSET", "l", "0", "y"]), "OK");
+    assert!(err(&mut c, &["LSET", "l", "10", "y"]).contains("index out of range"));
+    assert!(err(&mut c, &["LSET", "nolist", "0", "y"]).contains("no such key"));
+    assert_eq!(q::<i64>(&mut c, &["LINSERT", "l", "BEFORE", "b", "x"]), 5);
+    assert_eq!(q::<i64>(&mut c, &["LINSERT", "l", "AFTER", "nope", "x"]), -1);
+    assert_eq!(q::<i64>(&mut c, &["LPOS", "l", "b"]), 3);
+    q::<()>(&mut c, &["RPUSH", "r", "a", "b", "a", "c", "a"]);
+    assert_eq!(q::<Vec<i64>>(&mut c, &["LPOS", "r", "a", "COUNT", "0"]), vec![0, 2, 4]);
+    assert_eq!(q::<Vec<i64>>(&mut c, &["LPOS", "r", "a", "RANK", "-1", "COUNT", "2"]), vec![4, 2]);
+    assert_eq!(q::<i64>(&mut c, &["LREM", "r", "-2", "a"]), 2);
+    assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "r", "0", "-1"]), vec!["a", "b", "c"]);
+    assert_eq!(q::<String>(&mut c, &["LTRIM", "r", "1", "-1"]), "OK");
+    assert_eq!(q::<Vec<String>>(&mut c, &["LPOP", "r", "5"]), vec!["b", "c"]);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "r"]), 0, "empty lists are deleted");
+    assert_eq!(q::<Value>(&mut c, &["LPOP", "r", "1"]), Value::Nil);
+    assert_eq!(q::<String>(&mut c, &["LMOVE", "l", "m", "LEFT", "RIGHT"]), "y");
+    assert_eq!(q::<String>(&mut c, &["RPOPLPUSH", "l", "m"]), "c");
+    assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "m", "0", "-1"]), vec!["c", "y"]);
+    let (k, v): (String, Vec<String>) = q(&mut c, &["LMPOP", "2", "none", "m", "RIGHT", "COUNT", "5"]);
+    assert_eq!((k.as_str(), v), ("m", vec!["y".to_string(), "c".to_string()]));
+    assert!(err(&mut c, &["LMPOP", "0", "m", "LEFT"]).contains("numkeys should be greater than 0"));
+
+    // BLPOP times out with a nil reply.
+    let start = Instant::now();
+    assert_eq!(q::<Value>(&mut c, &["BLPOP", "empty", "0.2"]), Value::Nil);
+    assert!(start.elapsed() >= Duration::from_millis(180));
+    assert!(err(&mut c, &["BLPOP", "empty", "-1"]).contains("timeout is negative"));
+    assert!(err(&mut c, &["BLPOP", "empty", "abc"]).contains("timeout is not a float or out of range"));
+
+    // A push from another client wakes the oldest blocked client first.
+    let url = e.url();
+    let waiter = |url: String| {
+        thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let r: (String, String) = cmd("BLPOP").arg("q1").arg("q2").arg("5").query(&mut c).unwrap();
+            r
+        })
+    };
+    let first = waiter(url.clone());
+    thread::sleep(Duration::from_millis(200));
+    let second = waiter(url.clone());
+    thread::sleep(Duration::from_millis(200));
+    q::<()>(&mut c, &["RPUSH", "q2", "one"]);
+    assert_eq!(first.join().unwrap(), ("q2".to_string(), "one".to_string()));
+    q::<()>(&mut c, &["RPUSH", "q1", "two"]);
+    assert_eq!(second.join().unwrap(), ("q1".to_string(), "two".to_string()));
+
+    // BLMOVE moves atomically once data arrives; BRPOPLPUSH times out with a nil bulk.
+    let u = url.clone();
+    let mover = thread::spawn(move || {
+        let mut c = redis::Client::open(u).unwrap().get_connection().unwrap();
+        let v: String = cmd("BLMOVE").arg("src").arg("dst").arg("LEFT").arg("LEFT").arg("5").query(&mut c).unwrap();
+        v
+    });
+    thread::sleep(Duration::from_millis(200));
+    q::<()>(&mut c, &["RPUSH", "src", "moved"]);
+    assert_eq!(mover.join().unwrap(), "moved");
+    assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "dst", "0", "-1"]), vec!["moved"]);
+    assert_eq!(q::<Value>(&mut c, &["BRPOPLPUSH", "nothing", "dst", "0.1"]), Value::Nil);
+    // Blocking pops inside MULTI don't block.
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["BLPOP", "empty", "0"]);
+    let r: Vec<Value> = q(&mut c, &["EXEC"]);
+    assert_eq!(r, vec![Value::Nil]);
+}
+
+#[test]
+fn hashes_sets_sorted_sets() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    assert_eq!(q::<i64>(&mut c, &["HSET", "h", "f1", "v1", "f2", "v2"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["HSET", "h", "f1", "v9"]), 0);
+    assert_eq!(q::<String>(&mut c, &["HGET", "h", "f1"]), "v9");
+    assert_eq!(q::<i64>(&mut c, &["HSETNX", "h", "f1", "x"]), 0);
+    assert_eq!(q::<Vec<Option<String>>>(&mut c, &["HMGET", "h", "f1", "no"]), vec![Some("v9".into()), None]);
+    assert_eq!(q::<i64>(&mut c, &["HINCRBY", "h", "n", "5"]), 5);
+    assert_eq!(q::<String>(&mut c, &["HINCRBYFLOAT", "h", "n", "1.5"]), "6.5");
+    assert!(err(&mut c, &["HINCRBY", "h", "f1", "1"]).contains("hash value is not an integer"));
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "h"]), 3);
+    assert_eq!(q::<i64>(&mut c, &["HSTRLEN", "h", "f2"]), 2);
+    let mut all: Vec<(String, String)> = q(&mut c, &["HGETALL", "h"]);
+    all.sort();
+    assert_eq!(all[0], ("f1".into(), "v9".into()));
+    assert_eq!(q::<i64>(&mut c, &["HDEL", "h", "f1", "f2", "n"]), 3);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "h"]), 0);
+    for i in 0..300 {
+        q::<()>(&mut c, &["HSET", "big", &format!("f{i}"), "v"]);
+    }
+    let mut cursor = "0".to_string();
+    let mut fields = std::collections::HashSet::new();
+    loop {
+        let (next, kv): (String, Vec<String>) = q(&mut c, &["HSCAN", "big", &cursor, "COUNT", "20"]);
+        for pair in kv.chunks(2) {
+            fields.insert(pair[0].clone());
+        }
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(fields.len(), 300);
+    assert_eq!(q::<Vec<String>>(&mut c, &["HRANDFIELD", "big", "5"]).len(), 5);
+    assert_eq!(q::<Vec<String>>(&mut c, &["HRANDFIELD", "big", "-500"]).len(), 500);
+
+    assert_eq!(q::<i64>(&mut c, &["SADD", "s1", "a", "b", "c", "a"]), 3);
+    q::<()>(&mut c, &["SADD", "s2", "b", "c", "d"]);
+    let mut inter: Vec<String> = q(&mut c, &["SINTER", "s1", "s2"]);
+    inter.sort();
+    assert_eq!(inter, vec!["b", "c"]);
+    assert_eq!(q::<i64>(&mut c, &["SUNIONSTORE", "u", "s1", "s2"]), 4);
+    assert_eq!(q::<Vec<String>>(&mut c, &["SDIFF", "s1", "s2"]), vec!["a"]);
+    assert_eq!(q::<i64>(&mut c, &["SINTERCARD", "2", "s1", "s2", "LIMIT", "1"]), 1);
+    assert_eq!(q::<Vec<i64>>(&mut c, &["SMISMEMBER", "s1", "a", "z"]), vec![1, 0]);
+    assert_eq!(q::<i64>(&mut c, &["SMOVE", "s1", "s2", "a"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "s2"]), 4);
+    assert_eq!(q::<Vec<String>>(&mut c, &["SPOP", "u", "10"]).len(), 4);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "u"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["SINTERSTORE", "empty", "s1", "nothing"]), 0);
+
+    assert_eq!(q::<i64>(&mut c, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]), 3);
+    assert_eq!(q::<i64>(&mut c, &["ZADD", "z", "CH", "GT", "0", "a", "5", "b"]), 1);
+    assert_eq!(q::<String>(&mut c, &["ZADD", "z", "INCR", "1", "a"]), "2");
+    assert!(err(&mut c, &["ZADD", "z", "NX", "XX", "1", "a"]).contains("XX and NX options at the same time are not compatible"));
+    assert!(err(&mut c, &["ZADD", "z", "x", "a"]).contains("value is not a valid float"));
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANGE", "z", "0", "-1"]), vec!["a", "c", "b"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANGE", "z", "(2", "+inf", "BYSCORE"]), vec!["c", "b"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "0", "2"]), vec!["b", "c"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZREVRANGEBYSCORE", "z", "3", "2", "WITHSCORES"]), vec!["c", "3", "a", "2"]);
+    assert_eq!(q::<i64>(&mut c, &["ZRANK", "z", "b"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["ZREVRANK", "z", "b"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["ZCOUNT", "z", "2", "3"]), 2);
+    assert!(err(&mut c, &["ZCOUNT", "z", "x", "3"]).contains("min or max is not a float"));
+    assert_eq!(q::<String>(&mut c, &["ZINCRBY", "z", "0.5", "c"]), "3.5");
+    assert_eq!(q::<Vec<Option<String>>>(&mut c, &["ZMSCORE", "z", "c", "zz"]), vec![Some("3.5".into()), None]);
+    q::<()>(&mut c, &["ZADD", "lex", "0", "a", "0", "b", "0", "c", "0", "d"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANGEBYLEX", "lex", "[b", "(d"]), vec!["b", "c"]);
+    assert_eq!(q::<i64>(&mut c, &["ZLEXCOUNT", "lex", "-", "+"]), 4);
+    assert!(err(&mut c, &["ZRANGEBYLEX", "lex", "b", "d"]).contains("min or max not valid string range item"));
+    assert_eq!(q::<i64>(&mut c, &["ZREMRANGEBYLEX", "lex", "[a", "[b"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["ZUNIONSTORE", "zu", "2", "z", "lex", "WEIGHTS", "2", "1"]), 4);
+    assert_eq!(q::<String>(&mut c, &["ZSCORE", "zu", "b"]), "10");
+    assert_eq!(q::<i64>(&mut c, &["ZINTERSTORE", "zi", "2", "z", "zu", "AGGREGATE", "MAX"]), 3);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZDIFF", "2", "zu", "z"]), vec!["d"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZPOPMIN", "z"]), vec!["a", "2"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZPOPMAX", "z", "1"]), vec!["b", "5"]);
+    let (k, items): (String, Vec<(String, f64)>) = q(&mut c, &["ZMPOP", "1", "zu", "MIN", "COUNT", "2"]);
+    assert_eq!(k, "zu");
+    assert_eq!(items.len(), 2);
+    let r: (String, String, String) = q(&mut c, &["BZPOPMIN", "none", "z", "1"]);
+    assert_eq!(r, ("z".into(), "c".into(), "3.5".into()));
+    assert_eq!(q::<Value>(&mut c, &["BZPOPMAX", "none", "0.1"]), Value::Nil);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANDMEMBER", "zu", "-5"]).len(), 5);
+}
+
+#[test]
+fn transactions_and_watch() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let mut other = e.client();
+    let r: (String, i64) = redis::pipe().atomic().cmd("SET").arg("a").arg("1").cmd("INCR").arg("a").query(&mut c).unwrap();
+    assert_eq!(r, ("OK".to_string(), 2));
+    let mut raw = e.raw();
+    raw.send(b"MULTI\r\nSET t 1\r\nINCR t\r\nLPUSH t x\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n:2\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    raw.send(b"MULTI\r\nSET t 1\r\nNOSUCHCMD\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n+QUEUED\r\n-ERR unknown command 'NOSUCHCMD', with args beginning with: \r\n-EXECABORT Transaction discarded because of previous errors.\r\n");
+    raw.send(b"MULTI\r\nGET t\r\nGET t x\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'get' command\r\n-EXECABORT Transaction discarded because of previous errors.\r\n");
+    raw.send(b"EXEC\r\nDISCARD\r\nMULTI\r\nMULTI\r\nWATCH x\r\nDISCARD\r\n");
+    raw.expect(b"-ERR EXEC without MULTI\r\n-ERR DISCARD without MULTI\r\n+OK\r\n-ERR MULTI calls can not be nested\r\n-ERR WATCH inside MULTI is not allowed\r\n+OK\r\n");
+
+    // WATCH: a write by another client aborts EXEC (nil reply).
+    raw.send(b"WATCH w\r\n");
+    raw.expect(b"+OK\r\n");
+    q::<()>(&mut other, &["SET", "w", "changed"]);
+    raw.send(b"MULTI\r\nSET w mine\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n+QUEUED\r\n*-1\r\n");
+    assert_eq!(q::<String>(&mut other, &["GET", "w"]), "changed");
+    // An untouched watch lets EXEC through.
+    raw.send(b"WATCH w\r\nMULTI\r\nSET w mine\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n");
+    // Deleting, flushing or expiring the key breaks the watch too.
+    for breaker in [&["DEL", "w"][..], &["FLUSHDB"][..]] {
+        q::<()>(&mut other, &["SET", "w", "x"]);
+        raw.send(b"WATCH w\r\n");
+        raw.expect(b"+OK\r\n");
+        q::<()>(&mut other, breaker);
+        raw.send(b"MULTI\r\nPING\r\nEXEC\r\n");
+        raw.expect(b"+OK\r\n+QUEUED\r\n*-1\r\n");
+    }
+    q::<()>(&mut other, &["SET", "w", "x", "PX", "100"]);
+    raw.send(b"WATCH w\r\n");
+    raw.expect(b"+OK\r\n");
+    thread::sleep(Duration::from_millis(200));
+    raw.send(b"MULTI\r\nPING\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n+QUEUED\r\n*-1\r\n");
+    // UNWATCH clears it.
+    raw.send(b"WATCH w\r\nUNWATCH\r\n");
+    raw.expect(b"+OK\r\n+OK\r\n");
+    q::<()>(&mut other, &["SET", "w", "y"]);
+    raw.send(b"MULTI\r\nPING\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n+QUEUED\r\n*1\r\n+PONG\r\n");
+}
+
+#[test]
+fn server_commands() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    assert_eq!(q::<String>(&mut c, &["PING", "hi"]), "hi");
+    assert_eq!(q::<String>(&mut c, &["ECHO", "x"]), "x");
+    let info: String = q(&mut c, &["INFO"]);
+    for field in ["redis_version:7.0", "terrace_version:", "used_memory:", "used_memory_rss:", "maxmemory_policy:noeviction", "connected_clients:", "keyspace_hits:", "cluster_enabled:0"] {
+        assert!(info.contains(field), "INFO lacks {field}");
+    }
+    let used: u64 = info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap();
+    assert!(used > 0, "the counting allocator is installed");
+    q::<()>(&mut c, &["SET", "x", "1"]);
+    q::<()>(&mut c, &["GET", "x"]);
+    let stats: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_get:calls=1"), "{stats}");
+    q::<()>(&mut c, &["CONFIG", "RESETSTAT"]);
+    let stats: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(!stats.contains("cmdstat_get"), "{stats}");
+    let cfg: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxmemory*"]);
+    assert!(cfg.contains(&"maxmemory-policy".to_string()));
+    assert_eq!(q::<String>(&mut c, &["CONFIG", "SET", "maxmemory", "100mb"]), "OK");
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "maxmemory"]), vec!["maxmemory", "104857600"]);
+    assert!(err(&mut c, &["CONFIG", "SET", "nosuch", "1"]).contains("Unknown option or number of arguments for CONFIG SET - 'nosuch'"));
+    let (secs, micros): (String, String) = q(&mut c, &["TIME"]);
+    assert!(secs.parse::<u64>().unwrap() > 1_700_000_000 && micros.parse::<u64>().unwrap() < 1_000_000);
+    // SWAPDB, FLUSHALL.
+    q::<()>(&mut c, &["SET", "in0", "v"]);
+    q::<()>(&mut c, &["SWAPDB", "0", "1"]);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "in0"]), 0);
+    q::<()>(&mut c, &["SELECT", "1"]);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "in0"]), 1);
+    q::<()>(&mut c, &["FLUSHALL", "ASYNC"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    // CLIENT.
+    let id: i64 = q(&mut c, &["CLIENT", "ID"]);
+    q::<()>(&mut c, &["CLIENT", "SETNAME", "tester"]);
+    assert_eq!(q::<String>(&mut c, &["CLIENT", "GETNAME"]), "tester");
+    let list: String = q(&mut c, &["CLIENT", "LIST"]);
+    assert!(list.contains(&format!("id={id} ")) && list.contains("name=tester"), "{list}");
+    assert!(err(&mut c, &["CLIENT", "SETNAME", "a b"]).contains("Client names cannot contain spaces"));
+    let mut victim = e.raw();
+    assert_eq!(victim.cmd(&["PING"]), "+PONG\r\n");
+    let vid: i64 = victim.cmd(&["CLIENT", "ID"]).trim().trim_start_matches(':').parse().unwrap();
+    assert_eq!(q::<i64>(&mut c, &["CLIENT", "KILL", "ID", &vid.to_string()]), 1);
+    assert!(victim.is_closed());
+    // COMMAND introspection.
+    let n: i64 = q(&mut c, &["COMMAND", "COUNT"]);
+    assert!(n > 150);
+    let info: Vec<Value> = q(&mut c, &["COMMAND", "INFO", "get", "nosuch"]);
+    assert_eq!(info.len(), 2);
+    assert_eq!(info[1], Value::Nil);
+    assert_eq!(q::<Vec<String>>(&mut c, &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"]), vec!["a", "b"]);
+    let docs: Value = q(&mut c, &["COMMAND", "DOCS", "set"]);
+    assert!(format!("{docs:?}").contains("summary"));
+    assert!(err(&mut c, &["NOSUCH", "a"]).contains("unknown command 'NOSUCH', with args beginning with: 'a'"));
+    assert!(err(&mut c, &["GET"]).contains("wrong number of arguments for 'get' command"));
+    // RESET.
+    let mut raw = e.raw();
+    assert_eq!(raw.cmd(&["SELECT", "2"]), "+OK\r\n");
+    assert_eq!(raw.cmd(&["RESET"]), "+RESET\r\n");
+    assert_eq!(raw.cmd(&["CLIENT", "INFO"]).contains("db=0"), true);
+    assert!(raw.cmd(&["DEBUG", "SLEEP", "0"]).starts_with("+OK"));
+}
+
+#[test]
+fn resp3_reply_types() {
+    let e = Engine::start(&[]);
+    let mut raw = e.raw();
+    let hello = raw.cmd(&["HELLO", "3"]);
+    assert!(hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"), "{hello}");
+    assert!(hello.contains("$5\r\nproto\r\n:3\r\n"));
+    raw.cmd(&["HSET", "h", "f", "v"]);
+    assert_eq!(raw.cmd(&["HGETALL", "h"]), "%1\r\n$1\r\nf\r\n$1\r\nv\r\n");
+    raw.cmd(&["SADD", "s", "m"]);
+    assert_eq!(raw.cmd(&["SMEMBERS", "s"]), "~1\r\n$1\r\nm\r\n");
+    raw.cmd(&["ZADD", "z", "1.5", "m"]);
+    assert_eq!(raw.cmd(&["ZSCORE", "z", "m"]), ",1.5\r\n");
+    assert_eq!(raw.cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]), "*1\r\n*2\r\n$1\r\nm\r\n,1.5\r\n");
+    assert_eq!(raw.cmd(&["GET", "nope"]), "_\r\n");
+    assert_eq!(raw.cmd(&["CONFIG", "GET", "maxmemory"]), "%1\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n");
+    assert!(raw.cmd(&["INFO", "server"]).starts_with("="));
+    assert_eq!(raw.cmd(&["HELLO", "4"]), "-NOPROTO unsupported protocol version\r\n");
+    assert!(raw.cmd(&["HELLO", "2"]).starts_with("*14\r\n"));
+    assert_eq!(raw.cmd(&["GET", "nope"]), "$-1\r\n");
+    // The redis crate speaks RESP3 too.
+    let mut c = redis::Client::open(format!("{}?protocol=resp3", e.url())).unwrap().get_connection().unwrap();
+    let v: Value = q(&mut c, &["HGETALL", "h"]);
+    assert!(matches!(v, Value::Map(_)), "{v:?}");
+}
+
+#[test]
+fn pipelining_partial_frames_and_inline() {
+    let e = Engine::start(&[]);
+    let mut raw = e.raw();
+    // 1000 pipelined commands in one write.
+    let mut batch = Vec::new();
+    for i in 0..1000 {
+        batch.extend(encode(&["INCR", "ctr"]));
+        let _ = i;
+    }
+    raw.send(&batch);
+    let mut expected = Vec::new();
+    for i in 1..=1000 {
+        expected.extend(format!(":{i}\r\n").into_bytes());
+    }
+    raw.expect(&expected);
+    // A frame delivered one byte at a time.
+    let frame = encode(&["SET", "slow", "value with\r\nnewline"]);
+    for b in &frame {
+        raw.send(&[*b]);
+        thread::sleep(Duration::from_millis(1));
+    }
+    raw.expect(b"+OK\r\n");
+    assert_eq!(raw.cmd(&["GET", "slow"]), "$19\r\nvalue with\r\nnewline\r\n");
+    // Inline commands, as telnet sends them, with quoting.
+    raw.send(b"SET inl \"hello world\"\r\nGET inl\nPING\r\n\r\n");
+    raw.expect(b"+OK\r\n$11\r\nhello world\r\n+PONG\r\n");
+}
+
+#[test]
+fn malformed_input_gets_protocol_errors_and_close() {
+    let e = Engine::start(&[]);
+    let cases: [(&[u8], &str); 5] = [
+        (b"*2\r\n$3\r\nGET\r\n+x\r\n", "-ERR Protocol error: expected '$', got '+'\r\n"),
+        (b"*abc\r\n", "-ERR Protocol error: invalid multibulk length\r\n"),
+        (b"*1\r\n$-3\r\n", "-ERR Protocol error: invalid bulk length\r\n"),
+        (b"*1\r\n$600000000\r\n", "-ERR Protocol error: invalid bulk length\r\n"),
+        (b"SET a \"unbalanced\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n"),
+    ];
+    for (input, reply) in cases {
+        let mut raw = e.raw();
+        raw.send(input);
+        assert_eq!(raw.read_available(), reply);
+        assert!(raw.is_closed(), "connection closed after {reply}");
+    }
+    let mut raw = e.raw();
+    raw.send(&vec![b'x'; 70 * 1024]);
+    assert_eq!(raw.read_available(), "-ERR Protocol error: too big inline request\r\n");
+    // The server is still fine.
+    let mut c = e.client();
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+#[test]
+fn eviction_under_maxmemory() {
+    let e = Engine::start(&["--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"]);
+    let mut c = e.client();
+    let value = "v".repeat(1000);
+    for i in 0..20_000 {
+        let mut p = redis::pipe();
+        p.cmd("SET").arg(format!("k{i}")).arg(&value).ignore();
+        p.query::<()>(&mut c).unwrap();
+    }
+    let info: String = q(&mut c, &["INFO"]);
+    let field = |name: &str| -> u64 {
+        info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap().trim().parse().unwrap()
+    };
+    assert!(field("evicted_keys") > 5_000, "{info}");
+    assert!(field("used_memory") <= 8 * 1024 * 1024 + 64 * 1024, "used {}", field("used_memory"));
+    let n: u64 = q(&mut c, &["DBSIZE"]);
+    assert!(n > 1000 && n < 20_000, "dbsize {n}");
+    // Recently written keys survive LRU eviction.
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k19999"]), 1);
+    // noeviction refuses writes with Redis's OOM error, reads still work.
+    q::<()>(&mut c, &["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let mut raw = e.raw();
+    let mut saw_oom = false;
+    for i in 0..2000 {
+        let r = raw.cmd(&["SET", &format!("more{i}"), &value]);
+        if r.starts_with("-OOM") {
+            assert_eq!(r, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+            saw_oom = true;
+            break;
+        }
+    }
+    assert!(saw_oom);
+    assert_eq!(raw.cmd(&["EXISTS", "k19999"]), ":1\r\n");
+    // volatile-ttl evicts only keys with a TTL: nothing to evict here.
+    q::<()>(&mut c, &["CONFIG", "SET", "maxmemory-policy", "volatile-ttl"]);
+    assert!(raw.cmd(&["SET", "x", &value]).starts_with("-OOM"));
+}
+
+#[test]
+fn a_thousand_concurrent_clients() {
+    let e = Engine::start(&[]);
+    let mut conns: Vec<common::Raw> = (0..1000).map(|_| e.raw()).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.send(&encode(&["SET", &format!("c{i}"), &i.to_string()]));
+    }
+    for c in conns.iter_mut() {
+        c.expect(b"+OK\r\n");
+    }
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.send(&encode(&["GET", &format!("c{i}")]));
+        let v = i.to_string();
+        c.expect(format!("${}\r\n{}\r\n", v.len(), v).as_bytes());
+    }
+    let mut admin = e.client();
+    let info: String = q(&mut admin, &["INFO", "clients"]);
+    assert!(info.contains("connected_clients:1001"), "{info}");
+}
+
+#[test]
+fn multiple_reactor_threads_share_the_keyspace() {
+    let e = Engine::start(&["--threads", "2"]);
+    let url = e.url();
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            let url = url.clone();
+            thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for _ in 0..500 {
+                    let _: i64 = cmd("INCR").arg("shared").query(&mut c).unwrap();
+                    let _: i64 = cmd("RPUSH").arg("list").arg(t).query(&mut c).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let mut c = e.client();
+    assert_eq!(q::<i64>(&mut c, &["GET", "shared"]), 2000);
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "list"]), 2000);
+}
+
+#[test]
+fn configuration_sources_and_errors() {
+    // Flag > env > file.
+    let dir = std::env::temp_dir().join(format!("terrace-e2e-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("terrace.toml");
+    std::fs::write(&file, "[engine]\nmaxmemory = \"10mb\"\nmaxmemory_policy = \"allkeys-random\"\n").unwrap();
+    let e = Engine::start_with_env(&["--config", file.to_str().unwrap()], &[("TERRACE_MAXMEMORY_POLICY", "volatile-lru")]);
+    let mut c = e.client();
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "maxmemory"]), vec!["maxmemory", "10485760"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "maxmemory-policy"]), vec!["maxmemory-policy", "volatile-lru"]);
+    drop(e);
+    // Bad values exit non-zero with a message naming the key.
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
+        .args(["engine", "--port", "0", "--maxmemory-policy", "sometimes"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let msg = String::from_utf8_lossy(&bad.stderr);
+    assert!(msg.contains("maxmemory_policy") && msg.contains("sometimes"), "{msg}");
+    std::fs::write(&file, "[engine]\nmaxmemroy = 1\n").unwrap();
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
+        .args(["engine", "--port", "0", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("maxmemroy"));
+}
+
+#[test]
+fn sigterm_and_shutdown_stop_cleanly() {
+    let mut e = Engine::start(&[]);
+    let pid = e.child.id() as i32;
+    unsafe_kill(pid, 15);
+    let status = wait_exit(&mut e.child);
+    assert!(status.success(), "{status:?}");
+    let mut e = Engine::start(&[]);
+    let mut raw = e.raw();
+    raw.send(&encode(&["SHUTDOWN", "NOSAVE"]));
+    assert!(raw.is_closed());
+    assert!(wait_exit(&mut e.child).success());
+}
+
+fn unsafe_kill(pid: i32, sig: i32) {
+    std::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap();
+}
+
+fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "process did not exit");
+        thread::sleep(Duration::from_millis(20));
+    }
+}

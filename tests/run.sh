@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the tests need when it is missing (Debian packages, the redis-py test suite in
+# a virtualenv), then runs every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_missing=()
+command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || apt_missing+=(redis-tools)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_missing+=(python3-venv)
+if ((${#apt_missing[@]})); then
+  echo "tests/run.sh: installing ${apt_missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${apt_missing[@]}" >/dev/null
+fi
+# The redis-server package starts a daemon on 6379; the tests use their own ports.
+
+tests/compat/setup-redis-py.sh
+
+cargo test --workspace "$@"
