@@ -675,3 +675,125 @@ fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn statistics_inside_transactions_and_memory_stats() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    // These read every shard; inside EXEC the command already holds every lock.
+    let mut raw = e.raw();
+    raw.send(b"MULTI\r\nINFO keyspace\r\nMEMORY STATS\r\nDBSIZE\r\nEXEC\r\n");
+    let r = raw.read_available();
+    assert!(r.contains("db0:keys=1,expires=0"), "{r}");
+    assert!(r.contains("keys.count") && r.ends_with(":1\r\n"), "{r}");
+    let stats: Value = q(&mut c, &["MEMORY", "STATS"]);
+    assert!(format!("{stats:?}").contains("db.0"));
+    assert!(q::<i64>(&mut c, &["MEMORY", "USAGE", "k"]) > 0);
+}
+
+#[test]
+fn bitmaps_hyperloglog_sort_dump_restore() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    assert_eq!(q::<i64>(&mut c, &["SETBIT", "b", "7", "1"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["SETBIT", "b", "7", "1"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["GETBIT", "b", "7"]), 1);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "b"]), vec![1u8]);
+    q::<()>(&mut c, &["SET", "s", "foobar"]);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "s"]), 26);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "s", "1", "1"]), 6);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "s", "5", "30", "BIT"]), 17);
+    q::<()>(&mut c, &["SET", "p", "\u{0}\u{ff}\u{f0}"]);
+    q::<()>(&mut c, &["SET", "ones", "\u{7f}"]);
+    assert_eq!(q::<i64>(&mut c, &["BITPOS", "ones", "0"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["BITOP", "NOT", "dst", "ones"]), 1);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "dst"]), vec![0x80u8]);
+    assert!(err(&mut c, &["BITOP", "NOT", "dst", "a", "b"]).contains("BITOP NOT must be called with a single source key"));
+    assert_eq!(q::<Vec<i64>>(&mut c, &["BITFIELD", "bf", "SET", "i8", "0", "-100", "GET", "i8", "0", "INCRBY", "u4", "#2", "17"]), vec![0, -100, 1]);
+    assert_eq!(q::<Vec<Option<i64>>>(&mut c, &["BITFIELD", "bf", "OVERFLOW", "FAIL", "INCRBY", "u4", "#2", "100"]), vec![None]);
+    assert!(err(&mut c, &["BITFIELD_RO", "bf", "SET", "i8", "0", "1"]).contains("BITFIELD_RO only supports the GET subcommand"));
+
+    assert_eq!(q::<i64>(&mut c, &["PFADD", "hll", "a", "b", "c"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["PFADD", "hll", "a"]), 0);
+    q::<()>(&mut c, &["PFADD", "hll2", "c", "d"]);
+    assert_eq!(q::<i64>(&mut c, &["PFCOUNT", "hll", "hll2"]), 4);
+    assert_eq!(q::<String>(&mut c, &["PFMERGE", "hll3", "hll", "hll2"]), "OK");
+    assert_eq!(q::<i64>(&mut c, &["PFCOUNT", "hll3"]), 4);
+    assert!(err(&mut c, &["PFCOUNT", "s"]).contains("Key is not a valid HyperLogLog string value"));
+
+    q::<()>(&mut c, &["RPUSH", "ids", "3", "1", "2"]);
+    q::<()>(&mut c, &["MSET", "w_1", "30", "w_2", "10", "w_3", "20", "name_1", "one", "name_2", "two", "name_3", "three"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["SORT", "ids"]), vec!["1", "2", "3"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["SORT", "ids", "BY", "w_*", "GET", "name_*", "GET", "#"]), vec!["two", "2", "three", "3", "one", "1"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["SORT", "ids", "DESC", "LIMIT", "0", "2"]), vec!["3", "2"]);
+    assert_eq!(q::<i64>(&mut c, &["SORT", "ids", "ALPHA", "STORE", "sorted"]), 3);
+    assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "sorted", "0", "-1"]), vec!["1", "2", "3"]);
+    q::<()>(&mut c, &["RPUSH", "words", "b", "a"]);
+    assert!(err(&mut c, &["SORT", "words"]).contains("One or more scores can't be converted into double"));
+
+    q::<()>(&mut c, &["ZADD", "z", "1.5", "m", "2", "n"]);
+    let payload: Vec<u8> = q(&mut c, &["DUMP", "z"]);
+    let mut restore = cmd("RESTORE");
+    restore.arg("z2").arg(0).arg(&payload);
+    assert_eq!(restore.query::<String>(&mut c).unwrap(), "OK");
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANGE", "z2", "0", "-1", "WITHSCORES"]), vec!["m", "1.5", "n", "2"]);
+    let busy = restore.query::<String>(&mut c).unwrap_err().to_string();
+    assert!(busy.contains("Target key name already exists"), "{busy}");
+    let mut corrupt = payload.clone();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xFF;
+    let bad = cmd("RESTORE").arg("z3").arg(0).arg(&corrupt).query::<String>(&mut c).unwrap_err().to_string();
+    assert!(bad.contains("DUMP payload version or checksum are wrong"), "{bad}");
+    let with_ttl: String = cmd("RESTORE").arg("z4").arg(5000).arg(&payload).query(&mut c).unwrap();
+    assert_eq!(with_ttl, "OK");
+    assert!(q::<i64>(&mut c, &["PTTL", "z4"]) > 4000);
+}
+
+#[test]
+fn slowlog_and_client_controls() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    q::<()>(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    q::<()>(&mut c, &["SLOWLOG", "RESET"]);
+    q::<()>(&mut c, &["GET", "slowkey"]);
+    let log: Vec<Value> = q(&mut c, &["SLOWLOG", "GET"]);
+    assert!(format!("{log:?}").contains("slowkey"), "{log:?}");
+    assert!(q::<i64>(&mut c, &["SLOWLOG", "LEN"]) >= 2);
+    // CLIENT UNBLOCK wakes a blocked client with a timeout reply or an error.
+    let url = e.url();
+    let blocked = thread::spawn(move || {
+        let mut b = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let id: i64 = cmd("CLIENT").arg("ID").query(&mut b).unwrap();
+        let _ = id;
+        cmd("BLPOP").arg("never").arg("0").query::<Value>(&mut b)
+    });
+    let mut target = None;
+    for _ in 0..100 {
+        let list: String = q(&mut c, &["CLIENT", "LIST"]);
+        if let Some(line) = list.lines().find(|l| l.contains("flags=b")) {
+            target = line.split_whitespace().next().map(|f| f.trim_start_matches("id=").to_string());
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let id = target.expect("a blocked client shows flags=b");
+    assert_eq!(q::<i64>(&mut c, &["CLIENT", "UNBLOCK", &id, "ERROR"]), 1);
+    let r = blocked.join().unwrap();
+    assert!(r.unwrap_err().to_string().contains("client unblocked via CLIENT UNBLOCK"));
+    assert_eq!(q::<i64>(&mut c, &["CLIENT", "UNBLOCK", &id]), 0);
+    // CLIENT REPLY OFF/SKIP suppress replies.
+    let mut raw = e.raw();
+    raw.send(b"CLIENT REPLY OFF\r\nSET a 1\r\nCLIENT REPLY ON\r\nCLIENT REPLY SKIP\r\nGET a\r\nGET a\r\n");
+    raw.expect(b"+OK\r\n$1\r\n1\r\n");
+    // CLIENT PAUSE WRITE delays writes, not reads.
+    q::<()>(&mut c, &["CLIENT", "PAUSE", "300", "WRITE"]);
+    let start = Instant::now();
+    assert_eq!(raw.cmd(&["GET", "a"]), "$1\r\n1\r\n");
+    assert!(start.elapsed() < Duration::from_millis(250));
+    assert_eq!(raw.cmd(&["SET", "a", "2"]), "+OK\r\n");
+    assert!(start.elapsed() >= Duration::from_millis(250), "write waited for the pause");
+    q::<()>(&mut c, &["CLIENT", "PAUSE", "300"]);
+    assert_eq!(q::<String>(&mut c, &["CLIENT", "UNPAUSE"]), "OK");
+    assert_eq!(raw.cmd(&["SET", "a", "3"]), "+OK\r\n");
+}

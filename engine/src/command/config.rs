@@ -64,6 +64,18 @@ fn all_params(srv: &Server) -> Vec<(String, String)> {
     v
 }
 
+/// Stores a text parameter; false when there is no such parameter.
+fn set_text(srv: &Server, name: &str, value: &str) -> bool {
+    let mut params = srv.runtime.params.lock();
+    match params.iter_mut().find(|(k, _)| k == name) {
+        Some((_, v)) => {
+            *v = value.to_string();
+            true
+        }
+        None => false,
+    }
+}
+
 fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
     match name {
         "maxmemory" => {
@@ -83,11 +95,21 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
             srv.runtime.maxmemory_samples.store(n, Ordering::Relaxed);
         }
         "port" | "bind" | "databases" => return Err("can't set immutable config".into()),
+        "slowlog-log-slower-than" | "slowlog-max-len" => {
+            let n: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
+            if name == "slowlog-max-len" {
+                if n < 0 {
+                    return Err("argument must be between 0 and 9223372036854775807 inclusive".into());
+                }
+                srv.slowlog.max_len.store(n as usize, Ordering::Relaxed);
+            } else {
+                srv.slowlog.threshold_us.store(n, Ordering::Relaxed);
+            }
+            set_text(srv, name, value);
+        }
         _ => {
-            let mut params = srv.runtime.params.lock();
-            match params.iter_mut().find(|(k, _)| k == name) {
-                Some((_, v)) => *v = value.to_string(),
-                None => return Err("unknown".into()),
+            if !set_text(srv, name, value) {
+                return Err("unknown".into());
             }
         }
     }

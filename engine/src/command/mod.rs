@@ -3,12 +3,17 @@
 //! and the per-command statistics. One file per command family beside this one.
 
 pub mod args;
+pub mod bitmap;
 pub mod config;
+pub mod diagnostics;
+pub mod dump;
 pub mod hash;
+pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod table;
 pub mod txn;
@@ -21,7 +26,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 use tokio::sync::Notify;
 
-use crate::keyspace::{access, eviction, Collection, Entry, Guards, Keyspace, Kind, Meta, Shard};
+use crate::keyspace::{access, eviction, Collection, Entry, Guards, Keyspace, Kind, Meta, Shard, ShardIds};
 use crate::protocol::ReplyWriter;
 use crate::server::state::{now_ms, ClientInfo, Server};
 pub use args::CmdError;
@@ -42,6 +47,10 @@ pub struct Conn {
     /// WATCHed keys: (db, key, touch epoch at WATCH time).
     pub watched: Vec<txn::Watched>,
     pub block_notify: Arc<Notify>,
+    /// CLIENT REPLY OFF.
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: replies still to suppress (this command's and the next one's).
+    pub reply_skip: u8,
 }
 
 impl Conn {
@@ -55,6 +64,8 @@ impl Conn {
             multi_error: false,
             watched: Vec::new(),
             block_notify: Arc::new(Notify::new()),
+            reply_off: false,
+            reply_skip: 0,
         }
     }
 }
@@ -79,6 +90,8 @@ pub enum Outcome {
     Done,
     Close,
     Block(BlockRequest),
+    /// CLIENT PAUSE is in force for this command until this unix time (ms): retry then.
+    Paused(i64),
 }
 
 /// The locked part of the keyspace a command works on.
@@ -274,10 +287,11 @@ pub fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
 }
 
 /// The shard ids a command must lock.
-pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> Vec<u32> {
+pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> ShardIds {
     let ks = &srv.keyspace;
     match spec.lock {
-        Lock::None => Vec::new(),
+        Lock::None => ShardIds::new(),
+        Lock::Keys if spec.first == 1 && spec.last == 1 && spec.keys_from == table::KeysFrom::Range => std::iter::once(ks.shard_id(db, argv[1])).collect(),
         Lock::Db => ks.db_shard_ids(db).collect(),
         Lock::All => ks.all_shard_ids().collect(),
         Lock::Keys => table::key_positions(spec, argv).into_iter().map(|i| ks.shard_id(db, argv[i])).collect(),
@@ -306,8 +320,21 @@ pub fn admit_memory(srv: &Server) -> bool {
     true
 }
 
-/// Executes one request on a connection and writes its reply into `out`.
+/// Executes one request on a connection and writes its reply into `out` (unless the client
+/// turned replies off with CLIENT REPLY).
 pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
+    let before = out.len();
+    let outcome = execute_inner(srv, conn, argv, out);
+    if conn.reply_off {
+        out.truncate(before);
+    } else if conn.reply_skip > 0 {
+        out.truncate(before);
+        conn.reply_skip -= 1;
+    }
+    outcome
+}
+
+fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
     let mut w = ReplyWriter::new(out, conn.resp3);
     let Some((idx, spec)) = lookup(argv[0]) else {
         if conn.multi.is_some() {
@@ -329,6 +356,11 @@ pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut
     if !conn.authenticated && server::requires_auth(srv) && !spec.no_auth {
         w.error("NOAUTH Authentication required.");
         return Outcome::Done;
+    }
+    if let Some(until) = srv.paused_until(spec.write || spec.name == "exec") {
+        if !spec.txn_control || spec.name == "exec" {
+            return Outcome::Paused(until);
+        }
     }
     if spec.denyoom && !admit_memory(srv) {
         srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
@@ -385,7 +417,8 @@ pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut
         let Ctx { data, block, close, .. } = ctx;
         (result, data.ready, block, close, data.hits, data.misses)
     };
-    finish(srv, idx, start, result.is_err(), hits, misses, &ready);
+    let micros = finish(srv, idx, start, result.is_err(), hits, misses, &ready);
+    srv.slowlog.maybe_record(argv, micros, &conn.info);
     if close {
         return Outcome::Close;
     }
@@ -395,12 +428,14 @@ pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut
     }
 }
 
-/// Counters and wake-ups after a command ran (locks already released).
-pub fn finish(srv: &Server, idx: usize, start: Instant, failed: bool, hits: u64, misses: u64, ready: &[(usize, Vec<u8>)]) {
+/// Counters and wake-ups after a command ran (locks already released); returns its duration
+/// in microseconds.
+pub fn finish(srv: &Server, idx: usize, start: Instant, failed: bool, hits: u64, misses: u64, ready: &[(usize, Vec<u8>)]) -> u64 {
     let st = &srv.stats.per_command[idx];
+    let micros = start.elapsed().as_micros() as u64;
     srv.stats.commands_processed.fetch_add(1, Ordering::Relaxed);
     st.calls.fetch_add(1, Ordering::Relaxed);
-    st.usec.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    st.usec.fetch_add(micros, Ordering::Relaxed);
     if failed {
         st.failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
@@ -416,4 +451,5 @@ pub fn finish(srv: &Server, idx: usize, start: Instant, failed: bool, hits: u64,
             srv.blocking.signal(*db, key);
         }
     }
+    micros
 }

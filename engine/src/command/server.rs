@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::args::{err, int, is, CmdError};
 use super::table::{CommandSpec, COMMANDS};
 use super::{txn, CmdResult, Ctx};
-use crate::keyspace::{access, NUM_DBS};
+use crate::keyspace::NUM_DBS;
 use crate::server::state::{now_us, ClientInfo, Server};
 
 /// The Redis version we report, so clients' feature gates see a 7.0 server.
@@ -401,6 +401,68 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
             ctx.out.int(killed);
         }
+        ("UNBLOCK", 3 | 4) => {
+            let id = int(argv[2])?;
+            let how = match argv.get(3) {
+                None => 1,
+                Some(a) if is(a, "TIMEOUT") => 1,
+                Some(a) if is(a, "ERROR") => 2,
+                Some(_) => return Err(err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")),
+            };
+            let target = ctx.srv.clients.lock().get(&(id as u64)).cloned();
+            match target {
+                Some(c) if c.blocked.load(Ordering::SeqCst) => {
+                    c.unblock.store(how, Ordering::SeqCst);
+                    c.wake.notify_one();
+                    ctx.out.int(1);
+                }
+                _ => ctx.out.int(0),
+            }
+        }
+        ("REPLY", 3) => {
+            if is(argv[2], "ON") {
+                ctx.conn.reply_off = false;
+                ctx.conn.reply_skip = 0;
+                ctx.out.ok();
+            } else if is(argv[2], "OFF") {
+                ctx.conn.reply_off = true;
+            } else if is(argv[2], "SKIP") {
+                ctx.conn.reply_skip = 2;
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        }
+        ("PAUSE", 3 | 4) => {
+            let ms = int(argv[2]).map_err(|_| err("ERR timeout is not an integer or out of range"))?;
+            if ms < 0 {
+                return Err(err("ERR timeout is negative"));
+            }
+            let all = match argv.get(3) {
+                None => true,
+                Some(a) if is(a, "ALL") => true,
+                Some(a) if is(a, "WRITE") => false,
+                Some(_) => return Err(CmdError::Syntax),
+            };
+            let until = crate::server::state::now_ms().saturating_add(ms);
+            ctx.srv.pause_all.store(all, Ordering::Relaxed);
+            ctx.srv.pause_until_ms.fetch_max(until, Ordering::Relaxed);
+            ctx.out.ok();
+        }
+        ("UNPAUSE", 2) => {
+            ctx.srv.pause_until_ms.store(0, Ordering::Relaxed);
+            ctx.out.ok();
+        }
+        ("GETREDIR", 2) => ctx.out.int(-1),
+        ("TRACKINGINFO", 2) => {
+            ctx.out.map_len(3);
+            ctx.out.bulk(b"flags");
+            ctx.out.set_len(1);
+            ctx.out.bulk(b"off");
+            ctx.out.bulk(b"redirect");
+            ctx.out.int(-1);
+            ctx.out.bulk(b"prefixes");
+            ctx.out.array_len(0);
+        }
         ("NO-EVICT", 3) => {
             let on = if is(argv[2], "ON") {
                 true
@@ -416,7 +478,8 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let lines = [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GETNAME", "ID", "INFO", "KILL <ip:port> | KILL <option> <value> [...]",
-                "LIST [TYPE <type>] [ID <id> ...]", "NO-EVICT (ON|OFF)", "SETNAME <name>",
+                "LIST [TYPE <type>] [ID <id> ...]", "NO-EVICT (ON|OFF)", "PAUSE <timeout> [WRITE|ALL]", "REPLY (ON|OFF|SKIP)", "SETNAME <name>",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]", "UNPAUSE", "GETREDIR", "TRACKINGINFO",
                 "SETINFO <LIB-NAME|LIB-VER> <value>", "HELP",
             ];
             ctx.out.array_len(lines.len());
@@ -429,71 +492,22 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    if is(argv[1], "USAGE") && (argv.len() == 3 || (argv.len() == 5 && is(argv[3], "SAMPLES"))) {
-        match ctx.data.peek(argv[2]) {
-            Some(e) => {
-                // The entry plus its share of the hash table slot (8-byte pointer + control byte).
-                let n = e.heap_size() + 9;
-                ctx.out.int(n as i64);
-            }
-            None => ctx.out.null(),
+/// The ACL categories Redis would list for a command.
+fn acl_categories(c: &CommandSpec) -> Vec<String> {
+    let mut cats: Vec<String> = Vec::new();
+    for (flag, cat) in [("readonly", "@read"), ("write", "@write"), ("fast", "@fast"), ("admin", "@admin"), ("blocking", "@blocking")] {
+        if c.flags.contains(&flag) {
+            cats.push(cat.to_string());
         }
-    } else if is(argv[1], "HELP") {
-        let lines = ["MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "USAGE <key> [SAMPLES <count>]", "HELP"];
-        ctx.out.array_len(lines.len());
-        for l in lines {
-            ctx.out.simple(l);
-        }
-    } else {
-        return Err(err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
-            String::from_utf8_lossy(argv[1])
-        )));
     }
-    Ok(())
-}
-
-pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    if is(argv[1], "SLEEP") && argv.len() == 3 {
-        let secs = super::args::parse_f64(argv[2]).ok_or(CmdError::NotFloat)?;
-        if secs > 0.0 {
-            // Like Redis, DEBUG SLEEP blocks the thread serving this client.
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
-        }
-        ctx.out.ok();
-    } else if is(argv[1], "OBJECT") && argv.len() == 3 {
-        let now = ctx.data.now;
-        let Some(e) = ctx.data.peek(argv[2]) else {
-            return Err(CmdError::NoSuchKey);
-        };
-        let enc = match e.str_value() {
-            Some(v) => super::keys::string_encoding(v),
-            None => e.coll().unwrap().encoding(),
-        };
-        let ser = e.str_value().map(|v| v.len()).unwrap_or_else(|| e.heap_size());
-        let line = format!(
-            "Value at:0x{:x} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
-            e as *const _ as usize,
-            enc,
-            ser,
-            e.access(),
-            access::idle_seconds(e.access(), now)
-        );
-        ctx.out.simple(&line);
-    } else if is(argv[1], "HELP") {
-        let lines = ["DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "OBJECT <key>", "SLEEP <seconds>", "HELP"];
-        ctx.out.array_len(lines.len());
-        for l in lines {
-            ctx.out.simple(l);
-        }
-    } else {
-        return Err(err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(argv[1])
-        )));
+    if !c.flags.contains(&"fast") {
+        cats.push("@slow".into());
     }
-    Ok(())
+    if c.flags.contains(&"admin") {
+        cats.push("@dangerous".into());
+    }
+    cats.push(format!("@{}", c.group));
+    cats
 }
 
 fn write_command_info(ctx: &mut Ctx, c: &CommandSpec) {
@@ -507,16 +521,7 @@ fn write_command_info(ctx: &mut Ctx, c: &CommandSpec) {
     ctx.out.int(c.first as i64);
     ctx.out.int(c.last as i64);
     ctx.out.int(c.step as i64);
-    let mut cats: Vec<String> = Vec::new();
-    for (flag, cat) in [("readonly", "@read"), ("write", "@write"), ("fast", "@fast"), ("admin", "@admin"), ("blocking", "@blocking")] {
-        if c.flags.contains(&flag) {
-            cats.push(cat.to_string());
-        }
-    }
-    if !c.flags.contains(&"fast") {
-        cats.push("@slow".into());
-    }
-    cats.push(format!("@{}", c.group));
+    let cats = acl_categories(c);
     ctx.out.set_len(cats.len());
     for cat in &cats {
         ctx.out.simple(cat);
@@ -578,9 +583,26 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     match sub.as_str() {
         "COUNT" if argv.len() == 2 => ctx.out.int(COMMANDS.len() as i64),
         "LIST" => {
-            ctx.out.array_len(COMMANDS.len());
-            for c in COMMANDS.iter() {
-                ctx.out.bulk(c.name.as_bytes());
+            let names: Vec<&str> = match argv.len() {
+                2 => COMMANDS.iter().map(|c| c.name).collect(),
+                5 if is(argv[2], "FILTERBY") => {
+                    let v = String::from_utf8_lossy(argv[4]).to_ascii_lowercase();
+                    if is(argv[3], "MODULE") {
+                        Vec::new()
+                    } else if is(argv[3], "ACLCAT") {
+                        let cat = format!("@{}", v.trim_start_matches('@'));
+                        COMMANDS.iter().filter(|c| acl_categories(c).contains(&cat)).map(|c| c.name).collect()
+                    } else if is(argv[3], "PATTERN") {
+                        COMMANDS.iter().filter(|c| super::args::glob_match(v.as_bytes(), c.name.as_bytes(), true)).map(|c| c.name).collect()
+                    } else {
+                        return Err(CmdError::Syntax);
+                    }
+                }
+                _ => return Err(CmdError::Syntax),
+            };
+            ctx.out.array_len(names.len());
+            for n in names {
+                ctx.out.bulk(n.as_bytes());
             }
         }
         "INFO" => {
@@ -660,7 +682,7 @@ fn human(n: u64) -> String {
 }
 
 /// Builds the INFO text for the requested sections.
-pub fn info_text(srv: &Server, sections: &[String]) -> String {
+pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[String]) -> String {
     let all = sections.iter().any(|s| s == "all" || s == "everything");
     let default = sections.is_empty() || sections.iter().any(|s| s == "default");
     let want = |name: &str| all || sections.iter().any(|s| s == name) || (default && name != "commandstats");
@@ -709,8 +731,7 @@ pub fn info_text(srv: &Server, sections: &[String]) -> String {
     }
     if want("stats") {
         let st = &srv.stats;
-        let expired = srv.keyspace.sum(|sh| sh.expired_keys);
-        let evicted = srv.keyspace.sum(|sh| sh.evicted_keys);
+        let (expired, evicted) = (totals.expired, totals.evicted);
         let _ = write!(
             s,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\n\r\n",
@@ -770,7 +791,7 @@ pub fn info_text(srv: &Server, sections: &[String]) -> String {
     if want("keyspace") {
         s.push_str("# Keyspace\r\n");
         for db in 0..NUM_DBS {
-            let (keys, expires) = srv.keyspace.db_len(db);
+            let (keys, expires) = (totals.keys[db], totals.expires[db]);
             if keys > 0 {
                 let _ = write!(s, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
             }
@@ -785,7 +806,8 @@ pub fn info_text(srv: &Server, sections: &[String]) -> String {
 
 pub fn info(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sections: Vec<String> = argv[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
-    let text = info_text(ctx.srv, &sections);
+    let totals = ctx.data.ks.totals_with(&mut ctx.data.guards);
+    let text = info_text(ctx.srv, &totals, &sections);
     ctx.out.verbatim(&text);
     Ok(())
 }

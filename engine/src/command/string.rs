@@ -250,7 +250,7 @@ pub fn getex(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 /// Replaces a string's value keeping its TTL and flags (APPEND, SETRANGE, INCR…).
-fn replace_value(ctx: &mut Ctx, key: &[u8], value: &[u8]) {
+pub fn replace_value(ctx: &mut Ctx, key: &[u8], value: &[u8]) {
     let ver = ctx.data.ks.next_version();
     let new = match ctx.data.get(key) {
         Some(e) => {

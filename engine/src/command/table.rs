@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{config, hash, keys, list, server, set, string, txn, zset, Handler};
+use super::{bitmap, config, diagnostics, dump, hash, hll, keys, list, server, set, sort, string, txn, zset, Handler};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -124,6 +124,18 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("lcs", -3, "readonly", K12, "string", "Finds the longest common substring.", string::lcs),
         c("cas", -4, "write denyoom fast", K1, "string", "TierBase: sets a key to a new value if it holds the expected value.", string::cas),
         c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value.", string::cad),
+        // bitmaps
+        c("setbit", 4, "write denyoom", K1, "bitmap", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", bitmap::setbit),
+        c("getbit", 3, "readonly fast", K1, "bitmap", "Returns a bit value by offset.", bitmap::getbit),
+        c("bitcount", -2, "readonly", K1, "bitmap", "Counts the number of set bits (population counting) in a string.", bitmap::bitcount),
+        c("bitpos", -3, "readonly", K1, "bitmap", "Finds the first set (1) or clear (0) bit in a string.", bitmap::bitpos),
+        c("bitop", -4, "write denyoom", (2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
+        c("bitfield", -2, "write denyoom", K1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap::bitfield),
+        c("bitfield_ro", -2, "readonly fast", K1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
+        // HyperLogLog
+        c("pfadd", -2, "write denyoom fast", K1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", hll::pfadd),
+        c("pfcount", -2, "readonly", KALL, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", hll::pfcount),
+        c("pfmerge", -2, "write denyoom", KALL, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hll::pfmerge),
         // keys
         c("del", -2, "write", KALL, "keyspace", "Deletes one or more keys.", keys::del),
         c("unlink", -2, "write fast", KALL, "keyspace", "Asynchronously deletes one or more keys.", keys::del),
@@ -147,6 +159,10 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("scan", -2, "readonly", NOKEY, "keyspace", "Iterates over the key names in the database.", keys::scan).lock(Db),
         c("randomkey", 1, "readonly", NOKEY, "keyspace", "Returns a random key name from the database.", keys::randomkey).lock(Db),
         c("dbsize", 1, "readonly fast", NOKEY, "keyspace", "Returns the number of keys in the database.", keys::dbsize).lock(Db),
+        c("sort", -2, "write denyoom movablekeys", K1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort).lock(Db),
+        c("sort_ro", -2, "readonly movablekeys", K1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sort::sort_ro).lock(Db),
+        c("dump", 2, "readonly", K1, "keyspace", "Returns a serialized representation of the value stored at a key.", dump::dump),
+        c("restore", -4, "write denyoom", K1, "keyspace", "Creates a key from the serialized representation of a value.", dump::restore),
         c("object", -2, "readonly", (2, 2, 1), "keyspace", "Inspects the internals of Redis objects.", keys::object),
         // lists
         c("lpush", -3, "write denyoom fast", K1, "list", "Prepends one or more elements to a list.", list::lpush),
@@ -266,8 +282,11 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("lastsave", 1, "loading stale fast", NOKEY, "server", "Returns the Unix timestamp of the last successful save to disk.", server::lastsave),
         c("role", 1, "noscript loading stale fast", NOKEY, "server", "Returns the replication role.", server::role),
         c("command", -1, "loading stale", NOKEY, "server", "Returns detailed information about all commands.", server::command),
-        c("memory", -2, "readonly", NOKEY, "server", "A container for memory diagnostics commands.", server::memory).lock(Db),
-        c("debug", -2, "admin noscript loading stale", NOKEY, "server", "A container for debugging commands.", server::debug).lock(Db),
+        c("memory", -2, "readonly", (2, 2, 1), "server", "A container for memory diagnostics commands.", diagnostics::memory),
+        c("debug", -2, "admin noscript loading stale", (2, 2, 1), "server", "A container for debugging commands.", diagnostics::debug),
+        c("slowlog", -2, "admin loading stale", NOKEY, "server", "A container for slow log commands.", diagnostics::slowlog),
+        c("latency", -2, "admin noscript loading stale", NOKEY, "server", "A container for latency diagnostics commands.", diagnostics::latency),
+        c("lolwut", -1, "readonly fast", NOKEY, "server", "Displays computer art and the Redis version", diagnostics::lolwut),
         c("shutdown", -1, "admin noscript loading stale no_multi allow_busy", NOKEY, "server", "Synchronously saves the database(s) to disk and shuts down the Redis server.", server::shutdown),
     ]
 });

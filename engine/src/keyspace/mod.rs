@@ -11,15 +11,34 @@ pub mod eviction;
 pub mod shard;
 pub mod value;
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
+
+/// Shard ids a command locks; most commands lock one.
+pub type ShardIds = SmallVec<[u32; 4]>;
 
 pub use entry::{Entry, Kind, Meta, ValueRef};
 pub use shard::{is_expired, Shard};
 pub use value::{hash_bytes, Collection};
 
 pub const NUM_DBS: usize = 16;
+
+thread_local! {
+    /// Set while this thread holds a command's shard locks (`Guards`).
+    static HOLDING_GUARDS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Locking a shard directly while holding a command's guards would deadlock (the locks are
+/// not reentrant); fail loudly instead.
+fn assert_not_holding_guards() {
+    assert!(
+        !HOLDING_GUARDS.with(|h| h.get()),
+        "a shard was locked directly while the command holds its shard locks (use the command's Guards)"
+    );
+}
 
 pub struct Keyspace {
     shards: Box<[Mutex<Shard>]>,
@@ -31,7 +50,7 @@ pub struct Keyspace {
 
 /// The shards a command holds, sorted by global shard id.
 pub struct Guards<'a> {
-    held: Vec<(u32, MutexGuard<'a, Shard>)>,
+    held: SmallVec<[(u32, MutexGuard<'a, Shard>); 4]>,
 }
 
 impl Keyspace {
@@ -68,14 +87,21 @@ impl Keyspace {
     }
 
     /// Locks the given shards (ids may repeat and come in any order).
-    pub fn lock(&self, mut ids: Vec<u32>) -> Guards<'_> {
-        ids.sort_unstable();
-        ids.dedup();
+    pub fn lock(&self, mut ids: ShardIds) -> Guards<'_> {
+        assert_not_holding_guards();
+        if !ids.is_empty() {
+            HOLDING_GUARDS.with(|h| h.set(true));
+        }
+        if ids.len() > 1 {
+            ids.sort_unstable();
+            ids.dedup();
+        }
         Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect() }
     }
 
     /// Locks one shard by id (background work: expiry, eviction, stats).
     pub fn lock_one(&self, id: u32) -> MutexGuard<'_, Shard> {
+        assert_not_holding_guards();
         self.shards[id as usize].lock()
     }
 
@@ -89,16 +115,56 @@ impl Keyspace {
         self.version.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Sums a per-shard figure over every shard.
-    pub fn sum(&self, f: impl Fn(&Shard) -> u64) -> u64 {
-        self.shards.iter().map(|s| f(&s.lock())).sum()
+    /// Totals over every shard, locking each in turn (no command locks may be held).
+    pub fn totals(&self) -> Totals {
+        assert_not_holding_guards();
+        let mut t = Totals::default();
+        for (id, s) in self.shards.iter().enumerate() {
+            t.add(id >> self.shard_bits, &s.lock());
+        }
+        t
     }
 
-    pub fn db_len(&self, db: usize) -> (usize, usize) {
-        self.db_shard_ids(db).fold((0, 0), |(k, v), id| {
-            let s = self.shards[id as usize].lock();
-            (k + s.len(), v + s.volatile)
-        })
+    /// Totals read through a command's guards when they hold every shard (EXEC), else by
+    /// locking each shard in turn.
+    pub fn totals_with(&self, guards: &mut Guards) -> Totals {
+        if guards.held.len() == self.shards.len() {
+            let mut t = Totals::default();
+            for (id, s) in guards.held.iter() {
+                t.add(*id as usize >> self.shard_bits, s);
+            }
+            t
+        } else {
+            self.totals()
+        }
+    }
+}
+
+impl Drop for Guards<'_> {
+    fn drop(&mut self) {
+        if !self.held.is_empty() {
+            HOLDING_GUARDS.with(|h| h.set(false));
+        }
+    }
+}
+
+/// Totals over every shard, for INFO and MEMORY STATS.
+#[derive(Default)]
+pub struct Totals {
+    pub keys: [usize; NUM_DBS],
+    pub expires: [usize; NUM_DBS],
+    pub expired: u64,
+    pub evicted: u64,
+    pub table_bytes: u64,
+}
+
+impl Totals {
+    fn add(&mut self, db: usize, s: &Shard) {
+        self.keys[db] += s.len();
+        self.expires[db] += s.volatile;
+        self.expired += s.expired_keys;
+        self.evicted += s.evicted_keys;
+        self.table_bytes += s.table_bytes() as u64;
     }
 }
 

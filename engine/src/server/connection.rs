@@ -72,7 +72,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                     &heap
                 };
                 match command::execute(&srv, &mut conn, argv, &mut out) {
-                    Outcome::Block(b) => Err((b, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>())),
+                    o @ (Outcome::Block(_) | Outcome::Paused(_)) => Err((o, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>())),
                     other => Ok(other),
                 }
             };
@@ -84,12 +84,14 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                     break 'conn;
                 }
                 Ok(_) => {}
-                Err((block, argv)) => {
+                Err((outcome, argv)) => {
                     if !flush(&srv, &mut stream, &mut out).await {
-                        srv.blocking.unregister(info.id, block.db, &block.keys);
+                        if let Outcome::Block(b) = &outcome {
+                            srv.blocking.unregister(info.id, b.db, &b.keys);
+                        }
                         break 'conn;
                     }
-                    if !wait_blocked(&srv, &mut conn, &mut stream, &mut inbuf, &mut out, block, argv).await {
+                    if !wait_and_retry(&srv, &mut conn, &mut stream, &mut inbuf, &mut out, outcome, argv).await {
                         break 'conn;
                     }
                 }
@@ -118,6 +120,35 @@ async fn flush(srv: &Server, stream: &mut TcpStream, out: &mut BytesMut) -> bool
     let ok = stream.write_all(out).await.is_ok();
     out.clear();
     ok
+}
+
+/// Waits out a CLIENT PAUSE or a blocking command, re-running the command until it completes.
+/// Returns false when the connection must close.
+async fn wait_and_retry(
+    srv: &Arc<Server>,
+    conn: &mut Conn,
+    stream: &mut TcpStream,
+    inbuf: &mut BytesMut,
+    out: &mut BytesMut,
+    mut outcome: Outcome,
+    argv: Vec<Vec<u8>>,
+) -> bool {
+    loop {
+        match outcome {
+            Outcome::Paused(until) => {
+                let wait = (until - super::state::now_ms()).clamp(1, 50);
+                tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
+                if conn.info.killed.load(Ordering::Relaxed) {
+                    return false;
+                }
+                let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                outcome = command::execute(srv, conn, &args, out);
+            }
+            Outcome::Block(block) => return wait_blocked(srv, conn, stream, inbuf, out, block, argv).await,
+            Outcome::Close => return false,
+            Outcome::Done => return flush(srv, stream, out).await,
+        }
+    }
 }
 
 /// Waits until a blocked command can be served, times out, or the client goes away.
@@ -153,6 +184,12 @@ async fn wait_blocked(
                     }
                     Outcome::Close => break false,
                     Outcome::Done => break flush(srv, stream, out).await,
+                    Outcome::Paused(_) => {
+                        // Paused after the wake-up: wait for the pause to end and retry.
+                        notify.notify_one();
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        continue;
+                    }
                 }
             }
             _ = sleep => {
@@ -168,6 +205,22 @@ async fn wait_blocked(
                 if info.killed.load(Ordering::Relaxed) {
                     srv.blocking.unregister(info.id, block.db, &block.keys);
                     break false;
+                }
+                match info.unblock.swap(0, Ordering::SeqCst) {
+                    0 => {}
+                    how => {
+                        srv.blocking.unregister(info.id, block.db, &block.keys);
+                        let mut w = ReplyWriter::new(out, conn.resp3);
+                        if how == 2 {
+                            w.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                        } else {
+                            match block.timeout_reply {
+                                TimeoutReply::NullArray => w.null_array(),
+                                TimeoutReply::NullBulk => w.null(),
+                            }
+                        }
+                        break flush(srv, stream, out).await;
+                    }
                 }
             }
             r = stream.read_buf(inbuf) => {

@@ -21,7 +21,9 @@ pub async fn run(srv: Arc<Server>) {
         if srv.shutdown.load(Ordering::Relaxed) {
             return;
         }
-        active_expire(&srv);
+        if srv.active_expire.load(Ordering::Relaxed) {
+            active_expire(&srv);
+        }
         n += 1;
         if n % 10 == 0 {
             let cmds = srv.stats.commands_processed.load(Ordering::Relaxed);

@@ -159,6 +159,7 @@ fn register_client(srv: &Arc<Server>, peer: SocketAddr, local: SocketAddr) -> Ar
         in_multi: AtomicBool::new(false),
         blocked: AtomicBool::new(false),
         killed: AtomicBool::new(false),
+        unblock: AtomicU8::new(0),
         wake: Notify::new(),
     });
     srv.clients.lock().insert(id, info.clone());

@@ -1,8 +1,8 @@
 //! Process-wide engine state shared by all reactors: keyspace, runtime settings, counters,
 //! the client registry and the blocked-client registry.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,7 +55,9 @@ pub struct ClientInfo {
     pub in_multi: AtomicBool,
     pub blocked: AtomicBool,
     pub killed: AtomicBool,
-    /// Woken to make the connection notice `killed`.
+    /// CLIENT UNBLOCK request: 0 none, 1 reply as a timeout, 2 reply with an error.
+    pub unblock: AtomicU8,
+    /// Woken to make the connection notice `killed` or `unblock`.
     pub wake: Notify,
 }
 
@@ -122,6 +124,66 @@ impl BlockRegistry {
     }
 }
 
+/// One SLOWLOG entry.
+pub struct SlowEntry {
+    pub id: u64,
+    pub time: i64,
+    pub duration_us: u64,
+    pub args: Vec<Vec<u8>>,
+    pub addr: String,
+    pub name: String,
+}
+
+/// The slow log: commands slower than `threshold_us` (negative: off), newest first.
+pub struct SlowLog {
+    pub entries: Mutex<VecDeque<SlowEntry>>,
+    pub next_id: AtomicU64,
+    pub threshold_us: AtomicI64,
+    pub max_len: AtomicUsize,
+}
+
+impl Default for SlowLog {
+    fn default() -> Self {
+        SlowLog { entries: Mutex::new(VecDeque::new()), next_id: AtomicU64::new(0), threshold_us: AtomicI64::new(10_000), max_len: AtomicUsize::new(128) }
+    }
+}
+
+impl SlowLog {
+    /// Records a command if it took at least the threshold.
+    pub fn maybe_record(&self, argv: &[&[u8]], micros: u64, client: &ClientInfo) {
+        let t = self.threshold_us.load(Ordering::Relaxed);
+        if t < 0 || (micros as i64) < t {
+            return;
+        }
+        // As Redis: at most 32 arguments, each cut to 128 bytes.
+        let mut args: Vec<Vec<u8>> = Vec::new();
+        for (i, a) in argv.iter().enumerate() {
+            if i == 31 && argv.len() > 32 {
+                args.push(format!("... ({} more arguments)", argv.len() - 31).into_bytes());
+                break;
+            }
+            if a.len() > 128 {
+                let mut v = a[..128].to_vec();
+                v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+                args.push(v);
+            } else {
+                args.push(a.to_vec());
+            }
+        }
+        let entry = SlowEntry {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            time: now_ms() / 1000,
+            duration_us: micros,
+            args,
+            addr: client.addr.clone(),
+            name: client.name.lock().clone().unwrap_or_default(),
+        };
+        let mut e = self.entries.lock();
+        e.push_front(entry);
+        e.truncate(self.max_len.load(Ordering::Relaxed));
+    }
+}
+
 /// Settings changeable at run time (CONFIG SET). Hot ones are atomics.
 pub struct Runtime {
     pub maxmemory: AtomicU64,
@@ -146,6 +208,12 @@ pub struct Server {
     pub shutdown_notify: Notify,
     /// Commands that take every lock (transactions, FLUSHALL) bump this so INFO can tell.
     pub dirty: AtomicU64,
+    pub slowlog: SlowLog,
+    /// DEBUG SET-ACTIVE-EXPIRE.
+    pub active_expire: AtomicBool,
+    /// CLIENT PAUSE: until when (unix ms), and whether all commands or only writes wait.
+    pub pause_until_ms: AtomicI64,
+    pub pause_all: AtomicBool,
 }
 
 impl Server {
@@ -173,6 +241,10 @@ impl Server {
             shutdown: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
             dirty: AtomicU64::new(0),
+            slowlog: SlowLog::default(),
+            active_expire: AtomicBool::new(true),
+            pause_until_ms: AtomicI64::new(0),
+            pause_all: AtomicBool::new(false),
         })
     }
 
@@ -182,6 +254,18 @@ impl Server {
         for c in self.clients.lock().values() {
             c.kill();
         }
+    }
+
+    /// Until when a command must wait because of CLIENT PAUSE, if it must.
+    pub fn paused_until(&self, is_write: bool) -> Option<i64> {
+        let until = self.pause_until_ms.load(Ordering::Relaxed);
+        if until == 0 {
+            return None;
+        }
+        if now_ms() >= until {
+            return None;
+        }
+        (is_write || self.pause_all.load(Ordering::Relaxed)).then_some(until)
     }
 
     pub fn policy(&self) -> Policy {

@@ -1,0 +1,197 @@
+//! Diagnostics commands: SLOWLOG, LATENCY, MEMORY, DEBUG, LOLWUT.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use super::args::{err, int, is, CmdError};
+use super::{CmdResult, Ctx};
+use crate::keyspace::{access, NUM_DBS};
+
+fn help(ctx: &mut Ctx, lines: &[&str]) {
+    ctx.out.array_len(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+}
+
+fn unknown_sub(argv: &[&[u8]], cmd: &str) -> CmdError {
+    err(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
+        String::from_utf8_lossy(argv[1])
+    ))
+}
+
+pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let log = &ctx.srv.slowlog;
+    if is(argv[1], "GET") && argv.len() <= 3 {
+        let n = match argv.get(2) {
+            None => 10,
+            Some(a) => {
+                let n = int(a)?;
+                if n < -1 {
+                    return Err(err("ERR count should be greater than or equal to -1"));
+                }
+                if n == -1 { usize::MAX } else { n as usize }
+            }
+        };
+        let entries = log.entries.lock();
+        let n = n.min(entries.len());
+        ctx.out.array_len(n);
+        for e in entries.iter().take(n) {
+            ctx.out.array_len(6);
+            ctx.out.int(e.id as i64);
+            ctx.out.int(e.time);
+            ctx.out.int(e.duration_us as i64);
+            ctx.out.array_len(e.args.len());
+            for a in &e.args {
+                ctx.out.bulk(a);
+            }
+            ctx.out.bulk(e.addr.as_bytes());
+            ctx.out.bulk(e.name.as_bytes());
+        }
+    } else if is(argv[1], "LEN") && argv.len() == 2 {
+        ctx.out.int(log.entries.lock().len() as i64);
+    } else if is(argv[1], "RESET") && argv.len() == 2 {
+        log.entries.lock().clear();
+        ctx.out.ok();
+    } else if is(argv[1], "HELP") {
+        help(ctx, &["SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GET [<count>]", "LEN", "RESET", "HELP"]);
+    } else {
+        return Err(unknown_sub(argv, "SLOWLOG"));
+    }
+    Ok(())
+}
+
+/// LATENCY: Terrace does not run Redis's latency monitor; the event lists are always empty.
+pub fn latency(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if is(argv[1], "LATEST") && argv.len() == 2 {
+        ctx.out.array_len(0);
+    } else if is(argv[1], "HISTORY") && argv.len() == 3 {
+        ctx.out.array_len(0);
+    } else if is(argv[1], "RESET") {
+        ctx.out.int(0);
+    } else if is(argv[1], "DOCTOR") && argv.len() == 2 {
+        ctx.out.verbatim("Dave, no latency spike was observed during the lifetime of this Terrace instance, not in the slightest bit. I honestly think you ought to sleep better.\n");
+    } else if is(argv[1], "HELP") {
+        help(ctx, &["LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "LATEST", "HISTORY <event>", "RESET [<event> ...]", "DOCTOR", "HELP"]);
+    } else {
+        return Err(unknown_sub(argv, "LATENCY"));
+    }
+    Ok(())
+}
+
+pub fn lolwut(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    // `LOLWUT [VERSION v [art parameters...]]`: the art's parameters are integers.
+    if argv.len() > 1 {
+        if !is(argv[1], "VERSION") || argv.len() < 3 {
+            return Err(CmdError::Syntax);
+        }
+        for a in &argv[2..] {
+            int(a)?;
+        }
+    }
+    let art = "  _                                \n | |_ ___ _ __ _ __ __ _  ___ ___  \n | __/ _ \\ '__| '__/ _` |/ __/ _ \\ \n | ||  __/ |  | | | (_| | (_|  __/ \n  \\__\\___|_|  |_|  \\__,_|\\___\\___| \n\n";
+    let text = format!("{art}Terrace ver. {} (Redis ver. {})\n", super::server::TERRACE_VERSION, super::server::REDIS_VERSION);
+    ctx.out.verbatim(&text);
+    Ok(())
+}
+
+fn memory_stats(ctx: &mut Ctx) {
+    let used = crate::alloc::used_memory();
+    let totals = ctx.data.ks.totals_with(&mut ctx.data.guards);
+    let dbs: Vec<(usize, usize, usize)> =
+        (0..NUM_DBS).filter(|&db| totals.keys[db] > 0).map(|db| (db, totals.keys[db], totals.expires[db])).collect();
+    let keys: usize = dbs.iter().map(|d| d.1).sum();
+    let table_bytes = totals.table_bytes;
+    ctx.out.map_len(10 + dbs.len());
+    for (k, v) in [
+        ("peak.allocated", used),
+        ("total.allocated", used),
+        ("startup.allocated", 0),
+        ("replication.backlog", 0),
+        ("clients.normal", 0),
+        ("aof.buffer", 0),
+        ("overhead.total", table_bytes),
+        ("keys.count", keys as u64),
+        ("keys.bytes-per-key", if keys > 0 { used / keys as u64 } else { 0 }),
+        ("dataset.bytes", used.saturating_sub(table_bytes)),
+    ] {
+        ctx.out.bulk(k.as_bytes());
+        ctx.out.int(v as i64);
+    }
+    for (db, keys, expires) in dbs {
+        ctx.out.bulk(format!("db.{db}").as_bytes());
+        ctx.out.map_len(2);
+        ctx.out.bulk(b"overhead.hashtable.main");
+        ctx.out.int((keys * 18) as i64);
+        ctx.out.bulk(b"overhead.hashtable.expires");
+        ctx.out.int(expires as i64 * 8);
+    }
+}
+
+pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if is(argv[1], "USAGE") && (argv.len() == 3 || (argv.len() == 5 && is(argv[3], "SAMPLES"))) {
+        match ctx.data.peek(argv[2]) {
+            // The entry plus its share of the hash table slot (8-byte pointer + control byte).
+            Some(e) => {
+                let n = e.heap_size() + 9;
+                ctx.out.int(n as i64);
+            }
+            None => ctx.out.null(),
+        }
+    } else if is(argv[1], "STATS") && argv.len() == 2 {
+        memory_stats(ctx);
+    } else if is(argv[1], "MALLOC-STATS") && argv.len() == 2 {
+        let mut s = String::new();
+        let _ = write!(s, "Terrace uses mimalloc; live bytes requested through it: {}\n", crate::alloc::used_memory());
+        ctx.out.verbatim(&s);
+    } else if is(argv[1], "DOCTOR") && argv.len() == 2 {
+        ctx.out.verbatim("Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n");
+    } else if is(argv[1], "PURGE") && argv.len() == 2 {
+        ctx.out.ok();
+    } else if is(argv[1], "HELP") {
+        help(ctx, &["MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "DOCTOR", "MALLOC-STATS", "PURGE", "STATS", "USAGE <key> [SAMPLES <count>]", "HELP"]);
+    } else {
+        return Err(unknown_sub(argv, "MEMORY"));
+    }
+    Ok(())
+}
+
+pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if is(argv[1], "SLEEP") && argv.len() == 3 {
+        let secs = super::args::parse_f64(argv[2]).ok_or(CmdError::NotFloat)?;
+        if secs > 0.0 {
+            // Like Redis, DEBUG SLEEP blocks the thread serving this client.
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+        }
+        ctx.out.ok();
+    } else if is(argv[1], "OBJECT") && argv.len() == 3 {
+        let now = ctx.data.now;
+        let Some(e) = ctx.data.peek(argv[2]) else {
+            return Err(CmdError::NoSuchKey);
+        };
+        let enc = match e.str_value() {
+            Some(v) => super::keys::string_encoding(v),
+            None => e.coll().unwrap().encoding(),
+        };
+        let ser = e.str_value().map(|v| v.len()).unwrap_or_else(|| e.heap_size());
+        let line = format!(
+            "Value at:0x{:x} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+            e as *const _ as usize,
+            enc,
+            ser,
+            e.access(),
+            access::idle_seconds(e.access(), now)
+        );
+        ctx.out.simple(&line);
+    } else if is(argv[1], "SET-ACTIVE-EXPIRE") && argv.len() == 3 {
+        let on = int(argv[2])? != 0;
+        ctx.srv.active_expire.store(on, Ordering::Relaxed);
+        ctx.out.ok();
+    } else if is(argv[1], "HELP") {
+        help(ctx, &["DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "OBJECT <key>", "SET-ACTIVE-EXPIRE <0|1>", "SLEEP <seconds>", "HELP"]);
+    } else {
+        return Err(unknown_sub(argv, "DEBUG"));
+    }
+    Ok(())
+}

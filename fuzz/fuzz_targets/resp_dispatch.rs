@@ -1,0 +1,88 @@
+//! Fuzz target: arbitrary bytes through the request parser (fed in chunks of varying size, so
+//! resumption is exercised) and every parsed request through the real command dispatcher.
+//! Any panic, hang or out-of-memory is a bug.
+
+#![no_main]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use libfuzzer_sys::fuzz_target;
+use terrace_engine::command::{self, Conn};
+use terrace_engine::protocol::{Limits, RequestParser};
+use terrace_engine::server::state::{ClientInfo, Server};
+use terrace_engine::EngineConfig;
+
+fn server() -> &'static Arc<Server> {
+    static SRV: OnceLock<Arc<Server>> = OnceLock::new();
+    SRV.get_or_init(|| Server::new(EngineConfig::default()))
+}
+
+fn client() -> Arc<ClientInfo> {
+    Arc::new(ClientInfo {
+        id: 1,
+        addr: "127.0.0.1:1".into(),
+        laddr: "127.0.0.1:2".into(),
+        created: Instant::now(),
+        name: Default::default(),
+        db: AtomicUsize::new(0),
+        last_cmd: AtomicUsize::new(usize::MAX),
+        last_active_ms: AtomicU64::new(0),
+        resp: AtomicU8::new(2),
+        no_evict: AtomicBool::new(false),
+        in_multi: AtomicBool::new(false),
+        blocked: AtomicBool::new(false),
+        killed: AtomicBool::new(false),
+        unblock: AtomicU8::new(0),
+        wake: Default::default(),
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let srv = server();
+    let mut conn = Conn::new(client());
+    conn.authenticated = true;
+    // Small limits keep single inputs from allocating gigabytes.
+    let mut parser = RequestParser::new(Limits { max_bulk_len: 1 << 20, max_inline_len: 64 * 1024, max_args: 1 << 16 });
+    let mut inbuf = BytesMut::new();
+    let mut out = BytesMut::new();
+    // The first byte picks the chunk size used to feed the rest.
+    let (chunk, rest) = match data.split_first() {
+        Some((c, r)) => ((*c as usize % 64) + 1, r),
+        None => return,
+    };
+    'feed: for piece in rest.chunks(chunk) {
+        inbuf.extend_from_slice(piece);
+        loop {
+            let req = match parser.parse(&inbuf) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(_) => break 'feed,
+            };
+            if !req.args.is_empty() {
+                let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(&inbuf, i)).collect();
+                // Commands that sleep or stop the process are not what this target explores.
+                let name = argv[0].to_ascii_lowercase();
+                if name != b"debug" && name != b"shutdown" {
+                    let _ = command::execute(srv, &mut conn, &argv, &mut out);
+                    srv.blocking.unregister(1, conn.db, &[]);
+                }
+            }
+            inbuf.advance(req.consumed);
+            parser.reset();
+            out.clear();
+        }
+    }
+    command::txn::release_watches(&srv.keyspace, &mut conn);
+    // Keep the shared keyspace small across inputs.
+    if fastrand_like(data) {
+        let argv: [&[u8]; 1] = [b"FLUSHALL"];
+        let _ = command::execute(srv, &mut conn, &argv, &mut out);
+    }
+});
+
+fn fastrand_like(data: &[u8]) -> bool {
+    data.len() % 7 == 0
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Terrace engine vs redis-server, side by side in one run.
+
+Both servers run at once, each pinned to core 0 with taskset (only the one being measured is
+busy); redis-benchmark runs pinned to core 1. Rows alternate between the servers, and the order
+flips every round. Prints the median requests/s of each server per row and the ratio.
+
+Then memory: 1,000,000 SETs of 100-byte values under 16-byte keys, loaded with redis-cli --pipe;
+bytes per key from INFO used_memory and from the process RSS.
+
+Usage: tests/bench/engine_vs_redis.py [--terrace target/release/terrace] [--rounds 3] [--quick]
+"""
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TESTS = ["set", "get", "incr", "lpush", "sadd", "zadd", "hset"]
+
+
+def wait_port(port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"server on port {port} did not start")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def cli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True, check=True).stdout
+
+
+def info_field(port, section, name):
+    for line in cli(port, "INFO", section).splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split(":", 1)[1])
+    raise KeyError(name)
+
+
+def rss(pid):
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def bench(port, test, size, pipeline, n):
+    cmd = ["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", test, "-d", str(size), "-c", "50",
+           "-r", "1000000", "-n", str(n), "-P", str(pipeline), "--csv", "-q"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        cells = [c.strip('"') for c in line.split(",")]
+        if len(cells) > 1 and cells[0] != "test":
+            return float(cells[1])
+    raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
+
+
+def load_memory_dataset(port, path):
+    with open(path, "rb") as f:
+        subprocess.run(["redis-cli", "-p", str(port), "--pipe"], stdin=f, capture_output=True, check=True)
+
+
+def write_dataset(path, keys):
+    value = b"v" * 100
+    with open(path, "wb") as f:
+        for i in range(keys):
+            key = b"key:%012d" % i  # 16 bytes
+            f.write(b"*3\r\n$3\r\nSET\r\n$16\r\n" + key + b"\r\n$100\r\n" + value + b"\r\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--terrace", default="target/release/terrace")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="fewer requests per row (smoke run)")
+    args = ap.parse_args()
+    for tool in ["redis-server", "redis-benchmark", "redis-cli", "taskset"]:
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} not found (apt-get install redis-server redis-tools util-linux)")
+
+    tmp = tempfile.mkdtemp(prefix="terrace-bench-")
+    rport, tport = free_port(), free_port()
+    redis = subprocess.Popen(["taskset", "-c", "0", "redis-server", "--port", str(rport), "--save", "", "--appendonly", "no",
+                              "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    terrace = subprocess.Popen(["taskset", "-c", "0", args.terrace, "engine", "--port", str(tport), "--threads", "1",
+                                "--data-dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers = [("redis", rport, redis), ("terrace", tport, terrace)]
+    try:
+        for _, port, _ in servers:
+            wait_port(port)
+        version = cli(rport, "INFO", "server").split("redis_version:")[1].split()[0]
+        print(f"redis-server {version} vs terrace engine --threads 1; both pinned to core 0, "
+              f"redis-benchmark pinned to core 1; -c 50 -r 1000000; {args.rounds} rounds, medians")
+        print("memory (fresh servers):  1,000,000 SETs, 16-byte keys, 100-byte values")
+        print("| server | used_memory bytes/key | RSS bytes/key (growth) | RSS bytes/key (total) |")
+        print("|---|---|---|---|")
+        dataset = os.path.join(tmp, "dataset.resp")
+        write_dataset(dataset, 1_000_000)
+        for name, port, proc in servers:
+            used0, rss0 = info_field(port, "memory", "used_memory"), rss(proc.pid)
+            load_memory_dataset(port, dataset)
+            keys = int(cli(port, "DBSIZE").strip())
+            assert keys == 1_000_000, f"{name} holds {keys} keys"
+            used1, rss1 = info_field(port, "memory", "used_memory"), rss(proc.pid)
+            print(f"| {name} | {(used1 - used0) / keys:.1f} | {(rss1 - rss0) / keys:.1f} | {rss1 / keys:.1f} |")
+        for _, port, _ in servers:
+            cli(port, "FLUSHALL")
+        print()
+        results = {}
+        for rnd in range(args.rounds):
+            order = servers if rnd % 2 == 0 else list(reversed(servers))
+            for pipeline in (16, 1):
+                n = (2_000_000 if pipeline == 16 else 300_000) // (10 if args.quick else 1)
+                for size in (128, 1024):
+                    for test in TESTS:
+                        for name, port, _ in order:
+                            rps = bench(port, test, size, pipeline, n)
+                            results.setdefault((test, size, pipeline, name), []).append(rps)
+                            cli(port, "FLUSHALL")
+            print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
+
+        print()
+        print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis |")
+        print("|---|---|---|---|---|---|")
+        ratios = []
+        for pipeline in (16, 1):
+            for size in (128, 1024):
+                for test in TESTS:
+                    r = statistics.median(results[(test, size, pipeline, "redis")])
+                    t = statistics.median(results[(test, size, pipeline, "terrace")])
+                    ratios.append(t / r)
+                    print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} |")
+        print(f"\nmedian ratio {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
+
+    finally:
+        for _, _, proc in servers:
+            proc.terminate()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
