@@ -797,3 +797,24 @@ fn slowlog_and_client_controls() {
     assert_eq!(q::<String>(&mut c, &["CLIENT", "UNPAUSE"]), "OK");
     assert_eq!(raw.cmd(&["SET", "a", "3"]), "+OK\r\n");
 }
+
+#[test]
+fn geo_commands() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    assert_eq!(q::<i64>(&mut c, &["GEOADD", "Sicily", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"]), 2);
+    // Same score as Redis stores.
+    assert_eq!(q::<String>(&mut c, &["ZSCORE", "Sicily", "Palermo"]), "3479099956230698");
+    assert_eq!(q::<String>(&mut c, &["GEODIST", "Sicily", "Palermo", "Catania"]), "166274.1516");
+    assert_eq!(q::<String>(&mut c, &["GEODIST", "Sicily", "Palermo", "Catania", "km"]), "166.2742");
+    assert_eq!(q::<Vec<String>>(&mut c, &["GEOHASH", "Sicily", "Palermo"]), vec!["sqc8b49rny0"]);
+    let pos: Vec<Option<(f64, f64)>> = q(&mut c, &["GEOPOS", "Sicily", "Palermo", "nowhere"]);
+    let (lon, lat) = pos[0].unwrap();
+    assert!((lon - 13.361389).abs() < 1e-5 && (lat - 38.115556).abs() < 1e-5);
+    assert!(pos[1].is_none());
+    assert_eq!(q::<Vec<String>>(&mut c, &["GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ASC"]), vec!["Catania", "Palermo"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["GEOSEARCH", "Sicily", "FROMMEMBER", "Palermo", "BYBOX", "100", "100", "km"]), vec!["Palermo"]);
+    assert_eq!(q::<i64>(&mut c, &["GEOSEARCHSTORE", "near", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "100", "km", "STOREDIST"]), 1);
+    assert_eq!(q::<Vec<String>>(&mut c, &["GEORADIUS", "Sicily", "15", "37", "200", "km", "COUNT", "1"]), vec!["Catania"]);
+    assert!(err(&mut c, &["GEOADD", "Sicily", "200", "100", "bad"]).contains("invalid longitude,latitude pair 200.000000,100.000000"));
+}

@@ -7,6 +7,7 @@ pub mod bitmap;
 pub mod config;
 pub mod diagnostics;
 pub mod dump;
+pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod keys;

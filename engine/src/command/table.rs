@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{bitmap, config, diagnostics, dump, hash, hll, keys, list, server, set, sort, string, txn, zset, Handler};
+use super::{bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, string, txn, zset, Handler};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -258,6 +258,17 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("zinterstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore).dest_numkeys(),
         c("zdiffstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore).dest_numkeys(),
         c("zintercard", -3, "readonly", NOKEY, "sortedset", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard).numkeys_at(1),
+        // geo (sorted sets with geohash scores)
+        c("geoadd", -5, "write denyoom", K1, "geo", "Adds one or more members to a geospatial index.", geo::geoadd),
+        c("geohash", -2, "readonly", K1, "geo", "Returns members from a geospatial index as geohash strings.", geo::geohash),
+        c("geopos", -2, "readonly", K1, "geo", "Returns the longitude and latitude of members from a geospatial index.", geo::geopos),
+        c("geodist", -4, "readonly", K1, "geo", "Returns the distance between two members of a geospatial index.", geo::geodist),
+        c("georadius", -6, "write denyoom movablekeys", KALL, "geo", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", geo::georadius).lock(Db),
+        c("georadius_ro", -6, "readonly", K1, "geo", "Returns members from a geospatial index that are within a distance from a coordinate.", geo::georadius_ro),
+        c("georadiusbymember", -5, "write denyoom movablekeys", KALL, "geo", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", geo::georadiusbymember).lock(Db),
+        c("georadiusbymember_ro", -5, "readonly", K1, "geo", "Returns members from a geospatial index that are within a distance from a member.", geo::georadiusbymember_ro),
+        c("geosearch", -7, "readonly", K1, "geo", "Queries a geospatial index for members inside an area of a box or a circle.", geo::geosearch),
+        c("geosearchstore", -8, "write denyoom", K12, "geo", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", geo::geosearchstore),
         // transactions
         c("multi", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Starts a transaction.", txn::multi),
         c("exec", 1, "noscript loading stale skip_slowlog", NOKEY, "transaction", "Executes all commands in a transaction.", txn::exec).lock(All),
