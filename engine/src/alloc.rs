@@ -1,5 +1,6 @@
 //! Memory accounting: a global allocator wrapper that counts live heap bytes (INFO
-//! `used_memory`, maxmemory enforcement), over mimalloc.
+//! `used_memory`, maxmemory enforcement), over mimalloc — or over the system allocator with
+//! the `alloc-system` feature, which exists to measure the choice (see BENCHMARKS.md).
 //!
 //! The binary installs it with `#[global_allocator]`; without it (unit tests) `used_memory`
 //! reports 0 and maxmemory never triggers.
@@ -7,7 +8,13 @@
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use mimalloc::MiMalloc;
+#[cfg(not(feature = "alloc-system"))]
+use mimalloc::MiMalloc as Inner;
+#[cfg(feature = "alloc-system")]
+use std::alloc::System as Inner;
+
+/// Name reported by INFO `mem_allocator`.
+pub const ALLOCATOR: &str = if cfg!(feature = "alloc-system") { "libc" } else { "mimalloc" };
 
 static USED: AtomicUsize = AtomicUsize::new(0);
 
@@ -16,7 +23,7 @@ pub struct CountingAlloc;
 unsafe impl GlobalAlloc for CountingAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = MiMalloc.alloc(layout);
+        let p = Inner.alloc(layout);
         if !p.is_null() {
             USED.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -24,12 +31,12 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        MiMalloc.dealloc(ptr, layout);
+        Inner.dealloc(ptr, layout);
         USED.fetch_sub(layout.size(), Ordering::Relaxed);
     }
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = MiMalloc.alloc_zeroed(layout);
+        let p = Inner.alloc_zeroed(layout);
         if !p.is_null() {
             USED.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -37,7 +44,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = MiMalloc.realloc(ptr, layout, new_size);
+        let p = Inner.realloc(ptr, layout, new_size);
         if !p.is_null() {
             if new_size > layout.size() {
                 USED.fetch_add(new_size - layout.size(), Ordering::Relaxed);

@@ -23,6 +23,7 @@ fn server() -> &'static Arc<Server> {
 fn client() -> Arc<ClientInfo> {
     Arc::new(ClientInfo {
         id: 1,
+        fd: -1,
         addr: "127.0.0.1:1".into(),
         laddr: "127.0.0.1:2".into(),
         created: Instant::now(),

@@ -8,7 +8,7 @@ flips every round. Prints the median requests/s of each server per row and the r
 Then memory: 1,000,000 SETs of 100-byte values under 16-byte keys, loaded with redis-cli --pipe;
 bytes per key from INFO used_memory and from the process RSS.
 
-Usage: tests/bench/engine_vs_redis.py [--terrace target/release/terrace] [--rounds 3] [--quick]
+Usage: tests/bench/engine_vs_redis.py [--terrace target/release/terrace] [--rounds 3] [--quick] [--memory-only]
 """
 
 import argparse
@@ -88,6 +88,7 @@ def main():
     ap.add_argument("--terrace", default="target/release/terrace")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer requests per row (smoke run)")
+    ap.add_argument("--memory-only", action="store_true", help="only the 1,000,000-key memory measurement")
     args = ap.parse_args()
     for tool in ["redis-server", "redis-benchmark", "redis-cli", "taskset"]:
         if not shutil.which(tool):
@@ -120,6 +121,8 @@ def main():
             print(f"| {name} | {(used1 - used0) / keys:.1f} | {(rss1 - rss0) / keys:.1f} | {rss1 / keys:.1f} |")
         for _, port, _ in servers:
             cli(port, "FLUSHALL")
+        if args.memory_only:
+            return
         print()
         results = {}
         for rnd in range(args.rounds):

@@ -353,14 +353,13 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let addr = String::from_utf8_lossy(argv[2]).into_owned();
             let found = clients_sorted(ctx.srv).into_iter().find(|c| c.addr == addr);
             match found {
-                Some(c) => {
-                    c.kill();
+                Some(c) if ctx.srv.kill_client(c.id) => {
                     if c.id == ctx.conn.info.id {
                         ctx.close = true;
                     }
                     ctx.out.ok();
                 }
-                None => return Err(err("ERR No such client")),
+                _ => return Err(err("ERR No such client")),
             }
         }
         ("KILL", n) if n >= 4 && n % 2 == 0 => {
@@ -392,11 +391,13 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                     && laddr.as_ref().map_or(true, |a| *a == c.laddr)
                     && !(skipme && c.id == me)
                 {
-                    c.kill();
                     if c.id == me {
+                        // Our own connection closes after this reply is written.
                         ctx.close = true;
+                        killed += 1;
+                    } else if ctx.srv.kill_client(c.id) {
+                        killed += 1;
                     }
-                    killed += 1;
                 }
             }
             ctx.out.int(killed);
@@ -718,12 +719,13 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
         let _ = write!(
             s,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:mimalloc\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\n\r\n",
             human(used),
             human(rss),
             human(max),
             srv.policy().name(),
             if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+            crate::alloc::ALLOCATOR,
         );
     }
     if want("persistence") {

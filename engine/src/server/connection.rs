@@ -34,12 +34,10 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
         if inbuf.capacity() - inbuf.len() < 4096 {
             inbuf.reserve(16 * 1024);
         }
-        let n = tokio::select! {
-            r = stream.read_buf(&mut inbuf) => match r {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            },
-            _ = info.wake.notified() => continue,
+        // CLIENT KILL and shutdown shut the socket down, which ends this read.
+        let n = match stream.read_buf(&mut inbuf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
         };
         srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
         info.last_active_ms.store(srv.started.elapsed().as_millis() as u64, Ordering::Relaxed);

@@ -78,24 +78,27 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let srv0 = srv.clone();
     local_set.block_on(&rt, async move {
         let listener = TcpListener::from_std(std_listener).expect("listener from std");
+        // Handlers first: a signal arriving right after "ready" must still stop us cleanly.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut sigterm = signal(SignalKind::terminate()).ok();
+        let mut sigint = signal(SignalKind::interrupt()).ok();
         tracing::info!(%local, threads, "Ready to accept connections");
         println!("terrace engine ready on {local}");
         tokio::task::spawn_local(cron::run(srv0.clone()));
         let mut next = 0usize;
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        loop {
-            let term = async {
-                match sigterm.as_mut() {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending().await,
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s.as_mut() {
+                Some(s) => {
+                    s.recv().await;
                 }
-            };
+                None => std::future::pending().await,
+            }
+        }
+        loop {
             tokio::select! {
                 r = listener.accept() => {
                     let Ok((stream, peer)) = r else { continue };
-                    let info = register_client(&srv0, peer, local);
+                    let info = register_client(&srv0, peer, local, std::os::fd::AsRawFd::as_raw_fd(&stream));
                     let target = next % threads;
                     next = next.wrapping_add(1);
                     if target == 0 {
@@ -104,11 +107,11 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                         let _ = senders[target - 1].send((std_stream, info));
                     }
                 }
-                _ = tokio::signal::ctrl_c() => {
+                _ = recv(&mut sigint) => {
                     tracing::info!("SIGINT received, shutting down");
                     break;
                 }
-                _ = term => {
+                _ = recv(&mut sigterm) => {
                     tracing::info!("SIGTERM received, shutting down");
                     break;
                 }
@@ -142,11 +145,12 @@ fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::Unbounde
     });
 }
 
-fn register_client(srv: &Arc<Server>, peer: SocketAddr, local: SocketAddr) -> Arc<ClientInfo> {
+fn register_client(srv: &Arc<Server>, peer: SocketAddr, local: SocketAddr, fd: i32) -> Arc<ClientInfo> {
     srv.stats.connections_received.fetch_add(1, Ordering::Relaxed);
     let id = srv.next_client_id.fetch_add(1, Ordering::Relaxed);
     let info = Arc::new(ClientInfo {
         id,
+        fd,
         addr: peer.to_string(),
         laddr: local.to_string(),
         created: Instant::now(),

@@ -41,6 +41,8 @@ pub struct Stats {
 /// What the registry knows of a connected client (CLIENT LIST, CLIENT KILL).
 pub struct ClientInfo {
     pub id: u64,
+    /// The connection's socket, for CLIENT KILL and shutdown.
+    pub fd: i32,
     pub addr: String,
     pub laddr: String,
     pub created: Instant,
@@ -62,9 +64,16 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
-    pub fn kill(&self) {
+    /// Marks the client killed, wakes it if it is parked (blocked, paused) and shuts its
+    /// socket down so a pending read returns. Only called with the client registry locked:
+    /// a connection leaves the registry before its socket closes, so `fd` is still its own.
+    fn kill_locked(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.wake.notify_one();
+        // SAFETY: shutdown(2) on a descriptor this connection still owns (see above).
+        unsafe {
+            libc::shutdown(self.fd, libc::SHUT_RDWR);
+        }
     }
 }
 
@@ -252,7 +261,19 @@ impl Server {
         self.shutdown.store(true, Ordering::SeqCst);
         self.shutdown_notify.notify_waiters();
         for c in self.clients.lock().values() {
-            c.kill();
+            c.kill_locked();
+        }
+    }
+
+    /// Kills a client if it is still connected; returns whether it was.
+    pub fn kill_client(&self, id: u64) -> bool {
+        let clients = self.clients.lock();
+        match clients.get(&id) {
+            Some(c) => {
+                c.kill_locked();
+                true
+            }
+            None => false,
         }
     }
 
