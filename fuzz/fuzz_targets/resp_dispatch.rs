@@ -4,9 +4,7 @@
 
 #![no_main]
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use libfuzzer_sys::fuzz_target;
@@ -21,24 +19,7 @@ fn server() -> &'static Arc<Server> {
 }
 
 fn client() -> Arc<ClientInfo> {
-    Arc::new(ClientInfo {
-        id: 1,
-        fd: -1,
-        addr: "127.0.0.1:1".into(),
-        laddr: "127.0.0.1:2".into(),
-        created: Instant::now(),
-        name: Default::default(),
-        db: AtomicUsize::new(0),
-        last_cmd: AtomicUsize::new(usize::MAX),
-        last_active_ms: AtomicU64::new(0),
-        resp: AtomicU8::new(2),
-        no_evict: AtomicBool::new(false),
-        in_multi: AtomicBool::new(false),
-        blocked: AtomicBool::new(false),
-        killed: AtomicBool::new(false),
-        unblock: AtomicU8::new(0),
-        wake: Default::default(),
-    })
+    Arc::new(ClientInfo::new(1, -1, "127.0.0.1:1".into(), "127.0.0.1:2".into(), 0))
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -78,12 +59,13 @@ fuzz_target!(|data: &[u8]| {
     }
     command::txn::release_watches(&srv.keyspace, &mut conn);
     // Keep the shared keyspace small across inputs.
-    if fastrand_like(data) {
+    if flush_after(data) {
         let argv: [&[u8]; 1] = [b"FLUSHALL"];
         let _ = command::execute(srv, &mut conn, &argv, &mut out);
     }
 });
 
-fn fastrand_like(data: &[u8]) -> bool {
+/// Whether to empty the shared keyspace after this input (about one input in seven).
+fn flush_after(data: &[u8]) -> bool {
     data.len() % 7 == 0
 }

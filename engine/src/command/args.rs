@@ -60,6 +60,19 @@ pub fn count(arg: &[u8]) -> Result<usize, CmdError> {
     Ok(n as usize)
 }
 
+/// Parses the `numkeys` argument of LMPOP, ZMPOP, SINTERCARD & co. (`args[0]`, keys after it).
+pub fn numkeys(args: &[&[u8]]) -> Result<usize, CmdError> {
+    let nk = int(args[0]).map_err(|_| err("ERR numkeys should be greater than 0"))?;
+    if nk <= 0 {
+        return Err(err("ERR numkeys should be greater than 0"));
+    }
+    let nk = nk as usize;
+    if nk > args.len() - 1 {
+        return Err(err("ERR Number of keys can't be greater than number of args"));
+    }
+    Ok(nk)
+}
+
 /// Parses a double as Redis's `string2d`/`strtold` do: decimal or exponent forms, `inf`,
 /// `+inf`, `-inf`; no NaN, no surrounding spaces.
 pub fn parse_f64(arg: &[u8]) -> Option<f64> {

@@ -167,12 +167,15 @@ pub fn geoadd(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// Scores of the members named from `argv[2]` on, in the zset at `argv[1]`.
+fn member_scores(ctx: &mut Ctx, argv: &[&[u8]]) -> Result<Vec<Option<f64>>, CmdError> {
+    let z = zset(&mut ctx.data, argv[1])?;
+    Ok(argv[2..].iter().map(|m| z.as_ref().and_then(|z| z.score(m))).collect())
+}
+
 pub fn geohash(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     const ALPHABET: &[u8] = b"0123456789bcdefghjkmnpqrstuvwxyz";
-    let scores: Vec<Option<f64>> = {
-        let z = zset(&mut ctx.data, argv[1])?;
-        argv[2..].iter().map(|m| z.as_ref().and_then(|z| z.score(m))).collect()
-    };
+    let scores = member_scores(ctx, argv)?;
     ctx.out.array_len(scores.len());
     for s in scores {
         match s {
@@ -194,10 +197,7 @@ pub fn geohash(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn geopos(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let scores: Vec<Option<f64>> = {
-        let z = zset(&mut ctx.data, argv[1])?;
-        argv[2..].iter().map(|m| z.as_ref().and_then(|z| z.score(m))).collect()
-    };
+    let scores = member_scores(ctx, argv)?;
     ctx.out.array_len(scores.len());
     for s in scores {
         match s {

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::args::{count, err, int, is, range, timeout, CmdError};
+use super::args::{count, err, int, is, numkeys, range, timeout, CmdError};
 use super::{BlockRequest, CmdResult, Ctx, Data, TimeoutReply};
 use crate::keyspace::value::Bytes;
 use crate::keyspace::{Collection, Kind};
@@ -411,14 +411,7 @@ pub fn parse_mpop<'a, D>(
     args: &[&'a [u8]],
     dir: impl Fn(&[u8]) -> Result<D, CmdError>,
 ) -> Result<(Vec<&'a [u8]>, D, usize), CmdError> {
-    let nk = int(args[0]).map_err(|_| err("ERR numkeys should be greater than 0"))?;
-    if nk <= 0 {
-        return Err(err("ERR numkeys should be greater than 0"));
-    }
-    let nk = nk as usize;
-    if nk > args.len() - 1 {
-        return Err(err("ERR Number of keys can't be greater than number of args"));
-    }
+    let nk = numkeys(args)?;
     let keys = args[1..=nk].to_vec();
     let rest = &args[nk + 1..];
     let d = dir(rest.first().ok_or(CmdError::Syntax)?)?;

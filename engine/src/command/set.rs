@@ -1,6 +1,6 @@
 //! Set commands.
 
-use super::args::{count, err, int, is, CmdError};
+use super::args::{count, err, int, is, numkeys, CmdError};
 use super::hash::{parse_cursor, random_picks, scan_page, write_scan};
 use super::keys::ScanOpts;
 use super::{CmdResult, Ctx, Data};
@@ -266,14 +266,7 @@ pub fn sdiffstore(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 /// Parses `numkeys key... [LIMIT n]` of SINTERCARD/ZINTERCARD.
 pub fn parse_card_args<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, usize), CmdError> {
-    let nk = int(args[0]).map_err(|_| err("ERR numkeys should be greater than 0"))?;
-    if nk <= 0 {
-        return Err(err("ERR numkeys should be greater than 0"));
-    }
-    let nk = nk as usize;
-    if nk > args.len() - 1 {
-        return Err(err("ERR Number of keys can't be greater than number of args"));
-    }
+    let nk = numkeys(args)?;
     let mut limit = 0usize;
     let rest = &args[nk + 1..];
     let mut i = 0;

@@ -9,13 +9,11 @@ pub mod cron;
 pub mod state;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
-use parking_lot::Mutex;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 use crate::config::{EngineConfig, Threads};
 use state::{ClientInfo, Server};
@@ -148,24 +146,8 @@ fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::Unbounde
 fn register_client(srv: &Arc<Server>, peer: SocketAddr, local: SocketAddr, fd: i32) -> Arc<ClientInfo> {
     srv.stats.connections_received.fetch_add(1, Ordering::Relaxed);
     let id = srv.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let info = Arc::new(ClientInfo {
-        id,
-        fd,
-        addr: peer.to_string(),
-        laddr: local.to_string(),
-        created: Instant::now(),
-        name: Mutex::new(None),
-        db: AtomicUsize::new(0),
-        last_cmd: AtomicUsize::new(usize::MAX),
-        last_active_ms: AtomicU64::new(srv.started.elapsed().as_millis() as u64),
-        resp: AtomicU8::new(2),
-        no_evict: AtomicBool::new(false),
-        in_multi: AtomicBool::new(false),
-        blocked: AtomicBool::new(false),
-        killed: AtomicBool::new(false),
-        unblock: AtomicU8::new(0),
-        wake: Notify::new(),
-    });
+    let since_start = srv.started.elapsed().as_millis() as u64;
+    let info = Arc::new(ClientInfo::new(id, fd, peer.to_string(), local.to_string(), since_start));
     srv.clients.lock().insert(id, info.clone());
     info
 }

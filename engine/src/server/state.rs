@@ -64,6 +64,27 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
+    pub fn new(id: u64, fd: i32, addr: String, laddr: String, last_active_ms: u64) -> ClientInfo {
+        ClientInfo {
+            id,
+            fd,
+            addr,
+            laddr,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            db: AtomicUsize::new(0),
+            last_cmd: AtomicUsize::new(usize::MAX),
+            last_active_ms: AtomicU64::new(last_active_ms),
+            resp: AtomicU8::new(2),
+            no_evict: AtomicBool::new(false),
+            in_multi: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            unblock: AtomicU8::new(0),
+            wake: Notify::new(),
+        }
+    }
+
     /// Marks the client killed, wakes it if it is parked (blocked, paused) and shuts its
     /// socket down so a pending read returns. Only called with the client registry locked:
     /// a connection leaves the registry before its socket closes, so `fd` is still its own.
