@@ -14,7 +14,7 @@ if ((${#apt_missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq "${apt_missing[@]}" >/dev/null
 fi
-# The redis-server package starts a daemon on 6379; the tests use their own ports.
+# redis-server is the reference for tests/differential.rs (started by the test on its own port).
 
 tests/compat/setup-redis-py.sh
 

@@ -60,6 +60,43 @@ pub fn count(arg: &[u8]) -> Result<usize, CmdError> {
     Ok(n as usize)
 }
 
+/// Subcommands of container commands with their arity (as in Redis 7.0's command table).
+pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
+    ("client", &[("id", 2), ("getname", 2), ("setname", 3), ("setinfo", 4), ("info", 2), ("list", -2), ("kill", -3),
+        ("unblock", -3), ("reply", 3), ("pause", -3), ("unpause", 2), ("getredir", 2), ("trackinginfo", 2),
+        ("no-evict", 3), ("help", 2)]),
+    ("object", &[("encoding", 3), ("freq", 3), ("idletime", 3), ("refcount", 3), ("help", 2)]),
+    ("config", &[("get", -3), ("set", -4), ("resetstat", 2), ("rewrite", 2), ("help", 2)]),
+    ("command", &[("count", 2), ("list", -2), ("info", -2), ("docs", -2), ("getkeys", -3), ("help", 2)]),
+    ("slowlog", &[("get", -2), ("len", 2), ("reset", 2), ("help", 2)]),
+    ("latency", &[("latest", 2), ("history", 3), ("reset", -2), ("doctor", 2), ("help", 2)]),
+    ("memory", &[("usage", -3), ("stats", 2), ("malloc-stats", 2), ("doctor", 2), ("purge", 2), ("help", 2)]),
+];
+
+/// The error for a container command's bad subcommand, worded as Redis 7.0 words it: unknown
+/// subcommand; known one with an argument count its arity rejects; or known one whose
+/// arguments the handler rejects.
+pub fn subcommand_error(cmd: &str, argv: &[&[u8]]) -> CmdError {
+    let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
+    let shown = String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)]).into_owned();
+    let table = SUBCOMMANDS.iter().find(|(c, _)| *c == cmd).map(|(_, s)| *s).unwrap_or(&[]);
+    match table.iter().find(|(name, _)| *name == sub) {
+        None => err(format!("ERR unknown subcommand '{shown}'. Try {} HELP.", cmd.to_ascii_uppercase())),
+        Some((_, arity)) => {
+            let n = argv.len() as i32;
+            let ok = if *arity >= 0 { n == *arity } else { n >= -arity };
+            if ok {
+                err(format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{shown}'. Try {} HELP.",
+                    cmd.to_ascii_uppercase()
+                ))
+            } else {
+                err(format!("ERR wrong number of arguments for '{cmd}|{sub}' command"))
+            }
+        }
+    }
+}
+
 /// Parses the `numkeys` argument of LMPOP, ZMPOP, SINTERCARD & co. (`args[0]`, keys after it).
 pub fn numkeys(args: &[&[u8]]) -> Result<usize, CmdError> {
     let nk = int(args[0]).map_err(|_| err("ERR numkeys should be greater than 0"))?;

@@ -3,7 +3,7 @@
 use std::str::FromStr;
 use std::sync::atomic::Ordering;
 
-use super::args::{err, glob_match, CmdError};
+use super::args::{err, glob_match};
 use super::{CmdResult, Ctx};
 use crate::config::parse_size;
 use crate::keyspace::eviction::Policy;
@@ -173,10 +173,7 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
         }
         _ => {
-            return Err(CmdError::Msg(format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-                String::from_utf8_lossy(argv[1])
-            )))
+            return Err(super::args::subcommand_error("config", argv))
         }
     }
     Ok(())

@@ -15,10 +15,13 @@ fn help(ctx: &mut Ctx, lines: &[&str]) {
 }
 
 fn unknown_sub(argv: &[&[u8]], cmd: &str) -> CmdError {
-    err(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
-        String::from_utf8_lossy(argv[1])
-    ))
+    if cmd == "DEBUG" {
+        return err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(argv[1])
+        ));
+    }
+    super::args::subcommand_error(&cmd.to_ascii_lowercase(), argv)
 }
 
 pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {

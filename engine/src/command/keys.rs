@@ -451,10 +451,7 @@ pub fn object(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     if argv.len() != 3 {
-        return Err(err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
-            String::from_utf8_lossy(sub)
-        )));
+        return Err(super::args::subcommand_error("object", argv));
     }
     let now = ctx.data.now;
     let lfu = ctx.data.lfu;
@@ -481,10 +478,7 @@ pub fn object(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         ctx.out.int(access::lfu_decayed(e.access(), now) as i64);
     } else {
-        return Err(err(format!(
-            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
-            String::from_utf8_lossy(sub)
-        )));
+        return Err(super::args::subcommand_error("object", argv));
     }
     Ok(())
 }

@@ -296,12 +296,7 @@ fn clients_sorted(srv: &Server) -> Vec<Arc<ClientInfo>> {
 
 pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(argv[1]).to_ascii_uppercase();
-    let wrong = || {
-        err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(argv[1])
-        ))
-    };
+    let wrong = || super::args::subcommand_error("client", argv);
     match (sub.as_str(), argv.len()) {
         ("ID", 2) => ctx.out.int(ctx.conn.info.id as i64),
         ("GETNAME", 2) => match ctx.conn.info.name.lock().clone() {
@@ -652,10 +647,7 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
         }
         _ => {
-            return Err(err(format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try COMMAND HELP.",
-                String::from_utf8_lossy(argv[1])
-            )))
+            return Err(super::args::subcommand_error("command", argv))
         }
     }
     Ok(())

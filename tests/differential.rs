@@ -1,0 +1,421 @@
+//! Differential test: the same command script runs against a real redis-server (7.0, from
+//! Debian; tests/run.sh installs it) and against `terrace engine`, and every reply must be
+//! byte-for-byte identical. The script avoids replies whose order or value Redis itself leaves
+//! unspecified (set/hash iteration order, random members, timings).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{encode, Engine};
+
+const SCRIPT: &str = r#"
+SET k v
+GET k
+SET k v NX
+SET k w XX GET
+SET k v EX 0
+SET k v PX -1
+SET k v NX XX
+SET k v EX notanumber
+SETNX k x
+SETEX k 0 v
+GETSET k new
+GETDEL k
+GETDEL k
+APPEND s hello
+APPEND s world
+STRLEN s
+GETRANGE s 0 4
+GETRANGE s -5 -1
+GETRANGE s 5 2
+GETRANGE s -1 -5
+SETRANGE s 20 x
+SETRANGE s -1 x
+GET s
+INCR n
+INCRBY n 10
+DECR n
+DECRBY n 3
+INCRBYFLOAT n 1.5
+INCRBYFLOAT n abc
+INCR s
+INCRBY n 9223372036854775807
+SET big 9223372036854775807
+INCR big
+DECRBY n -9223372036854775808
+MSET a 1 b 2 c 3
+MSET a 1 b
+MGET a b nokey c
+MSETNX a 1 z 2
+MSETNX y 1 z 2
+EXISTS a b nokey a
+DEL a b nokey
+TYPE c
+TYPE nokey
+LCS s s
+SET lcs1 ohmytext
+SET lcs2 mynewtext
+LCS lcs1 lcs2
+LCS lcs1 lcs2 LEN
+LCS lcs1 lcs2 IDX
+LCS lcs1 lcs2 IDX MINMATCHLEN 4 WITHMATCHLEN
+LCS lcs1 lcs2 LEN IDX
+GET
+GET a b
+NOSUCHCOMMAND a b
+RPUSH l a b c d e
+LPUSH l z
+LRANGE l 0 -1
+LRANGE l -100 100
+LRANGE l 5 1
+LINDEX l 2
+LINDEX l 100
+LSET l 0 first
+LSET l 100 x
+LSET nolist 0 x
+LINSERT l BEFORE c inserted
+LINSERT l AFTER nothere x
+LINSERT l MIDDLE c x
+LPOS l c
+LPOS l c RANK 0
+LPOS l c COUNT -1
+LPOS l a RANK -1 MAXLEN 2
+LREM l 0 inserted
+LTRIM l 1 3
+LRANGE l 0 -1
+LPOP l
+RPOP l 2
+LPOP l 0
+LPOP nolist
+LPOP nolist 2
+LPOP l -1
+RPUSH m 1 2 3
+LMOVE m m2 LEFT RIGHT
+LMOVE m m2 UP DOWN
+RPOPLPUSH m m2
+LRANGE m2 0 -1
+LMPOP 2 nolist m2 RIGHT COUNT 5
+LMPOP 0 m2 LEFT
+LMPOP 1 m2 LEFT COUNT 0
+BLPOP nolist 0.01
+BLPOP nolist -1
+BLPOP nolist abc
+LLEN k
+LPUSH s x
+HSET h f1 v1 f2 v2
+HSET h f1
+HGET h f1
+HGET h nofield
+HMGET h f1 nofield f2
+HSETNX h f1 x
+HINCRBY h f1 1
+HINCRBY h n 5
+HINCRBYFLOAT h n 0.25
+HINCRBYFLOAT h f1 1
+HSTRLEN h f2
+HEXISTS h f2
+HDEL h f2 nofield
+HLEN h
+HGET s x
+SADD st a b c
+SADD st a
+SCARD st
+SISMEMBER st a
+SMISMEMBER st a z
+SREM st a z
+SINTERCARD 1 st
+SINTERCARD 0 st
+SINTERCARD 1 st LIMIT -1
+SMOVE st st2 b
+SMOVE st st2 nomember
+SCARD st2
+SPOP st -1
+SRANDMEMBER nokey
+SRANDMEMBER nokey 5
+SINTERSTORE dest st nokey
+SUNIONSTORE dest st st2
+SDIFFSTORE dest st st2
+ZADD z 1 a 2 b 3 c
+ZADD z NX XX 1 a
+ZADD z GT LT 1 a
+ZADD z INCR 1 a 2 b
+ZADD z 1
+ZADD z nan a
+ZADD z xx a
+ZADD z CH GT 0 a 5 b
+ZADD z INCR 10 c
+ZRANGE z 0 -1 WITHSCORES
+ZRANGE z (1 +inf BYSCORE
+ZRANGE z +inf -inf BYSCORE REV LIMIT 0 2
+ZRANGE z 0 -1 LIMIT 0 1
+ZRANGE z [a [c BYLEX WITHSCORES
+ZREVRANGE z 0 -1
+ZRANGEBYSCORE z -inf +inf WITHSCORES LIMIT 1 1
+ZREVRANGEBYSCORE z +inf -inf
+ZRANGEBYSCORE z x 1
+ZRANK z b
+ZREVRANK z b
+ZRANK z nomember
+ZSCORE z c
+ZMSCORE z a nomember c
+ZCOUNT z -inf +inf
+ZCOUNT z (2 +inf
+ZINCRBY z 2.5 a
+ZCARD z
+ZADD lex 0 a 0 b 0 c 0 d 0 e
+ZRANGEBYLEX lex - +
+ZRANGEBYLEX lex [b (d
+ZREVRANGEBYLEX lex + - LIMIT 1 2
+ZRANGEBYLEX lex b d
+ZLEXCOUNT lex [b +
+ZREMRANGEBYLEX lex - [a
+ZREMRANGEBYRANK lex 0 0
+ZREMRANGEBYSCORE z 100 200
+ZPOPMIN lex
+ZPOPMAX lex 2
+ZPOPMIN lex -1
+ZUNIONSTORE u 2 z lex WEIGHTS 2 1 AGGREGATE MAX
+ZUNIONSTORE u 0 z
+ZINTERSTORE i 2 z u
+ZRANGE u 0 -1 WITHSCORES
+ZDIFF 2 u z WITHSCORES
+ZUNION 2 z u WITHSCORES
+ZINTER 2 z u AGGREGATE MIN WITHSCORES
+ZINTERCARD 2 z u
+ZRANGESTORE zs z 0 1
+ZMPOP 1 z MIN COUNT 2
+ZMPOP 1 z SIDEWAYS
+BZPOPMIN nokey 0.01
+ZRANDMEMBER nokey
+ZRANDMEMBER nokey 2
+ZSCORE h x
+EXPIRE k 100
+SET e v
+EXPIRE e 100 XX
+EXPIRE e 100 NX
+EXPIRE e 50 GT
+EXPIRE e 200 GT
+EXPIRE e 10 NX XX
+EXPIRE e 10 GT LT
+EXPIRE e 10 BOGUS
+PERSIST e
+PERSIST e
+TTL e
+PTTL e
+TTL nokey
+EXPIRETIME e
+EXPIREAT e 1
+EXISTS e
+RENAME nokey x
+SET r1 v
+RENAME r1 r2
+RENAMENX r2 c
+RENAMENX r2 r2
+COPY r2 r3
+COPY r2 r3
+COPY r2 r3 REPLACE
+COPY r2 r2
+COPY r2 r4 DB 99
+MOVE r3 1
+MOVE r3 0
+SELECT 1
+GET r3
+SELECT 0
+SELECT 16
+SELECT x
+SWAPDB 0 17
+SWAPDB x 1
+OBJECT ENCODING c
+OBJECT ENCODING nokey
+OBJECT HELPX
+SET bits foobar
+BITCOUNT bits
+BITCOUNT bits 1 1
+BITCOUNT bits 0 -1 BIT
+BITPOS bits 1
+BITPOS bits 0 2
+SETBIT bits 7 1
+SETBIT bits 7 2
+SETBIT bits -1 1
+GETBIT bits 7
+BITOP AND dest bits bits
+BITOP NOT dest bits bits
+BITOP WHAT dest bits
+BITFIELD bf SET i8 0 100 INCRBY i8 0 100 GET u4 0
+BITFIELD bf OVERFLOW SAT INCRBY i8 0 1000
+BITFIELD bf OVERFLOW FAIL INCRBY u2 100 8
+BITFIELD bf GET i65 0
+BITFIELD_RO bf SET i8 0 1
+PFADD hll a b c d
+PFADD hll a
+PFCOUNT hll
+PFADD hll2 c d e
+PFMERGE hll3 hll hll2
+PFCOUNT hll3
+PFCOUNT bits
+RPUSH srt 3 1 2
+SORT srt
+SORT srt DESC LIMIT 0 2
+SORT srt ALPHA STORE srtd
+LRANGE srtd 0 -1
+MULTI
+SET t 1
+INCR t
+LPUSH t x
+EXEC
+MULTI
+SET t 1
+BADCMD
+EXEC
+EXEC
+DISCARD
+MULTI
+MULTI
+WATCH x
+DISCARD
+WATCH t
+UNWATCH
+PING
+PING hello
+PING a b
+ECHO hi
+CLIENT SETNAME "bad name"
+CLIENT NOSUCH
+CONFIG SET nosuchparam 1
+CONFIG GET maxmemory-policy
+AUTH x
+HELLO 4
+HELLO x
+DBSIZE
+FLUSHDB
+DBSIZE
+RANDOMKEY
+CLIENT SETNAME
+OBJECT ENCODING
+CONFIG GET
+MEMORY NOSUCH
+SLOWLOG GET 1 2
+SLOWLOG LEN x
+CLIENT KILL
+CLIENT ID x
+COMMAND COUNT x
+CONFIG SET maxmemory
+OBJECT FREQ
+MEMORY USAGE
+LATENCY NOPE
+"#;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct RedisServer(Child, u16);
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_redis() -> RedisServer {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("terrace-diff-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server not found: run tests/run.sh, which installs it");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    RedisServer(child, port)
+}
+
+/// Reads exactly one RESP2 reply, returning its raw bytes.
+fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
+    let mut line = Vec::new();
+    r.read_until(b'\n', &mut line).unwrap();
+    assert!(line.len() >= 3, "truncated reply: {:?}", String::from_utf8_lossy(out));
+    out.extend_from_slice(&line);
+    let n: i64 = std::str::from_utf8(&line[1..line.len() - 2]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    match line[0] {
+        b'$' if n >= 0 => {
+            let mut body = vec![0u8; n as usize + 2];
+            r.read_exact(&mut body).unwrap();
+            out.extend_from_slice(&body);
+        }
+        b'*' if n > 0 => {
+            for _ in 0..n {
+                read_reply(r, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn words(line: &str) -> Vec<String> {
+    // Double quotes group words, as in the script above.
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for ch in line.chars() {
+        match ch {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[test]
+fn replies_match_redis_byte_for_byte() {
+    let redis = start_redis();
+    let engine = Engine::start(&[]);
+    let connect = |port: u16| {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        (s.try_clone().unwrap(), BufReader::new(s))
+    };
+    let (mut rw, mut rr) = connect(redis.1);
+    let (mut tw, mut tr) = connect(engine.port);
+    let mut mismatches = Vec::new();
+    let mut count = 0;
+    for line in SCRIPT.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let args = words(line);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let req = encode(&refs);
+        rw.write_all(&req).unwrap();
+        tw.write_all(&req).unwrap();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        read_reply(&mut rr, &mut a);
+        read_reply(&mut tr, &mut b);
+        count += 1;
+        if a != b {
+            mismatches.push(format!(
+                "{line}\n    redis:   {:?}\n    terrace: {:?}",
+                String::from_utf8_lossy(&a),
+                String::from_utf8_lossy(&b)
+            ));
+        }
+    }
+    assert!(count > 250, "script ran {count} commands");
+    assert!(mismatches.is_empty(), "{} of {count} replies differ:\n{}", mismatches.len(), mismatches.join("\n"));
+}
