@@ -687,6 +687,10 @@ fn statistics_inside_transactions_and_memory_stats() {
     let r = raw.read_available();
     assert!(r.contains("db0:keys=1,expires=0"), "{r}");
     assert!(r.contains("keys.count") && r.ends_with(":1\r\n"), "{r}");
+    // Commands that release WATCHes or touch every database, queued and run under EXEC's locks.
+    raw.send(b"WATCH a b\r\nMULTI\r\nUNWATCH\r\nSWAPDB 0 1\r\nSWAPDB 0 1\r\nFLUSHALL\r\nEXEC\r\nPING\r\n");
+    raw.expect(b"+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*4\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+PONG\r\n");
+    q::<()>(&mut c, &["SET", "k", "v"]);
     let stats: Value = q(&mut c, &["MEMORY", "STATS"]);
     assert!(format!("{stats:?}").contains("db.0"));
     assert!(q::<i64>(&mut c, &["MEMORY", "USAGE", "k"]) > 0);
