@@ -89,6 +89,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer requests per row (smoke run)")
     ap.add_argument("--memory-only", action="store_true", help="only the 1,000,000-key memory measurement")
+    ap.add_argument("--skip-memory", action="store_true", help="skip the memory measurement")
+    ap.add_argument("--tests", default=",".join(TESTS), help="comma-separated subset of " + ",".join(TESTS))
+    ap.add_argument("--sizes", default="128,1024", help="value sizes (-d)")
+    ap.add_argument("--pipelines", default="16,1", help="pipeline depths (-P)")
     args = ap.parse_args()
     for tool in ["redis-server", "redis-benchmark", "redis-cli", "taskset"]:
         if not shutil.which(tool):
@@ -107,54 +111,65 @@ def main():
         version = cli(rport, "INFO", "server").split("redis_version:")[1].split()[0]
         print(f"redis-server {version} vs terrace engine --threads 1; both pinned to core 0, "
               f"redis-benchmark pinned to core 1; -c 50 -r 1000000; {args.rounds} rounds, medians")
-        print("memory (fresh servers):  1,000,000 SETs, 16-byte keys, 100-byte values")
-        print("| server | used_memory bytes/key | RSS bytes/key (growth) | RSS bytes/key (total) |")
-        print("|---|---|---|---|")
-        dataset = os.path.join(tmp, "dataset.resp")
-        write_dataset(dataset, 1_000_000)
-        for name, port, proc in servers:
-            used0, rss0 = info_field(port, "memory", "used_memory"), rss(proc.pid)
-            load_memory_dataset(port, dataset)
-            keys = int(cli(port, "DBSIZE").strip())
-            assert keys == 1_000_000, f"{name} holds {keys} keys"
-            used1, rss1 = info_field(port, "memory", "used_memory"), rss(proc.pid)
-            print(f"| {name} | {(used1 - used0) / keys:.1f} | {(rss1 - rss0) / keys:.1f} | {rss1 / keys:.1f} |")
-        for _, port, _ in servers:
-            cli(port, "FLUSHALL")
+        tests = args.tests.split(",")
+        sizes = [int(x) for x in args.sizes.split(",")]
+        pipelines = [int(x) for x in args.pipelines.split(",")]
+        if not args.skip_memory:
+            measure_memory(servers, tmp)
         if args.memory_only:
             return
         print()
-        results = {}
-        for rnd in range(args.rounds):
-            order = servers if rnd % 2 == 0 else list(reversed(servers))
-            for pipeline in (16, 1):
-                n = (2_000_000 if pipeline == 16 else 300_000) // (10 if args.quick else 1)
-                for size in (128, 1024):
-                    for test in TESTS:
-                        for name, port, _ in order:
-                            rps = bench(port, test, size, pipeline, n)
-                            results.setdefault((test, size, pipeline, name), []).append(rps)
-                            cli(port, "FLUSHALL")
-            print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
-
-        print()
-        print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis |")
-        print("|---|---|---|---|---|---|")
-        ratios = []
-        for pipeline in (16, 1):
-            for size in (128, 1024):
-                for test in TESTS:
-                    r = statistics.median(results[(test, size, pipeline, "redis")])
-                    t = statistics.median(results[(test, size, pipeline, "terrace")])
-                    ratios.append(t / r)
-                    print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} |")
-        print(f"\nmedian ratio {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
-
+        run_throughput(servers, args, tests, sizes, pipelines)
     finally:
         for _, _, proc in servers:
             proc.terminate()
             proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure_memory(servers, tmp):
+    print("memory (fresh servers):  1,000,000 SETs, 16-byte keys, 100-byte values")
+    print("| server | used_memory bytes/key | RSS bytes/key (growth) | RSS bytes/key (total) |")
+    print("|---|---|---|---|")
+    dataset = os.path.join(tmp, "dataset.resp")
+    write_dataset(dataset, 1_000_000)
+    for name, port, proc in servers:
+        used0, rss0 = info_field(port, "memory", "used_memory"), rss(proc.pid)
+        load_memory_dataset(port, dataset)
+        keys = int(cli(port, "DBSIZE").strip())
+        assert keys == 1_000_000, f"{name} holds {keys} keys"
+        used1, rss1 = info_field(port, "memory", "used_memory"), rss(proc.pid)
+        print(f"| {name} | {(used1 - used0) / keys:.1f} | {(rss1 - rss0) / keys:.1f} | {rss1 / keys:.1f} |")
+    for _, port, _ in servers:
+        cli(port, "FLUSHALL")
+
+
+def run_throughput(servers, args, tests, sizes, pipelines):
+    results = {}
+    for rnd in range(args.rounds):
+        order = servers if rnd % 2 == 0 else list(reversed(servers))
+        for pipeline in pipelines:
+            n = (2_000_000 if pipeline > 1 else 300_000) // (10 if args.quick else 1)
+            for size in sizes:
+                for test in tests:
+                    for name, port, _ in order:
+                        rps = bench(port, test, size, pipeline, n)
+                        results.setdefault((test, size, pipeline, name), []).append(rps)
+                        cli(port, "FLUSHALL")
+        print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
+
+    print()
+    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis |")
+    print("|---|---|---|---|---|---|")
+    ratios = []
+    for pipeline in pipelines:
+        for size in sizes:
+            for test in tests:
+                r = statistics.median(results[(test, size, pipeline, "redis")])
+                t = statistics.median(results[(test, size, pipeline, "terrace")])
+                ratios.append(t / r)
+                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} |")
+    print(f"\nmedian ratio {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
 
 
 if __name__ == "__main__":
