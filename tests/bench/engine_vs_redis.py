@@ -8,7 +8,8 @@ flips every round. Prints the median requests/s of each server per row and the r
 Then memory: 1,000,000 SETs of 100-byte values under 16-byte keys, loaded with redis-cli --pipe;
 bytes per key from INFO used_memory and from the process RSS.
 
-Usage: tests/bench/engine_vs_redis.py [--terrace target/release/terrace] [--rounds 3] [--quick] [--memory-only]
+Usage: tests/bench/engine_vs_redis.py [--terrace target/release/terrace] [--rounds 3] [--quick]
+       [--memory-only | --skip-memory] [--tests set,get,...] [--sizes 128,1024] [--pipelines 16,1]
 """
 
 import argparse
