@@ -841,3 +841,24 @@ fn terrace_up_serves_redis_clients() {
     unsafe_kill(child.id() as i32, 2);
     assert!(wait_exit(&mut child).success());
 }
+
+#[test]
+fn blocked_client_keeps_its_deadline_across_spurious_wakeups() {
+    let e = Engine::start(&[]);
+    let url = e.url();
+    let waiter = thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let start = Instant::now();
+        let r: Value = cmd("BLPOP").arg("q").arg("1").query(&mut c).unwrap();
+        (r, start.elapsed())
+    });
+    thread::sleep(Duration::from_millis(800));
+    // Signals `q` but leaves it empty: the waiter wakes, finds nothing and waits again.
+    let mut raw = e.raw();
+    raw.send(b"MULTI\r\nRPUSH q x\r\nLPOP q\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n$1\r\nx\r\n");
+    let (r, waited) = waiter.join().unwrap();
+    assert_eq!(r, Value::Nil);
+    // Timed out one second after BLPOP was sent, not one second after the wake-up at 0.8 s.
+    assert!(waited >= Duration::from_millis(950) && waited < Duration::from_millis(1500), "{waited:?}");
+}

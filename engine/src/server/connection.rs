@@ -10,6 +10,7 @@ use std::sync::Arc;
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use super::state::{ClientInfo, Server};
 use crate::command::{self, BlockRequest, Conn, Outcome, TimeoutReply};
@@ -131,6 +132,8 @@ async fn wait_and_retry(
     mut outcome: Outcome,
     argv: Vec<Vec<u8>>,
 ) -> bool {
+    // A blocking command keeps the deadline of its first attempt across wake-ups.
+    let mut deadline: Option<Option<Instant>> = None;
     loop {
         match outcome {
             Outcome::Paused(until) => {
@@ -139,97 +142,91 @@ async fn wait_and_retry(
                 if conn.info.killed.load(Ordering::Relaxed) {
                     return false;
                 }
-                let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                outcome = command::execute(srv, conn, &args, out);
             }
-            Outcome::Block(block) => return wait_blocked(srv, conn, stream, inbuf, out, block, argv).await,
+            Outcome::Block(block) => {
+                let until = *deadline.get_or_insert(block.deadline.map(Instant::from_std));
+                match wait_blocked(srv, conn, stream, inbuf, out, &block, until).await {
+                    Woken::Retry => {}
+                    Woken::Finished(keep_open) => return keep_open,
+                }
+            }
             Outcome::Close => return false,
             Outcome::Done => return flush(srv, stream, out).await,
         }
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        outcome = command::execute(srv, conn, &args, out);
     }
 }
 
-/// Waits until a blocked command can be served, times out, or the client goes away.
-/// Returns false when the connection must close.
+/// How a blocked client's wait ended.
+enum Woken {
+    /// A key it waits on may have data: run the command again.
+    Retry,
+    /// Answered (timeout, CLIENT UNBLOCK) or gone; false when the connection must close.
+    Finished(bool),
+}
+
+fn write_timeout_reply(out: &mut BytesMut, resp3: bool, kind: TimeoutReply) {
+    let mut w = ReplyWriter::new(out, resp3);
+    match kind {
+        TimeoutReply::NullArray => w.null_array(),
+        TimeoutReply::NullBulk => w.null(),
+    }
+}
+
+/// Waits until a key the client is blocked on is signalled, the deadline passes, CLIENT
+/// UNBLOCK or CLIENT KILL arrives, or the client goes away. The client's registration for
+/// its keys is removed whatever ends the wait.
 async fn wait_blocked(
     srv: &Arc<Server>,
     conn: &mut Conn,
     stream: &mut TcpStream,
     inbuf: &mut BytesMut,
     out: &mut BytesMut,
-    mut block: BlockRequest,
-    argv: Vec<Vec<u8>>,
-) -> bool {
+    block: &BlockRequest,
+    deadline: Option<Instant>,
+) -> Woken {
     let info = conn.info.clone();
     info.blocked.store(true, Ordering::Relaxed);
-    let deadline = block.deadline.map(tokio::time::Instant::from_std);
-    let notify = conn.block_notify.clone();
-    let result = loop {
-        let sleep = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-        };
+    let sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep);
+    let woken = loop {
         tokio::select! {
-            _ = notify.notified() => {
-                srv.blocking.unregister(info.id, block.db, &block.keys);
-                let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                match command::execute(srv, conn, &args, out) {
-                    Outcome::Block(again) => {
-                        block = again;
-                        continue;
-                    }
-                    Outcome::Close => break false,
-                    Outcome::Done => break flush(srv, stream, out).await,
-                    Outcome::Paused(_) => {
-                        // Paused after the wake-up: wait for the pause to end and retry.
-                        notify.notify_one();
-                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                        continue;
-                    }
-                }
-            }
-            _ = sleep => {
-                srv.blocking.unregister(info.id, block.db, &block.keys);
-                let mut w = ReplyWriter::new(out, conn.resp3);
-                match block.timeout_reply {
-                    TimeoutReply::NullArray => w.null_array(),
-                    TimeoutReply::NullBulk => w.null(),
-                }
-                break flush(srv, stream, out).await;
+            _ = conn.block_notify.notified() => break Woken::Retry,
+            _ = &mut sleep => {
+                write_timeout_reply(out, conn.resp3, block.timeout_reply);
+                break Woken::Finished(flush(srv, stream, out).await);
             }
             _ = info.wake.notified() => {
                 if info.killed.load(Ordering::Relaxed) {
-                    srv.blocking.unregister(info.id, block.db, &block.keys);
-                    break false;
+                    break Woken::Finished(false);
                 }
                 match info.unblock.swap(0, Ordering::SeqCst) {
                     0 => {}
-                    how => {
-                        srv.blocking.unregister(info.id, block.db, &block.keys);
-                        let mut w = ReplyWriter::new(out, conn.resp3);
-                        if how == 2 {
-                            w.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
-                        } else {
-                            match block.timeout_reply {
-                                TimeoutReply::NullArray => w.null_array(),
-                                TimeoutReply::NullBulk => w.null(),
-                            }
-                        }
-                        break flush(srv, stream, out).await;
+                    2 => {
+                        ReplyWriter::new(out, conn.resp3).error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                        break Woken::Finished(flush(srv, stream, out).await);
+                    }
+                    _ => {
+                        write_timeout_reply(out, conn.resp3, block.timeout_reply);
+                        break Woken::Finished(flush(srv, stream, out).await);
                     }
                 }
             }
             r = stream.read_buf(inbuf) => {
                 // Requests that arrive while blocked wait in the buffer; EOF ends the wait.
                 if matches!(r, Ok(0) | Err(_)) {
-                    srv.blocking.unregister(info.id, block.db, &block.keys);
-                    break false;
+                    break Woken::Finished(false);
                 }
             }
         }
     };
+    srv.blocking.unregister(info.id, block.db, &block.keys);
     info.blocked.store(false, Ordering::Relaxed);
-    result
+    woken
 }
