@@ -167,10 +167,7 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         "REWRITE" if argv.len() == 2 => return Err(err("ERR The server is running without a config file")),
         "HELP" => {
             let lines = ["CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GET <pattern>", "SET <directive> <value>", "RESETSTAT", "HELP"];
-            ctx.out.array_len(lines.len());
-            for l in lines {
-                ctx.out.simple(l);
-            }
+            ctx.out.help(&lines);
         }
         _ => {
             return Err(super::args::subcommand_error("config", argv))

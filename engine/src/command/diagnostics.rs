@@ -7,13 +7,6 @@ use super::args::{err, int, is, CmdError};
 use super::{CmdResult, Ctx};
 use crate::keyspace::{access, NUM_DBS};
 
-fn help(ctx: &mut Ctx, lines: &[&str]) {
-    ctx.out.array_len(lines.len());
-    for l in lines {
-        ctx.out.simple(l);
-    }
-}
-
 fn unknown_sub(argv: &[&[u8]], cmd: &str) -> CmdError {
     if cmd == "DEBUG" {
         return err(format!(
@@ -58,7 +51,7 @@ pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         log.entries.lock().clear();
         ctx.out.ok();
     } else if is(argv[1], "HELP") {
-        help(ctx, &["SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GET [<count>]", "LEN", "RESET", "HELP"]);
+        ctx.out.help(&["SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GET [<count>]", "LEN", "RESET", "HELP"]);
     } else {
         return Err(unknown_sub(argv, "SLOWLOG"));
     }
@@ -76,7 +69,7 @@ pub fn latency(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     } else if is(argv[1], "DOCTOR") && argv.len() == 2 {
         ctx.out.verbatim("Dave, no latency spike was observed during the lifetime of this Terrace instance, not in the slightest bit. I honestly think you ought to sleep better.\n");
     } else if is(argv[1], "HELP") {
-        help(ctx, &["LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "LATEST", "HISTORY <event>", "RESET [<event> ...]", "DOCTOR", "HELP"]);
+        ctx.out.help(&["LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "LATEST", "HISTORY <event>", "RESET [<event> ...]", "DOCTOR", "HELP"]);
     } else {
         return Err(unknown_sub(argv, "LATENCY"));
     }
@@ -153,7 +146,7 @@ pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     } else if is(argv[1], "PURGE") && argv.len() == 2 {
         ctx.out.ok();
     } else if is(argv[1], "HELP") {
-        help(ctx, &["MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "DOCTOR", "MALLOC-STATS", "PURGE", "STATS", "USAGE <key> [SAMPLES <count>]", "HELP"]);
+        ctx.out.help(&["MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "DOCTOR", "MALLOC-STATS", "PURGE", "STATS", "USAGE <key> [SAMPLES <count>]", "HELP"]);
     } else {
         return Err(unknown_sub(argv, "MEMORY"));
     }
@@ -192,7 +185,7 @@ pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         ctx.srv.active_expire.store(on, Ordering::Relaxed);
         ctx.out.ok();
     } else if is(argv[1], "HELP") {
-        help(ctx, &["DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "OBJECT <key>", "SET-ACTIVE-EXPIRE <0|1>", "SLEEP <seconds>", "HELP"]);
+        ctx.out.help(&["DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "OBJECT <key>", "SET-ACTIVE-EXPIRE <0|1>", "SLEEP <seconds>", "HELP"]);
     } else {
         return Err(unknown_sub(argv, "DEBUG"));
     }

@@ -444,10 +444,7 @@ pub fn object(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             "HELP",
             "    Print this help.",
         ];
-        ctx.out.array_len(lines.len());
-        for l in lines {
-            ctx.out.simple(l);
-        }
+        ctx.out.help(&lines);
         return Ok(());
     }
     if argv.len() != 3 {

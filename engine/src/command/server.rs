@@ -478,10 +478,7 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 "UNBLOCK <clientid> [TIMEOUT|ERROR]", "UNPAUSE", "GETREDIR", "TRACKINGINFO",
                 "SETINFO <LIB-NAME|LIB-VER> <value>", "HELP",
             ];
-            ctx.out.array_len(lines.len());
-            for l in lines {
-                ctx.out.simple(l);
-            }
+            ctx.out.help(&lines);
         }
         _ => return Err(wrong()),
     }
@@ -641,10 +638,7 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         "HELP" => {
             let lines = ["COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "(no subcommand)", "COUNT", "DOCS [<command-name> ...]", "GETKEYS <full-command>", "INFO [<command-name> ...]", "LIST", "HELP"];
-            ctx.out.array_len(lines.len());
-            for l in lines {
-                ctx.out.simple(l);
-            }
+            ctx.out.help(&lines);
         }
         _ => {
             return Err(super::args::subcommand_error("command", argv))

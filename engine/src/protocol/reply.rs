@@ -140,6 +140,13 @@ impl<'a> ReplyWriter<'a> {
             self.bulk(text.as_bytes());
         }
     }
+    /// A HELP reply: an array of status lines.
+    pub fn help(&mut self, lines: &[&str]) {
+        self.array_len(lines.len());
+        for l in lines {
+            self.simple(l);
+        }
+    }
     pub fn raw(&mut self, bytes: &[u8]) {
         self.buf.put_slice(bytes);
     }
