@@ -88,8 +88,9 @@ fn sort_generic(ctx: &mut Ctx, argv: &[&[u8]], read_only: bool) -> CmdResult {
                 (e, w)
             })
             .collect();
-        if alpha {
+        elems = if alpha {
             keyed.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+            keyed.into_iter().map(|(e, _)| e).collect()
         } else {
             let mut scored = Vec::with_capacity(keyed.len());
             for (e, w) in keyed {
@@ -100,9 +101,8 @@ fn sort_generic(ctx: &mut Ctx, argv: &[&[u8]], read_only: bool) -> CmdResult {
                 scored.push((e, s));
             }
             scored.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal).then_with(|| a.0.cmp(&b.0)));
-            keyed = scored.into_iter().map(|(e, _)| (e, None)).collect();
-        }
-        elems = keyed.into_iter().map(|(e, _)| e).collect();
+            scored.into_iter().map(|(e, _)| e).collect()
+        };
         if desc {
             elems.reverse();
         }
