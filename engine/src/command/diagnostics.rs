@@ -3,19 +3,9 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use super::args::{err, int, is, CmdError};
+use super::args::{err, int, is, subcommand_error, CmdError};
 use super::{CmdResult, Ctx};
 use crate::keyspace::{access, NUM_DBS};
-
-fn unknown_sub(argv: &[&[u8]], cmd: &str) -> CmdError {
-    if cmd == "DEBUG" {
-        return err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(argv[1])
-        ));
-    }
-    super::args::subcommand_error(&cmd.to_ascii_lowercase(), argv)
-}
 
 pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let log = &ctx.srv.slowlog;
@@ -53,7 +43,7 @@ pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     } else if is(argv[1], "HELP") {
         ctx.out.help(&["SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GET [<count>]", "LEN", "RESET", "HELP"]);
     } else {
-        return Err(unknown_sub(argv, "SLOWLOG"));
+        return Err(subcommand_error("slowlog", argv));
     }
     Ok(())
 }
@@ -71,7 +61,7 @@ pub fn latency(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     } else if is(argv[1], "HELP") {
         ctx.out.help(&["LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "LATEST", "HISTORY <event>", "RESET [<event> ...]", "DOCTOR", "HELP"]);
     } else {
-        return Err(unknown_sub(argv, "LATENCY"));
+        return Err(subcommand_error("latency", argv));
     }
     Ok(())
 }
@@ -148,7 +138,7 @@ pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     } else if is(argv[1], "HELP") {
         ctx.out.help(&["MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "DOCTOR", "MALLOC-STATS", "PURGE", "STATS", "USAGE <key> [SAMPLES <count>]", "HELP"]);
     } else {
-        return Err(unknown_sub(argv, "MEMORY"));
+        return Err(subcommand_error("memory", argv));
     }
     Ok(())
 }
@@ -187,7 +177,11 @@ pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     } else if is(argv[1], "HELP") {
         ctx.out.help(&["DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "OBJECT <key>", "SET-ACTIVE-EXPIRE <0|1>", "SLEEP <seconds>", "HELP"]);
     } else {
-        return Err(unknown_sub(argv, "DEBUG"));
+        // DEBUG is not a container command in Redis: one text for every bad subcommand.
+        return Err(err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(argv[1])
+        )));
     }
     Ok(())
 }
