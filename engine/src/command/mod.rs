@@ -358,10 +358,8 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         w.error("NOAUTH Authentication required.");
         return Outcome::Done;
     }
-    if let Some(until) = srv.paused_until(spec.write || spec.name == "exec") {
-        if !spec.txn_control || spec.name == "exec" {
-            return Outcome::Paused(until);
-        }
+    if let Some(until) = srv.paused_until(spec) {
+        return Outcome::Paused(until);
     }
     if spec.denyoom && !admit_memory(srv) {
         srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);

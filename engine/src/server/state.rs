@@ -9,7 +9,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::command::table::COMMANDS;
+use crate::command::table::{CommandSpec, COMMANDS};
 use crate::config::EngineConfig;
 use crate::keyspace::eviction::Policy;
 use crate::keyspace::Keyspace;
@@ -298,16 +298,17 @@ impl Server {
         }
     }
 
-    /// Until when a command must wait because of CLIENT PAUSE, if it must.
-    pub fn paused_until(&self, is_write: bool) -> Option<i64> {
+    /// Until when a command must wait because of CLIENT PAUSE, if it must. WRITE pauses write
+    /// commands and EXEC; ALL pauses everything but the transaction controls that must stay
+    /// usable (MULTI, DISCARD, WATCH, QUIT, RESET), again except EXEC.
+    pub fn paused_until(&self, spec: &CommandSpec) -> Option<i64> {
         let until = self.pause_until_ms.load(Ordering::Relaxed);
-        if until == 0 {
+        if until == 0 || now_ms() >= until {
             return None;
         }
-        if now_ms() >= until {
-            return None;
-        }
-        (is_write || self.pause_all.load(Ordering::Relaxed)).then_some(until)
+        let exec = spec.name == "exec";
+        let applies = if self.pause_all.load(Ordering::Relaxed) { !spec.txn_control || exec } else { spec.write || exec };
+        applies.then_some(until)
     }
 
     pub fn policy(&self) -> Policy {
