@@ -651,7 +651,7 @@ fn configuration_sources_and_errors() {
 fn sigterm_and_shutdown_stop_cleanly() {
     let mut e = Engine::start(&[]);
     let pid = e.child.id() as i32;
-    unsafe_kill(pid, 15);
+    send_signal(pid, 15);
     let status = wait_exit(&mut e.child);
     assert!(status.success(), "{status:?}");
     let mut e = Engine::start(&[]);
@@ -661,7 +661,7 @@ fn sigterm_and_shutdown_stop_cleanly() {
     assert!(wait_exit(&mut e.child).success());
 }
 
-fn unsafe_kill(pid: i32, sig: i32) {
+fn send_signal(pid: i32, sig: i32) {
     std::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap();
 }
 
@@ -838,7 +838,7 @@ fn terrace_up_serves_redis_clients() {
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     assert_eq!(q::<String>(&mut c, &["SET", "up", "yes"]), "OK");
     assert_eq!(q::<String>(&mut c, &["GET", "up"]), "yes");
-    unsafe_kill(child.id() as i32, 2);
+    send_signal(child.id() as i32, 2);
     assert!(wait_exit(&mut child).success());
 }
 
