@@ -862,3 +862,77 @@ fn blocked_client_keeps_its_deadline_across_spurious_wakeups() {
     // Timed out one second after BLPOP was sent, not one second after the wake-up at 0.8 s.
     assert!(waited >= Duration::from_millis(950) && waited < Duration::from_millis(1500), "{waited:?}");
 }
+
+#[test]
+fn streams_groups_and_blocking_reads() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let id1: String = q(&mut c, &["XADD", "s", "*", "f", "v1"]);
+    let id2: String = q(&mut c, &["XADD", "s", "*", "f", "v2"]);
+    assert!(id1 < id2 || id1.len() < id2.len(), "auto IDs grow: {id1} {id2}");
+    assert_eq!(q::<i64>(&mut c, &["XLEN", "s"]), 2);
+    assert!(err(&mut c, &["XADD", "s", "1-1", "f", "v"]).contains("equal or smaller than the target stream top item"));
+    assert!(err(&mut c, &["LPUSH", "s", "x"]).contains("wrong kind of value"));
+    // An emptied stream is kept (it still carries its last ID and groups).
+    assert_eq!(q::<i64>(&mut c, &["XTRIM", "s", "MAXLEN", "0"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "s"]), 1);
+    assert!(err(&mut c, &["XADD", "s", &id2, "f", "again"]).contains("equal or smaller"));
+
+    // XREAD BLOCK with `$` is woken by a later XADD and returns only that entry, even though
+    // the command is re-run after the wake-up.
+    let url = e.url();
+    let reader = thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let v: Value = cmd("XREAD").arg("BLOCK").arg("5000").arg("STREAMS").arg("s").arg("$").query(&mut c).unwrap();
+        v
+    });
+    thread::sleep(Duration::from_millis(200));
+    q::<String>(&mut c, &["XADD", "s", "*", "f", "woke"]);
+    let got = format!("{:?}", reader.join().unwrap());
+    assert!(got.contains("woke") && !got.contains("v1"), "{got}");
+    // A BLOCK that runs out answers nil after about its timeout.
+    let start = Instant::now();
+    assert_eq!(q::<Value>(&mut c, &["XREAD", "BLOCK", "150", "STREAMS", "s", "$"]), Value::Nil);
+    assert!(start.elapsed() >= Duration::from_millis(130));
+
+    // Consumer group: `>` delivers each entry once, the PEL tracks it, XACK clears it, and a
+    // blocked XREADGROUP is woken by XADD.
+    assert_eq!(q::<String>(&mut c, &["XGROUP", "CREATE", "s", "g", "0"]), "OK");
+    assert!(err(&mut c, &["XGROUP", "CREATE", "s", "g", "0"]).contains("BUSYGROUP"));
+    let first: Value = q(&mut c, &["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"]);
+    assert!(format!("{first:?}").contains("woke"));
+    assert_eq!(q::<Value>(&mut c, &["XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", ">"]), Value::Nil);
+    let pending: (i64, String, String, Vec<(String, String)>) = q(&mut c, &["XPENDING", "s", "g"]);
+    assert_eq!(pending.0, 1);
+    assert_eq!(pending.3, vec![("alice".to_string(), "1".to_string())]);
+    let url = e.url();
+    let group_reader = thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let v: Value = cmd("XREADGROUP").arg("GROUP").arg("g").arg("bob").arg("BLOCK").arg("5000")
+            .arg("STREAMS").arg("s").arg(">").query(&mut c).unwrap();
+        v
+    });
+    thread::sleep(Duration::from_millis(200));
+    let id4: String = q(&mut c, &["XADD", "s", "*", "f", "for-bob"]);
+    assert!(format!("{:?}", group_reader.join().unwrap()).contains("for-bob"));
+    let bob: Vec<(String, String, i64, i64)> = q(&mut c, &["XPENDING", "s", "g", "-", "+", "10", "bob"]);
+    assert_eq!(bob.len(), 1);
+    assert_eq!(bob[0].0, id4);
+    assert_eq!(q::<i64>(&mut c, &["XACK", "s", "g", &id4]), 1);
+    assert_eq!(q::<i64>(&mut c, &["XACK", "s", "g", &id4]), 0);
+    // XCLAIM moves alice's entry to carol; XAUTOCLAIM gives it back.
+    let (cursor, claimed, deleted): (String, Vec<String>, Vec<String>) = q(&mut c, &["XAUTOCLAIM", "s", "g", "carol", "0", "0", "JUSTID"]);
+    assert_eq!((cursor.as_str(), deleted.len()), ("0-0", 0));
+    assert_eq!(claimed.len(), 1);
+    let back: Vec<String> = q(&mut c, &["XCLAIM", "s", "g", "alice", "0", &claimed[0], "JUSTID"]);
+    assert_eq!(back, claimed);
+    // The group's lag and read counter follow what was delivered.
+    let groups: Vec<std::collections::HashMap<String, Value>> = q(&mut c, &["XINFO", "GROUPS", "s"]);
+    assert_eq!(groups[0]["lag"], Value::Int(0));
+    assert_eq!(groups[0]["entries-read"], Value::Int(4));
+    // Inside MULTI a blocking read answers nil at once.
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    assert_eq!(q::<Vec<Value>>(&mut c, &["EXEC"]), vec![Value::Nil]);
+    assert!(err(&mut c, &["DUMP", "s"]).contains("not supported"));
+}

@@ -70,6 +70,8 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
     ("command", &[("count", 2), ("list", -2), ("info", -2), ("docs", -2), ("getkeys", -3), ("help", 2)]),
     ("slowlog", &[("get", -2), ("len", 2), ("reset", 2), ("help", 2)]),
     ("latency", &[("latest", 2), ("history", 3), ("reset", -2), ("doctor", 2), ("help", 2)]),
+    ("xgroup", &[("create", -5), ("setid", -5), ("destroy", 4), ("createconsumer", 5), ("delconsumer", 5), ("help", 2)]),
+    ("xinfo", &[("consumers", 4), ("groups", 3), ("stream", -3), ("help", 2)]),
     ("memory", &[("usage", -3), ("stats", 2), ("malloc-stats", 2), ("doctor", 2), ("purge", 2), ("help", 2)]),
 ];
 

@@ -155,7 +155,7 @@ fn rename_generic(ctx: &mut Ctx, argv: &[&[u8]], nx: bool) -> CmdResult {
     let e = ctx.data.shard(src).remove(src).expect("checked above");
     let mut moved = e.renamed(dst);
     moved.set_version(ctx.data.ks.next_version());
-    let list_like = matches!(moved.kind(), Kind::List | Kind::ZSet);
+    let list_like = matches!(moved.kind(), Kind::List | Kind::ZSet | Kind::Stream);
     ctx.data.shard(dst).insert(moved);
     if list_like {
         ctx.data.signal(dst);
@@ -215,7 +215,7 @@ pub fn copy(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         shard.remove(dst);
     }
     shard.insert(copy);
-    if matches!(kind, Kind::List | Kind::ZSet) {
+    if matches!(kind, Kind::List | Kind::ZSet | Kind::Stream) {
         ctx.data.ready.push((dst_db, dst.to_vec()));
     }
     ctx.out.int(1);
@@ -236,7 +236,7 @@ pub fn move_(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let e = ctx.data.shard(key).remove(key).expect("checked above");
     let kind = e.kind();
     ctx.data.shard_in(db, key).insert(e);
-    if matches!(kind, Kind::List | Kind::ZSet) {
+    if matches!(kind, Kind::List | Kind::ZSet | Kind::Stream) {
         ctx.data.ready.push((db, key.to_vec()));
     }
     ctx.out.int(1);
@@ -357,6 +357,7 @@ impl<'a> ScanOpts<'a> {
                     "hash" => Kind::Hash,
                     "set" => Kind::Set,
                     "zset" => Kind::ZSet,
+                    "stream" => Kind::Stream,
                     // Unknown types match nothing, as in Redis 7.0.
                     _ => {
                         o.pattern = Some(b"\x00\x01impossible-type\x02");

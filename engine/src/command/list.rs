@@ -361,6 +361,7 @@ pub fn block_or_timeout(ctx: &mut Ctx, keys: Vec<Vec<u8>>, t: Option<std::time::
         db: ctx.data.db,
         deadline: t.map(|d| Instant::now() + d),
         timeout_reply: reply,
+        retry_argv: None,
     });
 }
 

@@ -15,6 +15,8 @@ pub mod list;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stream;
+pub mod stream_group;
 pub mod string;
 pub mod table;
 pub mod txn;
@@ -85,6 +87,9 @@ pub struct BlockRequest {
     pub db: usize,
     pub deadline: Option<Instant>,
     pub timeout_reply: TimeoutReply,
+    /// The arguments to re-run the command with after a wake-up, when they differ from the
+    /// original (XREAD's `$` becomes the ID it meant at the first attempt).
+    pub retry_argv: Option<Vec<Vec<u8>>>,
 }
 
 pub enum Outcome {
@@ -220,7 +225,8 @@ impl<'a> Data<'a> {
         let mut empty = false;
         if let Some(e) = s.get(key, i64::MIN) {
             e.set_version(v);
-            empty = e.coll().map(|c| c.is_empty()).unwrap_or(false);
+            // Streams are the exception: an empty stream is kept (it carries IDs and groups).
+            empty = e.coll().map(|c| c.is_empty() && c.kind() != Kind::Stream).unwrap_or(false);
         }
         if empty {
             s.remove(key);

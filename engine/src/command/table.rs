@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, string, txn, zset, Handler};
+use super::{bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -28,6 +28,8 @@ pub enum KeysFrom {
     NumKeysAt(usize),
     /// A destination at 1, then `numkeys` at 2 (ZUNIONSTORE…).
     DestThenNumKeys,
+    /// The first half of the arguments after STREAMS (XREAD, XREADGROUP).
+    AfterStreams,
 }
 
 pub struct CommandSpec {
@@ -79,6 +81,12 @@ impl CommandSpec {
     }
     fn numkeys_at(mut self, i: usize) -> Self {
         self.keys_from = KeysFrom::NumKeysAt(i);
+        self.flags.push("movablekeys");
+        self.lock = Lock::Keys;
+        self
+    }
+    fn after_streams(mut self) -> Self {
+        self.keys_from = KeysFrom::AfterStreams;
         self.flags.push("movablekeys");
         self.lock = Lock::Keys;
         self
@@ -269,6 +277,22 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("georadiusbymember_ro", -5, "readonly", K1, "geo", "Returns members from a geospatial index that are within a distance from a member.", geo::georadiusbymember_ro),
         c("geosearch", -7, "readonly", K1, "geo", "Queries a geospatial index for members inside an area of a box or a circle.", geo::geosearch),
         c("geosearchstore", -8, "write denyoom", K12, "geo", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", geo::geosearchstore),
+        // streams
+        c("xadd", -5, "write denyoom fast", K1, "stream", "Appends a new message to a stream. Creates the key if it doesn't exist.", stream::xadd),
+        c("xrange", -4, "readonly", K1, "stream", "Returns the messages from a stream within a range of IDs.", stream::xrange),
+        c("xrevrange", -4, "readonly", K1, "stream", "Returns the messages from a stream within a range of IDs in reverse order.", stream::xrevrange),
+        c("xlen", 2, "readonly fast", K1, "stream", "Return the number of messages in a stream.", stream::xlen),
+        c("xdel", -3, "write fast", K1, "stream", "Returns the number of messages after removing them from a stream.", stream::xdel),
+        c("xtrim", -4, "write", K1, "stream", "Deletes messages from the beginning of a stream.", stream::xtrim),
+        c("xsetid", -3, "write denyoom fast", K1, "stream", "An internal command for replicating stream values.", stream::xsetid),
+        c("xread", -4, "readonly blocking", NOKEY, "stream", "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", stream::xread).after_streams(),
+        c("xreadgroup", -7, "write blocking", NOKEY, "stream", "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.", stream::xreadgroup).after_streams(),
+        c("xinfo", -2, "readonly", (2, 2, 1), "stream", "A container for stream introspection commands.", stream::xinfo),
+        c("xgroup", -2, "write denyoom", (2, 2, 1), "stream", "A container for consumer groups commands.", stream_group::xgroup),
+        c("xack", -4, "write fast", K1, "stream", "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.", stream_group::xack),
+        c("xpending", -3, "readonly", K1, "stream", "Returns the information and entries from a stream consumer group's pending entries list.", stream_group::xpending),
+        c("xclaim", -6, "write fast", K1, "stream", "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", stream_group::xclaim),
+        c("xautoclaim", -6, "write fast", K1, "stream", "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.", stream_group::xautoclaim),
         // transactions
         c("multi", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Starts a transaction.", txn::multi),
         c("exec", 1, "noscript loading stale skip_slowlog", NOKEY, "transaction", "Executes all commands in a transaction.", txn::exec).lock(All),
@@ -321,6 +345,7 @@ pub fn key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
             let n = numkeys(2);
             std::iter::once(1).chain(3..(3 + n).min(argv.len())).collect()
         }
+        KeysFrom::AfterStreams => stream::read_key_positions(argv),
         KeysFrom::Range => {
             if spec.first <= 0 {
                 return Vec::new();

@@ -30,6 +30,7 @@ pub enum Kind {
     Hash = 2,
     Set = 3,
     ZSet = 4,
+    Stream = 5,
 }
 
 impl Kind {
@@ -39,7 +40,8 @@ impl Kind {
             1 => Kind::List,
             2 => Kind::Hash,
             3 => Kind::Set,
-            _ => Kind::ZSet,
+            4 => Kind::ZSet,
+            _ => Kind::Stream,
         }
     }
     pub fn type_name(self) -> &'static str {
@@ -49,6 +51,7 @@ impl Kind {
             Kind::Hash => "hash",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod access;
 pub mod entry;
 pub mod eviction;
 pub mod shard;
+pub mod stream;
 pub mod value;
 
 use std::cell::Cell;

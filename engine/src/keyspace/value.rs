@@ -11,6 +11,7 @@ use std::sync::LazyLock;
 use hashbrown::HashTable;
 
 use super::entry::Kind;
+use super::stream::Stream;
 
 pub type Bytes = Box<[u8]>;
 
@@ -176,6 +177,7 @@ pub enum Collection {
     Hash(BytesMap<Bytes>),
     Set(BytesMap<()>),
     ZSet(ZSet),
+    Stream(Box<Stream>),
 }
 
 impl Collection {
@@ -188,6 +190,7 @@ impl Collection {
             Collection::Hash(_) => Kind::Hash,
             Collection::Set(_) => Kind::Set,
             Collection::ZSet(_) => Kind::ZSet,
+            Collection::Stream(_) => Kind::Stream,
         }
     }
     pub fn len(&self) -> usize {
@@ -196,6 +199,7 @@ impl Collection {
             Collection::Hash(h) => h.len(),
             Collection::Set(s) => s.len(),
             Collection::ZSet(z) => z.len(),
+            Collection::Stream(s) => s.len(),
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -207,6 +211,7 @@ impl Collection {
             Collection::Hash(h) => Collection::Hash(h.clone()),
             Collection::Set(s) => Collection::Set(s.clone()),
             Collection::ZSet(z) => Collection::ZSet(z.clone()),
+            Collection::Stream(s) => Collection::Stream(s.clone()),
         }
     }
     pub fn heap_size(&self) -> usize {
@@ -216,6 +221,7 @@ impl Collection {
                 Collection::Hash(h) => h.heap_size() + h.iter().map(|(_, v)| v.len()).sum::<usize>(),
                 Collection::Set(s) => s.heap_size(),
                 Collection::ZSet(z) => z.heap_size(),
+                Collection::Stream(s) => s.heap_size(),
             }
     }
     /// The encoding name OBJECT ENCODING reports (Redis 7.0 names by size class).
@@ -232,6 +238,7 @@ impl Collection {
                 }
             }
             Collection::ZSet(_) => if small { "listpack" } else { "skiplist" },
+            Collection::Stream(_) => "stream",
         }
     }
 }

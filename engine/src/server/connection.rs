@@ -130,7 +130,7 @@ async fn wait_and_retry(
     inbuf: &mut BytesMut,
     out: &mut BytesMut,
     mut outcome: Outcome,
-    argv: Vec<Vec<u8>>,
+    mut argv: Vec<Vec<u8>>,
 ) -> bool {
     // A blocking command keeps the deadline of its first attempt across wake-ups.
     let mut deadline: Option<Option<Instant>> = None;
@@ -143,7 +143,10 @@ async fn wait_and_retry(
                     return false;
                 }
             }
-            Outcome::Block(block) => {
+            Outcome::Block(mut block) => {
+                if let Some(rewritten) = block.retry_argv.take() {
+                    argv = rewritten;
+                }
                 let until = *deadline.get_or_insert(block.deadline.map(Instant::from_std));
                 match wait_blocked(srv, conn, stream, inbuf, out, &block, until).await {
                     Woken::Retry => {}
