@@ -936,3 +936,56 @@ fn streams_groups_and_blocking_reads() {
     assert_eq!(q::<Vec<Value>>(&mut c, &["EXEC"]), vec![Value::Nil]);
     assert!(err(&mut c, &["DUMP", "s"]).contains("not supported"));
 }
+
+#[test]
+fn acl_users_permissions_and_auth() {
+    let e = Engine::start(&[]);
+    let mut admin = e.client();
+    assert_eq!(q::<String>(&mut admin, &["ACL", "WHOAMI"]), "default");
+    assert_eq!(
+        q::<String>(&mut admin, &["ACL", "SETUSER", "app", "on", ">s3cret", "~cache:*", "%R~ro:*", "+get", "+set", "+client|id", "+multi", "+exec"]),
+        "OK"
+    );
+    assert!(err(&mut admin, &["ACL", "SETUSER", "app", "+nosuch"]).contains("Unknown command or category name in ACL"));
+    let line: Vec<String> = q(&mut admin, &["ACL", "LIST"]);
+    assert!(line.iter().any(|l| l.starts_with("user app on #") && l.ends_with("~cache:* %R~ro:* resetchannels -@all +get +set +client|id +multi +exec")), "{line:?}");
+
+    // A client authenticated as `app` may run what its rules allow, and nothing else.
+    let mut app = e.client();
+    assert!(err(&mut app, &["AUTH", "app", "wrong"]).contains("WRONGPASS"));
+    assert_eq!(q::<String>(&mut app, &["AUTH", "app", "s3cret"]), "OK");
+    assert_eq!(q::<String>(&mut app, &["SET", "cache:1", "v"]), "OK");
+    assert_eq!(q::<String>(&mut app, &["GET", "cache:1"]), "v");
+    assert!(q::<i64>(&mut app, &["CLIENT", "ID"]) > 0);
+    assert!(err(&mut app, &["CLIENT", "KILL", "ID", "1"]).contains("no permissions to run the 'client|kill' command"));
+    assert!(err(&mut app, &["HSET", "cache:2", "f", "v"]).contains("no permissions to run the 'hset' command"));
+    assert!(err(&mut app, &["GET", "other"]).contains("no permissions to access one of the keys"));
+    assert_eq!(q::<Value>(&mut app, &["GET", "ro:1"]), Value::Nil, "read permission on ro:*");
+    assert!(err(&mut app, &["SET", "ro:1", "v"]).contains("no permissions to access one of the keys"), "no write on ro:*");
+    // Denials inside MULTI abort the transaction.
+    q::<()>(&mut app, &["MULTI"]);
+    assert!(err(&mut app, &["GET", "other"]).contains("no permissions"));
+    assert!(err(&mut app, &["EXEC"]).contains("discarded because of previous errors"));
+
+    // Each denial and the failed AUTH are in the ACL log, newest first.
+    let log: Vec<std::collections::HashMap<String, Value>> = q(&mut admin, &["ACL", "LOG"]);
+    let reasons: Vec<String> = log.iter().map(|e| redis::from_redis_value(e["reason"].clone()).unwrap()).collect();
+    assert_eq!(reasons, vec!["key", "key", "key", "command", "command", "auth"], "{log:?}");
+    assert_eq!(q::<String>(&mut admin, &["ACL", "DRYRUN", "app", "get", "cache:9"]), "OK");
+    assert!(q::<String>(&mut admin, &["ACL", "DRYRUN", "app", "hset", "cache:9", "f", "v"]).contains("no permissions to run the 'hset' command"));
+
+    // Deleting the user disconnects its clients.
+    assert_eq!(q::<i64>(&mut admin, &["ACL", "DELUSER", "app"]), 1);
+    thread::sleep(Duration::from_millis(100));
+    assert!(cmd("GET").arg("cache:1").query::<Value>(&mut app).is_err(), "the deleted user's connection is closed");
+
+    // requirepass is the default user's password: new connections must authenticate.
+    assert_eq!(q::<String>(&mut admin, &["CONFIG", "SET", "requirepass", "pw"]), "OK");
+    let mut fresh = e.client();
+    assert!(err(&mut fresh, &["GET", "x"]).contains("Authentication required"));
+    assert_eq!(q::<String>(&mut fresh, &["AUTH", "pw"]), "OK");
+    assert_eq!(q::<Value>(&mut fresh, &["GET", "x"]), Value::Nil);
+    assert_eq!(q::<String>(&mut fresh, &["CONFIG", "SET", "requirepass", ""]), "OK");
+    let mut open = e.client();
+    assert!(err(&mut open, &["AUTH", "pw"]).contains("without any password configured"));
+}

@@ -3,8 +3,9 @@
 //!
 //! Request flow: `server` (listener, reactors, connections) → `protocol` (framing) →
 //! `command` (dispatch, locking, handlers per family) → `keyspace` (shards, entries, expiry,
-//! eviction). `alloc` accounts memory for INFO and maxmemory.
+//! eviction). `acl` holds users and permissions; `alloc` accounts memory for INFO and maxmemory.
 
+pub mod acl;
 pub mod alloc;
 pub mod command;
 pub mod config;

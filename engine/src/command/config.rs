@@ -95,6 +95,12 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
             srv.runtime.maxmemory_samples.store(n, Ordering::Relaxed);
         }
         "port" | "bind" | "databases" => return Err("can't set immutable config".into()),
+        "requirepass" => {
+            // As in Redis, requirepass is the default user's password.
+            let rules = if value.is_empty() { vec!["nopass".to_string()] } else { vec!["resetpass".to_string(), format!(">{value}")] };
+            srv.acl.set_user("default", &rules)?;
+            set_text(srv, name, value);
+        }
         "slowlog-log-slower-than" | "slowlog-max-len" => {
             let n: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
             if name == "slowlog-max-len" {

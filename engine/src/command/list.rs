@@ -353,6 +353,7 @@ pub fn block_or_timeout(ctx: &mut Ctx, keys: Vec<Vec<u8>>, t: Option<std::time::
         match reply {
             TimeoutReply::NullArray => ctx.out.null_array(),
             TimeoutReply::NullBulk => ctx.out.null(),
+            TimeoutReply::Zero => ctx.out.int(0),
         }
         return;
     }

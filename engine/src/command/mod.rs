@@ -2,6 +2,7 @@
 //! admission (eviction / OOM), locking the shards a command declares, running its handler,
 //! and the per-command statistics. One file per command family beside this one.
 
+pub mod acl;
 pub mod args;
 pub mod bitmap;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod keys;
+pub mod keyspecs;
 pub mod list;
 pub mod server;
 pub mod set;
@@ -44,6 +46,9 @@ pub struct Conn {
     pub db: usize,
     pub resp3: bool,
     pub authenticated: bool,
+    /// The ACL user, and the ACL generation it was read at.
+    pub user: Arc<crate::acl::User>,
+    pub acl_gen: u64,
     /// Queued commands while inside MULTI.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     pub multi_error: bool,
@@ -57,12 +62,14 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(info: Arc<ClientInfo>) -> Conn {
+    pub fn new(info: Arc<ClientInfo>, srv: &Server) -> Conn {
         Conn {
             info,
+            user: srv.acl.default_user(),
+            acl_gen: srv.acl.generation(),
             db: 0,
             resp3: false,
-            authenticated: false,
+            authenticated: !srv.acl.auth_required(),
             multi: None,
             multi_error: false,
             watched: Vec::new(),
@@ -78,6 +85,8 @@ impl Conn {
 pub enum TimeoutReply {
     NullArray,
     NullBulk,
+    /// The integer 0 (WAIT: no replica acknowledged).
+    Zero,
 }
 
 /// A blocking command that found nothing to pop.
@@ -305,6 +314,19 @@ pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> 
     }
 }
 
+/// Re-reads the connection's user after an ACL change; false if the user was deleted (the
+/// connection must close).
+fn refresh_user(srv: &Server, conn: &mut Conn) -> bool {
+    conn.acl_gen = srv.acl.generation();
+    match srv.acl.user(&conn.user.name) {
+        Some(u) => {
+            conn.user = u;
+            true
+        }
+        None => false,
+    }
+}
+
 /// Frees memory by eviction until under maxmemory; false if the command must be refused.
 pub fn admit_memory(srv: &Server) -> bool {
     let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
@@ -360,9 +382,27 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         w.error(&CmdError::WrongArgs(spec.name).to_string());
         return Outcome::Done;
     }
-    if !conn.authenticated && server::requires_auth(srv) && !spec.no_auth {
-        w.error("NOAUTH Authentication required.");
-        return Outcome::Done;
+    if !conn.authenticated && !spec.no_auth {
+        if srv.acl.auth_required() {
+            w.error("NOAUTH Authentication required.");
+            return Outcome::Done;
+        }
+        conn.authenticated = true;
+    }
+    if conn.acl_gen != srv.acl.generation() && !refresh_user(srv, conn) {
+        return Outcome::Close;
+    }
+    if !conn.user.unrestricted {
+        if let Err(denied) = conn.user.check(idx, argv) {
+            srv.acl.log_denied(&denied, if conn.multi.is_some() { "multi" } else { "toplevel" }, &conn.user.name, server::client_line(srv, &conn.info));
+            if conn.multi.is_some() {
+                conn.multi_error = true;
+            }
+            srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
+            srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+            w.error(&denied.error());
+            return Outcome::Done;
+        }
     }
     if let Some(until) = srv.paused_until(spec) {
         return Outcome::Paused(until);

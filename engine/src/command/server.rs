@@ -15,10 +15,6 @@ use crate::server::state::{now_us, ClientInfo, Server};
 pub const REDIS_VERSION: &str = "7.0.15";
 pub const TERRACE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-pub fn requires_auth(srv: &Server) -> bool {
-    super::config::get_param(srv, "requirepass").map(|p| !p.is_empty()).unwrap_or(false)
-}
-
 pub fn ping(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     match argv.len() {
         1 => ctx.out.simple("PONG"),
@@ -39,32 +35,40 @@ pub fn quit(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-fn check_password(srv: &Server, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
-    let required = super::config::get_param(srv, "requirepass").unwrap_or_default();
-    if let Some(u) = user {
-        if u != b"default" {
-            return Err(err("WRONGPASS invalid username-password pair or user is disabled."));
+/// Authenticates the connection as `user` (AUTH, HELLO AUTH); a failure is logged in the
+/// ACL log and answered with WRONGPASS.
+pub fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
+    let acl = &ctx.srv.acl;
+    let name = match user {
+        Some(u) => String::from_utf8_lossy(u).into_owned(),
+        None => {
+            if acl.default_user().nopass {
+                return Err(err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+            }
+            "default".to_string()
         }
-        if required.is_empty() {
-            return Ok(());
+    };
+    match acl.authenticate(&name, pass) {
+        Some(u) => {
+            *ctx.conn.info.user.lock() = u.name.clone();
+            ctx.conn.user = u;
+            ctx.conn.acl_gen = acl.generation();
+            ctx.conn.authenticated = true;
+            Ok(())
         }
-    } else if required.is_empty() {
-        return Err(err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
-    }
-    if pass == required.as_bytes() {
-        Ok(())
-    } else {
-        Err(err("WRONGPASS invalid username-password pair or user is disabled."))
+        None => {
+            acl.log("auth", "toplevel", "AUTH".into(), name, client_line(ctx.srv, &ctx.conn.info));
+            Err(err("WRONGPASS invalid username-password pair or user is disabled."))
+        }
     }
 }
 
 pub fn auth(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     match argv.len() {
-        2 => check_password(ctx.srv, None, argv[1])?,
-        3 => check_password(ctx.srv, Some(argv[1]), argv[2])?,
+        2 => authenticate(ctx, None, argv[1])?,
+        3 => authenticate(ctx, Some(argv[1]), argv[2])?,
         _ => return Err(CmdError::Syntax),
     }
-    ctx.conn.authenticated = true;
     ctx.out.ok();
     Ok(())
 }
@@ -83,8 +87,7 @@ pub fn hello(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let mut name = None;
     while i < argv.len() {
         if is(argv[i], "AUTH") && i + 2 < argv.len() {
-            check_password(ctx.srv, Some(argv[i + 1]), argv[i + 2])?;
-            ctx.conn.authenticated = true;
+            authenticate(ctx, Some(argv[i + 1]), argv[i + 2])?;
             i += 3;
         } else if is(argv[i], "SETNAME") && i + 1 < argv.len() {
             name = Some(valid_name(argv[i + 1])?);
@@ -93,7 +96,7 @@ pub fn hello(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             return Err(err(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(argv[i]))));
         }
     }
-    if !ctx.conn.authenticated && requires_auth(ctx.srv) {
+    if !ctx.conn.authenticated && ctx.srv.acl.auth_required() {
         return Err(err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
     if let Some(n) = name {
@@ -225,8 +228,83 @@ pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     ctx.conn.info.resp.store(2, Ordering::Relaxed);
     *ctx.conn.info.name.lock() = None;
     ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
-    ctx.conn.authenticated = !requires_auth(ctx.srv);
+    ctx.conn.user = ctx.srv.acl.default_user();
+    ctx.conn.acl_gen = ctx.srv.acl.generation();
+    *ctx.conn.info.user.lock() = "default".to_string();
+    ctx.conn.authenticated = !ctx.srv.acl.auth_required();
     ctx.out.simple("RESET");
+    Ok(())
+}
+
+/// CLUSTER, READONLY, READWRITE, ASKING: an engine is a standalone server (the proxy spreads
+/// keys over engines), so these answer as a Redis with cluster support disabled.
+pub fn cluster(_ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if is(argv[0], "CLUSTER") {
+        let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
+        let known = super::args::SUBCOMMANDS.iter().any(|(c, subs)| *c == "cluster" && subs.iter().any(|(s, a)| {
+            *s == sub && ((*a >= 0 && argv.len() as i32 == *a) || (*a < 0 && argv.len() as i32 >= -*a))
+        }));
+        if !known {
+            return Err(super::args::subcommand_error("cluster", argv));
+        }
+    }
+    Err(err("ERR This instance has cluster support disabled"))
+}
+
+/// MODULE: an engine runs no Redis modules (its extensions are built in), so the list is
+/// empty and loading is refused.
+pub fn module(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
+    match (sub.as_str(), argv.len()) {
+        ("list", 2) => ctx.out.array_len(0),
+        ("help", 2) => ctx.out.help(&[
+            "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "LIST",
+            "    Return a list of loaded modules.",
+            "LOAD <path> [<arg> ...]",
+            "    Load a module library from <path>, passing to it any optional arguments.",
+            "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+            "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+            "UNLOAD <name>",
+            "    Unload a module.",
+            "HELP",
+            "    Prints this help.",
+        ]),
+        ("load" | "loadex", n) if n >= 3 => return Err(err("ERR MODULE command not allowed: Terrace engines do not load Redis modules")),
+        ("unload", 3) => return Err(err("ERR Error unloading module: no such module with that name")),
+        _ => return Err(super::args::subcommand_error("module", argv)),
+    }
+    Ok(())
+}
+
+/// REPLICAOF / SLAVEOF: an engine is always a master (durability comes from the storage
+/// tier and the proxy spreads load), so NO ONE succeeds and following another server is
+/// refused.
+pub fn replicaof(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if is(argv[1], "NO") && is(argv[2], "ONE") {
+        ctx.out.ok();
+        return Ok(());
+    }
+    if int(argv[2]).ok().filter(|p| (0..=65535).contains(p)).is_none() {
+        return Err(err("ERR Invalid master port"));
+    }
+    Err(err("ERR Terrace engines do not replicate from another server; REPLICAOF only accepts NO ONE"))
+}
+
+/// WAIT numreplicas timeout: an engine has no replicas, so no write is ever acknowledged by
+/// one; as Redis does, WAIT for at least one replica blocks until its timeout (0: forever).
+pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let numreplicas = int(argv[1])?;
+    let timeout = int(argv[2]).map_err(|_| err("ERR timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(err("ERR timeout is negative"));
+    }
+    if numreplicas <= 0 || ctx.conn.multi.is_some() {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    let t = (timeout > 0).then(|| std::time::Duration::from_millis(timeout as u64));
+    super::list::block_or_timeout(ctx, Vec::new(), t, super::TimeoutReply::Zero);
     Ok(())
 }
 
@@ -273,7 +351,7 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
@@ -284,6 +362,7 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
         c.db.load(Ordering::Relaxed),
         if c.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
         cmd,
+        c.user.lock(),
         c.resp.load(Ordering::Relaxed)
     )
 }
@@ -358,7 +437,7 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
         }
         ("KILL", n) if n >= 4 && n % 2 == 0 => {
-            let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
+            let (mut id, mut addr, mut laddr, mut skipme, mut user, mut maxage) = (None, None, None, true, None, None);
             for pair in argv[2..].chunks(2) {
                 let v = String::from_utf8_lossy(pair[1]).into_owned();
                 if is(pair[0], "ID") {
@@ -373,7 +452,21 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                         "no" => false,
                         _ => return Err(CmdError::Syntax),
                     };
-                } else if is(pair[0], "TYPE") || is(pair[0], "USER") || is(pair[0], "MAXAGE") {
+                } else if is(pair[0], "USER") {
+                    if ctx.srv.acl.user(&v).is_none() {
+                        return Err(err(format!("ERR No such user '{v}'")));
+                    }
+                    user = Some(v);
+                } else if is(pair[0], "MAXAGE") {
+                    maxage = Some(int(pair[1])?);
+                } else if is(pair[0], "TYPE") {
+                    // Every client here is a normal one (no replicas, no masters).
+                    if !["normal", "master", "replica", "slave", "pubsub"].contains(&v.to_ascii_lowercase().as_str()) {
+                        return Err(err(format!("ERR Unknown client type '{v}'")));
+                    }
+                    if v.to_ascii_lowercase() != "normal" {
+                        id = Some(0);
+                    }
                 } else {
                     return Err(CmdError::Syntax);
                 }
@@ -384,6 +477,8 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 if id.map_or(true, |i| i == c.id)
                     && addr.as_ref().map_or(true, |a| *a == c.addr)
                     && laddr.as_ref().map_or(true, |a| *a == c.laddr)
+                    && user.as_ref().map_or(true, |u| *u == *c.user.lock())
+                    && maxage.map_or(true, |m| c.created.elapsed().as_secs() as i64 >= m)
                     && !(skipme && c.id == me)
                 {
                     if c.id == me {
@@ -487,20 +582,7 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 /// The ACL categories Redis would list for a command.
 fn acl_categories(c: &CommandSpec) -> Vec<String> {
-    let mut cats: Vec<String> = Vec::new();
-    for (flag, cat) in [("readonly", "@read"), ("write", "@write"), ("fast", "@fast"), ("admin", "@admin"), ("blocking", "@blocking")] {
-        if c.flags.contains(&flag) {
-            cats.push(cat.to_string());
-        }
-    }
-    if !c.flags.contains(&"fast") {
-        cats.push("@slow".into());
-    }
-    if c.flags.contains(&"admin") {
-        cats.push("@dangerous".into());
-    }
-    cats.push(format!("@{}", c.group));
-    cats
+    crate::acl::categories_of(c).into_iter().map(|cat| format!("@{cat}")).collect()
 }
 
 fn write_command_info(ctx: &mut Ctx, c: &CommandSpec) {
@@ -525,8 +607,11 @@ fn write_command_info(ctx: &mut Ctx, c: &CommandSpec) {
         ctx.out.array_len(1);
         ctx.out.map_len(3);
         ctx.out.bulk(b"flags");
-        ctx.out.set_len(1);
-        ctx.out.simple(if c.write { "RW" } else { "RO" });
+        let flags = super::keyspecs::key_flags(c.name, 0);
+        ctx.out.set_len(flags.len());
+        for f in flags {
+            ctx.out.simple(f);
+        }
         ctx.out.bulk(b"begin_search");
         ctx.out.map_len(2);
         ctx.out.bulk(b"type");
@@ -576,17 +661,25 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     match sub.as_str() {
         "COUNT" if argv.len() == 2 => ctx.out.int(COMMANDS.len() as i64),
         "LIST" => {
-            let names: Vec<&str> = match argv.len() {
-                2 => COMMANDS.iter().map(|c| c.name).collect(),
+            // Every command and every subcommand (as "container|sub"), as Redis lists them.
+            let all: Vec<(String, &CommandSpec)> = COMMANDS
+                .iter()
+                .flat_map(|c| {
+                    let subs = super::args::SUBCOMMANDS.iter().find(|(n, _)| *n == c.name).map(|(_, s)| *s).unwrap_or(&[]);
+                    std::iter::once((c.name.to_string(), c)).chain(subs.iter().map(move |(s, _)| (format!("{}|{s}", c.name), c)))
+                })
+                .collect();
+            let names: Vec<String> = match argv.len() {
+                2 => all.into_iter().map(|(n, _)| n).collect(),
                 5 if is(argv[2], "FILTERBY") => {
                     let v = String::from_utf8_lossy(argv[4]).to_ascii_lowercase();
                     if is(argv[3], "MODULE") {
                         Vec::new()
                     } else if is(argv[3], "ACLCAT") {
                         let cat = format!("@{}", v.trim_start_matches('@'));
-                        COMMANDS.iter().filter(|c| acl_categories(c).contains(&cat)).map(|c| c.name).collect()
+                        all.into_iter().filter(|(_, c)| acl_categories(c).contains(&cat)).map(|(n, _)| n).collect()
                     } else if is(argv[3], "PATTERN") {
-                        COMMANDS.iter().filter(|c| super::args::glob_match(v.as_bytes(), c.name.as_bytes(), true)).map(|c| c.name).collect()
+                        all.into_iter().filter(|(n, _)| super::args::glob_match(v.as_bytes(), n.as_bytes(), true)).map(|(n, _)| n).collect()
                     } else {
                         return Err(CmdError::Syntax);
                     }
@@ -619,7 +712,8 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 write_command_docs(ctx, c);
             }
         }
-        "GETKEYS" if argv.len() >= 3 => {
+        "GETKEYS" | "GETKEYSANDFLAGS" if argv.len() >= 4 => {
+            let with_flags = sub == "GETKEYSANDFLAGS";
             let cmd = &argv[2..];
             let Some((_, spec)) = super::lookup(cmd[0]) else {
                 return Err(err("ERR Invalid command specified"));
@@ -632,12 +726,22 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 return Err(err("ERR The command has no key arguments"));
             }
             ctx.out.array_len(pos.len());
-            for p in pos {
-                ctx.out.bulk(cmd[p]);
+            for (n, p) in pos.into_iter().enumerate() {
+                if with_flags {
+                    let flags = super::keyspecs::key_flags_for(spec.name, n, cmd);
+                    ctx.out.array_len(2);
+                    ctx.out.bulk(cmd[p]);
+                    ctx.out.set_len(flags.len());
+                    for f in flags {
+                        ctx.out.simple(f);
+                    }
+                } else {
+                    ctx.out.bulk(cmd[p]);
+                }
             }
         }
         "HELP" => {
-            let lines = ["COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "(no subcommand)", "COUNT", "DOCS [<command-name> ...]", "GETKEYS <full-command>", "INFO [<command-name> ...]", "LIST", "HELP"];
+            let lines = ["COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "(no subcommand)", "COUNT", "DOCS [<command-name> ...]", "GETKEYS <full-command>", "GETKEYSANDFLAGS <full-command>", "INFO [<command-name> ...]", "LIST", "HELP"];
             ctx.out.help(&lines);
         }
         _ => {

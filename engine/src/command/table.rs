@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
+use super::{acl, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -30,6 +30,8 @@ pub enum KeysFrom {
     DestThenNumKeys,
     /// The first half of the arguments after STREAMS (XREAD, XREADGROUP).
     AfterStreams,
+    /// The key at 1, and the arguments after STORE / STOREDIST (SORT, GEORADIUS…).
+    FirstAndStore,
 }
 
 pub struct CommandSpec {
@@ -89,6 +91,10 @@ impl CommandSpec {
         self.keys_from = KeysFrom::AfterStreams;
         self.flags.push("movablekeys");
         self.lock = Lock::Keys;
+        self
+    }
+    fn first_and_store(mut self) -> Self {
+        self.keys_from = KeysFrom::FirstAndStore;
         self
     }
     fn dest_numkeys(mut self) -> Self {
@@ -167,7 +173,7 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("scan", -2, "readonly", NOKEY, "keyspace", "Iterates over the key names in the database.", keys::scan).lock(Db),
         c("randomkey", 1, "readonly", NOKEY, "keyspace", "Returns a random key name from the database.", keys::randomkey).lock(Db),
         c("dbsize", 1, "readonly fast", NOKEY, "keyspace", "Returns the number of keys in the database.", keys::dbsize).lock(Db),
-        c("sort", -2, "write denyoom movablekeys", K1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort).lock(Db),
+        c("sort", -2, "write denyoom movablekeys", K1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort).lock(Db).first_and_store(),
         c("sort_ro", -2, "readonly movablekeys", K1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sort::sort_ro).lock(Db),
         c("dump", 2, "readonly", K1, "keyspace", "Returns a serialized representation of the value stored at a key.", dump::dump),
         c("restore", -4, "write denyoom", K1, "keyspace", "Creates a key from the serialized representation of a value.", dump::restore),
@@ -271,9 +277,9 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("geohash", -2, "readonly", K1, "geo", "Returns members from a geospatial index as geohash strings.", geo::geohash),
         c("geopos", -2, "readonly", K1, "geo", "Returns the longitude and latitude of members from a geospatial index.", geo::geopos),
         c("geodist", -4, "readonly", K1, "geo", "Returns the distance between two members of a geospatial index.", geo::geodist),
-        c("georadius", -6, "write denyoom movablekeys", KALL, "geo", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", geo::georadius).lock(Db),
+        c("georadius", -6, "write denyoom movablekeys", K1, "geo", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", geo::georadius).lock(Db).first_and_store(),
         c("georadius_ro", -6, "readonly", K1, "geo", "Returns members from a geospatial index that are within a distance from a coordinate.", geo::georadius_ro),
-        c("georadiusbymember", -5, "write denyoom movablekeys", KALL, "geo", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", geo::georadiusbymember).lock(Db),
+        c("georadiusbymember", -5, "write denyoom movablekeys", K1, "geo", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", geo::georadiusbymember).lock(Db).first_and_store(),
         c("georadiusbymember_ro", -5, "readonly", K1, "geo", "Returns members from a geospatial index that are within a distance from a member.", geo::georadiusbymember_ro),
         c("geosearch", -7, "readonly", K1, "geo", "Queries a geospatial index for members inside an area of a box or a circle.", geo::geosearch),
         c("geosearchstore", -8, "write denyoom", K12, "geo", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", geo::geosearchstore),
@@ -307,6 +313,7 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("hello", -1, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Handshakes with the Redis server.", server::hello),
         c("reset", 1, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Resets the connection.", server::reset),
         c("select", 2, "loading stale fast", NOKEY, "connection", "Changes the selected database.", server::select),
+        c("acl", -2, "admin noscript loading stale", NOKEY, "server", "A container for Access List Control commands.", acl::acl),
         c("client", -2, "admin noscript loading stale", NOKEY, "connection", "A container for client connection commands.", server::client),
         c("swapdb", 3, "write fast", NOKEY, "server", "Swaps two Redis databases.", server::swapdb).lock(All),
         c("flushdb", -1, "write", NOKEY, "server", "Remove all keys from the current database.", server::flushdb).lock(Db),
@@ -322,6 +329,14 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("slowlog", -2, "admin loading stale", NOKEY, "server", "A container for slow log commands.", diagnostics::slowlog),
         c("latency", -2, "admin noscript loading stale", NOKEY, "server", "A container for latency diagnostics commands.", diagnostics::latency),
         c("lolwut", -1, "readonly fast", NOKEY, "server", "Displays computer art and the Redis version", diagnostics::lolwut),
+        c("wait", 3, "noscript", NOKEY, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", server::wait),
+        c("cluster", -2, "", NOKEY, "cluster", "A container for Redis Cluster commands.", server::cluster),
+        c("readonly", 1, "loading stale fast", NOKEY, "cluster", "Enables read-only queries for a connection to a Redis Cluster replica node.", server::cluster),
+        c("readwrite", 1, "loading stale fast", NOKEY, "cluster", "Enables read-write queries for a connection to a Reids Cluster replica node.", server::cluster),
+        c("asking", 1, "fast", NOKEY, "cluster", "Signals that a cluster client is following an -ASK redirect.", server::cluster),
+        c("module", -2, "admin noscript", NOKEY, "server", "A container for module commands.", server::module),
+        c("replicaof", 3, "admin noscript stale no_async_loading", NOKEY, "server", "Configures a server as replica of another, or promotes it to a master.", server::replicaof),
+        c("slaveof", 3, "admin noscript stale no_async_loading", NOKEY, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", server::replicaof),
         c("shutdown", -1, "admin noscript loading stale no_multi allow_busy", NOKEY, "server", "Synchronously saves the database(s) to disk and shuts down the Redis server.", server::shutdown),
     ]
 });
@@ -346,6 +361,18 @@ pub fn key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
             std::iter::once(1).chain(3..(3 + n).min(argv.len())).collect()
         }
         KeysFrom::AfterStreams => stream::read_key_positions(argv),
+        KeysFrom::FirstAndStore => {
+            let mut v = vec![1];
+            let mut i = 2;
+            while i + 1 < argv.len() {
+                if argv[i].eq_ignore_ascii_case(b"STORE") || argv[i].eq_ignore_ascii_case(b"STOREDIST") {
+                    v.push(i + 1);
+                    i += 1;
+                }
+                i += 1;
+            }
+            v
+        }
         KeysFrom::Range => {
             if spec.first <= 0 {
                 return Vec::new();

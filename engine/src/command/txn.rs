@@ -113,6 +113,13 @@ pub fn exec(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
         let (idx, spec) = lookup(argv[0]).expect("validated when queued");
         ctx.spec = spec;
         let start = Instant::now();
+        // Permissions may have changed since the command was queued.
+        if let Err(denied) = ctx.conn.user.check(idx, &argv) {
+            let info = super::server::client_line(ctx.srv, &ctx.conn.info);
+            ctx.srv.acl.log_denied(&denied, "multi", &ctx.conn.user.name, info);
+            ctx.out.error(&denied.error());
+            continue;
+        }
         let r = (spec.handler)(ctx, &argv);
         if let Err(e) = &r {
             ctx.out.error(&e.to_string());

@@ -23,8 +23,7 @@ const FLUSH_AT: usize = 256 * 1024;
 
 pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo>) {
     let _ = stream.set_nodelay(true);
-    let mut conn = Conn::new(info.clone());
-    conn.authenticated = !command::server::requires_auth(&srv);
+    let mut conn = Conn::new(info.clone(), &srv);
     let mut inbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut parser = RequestParser::new(Limits::default());
@@ -174,6 +173,7 @@ fn write_timeout_reply(out: &mut BytesMut, resp3: bool, kind: TimeoutReply) {
     match kind {
         TimeoutReply::NullArray => w.null_array(),
         TimeoutReply::NullBulk => w.null(),
+        TimeoutReply::Zero => w.int(0),
     }
 }
 

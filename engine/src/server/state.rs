@@ -47,6 +47,8 @@ pub struct ClientInfo {
     pub laddr: String,
     pub created: Instant,
     pub name: Mutex<Option<String>>,
+    /// The ACL user the connection is authenticated as.
+    pub user: Mutex<String>,
     pub db: AtomicUsize,
     /// Index of the last command run (usize::MAX: none yet).
     pub last_cmd: AtomicUsize,
@@ -72,6 +74,7 @@ impl ClientInfo {
             laddr,
             created: Instant::now(),
             name: Mutex::new(None),
+            user: Mutex::new("default".to_string()),
             db: AtomicUsize::new(0),
             last_cmd: AtomicUsize::new(usize::MAX),
             last_active_ms: AtomicU64::new(last_active_ms),
@@ -225,6 +228,8 @@ pub struct Runtime {
 
 pub struct Server {
     pub config: EngineConfig,
+    /// Users, permissions and the ACL log.
+    pub acl: crate::acl::Acl,
     pub keyspace: Keyspace,
     pub runtime: Runtime,
     pub stats: Stats,
@@ -261,6 +266,7 @@ impl Server {
             },
             keyspace,
             config,
+            acl: crate::acl::Acl::default(),
             stats,
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
@@ -283,6 +289,15 @@ impl Server {
         self.shutdown_notify.notify_waiters();
         for c in self.clients.lock().values() {
             c.kill_locked();
+        }
+    }
+
+    /// Kills every client authenticated as one of `users` (they were deleted).
+    pub fn kill_clients_of(&self, users: &[String]) {
+        for c in self.clients.lock().values() {
+            if users.contains(&c.user.lock()) {
+                c.kill_locked();
+            }
         }
     }
 
