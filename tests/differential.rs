@@ -487,6 +487,82 @@ COMMAND GETKEYSANDFLAGS GET
 COMMAND GETKEYSANDFLAGS NOSUCH x
 COMMAND GETKEYSANDFLAGS PING
 COMMAND GETKEYS SORT k STORE dst
+PUBLISH nobody msg
+PUBSUB NUMSUB a b
+PUBSUB NUMPAT
+PUBSUB CHANNELS
+PUBSUB NOSUCH
+PUBSUB NUMPAT extra
+SUBSCRIBE chan1
+PING
+PING hello
+GET k
+PUBLISH chan1 x
+PSUBSCRIBE pat*
+PUBSUB NUMPAT
+UNSUBSCRIBE chan1
+PUNSUBSCRIBE
+PUNSUBSCRIBE
+UNSUBSCRIBE
+SSUBSCRIBE shard1
+SUNSUBSCRIBE shard1
+SUNSUBSCRIBE
+PING
+PUBLISH chan1 x
+SPUBLISH shard1 y
+SET luastr str
+EVAL "return redis.call('lpush','luastr','x')" 0
+EVAL "return redis.pcall('lpush','luastr','x')" 0
+EVAL "return x" 0
+EVAL "x = 1" 0
+EVAL "return (" 0
+EVAL "error('boom')" 0
+EVAL "return redis.error_reply('MY err')" 0
+EVAL "return redis.status_reply('FINE')" 0
+EVAL "return {1,2,{3,'x'},nil,5}" 0
+EVAL "return redis.call('nosuch')" 0
+EVAL "return redis.call('get')" 0
+EVAL "return redis.call('multi')" 0
+EVAL "return redis.call()" 0
+EVAL "return redis.call({})" 0
+EVAL "return 3.99" 0
+EVAL "return true" 0
+EVAL "return false" 0
+EVAL "return redis.sha1hex('')" 0
+EVAL "return KEYS[1]..ARGV[1]" 1 k a
+EVAL "return 1" -1
+EVAL "return 1" 2 a
+EVAL "return 1" x
+EVALSHA ffffffffffffffffffffffffffffffffffffffff 0
+SCRIPT LOAD "return 'loaded'"
+EVALSHA 7e8f9f0b1e34ae6e8e4a43e9e5b30b86b87b7aa0 0
+SCRIPT EXISTS ffff
+SCRIPT LOAD "return ("
+SCRIPT KILL
+SCRIPT NOSUCH
+EVAL "return {err='x'}" 0
+EVAL "return {ok='y'}" 0
+EVAL "return redis.call('blpop','nol',0)" 0
+EVAL "return cjson.encode({a=1,b={1,2,3},c='x/y'})" 0
+EVAL "return cjson.decode(cjson.encode({1,2,{a='b'}}))[3].a" 0
+EVAL "return cmsgpack.pack({1,2,3,'abc',{x=true}}, -5, 300, 70000, 1.5, 1e100, nil)" 0
+EVAL "return cmsgpack.unpack(cmsgpack.pack({10,20,{30,'y'}}))" 0
+EVAL "local a, b = cmsgpack.unpack(cmsgpack.pack(-129, 65536)); return {a, b}" 0
+EVAL "return {bit.band(7,3), bit.bor(1,2), bit.bxor(5,1), bit.lshift(1,4), bit.rshift(-1,28), bit.arshift(-16,2), bit.tohex(255), bit.bnot(0)}" 0
+EVAL "return redis.call('incr', KEYS[1])" 1 luacounter
+EVAL "return redis.call('hgetall', 'nohash')" 0
+EVAL "redis.setresp(3); return redis.call('hgetall', 'nohash')" 0
+EVAL "return tostring(redis.call('get','nokey'))" 0
+EVAL "return redis.call('ping')" 0
+EVAL "return redis.call('get', 0.1)" 0
+EVAL "return redis.call('select', 5)" 0
+EVAL "redis.setresp(4)" 0
+EVAL_RO "return redis.call('set','a','1')" 0
+EVAL_RO "return redis.call('get','luacounter')" 0
+EVAL "return string.format('%d %s %5.2f', 3, 'x', 1.5)" 0
+EVAL "return type(cmsgpack)" 0
+EVAL "return loadstring('return 1')()" 0
+EVAL "return redis.REDIS_VERSION" 0
 "#;
 
 fn free_port() -> u16 {

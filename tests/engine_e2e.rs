@@ -989,3 +989,108 @@ fn acl_users_permissions_and_auth() {
     let mut open = e.client();
     assert!(err(&mut open, &["AUTH", "pw"]).contains("without any password configured"));
 }
+
+#[test]
+fn publish_subscribe() {
+    let e = Engine::start(&[]);
+    let mut publisher = e.client();
+    let mut sub = e.raw();
+    sub.send(&encode(&["SUBSCRIBE", "news"]));
+    sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
+    sub.send(&encode(&["PSUBSCRIBE", "n*"]));
+    sub.expect(b"*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:2\r\n");
+    // One publish reaches the channel and the pattern subscription.
+    assert_eq!(q::<i64>(&mut publisher, &["PUBLISH", "news", "hello"]), 2);
+    sub.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+    sub.expect(b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+    assert_eq!(q::<i64>(&mut publisher, &["PUBLISH", "other", "x"]), 0);
+    let numsub: (String, i64) = q(&mut publisher, &["PUBSUB", "NUMSUB", "news"]);
+    assert_eq!(numsub.1, 1);
+    assert_eq!(q::<Vec<String>>(&mut publisher, &["PUBSUB", "CHANNELS"]), vec!["news"]);
+    assert!(q::<String>(&mut publisher, &["CLIENT", "LIST"]).contains("flags=P db=0 sub=1 psub=1"));
+    // A subscribed RESP2 client may only (un)subscribe, ping, quit or reset.
+    assert!(sub.cmd(&["GET", "k"]).contains("only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET"));
+    assert_eq!(sub.cmd(&["PING"]), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    // Many messages in a burst all arrive, in order.
+    for i in 0..200 {
+        q::<i64>(&mut publisher, &["PUBLISH", "news", &i.to_string()]);
+    }
+    let mut got = String::new();
+    while got.matches("message").count() < 400 {
+        got.push_str(&sub.read_available());
+    }
+    let firsts: Vec<usize> = got.match_indices("$4\r\nnews\r\n$1\r\n0\r\n").map(|(i, _)| i).collect();
+    assert_eq!(firsts.len(), 2, "message 0 once per subscription");
+    assert!(got.find("\r\n$3\r\n199\r\n").unwrap() > got.find("\r\n$2\r\n99\r\n").unwrap());
+    // Disconnecting drops the subscriptions.
+    drop(sub);
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(q::<i64>(&mut publisher, &["PUBLISH", "news", "gone"]), 0);
+    assert_eq!(q::<i64>(&mut publisher, &["PUBSUB", "NUMPAT"]), 0);
+
+    // RESP3: pushes, and other commands keep working; a client's own message comes before
+    // its PUBLISH reply.
+    let mut r3 = e.raw();
+    r3.cmd(&["HELLO", "3"]);
+    assert_eq!(r3.cmd(&["SUBSCRIBE", "me"]), ">3\r\n$9\r\nsubscribe\r\n$2\r\nme\r\n:1\r\n");
+    assert_eq!(r3.cmd(&["PUBLISH", "me", "hi"]), ">3\r\n$7\r\nmessage\r\n$2\r\nme\r\n$2\r\nhi\r\n:1\r\n");
+    assert_eq!(r3.cmd(&["SET", "k", "v"]), "+OK\r\n");
+    assert_eq!(r3.cmd(&["UNSUBSCRIBE"]), ">3\r\n$11\r\nunsubscribe\r\n$2\r\nme\r\n:0\r\n");
+
+    // ACL channel rules apply to PUBLISH and SUBSCRIBE (PSUBSCRIBE needs the exact pattern).
+    q::<()>(&mut publisher, &["ACL", "SETUSER", "pub", "on", "nopass", "+@pubsub", "&news.*"]);
+    let mut limited = e.raw();
+    limited.cmd(&["AUTH", "pub", "x"]);
+    assert_eq!(limited.cmd(&["PUBLISH", "news.eu", "x"]), ":0\r\n");
+    assert!(limited.cmd(&["PUBLISH", "sports", "x"]).starts_with("-NOPERM this user has no permissions to access one of the channels"));
+    assert!(limited.cmd(&["PSUBSCRIBE", "news.e*"]).starts_with("-NOPERM"));
+    assert!(limited.cmd(&["PSUBSCRIBE", "news.*"]).contains("psubscribe"));
+}
+
+#[test]
+fn monitor_and_scripting() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let mut mon = e.raw();
+    assert_eq!(mon.cmd(&["MONITOR"]), "+OK\r\n");
+    q::<()>(&mut c, &["SET", "a b", "x\ny"]);
+    q::<()>(&mut c, &["AUTH", "default", "secret"]);
+    let v: i64 = q(&mut c, &["EVAL", "return redis.call('incr', KEYS[1])", "1", "counter"]);
+    assert_eq!(v, 1);
+    let lines = mon.read_available();
+    let set = lines.lines().find(|l| l.contains("\"SET\"")).unwrap_or_else(|| panic!("{lines}"));
+    assert!(set.starts_with('+') && set.ends_with(r#"] "SET" "a b" "x\ny""#), "{set}");
+    assert!(lines.contains(r#""AUTH" "(redacted)" "(redacted)""#), "{lines}");
+    let eval_at = lines.find("\"EVAL\"").expect("EVAL shown");
+    let lua_at = lines.find(r#"[0 lua] "incr" "counter""#).expect("script command shown");
+    assert!(eval_at < lua_at);
+
+    // Scripts: atomic read-modify-write, errors with the script line, EVALSHA after SCRIPT LOAD
+    // from another connection, read-only scripts, and SCRIPT KILL of a busy loop.
+    let sha: String = q(&mut c, &["SCRIPT", "LOAD", "local v = redis.call('get', KEYS[1]) or '0'\nreturn redis.call('set', KEYS[1], v .. ARGV[1])"]);
+    let mut other = e.client();
+    assert_eq!(q::<String>(&mut other, &["EVALSHA", &sha, "1", "s", "x"]), "OK");
+    assert_eq!(q::<String>(&mut other, &["EVALSHA", &sha.to_uppercase(), "1", "s", "y"]), "OK");
+    assert_eq!(q::<String>(&mut c, &["GET", "s"]), "0xy");
+    let e1 = err(&mut c, &["EVAL", "local x = 1\nreturn redis.call('lpush', 's', 'v')", "0"]);
+    assert!(e1.contains("wrong kind of value") && e1.contains("on @user_script:2."), "{e1}");
+    assert!(err(&mut c, &["EVAL_RO", "return redis.call('del', 's')", "0"]).contains("Write commands are not allowed from read-only scripts"));
+    assert!(err(&mut c, &["EVALSHA", "0000000000000000000000000000000000000000", "0"]).contains("No matching script"));
+    let url = e.url();
+    let busy = thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        cmd("EVAL").arg("while true do end").arg(0).query::<Value>(&mut c)
+    });
+    // With one reactor thread, the busy script holds it: once the script is past the busy
+    // threshold (5 s), a new connection is served by the control thread and can kill it.
+    thread::sleep(Duration::from_millis(5500));
+    let mut operator = e.client();
+    assert!(err(&mut operator, &["GET", "s"]).contains("busy running a script"));
+    assert_eq!(q::<String>(&mut operator, &["SCRIPT", "KILL"]), "OK");
+    let killed = busy.join().unwrap();
+    assert!(format!("{killed:?}").contains("Script killed by user"), "{killed:?}");
+    assert!(err(&mut operator, &["SCRIPT", "KILL"]).contains("No scripts in execution"));
+    // The server is usable afterwards, and the monitor saw the killed script's EVAL.
+    assert_eq!(q::<String>(&mut c, &["GET", "s"]), "0xy");
+    assert!(mon.read_available().contains("while true do end"));
+}

@@ -80,6 +80,8 @@ pub enum Denied {
     Command(String),
     /// A key argument is outside the allowed patterns.
     Key(Vec<u8>),
+    /// A pub/sub channel (or pattern) is outside the allowed channels.
+    Channel(Vec<u8>),
 }
 
 impl Denied {
@@ -88,6 +90,7 @@ impl Denied {
         match self {
             Denied::Command(c) => format!("NOPERM this user has no permissions to run the '{c}' command"),
             Denied::Key(_) => "NOPERM this user has no permissions to access one of the keys used as arguments".into(),
+            Denied::Channel(_) => "NOPERM this user has no permissions to access one of the channels used as arguments".into(),
         }
     }
     /// The text ACL DRYRUN answers.
@@ -95,18 +98,20 @@ impl Denied {
         match self {
             Denied::Command(c) => format!("This user has no permissions to run the '{c}' command"),
             Denied::Key(k) => format!("This user has no permissions to access the '{}' key", String::from_utf8_lossy(k)),
+            Denied::Channel(c) => format!("This user has no permissions to access the '{}' channel", String::from_utf8_lossy(c)),
         }
     }
     fn reason(&self) -> &'static str {
         match self {
             Denied::Command(_) => "command",
             Denied::Key(_) => "key",
+            Denied::Channel(_) => "channel",
         }
     }
     fn object(&self) -> String {
         match self {
             Denied::Command(c) => c.clone(),
-            Denied::Key(k) => String::from_utf8_lossy(k).into_owned(),
+            Denied::Key(k) | Denied::Channel(k) => String::from_utf8_lossy(k).into_owned(),
         }
     }
 }
@@ -311,13 +316,21 @@ impl Selector {
         let spec = &COMMANDS[idx];
         // Commands that run before authentication (AUTH, HELLO, QUIT…) are always allowed.
         if !spec.no_auth && !self.command_allowed(idx, argv) {
-            let name = match argv.get(1) {
-                Some(sub) if SUBCOMMANDS.iter().any(|(c, _)| *c == spec.name) => {
-                    format!("{}|{}", spec.name, String::from_utf8_lossy(sub).to_ascii_lowercase())
+            return Err(Denied::Command(crate::command::table::full_name(spec, argv)));
+        }
+        if !self.all_channels {
+            if let Some((channels, literal)) = crate::command::pubsub::channel_args(spec.name, argv) {
+                for c in channels {
+                    let ok = if literal {
+                        self.channels.iter().any(|p| p == c)
+                    } else {
+                        self.channels.iter().any(|p| crate::command::args::glob_match(p, c, false))
+                    };
+                    if !ok {
+                        return Err(Denied::Channel(c.to_vec()));
+                    }
                 }
-                _ => spec.name.to_string(),
-            };
-            return Err(Denied::Command(name));
+            }
         }
         if self.all_keys {
             return Ok(());

@@ -3,14 +3,18 @@
 //!
 //! Request flow: `server` (listener, reactors, connections) → `protocol` (framing) →
 //! `command` (dispatch, locking, handlers per family) → `keyspace` (shards, entries, expiry,
-//! eviction). `acl` holds users and permissions; `alloc` accounts memory for INFO and maxmemory.
+//! eviction). `acl` holds users and permissions; `pubsub` channels and
+//! subscribers; `scripting` the Lua sandbox for EVAL; `alloc` accounts memory for INFO and maxmemory.
 
 pub mod acl;
 pub mod alloc;
 pub mod command;
 pub mod config;
 pub mod keyspace;
+pub mod monitor;
 pub mod protocol;
+pub mod pubsub;
+pub mod scripting;
 pub mod server;
 
 pub use config::{EngineConfig, EngineSettings};

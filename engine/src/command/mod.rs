@@ -14,6 +14,8 @@ pub mod hll;
 pub mod keys;
 pub mod keyspecs;
 pub mod list;
+pub mod pubsub;
+pub mod script;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -59,9 +61,20 @@ pub struct Conn {
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: replies still to suppress (this command's and the next one's).
     pub reply_skip: u8,
+    /// Pub/sub subscriptions.
+    pub subs: pubsub::Subscriptions,
+    /// In MONITOR mode.
+    pub monitor: bool,
+    /// Re-running a command after a wake-up (blocked or paused): MONITOR saw it already.
+    pub retrying: bool,
 }
 
 impl Conn {
+    /// Whether the connection receives pushes (pub/sub messages, MONITOR lines).
+    pub fn receives_pushes(&self) -> bool {
+        self.monitor || self.subs.any()
+    }
+
     pub fn new(info: Arc<ClientInfo>, srv: &Server) -> Conn {
         Conn {
             info,
@@ -76,6 +89,9 @@ impl Conn {
             block_notify: Arc::new(Notify::new()),
             reply_off: false,
             reply_skip: 0,
+            subs: pubsub::Subscriptions::default(),
+            monitor: false,
+            retrying: false,
         }
     }
 }
@@ -314,6 +330,12 @@ pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> 
     }
 }
 
+/// What may run while a script is busy: SCRIPT KILL, SHUTDOWN, and the connection
+/// commands Redis flags `allow_busy`.
+fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
+    spec.flags.contains(&"allow_busy") || (spec.name == "script" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"kill")))
+}
+
 /// Re-reads the connection's user after an ACL change; false if the user was deleted (the
 /// connection must close).
 fn refresh_user(srv: &Server, conn: &mut Conn) -> bool {
@@ -404,6 +426,17 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
             return Outcome::Done;
         }
     }
+    if !conn.resp3 && conn.subs.any() && !pubsub::allowed_while_subscribed(spec.name) {
+        w.error(&format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            table::full_name(spec, argv)
+        ));
+        return Outcome::Done;
+    }
+    if srv.scripts.busy() && !allowed_while_busy(spec, argv) {
+        w.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.");
+        return Outcome::Done;
+    }
     if let Some(until) = srv.paused_until(spec) {
         return Outcome::Paused(until);
     }
@@ -415,6 +448,9 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         }
         w.error("OOM command not allowed when used memory > 'maxmemory'.");
         return Outcome::Done;
+    }
+    if spec.monitored && !conn.retrying && srv.monitors.active() {
+        srv.monitors.feed(conn.db, &conn.info.addr, argv);
     }
     if conn.multi.is_some() && !spec.txn_control {
         if spec.no_multi {

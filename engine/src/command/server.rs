@@ -16,6 +16,10 @@ pub const REDIS_VERSION: &str = "7.0.15";
 pub const TERRACE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub fn ping(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if argv.len() <= 2 && !ctx.resp3() && ctx.conn.subs.any() {
+        super::pubsub::subscribed_ping(&mut ctx.out, argv);
+        return Ok(());
+    }
     match argv.len() {
         1 => ctx.out.simple("PONG"),
         2 => ctx.out.bulk(argv[1]),
@@ -228,6 +232,10 @@ pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     ctx.conn.info.resp.store(2, Ordering::Relaxed);
     *ctx.conn.info.name.lock() = None;
     ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
+    super::pubsub::unsubscribe_all(ctx.srv, ctx.conn);
+    ctx.srv.monitors.remove(ctx.conn.info.id);
+    ctx.conn.monitor = false;
+    ctx.conn.info.monitor.store(false, Ordering::Relaxed);
     ctx.conn.user = ctx.srv.acl.default_user();
     ctx.conn.acl_gen = ctx.srv.acl.generation();
     *ctx.conn.info.user.lock() = "default".to_string();
@@ -249,6 +257,20 @@ pub fn cluster(_ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
     }
     Err(err("ERR This instance has cluster support disabled"))
+}
+
+/// MONITOR: from now on the connection receives every command the server runs.
+pub fn monitor(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    if ctx.in_exec {
+        return Err(err("ERR MONITOR isn't allowed for DENY BLOCKING client"));
+    }
+    if !ctx.conn.monitor {
+        ctx.conn.monitor = true;
+        ctx.conn.info.monitor.store(true, Ordering::Relaxed);
+        ctx.srv.monitors.add(&ctx.conn.info);
+    }
+    ctx.out.ok();
+    Ok(())
 }
 
 /// MODULE: an engine runs no Redis modules (its extensions are built in), so the list is
@@ -347,11 +369,18 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
     if c.no_evict.load(Ordering::Relaxed) {
         flags.push('e');
     }
+    if c.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
+    let (sub, psub, ssub) = (c.sub.load(Ordering::Relaxed), c.psub.load(Ordering::Relaxed), c.ssub.load(Ordering::Relaxed));
+    if sub + psub + ssub > 0 {
+        flags.push('P');
+    }
     if flags.is_empty() {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
@@ -360,6 +389,9 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
         idle,
         flags,
         c.db.load(Ordering::Relaxed),
+        sub,
+        psub,
+        ssub,
         if c.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
         cmd,
         c.user.lock(),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{acl, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
+use super::{acl, pubsub, script, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -52,6 +52,9 @@ pub struct CommandSpec {
     pub no_multi: bool,
     /// Runs immediately even inside MULTI.
     pub txn_control: bool,
+    /// Shown to MONITOR clients (admin and skip_monitor commands are not, except EVAL &
+    /// co., whose own line precedes the script's commands).
+    pub monitored: bool,
 }
 
 fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32), group: &'static str, summary: &'static str, handler: Handler) -> CommandSpec {
@@ -64,6 +67,7 @@ fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32),
         no_auth: flags.contains(&"no_auth"),
         no_multi: flags.contains(&"no_multi"),
         txn_control: matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset"),
+        monitored: !flags.contains(&"admin") && (!flags.contains(&"skip_monitor") || name.starts_with("eval")),
         flags,
         first: keys.0,
         last: keys.1,
@@ -196,10 +200,10 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("lmove", 5, "write denyoom", K12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove),
         c("rpoplpush", 3, "write denyoom", K12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush),
         c("lmpop", -4, "write", NOKEY, "list", "Returns multiple elements from a list after removing them.", list::lmpop).numkeys_at(1),
-        c("blpop", -3, "write blocking", (1, -2, 1), "list", "Removes and returns the first element in a list, or blocks until one is available.", list::blpop),
-        c("brpop", -3, "write blocking", (1, -2, 1), "list", "Removes and returns the last element in a list, or blocks until one is available.", list::brpop),
-        c("blmove", 6, "write denyoom blocking", K12, "list", "Pops an element from a list, pushes it to another list and returns it; blocks until an element is available.", list::blmove),
-        c("brpoplpush", 4, "write denyoom blocking", K12, "list", "Pops an element from a list, pushes it to another list and returns it; blocks until one is available.", list::brpoplpush),
+        c("blpop", -3, "write blocking noscript", (1, -2, 1), "list", "Removes and returns the first element in a list, or blocks until one is available.", list::blpop),
+        c("brpop", -3, "write blocking noscript", (1, -2, 1), "list", "Removes and returns the last element in a list, or blocks until one is available.", list::brpop),
+        c("blmove", 6, "write denyoom blocking noscript", K12, "list", "Pops an element from a list, pushes it to another list and returns it; blocks until an element is available.", list::blmove),
+        c("brpoplpush", 4, "write denyoom blocking noscript", K12, "list", "Pops an element from a list, pushes it to another list and returns it; blocks until one is available.", list::brpoplpush),
         c("blmpop", -5, "write blocking", NOKEY, "list", "Pops the first element from one of multiple lists; blocks until one is available.", list::blmpop).numkeys_at(2),
         // hashes
         c("hset", -4, "write denyoom fast", K1, "hash", "Creates or modifies the value of a field in a hash.", hash::hset),
@@ -259,8 +263,8 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("zremrangebylex", 4, "write", K1, "sortedset", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex),
         c("zpopmin", -2, "write fast", K1, "sortedset", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin),
         c("zpopmax", -2, "write fast", K1, "sortedset", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax),
-        c("bzpopmin", -3, "write fast blocking", (1, -2, 1), "sortedset", "Removes and returns the member with the lowest score from one or more sorted sets, or blocks.", zset::bzpopmin),
-        c("bzpopmax", -3, "write fast blocking", (1, -2, 1), "sortedset", "Removes and returns the member with the highest score from one or more sorted sets, or blocks.", zset::bzpopmax),
+        c("bzpopmin", -3, "write fast blocking noscript", (1, -2, 1), "sortedset", "Removes and returns the member with the lowest score from one or more sorted sets, or blocks.", zset::bzpopmin),
+        c("bzpopmax", -3, "write fast blocking noscript", (1, -2, 1), "sortedset", "Removes and returns the member with the highest score from one or more sorted sets, or blocks.", zset::bzpopmax),
         c("zmpop", -4, "write", NOKEY, "sortedset", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", zset::zmpop).numkeys_at(1),
         c("bzmpop", -5, "write blocking", NOKEY, "sortedset", "Removes and returns a member by score from one or more sorted sets, or blocks.", zset::bzmpop).numkeys_at(2),
         c("zrandmember", -2, "readonly", K1, "sortedset", "Returns one or more random members from a sorted set.", zset::zrandmember),
@@ -299,6 +303,22 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("xpending", -3, "readonly", K1, "stream", "Returns the information and entries from a stream consumer group's pending entries list.", stream_group::xpending),
         c("xclaim", -6, "write fast", K1, "stream", "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", stream_group::xclaim),
         c("xautoclaim", -6, "write fast", K1, "stream", "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.", stream_group::xautoclaim),
+        // pub/sub
+        c("subscribe", -2, "pubsub noscript loading stale", NOKEY, "pubsub", "Listens for messages published to channels.", pubsub::subscribe),
+        c("unsubscribe", -1, "pubsub noscript loading stale", NOKEY, "pubsub", "Stops listening to messages posted to channels.", pubsub::unsubscribe),
+        c("psubscribe", -2, "pubsub noscript loading stale", NOKEY, "pubsub", "Listens for messages published to channels that match one or more patterns.", pubsub::psubscribe),
+        c("punsubscribe", -1, "pubsub noscript loading stale", NOKEY, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", pubsub::punsubscribe),
+        c("ssubscribe", -2, "pubsub noscript loading stale", NOKEY, "pubsub", "Listens for messages published to shard channels.", pubsub::ssubscribe),
+        c("sunsubscribe", -1, "pubsub noscript loading stale", NOKEY, "pubsub", "Stops listening to messages posted to shard channels.", pubsub::sunsubscribe),
+        c("publish", 3, "pubsub loading stale fast", NOKEY, "pubsub", "Posts a message to a channel.", pubsub::publish),
+        c("spublish", 3, "pubsub loading stale fast", NOKEY, "pubsub", "Post a message to a shard channel", pubsub::spublish),
+        c("pubsub", -2, "", NOKEY, "pubsub", "A container for Pub/Sub commands.", pubsub::pubsub),
+        // scripting
+        c("eval", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Executes a server-side Lua script.", script::eval).numkeys_at(2).lock(All),
+        c("evalsha", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Executes a server-side Lua script by SHA1 digest.", script::evalsha).numkeys_at(2).lock(All),
+        c("eval_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Executes a read-only server-side Lua script.", script::eval_ro).numkeys_at(2).lock(All),
+        c("evalsha_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", script::evalsha_ro).numkeys_at(2).lock(All),
+        c("script", -2, "noscript", NOKEY, "scripting", "A container for Lua scripts management commands.", script::script),
         // transactions
         c("multi", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Starts a transaction.", txn::multi),
         c("exec", 1, "noscript loading stale skip_slowlog", NOKEY, "transaction", "Executes all commands in a transaction.", txn::exec).lock(All),
@@ -307,7 +327,7 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("unwatch", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Forgets about watched keys of a transaction.", txn::unwatch),
         // connection and server
         c("ping", -1, "fast", NOKEY, "connection", "Returns the server's liveliness response.", server::ping),
-        c("echo", 2, "fast", NOKEY, "connection", "Returns the given string.", server::echo),
+        c("echo", 2, "fast loading stale", NOKEY, "connection", "Returns the given string.", server::echo),
         c("quit", -1, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Closes the connection.", server::quit),
         c("auth", -2, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Authenticates the connection.", server::auth),
         c("hello", -1, "noscript loading stale fast no_auth allow_busy", NOKEY, "connection", "Handshakes with the Redis server.", server::hello),
@@ -337,6 +357,7 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("module", -2, "admin noscript", NOKEY, "server", "A container for module commands.", server::module),
         c("replicaof", 3, "admin noscript stale no_async_loading", NOKEY, "server", "Configures a server as replica of another, or promotes it to a master.", server::replicaof),
         c("slaveof", 3, "admin noscript stale no_async_loading", NOKEY, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", server::replicaof),
+        c("monitor", 1, "admin noscript loading stale", NOKEY, "server", "Listens for all requests received by the server in real-time.", server::monitor),
         c("shutdown", -1, "admin noscript loading stale no_multi allow_busy", NOKEY, "server", "Synchronously saves the database(s) to disk and shuts down the Redis server.", server::shutdown),
     ]
 });
@@ -344,6 +365,20 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
 /// Lowercase name → index into COMMANDS.
 pub static INDEX: LazyLock<HashMap<&'static str, usize>> =
     LazyLock::new(|| COMMANDS.iter().enumerate().map(|(i, c)| (c.name, i)).collect());
+
+/// The name Redis shows for a call in errors and logs: `container|sub` for a known
+/// subcommand of a container command, else the command's name.
+pub fn full_name(spec: &CommandSpec, argv: &[&[u8]]) -> String {
+    let sub = argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
+    let known = super::args::SUBCOMMANDS
+        .iter()
+        .find(|(c, _)| *c == spec.name)
+        .is_some_and(|(_, subs)| sub.as_ref().is_some_and(|s| subs.iter().any(|(n, _)| n == s)));
+    match sub {
+        Some(s) if known => format!("{}|{s}", spec.name),
+        _ => spec.name.to_string(),
+    }
+}
 
 /// Positions of the key arguments of a call (validated against the argument count).
 pub fn key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {

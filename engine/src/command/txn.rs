@@ -134,7 +134,7 @@ pub fn exec(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-fn run_stats(srv: &Server, idx: usize, start: Instant, failed: bool) {
+pub(crate) fn run_stats(srv: &Server, idx: usize, start: Instant, failed: bool) {
     let st = &srv.stats.per_command[idx];
     st.calls.fetch_add(1, Ordering::Relaxed);
     st.usec.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);

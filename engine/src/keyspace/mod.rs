@@ -106,6 +106,12 @@ impl Keyspace {
         self.shards[id as usize].lock()
     }
 
+    /// Locks one shard if it is free (background work skips shards a command holds).
+    pub fn try_lock_one(&self, id: u32) -> Option<MutexGuard<'_, Shard>> {
+        assert_not_holding_guards();
+        self.shards[id as usize].try_lock()
+    }
+
     pub fn num_shards(&self) -> usize {
         self.shards.len()
     }

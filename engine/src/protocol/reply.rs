@@ -94,6 +94,10 @@ impl<'a> ReplyWriter<'a> {
     pub fn array_len(&mut self, n: usize) {
         self.line(b'*', n as i64);
     }
+    /// An out-of-band push (`>n` in RESP3, an array in RESP2): pub/sub messages.
+    pub fn push_len(&mut self, n: usize) {
+        self.line(if self.resp3 { b'>' } else { b'*' }, n as i64);
+    }
     /// A map of `n` pairs (`%n` in RESP3, a flat array of 2n in RESP2).
     pub fn map_len(&mut self, n: usize) {
         if self.resp3 {

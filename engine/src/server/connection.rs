@@ -34,10 +34,26 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
         if inbuf.capacity() - inbuf.len() < 4096 {
             inbuf.reserve(16 * 1024);
         }
-        // CLIENT KILL and shutdown shut the socket down, which ends this read.
-        let n = match stream.read_buf(&mut inbuf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        // CLIENT KILL and shutdown shut the socket down, which ends this read. A subscribed
+        // client also wakes for published messages.
+        let read = if conn.receives_pushes() {
+            tokio::select! {
+                r = stream.read_buf(&mut inbuf) => Some(r),
+                _ = info.mailbox_notify.notified() => None,
+            }
+        } else {
+            Some(stream.read_buf(&mut inbuf).await)
+        };
+        let n = match read {
+            None => {
+                crate::pubsub::drain_mailbox(&info, &mut out);
+                if !flush(&srv, &mut stream, &mut out).await {
+                    break;
+                }
+                continue;
+            }
+            Some(Ok(0) | Err(_)) => break,
+            Some(Ok(n)) => n,
         };
         srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
         info.last_active_ms.store(srv.started.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -102,11 +118,16 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
             tracing::warn!(client = info.id, "closing client that exceeded the query buffer limit");
             break;
         }
+        if conn.receives_pushes() {
+            crate::pubsub::drain_mailbox(&info, &mut out);
+        }
         if !flush(&srv, &mut stream, &mut out).await {
             break;
         }
     }
     command::txn::release_watches(&srv.keyspace, &mut conn);
+    command::pubsub::unsubscribe_all(&srv, &mut conn);
+    srv.monitors.remove(info.id);
     srv.clients.lock().remove(&info.id);
 }
 
@@ -134,6 +155,8 @@ async fn wait_and_retry(
     // A blocking command keeps the deadline of its first attempt across wake-ups.
     let mut deadline: Option<Option<Instant>> = None;
     loop {
+        // A blocked command was dispatched (and shown to MONITOR) already; a paused one was not.
+        let was_blocked = matches!(outcome, Outcome::Block(_));
         match outcome {
             Outcome::Paused(until) => {
                 let wait = (until - super::state::now_ms()).clamp(1, 50);
@@ -156,7 +179,9 @@ async fn wait_and_retry(
             Outcome::Done => return flush(srv, stream, out).await,
         }
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        conn.retrying = was_blocked;
         outcome = command::execute(srv, conn, &args, out);
+        conn.retrying = false;
     }
 }
 

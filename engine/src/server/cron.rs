@@ -1,5 +1,6 @@
 //! Periodic work (every 100 ms, as Redis's `hz 10`): active expiry, the ops/sec sample, and
-//! giving table memory back after mass deletions.
+//! giving table memory back after mass deletions. It runs on the control thread and never
+//! waits for a shard lock, so a long script or transaction can't stall accepting clients.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -32,7 +33,9 @@ pub async fn run(srv: Arc<Server>) {
             last_cmds = cmds;
             last_at = Instant::now();
             for id in srv.keyspace.all_shard_ids() {
-                srv.keyspace.lock_one(id).maybe_shrink();
+                if let Some(mut shard) = srv.keyspace.try_lock_one(id) {
+                    shard.maybe_shrink();
+                }
             }
         }
     }
@@ -44,7 +47,8 @@ pub fn active_expire(srv: &Server) {
     let start = Instant::now();
     let now = now_ms();
     for id in srv.keyspace.all_shard_ids() {
-        let mut shard = srv.keyspace.lock_one(id);
+        // A shard a command holds (a long script, EXEC) is swept on a later tick.
+        let Some(mut shard) = srv.keyspace.try_lock_one(id) else { continue };
         if shard.volatile == 0 {
             continue;
         }

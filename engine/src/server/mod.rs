@@ -1,8 +1,11 @@
-//! The engine's network server: a listener, `threads` reactor threads (each a single-threaded
-//! tokio runtime) sharing the keyspace, and the periodic cron.
+//! The engine's network server: a control thread and `threads` reactor threads (each a
+//! single-threaded tokio runtime) sharing the keyspace.
 //!
-//! Reactor 0 runs on the caller's thread and also owns the listener, the cron and signal
-//! handling; accepted connections are handed to reactors round-robin.
+//! The control thread (the caller's) owns the listener, the cron and signal handling, and
+//! hands accepted connections to the reactors round-robin. It never runs commands on shard
+//! locks, so a long Lua script can't stop it: while a script is busy (past the busy
+//! threshold) it serves new connections itself, which is how an operator reaches SCRIPT KILL
+//! or SHUTDOWN NOSAVE, as with Redis.
 
 pub mod connection;
 pub mod cron;
@@ -55,10 +58,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let srv = Server::new(config);
     srv.port.store(local.port() as u64, Ordering::Relaxed);
 
-    // Reactors 1..n on their own threads.
+    // Reactors on their own threads.
     let mut senders = Vec::new();
     let mut handles = Vec::new();
-    for i in 1..threads {
+    for i in 0..threads {
         let (tx, rx) = mpsc::unbounded_channel::<Handoff>();
         senders.push(tx);
         let srv = srv.clone();
@@ -97,12 +100,15 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                 r = listener.accept() => {
                     let Ok((stream, peer)) = r else { continue };
                     let info = register_client(&srv0, peer, local, std::os::fd::AsRawFd::as_raw_fd(&stream));
+                    if srv0.scripts.busy() {
+                        // The reactors may all be stuck behind the script: serve it here.
+                        tokio::task::spawn_local(connection::serve(srv0.clone(), stream, info));
+                        continue;
+                    }
                     let target = next % threads;
                     next = next.wrapping_add(1);
-                    if target == 0 {
-                        tokio::task::spawn_local(connection::serve(srv0.clone(), stream, info));
-                    } else if let Ok(std_stream) = stream.into_std() {
-                        let _ = senders[target - 1].send((std_stream, info));
+                    if let Ok(std_stream) = stream.into_std() {
+                        let _ = senders[target].send((std_stream, info));
                     }
                 }
                 _ = recv(&mut sigint) => {

@@ -63,6 +63,15 @@ pub struct ClientInfo {
     pub unblock: AtomicU8,
     /// Woken to make the connection notice `killed` or `unblock`.
     pub wake: Notify,
+    /// Pub/sub messages waiting to be written, and the signal that some arrived.
+    pub mailbox: Mutex<bytes::BytesMut>,
+    pub mailbox_notify: Notify,
+    /// Subscriptions: channels, patterns, shard channels (CLIENT LIST).
+    pub sub: AtomicUsize,
+    pub psub: AtomicUsize,
+    pub ssub: AtomicUsize,
+    /// In MONITOR mode (CLIENT LIST flag O).
+    pub monitor: AtomicBool,
 }
 
 impl ClientInfo {
@@ -85,7 +94,21 @@ impl ClientInfo {
             killed: AtomicBool::new(false),
             unblock: AtomicU8::new(0),
             wake: Notify::new(),
+            mailbox: Mutex::new(bytes::BytesMut::new()),
+            mailbox_notify: Notify::new(),
+            sub: AtomicUsize::new(0),
+            psub: AtomicUsize::new(0),
+            ssub: AtomicUsize::new(0),
+            monitor: AtomicBool::new(false),
         }
+    }
+
+    /// Asks the connection to close at its next wake-up (without the registry lock, so
+    /// without shutting the socket down: the connection is woken through its mailbox).
+    pub fn request_kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+        self.mailbox_notify.notify_one();
     }
 
     /// Marks the client killed, wakes it if it is parked (blocked, paused) and shuts its
@@ -230,6 +253,10 @@ pub struct Server {
     pub config: EngineConfig,
     /// Users, permissions and the ACL log.
     pub acl: crate::acl::Acl,
+    pub pubsub: crate::pubsub::PubSub,
+    pub monitors: crate::monitor::Monitors,
+    /// Lua script bodies (EVALSHA) and the running script's state (SCRIPT KILL).
+    pub scripts: Arc<crate::scripting::ScriptCache>,
     pub keyspace: Keyspace,
     pub runtime: Runtime,
     pub stats: Stats,
@@ -267,6 +294,9 @@ impl Server {
             keyspace,
             config,
             acl: crate::acl::Acl::default(),
+            pubsub: crate::pubsub::PubSub::default(),
+            monitors: crate::monitor::Monitors::default(),
+            scripts: Arc::default(),
             stats,
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
@@ -286,6 +316,8 @@ impl Server {
 
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        // A running script stops too (SHUTDOWN NOSAVE ends even an unkillable one).
+        self.scripts.kill_requested.store(true, Ordering::SeqCst);
         self.shutdown_notify.notify_waiters();
         for c in self.clients.lock().values() {
             c.kill_locked();

@@ -1,0 +1,226 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT. The Lua side is in `crate::scripting`;
+//! here a script's `redis.call` runs command handlers on the EVAL's locks (every shard, like
+//! EXEC) and converts their replies.
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+
+use mlua::{Function, Lua, MultiValue, Value};
+
+use super::args::{err, int, is, subcommand_error, CmdError};
+use super::{arity_ok, lookup, txn, CmdResult, Ctx};
+use crate::acl::Denied;
+use crate::scripting::{self, lua_to_reply, reply_to_lua, ScriptError};
+
+pub fn eval(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    eval_generic(ctx, argv, false, false)
+}
+pub fn evalsha(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    eval_generic(ctx, argv, true, false)
+}
+pub fn eval_ro(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    eval_generic(ctx, argv, false, true)
+}
+pub fn evalsha_ro(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    eval_generic(ctx, argv, true, true)
+}
+
+fn error_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set("err", msg)?;
+    Ok(Value::Table(t))
+}
+
+/// What `redis.call(...)` does: checks, runs the command, converts its reply.
+fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> mlua::Result<(bool, Value)> {
+    let fail = |msg: &str| -> mlua::Result<(bool, Value)> { Ok((false, error_table(lua, msg)?)) };
+    let argv = match scripting::call_args(&args) {
+        Ok(a) => a,
+        Err(msg) => return fail(msg),
+    };
+    let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+    let Some((idx, spec)) = lookup(argv[0]) else {
+        return fail("ERR Unknown Redis command called from script");
+    };
+    if !arity_ok(spec, argv.len()) {
+        return fail("ERR Wrong number of args calling Redis command from script");
+    }
+    if spec.flags.contains(&"noscript") {
+        return fail("ERR This Redis command is not allowed from script");
+    }
+    if readonly && spec.write {
+        return fail("ERR Write commands are not allowed from read-only scripts.");
+    }
+    if let Err(denied) = ctx.conn.user.check(idx, &argv) {
+        let info = super::server::client_line(ctx.srv, &ctx.conn.info);
+        ctx.srv.acl.log_denied(&denied, "lua", &ctx.conn.user.name, info);
+        return fail(match denied {
+            Denied::Command(_) => "ERR The user executing the script can't run this command or subcommand",
+            Denied::Key(_) => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
+            Denied::Channel(_) => "ERR The user executing the script can't publish to the channel mentioned in the command",
+        });
+    }
+    if spec.monitored && ctx.srv.monitors.active() {
+        ctx.srv.monitors.feed(ctx.data.db, "lua", &argv);
+    }
+    let resp3 = scripting::resp_version(lua) == 3;
+    let (saved_resp3, saved_spec) = (ctx.out.resp3, ctx.spec);
+    ctx.out.resp3 = resp3;
+    ctx.spec = spec;
+    let start_len = ctx.out.buf.len();
+    let started = std::time::Instant::now();
+    let r = (spec.handler)(ctx, &argv);
+    if let Err(e) = &r {
+        ctx.out.error(&e.to_string());
+    }
+    let reply = ctx.out.buf.split_off(start_len);
+    ctx.out.resp3 = saved_resp3;
+    ctx.spec = saved_spec;
+    txn::run_stats(ctx.srv, idx, started, r.is_err());
+    if spec.write {
+        ctx.srv.scripts.wrote.store(true, Ordering::Relaxed);
+    }
+    let (v, _) = reply_to_lua(lua, &reply)?;
+    if let Some(e) = scripting::table_field(&v, "err") {
+        let msg = e.to_string().unwrap_or_default();
+        return fail(&msg);
+    }
+    Ok((true, v))
+}
+
+fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> CmdResult {
+    let numkeys = int(argv[2])?;
+    if numkeys < 0 {
+        return Err(err("ERR Number of keys can't be negative"));
+    }
+    if numkeys as usize > argv.len() - 3 {
+        return Err(err("ERR Number of keys can't be greater than number of args"));
+    }
+    let keys = &argv[3..3 + numkeys as usize];
+    let args = &argv[3 + numkeys as usize..];
+    let cache = ctx.srv.scripts.clone();
+    let (sha, body) = if by_sha {
+        let sha = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
+        match cache.get(&sha) {
+            Some(b) => (sha, b),
+            None => return Err(err("NOSCRIPT No matching script. Please use EVAL.")),
+        }
+    } else {
+        (scripting::sha1_hex(argv[1]), std::sync::Arc::from(argv[1]))
+    };
+    let (db, in_exec) = (ctx.conn.db, ctx.in_exec);
+    ctx.in_exec = true;
+    cache.wrote.store(false, Ordering::Relaxed);
+    cache.kill_requested.store(false, Ordering::Relaxed);
+    cache.started_ms.store(crate::server::state::now_ms(), Ordering::Relaxed);
+    cache.running.store(true, Ordering::Release);
+    let outcome = scripting::with_vm(&cache, |vm| -> Result<(Value, bool), ScriptError> {
+        let f: Function = vm.function(&sha, &body)?;
+        if !by_sha {
+            cache.insert(&body);
+        }
+        let ctx_cell = RefCell::new(&mut *ctx);
+        let run = vm.lua.scope(|scope| {
+            // redis.call raises the command's error (with the calling line); redis.pcall
+            // returns it as an error table. Both are Rust functions, so a `return
+            // redis.call(...)` tail call keeps the script's frame for the line number.
+            let call = scope.create_function(|lua, a: MultiValue| {
+                let mut c = ctx_cell.borrow_mut();
+                match script_call(lua, &mut c, a, readonly)? {
+                    (true, v) => Ok(v),
+                    (false, e) => {
+                        let err = scripting::table_field(&e, "err").and_then(|v| v.to_string().ok()).unwrap_or_default();
+                        Err(mlua::Error::external(scripting::CallError { err, line: scripting::script_line(lua) }))
+                    }
+                }
+            })?;
+            let pcall = scope.create_function(|lua, a: MultiValue| {
+                let mut c = ctx_cell.borrow_mut();
+                script_call(lua, &mut c, a, readonly).map(|(_, v)| v)
+            })?;
+            vm.redis.raw_set("call", call)?;
+            vm.redis.raw_set("pcall", pcall)?;
+            let r = vm.run(&f, keys, args, &sha);
+            vm.redis.raw_set("call", Value::Nil)?;
+            vm.redis.raw_set("pcall", Value::Nil)?;
+            Ok(r)
+        });
+        let result = run.map_err(|e| ScriptError::Reply(format!("ERR {e}")))??;
+        Ok((result, scripting::resp_version(&vm.lua) == 3))
+    });
+    cache.running.store(false, Ordering::Release);
+    cache.kill_requested.store(false, Ordering::Relaxed);
+    ctx.in_exec = in_exec;
+    // SELECT inside a script does not change the caller's database.
+    ctx.conn.db = db;
+    ctx.data.db = db;
+    ctx.conn.info.db.store(db, Ordering::Relaxed);
+    match outcome {
+        Ok((v, resp3)) => {
+            lua_to_reply(&mut ctx.out, &v, resp3, 0);
+            Ok(())
+        }
+        Err(ScriptError::Compile(msg)) | Err(ScriptError::Reply(msg)) => Err(CmdError::Msg(msg)),
+    }
+}
+
+pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
+    let cache = ctx.srv.scripts.clone();
+    match (sub.as_str(), argv.len()) {
+        ("load", 3) => {
+            scripting::with_vm(&cache, |vm| scripting::compile(&vm.lua, argv[2]).map(|_| ())).map_err(|e| match e {
+                ScriptError::Compile(m) | ScriptError::Reply(m) => CmdError::Msg(m),
+            })?;
+            let sha = cache.insert(argv[2]);
+            ctx.out.bulk(sha.as_bytes());
+        }
+        ("exists", n) if n >= 3 => {
+            ctx.out.array_len(n - 2);
+            for sha in &argv[2..] {
+                ctx.out.int(cache.contains(&String::from_utf8_lossy(sha).to_ascii_lowercase()) as i64);
+            }
+        }
+        ("flush", 2 | 3) => {
+            if let Some(mode) = argv.get(2) {
+                if !(is(mode, "SYNC") || is(mode, "ASYNC")) {
+                    return Err(err("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
+                }
+            }
+            cache.flush();
+            ctx.out.ok();
+        }
+        ("kill", 2) => {
+            if !cache.running.load(Ordering::Acquire) {
+                return Err(err("NOTBUSY No scripts in execution right now."));
+            }
+            if cache.wrote.load(Ordering::Relaxed) {
+                return Err(err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
+            }
+            cache.kill_requested.store(true, Ordering::Relaxed);
+            ctx.out.ok();
+        }
+        ("debug", 3) => return Err(err("ERR SCRIPT DEBUG (the Lua debugger) is not supported by Terrace")),
+        ("help", 2) => ctx.out.help(&[
+            "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+            "HELP",
+            "    Prints this help.",
+        ]),
+        _ => return Err(subcommand_error("script", argv)),
+    }
+    Ok(())
+}
