@@ -1094,3 +1094,55 @@ fn monitor_and_scripting() {
     assert_eq!(q::<String>(&mut c, &["GET", "s"]), "0xy");
     assert!(mon.read_available().contains("while true do end"));
 }
+
+#[test]
+fn client_side_caching_invalidations() {
+    let e = Engine::start(&[]);
+    let mut writer = e.client();
+    q::<()>(&mut writer, &["SET", "user:1", "a"]);
+
+    // Default mode, RESP3: keys the client read are invalidated when anyone changes them.
+    let mut cache = e.raw();
+    cache.cmd(&["HELLO", "3"]);
+    assert_eq!(cache.cmd(&["CLIENT", "TRACKING", "ON"]), "+OK\r\n");
+    assert_eq!(cache.cmd(&["GET", "user:1"]), "$1\r\na\r\n");
+    q::<()>(&mut writer, &["SET", "user:1", "b"]);
+    cache.expect(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$6\r\nuser:1\r\n");
+    // Once invalidated, the key is forgotten until read again.
+    q::<()>(&mut writer, &["SET", "user:1", "c"]);
+    assert_eq!(cache.cmd(&["PING"]), "+PONG\r\n");
+    // Expiry and deletion invalidate too; its own writes as well (no NOLOOP).
+    cache.cmd(&["GET", "user:1"]);
+    q::<()>(&mut writer, &["PEXPIRE", "user:1", "1"]);
+    cache.expect(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$6\r\nuser:1\r\n");
+    cache.cmd(&["GET", "own"]);
+    // As in Redis 7, a client's own invalidation follows its command's reply.
+    assert_eq!(cache.cmd(&["SET", "own", "1"]), "+OK\r\n>2\r\n$10\r\ninvalidate\r\n*1\r\n$3\r\nown\r\n");
+    // FLUSHALL invalidates everything at once (a null key list).
+    q::<()>(&mut writer, &["FLUSHALL"]);
+    cache.expect(b">2\r\n$10\r\ninvalidate\r\n_\r\n");
+
+    // RESP2 with REDIRECT: invalidations arrive on the __redis__:invalidate channel of the
+    // redirect target.
+    let mut sink = e.raw();
+    let sink_id: i64 = sink.cmd(&["CLIENT", "ID"]).trim_start_matches(':').trim().parse().unwrap();
+    sink.cmd(&["SUBSCRIBE", "__redis__:invalidate"]);
+    let mut reader = e.client();
+    let id = sink_id.to_string();
+    assert_eq!(q::<String>(&mut reader, &["CLIENT", "TRACKING", "ON", "REDIRECT", &id]), "OK");
+    assert_eq!(q::<i64>(&mut reader, &["CLIENT", "GETREDIR"]), sink_id);
+    q::<Value>(&mut reader, &["GET", "k2"]);
+    q::<()>(&mut writer, &["SET", "k2", "v"]);
+    sink.expect(b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$2\r\nk2\r\n");
+
+    // BCAST with a prefix and NOLOOP: every change under the prefix, except one's own.
+    let mut bcast = e.raw();
+    bcast.cmd(&["HELLO", "3"]);
+    assert_eq!(bcast.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "obj:", "NOLOOP"]), "+OK\r\n");
+    q::<()>(&mut writer, &["SET", "obj:7", "x"]);
+    q::<()>(&mut writer, &["SET", "other", "x"]);
+    bcast.expect(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\nobj:7\r\n");
+    assert_eq!(bcast.cmd(&["SET", "obj:8", "mine"]), "+OK\r\n");
+    let info = bcast.cmd(&["CLIENT", "TRACKINGINFO"]);
+    assert!(info.contains("bcast") && info.contains("noloop") && info.contains("obj:"), "{info}");
+}

@@ -63,7 +63,7 @@ pub fn count(arg: &[u8]) -> Result<usize, CmdError> {
 /// Subcommands of container commands with their arity (as in Redis 7.0's command table).
 pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
     ("client", &[("id", 2), ("getname", 2), ("setname", 3), ("setinfo", 4), ("info", 2), ("list", -2), ("kill", -3),
-        ("unblock", -3), ("reply", 3), ("pause", -3), ("unpause", 2), ("getredir", 2), ("trackinginfo", 2),
+        ("unblock", -3), ("reply", 3), ("pause", -3), ("unpause", 2), ("getredir", 2), ("trackinginfo", 2), ("tracking", -3), ("caching", 3),
         ("no-evict", 3), ("help", 2)]),
     ("object", &[("encoding", 3), ("freq", 3), ("idletime", 3), ("refcount", 3), ("help", 2)]),
     ("config", &[("get", -3), ("set", -4), ("resetstat", 2), ("rewrite", 2), ("help", 2)]),

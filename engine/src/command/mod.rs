@@ -67,12 +67,16 @@ pub struct Conn {
     pub monitor: bool,
     /// Re-running a command after a wake-up (blocked or paused): MONITOR saw it already.
     pub retrying: bool,
+    /// CLIENT TRACKING options while tracking is on.
+    pub tracking: Option<crate::tracking::Options>,
+    /// CLIENT CACHING YES/NO for the next command.
+    pub caching: Option<bool>,
 }
 
 impl Conn {
     /// Whether the connection receives pushes (pub/sub messages, MONITOR lines).
     pub fn receives_pushes(&self) -> bool {
-        self.monitor || self.subs.any()
+        self.monitor || self.subs.any() || self.tracking.is_some() || self.info.push_target.load(Ordering::Relaxed)
     }
 
     pub fn new(info: Arc<ClientInfo>, srv: &Server) -> Conn {
@@ -92,6 +96,8 @@ impl Conn {
             subs: pubsub::Subscriptions::default(),
             monitor: false,
             retrying: false,
+            tracking: None,
+            caching: None,
         }
     }
 }
@@ -330,6 +336,28 @@ pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> 
     }
 }
 
+/// CLIENT TRACKING: remembers the keys a tracking client's read command used (default mode,
+/// subject to OPTIN/OPTOUT and CLIENT CACHING), and consumes the CACHING flag.
+pub fn track_reads(srv: &Server, conn: &mut Conn, spec: &CommandSpec, argv: &[&[u8]]) {
+    let Some(t) = &conn.tracking else { return };
+    let caching_cmd = spec.name == "client" && argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"caching"));
+    if spec.flags.contains(&"readonly") && !t.bcast {
+        let wanted = if t.optin {
+            conn.caching == Some(true)
+        } else if t.optout {
+            conn.caching != Some(false)
+        } else {
+            true
+        };
+        if wanted {
+            srv.tracking.remember(conn.info.id, table::key_positions(spec, argv).into_iter().map(|i| argv[i]));
+        }
+    }
+    if !caching_cmd && conn.multi.is_none() {
+        conn.caching = None;
+    }
+}
+
 /// What may run while a script is busy: SCRIPT KILL, SHUTDOWN, and the connection
 /// commands Redis flags `allow_busy`.
 fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
@@ -500,6 +528,10 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
     };
     let micros = finish(srv, idx, start, result.is_err(), hits, misses, &ready);
     srv.slowlog.maybe_record(argv, micros, &conn.info);
+    if crate::tracking::any() {
+        track_reads(srv, conn, spec, argv);
+        srv.tracking.flush(&srv.clients, Some(conn.info.id));
+    }
     if close {
         return Outcome::Close;
     }

@@ -187,6 +187,9 @@ fn flush_db(ctx: &mut Ctx, db: usize) {
 pub fn flushdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     flush_mode(argv)?;
     flush_db(ctx, ctx.data.db);
+    if crate::tracking::any() {
+        ctx.srv.tracking.invalidate_all(&ctx.srv.clients);
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -195,6 +198,9 @@ pub fn flushall(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     flush_mode(argv)?;
     for db in 0..NUM_DBS {
         flush_db(ctx, db);
+    }
+    if crate::tracking::any() {
+        ctx.srv.tracking.invalidate_all(&ctx.srv.clients);
     }
     ctx.out.ok();
     Ok(())
@@ -234,6 +240,9 @@ pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
     super::pubsub::unsubscribe_all(ctx.srv, ctx.conn);
     ctx.srv.monitors.remove(ctx.conn.info.id);
+    ctx.srv.tracking.disable(ctx.conn.info.id);
+    ctx.conn.tracking = None;
+    ctx.conn.caching = None;
     ctx.conn.monitor = false;
     ctx.conn.info.monitor.store(false, Ordering::Relaxed);
     ctx.conn.user = ctx.srv.acl.default_user();
@@ -257,6 +266,137 @@ pub fn cluster(_ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
     }
     Err(err("ERR This instance has cluster support disabled"))
+}
+
+/// CLIENT GETREDIR: -1 when not tracking, 0 without a redirect, else the target's id.
+fn redirect_of(ctx: &Ctx) -> i64 {
+    match &ctx.conn.tracking {
+        None => -1,
+        Some(t) => t.redirect.map(|r| r as i64).unwrap_or(0),
+    }
+}
+
+fn tracking_info(ctx: &mut Ctx) {
+    let mut flags: Vec<&str> = Vec::new();
+    let redirect = redirect_of(ctx);
+    match &ctx.conn.tracking {
+        None => flags.push("off"),
+        Some(t) => {
+            flags.push("on");
+            for (on, name) in [(t.bcast, "bcast"), (t.optin, "optin"), (t.optout, "optout")] {
+                if on {
+                    flags.push(name);
+                }
+            }
+            match ctx.conn.caching {
+                Some(true) => flags.push("caching-yes"),
+                Some(false) => flags.push("caching-no"),
+                None => {}
+            }
+            if t.noloop {
+                flags.push("noloop");
+            }
+            if t.redirect.is_some_and(|r| !ctx.srv.clients.lock().contains_key(&r)) {
+                flags.push("broken_redirect");
+            }
+        }
+    }
+    let prefixes: Vec<Vec<u8>> = ctx.conn.tracking.as_ref().map(|t| t.prefixes.clone()).unwrap_or_default();
+    ctx.out.map_len(3);
+    ctx.out.bulk(b"flags");
+    ctx.out.set_len(flags.len());
+    for f in flags {
+        ctx.out.bulk(f.as_bytes());
+    }
+    ctx.out.bulk(b"redirect");
+    ctx.out.int(redirect);
+    ctx.out.bulk(b"prefixes");
+    ctx.out.array_len(prefixes.len());
+    for p in prefixes {
+        ctx.out.bulk(&p);
+    }
+}
+
+/// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP].
+fn client_tracking(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let on = if is(argv[2], "ON") {
+        true
+    } else if is(argv[2], "OFF") {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let mut opts = crate::tracking::Options::default();
+    let mut i = 3;
+    while i < argv.len() {
+        let more = argv.len() - 1 - i;
+        if is(argv[i], "REDIRECT") && more > 0 {
+            i += 1;
+            let id = int(argv[i])?;
+            opts.redirect = Some(id as u64);
+        } else if is(argv[i], "BCAST") {
+            opts.bcast = true;
+        } else if is(argv[i], "OPTIN") {
+            opts.optin = true;
+        } else if is(argv[i], "OPTOUT") {
+            opts.optout = true;
+        } else if is(argv[i], "NOLOOP") {
+            opts.noloop = true;
+        } else if is(argv[i], "PREFIX") && more > 0 {
+            i += 1;
+            opts.prefixes.push(argv[i].to_vec());
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    if !on {
+        ctx.srv.tracking.disable(ctx.conn.info.id);
+        ctx.conn.tracking = None;
+        ctx.conn.caching = None;
+        ctx.out.ok();
+        return Ok(());
+    }
+    if !opts.prefixes.is_empty() && !opts.bcast {
+        return Err(err("ERR PREFIX option requires BCAST mode to be enabled"));
+    }
+    if let Some(old) = &ctx.conn.tracking {
+        if old.bcast != opts.bcast {
+            return Err(err("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
+        }
+        if (old.optin, old.optout) != (opts.optin, opts.optout) && (old.optin || old.optout) {
+            return Err(err("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
+        }
+        // Prefixes accumulate across calls, as in Redis.
+        let mut all = old.prefixes.clone();
+        all.extend(opts.prefixes.drain(..));
+        opts.prefixes = all;
+        opts.prefixes.dedup();
+    }
+    if opts.optin && opts.optout {
+        return Err(err("ERR You can't specify both OPTIN mode and OPTOUT mode"));
+    }
+    if opts.bcast && (opts.optin || opts.optout) {
+        return Err(err("ERR OPTIN and OPTOUT are not compatible with BCAST"));
+    }
+    if let Some((a, b)) = crate::tracking::prefixes_overlap(&opts.prefixes) {
+        return Err(err(format!(
+            "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b)
+        )));
+    }
+    let target = match opts.redirect {
+        Some(id) => match ctx.srv.clients.lock().get(&id).cloned() {
+            Some(t) => Some(t),
+            None => return Err(err("ERR The client ID you want redirect to does not exist")),
+        },
+        None => None,
+    };
+    ctx.srv.tracking.enable(&ctx.conn.info, opts.clone(), target.as_ref());
+    ctx.conn.tracking = Some(opts);
+    ctx.out.ok();
+    Ok(())
 }
 
 /// MONITOR: from now on the connection receives every command the server runs.
@@ -575,16 +715,28 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.srv.pause_until_ms.store(0, Ordering::Relaxed);
             ctx.out.ok();
         }
-        ("GETREDIR", 2) => ctx.out.int(-1),
-        ("TRACKINGINFO", 2) => {
-            ctx.out.map_len(3);
-            ctx.out.bulk(b"flags");
-            ctx.out.set_len(1);
-            ctx.out.bulk(b"off");
-            ctx.out.bulk(b"redirect");
-            ctx.out.int(-1);
-            ctx.out.bulk(b"prefixes");
-            ctx.out.array_len(0);
+        ("GETREDIR", 2) => ctx.out.int(redirect_of(ctx)),
+        ("TRACKINGINFO", 2) => tracking_info(ctx),
+        ("TRACKING", n) if n >= 3 => client_tracking(ctx, argv)?,
+        ("CACHING", 3) => {
+            let (optin, optout) = ctx.conn.tracking.as_ref().map(|t| (t.optin, t.optout)).unwrap_or((false, false));
+            if !optin && !optout {
+                return Err(err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"));
+            }
+            if is(argv[2], "YES") {
+                if !optin {
+                    return Err(err("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."));
+                }
+                ctx.conn.caching = Some(true);
+            } else if is(argv[2], "NO") {
+                if !optout {
+                    return Err(err("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."));
+                }
+                ctx.conn.caching = Some(false);
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            ctx.out.ok();
         }
         ("NO-EVICT", 3) => {
             let on = if is(argv[2], "ON") {

@@ -125,6 +125,9 @@ pub fn exec(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
             ctx.out.error(&e.to_string());
         }
         run_stats(ctx.srv, idx, start, r.is_err());
+        if ctx.conn.tracking.is_some() {
+            super::track_reads(ctx.srv, ctx.conn, spec, &argv);
+        }
         if ctx.close {
             break;
         }

@@ -118,6 +118,7 @@ impl Shard {
     /// Marks a key modified for WATCH.
     #[inline]
     pub fn touch(&mut self, key: &[u8]) {
+        crate::tracking::note_modified(key);
         if !self.watched.is_empty() {
             if let Some((_, epoch)) = self.watched.get_mut(key) {
                 *epoch += 1;

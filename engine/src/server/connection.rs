@@ -128,6 +128,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
     command::txn::release_watches(&srv.keyspace, &mut conn);
     command::pubsub::unsubscribe_all(&srv, &mut conn);
     srv.monitors.remove(info.id);
+    srv.tracking.disable(info.id);
     srv.clients.lock().remove(&info.id);
 }
 

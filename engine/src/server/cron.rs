@@ -25,6 +25,9 @@ pub async fn run(srv: Arc<Server>) {
         if srv.active_expire.load(Ordering::Relaxed) {
             active_expire(&srv);
         }
+        if crate::tracking::any() {
+            srv.tracking.flush(&srv.clients, None);
+        }
         n += 1;
         if n % 10 == 0 {
             let cmds = srv.stats.commands_processed.load(Ordering::Relaxed);

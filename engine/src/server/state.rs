@@ -72,6 +72,8 @@ pub struct ClientInfo {
     pub ssub: AtomicUsize,
     /// In MONITOR mode (CLIENT LIST flag O).
     pub monitor: AtomicBool,
+    /// Another client redirects its tracking invalidations here.
+    pub push_target: AtomicBool,
 }
 
 impl ClientInfo {
@@ -100,6 +102,7 @@ impl ClientInfo {
             psub: AtomicUsize::new(0),
             ssub: AtomicUsize::new(0),
             monitor: AtomicBool::new(false),
+            push_target: AtomicBool::new(false),
         }
     }
 
@@ -255,6 +258,7 @@ pub struct Server {
     pub acl: crate::acl::Acl,
     pub pubsub: crate::pubsub::PubSub,
     pub monitors: crate::monitor::Monitors,
+    pub tracking: crate::tracking::Tracking,
     /// Lua script bodies (EVALSHA) and the running script's state (SCRIPT KILL).
     pub scripts: Arc<crate::scripting::ScriptCache>,
     pub keyspace: Keyspace,
@@ -296,6 +300,7 @@ impl Server {
             acl: crate::acl::Acl::default(),
             pubsub: crate::pubsub::PubSub::default(),
             monitors: crate::monitor::Monitors::default(),
+            tracking: crate::tracking::Tracking::default(),
             scripts: Arc::default(),
             stats,
             clients: Mutex::new(HashMap::new()),
