@@ -1146,3 +1146,68 @@ fn client_side_caching_invalidations() {
     let info = bcast.cmd(&["CLIENT", "TRACKINGINFO"]);
     assert!(info.contains("bcast") && info.contains("noloop") && info.contains("obj:"), "{info}");
 }
+
+#[test]
+fn snapshots_survive_a_restart() {
+    let mut e = Engine::start(&[]);
+    let mut c = e.client();
+    q::<()>(&mut c, &["SET", "s", "v"]);
+    q::<()>(&mut c, &["RPUSH", "l", "a", "b"]);
+    q::<()>(&mut c, &["HSET", "h", "f", "1"]);
+    q::<()>(&mut c, &["SADD", "set", "x"]);
+    q::<()>(&mut c, &["ZADD", "z", "1.5", "m"]);
+    q::<()>(&mut c, &["SET", "ttl", "v", "EX", "100"]);
+    q::<()>(&mut c, &["SET", "gone", "v", "PX", "1"]);
+    q::<()>(&mut c, &["SELECT", "3"]);
+    q::<()>(&mut c, &["SET", "in3", "three"]);
+    let before: i64 = q(&mut c, &["LASTSAVE"]);
+    assert_eq!(q::<String>(&mut c, &["SAVE"]), "OK");
+    assert!(q::<i64>(&mut c, &["LASTSAVE"]) >= before);
+    assert!(e.data_dir.join("dump.rdb").exists());
+    // The file is Redis's format: redis-check-rdb-compatible header and version.
+    let bytes = std::fs::read(e.data_dir.join("dump.rdb")).unwrap();
+    assert_eq!(&bytes[..9], b"REDIS0010");
+
+    e.restart(&[]);
+    let mut c = e.client();
+    assert_eq!(q::<String>(&mut c, &["GET", "s"]), "v");
+    assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]), vec!["a", "b"]);
+    assert_eq!(q::<String>(&mut c, &["HGET", "h", "f"]), "1");
+    assert_eq!(q::<i64>(&mut c, &["SISMEMBER", "set", "x"]), 1);
+    assert_eq!(q::<String>(&mut c, &["ZSCORE", "z", "m"]), "1.5");
+    let ttl: i64 = q(&mut c, &["TTL", "ttl"]);
+    assert!((90..=100).contains(&ttl), "{ttl}");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "gone"]), 0);
+    q::<()>(&mut c, &["SELECT", "3"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "in3"]), "three");
+
+    // BGSAVE runs in the background; a second one while it runs is refused or scheduled.
+    q::<()>(&mut c, &["SET", "after", "bg"]);
+    let r: String = q(&mut c, &["BGSAVE"]);
+    assert!(r == "Background saving started", "{r}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while q::<String>(&mut c, &["INFO", "persistence"]).contains("rdb_bgsave_in_progress:1") {
+        assert!(Instant::now() < deadline, "BGSAVE never finished");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(q::<String>(&mut c, &["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"));
+    // A stream can't be written yet: the save fails loudly, naming the key.
+    q::<String>(&mut c, &["XADD", "events", "*", "f", "v"]);
+    assert!(err(&mut c, &["SAVE"]).contains("'events'"));
+    q::<()>(&mut c, &["DEL", "events"]);
+    e.restart(&[]);
+    let mut c = e.client();
+    q::<()>(&mut c, &["SELECT", "3"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "after"]), "bg");
+
+    // A corrupt file stops the engine with an error naming it, rather than starting empty.
+    std::fs::write(e.data_dir.join("dump.rdb"), b"REDIS0010garbage-garbage").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
+        .args(["engine", "--port", "0", "--data-dir"])
+        .arg(&e.data_dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains("dump.rdb") && msg.contains("not a valid RDB file"), "{msg}");
+}

@@ -16,6 +16,7 @@ pub mod protocol;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
+pub mod snapshot;
 pub mod tracking;
 
 pub use config::{EngineConfig, EngineSettings};

@@ -5,13 +5,26 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running `terrace engine`, killed on drop.
+/// A running `terrace engine` with its own data directory; killed (and the directory
+/// removed) on drop.
 pub struct Engine {
     pub child: Child,
     pub port: u16,
+    pub data_dir: PathBuf,
+}
+
+/// A fresh, empty directory under the system temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!("terrace-test-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
 impl Engine {
@@ -20,8 +33,13 @@ impl Engine {
     }
 
     pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Engine {
+        Self::start_in(&temp_dir("engine"), extra, env)
+    }
+
+    /// Starts an engine on `data_dir` (which it keeps; a restart test reuses it).
+    pub fn start_in(data_dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Engine {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
-        cmd.args(["engine", "--port", "0"]).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
+        cmd.args(["engine", "--port", "0", "--data-dir"]).arg(data_dir).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -35,7 +53,17 @@ impl Engine {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
-        Engine { child, port }
+        Engine { child, port, data_dir: data_dir.to_path_buf() }
+    }
+
+    /// Kills the engine (no shutdown work) and starts a new one on the same data directory.
+    pub fn restart(&mut self, extra: &[&str]) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = self.data_dir.clone();
+        let next = Engine::start_in(&dir, extra, &[]);
+        let old = std::mem::replace(self, next);
+        std::mem::forget(old); // its process is gone and its directory is ours now
     }
 
     pub fn url(&self) -> String {
@@ -57,6 +85,10 @@ impl Drop for Engine {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }
 

@@ -13,7 +13,7 @@ use super::{CmdResult, Ctx};
 use crate::keyspace::value::{Bytes, BytesMap, ZSet};
 use crate::keyspace::{access, Collection, Entry, Meta, ValueRef};
 
-const RDB_VERSION: u16 = 10;
+pub(crate) const RDB_VERSION: u16 = 10;
 const T_STRING: u8 = 0;
 const T_LIST: u8 = 1;
 const T_SET: u8 = 2;
@@ -33,7 +33,7 @@ pub fn crc64(data: &[u8]) -> u64 {
     crc
 }
 
-fn put_len(out: &mut Vec<u8>, n: usize) {
+pub(crate) fn put_len(out: &mut Vec<u8>, n: usize) {
     if n < 64 {
         out.push(n as u8);
     } else if n < 16384 {
@@ -48,51 +48,65 @@ fn put_len(out: &mut Vec<u8>, n: usize) {
     }
 }
 
-fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     put_len(out, s.len());
     out.extend_from_slice(s);
 }
 
-/// Serializes an entry's value as a DUMP payload; None for streams, whose RDB encoding
-/// (listpacks in a radix tree) is not written yet.
-pub fn dump_value(e: &Entry) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    match e.value() {
-        ValueRef::Coll(Collection::Stream(_)) => return None,
-        ValueRef::Str(v) => {
-            out.push(T_STRING);
-            put_str(&mut out, v);
-        }
+/// Writes a value as an RDB object: its type byte, then `key` if given (RDB files put the key
+/// between type and value; DUMP payloads have none), then the value. False for streams, whose
+/// RDB encoding (listpacks in a radix tree) is not written yet.
+pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u8>) -> bool {
+    let t = match value {
+        ValueRef::Str(_) => T_STRING,
+        ValueRef::Coll(Collection::List(_)) => T_LIST,
+        ValueRef::Coll(Collection::Set(_)) => T_SET,
+        ValueRef::Coll(Collection::Hash(_)) => T_HASH,
+        ValueRef::Coll(Collection::ZSet(_)) => T_ZSET2,
+        ValueRef::Coll(Collection::Stream(_)) => return false,
+    };
+    out.push(t);
+    if let Some(k) = key {
+        put_str(out, k);
+    }
+    match value {
+        ValueRef::Str(v) => put_str(out, v),
         ValueRef::Coll(Collection::List(l)) => {
-            out.push(T_LIST);
-            put_len(&mut out, l.len());
+            put_len(out, l.len());
             for v in l {
-                put_str(&mut out, v);
+                put_str(out, v);
             }
         }
         ValueRef::Coll(Collection::Set(s)) => {
-            out.push(T_SET);
-            put_len(&mut out, s.len());
+            put_len(out, s.len());
             for (m, _) in s.iter() {
-                put_str(&mut out, m);
+                put_str(out, m);
             }
         }
         ValueRef::Coll(Collection::Hash(h)) => {
-            out.push(T_HASH);
-            put_len(&mut out, h.len());
+            put_len(out, h.len());
             for (f, v) in h.iter() {
-                put_str(&mut out, f);
-                put_str(&mut out, v);
+                put_str(out, f);
+                put_str(out, v);
             }
         }
         ValueRef::Coll(Collection::ZSet(z)) => {
-            out.push(T_ZSET2);
-            put_len(&mut out, z.len());
+            put_len(out, z.len());
             for e in &z.tree {
-                put_str(&mut out, &e.member);
+                put_str(out, &e.member);
                 out.extend_from_slice(&e.score.to_le_bytes());
             }
         }
+        ValueRef::Coll(Collection::Stream(_)) => unreachable!("refused above"),
+    }
+    true
+}
+
+/// Serializes an entry's value as a DUMP payload; None for streams.
+pub fn dump_value(e: &Entry) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    if !encode_object(e.value(), None, &mut out) {
+        return None;
     }
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(&out);
@@ -104,9 +118,9 @@ fn bad_payload() -> CmdError {
     err("ERR Bad data format")
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-    pos: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 /// A decoded length or a special string encoding.
@@ -116,12 +130,15 @@ enum Len {
 }
 
 impl<'a> Reader<'a> {
-    fn byte(&mut self) -> Result<u8, CmdError> {
+    pub(crate) fn new(b: &'a [u8]) -> Self {
+        Reader { b, pos: 0 }
+    }
+    pub(crate) fn byte(&mut self) -> Result<u8, CmdError> {
         let v = *self.b.get(self.pos).ok_or_else(bad_payload)?;
         self.pos += 1;
         Ok(v)
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CmdError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], CmdError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(bad_payload)?;
         let s = &self.b[self.pos..end];
         self.pos = end;
@@ -138,13 +155,13 @@ impl<'a> Reader<'a> {
             _ => return Err(bad_payload()),
         })
     }
-    fn len(&mut self) -> Result<usize, CmdError> {
+    pub(crate) fn len(&mut self) -> Result<usize, CmdError> {
         match self.len_or_enc()? {
             Len::Plain(n) => Ok(n),
             Len::Encoded(_) => Err(bad_payload()),
         }
     }
-    fn string(&mut self) -> Result<Vec<u8>, CmdError> {
+    pub(crate) fn string(&mut self) -> Result<Vec<u8>, CmdError> {
         match self.len_or_enc()? {
             Len::Plain(n) => Ok(self.take(n)?.to_vec()),
             Len::Encoded(0) => Ok((self.byte()? as i8).to_string().into_bytes()),
@@ -199,26 +216,15 @@ fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, CmdError> {
     Ok(out)
 }
 
-/// The value in a DUMP payload (after checking version and checksum).
-enum Restored {
+/// A decoded RDB object.
+pub(crate) enum Restored {
     Str(Vec<u8>),
     Coll(Collection),
 }
 
-fn parse_payload(p: &[u8]) -> Result<Restored, CmdError> {
-    let wrong = || err("ERR DUMP payload version or checksum are wrong");
-    if p.len() < 10 {
-        return Err(wrong());
-    }
-    let (body, footer) = p.split_at(p.len() - 10);
-    let version = u16::from_le_bytes([footer[0], footer[1]]);
-    let crc = u64::from_le_bytes(footer[2..].try_into().unwrap());
-    if version > RDB_VERSION || crc64(&p[..p.len() - 8]) != crc {
-        return Err(wrong());
-    }
-    let mut r = Reader { b: body, pos: 0 };
-    let t = r.byte()?;
-    let v = match t {
+/// Reads an RDB object's value of type `t` (the type byte already read).
+pub(crate) fn decode_value(r: &mut Reader, t: u8) -> Result<Restored, CmdError> {
+    Ok(match t {
         T_STRING => Restored::Str(r.string()?),
         T_LIST => {
             let n = r.len()?;
@@ -259,6 +265,25 @@ fn parse_payload(p: &[u8]) -> Result<Restored, CmdError> {
             }
             Restored::Coll(Collection::ZSet(z))
         }
+        _ => return Err(err(format!("ERR unsupported RDB object type {t}"))),
+    })
+}
+
+fn parse_payload(p: &[u8]) -> Result<Restored, CmdError> {
+    let wrong = || err("ERR DUMP payload version or checksum are wrong");
+    if p.len() < 10 {
+        return Err(wrong());
+    }
+    let (body, footer) = p.split_at(p.len() - 10);
+    let version = u16::from_le_bytes([footer[0], footer[1]]);
+    let crc = u64::from_le_bytes(footer[2..].try_into().unwrap());
+    if version > RDB_VERSION || crc64(&p[..p.len() - 8]) != crc {
+        return Err(wrong());
+    }
+    let mut r = Reader { b: body, pos: 0 };
+    let t = r.byte()?;
+    let v = match t {
+        T_STRING | T_LIST | T_SET | T_HASH | T_ZSET2 => decode_value(&mut r, t)?,
         _ => return Err(wrong()),
     };
     if r.pos != body.len() {

@@ -215,7 +215,36 @@ pub fn time(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn lastsave(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
-    ctx.out.int(now_us() / 1_000_000 - ctx.srv.started.elapsed().as_secs() as i64);
+    ctx.out.int(ctx.srv.snapshot.last_save.load(Ordering::Relaxed));
+    Ok(())
+}
+
+/// SAVE: writes `dump.rdb` now, from the shards this command holds (all of them).
+pub fn save(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    if ctx.srv.snapshot.in_progress.load(Ordering::Acquire) {
+        return Err(err("ERR Background save already in progress"));
+    }
+    crate::snapshot::save_with_guards(ctx.srv, &mut ctx.data.guards).map_err(|e| err(format!("ERR {e}")))?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// BGSAVE [SCHEDULE]: writes `dump.rdb` from a background thread.
+pub fn bgsave(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let schedule = match argv.get(1) {
+        None => false,
+        Some(a) if argv.len() == 2 && is(a, "SCHEDULE") => true,
+        _ => return Err(CmdError::Syntax),
+    };
+    let srv = ctx.srv.arc();
+    if crate::snapshot::start_background(&srv) {
+        ctx.out.simple("Background saving started");
+    } else if schedule {
+        ctx.srv.snapshot.scheduled.store(true, Ordering::Release);
+        ctx.out.simple("Background saving scheduled");
+    } else {
+        return Err(err("ERR Background save already in progress"));
+    }
     Ok(())
 }
 
@@ -1003,7 +1032,14 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         );
     }
     if want("persistence") {
-        s.push_str("# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n");
+        let snap = &srv.snapshot;
+        let _ = write!(
+            s,
+            "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n",
+            snap.in_progress.load(Ordering::Relaxed) as u8,
+            snap.last_save.load(Ordering::Relaxed),
+            if snap.last_ok.load(Ordering::Relaxed) { "ok" } else { "err" }
+        );
     }
     if want("stats") {
         let st = &srv.stats;

@@ -341,6 +341,8 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("info", -1, "loading stale", NOKEY, "server", "Returns information and statistics about the server.", server::info),
         c("config", -2, "admin noscript loading stale", NOKEY, "server", "A container for server configuration commands.", config::config),
         c("time", 1, "loading stale fast", NOKEY, "server", "Returns the server time.", server::time),
+        c("save", 1, "admin noscript no_async_loading no_multi", NOKEY, "server", "Synchronously saves the database(s) to disk.", server::save).lock(All),
+        c("bgsave", -1, "admin noscript no_async_loading", NOKEY, "server", "Asynchronously saves the database(s) to disk.", server::bgsave),
         c("lastsave", 1, "loading stale fast", NOKEY, "server", "Returns the Unix timestamp of the last successful save to disk.", server::lastsave),
         c("role", 1, "noscript loading stale fast", NOKEY, "server", "Returns the replication role.", server::role),
         c("command", -1, "loading stale", NOKEY, "server", "Returns detailed information about all commands.", server::command),

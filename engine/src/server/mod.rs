@@ -27,6 +27,8 @@ pub enum ServerError {
     Bind { addr: String, source: std::io::Error },
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot load the snapshot")]
+    Load(#[from] crate::snapshot::SnapshotError),
 }
 
 type Handoff = (std::net::TcpStream, Arc<ClientInfo>);
@@ -57,6 +59,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let Threads::Fixed(threads) = config.threads;
     let srv = Server::new(config);
     srv.port.store(local.port() as u64, Ordering::Relaxed);
+    let loaded = crate::snapshot::load(&srv)?;
+    if loaded > 0 {
+        tracing::info!(keys = loaded, file = %crate::snapshot::rdb_path(&srv.config.data_dir).display(), "loaded the snapshot");
+    }
 
     // Reactors on their own threads.
     let mut senders = Vec::new();

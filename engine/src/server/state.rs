@@ -253,12 +253,15 @@ pub struct Runtime {
 }
 
 pub struct Server {
+    /// This server's own `Arc` (for background work started by a command).
+    me: std::sync::Weak<Server>,
     pub config: EngineConfig,
     /// Users, permissions and the ACL log.
     pub acl: crate::acl::Acl,
     pub pubsub: crate::pubsub::PubSub,
     pub monitors: crate::monitor::Monitors,
     pub tracking: crate::tracking::Tracking,
+    pub snapshot: crate::snapshot::SnapshotState,
     /// Lua script bodies (EVALSHA) and the running script's state (SCRIPT KILL).
     pub scripts: Arc<crate::scripting::ScriptCache>,
     pub keyspace: Keyspace,
@@ -288,7 +291,8 @@ impl Server {
         let keyspace = Keyspace::new(config.shard_bits);
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
-        Arc::new(Server {
+        Arc::new_cyclic(|me| Server {
+            me: me.clone(),
             runtime: Runtime {
                 maxmemory: AtomicU64::new(config.maxmemory),
                 policy: Mutex::new(config.maxmemory_policy),
@@ -301,6 +305,7 @@ impl Server {
             pubsub: crate::pubsub::PubSub::default(),
             monitors: crate::monitor::Monitors::default(),
             tracking: crate::tracking::Tracking::default(),
+            snapshot: crate::snapshot::SnapshotState::default(),
             scripts: Arc::default(),
             stats,
             clients: Mutex::new(HashMap::new()),
@@ -317,6 +322,11 @@ impl Server {
             pause_until_ms: AtomicI64::new(0),
             pause_all: AtomicBool::new(false),
         })
+    }
+
+    /// A counted reference to this server.
+    pub fn arc(&self) -> Arc<Server> {
+        self.me.upgrade().expect("a running server is owned by an Arc")
     }
 
     pub fn request_shutdown(&self) {
