@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{encode, Engine};
+use common::{encode, start_redis, Engine};
 
 const SCRIPT: &str = r#"
 SET k v
@@ -585,38 +585,6 @@ CLIENT TRACKING OFF
 CLIENT TRACKINGINFO
 "#;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct RedisServer(Child, u16);
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_redis() -> RedisServer {
-    let port = free_port();
-    let dir = std::env::temp_dir().join(format!("terrace-diff-redis-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server not found: run tests/run.sh, which installs it");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    RedisServer(child, port)
-}
-
 /// Reads exactly one RESP2 reply, returning its raw bytes.
 fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
     let mut line = Vec::new();
@@ -670,7 +638,7 @@ fn replies_match_redis_byte_for_byte() {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         (s.try_clone().unwrap(), BufReader::new(s))
     };
-    let (mut rw, mut rr) = connect(redis.1);
+    let (mut rw, mut rr) = connect(redis.port);
     let (mut tw, mut tr) = connect(engine.port);
     let mut mismatches = Vec::new();
     let mut count = 0;

@@ -276,7 +276,7 @@ pub fn load(srv: &Server) -> Result<usize, SnapshotError> {
                 let key = r.string().map_err(bad)?;
                 let value = decode_value(&mut r, t).map_err(|e| {
                     corrupt(format!(
-                        "key '{}': {} (Redis's compact encodings — listpack, quicklist, intset — are not read yet)",
+                        "key '{}': {}",
                         String::from_utf8_lossy(&key),
                         e.to_string().trim_start_matches("ERR ")
                     ))

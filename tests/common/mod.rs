@@ -161,3 +161,46 @@ pub fn encode(args: &[&str]) -> Vec<u8> {
     }
     v
 }
+
+/// A redis-server 7.0 (Debian package; `tests/run.sh` installs it) on an ephemeral port with
+/// its own directory, killed on drop.
+pub struct RedisServer {
+    pub child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn start_redis() -> RedisServer {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = temp_dir("redis");
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server not found: run tests/run.sh, which installs it");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    RedisServer { child, port, dir }
+}
+
+impl RedisServer {
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection().unwrap()
+    }
+}

@@ -2,13 +2,14 @@
 //! and a CRC64 (Jones) checksum.
 //!
 //! DUMP writes the plain RDB object types (string, list, set, hash, zset2), which every Redis
-//! since 4.0 can RESTORE. RESTORE reads those plus integer- and LZF-encoded strings, so a
-//! string DUMPed by Redis restores here too. Redis's compact aggregate encodings (listpack,
-//! quicklist, intset) are not read yet and are refused with the checksum error.
+//! since 4.0 can RESTORE. RESTORE reads those plus integer- and LZF-encoded strings and
+//! Redis's compact encodings (listpack, quicklist, ziplist, intset; `compact.rs`), so what
+//! Redis DUMPs restores here too. The same object codec serves RDB files (`snapshot.rs`).
 
 use std::collections::VecDeque;
 
 use super::args::{err, int, is, CmdError};
+use super::compact;
 use super::{CmdResult, Ctx};
 use crate::keyspace::value::{Bytes, BytesMap, ZSet};
 use crate::keyspace::{access, Collection, Entry, Meta, ValueRef};
@@ -19,6 +20,23 @@ const T_LIST: u8 = 1;
 const T_SET: u8 = 2;
 const T_HASH: u8 = 4;
 const T_ZSET2: u8 = 5;
+// Read-only: the old string-scored zset and Redis's compact encodings.
+const T_ZSET: u8 = 3;
+const T_LIST_ZIPLIST: u8 = 10;
+const T_SET_INTSET: u8 = 11;
+const T_ZSET_ZIPLIST: u8 = 12;
+const T_HASH_ZIPLIST: u8 = 13;
+const T_LIST_QUICKLIST: u8 = 14;
+const T_HASH_LISTPACK: u8 = 16;
+const T_ZSET_LISTPACK: u8 = 17;
+const T_LIST_QUICKLIST_2: u8 = 18;
+const T_SET_LISTPACK: u8 = 20;
+
+/// Whether `t` is an object type this module reads.
+pub(crate) fn readable_type(t: u8) -> bool {
+    matches!(t, T_STRING | T_LIST | T_SET | T_ZSET | T_HASH | T_ZSET2 | T_LIST_ZIPLIST | T_SET_INTSET | T_ZSET_ZIPLIST
+        | T_HASH_ZIPLIST | T_LIST_QUICKLIST | T_HASH_LISTPACK | T_ZSET_LISTPACK | T_LIST_QUICKLIST_2 | T_SET_LISTPACK)
+}
 
 /// CRC-64/Jones (reflected, poly 0xad93d23594c935a9), as Redis's crc64.c.
 pub fn crc64(data: &[u8]) -> u64 {
@@ -265,6 +283,76 @@ pub(crate) fn decode_value(r: &mut Reader, t: u8) -> Result<Restored, CmdError> 
             }
             Restored::Coll(Collection::ZSet(z))
         }
+        T_ZSET => {
+            let n = r.len()?;
+            let mut z = ZSet::default();
+            for _ in 0..n {
+                let m = r.string()?;
+                let score = match r.byte()? {
+                    253 => return Err(bad_payload()),
+                    254 => f64::INFINITY,
+                    255 => f64::NEG_INFINITY,
+                    len => super::args::parse_f64(r.take(len as usize)?).ok_or_else(bad_payload)?,
+                };
+                z.insert(&m, score);
+            }
+            Restored::Coll(Collection::ZSet(z))
+        }
+        T_LIST_ZIPLIST | T_LIST_QUICKLIST | T_LIST_QUICKLIST_2 => {
+            let mut l: VecDeque<Bytes> = VecDeque::new();
+            let mut push = |items: Vec<Vec<u8>>| l.extend(items.into_iter().map(Vec::into_boxed_slice));
+            match t {
+                T_LIST_ZIPLIST => push(compact::ziplist(&r.string()?).map_err(|_| bad_payload())?),
+                T_LIST_QUICKLIST => {
+                    for _ in 0..r.len()? {
+                        push(compact::ziplist(&r.string()?).map_err(|_| bad_payload())?);
+                    }
+                }
+                _ => {
+                    for _ in 0..r.len()? {
+                        // Container 1 holds one plain element, 2 a listpack.
+                        match r.len()? {
+                            1 => push(vec![r.string()?]),
+                            2 => push(compact::listpack(&r.string()?).map_err(|_| bad_payload())?),
+                            _ => return Err(bad_payload()),
+                        }
+                    }
+                }
+            }
+            Restored::Coll(Collection::List(l))
+        }
+        T_SET_INTSET | T_SET_LISTPACK => {
+            let blob = r.string()?;
+            let items = if t == T_SET_INTSET { compact::intset(&blob) } else { compact::listpack(&blob) }.map_err(|_| bad_payload())?;
+            let mut s = BytesMap::new();
+            for m in items {
+                s.insert(&m, ());
+            }
+            Restored::Coll(Collection::Set(s))
+        }
+        T_HASH_ZIPLIST | T_HASH_LISTPACK | T_ZSET_ZIPLIST | T_ZSET_LISTPACK => {
+            let blob = r.string()?;
+            let items = if matches!(t, T_HASH_ZIPLIST | T_ZSET_ZIPLIST) { compact::ziplist(&blob) } else { compact::listpack(&blob) }
+                .map_err(|_| bad_payload())?;
+            if items.len() % 2 != 0 {
+                return Err(bad_payload());
+            }
+            let mut pairs = items.into_iter();
+            if matches!(t, T_HASH_ZIPLIST | T_HASH_LISTPACK) {
+                let mut h: BytesMap<Bytes> = BytesMap::new();
+                while let (Some(f), Some(v)) = (pairs.next(), pairs.next()) {
+                    h.insert(&f, v.into_boxed_slice());
+                }
+                Restored::Coll(Collection::Hash(h))
+            } else {
+                let mut z = ZSet::default();
+                while let (Some(m), Some(s)) = (pairs.next(), pairs.next()) {
+                    let score = super::args::parse_f64(&s).filter(|s| !s.is_nan()).ok_or_else(bad_payload)?;
+                    z.insert(&m, score);
+                }
+                Restored::Coll(Collection::ZSet(z))
+            }
+        }
         _ => return Err(err(format!("ERR unsupported RDB object type {t}"))),
     })
 }
@@ -283,7 +371,7 @@ fn parse_payload(p: &[u8]) -> Result<Restored, CmdError> {
     let mut r = Reader { b: body, pos: 0 };
     let t = r.byte()?;
     let v = match t {
-        T_STRING | T_LIST | T_SET | T_HASH | T_ZSET2 => decode_value(&mut r, t)?,
+        t if readable_type(t) => decode_value(&mut r, t)?,
         _ => return Err(wrong()),
     };
     if r.pos != body.len() {

@@ -5,6 +5,7 @@
 pub mod acl;
 pub mod args;
 pub mod bitmap;
+pub mod compact;
 pub mod config;
 pub mod diagnostics;
 pub mod dump;

@@ -1,0 +1,93 @@
+//! Data moves from redis-server 7.0 to Terrace: DUMP payloads in Redis's compact encodings
+//! (listpack, quicklist, intset) RESTORE here, and a dump.rdb written by redis-server loads
+//! at start — small and large collections of every type, with expiries.
+
+mod common;
+
+use common::{start_redis, Engine};
+use redis::{cmd, Connection, Value};
+
+/// Creates the same keys on a server: every type, small (compact encodings) and large.
+fn populate(c: &mut Connection) {
+    let big: Vec<String> = (0..300).map(|i| format!("m{i}")).collect();
+    cmd("SET").arg("str").arg("hello").query::<()>(c).unwrap();
+    cmd("SET").arg("num").arg("12345").query::<()>(c).unwrap();
+    cmd("RPUSH").arg("list:small").arg(&["a", "-7", "300000", "x"]).query::<()>(c).unwrap();
+    cmd("RPUSH").arg("list:big").arg(&big).query::<()>(c).unwrap();
+    cmd("SADD").arg("set:ints").arg(&["1", "-20", "70000", "5000000000"]).query::<()>(c).unwrap();
+    cmd("SADD").arg("set:strs").arg(&["a", "b"]).query::<()>(c).unwrap();
+    cmd("SADD").arg("set:big").arg(&big).query::<()>(c).unwrap();
+    cmd("HSET").arg("hash:small").arg(&["f1", "v1", "f2", "2"]).query::<()>(c).unwrap();
+    let pairs: Vec<String> = big.iter().flat_map(|m| [m.clone(), format!("v{m}")]).collect();
+    cmd("HSET").arg("hash:big").arg(&pairs).query::<()>(c).unwrap();
+    cmd("ZADD").arg("zset:small").arg(&["1.5", "a", "-3", "b", "100", "c"]).query::<()>(c).unwrap();
+    let scored: Vec<String> = big.iter().enumerate().flat_map(|(i, m)| [format!("{}.25", i), m.clone()]).collect();
+    cmd("ZADD").arg("zset:big").arg(&scored).query::<()>(c).unwrap();
+    cmd("SET").arg("ttl").arg("v").arg("EX").arg("1000").query::<()>(c).unwrap();
+}
+
+fn contents(c: &mut Connection) -> Vec<(String, Value)> {
+    let q = |c: &mut Connection, args: &[&str]| -> Value {
+        let mut k = cmd(args[0]);
+        for a in &args[1..] {
+            k.arg(*a);
+        }
+        k.query(c).unwrap()
+    };
+    let mut out = Vec::new();
+    for key in ["str", "num"] {
+        out.push((key.into(), q(c, &["GET", key])));
+    }
+    for key in ["list:small", "list:big"] {
+        out.push((key.into(), q(c, &["LRANGE", key, "0", "-1"])));
+    }
+    for key in ["set:ints", "set:strs", "set:big"] {
+        let mut m: Vec<String> = cmd("SMEMBERS").arg(key).query(c).unwrap();
+        m.sort();
+        out.push((key.into(), Value::Array(m.into_iter().map(|s| Value::BulkString(s.into_bytes())).collect())));
+    }
+    for key in ["hash:small", "hash:big"] {
+        let mut m: Vec<(String, String)> = cmd("HGETALL").arg(key).query(c).unwrap();
+        m.sort();
+        out.push((key.into(), Value::Array(m.into_iter().map(|(f, v)| Value::BulkString(format!("{f}={v}").into_bytes())).collect())));
+    }
+    for key in ["zset:small", "zset:big"] {
+        out.push((key.into(), q(c, &["ZRANGE", key, "0", "-1", "WITHSCORES"])));
+    }
+    let ttl: i64 = cmd("TTL").arg("ttl").query(c).unwrap();
+    out.push(("ttl".into(), Value::Boolean((900..=1000).contains(&ttl))));
+    out
+}
+
+#[test]
+fn redis_dumps_restore_into_terrace() {
+    let redis = start_redis();
+    let mut r = redis.client();
+    populate(&mut r);
+    let engine = Engine::start(&[]);
+    let mut t = engine.client();
+    let keys: Vec<String> = cmd("KEYS").arg("*").query(&mut r).unwrap();
+    for key in &keys {
+        let payload: Vec<u8> = cmd("DUMP").arg(key).query(&mut r).unwrap();
+        let ttl: i64 = cmd("PTTL").arg(key).query(&mut r).unwrap();
+        let ttl = if ttl < 0 { 0 } else { ttl };
+        cmd("RESTORE").arg(key).arg(ttl).arg(payload).query::<()>(&mut t).unwrap_or_else(|e| panic!("RESTORE {key}: {e}"));
+    }
+    assert_eq!(contents(&mut t), contents(&mut r));
+}
+
+#[test]
+fn redis_rdb_file_loads_at_start() {
+    let redis = start_redis();
+    let mut r = redis.client();
+    populate(&mut r);
+    cmd("SELECT").arg(2).query::<()>(&mut r).unwrap();
+    cmd("SET").arg("in2").arg("two").query::<()>(&mut r).unwrap();
+    cmd("SELECT").arg(0).query::<()>(&mut r).unwrap();
+    cmd("SAVE").query::<()>(&mut r).unwrap();
+    let engine = Engine::start_in(&redis.dir, &[], &[]);
+    let mut t = engine.client();
+    assert_eq!(contents(&mut t), contents(&mut r));
+    cmd("SELECT").arg(2).query::<()>(&mut t).unwrap();
+    assert_eq!(cmd("GET").arg("in2").query::<String>(&mut t).unwrap(), "two");
+}
