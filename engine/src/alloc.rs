@@ -56,6 +56,30 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
+/// Allocator settings chosen by measurement (BENCHMARKS.md, "Allocator"): mimalloc's arenas
+/// commit memory as it is used rather than eagerly, which keeps RSS close to the live heap
+/// (option `arena_eager_commit`; a `MIMALLOC_ARENA_EAGER_COMMIT` environment variable still
+/// wins). Options are read when an arena is created, so this runs as a process constructor,
+/// before the first allocation.
+#[cfg(not(feature = "alloc-system"))]
+#[used]
+#[link_section = ".init_array"]
+static TUNE_ALLOCATOR: extern "C" fn() = {
+    extern "C" fn tune() {
+        /// `mi_option_arena_eager_commit` in mimalloc.h's `mi_option_e` (the -sys crate does
+        /// not name it).
+        const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+        // SAFETY: setting a mimalloc option has no preconditions; it only affects arenas
+        // created afterwards. getenv is safe here: no other thread exists yet.
+        unsafe {
+            if libc::getenv(c"MIMALLOC_ARENA_EAGER_COMMIT".as_ptr()).is_null() {
+                libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
+            }
+        }
+    }
+    tune
+};
+
 /// Live heap bytes requested through the counting allocator.
 pub fn used_memory() -> u64 {
     USED.load(Ordering::Relaxed) as u64

@@ -5,6 +5,10 @@ Both servers run at once, each pinned to core 0 with taskset (only the one being
 busy); redis-benchmark runs pinned to core 1. Rows alternate between the servers, and the order
 flips every round. Prints the median requests/s of each server per row and the ratio.
 
+Beside throughput, each row records the server's own CPU time per request (user + system, from
+/proc/PID/stat around the run): on a shared machine that number is much steadier than req/s,
+which also moves with how the two processes are scheduled.
+
 Then memory: 1,000,000 SETs of 100-byte values under 16-byte keys, loaded with redis-cli --pipe;
 bytes per key from INFO used_memory and from the process RSS.
 
@@ -69,6 +73,11 @@ def bench(port, test, size, pipeline, n):
         if len(cells) > 1 and cells[0] != "test":
             return float(cells[1])
     raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load_memory_dataset(port, path):
@@ -153,24 +162,32 @@ def run_throughput(servers, args, tests, sizes, pipelines):
             n = (2_000_000 if pipeline > 1 else 300_000) // (10 if args.quick else 1)
             for size in sizes:
                 for test in tests:
-                    for name, port, _ in order:
+                    for name, port, proc in order:
+                        cpu0 = cpu_seconds(proc.pid)
                         rps = bench(port, test, size, pipeline, n)
+                        cpu_us = (cpu_seconds(proc.pid) - cpu0) * 1e6 / n
                         results.setdefault((test, size, pipeline, name), []).append(rps)
+                        results.setdefault((test, size, pipeline, name, "cpu"), []).append(cpu_us)
                         cli(port, "FLUSHALL")
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
 
     print()
-    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis |")
-    print("|---|---|---|---|---|---|")
-    ratios = []
+    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis | redis CPU µs/req | terrace CPU µs/req | CPU redis/terrace |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ratios, cpu_ratios = [], []
     for pipeline in pipelines:
         for size in sizes:
             for test in tests:
                 r = statistics.median(results[(test, size, pipeline, "redis")])
                 t = statistics.median(results[(test, size, pipeline, "terrace")])
+                rc = statistics.median(results[(test, size, pipeline, "redis", "cpu")])
+                tc = statistics.median(results[(test, size, pipeline, "terrace", "cpu")])
                 ratios.append(t / r)
-                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} |")
-    print(f"\nmedian ratio {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
+                cpu_ratios.append(rc / tc if tc else float("nan"))
+                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} | {rc:.2f} | {tc:.2f} | {cpu_ratios[-1]:.2f} |")
+    print(f"\nthroughput: median ratio {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
+    print(f"CPU per request (redis/terrace, > 1 means terrace is cheaper): median {statistics.median(cpu_ratios):.2f}, "
+          f"lowest {min(cpu_ratios):.2f}")
 
 
 if __name__ == "__main__":
