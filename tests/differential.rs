@@ -7,8 +7,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{encode, start_redis, Engine};
 
@@ -357,7 +356,7 @@ XSETID st 1-0
 XSETID st 20-0 ENTRIESADDED 1
 XSETID st 20-0 ENTRIESADDED 50 MAXDELETEDID 3-0
 XSETID nost 1-0
-XADD st * late entry
+XADD st 30-* late entry
 XREAD STREAMS st 0
 XREAD COUNT 1 STREAMS st 0-0
 XREAD STREAMS st nost 0 0

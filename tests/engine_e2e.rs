@@ -934,7 +934,12 @@ fn streams_groups_and_blocking_reads() {
     q::<()>(&mut c, &["MULTI"]);
     q::<()>(&mut c, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
     assert_eq!(q::<Vec<Value>>(&mut c, &["EXEC"]), vec![Value::Nil]);
-    assert!(err(&mut c, &["DUMP", "s"]).contains("not supported"));
+    // DUMP/RESTORE carries the entries, IDs and groups.
+    let payload: Vec<u8> = q(&mut c, &["DUMP", "s"]);
+    cmd("RESTORE").arg("s2").arg(0).arg(payload).query::<()>(&mut c).unwrap();
+    assert_eq!(q::<Value>(&mut c, &["XRANGE", "s2", "-", "+"]), q::<Value>(&mut c, &["XRANGE", "s", "-", "+"]));
+    assert_eq!(q::<Value>(&mut c, &["XINFO", "GROUPS", "s2"]), q::<Value>(&mut c, &["XINFO", "GROUPS", "s"]));
+    assert_eq!(q::<Value>(&mut c, &["XPENDING", "s2", "g", "-", "+", "10"]).as_sequence().map(|v| v.len()), Some(1));
 }
 
 #[test]
@@ -1191,14 +1196,23 @@ fn snapshots_survive_a_restart() {
         thread::sleep(Duration::from_millis(20));
     }
     assert!(q::<String>(&mut c, &["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"));
-    // A stream can't be written yet: the save fails loudly, naming the key.
-    q::<String>(&mut c, &["XADD", "events", "*", "f", "v"]);
-    assert!(err(&mut c, &["SAVE"]).contains("'events'"));
-    q::<()>(&mut c, &["DEL", "events"]);
+    // Streams, with their consumer groups and pending entries, survive too.
+    for i in 0..250 {
+        q::<String>(&mut c, &["XADD", "events", &format!("{}-0", i + 1), "n", &i.to_string(), "kind", "a"]);
+    }
+    q::<String>(&mut c, &["XADD", "events", "251-0", "other", "fields"]);
+    assert_eq!(q::<i64>(&mut c, &["XDEL", "events", "3-0"]), 1);
+    q::<()>(&mut c, &["XGROUP", "CREATE", "events", "g", "0"]);
+    q::<Value>(&mut c, &["XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "events", ">"]);
+    let before = (q::<Value>(&mut c, &["XRANGE", "events", "-", "+"]), q::<Value>(&mut c, &["XINFO", "GROUPS", "events"]));
+    assert_eq!(q::<String>(&mut c, &["SAVE"]), "OK");
     e.restart(&[]);
     let mut c = e.client();
     q::<()>(&mut c, &["SELECT", "3"]);
     assert_eq!(q::<String>(&mut c, &["GET", "after"]), "bg");
+    assert_eq!((q::<Value>(&mut c, &["XRANGE", "events", "-", "+"]), q::<Value>(&mut c, &["XINFO", "GROUPS", "events"])), before);
+    let pending: (i64, String, String, Vec<(String, String)>) = q(&mut c, &["XPENDING", "events", "g"]);
+    assert_eq!((pending.0, pending.3), (2, vec![("alice".to_string(), "2".to_string())]));
 
     // A corrupt file stops the engine with an error naming it, rather than starting empty.
     std::fs::write(e.data_dir.join("dump.rdb"), b"REDIS0010garbage-garbage").unwrap();

@@ -24,6 +24,13 @@ fn populate(c: &mut Connection) {
     let scored: Vec<String> = big.iter().enumerate().flat_map(|(i, m)| [format!("{}.25", i), m.clone()]).collect();
     cmd("ZADD").arg("zset:big").arg(&scored).query::<()>(c).unwrap();
     cmd("SET").arg("ttl").arg("v").arg("EX").arg("1000").query::<()>(c).unwrap();
+    for i in 1..=150 {
+        cmd("XADD").arg("stream").arg(format!("{i}-1")).arg("n").arg(i).arg("k").arg("v").query::<String>(c).unwrap();
+    }
+    cmd("XADD").arg("stream").arg("151-0").arg("different").arg("fields").query::<String>(c).unwrap();
+    cmd("XDEL").arg("stream").arg("2-1").query::<i64>(c).unwrap();
+    cmd("XGROUP").arg("CREATE").arg("stream").arg("g").arg("0").query::<()>(c).unwrap();
+    cmd("XREADGROUP").arg("GROUP").arg("g").arg("alice").arg("COUNT").arg(3).arg("STREAMS").arg("stream").arg(">").query::<Value>(c).unwrap();
 }
 
 fn contents(c: &mut Connection) -> Vec<(String, Value)> {
@@ -54,6 +61,15 @@ fn contents(c: &mut Connection) -> Vec<(String, Value)> {
     for key in ["zset:small", "zset:big"] {
         out.push((key.into(), q(c, &["ZRANGE", key, "0", "-1", "WITHSCORES"])));
     }
+    out.push(("stream".into(), q(c, &["XRANGE", "stream", "-", "+"])));
+    out.push(("stream groups".into(), q(c, &["XINFO", "GROUPS", "stream"])));
+    let pending: Vec<(String, String, i64, i64)> = cmd("XPENDING").arg("stream").arg("g").arg("-").arg("+").arg(10).query(c).unwrap();
+    out.push(("stream pending".into(), Value::Array(pending.into_iter().map(|(id, who, _, n)| Value::BulkString(format!("{id} {who} {n}").into_bytes())).collect())));
+    let info: Vec<Value> = cmd("XINFO").arg("STREAM").arg("stream").query(c).unwrap();
+    // length, last-generated-id, max-deleted-entry-id, entries-added, recorded-first-entry-id
+    let keep = ["length", "last-generated-id", "max-deleted-entry-id", "entries-added", "recorded-first-entry-id"];
+    let picked: Vec<Value> = info.chunks(2).filter(|kv| matches!(&kv[0], Value::BulkString(k) if keep.contains(&std::str::from_utf8(k).unwrap()))).flat_map(|kv| kv.to_vec()).collect();
+    out.push(("stream info".into(), Value::Array(picked)));
     let ttl: i64 = cmd("TTL").arg("ttl").query(c).unwrap();
     out.push(("ttl".into(), Value::Boolean((900..=1000).contains(&ttl))));
     out
@@ -74,6 +90,16 @@ fn redis_dumps_restore_into_terrace() {
         cmd("RESTORE").arg(key).arg(ttl).arg(payload).query::<()>(&mut t).unwrap_or_else(|e| panic!("RESTORE {key}: {e}"));
     }
     assert_eq!(contents(&mut t), contents(&mut r));
+
+    // And back: Terrace's DUMPs (streams included) RESTORE into redis-server.
+    let redis2 = start_redis();
+    let mut r2 = redis2.client();
+    for key in &keys {
+        let payload: Vec<u8> = cmd("DUMP").arg(key).query(&mut t).unwrap();
+        let ttl: i64 = cmd("PTTL").arg(key).query(&mut t).unwrap();
+        cmd("RESTORE").arg(key).arg(ttl.max(0)).arg(payload).query::<()>(&mut r2).unwrap_or_else(|e| panic!("redis RESTORE {key}: {e}"));
+    }
+    assert_eq!(contents(&mut r2), contents(&mut t));
 }
 
 #[test]

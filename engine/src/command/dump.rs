@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use super::args::{err, int, is, CmdError};
-use super::compact;
+use super::{compact, stream_rdb};
 use super::{CmdResult, Ctx};
 use crate::keyspace::value::{Bytes, BytesMap, ZSet};
 use crate::keyspace::{access, Collection, Entry, Meta, ValueRef};
@@ -35,7 +35,8 @@ const T_SET_LISTPACK: u8 = 20;
 /// Whether `t` is an object type this module reads.
 pub(crate) fn readable_type(t: u8) -> bool {
     matches!(t, T_STRING | T_LIST | T_SET | T_ZSET | T_HASH | T_ZSET2 | T_LIST_ZIPLIST | T_SET_INTSET | T_ZSET_ZIPLIST
-        | T_HASH_ZIPLIST | T_LIST_QUICKLIST | T_HASH_LISTPACK | T_ZSET_LISTPACK | T_LIST_QUICKLIST_2 | T_SET_LISTPACK)
+        | T_HASH_ZIPLIST | T_LIST_QUICKLIST | T_HASH_LISTPACK | T_ZSET_LISTPACK | T_LIST_QUICKLIST_2 | T_SET_LISTPACK
+        | stream_rdb::T_STREAM_LISTPACKS | stream_rdb::T_STREAM_LISTPACKS_2 | stream_rdb::T_STREAM_LISTPACKS_3)
 }
 
 /// CRC-64/Jones (reflected, poly 0xad93d23594c935a9), as Redis's crc64.c.
@@ -72,16 +73,15 @@ pub(crate) fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 }
 
 /// Writes a value as an RDB object: its type byte, then `key` if given (RDB files put the key
-/// between type and value; DUMP payloads have none), then the value. False for streams, whose
-/// RDB encoding (listpacks in a radix tree) is not written yet.
-pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u8>) -> bool {
+/// between type and value; DUMP payloads have none), then the value.
+pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u8>) {
     let t = match value {
         ValueRef::Str(_) => T_STRING,
         ValueRef::Coll(Collection::List(_)) => T_LIST,
         ValueRef::Coll(Collection::Set(_)) => T_SET,
         ValueRef::Coll(Collection::Hash(_)) => T_HASH,
         ValueRef::Coll(Collection::ZSet(_)) => T_ZSET2,
-        ValueRef::Coll(Collection::Stream(_)) => return false,
+        ValueRef::Coll(Collection::Stream(_)) => stream_rdb::T_STREAM_LISTPACKS_2,
     };
     out.push(t);
     if let Some(k) = key {
@@ -115,21 +115,18 @@ pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u
                 out.extend_from_slice(&e.score.to_le_bytes());
             }
         }
-        ValueRef::Coll(Collection::Stream(_)) => unreachable!("refused above"),
+        ValueRef::Coll(Collection::Stream(s)) => stream_rdb::write(out, s),
     }
-    true
 }
 
-/// Serializes an entry's value as a DUMP payload; None for streams.
-pub fn dump_value(e: &Entry) -> Option<Vec<u8>> {
+/// Serializes an entry's value as a DUMP payload.
+pub fn dump_value(e: &Entry) -> Vec<u8> {
     let mut out = Vec::new();
-    if !encode_object(e.value(), None, &mut out) {
-        return None;
-    }
+    encode_object(e.value(), None, &mut out);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(&out);
     out.extend_from_slice(&crc.to_le_bytes());
-    Some(out)
+    out
 }
 
 fn bad_payload() -> CmdError {
@@ -353,6 +350,9 @@ pub(crate) fn decode_value(r: &mut Reader, t: u8) -> Result<Restored, CmdError> 
                 Restored::Coll(Collection::ZSet(z))
             }
         }
+        stream_rdb::T_STREAM_LISTPACKS | stream_rdb::T_STREAM_LISTPACKS_2 | stream_rdb::T_STREAM_LISTPACKS_3 => {
+            Restored::Coll(Collection::Stream(Box::new(stream_rdb::read(r, t)?)))
+        }
         _ => return Err(err(format!("ERR unsupported RDB object type {t}"))),
     })
 }
@@ -387,10 +387,7 @@ fn parse_payload(p: &[u8]) -> Result<Restored, CmdError> {
 
 pub fn dump(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     match ctx.data.read(argv[1]) {
-        Some(e) => match dump_value(e) {
-            Some(p) => ctx.out.bulk(&p),
-            None => return Err(err("ERR DUMP of stream values is not supported by this server yet")),
-        },
+        Some(e) => ctx.out.bulk(&dump_value(e)),
         None => ctx.out.null(),
     }
     Ok(())
@@ -485,11 +482,11 @@ mod tests {
         let mut z = ZSet::default();
         z.insert(b"m", 1.5);
         let e = Entry::new_coll(b"k", Collection::ZSet(z), &meta);
-        match parse_payload(&dump_value(&e).unwrap()).unwrap() {
+        match parse_payload(&dump_value(&e)).unwrap() {
             Restored::Coll(Collection::ZSet(z)) => assert_eq!(z.score(b"m"), Some(1.5)),
             _ => panic!("wrong type"),
         }
-        let mut p = dump_value(&Entry::new_str(b"k", b"v", &meta)).unwrap();
+        let mut p = dump_value(&Entry::new_str(b"k", b"v", &meta));
         let last = p.len() - 1;
         p[last] ^= 1;
         assert!(parse_payload(&p).is_err());

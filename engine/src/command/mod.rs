@@ -22,6 +22,7 @@ pub mod set;
 pub mod sort;
 pub mod stream;
 pub mod stream_group;
+pub mod stream_rdb;
 pub mod string;
 pub mod table;
 pub mod txn;

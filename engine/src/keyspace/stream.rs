@@ -409,6 +409,16 @@ impl Stream {
         g.last_id = id;
     }
 
+    /// The live entries grouped by node, each with the node's first ID (its "master" ID in
+    /// Redis's listpacks); empty nodes are left out. For RDB serialization.
+    pub fn nodes_with_entries(&self) -> Vec<(StreamId, Vec<(StreamId, &[Bytes])>)> {
+        self.nodes
+            .iter()
+            .map(|n| (n.first, self.entries.range(n.first..=n.last).map(|(id, f)| (*id, &**f)).collect::<Vec<_>>()))
+            .filter(|(_, e)| !e.is_empty())
+            .collect()
+    }
+
     /// Number of nodes (XINFO's radix-tree-keys).
     pub fn node_count(&self) -> usize {
         self.nodes.len()
