@@ -18,6 +18,19 @@ pub struct Engine {
     pub data_dir: PathBuf,
 }
 
+/// Makes a server started by a test die with the test process, so a test killed by a timeout
+/// (which skips `Drop`) leaves no server running.
+pub fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
 /// A fresh, empty directory under the system temp dir.
 pub fn temp_dir(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -40,6 +53,7 @@ impl Engine {
     pub fn start_in(data_dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Engine {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
         cmd.args(["engine", "--port", "0", "--data-dir"]).arg(data_dir).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
+        die_with_parent(&mut cmd);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -184,13 +198,10 @@ pub fn start_redis() -> RedisServer {
         l.local_addr().unwrap().port()
     };
     let dir = temp_dir("redis");
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server not found: run tests/run.sh, which installs it");
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"]).arg(&dir).stdout(Stdio::null()).stderr(Stdio::null());
+    die_with_parent(&mut cmd);
+    let child = cmd.spawn().expect("redis-server not found: run tests/run.sh, which installs it");
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "redis-server did not start");
