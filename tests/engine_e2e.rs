@@ -1205,6 +1205,12 @@ fn snapshots_survive_a_restart() {
     q::<()>(&mut c, &["XGROUP", "CREATE", "events", "g", "0"]);
     q::<Value>(&mut c, &["XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "events", ">"]);
     let before = (q::<Value>(&mut c, &["XRANGE", "events", "-", "+"]), q::<Value>(&mut c, &["XINFO", "GROUPS", "events"]));
+    // FUNCTION libraries are part of the snapshot too.
+    let lib = "#!lua name=counters\nredis.register_function('bump', function(keys, args) return redis.call('incrby', keys[1], args[1]) end)";
+    assert_eq!(q::<String>(&mut c, &["FUNCTION", "LOAD", lib]), "counters");
+    assert_eq!(q::<i64>(&mut c, &["FCALL", "bump", "1", "hits", "5"]), 5);
+    assert!(err(&mut c, &["FCALL_RO", "bump", "1", "hits", "5"]).contains("write flag"));
+    assert!(err(&mut c, &["FUNCTION", "LOAD", lib]).contains("already exists"));
     assert_eq!(q::<String>(&mut c, &["SAVE"]), "OK");
     e.restart(&[]);
     let mut c = e.client();
@@ -1213,6 +1219,7 @@ fn snapshots_survive_a_restart() {
     assert_eq!((q::<Value>(&mut c, &["XRANGE", "events", "-", "+"]), q::<Value>(&mut c, &["XINFO", "GROUPS", "events"])), before);
     let pending: (i64, String, String, Vec<(String, String)>) = q(&mut c, &["XPENDING", "events", "g"]);
     assert_eq!((pending.0, pending.3), (2, vec![("alice".to_string(), "2".to_string())]));
+    assert_eq!(q::<i64>(&mut c, &["FCALL", "bump", "1", "hits", "1"]), 6);
 
     // A corrupt file stops the engine with an error naming it, rather than starting empty.
     std::fs::write(e.data_dir.join("dump.rdb"), b"REDIS0010garbage-garbage").unwrap();

@@ -110,10 +110,38 @@ fn redis_rdb_file_loads_at_start() {
     cmd("SELECT").arg(2).query::<()>(&mut r).unwrap();
     cmd("SET").arg("in2").arg("two").query::<()>(&mut r).unwrap();
     cmd("SELECT").arg(0).query::<()>(&mut r).unwrap();
+    let lib = "#!lua name=greet\nredis.register_function('hello', function(keys, args) return 'hi ' .. args[1] end)";
+    cmd("FUNCTION").arg("LOAD").arg(lib).query::<String>(&mut r).unwrap();
     cmd("SAVE").query::<()>(&mut r).unwrap();
     let engine = Engine::start_in(&redis.dir, &[], &[]);
     let mut t = engine.client();
     assert_eq!(contents(&mut t), contents(&mut r));
     cmd("SELECT").arg(2).query::<()>(&mut t).unwrap();
     assert_eq!(cmd("GET").arg("in2").query::<String>(&mut t).unwrap(), "two");
+    // FUNCTION libraries come along.
+    assert_eq!(cmd("FCALL").arg("hello").arg(0).arg("you").query::<String>(&mut t).unwrap(), "hi you");
+    // And a dump.rdb written by Terrace loads into redis-server, functions included.
+    cmd("SAVE").query::<()>(&mut t).unwrap();
+    let mut r2 = start_redis_in(&engine.data_dir);
+    assert_eq!(cmd("FCALL").arg("hello").arg(0).arg("again").query::<String>(&mut r2.1).unwrap(), "hi again");
+    cmd("SELECT").arg(0).query::<()>(&mut t).unwrap();
+    assert_eq!(contents(&mut r2.1), contents(&mut t));
+}
+
+/// A redis-server started on an existing data directory (loads its dump.rdb).
+fn start_redis_in(dir: &std::path::Path) -> (std::process::Child, Connection) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut cmd = std::process::Command::new("redis-server");
+    cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"]).arg(dir);
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    common::die_with_parent(&mut cmd);
+    let child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection() {
+            return (child, c);
+        }
+        assert!(std::time::Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

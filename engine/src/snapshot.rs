@@ -1,5 +1,5 @@
-//! RDB snapshots: SAVE, BGSAVE, LASTSAVE, and loading `dump.rdb` from the data directory at
-//! start, in Redis's RDB format (version 10), so the file also loads into redis-server and
+//! RDB snapshots (keys and FUNCTION libraries): SAVE, BGSAVE, LASTSAVE, and loading `dump.rdb`
+//! from the data directory at start, in Redis's RDB format (version 10), so the file also loads into redis-server and
 //! works with Redis's RDB tools.
 //!
 //! SAVE writes a point-in-time image while the command holds every shard. BGSAVE writes from
@@ -59,7 +59,7 @@ pub fn rdb_path(data_dir: &Path) -> PathBuf {
     data_dir.join("dump.rdb")
 }
 
-fn header() -> Vec<u8> {
+fn header(srv: &Server) -> Vec<u8> {
     let mut out = format!("REDIS{RDB_VERSION:04}").into_bytes();
     let aux = |out: &mut Vec<u8>, k: &str, v: &str| {
         out.push(OP_AUX);
@@ -71,6 +71,11 @@ fn header() -> Vec<u8> {
     aux(&mut out, "ctime", &(now_ms() / 1000).to_string());
     aux(&mut out, "used-mem", &crate::alloc::used_memory().to_string());
     aux(&mut out, "aof-base", "0");
+    // FUNCTION libraries, as Redis 7 stores them.
+    for lib in srv.scripts.functions.snapshot().values() {
+        out.push(crate::command::function::OP_FUNCTION2);
+        put_str(&mut out, lib.code.as_bytes());
+    }
     out
 }
 
@@ -135,7 +140,7 @@ fn write_snapshot(srv: &Server, visit: &mut dyn FnMut(u32, &mut dyn FnMut(&Shard
     std::fs::create_dir_all(data_dir).map_err(|source| SnapshotError::Io { path: data_dir.into(), source })?;
     let tmp = data_dir.join(format!("temp-{}.rdb", std::process::id()));
     let mut w = RdbWriter::create(&tmp)?;
-    w.write(&header())?;
+    w.write(&header(srv))?;
     let now = now_ms();
     let ks = &srv.keyspace;
     for db in 0..NUM_DBS {
@@ -265,6 +270,12 @@ pub fn load(srv: &Server) -> Result<usize, SnapshotError> {
             }
             OP_FREQ => {
                 r.byte().map_err(bad)?;
+            }
+            crate::command::function::OP_FUNCTION2 => {
+                let code = String::from_utf8_lossy(&r.string().map_err(bad)?).into_owned();
+                let (name, lib) = crate::scripting::with_vm(&srv.scripts, |vm| vm.check_library(&code))
+                    .map_err(|e| corrupt(format!("function library: {e}")))?;
+                srv.scripts.functions.add(&name, lib, true).map_err(|e| corrupt(format!("function library '{name}': {e}")))?;
             }
             t => {
                 let key = r.string().map_err(bad)?;

@@ -79,6 +79,7 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
         ("shards", 2), ("slaves", 3), ("slots", 2)]),
     ("module", &[("help", 2), ("list", 2), ("load", -3), ("loadex", -3), ("unload", 3)]),
     ("pubsub", &[("channels", -2), ("numpat", 2), ("numsub", -2), ("shardchannels", -2), ("shardnumsub", -2), ("help", 2)]),
+    ("function", &[("delete", 3), ("dump", 2), ("flush", -2), ("help", 2), ("kill", 2), ("list", -2), ("load", -3), ("restore", -3), ("stats", 2)]),
     ("script", &[("debug", 3), ("exists", -3), ("flush", -2), ("help", 2), ("kill", 2), ("load", 3)]),
     ("xgroup", &[("create", -5), ("setid", -5), ("destroy", 4), ("createconsumer", 5), ("delconsumer", 5), ("help", 2)]),
     ("xinfo", &[("consumers", 4), ("groups", 3), ("stream", -3), ("help", 2)]),

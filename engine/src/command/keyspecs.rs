@@ -41,6 +41,8 @@ pub static KEY_SPECS: &[(&str, &[&[&str]])] = &[
     ("expire", &[&["RW", "update"]]),
     ("expireat", &[&["RW", "update"]]),
     ("expiretime", &[&["RO", "access"]]),
+    ("fcall", &[&["RW", "access", "update"]]),
+    ("fcall_ro", &[&["RO", "access"]]),
     ("geoadd", &[&["RW", "update"]]),
     ("geodist", &[&["RO", "access"]]),
     ("geohash", &[&["RO", "access"]]),

@@ -9,6 +9,7 @@ pub mod compact;
 pub mod config;
 pub mod diagnostics;
 pub mod dump;
+pub mod function;
 pub mod geo;
 pub mod hash;
 pub mod hll;

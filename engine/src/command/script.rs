@@ -88,7 +88,8 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> ml
     Ok((true, v))
 }
 
-fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> CmdResult {
+/// `name numkeys key... arg...` of EVAL and FCALL.
+pub(crate) fn keys_and_args<'a, 'b>(argv: &'b [&'a [u8]]) -> Result<(&'b [&'a [u8]], &'b [&'a [u8]]), CmdError> {
     let numkeys = int(argv[2])?;
     if numkeys < 0 {
         return Err(err("ERR Number of keys can't be negative"));
@@ -96,8 +97,11 @@ fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> 
     if numkeys as usize > argv.len() - 3 {
         return Err(err("ERR Number of keys can't be greater than number of args"));
     }
-    let keys = &argv[3..3 + numkeys as usize];
-    let args = &argv[3 + numkeys as usize..];
+    Ok((&argv[3..3 + numkeys as usize], &argv[3 + numkeys as usize..]))
+}
+
+fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> CmdResult {
+    let (keys, args) = keys_and_args(argv)?;
     let cache = ctx.srv.scripts.clone();
     let (sha, body) = if by_sha {
         let sha = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
@@ -108,6 +112,29 @@ fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> 
     } else {
         (scripting::sha1_hex(argv[1]), std::sync::Arc::from(argv[1]))
     };
+    let source = if by_sha { None } else { Some(body.clone()) };
+    run_lua(ctx, readonly, &sha, false, keys, args, |vm| {
+        let f = vm.function(&sha, &body)?;
+        if let Some(b) = &source {
+            cache.insert(b);
+        }
+        Ok(f)
+    })
+}
+
+/// Runs a script or a library function (`as_function`) as its caller's command: with
+/// `redis.call`/`pcall` bound to this command's context, atomically (the EVAL/FCALL holds
+/// every shard), SCRIPT KILL-able, and its value written as the reply.
+pub(crate) fn run_lua(
+    ctx: &mut Ctx,
+    readonly: bool,
+    name: &str,
+    as_function: bool,
+    keys: &[&[u8]],
+    args: &[&[u8]],
+    get: impl FnOnce(&mut scripting::Vm) -> Result<Function, ScriptError>,
+) -> CmdResult {
+    let cache = ctx.srv.scripts.clone();
     let (db, in_exec) = (ctx.conn.db, ctx.in_exec);
     ctx.in_exec = true;
     cache.wrote.store(false, Ordering::Relaxed);
@@ -115,10 +142,7 @@ fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> 
     cache.started_ms.store(crate::server::state::now_ms(), Ordering::Relaxed);
     cache.running.store(true, Ordering::Release);
     let outcome = scripting::with_vm(&cache, |vm| -> Result<(Value, bool), ScriptError> {
-        let f: Function = vm.function(&sha, &body)?;
-        if !by_sha {
-            cache.insert(&body);
-        }
+        let f: Function = get(vm)?;
         let ctx_cell = RefCell::new(&mut *ctx);
         let run = vm.lua.scope(|scope| {
             // redis.call raises the command's error (with the calling line); redis.pcall
@@ -140,7 +164,7 @@ fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> 
             })?;
             vm.redis.raw_set("call", call)?;
             vm.redis.raw_set("pcall", pcall)?;
-            let r = vm.run(&f, keys, args, &sha);
+            let r = vm.run_as(&f, keys, args, name, as_function);
             vm.redis.raw_set("call", Value::Nil)?;
             vm.redis.raw_set("pcall", Value::Nil)?;
             Ok(r)

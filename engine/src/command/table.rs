@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{acl, pubsub, script, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
+use super::{acl, function, pubsub, script, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -318,6 +318,9 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("evalsha", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Executes a server-side Lua script by SHA1 digest.", script::evalsha).numkeys_at(2).lock(All),
         c("eval_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Executes a read-only server-side Lua script.", script::eval_ro).numkeys_at(2).lock(All),
         c("evalsha_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", script::evalsha_ro).numkeys_at(2).lock(All),
+        c("fcall", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Invokes a function.", function::fcall).numkeys_at(2).lock(All),
+        c("fcall_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Invokes a read-only function.", function::fcall_ro).numkeys_at(2).lock(All),
+        c("function", -2, "noscript", NOKEY, "scripting", "A container for function commands.", function::function),
         c("script", -2, "noscript", NOKEY, "scripting", "A container for Lua scripts management commands.", script::script),
         // transactions
         c("multi", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Starts a transaction.", txn::multi),

@@ -403,7 +403,7 @@ pub fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
                 // A library function's error: positioned as luaL_error would.
                 None => {
                     let msg = match script_line(lua) {
-                        Some(l) if !msg.starts_with("user_script:") => format!("user_script:{l}: {msg}"),
+                        Some(l) if !msg.starts_with("user_script:") && !msg.starts_with("user_function:") => format!("user_script:{l}: {msg}"),
                         _ => msg,
                     };
                     t.raw_set("err", if msg.starts_with("ERR ") { msg } else { format!("ERR {msg}") })?
@@ -430,7 +430,7 @@ pub fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
 pub fn script_line(lua: &Lua) -> Option<usize> {
     (0..64).find_map(|level| {
         lua.inspect_stack(level, |d| {
-            let is_script = d.source().source.as_deref() == Some("@user_script");
+            let is_script = matches!(d.source().source.as_deref(), Some("@user_script" | "@user_function"));
             is_script.then(|| d.current_line()).flatten()
         })
         .flatten()
@@ -438,7 +438,7 @@ pub fn script_line(lua: &Lua) -> Option<usize> {
 }
 
 /// The error reply for a failed script: the error text, then where it happened.
-pub fn error_reply_text(v: &Value, sha: &str) -> String {
+pub fn error_reply_text(v: &Value, sha: &str, chunk: &str) -> String {
     let (err, line) = match v {
         Value::Table(t) => (
             t.raw_get::<Option<String>>("err").ok().flatten().unwrap_or_else(|| "ERR unknown error".into()),
@@ -447,7 +447,7 @@ pub fn error_reply_text(v: &Value, sha: &str) -> String {
         other => (format!("ERR {}", other.to_string().unwrap_or_default()), None),
     };
     match line {
-        Some(l) => format!("{err} script: {sha}, on @user_script:{l}."),
+        Some(l) => format!("{err} script: {sha}, on {chunk}:{l}."),
         None => format!("{err} script: {sha}"),
     }
 }

@@ -9,6 +9,7 @@
 //! like a transaction, and `redis.call` runs command handlers directly on those locks.
 
 mod convert;
+pub mod functions;
 mod libs;
 
 use std::cell::RefCell;
@@ -40,6 +41,8 @@ pub struct ScriptCache {
     pub started_ms: std::sync::atomic::AtomicI64,
     pub wrote: AtomicBool,
     pub kill_requested: AtomicBool,
+    /// FUNCTION libraries.
+    pub functions: functions::Registry,
 }
 
 /// After this long a running script makes the server "busy" (Redis's busy-reply-threshold):
@@ -86,6 +89,8 @@ pub struct Vm {
     pub redis: Table,
     /// Runs the user function under Redis's error handler.
     runner: Function,
+    /// The FUNCTION libraries this thread has loaded.
+    fns: functions::ThreadFunctions,
 }
 
 thread_local! {
@@ -141,12 +146,16 @@ fn new_vm(cache: &Arc<ScriptCache>) -> mlua::Result<Vm> {
             r#"
             local handler = ...
             local xpcall = xpcall
-            return function(f) return xpcall(f, handler) end
+            return function(f, ...)
+                if select('#', ...) == 0 then return xpcall(f, handler) end
+                local args = {...}
+                return xpcall(function() return f(args[1], args[2]) end, handler)
+            end
             "#,
         )
         .set_name("=runner")
         .call::<Function>(handler)?;
-    Ok(Vm { lua, cache: cache.clone(), compiled: HashMap::new(), generation: 0, redis, runner })
+    Ok(Vm { lua, cache: cache.clone(), compiled: HashMap::new(), generation: 0, redis, runner, fns: Default::default() })
 }
 
 /// Runs `f` with this thread's VM (created on first use), after dropping compiled functions
@@ -168,6 +177,33 @@ pub fn with_vm<R>(cache: &Arc<ScriptCache>, f: impl FnOnce(&mut Vm) -> R) -> R {
 }
 
 impl Vm {
+    /// A FUNCTION by name, (re)loading the libraries if they changed since this thread last
+    /// looked.
+    pub fn library_function(&mut self, name: &str) -> Option<functions::Loaded> {
+        let registry = &self.cache.functions;
+        let generation = registry.generation();
+        if self.fns.generation != generation || (generation == 0 && self.fns.functions.is_empty()) {
+            self.fns.functions.clear();
+            for (lib, l) in registry.snapshot() {
+                let body = functions::parse_header(&l.code).map(|(_, b)| b.to_string()).unwrap_or_default();
+                match functions::load(&self.lua, &self.redis, &body) {
+                    Ok(fs) => self.fns.functions.extend(fs),
+                    Err(e) => tracing::warn!(library = %lib, "library failed to load on this thread: {e}"),
+                }
+            }
+            self.fns.generation = generation;
+        }
+        self.fns.functions.get(name).cloned()
+    }
+
+    /// Validates a library's code by loading it here; returns its name and what it registers.
+    pub fn check_library(&self, code: &str) -> Result<(String, functions::Library), String> {
+        let (name, body) = functions::parse_header(code)?;
+        let loaded = functions::load(&self.lua, &self.redis, body)?;
+        let functions = loaded.into_iter().map(|(n, l)| (n, l.flags)).collect();
+        Ok((name, functions::Library { code: code.to_string(), functions }))
+    }
+
     /// The compiled function for a body (compiling it on first use).
     pub fn function(&mut self, sha: &str, body: &[u8]) -> Result<Function, ScriptError> {
         if let Some(f) = self.compiled.get(sha) {
@@ -180,6 +216,12 @@ impl Vm {
 
     /// Runs a compiled script with KEYS and ARGV set; returns its value or the error reply.
     pub fn run(&self, f: &Function, keys: &[&[u8]], args: &[&[u8]], sha: &str) -> Result<Value, ScriptError> {
+        self.run_as(f, keys, args, sha, false)
+    }
+
+    /// Runs a script (`as_function` false: KEYS/ARGV globals, chunk `@user_script`) or a
+    /// library function (true: called with `keys, args`, chunk `@user_function`).
+    pub fn run_as(&self, f: &Function, keys: &[&[u8]], args: &[&[u8]], name: &str, as_function: bool) -> Result<Value, ScriptError> {
         let lua = &self.lua;
         let g = lua.globals();
         let to_table = |items: &[&[u8]]| -> mlua::Result<Table> {
@@ -189,23 +231,28 @@ impl Vm {
             }
             Ok(t)
         };
-        let setup = || -> mlua::Result<()> {
-            g.raw_set("KEYS", to_table(keys)?)?;
-            g.raw_set("ARGV", to_table(args)?)?;
-            libs::reset_run_state(lua)
+        let setup = || -> mlua::Result<(Table, Table)> {
+            let (k, a) = (to_table(keys)?, to_table(args)?);
+            if !as_function {
+                g.raw_set("KEYS", k.clone())?;
+                g.raw_set("ARGV", a.clone())?;
+            }
+            libs::reset_run_state(lua)?;
+            Ok((k, a))
         };
-        setup().map_err(|e| ScriptError::Reply(format!("ERR {e}")))?;
-        let out = self.runner.call::<MultiValue>(f.clone());
+        let (k, a) = setup().map_err(|e| ScriptError::Reply(format!("ERR {e}")))?;
+        let out = if as_function { self.runner.call::<MultiValue>((f.clone(), k, a)) } else { self.runner.call::<MultiValue>(f.clone()) };
         let mut vals = match out {
             Ok(v) => v.into_iter(),
-            Err(e) => return Err(ScriptError::Reply(format!("ERR {e} script: {sha}"))),
+            Err(e) => return Err(ScriptError::Reply(format!("ERR {e} script: {name}"))),
         };
         let ok = matches!(vals.next(), Some(Value::Boolean(true)));
         let v = vals.next().unwrap_or(Value::Nil);
         if ok {
             return Ok(v);
         }
-        Err(ScriptError::Reply(libs::error_reply_text(&v, sha)))
+        let chunk = if as_function { "@user_function" } else { "@user_script" };
+        Err(ScriptError::Reply(libs::error_reply_text(&v, name, chunk)))
     }
 }
 
