@@ -560,6 +560,15 @@ EVAL_RO "return redis.call('set','a','1')" 0
 EVAL_RO "return redis.call('get','luacounter')" 0
 EVAL "return string.format('%d %s %5.2f', 3, 'x', 1.5)" 0
 EVAL "return type(cmsgpack)" 0
+EVAL "return type(struct)" 0
+EVAL "return struct.pack('>I2', 258)" 0
+EVAL "return {struct.unpack('<i4', struct.pack('<i4', -5))}" 0
+EVAL "return struct.size('!4 b i4 d')" 0
+EVAL "return struct.size('bhlTiI3')" 0
+EVAL "return {struct.unpack('>h B c2 s', struct.pack('>h B c2 s', -300, 200, 'xyz', 'zz'))}" 0
+EVAL "return {struct.unpack('b c0', struct.pack('b c0', 3, 'abc'))}" 0
+EVAL "return struct.pack('!8 b d', 1, 1.5)" 0
+EVAL "return struct.pack('q', 1)" 0
 EVAL "return loadstring('return 1')()" 0
 EVAL "return redis.REDIS_VERSION" 0
 CLIENT TRACKINGINFO

@@ -1,8 +1,8 @@
 //! The libraries a script sees beside Lua's own: `redis` (minus `call`/`pcall`, which the
-//! EVAL handler installs per run), `bit` (LuaBitOp), `cjson`, `cmsgpack`, Redis's rand48
+//! EVAL handler installs per run), `bit` (LuaBitOp), `cjson`, `cmsgpack`, `struct`, Redis's rand48
 //! `math.random`, and the error handler that shapes failures into Redis's error replies.
 //!
-//! bit, cjson and cmsgpack are C libraries in Redis; no maintained crate provides them as Lua
+//! bit, cjson, cmsgpack and struct are C libraries in Redis; no maintained crate provides them as Lua
 //! modules for mlua, so they are written here against their documented behaviour.
 
 use std::cell::Cell;
@@ -661,5 +661,259 @@ pub fn cmsgpack_table(lua: &Lua) -> mlua::Result<Table> {
     };
     t.raw_set("unpack", lua.create_function(unpack(None))?)?;
     t.raw_set("unpack_one", lua.create_function(unpack(Some(1)))?)?;
+    Ok(t)
+}
+
+/// One item of a `struct` format: its kind and size, after the endianness/alignment state.
+struct StructFmt<'a> {
+    f: &'a [u8],
+    pos: usize,
+    little: bool,
+    align: usize,
+    /// The calling function, for error messages.
+    func: &'static str,
+}
+
+#[derive(Clone, Copy)]
+enum StructItem {
+    Int { size: usize, signed: bool },
+    Float,
+    Double,
+    Pad,
+    Chars(Option<usize>),
+    ZString,
+}
+
+impl<'a> StructFmt<'a> {
+    fn new(f: &'a [u8], func: &'static str) -> Self {
+        StructFmt { f, pos: 0, little: cfg!(target_endian = "little"), align: 1, func }
+    }
+
+    fn number(&mut self) -> Option<usize> {
+        let start = self.pos;
+        while self.pos < self.f.len() && self.f[self.pos].is_ascii_digit() {
+            self.pos += 1;
+        }
+        std::str::from_utf8(&self.f[start..self.pos]).ok().and_then(|s| s.parse().ok())
+    }
+
+    /// The next item (None at the end), handling `<`, `>`, `=`, `!n` and spaces.
+    fn next(&mut self) -> mlua::Result<Option<StructItem>> {
+        loop {
+            let Some(&c) = self.f.get(self.pos) else { return Ok(None) };
+            self.pos += 1;
+            let item = match c {
+                b' ' => continue,
+                b'<' => {
+                    self.little = true;
+                    continue;
+                }
+                b'>' => {
+                    self.little = false;
+                    continue;
+                }
+                b'=' => {
+                    self.little = cfg!(target_endian = "little");
+                    continue;
+                }
+                b'!' => {
+                    let n = self.number().unwrap_or(8);
+                    if !n.is_power_of_two() {
+                        return Err(mlua::Error::RuntimeError(format!("alignment {n} is not a power of 2")));
+                    }
+                    self.align = n;
+                    continue;
+                }
+                b'x' => StructItem::Pad,
+                b'b' => StructItem::Int { size: 1, signed: true },
+                b'B' => StructItem::Int { size: 1, signed: false },
+                b'h' => StructItem::Int { size: 2, signed: true },
+                b'H' => StructItem::Int { size: 2, signed: false },
+                b'l' => StructItem::Int { size: 8, signed: true },
+                b'L' => StructItem::Int { size: 8, signed: false },
+                b'T' => StructItem::Int { size: 8, signed: false },
+                b'i' | b'I' => {
+                    let size = self.number().unwrap_or(4);
+                    if !(1..=8).contains(&size) {
+                        return Err(mlua::Error::RuntimeError(format!("integral size {size} is larger than limit of 8")));
+                    }
+                    StructItem::Int { size, signed: c == b'i' }
+                }
+                b'f' => StructItem::Float,
+                b'd' => StructItem::Double,
+                b'c' => StructItem::Chars(self.number()),
+                b's' => StructItem::ZString,
+                other => {
+                    return Err(mlua::Error::RuntimeError(format!("bad argument #1 to '{}' (invalid format option '{}')", self.func, other as char)))
+                }
+            };
+            return Ok(Some(item));
+        }
+    }
+
+    /// Padding before an item of natural size `size`, under `!n` alignment.
+    fn pad(&self, offset: usize, size: usize) -> usize {
+        let a = size.min(self.align);
+        if a <= 1 {
+            0
+        } else {
+            (a - offset % a) % a
+        }
+    }
+}
+
+fn int_bytes_of(v: i64, size: usize, little: bool) -> Vec<u8> {
+    let le = v.to_le_bytes();
+    let mut b = le[..size].to_vec();
+    if !little {
+        b.reverse();
+    }
+    b
+}
+
+/// Roberto Ierusalimschy's `struct` library (pack, unpack, size), as Redis bundles it.
+pub fn struct_table(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set(
+        "pack",
+        lua.create_function(|lua, (fmt, args): (mlua::LuaString, Variadic<Value>)| {
+            let fmt = fmt.as_bytes().to_vec();
+            let mut f = StructFmt::new(&fmt, "pack");
+            let mut out: Vec<u8> = Vec::new();
+            let mut args = args.into_iter();
+            let mut arg = |what: &str| args.next().ok_or_else(|| mlua::Error::RuntimeError(format!("bad argument to 'pack' ({what} expected, got no value)")));
+            while let Some(item) = f.next()? {
+                match item {
+                    StructItem::Pad => out.push(0),
+                    StructItem::Int { size, .. } => {
+                        out.resize(out.len() + f.pad(out.len(), size), 0);
+                        let v = num(&arg("number")?)?;
+                        out.extend(int_bytes_of(v as i64, size, f.little));
+                    }
+                    StructItem::Float => {
+                        out.resize(out.len() + f.pad(out.len(), 4), 0);
+                        let v = num(&arg("number")?)? as f32;
+                        out.extend(if f.little { v.to_le_bytes() } else { v.to_be_bytes() });
+                    }
+                    StructItem::Double => {
+                        out.resize(out.len() + f.pad(out.len(), 8), 0);
+                        let v = num(&arg("number")?)?;
+                        out.extend(if f.little { v.to_le_bytes() } else { v.to_be_bytes() });
+                    }
+                    StructItem::Chars(n) => {
+                        let s = match arg("string")? {
+                            Value::String(s) => s.as_bytes().to_vec(),
+                            other => other.to_string()?.into_bytes(),
+                        };
+                        // `c` is one byte, `cN` N bytes, `c0` the whole string.
+                        let n = match n {
+                            None => 1,
+                            Some(0) => s.len(),
+                            Some(k) => k,
+                        };
+                        if s.len() < n {
+                            return Err(mlua::Error::RuntimeError("bad argument to 'pack' (string too short)".into()));
+                        }
+                        out.extend_from_slice(&s[..n]);
+                    }
+                    StructItem::ZString => {
+                        let s = match arg("string")? {
+                            Value::String(s) => s.as_bytes().to_vec(),
+                            other => other.to_string()?.into_bytes(),
+                        };
+                        if s.contains(&0) {
+                            return Err(mlua::Error::RuntimeError("bad argument to 'pack' (string contains zeros)".into()));
+                        }
+                        out.extend_from_slice(&s);
+                        out.push(0);
+                    }
+                }
+            }
+            lua.create_string(&out)
+        })?,
+    )?;
+    t.raw_set(
+        "unpack",
+        lua.create_function(|lua, (fmt, data, init): (mlua::LuaString, mlua::LuaString, Option<i64>)| {
+            let fmt = fmt.as_bytes().to_vec();
+            let data = data.as_bytes().to_vec();
+            let mut f = StructFmt::new(&fmt, "unpack");
+            let mut pos = init.map(|i| (i.max(1) - 1) as usize).unwrap_or(0);
+            let short = || mlua::Error::RuntimeError("bad argument to 'unpack' (data string too short)".into());
+            let mut vals: Vec<Value> = Vec::new();
+            while let Some(item) = f.next()? {
+                match item {
+                    StructItem::Pad => pos += 1,
+                    StructItem::Int { size, signed } => {
+                        pos += f.pad(pos, size);
+                        let mut b = data.get(pos..pos + size).ok_or_else(short)?.to_vec();
+                        if !f.little {
+                            b.reverse();
+                        }
+                        let mut v: u64 = 0;
+                        for (i, x) in b.iter().enumerate() {
+                            v |= (*x as u64) << (8 * i);
+                        }
+                        let v = if signed && size < 8 && v & (1 << (8 * size - 1)) != 0 { (v | (u64::MAX << (8 * size))) as i64 } else { v as i64 };
+                        vals.push(Value::Number(if signed { v as f64 } else { v as u64 as f64 }));
+                        pos += size;
+                    }
+                    StructItem::Float => {
+                        pos += f.pad(pos, 4);
+                        let b: [u8; 4] = data.get(pos..pos + 4).ok_or_else(short)?.try_into().expect("4");
+                        vals.push(Value::Number((if f.little { f32::from_le_bytes(b) } else { f32::from_be_bytes(b) }) as f64));
+                        pos += 4;
+                    }
+                    StructItem::Double => {
+                        pos += f.pad(pos, 8);
+                        let b: [u8; 8] = data.get(pos..pos + 8).ok_or_else(short)?.try_into().expect("8");
+                        vals.push(Value::Number(if f.little { f64::from_le_bytes(b) } else { f64::from_be_bytes(b) }));
+                        pos += 8;
+                    }
+                    StructItem::Chars(n) => {
+                        // `c0` takes its length from the previous number unpacked.
+                        let n = match n {
+                            Some(0) => match vals.pop() {
+                                Some(Value::Number(x)) => x as usize,
+                                _ => return Err(mlua::Error::RuntimeError("format 'c0' needs a previous size".into())),
+                            },
+                            Some(n) => n,
+                            None => 1,
+                        };
+                        vals.push(Value::String(lua.create_string(data.get(pos..pos + n).ok_or_else(short)?)?));
+                        pos += n;
+                    }
+                    StructItem::ZString => {
+                        let end = data[pos.min(data.len())..].iter().position(|&b| b == 0).ok_or_else(|| mlua::Error::RuntimeError("unfinished string in data".into()))?;
+                        vals.push(Value::String(lua.create_string(&data[pos..pos + end])?));
+                        pos += end + 1;
+                    }
+                }
+            }
+            vals.push(Value::Number((pos + 1) as f64));
+            Ok(MultiValue::from_vec(vals))
+        })?,
+    )?;
+    t.raw_set(
+        "size",
+        lua.create_function(|_, fmt: mlua::LuaString| {
+            let fmt = fmt.as_bytes().to_vec();
+            let mut f = StructFmt::new(&fmt, "size");
+            let mut size = 0usize;
+            while let Some(item) = f.next()? {
+                let n = match item {
+                    StructItem::Pad => 1,
+                    StructItem::Int { size, .. } => size,
+                    StructItem::Float => 4,
+                    StructItem::Double => 8,
+                    StructItem::Chars(Some(n)) if n > 0 => n,
+                    StructItem::Chars(None) => 1,
+                    _ => return Err(mlua::Error::RuntimeError("options 'c0' - 's' have undefined sizes".into())),
+                };
+                size += f.pad(size, n.min(8)) + n;
+            }
+            Ok(size as f64)
+        })?,
+    )?;
     Ok(t)
 }

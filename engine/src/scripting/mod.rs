@@ -1,6 +1,6 @@
 //! Lua scripting (EVAL, EVALSHA, SCRIPT), as Redis 7.0 runs it: Lua 5.1, the `redis` library
 //! (`call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log`, `setresp`…), `bit`,
-//! `cjson` and `cmsgpack` (not `struct`), read-only globals, and Redis's reply conversions in
+//! `cjson`, `cmsgpack` and `struct`, read-only globals, and Redis's reply conversions in
 //! both directions.
 //!
 //! Each reactor thread owns one Lua VM (a Lua state is not `Send`) with the functions it has
@@ -118,6 +118,7 @@ fn new_vm(cache: &Arc<ScriptCache>) -> mlua::Result<Vm> {
     g.raw_set("bit", libs::bit_table(&lua)?)?;
     g.raw_set("cjson", libs::cjson_table(&lua)?)?;
     g.raw_set("cmsgpack", libs::cmsgpack_table(&lua)?)?;
+    g.raw_set("struct", libs::struct_table(&lua)?)?;
     libs::rand48_random(&lua)?;
     // SCRIPT KILL: checked every 100k instructions.
     let kill = cache.clone();
