@@ -51,6 +51,17 @@ pub fn int(arg: &[u8]) -> Result<i64, CmdError> {
     parse_i64(arg).ok_or(CmdError::NotInteger)
 }
 
+/// ON or OFF (CLIENT TRACKING, CLIENT NO-EVICT); anything else is a syntax error.
+pub fn on_off(arg: &[u8]) -> Result<bool, CmdError> {
+    if is(arg, "ON") {
+        Ok(true)
+    } else if is(arg, "OFF") {
+        Ok(false)
+    } else {
+        Err(CmdError::Syntax)
+    }
+}
+
 /// A non-negative count ("value is out of range, must be positive").
 pub fn count(arg: &[u8]) -> Result<usize, CmdError> {
     let n = int(arg).map_err(|_| CmdError::NotPositive)?;

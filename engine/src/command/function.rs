@@ -2,8 +2,6 @@
 //! Redis 7's named Lua functions. Libraries live in `scripting::functions`; calls run through
 //! the same machinery as EVAL (`script::run_lua`).
 
-use std::sync::atomic::Ordering;
-
 use super::args::{err, glob_match, is, subcommand_error, CmdError};
 use super::dump::{crc64, put_str, Reader, RDB_VERSION};
 use super::script::{keys_and_args, run_lua};
@@ -183,14 +181,7 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.int(fns as i64);
         }
         ("kill", 2) => {
-            let cache = &ctx.srv.scripts;
-            if !cache.running.load(Ordering::Acquire) {
-                return Err(err("NOTBUSY No scripts in execution right now."));
-            }
-            if cache.wrote.load(Ordering::Relaxed) {
-                return Err(err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
-            }
-            cache.kill_requested.store(true, Ordering::Relaxed);
+            super::script::kill_running(&ctx.srv.scripts)?;
             ctx.out.ok();
         }
         ("help", 2) => ctx.out.help(&[

@@ -188,6 +188,18 @@ pub(crate) fn run_lua(
     }
 }
 
+/// SCRIPT KILL / FUNCTION KILL: asks the running script to stop, unless it has written.
+pub(crate) fn kill_running(cache: &scripting::ScriptCache) -> Result<(), CmdError> {
+    if !cache.running.load(Ordering::Acquire) {
+        return Err(err("NOTBUSY No scripts in execution right now."));
+    }
+    if cache.wrote.load(Ordering::Relaxed) {
+        return Err(err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
+    }
+    cache.kill_requested.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
 pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
     let cache = ctx.srv.scripts.clone();
@@ -215,13 +227,7 @@ pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.ok();
         }
         ("kill", 2) => {
-            if !cache.running.load(Ordering::Acquire) {
-                return Err(err("NOTBUSY No scripts in execution right now."));
-            }
-            if cache.wrote.load(Ordering::Relaxed) {
-                return Err(err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
-            }
-            cache.kill_requested.store(true, Ordering::Relaxed);
+            kill_running(&cache)?;
             ctx.out.ok();
         }
         ("debug", 3) => return Err(err("ERR SCRIPT DEBUG (the Lua debugger) is not supported by Terrace")),

@@ -348,13 +348,7 @@ fn tracking_info(ctx: &mut Ctx) {
 
 /// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP].
 fn client_tracking(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let on = if is(argv[2], "ON") {
-        true
-    } else if is(argv[2], "OFF") {
-        false
-    } else {
-        return Err(CmdError::Syntax);
-    };
+    let on = super::args::on_off(argv[2])?;
     let mut opts = crate::tracking::Options::default();
     let mut i = 3;
     while i < argv.len() {
@@ -768,13 +762,7 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.ok();
         }
         ("NO-EVICT", 3) => {
-            let on = if is(argv[2], "ON") {
-                true
-            } else if is(argv[2], "OFF") {
-                false
-            } else {
-                return Err(CmdError::Syntax);
-            };
+            let on = super::args::on_off(argv[2])?;
             ctx.conn.info.no_evict.store(on, Ordering::Relaxed);
             ctx.out.ok();
         }
