@@ -213,8 +213,8 @@ impl<'a> Data<'a> {
     }
 
     pub fn insert(&mut self, e: Entry) {
-        let key = e.key().to_vec();
-        self.shard(&key).insert(e);
+        let id = self.ks.shard_id(self.db, e.key());
+        self.guards.shard(id).insert(e);
     }
 
     pub fn delete(&mut self, key: &[u8]) -> bool {

@@ -292,13 +292,26 @@ pub fn strlen(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
-    let cur = match get_str(&mut ctx.data, key)? {
-        Some(v) => parse_i64(v).ok_or(CmdError::NotInteger)?,
-        None => 0,
-    };
-    let n = cur.checked_add(by).ok_or(CmdError::Overflow)?;
     let mut b = itoa::Buffer::new();
-    replace_value(ctx, key, b.format(n).as_bytes());
+    let n = match ctx.data.read(key) {
+        None => {
+            ctx.data.set_str(key, b.format(by).as_bytes(), None);
+            by
+        }
+        Some(e) => {
+            let v = e.str_value_mut().ok_or(CmdError::WrongType)?;
+            let n = parse_i64(v).ok_or(CmdError::NotInteger)?.checked_add(by).ok_or(CmdError::Overflow)?;
+            let digits = b.format(n).as_bytes();
+            if digits.len() == v.len() {
+                // Same width (the common case): rewrite the digits in place, no reallocation.
+                v.copy_from_slice(digits);
+                ctx.data.modified(key);
+            } else {
+                replace_value(ctx, key, digits);
+            }
+            n
+        }
+    };
     ctx.out.int(n);
     Ok(())
 }

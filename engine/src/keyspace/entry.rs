@@ -272,6 +272,17 @@ impl Entry {
         usize::from_ne_bytes(raw) as *mut Collection
     }
 
+    /// The string value's bytes, writable in place (same length), if this is a string.
+    pub fn str_value_mut(&mut self) -> Option<&mut [u8]> {
+        if self.kind() != Kind::Str {
+            return None;
+        }
+        let p = self.parsed();
+        // SAFETY: the value bytes lie inside this entry's own allocation, which `&mut self`
+        // borrows exclusively; the length stays the same, so the header stays valid.
+        unsafe { Some(std::slice::from_raw_parts_mut(self.0.as_ptr().add(p.val_off), p.val_len)) }
+    }
+
     /// The string value, if this is a string.
     pub fn str_value(&self) -> Option<&[u8]> {
         match self.value() {
