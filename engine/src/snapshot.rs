@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::command::dump::{crc64, decode_value, encode_object, put_len, put_str, Reader, Restored, RDB_VERSION};
+use crate::command::dump::{crc64, crc64_update, decode_value, encode_object, put_len, put_str, Reader, Restored, RDB_VERSION};
 use crate::keyspace::{access, Entry, Guards, Meta, Shard, NUM_DBS};
 use crate::server::state::{now_ms, Server};
 
@@ -80,16 +80,15 @@ fn header(srv: &Server) -> Vec<u8> {
 }
 
 /// Appends one key's record (expiry, type, key, value).
-fn write_entry(out: &mut Vec<u8>, e: &Entry, now: i64) -> Result<(), SnapshotError> {
+fn write_entry(out: &mut Vec<u8>, e: &Entry, now: i64) {
     if let Some(t) = e.expire() {
         if t <= now {
-            return Ok(());
+            return;
         }
         out.push(OP_EXPIRETIME_MS);
         out.extend_from_slice(&t.to_le_bytes());
     }
     encode_object(e.value(), Some(e.key()), out);
-    Ok(())
 }
 
 /// Streams the file out, keeping the running CRC.
@@ -119,18 +118,6 @@ impl RdbWriter {
         let f = self.w.into_inner().map_err(|e| SnapshotError::Io { path: path.clone(), source: e.into_error() })?;
         f.sync_all().map_err(|source| SnapshotError::Io { path, source })
     }
-}
-
-/// CRC-64/Jones over a stream (the same function as `crc64`, resumable).
-fn crc64_update(mut crc: u64, data: &[u8]) -> u64 {
-    const POLY: u64 = 0x95ac_9329_ac4b_c9b5;
-    for &b in data {
-        crc ^= b as u64;
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ POLY } else { crc >> 1 };
-        }
-    }
-    crc
 }
 
 /// Writes a snapshot. `visit(shard id, f)` runs `f` on a shard (locked or held by the caller).
@@ -165,7 +152,7 @@ fn write_snapshot(srv: &Server, visit: &mut dyn FnMut(u32, &mut dyn FnMut(&Shard
         for id in ks.db_shard_ids(db) {
             visit(id, &mut |shard: &Shard| {
                 for e in shard.iter() {
-                    write_entry(&mut buf, e, now)?;
+                    write_entry(&mut buf, e, now);
                 }
                 Ok(())
             })?;

@@ -41,8 +41,12 @@ pub(crate) fn readable_type(t: u8) -> bool {
 
 /// CRC-64/Jones (reflected, poly 0xad93d23594c935a9), as Redis's crc64.c.
 pub fn crc64(data: &[u8]) -> u64 {
+    crc64_update(0, data)
+}
+
+/// `crc64` resumed from a previous value, for data written in pieces (RDB files).
+pub fn crc64_update(mut crc: u64, data: &[u8]) -> u64 {
     const POLY: u64 = 0x95ac_9329_ac4b_c9b5; // 0xad93d23594c935a9 bit-reversed
-    let mut crc: u64 = 0;
     for &b in data {
         crc ^= b as u64;
         for _ in 0..8 {

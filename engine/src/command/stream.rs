@@ -592,7 +592,6 @@ pub fn xinfo(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     let key = argv[2];
     let now = ctx.data.now;
-    let resp3 = ctx.resp3();
     let Some(s) = stream(&mut ctx.data, key)? else {
         return Err(CmdError::NoSuchKey);
     };
@@ -629,7 +628,6 @@ pub fn xinfo(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             group_lag(out, s, g);
         }
     } else {
-        let _ = resp3;
         xinfo_stream(out, s, &argv[3..])?;
     }
     Ok(())

@@ -65,16 +65,10 @@ impl ScriptCache {
         self.bodies.lock().clear();
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
-    pub fn len(&self) -> usize {
-        self.bodies.lock().len()
-    }
     /// Whether a script has been running longer than the busy threshold.
     pub fn busy(&self) -> bool {
         self.running.load(Ordering::Relaxed)
             && crate::server::state::now_ms() - self.started_ms.load(Ordering::Relaxed) > BUSY_THRESHOLD_MS
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -183,7 +177,7 @@ impl Vm {
     pub fn library_function(&mut self, name: &str) -> Option<functions::Loaded> {
         let registry = &self.cache.functions;
         let generation = registry.generation();
-        if self.fns.generation != generation || (generation == 0 && self.fns.functions.is_empty()) {
+        if self.fns.generation != generation {
             self.fns.functions.clear();
             for (lib, l) in registry.snapshot() {
                 let body = functions::parse_header(&l.code).map(|(_, b)| b.to_string()).unwrap_or_default();
