@@ -1,10 +1,13 @@
 //! The `terrace` command line: parses arguments and dispatches to the crates' `run` functions.
 
+mod up;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use terrace_engine::EngineSettings;
+use terrace_proxy::ProxySettings;
 
 #[global_allocator]
 static ALLOC: terrace_engine::alloc::CountingAlloc = terrace_engine::alloc::CountingAlloc;
@@ -18,23 +21,53 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the whole appliance on embedded defaults (today: one engine on port 6379).
-    Up(UpArgs),
+    /// Run the whole appliance on embedded defaults: two engines and the proxy.
+    Up(up::UpArgs),
     /// Run one engine (data node).
     Engine(EngineArgs),
+    /// Run the protocol proxy in front of engines.
+    Proxy(ProxyArgs),
 }
 
 #[derive(Args)]
-struct UpArgs {
-    /// Port for Redis clients.
-    #[arg(long, default_value_t = 6379)]
-    port: u16,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
-    bind: String,
-    /// Data directory.
-    #[arg(long, default_value = "data")]
-    data_dir: PathBuf,
+struct ProxyArgs {
+    /// Port for Redis clients [env: TERRACE_PROXY_PORT] [default: 6379]
+    #[arg(long)]
+    port: Option<u16>,
+    /// Address to listen on [env: TERRACE_PROXY_BIND] [default: 127.0.0.1]
+    #[arg(long)]
+    bind: Option<String>,
+    /// Engines, comma-separated host:port [env: TERRACE_PROXY_ENGINES] [default: 127.0.0.1:7001,127.0.0.1:7002]
+    #[arg(long)]
+    engines: Option<String>,
+    /// TOML configuration file; its [proxy] table is read.
+    #[arg(long, env = "TERRACE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Reactor threads [env: TERRACE_PROXY_THREADS] [default: 1]
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Milliseconds a request may wait for an engine [env: TERRACE_PROXY_TIMEOUT_MS] [default: 2000]
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+}
+
+impl ProxyArgs {
+    fn settings(self) -> anyhow::Result<ProxySettings> {
+        let flags = ProxySettings {
+            port: self.port,
+            bind: self.bind,
+            engines: self.engines.map(|e| terrace_proxy::config::split_list(&e)),
+            threads: self.threads,
+            timeout_ms: self.timeout_ms,
+            ..Default::default()
+        };
+        let env = ProxySettings::from_env()?;
+        let file = match &self.config {
+            Some(p) => ProxySettings::from_file(p)?,
+            None => ProxySettings::default(),
+        };
+        Ok(flags.or(env).or(file))
+    }
 }
 
 #[derive(Args)]
@@ -92,18 +125,8 @@ fn main() -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Engine(args) => args.settings().and_then(|s| Ok(s.resolve()?)).and_then(|c| Ok(terrace_engine::run(c)?)),
-        Command::Up(args) => {
-            let settings = EngineSettings {
-                port: Some(args.port),
-                bind: Some(args.bind),
-                data_dir: Some(args.data_dir),
-                ..Default::default()
-            };
-            settings.resolve().map_err(anyhow::Error::from).and_then(|c| {
-                eprintln!("terrace up: engine on {}:{} (Redis clients connect here)", c.bind, c.port);
-                Ok(terrace_engine::run(c)?)
-            })
-        }
+        Command::Proxy(args) => args.settings().and_then(|s| Ok(s.resolve()?)).and_then(|c| Ok(terrace_proxy::run(c)?)),
+        Command::Up(args) => up::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,27 +6,8 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{encode, Engine};
+use common::{encode, err, q, Engine};
 use redis::{cmd, Value};
-
-fn q<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
-    let mut c = cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-fn err(con: &mut redis::Connection, args: &[&str]) -> String {
-    let mut c = cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    match c.query::<Value>(con) {
-        Err(e) => e.to_string(),
-        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
-    }
-}
 
 #[test]
 fn strings() {
@@ -821,25 +802,6 @@ fn geo_commands() {
     assert_eq!(q::<i64>(&mut c, &["GEOSEARCHSTORE", "near", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "100", "km", "STOREDIST"]), 1);
     assert_eq!(q::<Vec<String>>(&mut c, &["GEORADIUS", "Sicily", "15", "37", "200", "km", "COUNT", "1"]), vec!["Catania"]);
     assert!(err(&mut c, &["GEOADD", "Sicily", "200", "100", "bad"]).contains("invalid longitude,latitude pair 200.000000,100.000000"));
-}
-
-#[test]
-fn terrace_up_serves_redis_clients() {
-    use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
-        .args(["up", "--port", "0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
-    assert_eq!(q::<String>(&mut c, &["SET", "up", "yes"]), "OK");
-    assert_eq!(q::<String>(&mut c, &["GET", "up"]), "yes");
-    send_signal(child.id() as i32, 2);
-    assert!(wait_exit(&mut child).success());
 }
 
 #[test]

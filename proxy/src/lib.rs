@@ -1,3 +1,19 @@
-//! Terrace protocol proxy: Redis (RESP2/3) and Memcached front ends that route to engines.
+//! Terrace protocol proxy: Redis clients (RESP2/RESP3) through one front door, routed by key
+//! slot to engines over pipelined, pooled connections.
 //!
-//! Not built yet; see the "Proxy" issue. Until it lands, `terrace up` runs a single engine.
+//! Request flow: `server` (listener, reactor threads) → `frontend::redis` (one task per
+//! client: parse, route, order replies) → `route` (what to do with each command; `slots`:
+//! key → engine) → `backend` (connections to engines) → `merge` (replies of split and
+//! fanned-out commands) → back to the client in request order. `resp` scans reply frames.
+
+pub mod backend;
+pub mod config;
+pub mod frontend;
+pub mod merge;
+pub mod resp;
+pub mod route;
+pub mod server;
+pub mod slots;
+
+pub use config::{ProxyConfig, ProxySettings};
+pub use server::run;

@@ -215,3 +215,95 @@ impl RedisServer {
         redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection().unwrap()
     }
 }
+
+/// A free TCP port (bound and released; good enough for tests that need a fixed port).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Reads a server's "… ready on HOST:PORT" line and returns the port.
+fn ready_port(child: &mut Child) -> u16 {
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("read ready line");
+    line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("unexpected ready line {line:?}"))
+}
+
+impl Engine {
+    /// Starts an engine on a given port (a restart test brings it back on the same one).
+    pub fn start_on(port: u16, data_dir: &std::path::Path) -> Engine {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+        cmd.args(["engine", "--port", &port.to_string(), "--data-dir"]).arg(data_dir).stdout(Stdio::piped()).stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().expect("start terrace engine");
+        let port = ready_port(&mut child);
+        Engine { child, port, data_dir: data_dir.to_path_buf() }
+    }
+}
+
+/// A running `terrace proxy` in front of the given engines; killed on drop.
+pub struct Proxy {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Proxy {
+    pub fn start(engines: &[&Engine], extra: &[&str], env: &[(&str, &str)]) -> Proxy {
+        let list: Vec<String> = engines.iter().map(|e| format!("127.0.0.1:{}", e.port)).collect();
+        Self::start_for(&list.join(","), extra, env)
+    }
+
+    pub fn start_for(engines: &str, extra: &[&str], env: &[(&str, &str)]) -> Proxy {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+        cmd.args(["proxy", "--port", "0", "--engines", engines]).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start terrace proxy");
+        let port = ready_port(&mut child);
+        Proxy { child, port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+    }
+
+    pub fn raw(&self) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Raw { s }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a command and converts its reply, panicking with the command on failure.
+pub fn q<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Runs a command that must fail and returns the error text.
+pub fn err(con: &mut redis::Connection, args: &[&str]) -> String {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    match c.query::<redis::Value>(con) {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
+    }
+}

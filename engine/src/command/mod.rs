@@ -313,7 +313,7 @@ pub fn lookup(name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
     table::INDEX.get(s).map(|&i| (i, &COMMANDS[i]))
 }
 
-fn unknown_command_error(argv: &[&[u8]]) -> String {
+pub fn unknown_command_error(argv: &[&[u8]]) -> String {
     let mut msg = format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(argv[0]));
     for a in argv.iter().skip(1).take(20) {
         msg.push_str(&format!("'{}' ", String::from_utf8_lossy(&a[..a.len().min(128)])));

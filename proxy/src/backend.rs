@@ -1,0 +1,362 @@
+//! Connections from the proxy to engines.
+//!
+//! A `Backend` is one TCP connection to one engine, owned by one reactor thread. Requests of
+//! many clients are appended to its output buffer and written together (one write per
+//! event-loop turn, not one per request); replies come back in order and fill the waiting
+//! clients' `Slot`s. Shared backends are pooled per (engine, database, protocol) and reconnect
+//! with backoff; dedicated ones belong to one client (transactions, blocking commands,
+//! pub/sub) and die with it.
+//!
+//! Failure is quick: while an engine is down, requests to it are answered with an error at
+//! once; a request unanswered after `timeout` fails every request in flight on that
+//! connection (their replies could no longer be matched) and the connection is replaced.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::resp::{self, FrameScanner};
+
+/// Limits shared by every backend.
+#[derive(Debug, Clone)]
+pub struct BackendLimits {
+    pub connect_timeout: Duration,
+    /// How long a request may wait for its reply.
+    pub timeout: Duration,
+    /// Requests in flight per connection before senders wait.
+    pub max_inflight: usize,
+}
+
+/// Where a backend connects and how its connection is set up.
+#[derive(Debug, Clone)]
+pub struct BackendSpec {
+    pub engine: usize,
+    pub addr: String,
+    pub db: u32,
+    pub resp3: bool,
+    /// Requests sent first on every (re)connection, their replies swallowed: the tenant's
+    /// namespace, HELLO 3, SELECT.
+    pub dedicated: bool,
+}
+
+/// One reply to wait for.
+pub struct Slot {
+    reply: RefCell<Option<Bytes>>,
+    owner: Rc<Notify>,
+    sent_at: Instant,
+    /// Blocking commands: no timeout.
+    patient: bool,
+}
+
+impl Slot {
+    pub fn ready(reply: Bytes, owner: &Rc<Notify>) -> Rc<Slot> {
+        Rc::new(Slot { reply: RefCell::new(Some(reply)), owner: owner.clone(), sent_at: Instant::now(), patient: false })
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.reply.borrow().is_some()
+    }
+
+    pub fn take(&self) -> Option<Bytes> {
+        self.reply.borrow_mut().take()
+    }
+
+    pub fn peek(&self) -> std::cell::Ref<'_, Option<Bytes>> {
+        self.reply.borrow()
+    }
+
+    fn fill(&self, reply: Bytes) {
+        *self.reply.borrow_mut() = Some(reply);
+        self.owner.notify_one();
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Health {
+    Connecting,
+    Up,
+    Down(String),
+}
+
+struct State {
+    out: BytesMut,
+    inflight: VecDeque<Rc<Slot>>,
+    health: Health,
+    /// Frames no request waits for (pub/sub messages on a relayed connection).
+    unsolicited: VecDeque<Bytes>,
+}
+
+pub struct Backend {
+    pub spec: BackendSpec,
+    limits: Rc<BackendLimits>,
+    state: RefCell<State>,
+    /// Wakes the writer.
+    wake: Notify,
+    /// Wakes senders waiting for room under `max_inflight`.
+    pub space: Notify,
+    /// Told about unsolicited frames (relay mode).
+    relay_owner: RefCell<Option<Rc<Notify>>>,
+    stop: Notify,
+    stopped: Cell<bool>,
+}
+
+/// The connection has `max_inflight` requests outstanding; wait on `Backend::space`.
+#[derive(Debug)]
+pub struct Full;
+
+impl Backend {
+    /// Creates the backend and starts its connection task on the current `LocalSet`.
+    pub fn start(spec: BackendSpec, limits: Rc<BackendLimits>) -> Rc<Backend> {
+        let b = Rc::new(Backend {
+            spec,
+            limits,
+            state: RefCell::new(State {
+                out: BytesMut::with_capacity(16 * 1024),
+                inflight: VecDeque::new(),
+                health: Health::Connecting,
+                unsolicited: VecDeque::new(),
+            }),
+            wake: Notify::new(),
+            space: Notify::new(),
+            relay_owner: RefCell::new(None),
+            stop: Notify::new(),
+            stopped: Cell::new(false),
+        });
+        tokio::task::spawn_local(run(b.clone()));
+        b
+    }
+
+    /// Queues one request (complete RESP bytes); its reply will fill the returned slot.
+    pub fn send(&self, request: &[u8], owner: &Rc<Notify>, patient: bool) -> Result<Rc<Slot>, Full> {
+        let mut st = self.state.borrow_mut();
+        if let Health::Down(why) = &st.health {
+            return Ok(Slot::ready(self.error_reply(why), owner));
+        }
+        if st.inflight.len() >= self.limits.max_inflight {
+            return Err(Full);
+        }
+        let slot = Rc::new(Slot { reply: RefCell::new(None), owner: owner.clone(), sent_at: Instant::now(), patient });
+        st.out.extend_from_slice(request);
+        st.inflight.push_back(slot.clone());
+        drop(st);
+        self.wake.notify_one();
+        Ok(slot)
+    }
+
+    /// Relay mode (pub/sub, MONITOR): every frame from now on is unsolicited and goes to
+    /// `owner`; requests are sent with `send_relayed`.
+    pub fn relay_to(&self, owner: &Rc<Notify>) {
+        *self.relay_owner.borrow_mut() = Some(owner.clone());
+    }
+
+    pub fn send_relayed(&self, request: &[u8]) -> Result<(), String> {
+        let mut st = self.state.borrow_mut();
+        if let Health::Down(why) = &st.health {
+            return Err(why.clone());
+        }
+        st.out.extend_from_slice(request);
+        drop(st);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    pub fn next_unsolicited(&self) -> Option<Bytes> {
+        self.state.borrow_mut().unsolicited.pop_front()
+    }
+
+    /// A dedicated connection that failed stays down; its owner replaces it.
+    pub fn is_dead(&self) -> bool {
+        matches!(self.state.borrow().health, Health::Down(_))
+    }
+
+    pub fn is_up(&self) -> bool {
+        matches!(self.state.borrow().health, Health::Up)
+    }
+
+    pub fn inflight(&self) -> usize {
+        self.state.borrow().inflight.len()
+    }
+
+    /// Closes the connection and ends its task.
+    pub fn shutdown(&self) {
+        self.stopped.set(true);
+        self.stop.notify_one();
+    }
+
+    fn error_reply(&self, why: &str) -> Bytes {
+        Bytes::from(format!("-ERR engine {} unavailable: {why}\r\n", self.spec.addr))
+    }
+
+    fn fail_all(&self, why: &str) {
+        let reply = self.error_reply(why);
+        let mut st = self.state.borrow_mut();
+        st.out.clear();
+        st.health = Health::Down(why.to_string());
+        let failed: Vec<Rc<Slot>> = st.inflight.drain(..).collect();
+        drop(st);
+        for slot in failed {
+            slot.fill(reply.clone());
+        }
+        self.space.notify_waiters();
+        if let Some(owner) = self.relay_owner.borrow().as_ref() {
+            owner.notify_one();
+        }
+    }
+
+    fn deliver(&self, frame: Bytes) {
+        let mut st = self.state.borrow_mut();
+        if self.relay_owner.borrow().is_some() {
+            st.unsolicited.push_back(frame);
+            drop(st);
+            if let Some(owner) = self.relay_owner.borrow().as_ref() {
+                owner.notify_one();
+            }
+            return;
+        }
+        match st.inflight.pop_front() {
+            Some(slot) => {
+                let was_full = st.inflight.len() + 1 >= self.limits.max_inflight;
+                drop(st);
+                slot.fill(frame);
+                if was_full {
+                    self.space.notify_waiters();
+                }
+            }
+            None => tracing::warn!(engine = %self.spec.addr, "dropping a reply no request waits for"),
+        }
+    }
+
+    fn prologue(&self) -> (BytesMut, usize) {
+        let mut out = BytesMut::new();
+        let mut n = 0;
+        if self.spec.resp3 {
+            resp::encode_request(&mut out, &["HELLO", "3"]);
+            n += 1;
+        }
+        if self.spec.db != 0 {
+            resp::encode_request(&mut out, &["SELECT".to_string(), self.spec.db.to_string()]);
+            n += 1;
+        }
+        (out, n)
+    }
+
+    /// Requests in flight past the timeout (blocking commands excepted)?
+    fn overdue(&self) -> bool {
+        let st = self.state.borrow();
+        st.inflight.iter().find(|s| !s.patient).is_some_and(|s| s.sent_at.elapsed() > self.limits.timeout)
+    }
+}
+
+async fn run(b: Rc<Backend>) {
+    let mut backoff = Duration::from_millis(25);
+    loop {
+        if b.stopped.get() {
+            return;
+        }
+        let connect = tokio::time::timeout(b.limits.connect_timeout, TcpStream::connect(&b.spec.addr));
+        let outcome = tokio::select! {
+            r = connect => r,
+            _ = b.stop.notified() => return,
+        };
+        let why = match outcome {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                b.state.borrow_mut().health = Health::Up;
+                backoff = Duration::from_millis(25);
+                tracing::debug!(engine = %b.spec.addr, "backend connected");
+                serve(&b, stream).await
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("connect timed out after {} ms", b.limits.connect_timeout.as_millis()),
+        };
+        if b.stopped.get() {
+            return;
+        }
+        tracing::warn!(engine = %b.spec.addr, reason = %why, "backend connection lost");
+        b.fail_all(&why);
+        if b.spec.dedicated {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = b.stop.notified() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Runs one connection until it fails; returns why.
+async fn serve(b: &Rc<Backend>, mut stream: TcpStream) -> String {
+    let (mut rd, mut wr) = stream.split();
+    let (prologue, swallow) = b.prologue();
+    let writer = async {
+        let mut taken = prologue;
+        loop {
+            if taken.is_empty() {
+                std::mem::swap(&mut taken, &mut b.state.borrow_mut().out);
+            }
+            if taken.is_empty() {
+                b.wake.notified().await;
+                continue;
+            }
+            if let Err(e) = wr.write_all(&taken).await {
+                return e.to_string();
+            }
+            taken.clear();
+        }
+    };
+    let reader = async {
+        let mut swallow = swallow;
+        let mut inbuf = BytesMut::with_capacity(16 * 1024);
+        let mut scanner = FrameScanner::default();
+        loop {
+            if inbuf.capacity() - inbuf.len() < 4096 {
+                inbuf.reserve(16 * 1024);
+            }
+            match rd.read_buf(&mut inbuf).await {
+                Ok(0) => return "connection closed by the engine".to_string(),
+                Err(e) => return e.to_string(),
+                Ok(_) => {}
+            }
+            loop {
+                match scanner.scan(&inbuf) {
+                    Ok(Some(n)) => {
+                        let frame = inbuf.split_to(n).freeze();
+                        if swallow > 0 {
+                            swallow -= 1;
+                            if resp::is_error(&frame) {
+                                return format!("connection setup refused: {}", String::from_utf8_lossy(&frame).trim_end());
+                            }
+                        } else {
+                            b.deliver(frame);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => return format!("bad reply from the engine: {e}"),
+                }
+            }
+        }
+    };
+    let watchdog = async {
+        let tick = (b.limits.timeout / 4).max(Duration::from_millis(5));
+        loop {
+            tokio::time::sleep(tick).await;
+            if b.overdue() {
+                return format!("no reply within {} ms", b.limits.timeout.as_millis());
+            }
+        }
+    };
+    tokio::select! {
+        why = writer => why,
+        why = reader => why,
+        why = watchdog => why,
+        _ = b.stop.notified() => "closed".to_string(),
+    }
+}

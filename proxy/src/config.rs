@@ -1,0 +1,215 @@
+//! Proxy configuration: the `[proxy]` table of `terrace.toml`, `TERRACE_PROXY_*` environment
+//! variables and flags, merged as flag > env > file > default. Errors name the offending key.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::slots::SlotMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("invalid value for `{key}`: {reason}")]
+    Invalid { key: String, reason: String },
+}
+
+fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), reason: reason.into() }
+}
+
+/// One `[[proxy.slots]]` entry: `engine` (index into `engines`) owns `range` ("first-last").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotRange {
+    pub engine: usize,
+    pub range: String,
+}
+
+/// Settings as given by one source; `None` means "not given here".
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxySettings {
+    pub port: Option<u16>,
+    pub bind: Option<String>,
+    /// Engine addresses, `host:port`.
+    pub engines: Option<Vec<String>>,
+    pub threads: Option<usize>,
+    /// Password of the default tenant (`AUTH password`); none = no authentication.
+    pub password: Option<String>,
+    /// How long a request may wait for an engine's reply.
+    pub timeout_ms: Option<u64>,
+    pub connect_timeout_ms: Option<u64>,
+    /// Requests in flight per backend connection before clients wait.
+    pub max_inflight: Option<usize>,
+    /// Slot ownership; default: slots split evenly over the engines in order.
+    pub slots: Option<Vec<SlotRange>>,
+}
+
+impl ProxySettings {
+    /// Fields of `self` win over `other`'s.
+    pub fn or(self, other: ProxySettings) -> ProxySettings {
+        ProxySettings {
+            port: self.port.or(other.port),
+            bind: self.bind.or(other.bind),
+            engines: self.engines.or(other.engines),
+            threads: self.threads.or(other.threads),
+            password: self.password.or(other.password),
+            timeout_ms: self.timeout_ms.or(other.timeout_ms),
+            connect_timeout_ms: self.connect_timeout_ms.or(other.connect_timeout_ms),
+            max_inflight: self.max_inflight.or(other.max_inflight),
+            slots: self.slots.or(other.slots),
+        }
+    }
+
+    /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
+    /// TERRACE_PROXY_THREADS, TERRACE_PROXY_PASSWORD, TERRACE_PROXY_TIMEOUT_MS.
+    pub fn from_env() -> Result<ProxySettings, ConfigError> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        fn num<T: std::str::FromStr>(key: &str, v: Option<String>) -> Result<Option<T>, ConfigError> {
+            v.map(|s| s.parse().map_err(|_| invalid(key, format!("'{s}' is not a number")))).transpose()
+        }
+        Ok(ProxySettings {
+            port: num("TERRACE_PROXY_PORT", var("TERRACE_PROXY_PORT"))?,
+            bind: var("TERRACE_PROXY_BIND"),
+            engines: var("TERRACE_PROXY_ENGINES").map(|s| split_list(&s)),
+            threads: num("TERRACE_PROXY_THREADS", var("TERRACE_PROXY_THREADS"))?,
+            password: var("TERRACE_PROXY_PASSWORD"),
+            timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
+            ..Default::default()
+        })
+    }
+
+    /// Reads the `[proxy]` table of a TOML file.
+    pub fn from_file(path: &Path) -> Result<ProxySettings, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        #[derive(Deserialize)]
+        struct File {
+            #[serde(default)]
+            proxy: ProxySettings,
+            #[serde(flatten)]
+            _rest: toml::Table,
+        }
+        let f: File = toml::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.display().to_string(), message: e.to_string() })?;
+        Ok(f.proxy)
+    }
+
+    /// Validates and fills defaults.
+    pub fn resolve(self) -> Result<ProxyConfig, ConfigError> {
+        let engines = self.engines.unwrap_or_else(|| vec!["127.0.0.1:7001".into(), "127.0.0.1:7002".into()]);
+        if engines.is_empty() {
+            return Err(invalid("engines", "at least one engine address is needed"));
+        }
+        if engines.len() > 1024 {
+            return Err(invalid("engines", "at most 1024 engines"));
+        }
+        for e in &engines {
+            let ok = e.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(invalid("engines", format!("'{e}' is not host:port")));
+            }
+        }
+        let slot_map = match &self.slots {
+            None => SlotMap::even(engines.len()),
+            Some(ranges) => {
+                let mut parsed = Vec::new();
+                for r in ranges {
+                    let (a, b) = r.range.split_once('-').unwrap_or((&r.range, &r.range));
+                    let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) else {
+                        return Err(invalid("slots", format!("'{}' is not a slot range like 0-8191", r.range)));
+                    };
+                    parsed.push((r.engine, a..=b));
+                }
+                SlotMap::from_ranges(engines.len(), &parsed).map_err(|e| invalid("slots", e.to_string()))?
+            }
+        };
+        let threads = self.threads.unwrap_or(1);
+        if !(1..=256).contains(&threads) {
+            return Err(invalid("threads", format!("{threads} is not a thread count from 1 to 256")));
+        }
+        let timeout_ms = self.timeout_ms.unwrap_or(2000);
+        if timeout_ms == 0 {
+            return Err(invalid("timeout_ms", "must be above 0"));
+        }
+        let max_inflight = self.max_inflight.unwrap_or(4096);
+        if max_inflight == 0 {
+            return Err(invalid("max_inflight", "must be above 0"));
+        }
+        Ok(ProxyConfig {
+            port: self.port.unwrap_or(6379),
+            bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
+            engines,
+            threads,
+            password: self.password,
+            timeout: Duration::from_millis(timeout_ms),
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms.unwrap_or(timeout_ms.min(1000))),
+            max_inflight,
+            slot_map,
+        })
+    }
+}
+
+/// `a, b,c` → ["a", "b", "c"].
+pub fn split_list(s: &str) -> Vec<String> {
+    s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
+}
+
+/// The resolved proxy configuration.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    pub port: u16,
+    pub bind: String,
+    pub engines: Vec<String>,
+    pub threads: usize,
+    pub password: Option<String>,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub max_inflight: usize,
+    pub slot_map: SlotMap,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_validation() {
+        let c = ProxySettings::default().resolve().unwrap();
+        assert_eq!(c.port, 6379);
+        assert_eq!(c.engines.len(), 2);
+        let bad = ProxySettings { engines: Some(vec!["nohost".into()]), ..Default::default() };
+        assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `engines`: 'nohost' is not host:port");
+        let bad = ProxySettings {
+            slots: Some(vec![SlotRange { engine: 0, range: "0-100".into() }]),
+            ..Default::default()
+        };
+        assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `slots`: slot 101 is not assigned to any engine");
+    }
+
+    #[test]
+    fn file_flags_and_env_merge() {
+        let dir = std::env::temp_dir().join(format!("terrace-proxy-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("terrace.toml");
+        std::fs::write(
+            &path,
+            "[engine]\nport = 7001\n[proxy]\nport = 7000\nengines = [\"10.0.0.1:7001\"]\n[[proxy.slots]]\nengine = 0\nrange = \"0-16383\"\n",
+        )
+        .unwrap();
+        let file = ProxySettings::from_file(&path).unwrap();
+        let flags = ProxySettings { port: Some(7100), ..Default::default() };
+        let c = flags.or(file).resolve().unwrap();
+        assert_eq!(c.port, 7100);
+        assert_eq!(c.engines, vec!["10.0.0.1:7001".to_string()]);
+        std::fs::write(&path, "[proxy]\nprot = 1\n").unwrap();
+        let err = ProxySettings::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("unknown field `prot`"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

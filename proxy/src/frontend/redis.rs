@@ -1,0 +1,785 @@
+//! One Redis client of the proxy: parse pipelined requests, route each (see `route`), keep
+//! the replies in request order, write them back.
+//!
+//! Replies wait in `pending`, one entry per request, filled by backends as engines answer;
+//! the front of the queue is written as soon as it is complete, so a slow engine delays only
+//! the replies behind it on this connection. Transactions and blocking commands use a
+//! connection of the client's own (its "pin"); SUBSCRIBE turns the client into a relay.
+
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use bytes::{Buf, Bytes, BytesMut};
+use smallvec::SmallVec;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use terrace_engine::command::table::{full_name, CommandSpec};
+use terrace_engine::command::{arity_ok, lookup, unknown_command_error};
+use terrace_engine::protocol::{Limits, ReplyWriter, RequestParser};
+
+use super::{info, Reactor};
+use crate::backend::{Backend, Slot};
+use crate::merge::{self, Merge};
+use crate::resp;
+use crate::route::{self, Kind, Local, Split, Target, Txn};
+
+/// Redis's client-query-buffer-limit.
+const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+const NUM_DBS: i64 = 16;
+
+enum Pending {
+    Ready(Bytes),
+    Reply(Rc<Slot>),
+    /// Answered already (a MULTI or queued command sent once the transaction's engine was
+    /// known); the engine's reply is dropped.
+    Hidden(Rc<Slot>),
+    /// A blocking command: the client reads no further requests until it is answered.
+    Unblock(Rc<Slot>),
+    Merged(Vec<Rc<Slot>>, Merge),
+    Info(Vec<Rc<Slot>>, Vec<&'static str>),
+}
+
+/// MULTI … EXEC in progress.
+struct TxnState {
+    /// The engine connection is chosen (by WATCH, or by the first command with keys); until
+    /// then keyless commands are answered QUEUED here and sent when it is.
+    placed: bool,
+    buffered: Vec<Bytes>,
+    /// A command was refused while queuing: EXEC answers EXECABORT.
+    dirty: bool,
+}
+
+struct Client {
+    rx: Rc<Reactor>,
+    id: u64,
+    name: Option<Vec<u8>>,
+    db: u32,
+    resp3: bool,
+    authed: bool,
+    notify: Rc<Notify>,
+    pending: VecDeque<Pending>,
+    /// The connection a WATCH or MULTI holds, and whether a SELECT went through it.
+    pin: Option<(Rc<Backend>, bool)>,
+    txn: Option<TxnState>,
+    /// The client's own connections, per (engine, db, resp3), kept for reuse.
+    dedicated: HashMap<(usize, u32, bool), Rc<Backend>>,
+    relay: Option<Rc<Backend>>,
+    blocked: bool,
+    closing: bool,
+}
+
+pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
+    let _ = stream.set_nodelay(true);
+    let authed = rx.shared.config.password.is_none();
+    let mut c = Client {
+        rx,
+        id,
+        name: None,
+        db: 0,
+        resp3: false,
+        authed,
+        notify: Rc::new(Notify::new()),
+        pending: VecDeque::new(),
+        pin: None,
+        txn: None,
+        dedicated: HashMap::new(),
+        relay: None,
+        blocked: false,
+        closing: false,
+    };
+    let mut inbuf = BytesMut::with_capacity(16 * 1024);
+    let mut out = BytesMut::with_capacity(16 * 1024);
+    let mut parser = RequestParser::new(Limits::default());
+    loop {
+        while !c.closing && !c.blocked {
+            let req = match parser.parse(&inbuf) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    c.ready(format!("-ERR {e}\r\n"));
+                    c.closing = true;
+                    break;
+                }
+            };
+            if !req.args.is_empty() {
+                let buf: &[u8] = &inbuf;
+                let argv: SmallVec<[&[u8]; 8]> = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
+                let encoded;
+                let raw: &[u8] = if req.inline.is_some() {
+                    let mut b = BytesMut::new();
+                    resp::encode_request(&mut b, &argv);
+                    encoded = b;
+                    &encoded
+                } else {
+                    &buf[..req.consumed]
+                };
+                c.handle(&argv, raw).await;
+            }
+            inbuf.advance(req.consumed);
+            parser.reset();
+        }
+        let was_blocked = c.blocked;
+        c.drain(&mut out);
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                break;
+            }
+            out.clear();
+        }
+        if c.closing && c.pending.is_empty() {
+            break;
+        }
+        if c.relay.as_ref().is_some_and(|r| r.is_dead()) {
+            break;
+        }
+        if was_blocked && !c.blocked && !inbuf.is_empty() {
+            continue;
+        }
+        tokio::select! {
+            r = stream.read_buf(&mut inbuf), if !c.closing => {
+                if matches!(r, Ok(0) | Err(_)) {
+                    break;
+                }
+                if inbuf.len() > QUERY_BUFFER_LIMIT {
+                    tracing::warn!(client = c.id, "closing client that exceeded the query buffer limit");
+                    break;
+                }
+            }
+            _ = c.notify.notified() => {}
+        }
+    }
+    c.close();
+}
+
+/// Sends on `b`, waiting while it has `max_inflight` requests outstanding.
+async fn send(b: &Rc<Backend>, req: &[u8], owner: &Rc<Notify>, patient: bool) -> Rc<Slot> {
+    loop {
+        let room = b.space.notified();
+        tokio::pin!(room);
+        room.as_mut().enable();
+        match b.send(req, owner, patient) {
+            Ok(slot) => return slot,
+            Err(_) => room.await,
+        }
+    }
+}
+
+fn name_is_valid(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+impl Client {
+    fn ready(&mut self, reply: impl Into<Bytes>) {
+        self.pending.push_back(Pending::Ready(reply.into()));
+    }
+
+    fn error(&mut self, msg: &str) {
+        let mut b = BytesMut::new();
+        ReplyWriter::new(&mut b, self.resp3).error(msg);
+        self.ready(b.freeze());
+    }
+
+    fn reply_with(&mut self, f: impl FnOnce(&mut ReplyWriter)) {
+        let mut b = BytesMut::new();
+        f(&mut ReplyWriter::new(&mut b, self.resp3));
+        self.ready(b.freeze());
+    }
+
+    fn engines(&self) -> usize {
+        self.rx.engines()
+    }
+
+    fn engine_of(&self, t: Target) -> Option<usize> {
+        match t {
+            Target::Any => Some(0),
+            Target::One(e) => Some(e),
+            Target::Spans => None,
+        }
+    }
+
+    /// The client's own connection to `engine` (a new one if the last one failed).
+    fn dedicated(&mut self, engine: usize) -> Rc<Backend> {
+        let key = (engine, self.db, self.resp3);
+        if let Some(b) = self.dedicated.get(&key) {
+            if !b.is_dead() {
+                return b.clone();
+            }
+        }
+        let b = self.rx.dedicated(engine, self.db, self.resp3);
+        if let Some(old) = self.dedicated.insert(key, b.clone()) {
+            old.shutdown();
+        }
+        b
+    }
+
+    fn unpin(&mut self) {
+        if let Some((b, tainted)) = self.pin.take() {
+            if tainted {
+                self.dedicated.retain(|_, d| !Rc::ptr_eq(d, &b));
+                b.shutdown();
+            }
+        }
+    }
+
+    async fn send_to(&mut self, engine: usize, raw: &[u8]) {
+        let b = match &self.pin {
+            Some((p, _)) if p.spec.engine == engine => p.clone(),
+            _ => self.rx.backend(engine, self.db, self.resp3),
+        };
+        let slot = send(&b, raw, &self.notify, false).await;
+        self.pending.push_back(Pending::Reply(slot));
+    }
+
+    async fn handle(&mut self, argv: &[&[u8]], raw: &[u8]) {
+        self.rx.shared.stats.commands.fetch_add(1, Ordering::Relaxed);
+        if let Some(relay) = &self.relay {
+            if argv[0].eq_ignore_ascii_case(b"quit") {
+                self.ready(&b"+OK\r\n"[..]);
+                self.closing = true;
+            } else if relay.send_relayed(raw).is_err() {
+                self.closing = true;
+            }
+            return;
+        }
+        let Some((_, spec)) = lookup(argv[0]) else {
+            self.refuse_in_txn();
+            return self.error(&unknown_command_error(argv));
+        };
+        if !arity_ok(spec, argv.len()) || (spec.name == "mset" && argv.len() % 2 == 0) {
+            self.refuse_in_txn();
+            return self.error(&format!("ERR wrong number of arguments for '{}' command", full_name(spec, argv)));
+        }
+        if !self.authed && !matches!(spec.name, "auth" | "hello" | "quit" | "reset") {
+            return self.error("NOAUTH Authentication required.");
+        }
+        let kind = route::classify(spec, argv);
+        if self.txn.is_some() {
+            return self.queue(spec, kind, argv, raw).await;
+        }
+        match kind {
+            Kind::Local(l) => self.local(l, argv).await,
+            Kind::Refused(why) => self.error(&format!("ERR {why}")),
+            Kind::Keyed => match self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) {
+                Some(e) => self.send_to(e, raw).await,
+                None => self.error(CROSSSLOT),
+            },
+            Kind::Split(s) => self.split(s, argv, raw).await,
+            Kind::FanOut(m) => self.fan_out(m, raw).await,
+            Kind::Scan => self.scan(argv).await,
+            Kind::Info => {
+                let sections = info::wanted(&argv[1..]);
+                let mut req = BytesMut::new();
+                resp::encode_request(&mut req, &["INFO", "keyspace"]);
+                let parts = self.to_all(&req).await;
+                self.pending.push_back(Pending::Info(parts, sections));
+            }
+            Kind::Blocking => {
+                let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) else {
+                    return self.error(CROSSSLOT);
+                };
+                let b = match &self.pin {
+                    Some((p, _)) if p.spec.engine == e => p.clone(),
+                    _ => self.dedicated(e),
+                };
+                let slot = send(&b, raw, &self.notify, true).await;
+                self.pending.push_back(Pending::Unblock(slot));
+                self.blocked = true;
+            }
+            Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,
+            Kind::Subscribe => {
+                let e = if spec.name == "ssubscribe" {
+                    match self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) {
+                        Some(e) => e,
+                        None => return self.error(CROSSSLOT),
+                    }
+                } else {
+                    0
+                };
+                let b = self.rx.dedicated(e, self.db, self.resp3);
+                b.relay_to(&self.notify);
+                let _ = b.send_relayed(raw);
+                self.relay = Some(b);
+            }
+        }
+    }
+
+    /// Marks the open transaction as failed (EXEC will answer EXECABORT).
+    fn refuse_in_txn(&mut self) {
+        if let Some(t) = &mut self.txn {
+            t.dirty = true;
+        }
+    }
+
+    async fn to_all(&mut self, req: &[u8]) -> Vec<Rc<Slot>> {
+        let mut parts = Vec::with_capacity(self.engines());
+        for e in 0..self.engines() {
+            let b = self.rx.backend(e, self.db, self.resp3);
+            parts.push(send(&b, req, &self.notify, false).await);
+        }
+        parts
+    }
+
+    async fn fan_out(&mut self, m: Merge, raw: &[u8]) {
+        let mut parts = self.to_all(raw).await;
+        if matches!(m, Merge::FirstNonNull) {
+            let n = parts.len();
+            parts.rotate_left(fastrand::usize(..n));
+        }
+        self.pending.push_back(Pending::Merged(parts, m));
+    }
+
+    async fn split(&mut self, s: Split, argv: &[&[u8]], raw: &[u8]) {
+        let map = &self.rx.shared.config.slot_map;
+        let step = if s == Split::Mset { 2 } else { 1 };
+        let first = map.engine_of_key(argv[1]);
+        if (1..argv.len()).step_by(step).all(|i| map.engine_of_key(argv[i]) == first) {
+            return self.send_to(first, raw).await;
+        }
+        // Per engine: its sub-request's arguments; per key: (part, index in that part).
+        let mut engines: Vec<usize> = Vec::new();
+        let mut subs: Vec<Vec<&[u8]>> = Vec::new();
+        let mut positions = Vec::new();
+        for i in (1..argv.len()).step_by(step) {
+            let e = map.engine_of_key(argv[i]);
+            let part = match engines.iter().position(|&x| x == e) {
+                Some(p) => p,
+                None => {
+                    engines.push(e);
+                    subs.push(vec![argv[0]]);
+                    engines.len() - 1
+                }
+            };
+            positions.push((part as u16, ((subs[part].len() - 1) / step) as u32));
+            subs[part].extend_from_slice(&argv[i..i + step]);
+        }
+        let mut parts = Vec::with_capacity(engines.len());
+        for (e, args) in engines.iter().zip(&subs) {
+            let mut req = BytesMut::new();
+            resp::encode_request(&mut req, args);
+            let b = self.rx.backend(*e, self.db, self.resp3);
+            parts.push(send(&b, &req, &self.notify, false).await);
+        }
+        let m = match s {
+            Split::Mget => Merge::Positional(positions),
+            Split::Mset => Merge::AllOk,
+            Split::Sum => Merge::Sum,
+        };
+        self.pending.push_back(Pending::Merged(parts, m));
+    }
+
+    async fn scan(&mut self, argv: &[&[u8]]) {
+        let n = self.engines();
+        let cursor = std::str::from_utf8(argv[1]).ok().and_then(|c| c.parse::<u128>().ok());
+        let Some((engine, own)) = cursor.map(|c| merge::decode_scan_cursor(c, n)).filter(|(_, own)| *own <= u64::MAX as u128)
+        else {
+            return self.error("ERR invalid cursor");
+        };
+        let own = own.to_string();
+        let mut args: Vec<&[u8]> = argv.to_vec();
+        args[1] = own.as_bytes();
+        let mut req = BytesMut::new();
+        resp::encode_request(&mut req, &args);
+        let b = self.rx.backend(engine, self.db, self.resp3);
+        let slot = send(&b, &req, &self.notify, false).await;
+        self.pending.push_back(Pending::Merged(vec![slot], Merge::Scan { engine, engines: n }));
+    }
+
+    async fn txn_control(&mut self, t: Txn, spec: &CommandSpec, argv: &[&[u8]], raw: &[u8]) {
+        match t {
+            Txn::Watch => {
+                let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) else {
+                    return self.error(CROSSSLOT);
+                };
+                match &self.pin {
+                    Some((p, _)) if p.spec.engine != e => return self.error(CROSSSLOT),
+                    Some(_) => {}
+                    None => self.pin = Some((self.dedicated(e), false)),
+                }
+                self.send_to(e, raw).await;
+            }
+            Txn::Multi => {
+                match &self.pin {
+                    Some((p, _)) => {
+                        let e = p.spec.engine;
+                        self.send_to(e, raw).await;
+                        self.txn = Some(TxnState { placed: true, buffered: Vec::new(), dirty: false });
+                    }
+                    None => {
+                        self.txn = Some(TxnState { placed: false, buffered: Vec::new(), dirty: false });
+                        self.ready(&b"+OK\r\n"[..]);
+                    }
+                }
+            }
+            Txn::Unwatch => match &self.pin {
+                Some((p, _)) => {
+                    let e = p.spec.engine;
+                    self.send_to(e, raw).await;
+                    self.unpin();
+                }
+                None => self.ready(&b"+OK\r\n"[..]),
+            },
+            Txn::Exec => self.error("ERR EXEC without MULTI"),
+            Txn::Discard => self.error("ERR DISCARD without MULTI"),
+        }
+    }
+
+    /// Chooses the transaction's engine: sends MULTI and the commands queued so far.
+    async fn place(&mut self, engine: usize) {
+        let b = self.dedicated(engine);
+        self.pin = Some((b.clone(), false));
+        let mut multi = BytesMut::new();
+        resp::encode_request(&mut multi, &["MULTI"]);
+        let slot = send(&b, &multi, &self.notify, false).await;
+        self.pending.push_back(Pending::Hidden(slot));
+        let buffered = std::mem::take(&mut self.txn.as_mut().expect("in a transaction").buffered);
+        for req in buffered {
+            let slot = send(&b, &req, &self.notify, false).await;
+            self.pending.push_back(Pending::Hidden(slot));
+        }
+        self.txn.as_mut().expect("in a transaction").placed = true;
+    }
+
+    /// A command inside MULTI.
+    async fn queue(&mut self, spec: &CommandSpec, kind: Kind, argv: &[&[u8]], raw: &[u8]) {
+        let map = &self.rx.shared.config.slot_map;
+        let placed = self.txn.as_ref().is_some_and(|t| t.placed);
+        let pinned_engine = self.pin.as_ref().map(|(p, _)| p.spec.engine);
+        match kind {
+            Kind::Txn(Txn::Multi) => return self.error("ERR MULTI calls can not be nested"),
+            Kind::Txn(Txn::Watch) => return self.error("ERR WATCH inside MULTI is not allowed"),
+            Kind::Txn(Txn::Exec) => {
+                let t = self.txn.take().expect("in a transaction");
+                if t.dirty {
+                    if placed {
+                        let mut discard = BytesMut::new();
+                        resp::encode_request(&mut discard, &["DISCARD"]);
+                        let b = self.pin.as_ref().expect("placed").0.clone();
+                        let slot = send(&b, &discard, &self.notify, false).await;
+                        self.pending.push_back(Pending::Hidden(slot));
+                    }
+                    self.error("EXECABORT Transaction discarded because of previous errors.");
+                } else if !placed && t.buffered.is_empty() {
+                    self.ready(&b"*0\r\n"[..]);
+                } else {
+                    if !placed {
+                        self.txn = Some(t);
+                        self.place(0).await;
+                        self.txn = None;
+                    }
+                    let e = self.pin.as_ref().expect("placed").0.spec.engine;
+                    self.send_to(e, raw).await;
+                }
+                return self.unpin();
+            }
+            Kind::Txn(Txn::Discard) => {
+                self.txn = None;
+                if placed {
+                    let e = pinned_engine.expect("placed");
+                    self.send_to(e, raw).await;
+                } else {
+                    self.ready(&b"+OK\r\n"[..]);
+                }
+                return self.unpin();
+            }
+            Kind::Local(l @ (Local::Quit | Local::Reset)) => return self.local(l, argv).await,
+            Kind::Local(Local::Ping | Local::Echo) => {}
+            Kind::Local(_) | Kind::Subscribe => {
+                self.refuse_in_txn();
+                return self.error(&format!("ERR {} inside MULTI is not supported through the Terrace proxy", spec.name.to_uppercase()));
+            }
+            Kind::Refused(why) => {
+                self.refuse_in_txn();
+                return self.error(&format!("ERR {why}"));
+            }
+            _ => {}
+        }
+        let target = match kind {
+            Kind::Keyed | Kind::Split(_) | Kind::Blocking => route::target(spec, argv, map),
+            _ => Target::Any,
+        };
+        match target {
+            Target::Spans => {
+                self.refuse_in_txn();
+                self.error(CROSSSLOT)
+            }
+            Target::One(e) if placed && pinned_engine != Some(e) => {
+                self.refuse_in_txn();
+                self.error(CROSSSLOT)
+            }
+            Target::One(e) => {
+                if !placed {
+                    self.place(e).await;
+                }
+                self.send_to(e, raw).await;
+            }
+            Target::Any if placed => {
+                let e = pinned_engine.expect("placed");
+                self.send_to(e, raw).await;
+            }
+            Target::Any => {
+                self.txn.as_mut().expect("in a transaction").buffered.push(Bytes::copy_from_slice(raw));
+                self.ready(&b"+QUEUED\r\n"[..]);
+            }
+        }
+    }
+
+    async fn local(&mut self, l: Local, argv: &[&[u8]]) {
+        match l {
+            Local::Ping => match argv.get(1) {
+                None => self.ready(&b"+PONG\r\n"[..]),
+                Some(m) => {
+                    let m = m.to_vec();
+                    self.reply_with(|w| w.bulk(&m))
+                }
+            },
+            Local::Echo => {
+                let m = argv[1].to_vec();
+                self.reply_with(|w| w.bulk(&m))
+            }
+            Local::Quit => {
+                self.ready(&b"+OK\r\n"[..]);
+                self.closing = true;
+            }
+            Local::Select => {
+                let db = std::str::from_utf8(argv[1]).ok().and_then(|s| s.parse::<i64>().ok());
+                let Some(db) = db else { return self.error("ERR value is not an integer or out of range") };
+                if !(0..NUM_DBS).contains(&db) {
+                    return self.error("ERR DB index is out of range");
+                }
+                if let Some((p, _)) = &self.pin {
+                    // The pinned connection follows the client's database.
+                    let e = p.spec.engine;
+                    let mut req = BytesMut::new();
+                    resp::encode_request(&mut req, argv);
+                    self.send_to(e, &req).await;
+                    if let Some(pin) = &mut self.pin {
+                        pin.1 = true;
+                    }
+                } else {
+                    self.ready(&b"+OK\r\n"[..]);
+                }
+                self.db = db as u32;
+            }
+            Local::Auth => {
+                let (user, pass) = if argv.len() == 2 { (None, argv[1]) } else { (Some(argv[1]), argv[2]) };
+                if argv.len() > 3 {
+                    return self.error("ERR syntax error");
+                }
+                if let Err(e) = self.authenticate(user, pass) {
+                    return self.error(e);
+                }
+                self.ready(&b"+OK\r\n"[..]);
+            }
+            Local::Hello => self.hello(argv),
+            Local::Client => self.client(argv),
+            Local::Reset => {
+                self.txn = None;
+                self.pin = None;
+                for (_, b) in self.dedicated.drain() {
+                    b.shutdown();
+                }
+                self.db = 0;
+                self.resp3 = false;
+                self.name = None;
+                self.authed = self.rx.shared.config.password.is_none();
+                self.rx.shared.clients.lock().entry(self.id).and_modify(|c| c.1 = None);
+                self.ready(&b"+RESET\r\n"[..]);
+            }
+        }
+    }
+
+    fn authenticate(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), &'static str> {
+        const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+        let user_ok = user.is_none_or(|u| u == b"default");
+        match &self.rx.shared.config.password {
+            None if user.is_none() => Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
+            None if user_ok => {
+                self.authed = true;
+                Ok(())
+            }
+            Some(p) if user_ok && p.as_bytes() == pass => {
+                self.authed = true;
+                Ok(())
+            }
+            _ => Err(WRONGPASS),
+        }
+    }
+
+    fn hello(&mut self, argv: &[&[u8]]) {
+        let mut proto = if self.resp3 { 3 } else { 2 };
+        let mut i = 1;
+        if argv.len() > 1 {
+            match std::str::from_utf8(argv[1]).ok().and_then(|s| s.parse::<i64>().ok()) {
+                None => return self.error("ERR Protocol version is not an integer or out of range"),
+                Some(v) if !(2..=3).contains(&v) => return self.error("NOPROTO unsupported protocol version"),
+                Some(v) => proto = v,
+            }
+            i = 2;
+        }
+        let mut name = None;
+        while i < argv.len() {
+            if argv[i].eq_ignore_ascii_case(b"AUTH") && i + 2 < argv.len() {
+                if let Err(e) = self.authenticate(Some(argv[i + 1]), argv[i + 2]) {
+                    return self.error(e);
+                }
+                i += 3;
+            } else if argv[i].eq_ignore_ascii_case(b"SETNAME") && i + 1 < argv.len() {
+                if !name_is_valid(argv[i + 1]) {
+                    return self.error("ERR Client names cannot contain spaces, newlines or special characters.");
+                }
+                name = Some(argv[i + 1].to_vec());
+                i += 2;
+            } else {
+                return self.error(&format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(argv[i])));
+            }
+        }
+        if !self.authed {
+            return self.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        }
+        if name.is_some() {
+            self.set_name(name);
+        }
+        self.resp3 = proto == 3;
+        let id = self.id as i64;
+        self.reply_with(|w| {
+            w.map_len(7);
+            w.bulk(b"server");
+            w.bulk(b"redis");
+            w.bulk(b"version");
+            w.bulk(terrace_engine::command::server::REDIS_VERSION.as_bytes());
+            w.bulk(b"proto");
+            w.int(proto);
+            w.bulk(b"id");
+            w.int(id);
+            w.bulk(b"mode");
+            w.bulk(b"standalone");
+            w.bulk(b"role");
+            w.bulk(b"master");
+            w.bulk(b"modules");
+            w.array_len(0);
+        });
+    }
+
+    fn set_name(&mut self, name: Option<Vec<u8>>) {
+        self.rx.shared.clients.lock().entry(self.id).and_modify(|c| c.1 = name.clone());
+        self.name = name;
+    }
+
+    fn client_line(&self, id: u64, addr: &str, name: &Option<Vec<u8>>) -> String {
+        let name = name.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+        format!("id={id} addr={addr} name={name} db={} resp={}\n", self.db, if self.resp3 { 3 } else { 2 })
+    }
+
+    fn client(&mut self, argv: &[&[u8]]) {
+        let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
+        match (sub.as_str(), argv.len()) {
+            ("id", 2) => {
+                let id = self.id as i64;
+                self.reply_with(|w| w.int(id))
+            }
+            ("getname", 2) => {
+                let name = self.name.clone();
+                self.reply_with(|w| match &name {
+                    Some(n) => w.bulk(n),
+                    None => w.null(),
+                })
+            }
+            ("setname", 3) => {
+                if !name_is_valid(argv[2]) {
+                    return self.error("ERR Client names cannot contain spaces, newlines or special characters.");
+                }
+                self.set_name(if argv[2].is_empty() { None } else { Some(argv[2].to_vec()) });
+                self.ready(&b"+OK\r\n"[..]);
+            }
+            ("setinfo", 4) => self.ready(&b"+OK\r\n"[..]),
+            ("info", 2) => {
+                let addr = self.rx.shared.clients.lock().get(&self.id).map(|c| c.0.clone()).unwrap_or_default();
+                let line = self.client_line(self.id, &addr, &self.name);
+                self.reply_with(|w| w.verbatim(&line))
+            }
+            ("list", 2) => {
+                let clients: Vec<(u64, String, Option<Vec<u8>>)> =
+                    self.rx.shared.clients.lock().iter().map(|(id, (a, n))| (*id, a.clone(), n.clone())).collect();
+                let mut text = String::new();
+                for (id, addr, name) in &clients {
+                    text += &self.client_line(*id, addr, name);
+                }
+                self.reply_with(|w| w.verbatim(&text))
+            }
+            ("help", 2) => self.reply_with(|w| {
+                w.help(&[
+                    "CLIENT <subcommand> [<arg> ...]. Subcommands through the Terrace proxy are:",
+                    "GETNAME", "    Return the name of the current connection.",
+                    "ID", "    Return the ID of the current connection.",
+                    "INFO", "    Return information about the current client connection.",
+                    "LIST", "    Return information about the proxy's client connections.",
+                    "SETNAME <name>", "    Assign the name <name> to the current connection.",
+                ])
+            }),
+            _ => self.error(&format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(argv[1])
+            )),
+        }
+    }
+
+    /// Moves complete replies from the front of `pending` to `out`.
+    fn drain(&mut self, out: &mut BytesMut) {
+        while let Some(front) = self.pending.front() {
+            match front {
+                Pending::Ready(b) => out.extend_from_slice(b),
+                Pending::Reply(s) | Pending::Hidden(s) | Pending::Unblock(s) => {
+                    let Some(reply) = s.take() else { break };
+                    match front {
+                        Pending::Reply(_) => out.extend_from_slice(&reply),
+                        Pending::Unblock(_) => {
+                            out.extend_from_slice(&reply);
+                            self.blocked = false;
+                        }
+                        _ => {}
+                    }
+                }
+                Pending::Merged(parts, m) => {
+                    if !parts.iter().all(|p| p.is_ready()) {
+                        break;
+                    }
+                    let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
+                    let frames: Vec<&[u8]> = replies.iter().map(|r| &r[..]).collect();
+                    merge::merge(m, &frames, out);
+                }
+                Pending::Info(parts, sections) => {
+                    if !parts.iter().all(|p| p.is_ready()) {
+                        break;
+                    }
+                    let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
+                    let frames: Vec<&[u8]> = replies.iter().map(|r| &r[..]).collect();
+                    let text = info::render(&self.rx, sections, &frames);
+                    ReplyWriter::new(out, self.resp3).verbatim(&text);
+                }
+            }
+            self.pending.pop_front();
+        }
+        if self.pending.is_empty() {
+            if let Some(relay) = &self.relay {
+                while let Some(frame) = relay.next_unsolicited() {
+                    out.extend_from_slice(&frame);
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        for (_, b) in self.dedicated.drain() {
+            b.shutdown();
+        }
+        if let Some(r) = self.relay.take() {
+            r.shutdown();
+        }
+        self.rx.shared.clients.lock().remove(&self.id);
+        self.rx.shared.stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}

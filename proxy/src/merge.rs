@@ -1,0 +1,157 @@
+//! Combining the replies of a command that was split over several engines (MGET, MSET, DEL…)
+//! or sent to all of them (KEYS, DBSIZE, FLUSHALL…) into the one reply the client expects.
+
+use bytes::{BufMut, BytesMut};
+
+use crate::resp;
+
+#[derive(Debug, Clone)]
+pub enum Merge {
+    /// Integer replies added up (DEL, EXISTS, UNLINK, TOUCH, DBSIZE).
+    Sum,
+    /// The first error, else the first part's reply (MSET, FLUSHALL, SCRIPT LOAD, CONFIG SET).
+    AllOk,
+    /// The first success, else the first error (SCRIPT KILL: only the busy engine succeeds).
+    AnyOk,
+    /// Arrays of per-engine sub-requests put back in request order: `positions[i]` is
+    /// (part, index in that part's array) of the i-th key (MGET).
+    Positional(Vec<(u16, u32)>),
+    /// Arrays concatenated (KEYS).
+    Concat,
+    /// The first non-null reply (RANDOMKEY; parts are asked in a random rotation).
+    FirstNonNull,
+    /// A SCAN reply from engine `engine` of `engines`: its cursor rewritten to encode the engine.
+    Scan { engine: usize, engines: usize },
+}
+
+fn first_error<'a>(parts: &[&'a [u8]]) -> Option<&'a [u8]> {
+    parts.iter().copied().find(|p| resp::is_error(p))
+}
+
+fn unexpected(out: &mut BytesMut, what: &str) {
+    out.put_slice(format!("-ERR unexpected reply from an engine to a {what}\r\n").as_bytes());
+}
+
+/// Writes the merged reply of `parts` (complete frames, one per engine request) to `out`.
+pub fn merge(kind: &Merge, parts: &[&[u8]], out: &mut BytesMut) {
+    if let Some(e) = first_error(parts) {
+        if !matches!(kind, Merge::AnyOk) {
+            out.put_slice(e);
+            return;
+        }
+    }
+    match kind {
+        Merge::Sum => {
+            let mut sum = 0i64;
+            for p in parts {
+                match resp::integer(p) {
+                    Some(n) => sum = sum.saturating_add(n),
+                    None => return unexpected(out, "counting command"),
+                }
+            }
+            out.put_u8(b':');
+            let mut b = itoa::Buffer::new();
+            out.put_slice(b.format(sum).as_bytes());
+            out.put_slice(b"\r\n");
+        }
+        Merge::AllOk => out.put_slice(parts[0]),
+        Merge::AnyOk => out.put_slice(parts.iter().find(|p| !resp::is_error(p)).unwrap_or(&parts[0])),
+        Merge::Positional(positions) => {
+            let arrays: Option<Vec<Vec<&[u8]>>> = parts.iter().map(|p| resp::elements(p)).collect();
+            let Some(arrays) = arrays else { return unexpected(out, "multi-key read") };
+            let mut body = BytesMut::new();
+            for &(part, idx) in positions {
+                match arrays.get(part as usize).and_then(|a| a.get(idx as usize)) {
+                    Some(e) => body.put_slice(e),
+                    None => return unexpected(out, "multi-key read"),
+                }
+            }
+            resp::put_header(out, b'*', positions.len());
+            out.put_slice(&body);
+        }
+        Merge::Concat => {
+            let arrays: Option<Vec<Vec<&[u8]>>> = parts.iter().map(|p| resp::elements(p)).collect();
+            let Some(arrays) = arrays else { return unexpected(out, "key listing") };
+            let kind = parts.first().and_then(|p| p.first()).copied().unwrap_or(b'*');
+            resp::put_header(out, kind, arrays.iter().map(|a| a.len()).sum());
+            for e in arrays.iter().flatten() {
+                out.put_slice(e);
+            }
+        }
+        Merge::FirstNonNull => {
+            let found = parts.iter().find(|p| resp::bulk(p).is_some());
+            out.put_slice(found.unwrap_or(&parts[0]));
+        }
+        Merge::Scan { engine, engines } => {
+            let Some(el) = resp::elements(parts[0]).filter(|e| e.len() == 2) else {
+                return unexpected(out, "SCAN");
+            };
+            let Some(cursor) = resp::bulk(el[0]).and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok()) else {
+                return unexpected(out, "SCAN");
+            };
+            let next = if cursor == 0 {
+                if engine + 1 < *engines {
+                    (engine + 1) as u128
+                } else {
+                    0
+                }
+            } else {
+                cursor as u128 * *engines as u128 + *engine as u128
+            };
+            resp::put_header(out, b'*', 2);
+            resp::put_bulk(out, next.to_string().as_bytes());
+            out.put_slice(el[1]);
+        }
+    }
+}
+
+/// Splits a proxy SCAN cursor into (engine, the engine's own cursor).
+pub fn decode_scan_cursor(cursor: u128, engines: usize) -> (usize, u128) {
+    ((cursor % engines as u128) as usize, cursor / engines as u128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(kind: Merge, parts: &[&[u8]]) -> String {
+        let mut out = BytesMut::new();
+        merge(&kind, parts, &mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn sums_and_errors() {
+        assert_eq!(run(Merge::Sum, &[b":2\r\n", b":3\r\n"]), ":5\r\n");
+        assert_eq!(run(Merge::Sum, &[b":2\r\n", b"-ERR down\r\n"]), "-ERR down\r\n");
+        assert_eq!(run(Merge::AllOk, &[b"+OK\r\n", b"+OK\r\n"]), "+OK\r\n");
+        assert_eq!(run(Merge::AnyOk, &[b"-NOTBUSY x\r\n", b"+OK\r\n"]), "+OK\r\n");
+        assert_eq!(run(Merge::AnyOk, &[b"-NOTBUSY x\r\n", b"-NOTBUSY y\r\n"]), "-NOTBUSY x\r\n");
+    }
+
+    #[test]
+    fn positional_restores_request_order() {
+        // MGET a b c with a, c on engine 0 (part 0) and b on engine 1 (part 1).
+        let p0: &[u8] = b"*2\r\n$2\r\nva\r\n$-1\r\n";
+        let p1: &[u8] = b"*1\r\n$2\r\nvb\r\n";
+        let got = run(Merge::Positional(vec![(0, 0), (1, 0), (0, 1)]), &[p0, p1]);
+        assert_eq!(got, "*3\r\n$2\r\nva\r\n$2\r\nvb\r\n$-1\r\n");
+    }
+
+    #[test]
+    fn concat_and_random() {
+        assert_eq!(run(Merge::Concat, &[b"*1\r\n$1\r\na\r\n", b"*0\r\n", b"*1\r\n$1\r\nb\r\n"]), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+        assert_eq!(run(Merge::FirstNonNull, &[b"$-1\r\n", b"$1\r\nk\r\n"]), "$1\r\nk\r\n");
+        assert_eq!(run(Merge::FirstNonNull, &[b"$-1\r\n", b"$-1\r\n"]), "$-1\r\n");
+    }
+
+    #[test]
+    fn scan_cursors_walk_every_engine() {
+        let r = |engine, reply: &[u8]| run(Merge::Scan { engine, engines: 3 }, &[reply]);
+        assert_eq!(r(0, b"*2\r\n$2\r\n17\r\n*0\r\n"), "*2\r\n$2\r\n51\r\n*0\r\n");
+        assert_eq!(decode_scan_cursor(51, 3), (0, 17));
+        assert_eq!(r(0, b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n"), "*2\r\n$1\r\n1\r\n*1\r\n$1\r\nk\r\n");
+        assert_eq!(decode_scan_cursor(1, 3), (1, 0));
+        assert_eq!(r(2, b"*2\r\n$1\r\n0\r\n*0\r\n"), "*2\r\n$1\r\n0\r\n*0\r\n");
+    }
+}

@@ -1,0 +1,183 @@
+//! How the proxy handles each Redis command: answered by the proxy itself, sent to the engine
+//! owning its keys, split per engine, sent to every engine, or refused.
+
+use terrace_engine::command::table::{key_positions, CommandSpec, KeysFrom};
+
+use crate::merge::Merge;
+use crate::slots::SlotMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Local {
+    Ping,
+    Echo,
+    Quit,
+    Hello,
+    Auth,
+    Select,
+    Client,
+    Reset,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// MGET: per-engine MGETs, values put back in request order.
+    Mget,
+    /// MSET: per-engine MSETs.
+    Mset,
+    /// DEL, UNLINK, EXISTS, TOUCH: per-engine counts added up.
+    Sum,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Txn {
+    Multi,
+    Exec,
+    Discard,
+    Watch,
+    Unwatch,
+}
+
+#[derive(Debug, Clone)]
+pub enum Kind {
+    Local(Local),
+    /// To the engine owning the keys (engine 0 when there are none).
+    Keyed,
+    Split(Split),
+    /// The request as it is, to every engine.
+    FanOut(Merge),
+    Scan,
+    Info,
+    /// Keyed, on a connection of the client's own, without the reply timeout.
+    Blocking,
+    Txn(Txn),
+    /// SUBSCRIBE & co.: the client's connection becomes a relay to one engine.
+    Subscribe,
+    Refused(&'static str),
+}
+
+fn sub(argv: &[&[u8]]) -> String {
+    argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).unwrap_or_default()
+}
+
+/// Classifies a call to `spec`.
+pub fn classify(spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
+    match spec.name {
+        "ping" => Kind::Local(Local::Ping),
+        "echo" => Kind::Local(Local::Echo),
+        "quit" => Kind::Local(Local::Quit),
+        "hello" => Kind::Local(Local::Hello),
+        "auth" => Kind::Local(Local::Auth),
+        "select" => Kind::Local(Local::Select),
+        "reset" => Kind::Local(Local::Reset),
+        "client" => match sub(argv).as_str() {
+            "id" | "setname" | "getname" | "setinfo" | "info" | "list" | "no-evict" | "no-touch" | "help" => {
+                Kind::Local(Local::Client)
+            }
+            _ => Kind::Refused("this CLIENT subcommand is not supported through the Terrace proxy"),
+        },
+        "mget" => Kind::Split(Split::Mget),
+        "mset" => Kind::Split(Split::Mset),
+        "del" | "unlink" | "exists" | "touch" => Kind::Split(Split::Sum),
+        "keys" => Kind::FanOut(Merge::Concat),
+        "dbsize" => Kind::FanOut(Merge::Sum),
+        "randomkey" => Kind::FanOut(Merge::FirstNonNull),
+        "flushdb" | "flushall" | "swapdb" | "save" | "bgsave" => Kind::FanOut(Merge::AllOk),
+        "config" if matches!(sub(argv).as_str(), "set" | "resetstat") => Kind::FanOut(Merge::AllOk),
+        "script" | "function" => match sub(argv).as_str() {
+            "load" | "flush" | "delete" | "restore" => Kind::FanOut(Merge::AllOk),
+            "kill" => Kind::FanOut(Merge::AnyOk),
+            _ => Kind::Keyed,
+        },
+        "scan" => Kind::Scan,
+        "info" => Kind::Info,
+        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" | "bzpopmin" | "bzpopmax" | "bzmpop" => Kind::Blocking,
+        "xread" | "xreadgroup" if argv.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) => Kind::Blocking,
+        "multi" => Kind::Txn(Txn::Multi),
+        "exec" => Kind::Txn(Txn::Exec),
+        "discard" => Kind::Txn(Txn::Discard),
+        "watch" => Kind::Txn(Txn::Watch),
+        "unwatch" => Kind::Txn(Txn::Unwatch),
+        "subscribe" | "psubscribe" | "ssubscribe" => Kind::Subscribe,
+        "monitor" => Kind::Refused("MONITOR is not supported through the Terrace proxy; run it on an engine"),
+        "shutdown" | "debug" | "replicaof" | "slaveof" | "sync" | "psync" | "failover" | "migrate" | "module" => {
+            Kind::Refused("this command is not supported through the Terrace proxy; run it on an engine")
+        }
+        _ => Kind::Keyed,
+    }
+}
+
+/// Which engine a call's keys live on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// No keys.
+    Any,
+    One(usize),
+    /// Keys on several engines.
+    Spans,
+}
+
+impl Target {
+    fn add(self, engine: usize) -> Target {
+        match self {
+            Target::Any => Target::One(engine),
+            Target::One(e) if e == engine => self,
+            _ => Target::Spans,
+        }
+    }
+}
+
+/// The engine of a call's keys. Shard-channel commands route by their channel's slot.
+pub fn target(spec: &CommandSpec, argv: &[&[u8]], map: &SlotMap) -> Target {
+    if matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
+        return argv[1..].iter().take(if spec.name == "spublish" { 1 } else { usize::MAX }).fold(Target::Any, |t, c| t.add(map.engine_of_key(c)));
+    }
+    // The common case (one key at 1, or a key range) without allocating.
+    if spec.keys_from == KeysFrom::Range {
+        if spec.first <= 0 {
+            return Target::Any;
+        }
+        let argc = argv.len() as i32;
+        let last = if spec.last < 0 { argc + spec.last } else { spec.last.min(argc - 1) };
+        let mut t = Target::Any;
+        let mut i = spec.first;
+        while i <= last && i < argc {
+            t = t.add(map.engine_of_key(argv[i as usize]));
+            i += spec.step.max(1);
+        }
+        return t;
+    }
+    key_positions(spec, argv).into_iter().fold(Target::Any, |t, i| t.add(map.engine_of_key(argv[i])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_engine::command::lookup;
+
+    fn spec(name: &str) -> &'static CommandSpec {
+        lookup(name.as_bytes()).unwrap().1
+    }
+
+    #[test]
+    fn targets_follow_keys() {
+        let map = SlotMap::even(2);
+        // foo → slot 12182 (engine 1), bar → 5061 (engine 0).
+        assert_eq!(target(spec("get"), &[b"get", b"foo"], &map), Target::One(1));
+        assert_eq!(target(spec("rename"), &[b"rename", b"foo", b"bar"], &map), Target::Spans);
+        assert_eq!(target(spec("rename"), &[b"rename", b"{bar}1", b"bar"], &map), Target::One(0));
+        assert_eq!(target(spec("zunionstore"), &[b"zunionstore", b"bar", b"2", b"{bar}a", b"foo"], &map), Target::Spans);
+        assert_eq!(target(spec("zunionstore"), &[b"zunionstore", b"bar", b"1", b"{bar}a", b"foo"], &map), Target::One(0));
+        assert_eq!(target(spec("ping"), &[b"ping"], &map), Target::Any);
+        assert_eq!(target(spec("spublish"), &[b"spublish", b"foo", b"msg"], &map), Target::One(1));
+    }
+
+    #[test]
+    fn classification() {
+        assert!(matches!(classify(spec("mget"), &[b"mget", b"a"]), Kind::Split(Split::Mget)));
+        assert!(matches!(classify(spec("xread"), &[b"xread", b"block", b"0", b"streams", b"s", b"$"]), Kind::Blocking));
+        assert!(matches!(classify(spec("xread"), &[b"xread", b"streams", b"s", b"0"]), Kind::Keyed));
+        assert!(matches!(classify(spec("config"), &[b"config", b"SET", b"a", b"b"]), Kind::FanOut(Merge::AllOk)));
+        assert!(matches!(classify(spec("config"), &[b"config", b"get", b"a"]), Kind::Keyed));
+        assert!(matches!(classify(spec("client"), &[b"client", b"kill"]), Kind::Refused(_)));
+    }
+}

@@ -1,0 +1,106 @@
+//! The proxy's process: a control thread that accepts clients, handles signals and hands
+//! connections to `threads` reactor threads (each a single-threaded tokio runtime with its own
+//! backend connections).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::config::ProxyConfig;
+use crate::frontend::{self, Reactor, Shared};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+type Handoff = (std::net::TcpStream, u64);
+
+fn runtime() -> Result<tokio::runtime::Runtime, ProxyError> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ProxyError::Runtime)
+}
+
+/// Runs the proxy until SIGINT or SIGTERM.
+pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
+    let addr = format!("{}:{}", config.bind, config.port);
+    let bind_err = |source| ProxyError::Bind { addr: addr.clone(), source };
+    let std_listener = std::net::TcpListener::bind(&addr).map_err(bind_err)?;
+    std_listener.set_nonblocking(true).map_err(bind_err)?;
+    let local = std_listener.local_addr().map_err(bind_err)?;
+    let threads = config.threads;
+    let shared = Shared::new(config);
+    shared.port.store(local.port() as u64, Ordering::Relaxed);
+
+    let mut senders = Vec::new();
+    let mut handles = Vec::new();
+    for i in 0..threads {
+        let (tx, rx) = mpsc::unbounded_channel::<Handoff>();
+        senders.push(tx);
+        let shared = shared.clone();
+        let rt = runtime()?;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("terrace-proxy-{i}"))
+                .spawn(move || reactor(rt, shared, rx))
+                .expect("spawn reactor thread"),
+        );
+    }
+
+    let rt = runtime()?;
+    let sh = shared.clone();
+    rt.block_on(async move {
+        let listener = TcpListener::from_std(std_listener).expect("listener from std");
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut sigterm = signal(SignalKind::terminate()).ok();
+        let mut sigint = signal(SignalKind::interrupt()).ok();
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s.as_mut() {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tracing::info!(%local, threads, engines = ?sh.config.engines, "proxy ready");
+        println!("terrace proxy ready on {local}");
+        let mut next = 0usize;
+        loop {
+            tokio::select! {
+                r = listener.accept() => {
+                    let Ok((stream, peer)) = r else { continue };
+                    let id = sh.next_client_id.fetch_add(1, Ordering::Relaxed);
+                    sh.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+                    sh.stats.connected_clients.fetch_add(1, Ordering::Relaxed);
+                    sh.clients.lock().insert(id, (peer.to_string(), None));
+                    if let Ok(std_stream) = stream.into_std() {
+                        let _ = senders[next % threads].send((std_stream, id));
+                        next = next.wrapping_add(1);
+                    }
+                }
+                _ = recv(&mut sigint) => { tracing::info!("SIGINT received, shutting down"); break; }
+                _ = recv(&mut sigterm) => { tracing::info!("SIGTERM received, shutting down"); break; }
+            }
+        }
+    });
+    // The reactors' connections close with the process.
+    drop(handles);
+    tracing::info!("proxy stopped");
+    Ok(())
+}
+
+fn reactor(rt: tokio::runtime::Runtime, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Handoff>) {
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let reactor = Reactor::new(shared);
+        while let Some((std_stream, id)) = rx.recv().await {
+            if let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) {
+                tokio::task::spawn_local(frontend::redis::serve(reactor.clone(), stream, id));
+            }
+        }
+    });
+}

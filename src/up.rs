@@ -1,0 +1,146 @@
+//! `terrace up`: the whole appliance on embedded defaults — engines as supervised child
+//! processes (restarted with backoff if one dies) and the proxy in this process in front of
+//! them. SIGINT/SIGTERM stop the proxy, then the engines.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Port for Redis clients (the proxy).
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// Address the proxy listens on (engines listen on 127.0.0.1).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Data directory; engine N keeps its files in DIR/engine-N.
+    #[arg(long, default_value = "data")]
+    data_dir: PathBuf,
+    /// Number of engines.
+    #[arg(long, default_value_t = 2)]
+    engines: u16,
+    /// Port of the first engine; the others follow.
+    #[arg(long, default_value_t = 7001)]
+    engine_port: u16,
+}
+
+/// One supervised engine process.
+struct Supervised {
+    name: String,
+    command: Vec<String>,
+    child: Mutex<Option<Child>>,
+}
+
+fn spawn(cmd: &[String]) -> std::io::Result<Child> {
+    let mut c = Command::new(&cmd[0]);
+    // Our stdout carries the proxy's ready line alone; engines log to stderr.
+    c.args(&cmd[1..]).stdout(std::process::Stdio::null());
+    // Engines die with the appliance even if it is killed without a chance to stop them.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        c.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    c.spawn()
+}
+
+pub fn run(args: UpArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.engines >= 1, "--engines must be at least 1");
+    let exe = std::env::current_exe().context("cannot find the terrace executable")?;
+    let stopping = Arc::new(AtomicBool::new(false));
+    let mut engines = Vec::new();
+    let mut addrs = Vec::new();
+    for i in 0..args.engines {
+        let port = args.engine_port + i;
+        let dir = args.data_dir.join(format!("engine-{}", i + 1));
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let command = vec![
+            exe.display().to_string(),
+            "engine".into(),
+            "--port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--data-dir".into(),
+            dir.display().to_string(),
+        ];
+        let child = spawn(&command).with_context(|| format!("cannot start engine {}", i + 1))?;
+        engines.push(Arc::new(Supervised { name: format!("engine {} (port {port})", i + 1), command, child: Mutex::new(Some(child)) }));
+        addrs.push(format!("127.0.0.1:{port}"));
+    }
+    for e in &engines {
+        let (e, stopping) = (e.clone(), stopping.clone());
+        std::thread::spawn(move || supervise(&e, &stopping));
+    }
+    // Clients get the proxy once the engines answer (an engine loading a large snapshot
+    // takes a while); the proxy would reconnect anyway, but its first clients would see errors.
+    for addr in &addrs {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(addr).is_err() {
+            anyhow::ensure!(std::time::Instant::now() < deadline, "engine {addr} did not start within 60 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    eprintln!(
+        "terrace up: proxy on {}:{} (Redis clients connect here), engines on {}",
+        args.bind,
+        args.port,
+        addrs.join(", ")
+    );
+    let settings = terrace_proxy::ProxySettings {
+        port: Some(args.port),
+        bind: Some(args.bind.clone()),
+        engines: Some(addrs),
+        ..Default::default()
+    };
+    let result = settings.resolve().map_err(anyhow::Error::from).and_then(|c| Ok(terrace_proxy::run(c)?));
+    stopping.store(true, Ordering::SeqCst);
+    for e in &engines {
+        if let Some(mut child) = e.child.lock().unwrap().take() {
+            unsafe {
+                libc::kill(child.id() as i32, libc::SIGTERM);
+            }
+            let _ = child.wait();
+        }
+    }
+    result
+}
+
+/// Restarts the engine whenever it exits while the appliance runs (backoff 0.1 s → 5 s).
+fn supervise(e: &Supervised, stopping: &AtomicBool) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut guard = e.child.lock().unwrap();
+        let Some(child) = guard.as_mut() else { return };
+        match child.try_wait() {
+            Ok(None) => continue,
+            Ok(Some(status)) => {
+                tracing::warn!(engine = %e.name, %status, "engine exited; restarting");
+            }
+            Err(err) => tracing::warn!(engine = %e.name, %err, "cannot check the engine; restarting"),
+        }
+        drop(guard);
+        std::thread::sleep(backoff);
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        match spawn(&e.command) {
+            Ok(c) => *e.child.lock().unwrap() = Some(c),
+            Err(err) => tracing::error!(engine = %e.name, %err, "cannot restart the engine"),
+        }
+    }
+}

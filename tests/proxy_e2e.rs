@@ -1,0 +1,493 @@
+//! End-to-end tests of `terrace proxy`: two real engines behind the real proxy, driven by the
+//! `redis` crate and raw RESP bytes.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{encode, err, q, temp_dir, Engine, Proxy};
+use redis::Value;
+
+/// CRC16/XMODEM as Redis Cluster uses it, computed independently of the proxy's code.
+fn slot(key: &str) -> u16 {
+    let k = key.as_bytes();
+    let k = match k.iter().position(|&b| b == b'{') {
+        Some(o) => match k[o + 1..].iter().position(|&b| b == b'}') {
+            Some(l) if l > 0 => &k[o + 1..o + 1 + l],
+            _ => k,
+        },
+        None => k,
+    };
+    let mut crc: u16 = 0;
+    for &b in k {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc % 16384
+}
+
+/// Engine index of a key with the default (even) slot map over two engines.
+fn owner(key: &str) -> usize {
+    (slot(key) as usize) / 8192
+}
+
+struct Rig {
+    engines: Vec<Engine>,
+    proxy: Proxy,
+}
+
+fn rig(extra: &[&str]) -> Rig {
+    let engines = vec![Engine::start(&[]), Engine::start(&[])];
+    let proxy = Proxy::start(&[&engines[0], &engines[1]], extra, &[]);
+    Rig { engines, proxy }
+}
+
+#[test]
+fn keys_live_on_the_engine_owning_their_slot() {
+    let r = rig(&[]);
+    let mut c = r.proxy.client();
+    let mut direct = [r.engines[0].client(), r.engines[1].client()];
+    let mut seen = [0, 0];
+    for i in 0..200 {
+        let k = format!("key:{i}");
+        let _: () = q(&mut c, &["SET", &k, &format!("v{i}")]);
+        let o = owner(&k);
+        seen[o] += 1;
+        let here: Option<String> = q(&mut direct[o], &["GET", &k]);
+        let there: Option<String> = q(&mut direct[1 - o], &["GET", &k]);
+        assert_eq!(here, Some(format!("v{i}")), "{k} should be on engine {o}");
+        assert_eq!(there, None);
+        let back: String = q(&mut c, &["GET", &k]);
+        assert_eq!(back, format!("v{i}"));
+    }
+    assert!(seen[0] > 50 && seen[1] > 50, "keys spread over both engines: {seen:?}");
+    // Hash tags keep related keys together.
+    let _: () = q(&mut c, &["SET", "{user:1}.name", "ann"]);
+    let _: () = q(&mut c, &["SET", "{user:1}.mail", "a@x"]);
+    let o = owner("user:1");
+    let n: i64 = q(&mut direct[o], &["EXISTS", "{user:1}.name", "{user:1}.mail"]);
+    assert_eq!(n, 2);
+}
+
+#[test]
+fn multi_key_commands_are_split_and_merged_in_order() {
+    let r = rig(&[]);
+    let mut c = r.proxy.client();
+    let keys: Vec<String> = (0..50).map(|i| format!("k{i}")).collect();
+    let mut mset = vec!["MSET".to_string()];
+    for k in &keys {
+        mset.push(k.clone());
+        mset.push(format!("val-{k}"));
+    }
+    let args: Vec<&str> = mset.iter().map(|s| s.as_str()).collect();
+    let _: () = q(&mut c, &args);
+    assert!(keys.iter().any(|k| owner(k) == 0) && keys.iter().any(|k| owner(k) == 1));
+
+    let mut mget = vec!["MGET", "missing-1"];
+    mget.extend(keys.iter().rev().map(|s| s.as_str()));
+    mget.push("missing-2");
+    let got: Vec<Option<String>> = q(&mut c, &mget);
+    assert_eq!(got.len(), 52);
+    assert_eq!(got[0], None);
+    assert_eq!(got[51], None);
+    for (i, k) in keys.iter().rev().enumerate() {
+        assert_eq!(got[i + 1].as_deref(), Some(format!("val-{k}").as_str()));
+    }
+    // Counts add up across engines; duplicates count twice as in Redis.
+    let n: i64 = q(&mut c, &["EXISTS", "k1", "k2", "k3", "k1", "nope"]);
+    assert_eq!(n, 4);
+    let n: i64 = q(&mut c, &["TOUCH", "k1", "k2", "nope"]);
+    assert_eq!(n, 2);
+    let n: i64 = q(&mut c, &["DEL", "k1", "k2", "k3", "nope"]);
+    assert_eq!(n, 3);
+    let n: i64 = q(&mut c, &["UNLINK", "k4", "k5"]);
+    assert_eq!(n, 2);
+    let n: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(n, 45);
+    assert!(err(&mut c, &["MSET", "a", "1", "b"]).contains("wrong number of arguments for 'mset' command"));
+    // MGET answers nil for keys of other types, as Redis does.
+    let _: () = q(&mut c, &["LPUSH", "list", "x"]);
+    let v: Vec<Option<String>> = q(&mut c, &["MGET", "list", "k11"]);
+    assert_eq!(v, vec![None, Some("val-k11".to_string())]);
+}
+
+#[test]
+fn commands_whose_keys_span_engines_get_crossslot() {
+    let r = rig(&[]);
+    let mut c = r.proxy.client();
+    // foo is on engine 1, bar on engine 0.
+    assert_eq!((owner("foo"), owner("bar")), (1, 0));
+    let _: () = q(&mut c, &["SET", "foo", "1"]);
+    for args in [
+        vec!["RENAME", "foo", "bar"],
+        vec!["SUNIONSTORE", "foo", "bar"],
+        vec!["SMOVE", "foo", "bar", "x"],
+        vec!["LMOVE", "foo", "bar", "LEFT", "LEFT"],
+        vec!["MSETNX", "foo", "1", "bar", "2"],
+        vec!["ZUNION", "2", "foo", "bar"],
+        vec!["BLPOP", "foo", "bar", "1"],
+    ] {
+        let e = err(&mut c, &args);
+        // The redis crate shows the CROSSSLOT code as "CrossSlot".
+        assert!(e.to_uppercase().contains("CROSSSLOT") && e.contains("Keys in request don't hash to the same slot"), "{args:?}: {e}");
+    }
+    // Same engine (hash tags): allowed.
+    let _: () = q(&mut c, &["SET", "{t}a", "1"]);
+    let _: () = q(&mut c, &["RENAME", "{t}a", "{t}b"]);
+    let v: String = q(&mut c, &["GET", "{t}b"]);
+    assert_eq!(v, "1");
+    let _: () = q(&mut c, &["SADD", "{s}1", "a", "b"]);
+    let _: () = q(&mut c, &["SADD", "{s}2", "b", "c"]);
+    let n: i64 = q(&mut c, &["SUNIONSTORE", "{s}3", "{s}1", "{s}2"]);
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn pipelined_replies_come_back_in_request_order() {
+    let r = rig(&[]);
+    let mut raw = r.proxy.raw();
+    let mut req = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..2000 {
+        let k = format!("p{i}");
+        req.extend(encode(&["SET", &k, &i.to_string()]));
+        expected.extend_from_slice(b"+OK\r\n");
+        req.extend(encode(&["GET", &k]));
+        let v = i.to_string();
+        expected.extend(format!("${}\r\n{v}\r\n", v.len()).into_bytes());
+        if i % 100 == 0 {
+            req.extend(encode(&["PING"]));
+            expected.extend_from_slice(b"+PONG\r\n");
+            req.extend(encode(&["MGET", "p0", &k]));
+            expected.extend(format!("*2\r\n$1\r\n0\r\n${}\r\n{v}\r\n", v.len()).into_bytes());
+        }
+    }
+    // Sent in awkward pieces: frames split across writes.
+    for chunk in req.chunks(777) {
+        raw.send(chunk);
+    }
+    raw.expect(&expected);
+}
+
+#[test]
+fn fan_out_commands_cover_every_engine() {
+    let r = rig(&[]);
+    let mut c = r.proxy.client();
+    for i in 0..300 {
+        let _: () = q(&mut c, &["SET", &format!("f:{i}"), "x"]);
+    }
+    let _: () = q(&mut c, &["SET", "other", "x"]);
+    let mut keys: Vec<String> = q(&mut c, &["KEYS", "f:*"]);
+    keys.sort();
+    assert_eq!(keys.len(), 300);
+    // SCAN walks both engines with one cursor and returns each key once.
+    let mut cursor = "0".to_string();
+    let mut scanned = Vec::new();
+    loop {
+        let (next, batch): (String, Vec<String>) = q(&mut c, &["SCAN", &cursor, "MATCH", "f:*", "COUNT", "50"]);
+        scanned.extend(batch);
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    scanned.sort();
+    assert_eq!(scanned, keys);
+    assert!(err(&mut c, &["SCAN", "notanumber"]).contains("invalid cursor"));
+    let k: String = q(&mut c, &["RANDOMKEY"]);
+    assert!(k.starts_with("f:") || k == "other");
+    let info: String = q(&mut c, &["INFO", "keyspace"]);
+    assert!(info.contains("db0:keys=301,"), "{info}");
+    let info: String = q(&mut c, &["INFO"]);
+    assert!(info.contains("terrace_role:proxy") && info.contains("status=up"), "{info}");
+    let _: () = q(&mut c, &["FLUSHALL"]);
+    let n: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(n, 0);
+    let k: Option<String> = q(&mut c, &["RANDOMKEY"]);
+    assert_eq!(k, None);
+    // Scripts are loaded on every engine, so EVALSHA works whatever the key.
+    let sha: String = q(&mut c, &["SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])"]);
+    let _: () = q(&mut c, &["SET", "foo", "on-1"]);
+    let _: () = q(&mut c, &["SET", "bar", "on-0"]);
+    let a: String = q(&mut c, &["EVALSHA", &sha, "1", "foo"]);
+    let b: String = q(&mut c, &["EVALSHA", &sha, "1", "bar"]);
+    assert_eq!((a.as_str(), b.as_str()), ("on-1", "on-0"));
+}
+
+#[test]
+fn transactions_pin_one_engine() {
+    let r = rig(&[]);
+    let mut c = r.proxy.client();
+    let mut raw = r.proxy.raw();
+    // Keyless commands before the first key are queued by the proxy and sent with it.
+    raw.send(&encode(&["MULTI"]));
+    raw.send(&encode(&["PING"]));
+    raw.send(&encode(&["SET", "{a}1", "x"]));
+    raw.send(&encode(&["INCR", "{a}2"]));
+    raw.send(&encode(&["EXEC"]));
+    raw.expect(b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+PONG\r\n+OK\r\n:1\r\n");
+    // Keys on two engines: CROSSSLOT, and EXEC aborts.
+    raw.send(&encode(&["MULTI"]));
+    raw.send(&encode(&["SET", "foo", "1"]));
+    raw.send(&encode(&["SET", "bar", "1"]));
+    raw.send(&encode(&["EXEC"]));
+    raw.expect(b"+OK\r\n+QUEUED\r\n-CROSSSLOT Keys in request don't hash to the same slot\r\n-EXECABORT Transaction discarded because of previous errors.\r\n");
+    let v: Option<String> = q(&mut c, &["GET", "foo"]);
+    assert_eq!(v, None, "an aborted transaction wrote nothing");
+    // WATCH: a change by another client makes EXEC fail.
+    raw.send(&encode(&["WATCH", "foo"]));
+    raw.expect(b"+OK\r\n");
+    let _: () = q(&mut c, &["SET", "foo", "changed"]);
+    raw.send(&encode(&["MULTI"]));
+    raw.send(&encode(&["SET", "foo", "mine"]));
+    raw.send(&encode(&["EXEC"]));
+    raw.expect(b"+OK\r\n+QUEUED\r\n*-1\r\n");
+    let v: String = q(&mut c, &["GET", "foo"]);
+    assert_eq!(v, "changed");
+    // Unchanged WATCHed key: EXEC runs.
+    raw.send(&encode(&["WATCH", "foo"]));
+    raw.send(&encode(&["MULTI"]));
+    raw.send(&encode(&["APPEND", "foo", "!"]));
+    raw.send(&encode(&["EXEC"]));
+    raw.expect(b"+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:8\r\n");
+    // Errors without a transaction, DISCARD, empty transaction.
+    raw.send(&encode(&["EXEC"]));
+    raw.expect(b"-ERR EXEC without MULTI\r\n");
+    raw.send(&encode(&["MULTI"]));
+    raw.send(&encode(&["SET", "{a}1", "y"]));
+    raw.send(&encode(&["DISCARD"]));
+    raw.send(&encode(&["MULTI"]));
+    raw.send(&encode(&["EXEC"]));
+    raw.expect(b"+OK\r\n+QUEUED\r\n+OK\r\n+OK\r\n*0\r\n");
+    let v: String = q(&mut c, &["GET", "{a}1"]);
+    assert_eq!(v, "x");
+    // Ordinary commands still work on the same connection afterwards.
+    raw.send(&encode(&["GET", "bar"]));
+    raw.expect(b"$-1\r\n");
+}
+
+#[test]
+fn blocking_pops_do_not_hold_up_other_clients() {
+    let r = rig(&[]);
+    let url = r.proxy.url();
+    let waiter = thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let got: (String, String) = q(&mut c, &["BLPOP", "queue", "0"]);
+        got
+    });
+    thread::sleep(Duration::from_millis(200));
+    // Meanwhile the shared connections keep serving everyone, on both engines.
+    let mut c = r.proxy.client();
+    for i in 0..100 {
+        let _: () = q(&mut c, &["SET", &format!("b{i}"), "1"]);
+    }
+    let n: i64 = q(&mut c, &["RPUSH", "queue", "job"]);
+    assert_eq!(n, 1);
+    assert_eq!(waiter.join().unwrap(), ("queue".to_string(), "job".to_string()));
+    // A timeout answers nil, and the connection goes on in order.
+    let mut raw = r.proxy.raw();
+    let t = Instant::now();
+    raw.send(&encode(&["BLPOP", "empty", "0.2"]));
+    raw.send(&encode(&["SET", "after", "1"]));
+    raw.expect(b"*-1\r\n+OK\r\n");
+    assert!(t.elapsed() >= Duration::from_millis(150));
+}
+
+#[test]
+fn pubsub_through_the_proxy() {
+    let r = rig(&[]);
+    let mut sub = r.proxy.raw();
+    sub.send(&encode(&["SUBSCRIBE", "news", "alerts"]));
+    sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$6\r\nalerts\r\n:2\r\n");
+    let mut c = r.proxy.client();
+    let n: i64 = q(&mut c, &["PUBLISH", "news", "hello"]);
+    assert_eq!(n, 1);
+    sub.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+    sub.send(&encode(&["PING"]));
+    sub.expect(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+}
+
+#[test]
+fn connection_state_select_hello_auth() {
+    let engines = [Engine::start(&[]), Engine::start(&[])];
+    let proxy = Proxy::start(&[&engines[0], &engines[1]], &[], &[("TERRACE_PROXY_PASSWORD", "s3cret")]);
+    let mut raw = proxy.raw();
+    raw.send(&encode(&["GET", "x"]));
+    raw.expect(b"-NOAUTH Authentication required.\r\n");
+    raw.send(&encode(&["AUTH", "wrong"]));
+    raw.expect(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    raw.send(&encode(&["AUTH", "s3cret"]));
+    raw.expect(b"+OK\r\n");
+    // SELECT: databases are separate through the proxy too.
+    raw.send(&encode(&["SELECT", "3"]));
+    raw.send(&encode(&["SET", "foo", "db3"]));
+    raw.send(&encode(&["SELECT", "0"]));
+    raw.send(&encode(&["GET", "foo"]));
+    raw.send(&encode(&["SELECT", "16"]));
+    raw.expect(b"+OK\r\n+OK\r\n+OK\r\n$-1\r\n-ERR DB index is out of range\r\n");
+    // HELLO 3 switches to RESP3 (maps, nulls), also for replies from engines.
+    raw.send(&encode(&["HELLO", "3"]));
+    let hello = raw.read_available();
+    assert!(hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"), "{hello}");
+    raw.send(&encode(&["HSET", "h", "f", "v"]));
+    raw.send(&encode(&["HGETALL", "h"]));
+    raw.send(&encode(&["GET", "nope"]));
+    raw.expect(b":1\r\n%1\r\n$1\r\nf\r\n$1\r\nv\r\n_\r\n");
+    raw.send(&encode(&["CLIENT", "SETNAME", "me"]));
+    raw.send(&encode(&["CLIENT", "GETNAME"]));
+    raw.send(&encode(&["CLIENT", "KILL", "ID", "1"]));
+    raw.expect(b"+OK\r\n$2\r\nme\r\n-ERR this CLIENT subcommand is not supported through the Terrace proxy\r\n");
+    let mut c = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/3", proxy.port)).unwrap().get_connection().unwrap();
+    let v: String = q(&mut c, &["GET", "foo"]);
+    assert_eq!(v, "db3");
+}
+
+#[test]
+fn malformed_requests_get_protocol_errors() {
+    let r = rig(&[]);
+    let mut raw = r.proxy.raw();
+    raw.send(b"*1\r\n$4\r\nPING\r\nPING\r\n");
+    raw.expect(b"+PONG\r\n+PONG\r\n");
+    raw.send(&encode(&["NOSUCHCMD", "a"]));
+    raw.expect(b"-ERR unknown command 'NOSUCHCMD', with args beginning with: 'a' \r\n");
+    raw.send(&encode(&["GET"]));
+    raw.expect(b"-ERR wrong number of arguments for 'get' command\r\n");
+    raw.send(b"*2\r\n$3\r\nGET\r\n$x\r\n");
+    raw.expect(b"-ERR Protocol error: invalid bulk length\r\n");
+    assert!(raw.is_closed());
+}
+
+#[test]
+fn a_dead_engine_fails_fast_and_comes_back() {
+    let dir = temp_dir("proxy-restart");
+    let port = common::free_port();
+    let e0 = Engine::start(&[]);
+    let mut e1 = Engine::start_on(port, &dir);
+    let proxy = Proxy::start(&[&e0, &e1], &["--timeout-ms", "500"], &[]);
+    let mut c = proxy.client();
+    let _: () = q(&mut c, &["SET", "foo", "1"]); // engine 1
+    let _: () = q(&mut c, &["SET", "bar", "0"]); // engine 0
+    let _ = e1.child.kill();
+    let _ = e1.child.wait();
+    let t = Instant::now();
+    let e = err(&mut c, &["GET", "foo"]);
+    assert!(e.contains("unavailable"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2), "the error came quickly");
+    // The other engine's keys keep working meanwhile.
+    let v: String = q(&mut c, &["GET", "bar"]);
+    assert_eq!(v, "0");
+    let e = err(&mut c, &["MGET", "foo", "bar"]);
+    assert!(e.contains("unavailable"), "{e}");
+    // Back on the same port: the proxy reconnects by itself.
+    e1 = Engine::start_on(port, &dir);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match redis::cmd("SET").arg("foo").arg("2").query::<()>(&mut c) {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline => {
+                assert!(e.to_string().contains("unavailable"), "{e}");
+                thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("engine not reachable again: {e}"),
+        }
+    }
+    let v: String = q(&mut c, &["GET", "foo"]);
+    assert_eq!(v, "2");
+    drop(e1);
+}
+
+#[test]
+fn a_stuck_engine_times_out_instead_of_hanging() {
+    let r = rig(&["--timeout-ms", "300"]);
+    let mut direct = r.engines[1].client();
+    let mut c = r.proxy.client();
+    let _: () = q(&mut c, &["SET", "bar", "0"]);
+    // DEBUG SLEEP stalls engine 1 (one reactor thread) for 2 s.
+    let stall = thread::spawn(move || {
+        let _: Value = q(&mut direct, &["DEBUG", "SLEEP", "2"]);
+    });
+    thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let e = err(&mut c, &["GET", "foo"]);
+    assert!(e.contains("no reply within 300 ms"), "{e}");
+    assert!(t.elapsed() < Duration::from_millis(1500), "took {:?}", t.elapsed());
+    let v: String = q(&mut c, &["GET", "bar"]);
+    assert_eq!(v, "0");
+    stall.join().unwrap();
+}
+
+#[test]
+fn many_clients_through_the_proxy() {
+    let r = rig(&[]);
+    let url = r.proxy.url();
+    let handles: Vec<_> = (0..20)
+        .map(|t| {
+            let url = url.clone();
+            thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for i in 0..200 {
+                    let k = format!("c{t}:{i}");
+                    let _: () = q(&mut c, &["SET", &k, &i.to_string()]);
+                    let n: i64 = q(&mut c, &["INCR", &k]);
+                    assert_eq!(n, i + 1);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut c = r.proxy.client();
+    let n: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(n, 4000);
+}
+
+#[test]
+fn terrace_up_runs_two_engines_behind_the_proxy() {
+    use std::io::{BufRead, BufReader};
+    let dir = temp_dir("up");
+    // Two consecutive free ports for the engines.
+    let first = loop {
+        let p = common::free_port();
+        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            break p;
+        }
+    };
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
+    cmd.args(["up", "--port", "0", "--engine-port", &first.to_string(), "--data-dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    common::die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("terrace proxy ready on "), "{line}");
+    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    let _: () = q(&mut c, &["MSET", "foo", "1", "bar", "0"]);
+    // foo lives on the second engine, bar on the first.
+    let mut e0 = redis::Client::open(format!("redis://127.0.0.1:{first}/")).unwrap().get_connection().unwrap();
+    let mut e1 = redis::Client::open(format!("redis://127.0.0.1:{}/", first + 1)).unwrap().get_connection().unwrap();
+    assert_eq!(q::<Option<String>>(&mut e0, &["GET", "bar"]).as_deref(), Some("0"));
+    assert_eq!(q::<Option<String>>(&mut e1, &["GET", "foo"]).as_deref(), Some("1"));
+    // A killed engine is restarted by the supervisor.
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<Value>(&mut e1); // the connection closes
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while redis::cmd("SET").arg("foo").arg("2").query::<()>(&mut c).is_err() {
+        assert!(Instant::now() < deadline, "engine not restarted");
+        thread::sleep(Duration::from_millis(50));
+    }
+    // SIGINT stops the proxy and both engines.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    assert!(child.wait().unwrap().success());
+    thread::sleep(Duration::from_millis(200));
+    assert!(std::net::TcpStream::connect(("127.0.0.1", first)).is_err(), "engine 1 stopped");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", first + 1)).is_err(), "engine 2 stopped");
+    let _ = std::fs::remove_dir_all(&dir);
+}
