@@ -34,6 +34,9 @@ struct ProxyArgs {
     /// Port for Redis clients [env: TERRACE_PROXY_PORT] [default: 6379]
     #[arg(long)]
     port: Option<u16>,
+    /// Port for Memcached clients [env: TERRACE_PROXY_MEMCACHE_PORT] [default: 11211]
+    #[arg(long)]
+    memcache_port: Option<u16>,
     /// Address to listen on [env: TERRACE_PROXY_BIND] [default: 127.0.0.1]
     #[arg(long)]
     bind: Option<String>,
@@ -55,6 +58,7 @@ impl ProxyArgs {
     fn settings(self) -> anyhow::Result<ProxySettings> {
         let flags = ProxySettings {
             port: self.port,
+            memcache_port: self.memcache_port,
             bind: self.bind,
             engines: self.engines.map(|e| terrace_proxy::config::split_list(&e)),
             threads: self.threads,

@@ -16,6 +16,9 @@ pub struct UpArgs {
     /// Port for Redis clients (the proxy).
     #[arg(long, default_value_t = 6379)]
     port: u16,
+    /// Port for Memcached clients (the proxy).
+    #[arg(long, default_value_t = 11211)]
+    memcache_port: u16,
     /// Address the proxy listens on (engines listen on 127.0.0.1).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
@@ -91,13 +94,16 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         }
     }
     eprintln!(
-        "terrace up: proxy on {}:{} (Redis clients connect here), engines on {}",
+        "terrace up: proxy on {}:{} (Redis clients) and {}:{} (Memcached clients), engines on {}",
         args.bind,
         args.port,
+        args.bind,
+        args.memcache_port,
         addrs.join(", ")
     );
     let settings = terrace_proxy::ProxySettings {
         port: Some(args.port),
+        memcache_port: Some(args.memcache_port),
         bind: Some(args.bind.clone()),
         engines: Some(addrs),
         ..Default::default()

@@ -457,7 +457,7 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
         }
     };
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
-    cmd.args(["up", "--port", "0", "--engine-port", &first.to_string(), "--data-dir"])
+    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--data-dir"])
         .arg(&dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());

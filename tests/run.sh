@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 apt_missing=()
 command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || apt_missing+=(redis-tools)
+command -v memcached >/dev/null 2>&1 || apt_missing+=(memcached)
+command -v memccapable >/dev/null 2>&1 || apt_missing+=(libmemcached-tools)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_missing+=(python3-venv)
 if ((${#apt_missing[@]})); then
   echo "tests/run.sh: installing ${apt_missing[*]}"
@@ -14,8 +16,10 @@ if ((${#apt_missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq "${apt_missing[@]}" >/dev/null
 fi
-# redis-server is the reference for tests/differential.rs (started by the test on its own port).
+# redis-server is the reference for tests/differential.rs and memcached for tests/memcache_e2e.rs
+# (each started by the test on its own port); memccapable checks the proxy's Memcached port.
 
 tests/compat/setup-redis-py.sh
+tests/compat/setup-pymemcache.sh
 
 cargo test --workspace "$@"

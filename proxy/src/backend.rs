@@ -254,6 +254,19 @@ impl Backend {
     }
 }
 
+/// Sends on `b`, waiting while it has `max_inflight` requests outstanding.
+pub async fn send(b: &Rc<Backend>, req: &[u8], owner: &Rc<Notify>, patient: bool) -> Rc<Slot> {
+    loop {
+        let room = b.space.notified();
+        tokio::pin!(room);
+        room.as_mut().enable();
+        match b.send(req, owner, patient) {
+            Ok(slot) => return slot,
+            Err(Full) => room.await,
+        }
+    }
+}
+
 async fn run(b: Rc<Backend>) {
     let mut backoff = Duration::from_millis(25);
     loop {

@@ -35,6 +35,10 @@ pub struct SlotRange {
 #[serde(deny_unknown_fields)]
 pub struct ProxySettings {
     pub port: Option<u16>,
+    /// Port for Memcached clients.
+    pub memcache_port: Option<u16>,
+    /// Largest Memcached item (key, value and overhead), like memcached's `-I`.
+    pub item_size_max: Option<toml::Value>,
     pub bind: Option<String>,
     /// Engine addresses, `host:port`.
     pub engines: Option<Vec<String>>,
@@ -55,6 +59,8 @@ impl ProxySettings {
     pub fn or(self, other: ProxySettings) -> ProxySettings {
         ProxySettings {
             port: self.port.or(other.port),
+            memcache_port: self.memcache_port.or(other.memcache_port),
+            item_size_max: self.item_size_max.or(other.item_size_max),
             bind: self.bind.or(other.bind),
             engines: self.engines.or(other.engines),
             threads: self.threads.or(other.threads),
@@ -66,7 +72,7 @@ impl ProxySettings {
         }
     }
 
-    /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
+    /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_MEMCACHE_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
     /// TERRACE_PROXY_THREADS, TERRACE_PROXY_PASSWORD, TERRACE_PROXY_TIMEOUT_MS.
     pub fn from_env() -> Result<ProxySettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -75,6 +81,7 @@ impl ProxySettings {
         }
         Ok(ProxySettings {
             port: num("TERRACE_PROXY_PORT", var("TERRACE_PROXY_PORT"))?,
+            memcache_port: num("TERRACE_PROXY_MEMCACHE_PORT", var("TERRACE_PROXY_MEMCACHE_PORT"))?,
             bind: var("TERRACE_PROXY_BIND"),
             engines: var("TERRACE_PROXY_ENGINES").map(|s| split_list(&s)),
             threads: num("TERRACE_PROXY_THREADS", var("TERRACE_PROXY_THREADS"))?,
@@ -141,8 +148,22 @@ impl ProxySettings {
         if max_inflight == 0 {
             return Err(invalid("max_inflight", "must be above 0"));
         }
+        let item_size_max = match self.item_size_max {
+            None => 1024 * 1024,
+            Some(toml::Value::Integer(n)) if n > 0 => n as usize,
+            Some(toml::Value::String(s)) => terrace_engine::config::parse_size(&s)
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid("item_size_max", format!("'{s}' is not a size (examples: 1mb, 512kb)")))?
+                as usize,
+            Some(v) => return Err(invalid("item_size_max", format!("{v} is not a size"))),
+        };
+        if !(1024..=1024 * 1024 * 1024).contains(&item_size_max) {
+            return Err(invalid("item_size_max", "must be between 1kb and 1gb"));
+        }
         Ok(ProxyConfig {
             port: self.port.unwrap_or(6379),
+            memcache_port: self.memcache_port.unwrap_or(11211),
+            item_size_max,
             bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
             engines,
             threads,
@@ -164,6 +185,8 @@ pub fn split_list(s: &str) -> Vec<String> {
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
     pub port: u16,
+    pub memcache_port: u16,
+    pub item_size_max: usize,
     pub bind: String,
     pub engines: Vec<String>,
     pub threads: usize,

@@ -132,6 +132,17 @@ pub fn integer(frame: &[u8]) -> Option<i64> {
     parse_len(&rest[..end]).ok()
 }
 
+/// The text of a `+…` simple-string frame.
+pub fn simple(frame: &[u8]) -> Option<&[u8]> {
+    let rest = frame.strip_prefix(b"+")?;
+    rest.strip_suffix(b"\r\n")
+}
+
+/// The text of an error frame, without its `-` and line end.
+pub fn error_text(frame: &[u8]) -> Option<&[u8]> {
+    frame.strip_prefix(b"-")?.strip_suffix(b"\r\n")
+}
+
 /// The payload of a `$n` (or RESP3 `=n` verbatim) bulk frame; `None` for nulls and other types.
 pub fn bulk(frame: &[u8]) -> Option<&[u8]> {
     if !matches!(frame.first(), Some(b'$') | Some(b'=')) {

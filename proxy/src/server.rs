@@ -19,7 +19,14 @@ pub enum ProxyError {
     Runtime(std::io::Error),
 }
 
-type Handoff = (std::net::TcpStream, u64);
+/// Which front end a connection is for.
+#[derive(Debug, Clone, Copy)]
+enum Protocol {
+    Redis,
+    Memcache,
+}
+
+type Handoff = (std::net::TcpStream, u64, Protocol);
 
 fn runtime() -> Result<tokio::runtime::Runtime, ProxyError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ProxyError::Runtime)
@@ -32,6 +39,11 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     let std_listener = std::net::TcpListener::bind(&addr).map_err(bind_err)?;
     std_listener.set_nonblocking(true).map_err(bind_err)?;
     let local = std_listener.local_addr().map_err(bind_err)?;
+    let mc_addr = format!("{}:{}", config.bind, config.memcache_port);
+    let mc_err = |source| ProxyError::Bind { addr: mc_addr.clone(), source };
+    let mc_listener = std::net::TcpListener::bind(&mc_addr).map_err(mc_err)?;
+    mc_listener.set_nonblocking(true).map_err(mc_err)?;
+    let mc_local = mc_listener.local_addr().map_err(mc_err)?;
     let threads = config.threads;
     let shared = Shared::new(config);
     shared.port.store(local.port() as u64, Ordering::Relaxed);
@@ -55,6 +67,7 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     let sh = shared.clone();
     rt.block_on(async move {
         let listener = TcpListener::from_std(std_listener).expect("listener from std");
+        let mc_listener = TcpListener::from_std(mc_listener).expect("listener from std");
         use tokio::signal::unix::{signal, SignalKind};
         let mut sigterm = signal(SignalKind::terminate()).ok();
         let mut sigint = signal(SignalKind::interrupt()).ok();
@@ -68,20 +81,23 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
         }
         tracing::info!(%local, threads, engines = ?sh.config.engines, "proxy ready");
         println!("terrace proxy ready on {local}");
+        println!("terrace proxy memcache on {mc_local}");
         let mut next = 0usize;
+        let mut hand_off = |sh: &Shared, accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, protocol| {
+            let Ok((stream, peer)) = accepted else { return };
+            let id = sh.next_client_id.fetch_add(1, Ordering::Relaxed);
+            sh.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+            sh.stats.connected_clients.fetch_add(1, Ordering::Relaxed);
+            sh.clients.lock().insert(id, (peer.to_string(), None));
+            if let Ok(std_stream) = stream.into_std() {
+                let _ = senders[next % threads].send((std_stream, id, protocol));
+                next = next.wrapping_add(1);
+            }
+        };
         loop {
             tokio::select! {
-                r = listener.accept() => {
-                    let Ok((stream, peer)) = r else { continue };
-                    let id = sh.next_client_id.fetch_add(1, Ordering::Relaxed);
-                    sh.stats.connections_received.fetch_add(1, Ordering::Relaxed);
-                    sh.stats.connected_clients.fetch_add(1, Ordering::Relaxed);
-                    sh.clients.lock().insert(id, (peer.to_string(), None));
-                    if let Ok(std_stream) = stream.into_std() {
-                        let _ = senders[next % threads].send((std_stream, id));
-                        next = next.wrapping_add(1);
-                    }
-                }
+                r = listener.accept() => hand_off(&sh, r, Protocol::Redis),
+                r = mc_listener.accept() => hand_off(&sh, r, Protocol::Memcache),
                 _ = recv(&mut sigint) => { tracing::info!("SIGINT received, shutting down"); break; }
                 _ = recv(&mut sigterm) => { tracing::info!("SIGTERM received, shutting down"); break; }
             }
@@ -97,10 +113,12 @@ fn reactor(rt: tokio::runtime::Runtime, shared: Arc<Shared>, mut rx: mpsc::Unbou
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let reactor = Reactor::new(shared);
-        while let Some((std_stream, id)) = rx.recv().await {
-            if let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) {
-                tokio::task::spawn_local(frontend::redis::serve(reactor.clone(), stream, id));
-            }
+        while let Some((std_stream, id, protocol)) = rx.recv().await {
+            let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else { continue };
+            match protocol {
+                Protocol::Redis => tokio::task::spawn_local(frontend::redis::serve(reactor.clone(), stream, id)),
+                Protocol::Memcache => tokio::task::spawn_local(frontend::memcache::serve(reactor.clone(), stream, id)),
+            };
         }
     });
 }

@@ -245,6 +245,7 @@ impl Engine {
 pub struct Proxy {
     pub child: Child,
     pub port: u16,
+    pub memcache_port: u16,
 }
 
 impl Proxy {
@@ -255,14 +256,24 @@ impl Proxy {
 
     pub fn start_for(engines: &str, extra: &[&str], env: &[(&str, &str)]) -> Proxy {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
-        cmd.args(["proxy", "--port", "0", "--engines", engines]).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
+        cmd.args(["proxy", "--port", "0", "--memcache-port", "0", "--engines", engines])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         die_with_parent(&mut cmd);
         for (k, v) in env {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("start terrace proxy");
-        let port = ready_port(&mut child);
-        Proxy { child, port }
+        // Two lines: "… ready on HOST:PORT", "… memcache on HOST:PORT".
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut port_of = |what: &str| -> u16 {
+            let line = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+            line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no {what} port in {line:?}"))
+        };
+        let port = port_of("redis");
+        let memcache_port = port_of("memcache");
+        Proxy { child, port, memcache_port }
     }
 
     pub fn url(&self) -> String {
@@ -275,6 +286,13 @@ impl Proxy {
 
     pub fn raw(&self) -> Raw {
         let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Raw { s }
+    }
+
+    /// A raw connection to the Memcached port.
+    pub fn memcache(&self) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", self.memcache_port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         Raw { s }
     }

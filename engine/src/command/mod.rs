@@ -16,6 +16,7 @@ pub mod hll;
 pub mod keys;
 pub mod keyspecs;
 pub mod list;
+pub mod memcache;
 pub mod pubsub;
 pub mod script;
 pub mod server;

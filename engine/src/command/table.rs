@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{acl, function, pubsub, script, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
+use super::{acl, function, memcache, pubsub, script, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stream, stream_group, string, txn, zset, Handler};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -142,6 +142,13 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("lcs", -3, "readonly", K12, "string", "Finds the longest common substring.", string::lcs),
         c("cas", -4, "write denyoom fast", K1, "string", "TierBase: sets a key to a new value if it holds the expected value.", string::cas),
         c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value.", string::cad),
+        // Memcached semantics for the proxy's Memcached front end.
+        c("mc.get", -2, "readonly fast", (1, -1, 1), "string", "Terrace: Memcached get (value, flags, CAS unique, TTL) of keys.", memcache::get),
+        c("mc.gat", -3, "write fast", (2, -1, 1), "string", "Terrace: Memcached get-and-touch.", memcache::gat),
+        c("mc.store", 7, "write denyoom", (2, 2, 1), "string", "Terrace: Memcached set/add/replace/append/prepend, with an optional CAS compare.", memcache::store),
+        c("mc.arith", 8, "write denyoom fast", K1, "string", "Terrace: Memcached incr/decr.", memcache::arith),
+        c("mc.delete", 3, "write fast", K1, "string", "Terrace: Memcached delete, with an optional CAS compare.", memcache::delete),
+        c("mc.touch", 3, "write fast", K1, "string", "Terrace: Memcached touch.", memcache::touch),
         // bitmaps
         c("setbit", 4, "write denyoom", K1, "bitmap", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", bitmap::setbit),
         c("getbit", 3, "readonly fast", K1, "bitmap", "Returns a bit value by offset.", bitmap::getbit),

@@ -1,7 +1,8 @@
 //! Client-facing side of the proxy: the per-thread reactor context shared by the connections
-//! it serves, and the protocol front ends (`redis`: RESP2/RESP3).
+//! it serves, and the protocol front ends (`redis`: RESP2/RESP3; `memcache`: text and meta).
 
 pub mod info;
+pub mod memcache;
 pub mod redis;
 
 use std::cell::RefCell;
@@ -19,6 +20,10 @@ pub struct Stats {
     pub connections_received: AtomicU64,
     pub connected_clients: AtomicI64,
     pub commands: AtomicU64,
+    /// Memcached: keys asked by get-type commands, hits among them, storage commands.
+    pub mc_get: AtomicU64,
+    pub mc_hits: AtomicU64,
+    pub mc_set: AtomicU64,
 }
 
 /// State shared by every reactor thread.

@@ -21,7 +21,7 @@ use terrace_engine::command::{arity_ok, lookup, unknown_command_error};
 use terrace_engine::protocol::{Limits, ReplyWriter, RequestParser};
 
 use super::{info, Reactor};
-use crate::backend::{Backend, Slot};
+use crate::backend::{send, Backend, Slot};
 use crate::merge::{self, Merge};
 use crate::resp;
 use crate::route::{self, Kind, Local, Split, Target, Txn};
@@ -153,19 +153,6 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
         }
     }
     c.close();
-}
-
-/// Sends on `b`, waiting while it has `max_inflight` requests outstanding.
-async fn send(b: &Rc<Backend>, req: &[u8], owner: &Rc<Notify>, patient: bool) -> Rc<Slot> {
-    loop {
-        let room = b.space.notified();
-        tokio::pin!(room);
-        room.as_mut().enable();
-        match b.send(req, owner, patient) {
-            Ok(slot) => return slot,
-            Err(_) => room.await,
-        }
-    }
 }
 
 fn name_is_valid(name: &[u8]) -> bool {

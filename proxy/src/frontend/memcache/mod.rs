@@ -1,0 +1,597 @@
+//! One Memcached client of the proxy (text and meta protocol): each request is translated to
+//! the engines' `MC.*` commands (Memcached semantics kept engine-side: flags, CAS uniques,
+//! exptime rules), routed by key slot like Redis commands, and the replies are turned back
+//! into Memcached's lines in request order. `noreply` requests are sent all the same; their
+//! replies are dropped.
+
+pub mod parse;
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use base64::Engine as _;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use super::Reactor;
+use crate::backend::{send, Slot};
+use crate::resp;
+use parse::{Command, MetaFlag, Parsed, StoreMode};
+
+/// The version reported to clients: the Memcached release whose protocol is implemented.
+pub const MEMCACHED_VERSION: &str = "1.6.18";
+
+/// How an engine reply becomes Memcached lines.
+enum Fmt {
+    Store,
+    Arith,
+    /// DELETED, NOT_FOUND, EXISTS, TOUCHED: the status line as it is.
+    Status,
+    /// Every part answered +OK (flush_all).
+    Ok,
+    Meta(Meta),
+}
+
+/// A meta command's reply shape: which flags to return, quiet mode, the key as given.
+struct Meta {
+    cmd: u8,
+    key: Vec<u8>,
+    flags: Vec<(u8, Vec<u8>)>,
+    quiet: bool,
+}
+
+impl Meta {
+    fn has(&self, f: u8) -> bool {
+        self.flags.iter().any(|(x, _)| *x == f)
+    }
+}
+
+enum Pending {
+    Ready(Bytes),
+    Reply(Vec<Rc<Slot>>, Fmt),
+    /// get/gets/gat/gats over one or more engines: (keys, (part, index) per key, with CAS).
+    Get(Vec<Rc<Slot>>, Vec<Vec<u8>>, Vec<(u16, u32)>, bool),
+    /// noreply.
+    Hidden(Vec<Rc<Slot>>),
+}
+
+struct Client {
+    rx: Rc<Reactor>,
+    notify: Rc<Notify>,
+    pending: VecDeque<Pending>,
+    closing: bool,
+}
+
+pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
+    let _ = stream.set_nodelay(true);
+    let item_max = rx.shared.config.item_size_max;
+    let mut c = Client { rx, notify: Rc::new(Notify::new()), pending: VecDeque::new(), closing: false };
+    let mut inbuf = BytesMut::with_capacity(16 * 1024);
+    let mut out = BytesMut::with_capacity(16 * 1024);
+    let mut swallow = 0usize;
+    loop {
+        while !c.closing {
+            if swallow > 0 {
+                let n = swallow.min(inbuf.len());
+                inbuf.advance(n);
+                swallow -= n;
+                if swallow > 0 {
+                    break;
+                }
+            }
+            let (consumed, skip) = match parse::parse(&inbuf, item_max) {
+                Err(parse::LineTooLong) => {
+                    c.ready("CLIENT_ERROR line too long\r\n");
+                    c.closing = true;
+                    break;
+                }
+                Ok(None) => break,
+                Ok(Some(Parsed { consumed, command, swallow })) => {
+                    match command {
+                        Ok(cmd) => c.handle(cmd).await,
+                        Err(line) => c.ready(format!("{line}\r\n")),
+                    }
+                    (consumed, swallow)
+                }
+            };
+            inbuf.advance(consumed);
+            swallow = skip;
+        }
+        c.drain(&mut out);
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                break;
+            }
+            out.clear();
+        }
+        if c.closing && c.pending.is_empty() {
+            break;
+        }
+        tokio::select! {
+            r = stream.read_buf(&mut inbuf), if !c.closing => {
+                if matches!(r, Ok(0) | Err(_)) {
+                    break;
+                }
+            }
+            _ = c.notify.notified() => {}
+        }
+    }
+    c.rx.shared.clients.lock().remove(&id);
+    c.rx.shared.stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
+}
+
+fn bulk_args(args: &[&[u8]]) -> BytesMut {
+    let mut req = BytesMut::new();
+    resp::encode_request(&mut req, args);
+    req
+}
+
+/// An engine error as a Memcached line.
+fn error_line(frame: &[u8]) -> String {
+    let text = String::from_utf8_lossy(resp::error_text(frame).unwrap_or(b"unexpected reply"));
+    if text.starts_with("CLIENT_ERROR") || text.starts_with("SERVER_ERROR") {
+        format!("{text}\r\n")
+    } else if text.starts_with("OOM") {
+        "SERVER_ERROR out of memory storing object\r\n".to_string()
+    } else {
+        format!("SERVER_ERROR {}\r\n", text.strip_prefix("ERR ").unwrap_or(&text))
+    }
+}
+
+/// An item from an `MC.GET` reply: (value, flags, cas, ttl ms or -1).
+fn item(frame: &[u8]) -> Option<(&[u8], i64, i64, i64)> {
+    let e = resp::elements(frame)?;
+    if e.len() != 4 {
+        return None;
+    }
+    Some((resp::bulk(e[0])?, resp::integer(e[1])?, resp::integer(e[2])?, resp::integer(e[3])?))
+}
+
+fn ttl_secs(ttl_ms: i64) -> i64 {
+    if ttl_ms < 0 {
+        -1
+    } else {
+        (ttl_ms + 999) / 1000
+    }
+}
+
+impl Client {
+    fn ready(&mut self, line: impl Into<Bytes>) {
+        self.pending.push_back(Pending::Ready(line.into()));
+    }
+
+    async fn to_engine(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
+        let e = self.rx.shared.config.slot_map.engine_of_key(key);
+        let b = self.rx.backend(e, 0, false);
+        send(&b, &bulk_args(args), &self.notify, false).await
+    }
+
+    async fn handle(&mut self, cmd: Command<'_>) {
+        let stats = &self.rx.shared.stats;
+        match cmd {
+            Command::Get { keys, cas, touch } => {
+                stats.mc_get.fetch_add(keys.len() as u64, Ordering::Relaxed);
+                let map = &self.rx.shared.config.slot_map;
+                let mut engines: Vec<usize> = Vec::new();
+                let mut subs: Vec<Vec<&[u8]>> = Vec::new();
+                let mut positions = Vec::with_capacity(keys.len());
+                let t = touch.map(|t| t.to_string());
+                for k in &keys {
+                    let e = map.engine_of_key(k);
+                    let part = engines.iter().position(|&x| x == e).unwrap_or_else(|| {
+                        engines.push(e);
+                        subs.push(match &t {
+                            Some(t) => vec![&b"MC.GAT"[..], t.as_bytes()],
+                            None => vec![&b"MC.GET"[..]],
+                        });
+                        engines.len() - 1
+                    });
+                    let head = if t.is_some() { 2 } else { 1 };
+                    positions.push((part as u16, (subs[part].len() - head) as u32));
+                    subs[part].push(k);
+                }
+                let mut parts = Vec::with_capacity(engines.len());
+                for (e, args) in engines.iter().zip(&subs) {
+                    let b = self.rx.backend(*e, 0, false);
+                    parts.push(send(&b, &bulk_args(args), &self.notify, false).await);
+                }
+                let keys = keys.iter().map(|k| k.to_vec()).collect();
+                self.pending.push_back(Pending::Get(parts, keys, positions, cas));
+            }
+            Command::Store { mode, key, flags, exptime, data, cas, noreply } => {
+                stats.mc_set.fetch_add(1, Ordering::Relaxed);
+                let (f, t, c) = (flags.to_string(), exptime.to_string(), cas.to_string());
+                let slot = self
+                    .to_engine(key, &[b"MC.STORE", mode.name().as_bytes(), key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()])
+                    .await;
+                self.reply(vec![slot], Fmt::Store, noreply);
+            }
+            Command::Arith { key, incr, delta, noreply } => {
+                let d = delta.to_string();
+                let mode: &[u8] = if incr { b"incr" } else { b"decr" };
+                let slot = self.to_engine(key, &[b"MC.ARITH", key, mode, d.as_bytes(), b"0", b"0", b"0", b"0"]).await;
+                self.reply(vec![slot], Fmt::Arith, noreply);
+            }
+            Command::Delete { key, noreply } => {
+                let slot = self.to_engine(key, &[b"MC.DELETE", key, b"0"]).await;
+                self.reply(vec![slot], Fmt::Status, noreply);
+            }
+            Command::Touch { key, exptime, noreply } => {
+                let t = exptime.to_string();
+                let slot = self.to_engine(key, &[b"MC.TOUCH", key, t.as_bytes()]).await;
+                self.reply(vec![slot], Fmt::Status, noreply);
+            }
+            Command::FlushAll { delay, noreply } => {
+                if delay > 0 {
+                    // Memcached invalidates at that time; the flush is sent then.
+                    let rx = self.rx.clone();
+                    tokio::task::spawn_local(async move {
+                        tokio::time::sleep(std::time::Duration::from_secs(delay as u64)).await;
+                        let owner = Rc::new(Notify::new());
+                        for e in 0..rx.engines() {
+                            let _ = send(&rx.backend(e, 0, false), &bulk_args(&[b"FLUSHDB"]), &owner, false).await;
+                        }
+                    });
+                    if !noreply {
+                        self.ready("OK\r\n");
+                    }
+                } else {
+                    let mut parts = Vec::new();
+                    for e in 0..self.rx.engines() {
+                        let b = self.rx.backend(e, 0, false);
+                        parts.push(send(&b, &bulk_args(&[b"FLUSHDB"]), &self.notify, false).await);
+                    }
+                    self.reply(parts, Fmt::Ok, noreply);
+                }
+            }
+            Command::Version => self.ready(format!("VERSION {MEMCACHED_VERSION}\r\n")),
+            Command::Verbosity { noreply } => {
+                if !noreply {
+                    self.ready("OK\r\n");
+                }
+            }
+            Command::Stats { args } => match args.first().map(|a| &a[..]) {
+                None => {
+                    let text = self.stats();
+                    self.ready(text)
+                }
+                Some(b"reset") => self.ready("RESET\r\n"),
+                // Slab and item internals: Terrace has no slab classes to list.
+                Some(b"settings" | b"items" | b"slabs" | b"sizes" | b"conns" | b"cachedump") => self.ready("END\r\n"),
+                Some(_) => self.ready("ERROR\r\n"),
+            },
+            Command::CacheMemlimit { megabytes, noreply } => {
+                // The limit is shared out evenly between the engines' maxmemory.
+                let per_engine = (megabytes * 1024 * 1024 / self.rx.engines() as u64).to_string();
+                let mut parts = Vec::new();
+                for e in 0..self.rx.engines() {
+                    let b = self.rx.backend(e, 0, false);
+                    let req = bulk_args(&[b"CONFIG", b"SET", b"maxmemory", per_engine.as_bytes()]);
+                    parts.push(send(&b, &req, &self.notify, false).await);
+                }
+                self.reply(parts, Fmt::Ok, noreply);
+            }
+            Command::Quit => self.closing = true,
+            Command::MetaNoop => self.ready("MN\r\n"),
+            Command::MetaGet { key, flags } => self.meta(b'g', key, &flags, None).await,
+            Command::MetaSet { key, data, flags } => self.meta(b's', key, &flags, Some(data)).await,
+            Command::MetaDelete { key, flags } => self.meta(b'd', key, &flags, None).await,
+            Command::MetaArith { key, flags } => self.meta(b'a', key, &flags, None).await,
+            Command::MetaDebug { key } => self.meta(b'e', key, &[], None).await,
+        }
+    }
+
+    fn reply(&mut self, parts: Vec<Rc<Slot>>, fmt: Fmt, noreply: bool) {
+        self.pending.push_back(if noreply { Pending::Hidden(parts) } else { Pending::Reply(parts, fmt) });
+    }
+
+    fn stats(&self) -> String {
+        let sh = &self.rx.shared;
+        let s = &sh.stats;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let mut out = String::new();
+        let mut stat = |k: &str, v: String| {
+            let _ = write!(out, "STAT {k} {v}\r\n");
+        };
+        stat("pid", std::process::id().to_string());
+        stat("uptime", sh.started.elapsed().as_secs().to_string());
+        stat("time", now.to_string());
+        stat("version", MEMCACHED_VERSION.to_string());
+        stat("pointer_size", "64".into());
+        stat("curr_connections", s.connected_clients.load(Ordering::Relaxed).to_string());
+        stat("total_connections", s.connections_received.load(Ordering::Relaxed).to_string());
+        stat("cmd_get", s.mc_get.load(Ordering::Relaxed).to_string());
+        stat("cmd_set", s.mc_set.load(Ordering::Relaxed).to_string());
+        stat("get_hits", s.mc_hits.load(Ordering::Relaxed).to_string());
+        stat("get_misses", (s.mc_get.load(Ordering::Relaxed).saturating_sub(s.mc_hits.load(Ordering::Relaxed))).to_string());
+        stat("threads", sh.config.threads.to_string());
+        stat("limit_maxbytes", "0".into());
+        out.push_str("END\r\n");
+        out
+    }
+
+    /// The meta commands: checks flags, sends one engine command, keeps the reply shape.
+    async fn meta(&mut self, cmd: u8, key: &[u8], flags: &[MetaFlag<'_>], data: Option<&[u8]>) {
+        let allowed: &[u8] = match cmd {
+            b'g' => b"bcfkOqstvT",
+            b's' => b"bcCFkOqTMS",
+            b'd' => b"bCkOq",
+            b'a' => b"bCNJDMOqcvk",
+            _ => b"",
+        };
+        if let Some(f) = flags.iter().find(|f| !allowed.contains(&f.flag)) {
+            let _ = f;
+            return self.ready("CLIENT_ERROR invalid flag\r\n");
+        }
+        let b64 = flags.iter().any(|f| f.flag == b'b');
+        let decoded;
+        let raw_key: &[u8] = if b64 {
+            match base64::engine::general_purpose::STANDARD.decode(key) {
+                Ok(k) => {
+                    decoded = k;
+                    &decoded
+                }
+                Err(_) => return self.ready("CLIENT_ERROR error decoding key\r\n"),
+            }
+        } else {
+            key
+        };
+        if raw_key.is_empty() || raw_key.len() > parse::MAX_KEY || (!b64 && raw_key.iter().any(|&b| b <= 32 || b == 127)) {
+            return self.ready(format!("{}\r\n", parse::BAD_FORMAT));
+        }
+        let token = |f: u8| flags.iter().find(|x| x.flag == f).map(|x| x.token);
+        let number = |f: u8, default: i64| -> Option<i64> {
+            match token(f) {
+                None => Some(default),
+                Some(t) => std::str::from_utf8(t).ok()?.parse().ok(),
+            }
+        };
+        let meta = Meta {
+            cmd,
+            key: key.to_vec(),
+            flags: flags.iter().map(|f| (f.flag, f.token.to_vec())).collect(),
+            quiet: flags.iter().any(|f| f.flag == b'q'),
+        };
+        const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format\r\n";
+        let slot = match cmd {
+            b'g' | b'e' => {
+                self.rx.shared.stats.mc_get.fetch_add(1, Ordering::Relaxed);
+                match token(b'T') {
+                    Some(_) => {
+                        let Some(t) = number(b'T', 0) else { return self.ready(BAD_TOKEN) };
+                        let t = t.to_string();
+                        self.to_engine(raw_key, &[b"MC.GAT", t.as_bytes(), raw_key]).await
+                    }
+                    None => self.to_engine(raw_key, &[b"MC.GET", raw_key]).await,
+                }
+            }
+            b's' => {
+                self.rx.shared.stats.mc_set.fetch_add(1, Ordering::Relaxed);
+                let mode = match token(b'M').map(|m| m.first().map(|c| c.to_ascii_uppercase())) {
+                    None => StoreMode::Set,
+                    Some(Some(b'S')) => StoreMode::Set,
+                    Some(Some(b'E')) => StoreMode::Add,
+                    Some(Some(b'R')) => StoreMode::Replace,
+                    Some(Some(b'A')) => StoreMode::Append,
+                    Some(Some(b'P')) => StoreMode::Prepend,
+                    _ => return self.ready("CLIENT_ERROR invalid mode for ms STORE\r\n"),
+                };
+                let (Some(f), Some(t), Some(c)) = (number(b'F', 0), number(b'T', 0), number(b'C', 0)) else {
+                    return self.ready(BAD_TOKEN);
+                };
+                if u32::try_from(f).is_err() || c < 0 {
+                    return self.ready(BAD_TOKEN);
+                }
+                let (f, t, c) = (f.to_string(), t.to_string(), c.to_string());
+                let data = data.unwrap_or_default();
+                self.to_engine(raw_key, &[b"MC.STORE", mode.name().as_bytes(), raw_key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()])
+                    .await
+            }
+            b'd' => {
+                let Some(c) = number(b'C', 0).filter(|c| *c >= 0) else { return self.ready(BAD_TOKEN) };
+                let c = c.to_string();
+                self.to_engine(raw_key, &[b"MC.DELETE", raw_key, c.as_bytes()]).await
+            }
+            _ => {
+                let incr = match token(b'M').and_then(|m| m.first().copied()) {
+                    None | Some(b'I' | b'i' | b'+') => true,
+                    Some(b'D' | b'd' | b'-') => false,
+                    Some(_) => return self.ready("CLIENT_ERROR invalid mode for ma\r\n"),
+                };
+                let parsed = (number(b'D', 1), number(b'C', 0), number(b'J', 0), number(b'N', 0));
+                let (Some(d), Some(c), Some(j), Some(n)) = parsed else { return self.ready(BAD_TOKEN) };
+                if d < 0 || c < 0 || j < 0 {
+                    return self.ready(BAD_TOKEN);
+                }
+                let vivify = if token(b'N').is_some() { "1" } else { "0" };
+                let (d, c, j, n) = (d.to_string(), c.to_string(), j.to_string(), n.to_string());
+                let mode: &[u8] = if incr { b"incr" } else { b"decr" };
+                self.to_engine(raw_key, &[b"MC.ARITH", raw_key, mode, d.as_bytes(), c.as_bytes(), vivify.as_bytes(), j.as_bytes(), n.as_bytes()])
+                    .await
+            }
+        };
+        self.pending.push_back(Pending::Reply(vec![slot], Fmt::Meta(meta)));
+    }
+
+    /// Moves complete replies from the front of `pending` to `out`.
+    fn drain(&mut self, out: &mut BytesMut) {
+        while let Some(front) = self.pending.front() {
+            let parts = match front {
+                Pending::Ready(b) => {
+                    out.extend_from_slice(b);
+                    self.pending.pop_front();
+                    continue;
+                }
+                Pending::Reply(p, _) | Pending::Get(p, ..) | Pending::Hidden(p) => p,
+            };
+            if !parts.iter().all(|p| p.is_ready()) {
+                break;
+            }
+            let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
+            match self.pending.pop_front().expect("front") {
+                Pending::Reply(_, fmt) => self.format(&fmt, &replies, out),
+                Pending::Get(_, keys, positions, cas) => self.format_get(&keys, &positions, cas, &replies, out),
+                _ => {}
+            }
+        }
+    }
+
+    fn format_get(&self, keys: &[Vec<u8>], positions: &[(u16, u32)], cas: bool, replies: &[Bytes], out: &mut BytesMut) {
+        if let Some(e) = replies.iter().find(|r| resp::is_error(r)) {
+            out.put_slice(error_line(e).as_bytes());
+            return;
+        }
+        let arrays: Vec<Vec<&[u8]>> = replies.iter().map(|r| resp::elements(r).unwrap_or_default()).collect();
+        let mut hits = 0;
+        for (key, &(part, idx)) in keys.iter().zip(positions) {
+            let Some((value, flags, unique, _)) = arrays.get(part as usize).and_then(|a| a.get(idx as usize)).and_then(|f| item(f))
+            else {
+                continue;
+            };
+            hits += 1;
+            out.put_slice(b"VALUE ");
+            out.put_slice(key);
+            let mut line = format!(" {flags} {}", value.len());
+            if cas {
+                let _ = write!(line, " {unique}");
+            }
+            line.push_str("\r\n");
+            out.put_slice(line.as_bytes());
+            out.put_slice(value);
+            out.put_slice(b"\r\n");
+        }
+        self.rx.shared.stats.mc_hits.fetch_add(hits, Ordering::Relaxed);
+        out.put_slice(b"END\r\n");
+    }
+
+    fn format(&self, fmt: &Fmt, replies: &[Bytes], out: &mut BytesMut) {
+        let r = &replies[0][..];
+        if let Some(e) = replies.iter().find(|r| resp::is_error(r)) {
+            out.put_slice(error_line(e).as_bytes());
+            return;
+        }
+        let status = |frame: &[u8]| -> Vec<u8> {
+            resp::simple(frame)
+                .or_else(|| resp::elements(frame).and_then(|e| e.first().and_then(|s| resp::simple(s))))
+                .unwrap_or(b"SERVER_ERROR unexpected reply")
+                .to_vec()
+        };
+        match fmt {
+            Fmt::Store | Fmt::Status => {
+                out.put_slice(&status(r));
+                out.put_slice(b"\r\n");
+            }
+            Fmt::Ok => out.put_slice(b"OK\r\n"),
+            Fmt::Arith => {
+                let e = resp::elements(r).unwrap_or_default();
+                match e.get(1).and_then(|v| resp::bulk(v)) {
+                    Some(v) => out.put_slice(v),
+                    None => out.put_slice(&status(r)),
+                }
+                out.put_slice(b"\r\n");
+            }
+            Fmt::Meta(m) => self.format_meta(m, r, out),
+        }
+    }
+
+    fn format_meta(&self, m: &Meta, r: &[u8], out: &mut BytesMut) {
+        // Flags returned in the order asked: (flag, value).
+        let ret = |out: &mut BytesMut, cas: i64, flags: i64, size: usize, ttl: i64, which: &[u8]| {
+            for (f, token) in &m.flags {
+                if !which.contains(f) {
+                    continue;
+                }
+                out.put_u8(b' ');
+                out.put_u8(*f);
+                match f {
+                    b'c' => out.put_slice(cas.to_string().as_bytes()),
+                    b'f' => out.put_slice(flags.to_string().as_bytes()),
+                    b's' => out.put_slice(size.to_string().as_bytes()),
+                    b't' => out.put_slice(ttl_secs(ttl).to_string().as_bytes()),
+                    b'k' => out.put_slice(&m.key),
+                    b'O' => out.put_slice(token),
+                    _ => {}
+                }
+            }
+        };
+        match m.cmd {
+            b'g' | b'e' => {
+                let hit = resp::elements(r).and_then(|e| e.first().copied()).and_then(item);
+                match hit {
+                    None if m.quiet => {}
+                    None => out.put_slice(b"EN\r\n"),
+                    Some((value, flags, cas, ttl)) if m.cmd == b'e' => {
+                        self.rx.shared.stats.mc_hits.fetch_add(1, Ordering::Relaxed);
+                        let _ = flags;
+                        let line = format!(" exp={} cas={cas} size={}\r\n", ttl_secs(ttl), value.len());
+                        out.put_slice(b"ME ");
+                        out.put_slice(&m.key);
+                        out.put_slice(line.as_bytes());
+                    }
+                    Some((value, flags, cas, ttl)) => {
+                        self.rx.shared.stats.mc_hits.fetch_add(1, Ordering::Relaxed);
+                        if m.has(b'v') {
+                            out.put_slice(format!("VA {}", value.len()).as_bytes());
+                        } else {
+                            out.put_slice(b"HD");
+                        }
+                        ret(out, cas, flags, value.len(), ttl, b"bcfkOst");
+                        out.put_slice(b"\r\n");
+                        if m.has(b'v') {
+                            out.put_slice(value);
+                            out.put_slice(b"\r\n");
+                        }
+                    }
+                }
+            }
+            b's' | b'd' => {
+                let (st, cas) = match resp::elements(r) {
+                    Some(e) => (e.first().and_then(|s| resp::simple(s)).unwrap_or_default(), e.get(1).and_then(|c| resp::integer(c)).unwrap_or(0)),
+                    None => (resp::simple(r).unwrap_or_default(), 0),
+                };
+                let code: &[u8] = match st {
+                    b"STORED" | b"DELETED" => b"HD",
+                    b"NOT_STORED" => b"NS",
+                    b"EXISTS" => b"EX",
+                    _ => b"NF",
+                };
+                // Quiet mode hides success only (memcached 1.6).
+                if m.quiet && code == b"HD" {
+                    return;
+                }
+                out.put_slice(code);
+                ret(out, cas, 0, 0, -1, b"bckO");
+                out.put_slice(b"\r\n");
+            }
+            _ => {
+                let e = resp::elements(r).unwrap_or_default();
+                let st = e.first().and_then(|s| resp::simple(s)).unwrap_or_default();
+                let value = e.get(1).and_then(|v| resp::bulk(v));
+                let cas = e.get(2).and_then(|c| resp::integer(c)).unwrap_or(0);
+                let code: &[u8] = match (st, value) {
+                    (b"OK", Some(_)) if m.has(b'v') => b"VA",
+                    (b"OK", _) => b"HD",
+                    (b"EXISTS", _) => b"EX",
+                    _ => b"NF",
+                };
+                if m.quiet && (code == b"HD" || code == b"VA") {
+                    return;
+                }
+                out.put_slice(code);
+                if code == b"VA" {
+                    out.put_slice(format!(" {}", value.map(|v| v.len()).unwrap_or(0)).as_bytes());
+                }
+                ret(out, cas, 0, 0, -1, b"bckO");
+                out.put_slice(b"\r\n");
+                if let (b"VA", Some(v)) = (code, value) {
+                    out.put_slice(v);
+                    out.put_slice(b"\r\n");
+                }
+            }
+        }
+    }
+}
