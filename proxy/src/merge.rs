@@ -20,7 +20,8 @@ pub enum Merge {
     Concat,
     /// The first non-null reply (RANDOMKEY; parts are asked in a random rotation).
     FirstNonNull,
-    /// A SCAN reply from engine `engine` of `engines`: its cursor rewritten to encode the engine.
+    /// SCAN replies from engines `engine`, `engine + 1`, … of `engines`: their keys up to the
+    /// first engine not finished, whose cursor (encoding the engine) is returned.
     Scan { engine: usize, engines: usize },
 }
 
@@ -83,24 +84,30 @@ pub fn merge(kind: &Merge, parts: &[&[u8]], out: &mut BytesMut) {
             out.put_slice(found.unwrap_or(&parts[0]));
         }
         Merge::Scan { engine, engines } => {
-            let Some(el) = resp::elements(parts[0]).filter(|e| e.len() == 2) else {
-                return unexpected(out, "SCAN");
-            };
-            let Some(cursor) = resp::bulk(el[0]).and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok()) else {
-                return unexpected(out, "SCAN");
-            };
-            let next = if cursor == 0 {
-                if engine + 1 < *engines {
-                    (engine + 1) as u128
-                } else {
-                    0
+            // parts[i] answered SCAN on engine `engine + i` (its own cursor for the first, 0
+            // for the rest): keys are taken up to the first engine not finished.
+            let mut keys: Vec<&[u8]> = Vec::new();
+            let mut next: u128 = 0;
+            for (i, p) in parts.iter().enumerate() {
+                let Some(el) = resp::elements(p).filter(|e| e.len() == 2) else {
+                    return unexpected(out, "SCAN");
+                };
+                let cursor = resp::bulk(el[0]).and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok());
+                let (Some(cursor), Some(batch)) = (cursor, resp::elements(el[1])) else {
+                    return unexpected(out, "SCAN");
+                };
+                keys.extend(batch);
+                if cursor != 0 {
+                    next = cursor as u128 * *engines as u128 + (*engine + i) as u128;
+                    break;
                 }
-            } else {
-                cursor as u128 * *engines as u128 + *engine as u128
-            };
+            }
             resp::put_header(out, b'*', 2);
             resp::put_bulk(out, next.to_string().as_bytes());
-            out.put_slice(el[1]);
+            resp::put_header(out, b'*', keys.len());
+            for k in keys {
+                out.put_slice(k);
+            }
         }
     }
 }
@@ -147,11 +154,15 @@ mod tests {
 
     #[test]
     fn scan_cursors_walk_every_engine() {
-        let r = |engine, reply: &[u8]| run(Merge::Scan { engine, engines: 3 }, &[reply]);
-        assert_eq!(r(0, b"*2\r\n$2\r\n17\r\n*0\r\n"), "*2\r\n$2\r\n51\r\n*0\r\n");
+        let r = |engine, replies: &[&[u8]]| run(Merge::Scan { engine, engines: 3 }, replies);
+        // Engine 0 not finished: its cursor, encoded, and only its keys.
+        assert_eq!(r(0, &[b"*2\r\n$2\r\n17\r\n*0\r\n", b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nx\r\n"]), "*2\r\n$2\r\n51\r\n*0\r\n");
         assert_eq!(decode_scan_cursor(51, 3), (0, 17));
-        assert_eq!(r(0, b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n"), "*2\r\n$1\r\n1\r\n*1\r\n$1\r\nk\r\n");
-        assert_eq!(decode_scan_cursor(1, 3), (1, 0));
-        assert_eq!(r(2, b"*2\r\n$1\r\n0\r\n*0\r\n"), "*2\r\n$1\r\n0\r\n*0\r\n");
+        // Engine 0 finished: engine 1's first batch joins, and its cursor is next.
+        let got = r(0, &[b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n", b"*2\r\n$1\r\n5\r\n*1\r\n$1\r\nm\r\n", b"*2\r\n$1\r\n0\r\n*0\r\n"]);
+        assert_eq!(got, "*2\r\n$2\r\n16\r\n*2\r\n$1\r\nk\r\n$1\r\nm\r\n");
+        assert_eq!(decode_scan_cursor(16, 3), (1, 5));
+        // All finished: cursor 0.
+        assert_eq!(r(2, &[b"*2\r\n$1\r\n0\r\n*0\r\n"]), "*2\r\n$1\r\n0\r\n*0\r\n");
     }
 }

@@ -106,6 +106,40 @@ pub fn classify(spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
     }
 }
 
+/// A multi-key command split per engine: each part's engine and sub-request arguments, and
+/// for each key of the original call (in order) its (part, index among that part's keys).
+#[derive(Debug, PartialEq)]
+pub struct SplitPlan<'a> {
+    pub parts: Vec<(usize, Vec<&'a [u8]>)>,
+    pub positions: Vec<(u16, u32)>,
+}
+
+/// Splits MGET/MSET/DEL & co. by engine; `None` when every key is on one engine (the call is
+/// then sent as it is). MSET's arguments go in key/value pairs.
+pub fn plan_split<'a>(s: Split, argv: &[&'a [u8]], map: &SlotMap) -> Option<SplitPlan<'a>> {
+    let step = if s == Split::Mset { 2 } else { 1 };
+    let first = map.engine_of_key(argv[1]);
+    if (1..argv.len()).step_by(step).all(|i| map.engine_of_key(argv[i]) == first) {
+        return None;
+    }
+    let mut parts: Vec<(usize, Vec<&[u8]>)> = Vec::new();
+    let mut positions = Vec::with_capacity(argv.len() / step);
+    for i in (1..argv.len()).step_by(step) {
+        let e = map.engine_of_key(argv[i]);
+        let part = match parts.iter().position(|(x, _)| *x == e) {
+            Some(p) => p,
+            None => {
+                parts.push((e, vec![argv[0]]));
+                parts.len() - 1
+            }
+        };
+        let args = &mut parts[part].1;
+        positions.push((part as u16, ((args.len() - 1) / step) as u32));
+        args.extend_from_slice(&argv[i..(i + step).min(argv.len())]);
+    }
+    Some(SplitPlan { parts, positions })
+}
+
 /// Which engine a call's keys live on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
@@ -169,6 +203,15 @@ mod tests {
         assert_eq!(target(spec("zunionstore"), &[b"zunionstore", b"bar", b"1", b"{bar}a", b"foo"], &map), Target::One(0));
         assert_eq!(target(spec("ping"), &[b"ping"], &map), Target::Any);
         assert_eq!(target(spec("spublish"), &[b"spublish", b"foo", b"msg"], &map), Target::One(1));
+    }
+
+    #[test]
+    fn splits_keep_pairs_and_positions() {
+        let map = SlotMap::even(2);
+        assert_eq!(plan_split(Split::Sum, &[b"del", b"{bar}1", b"bar"], &map), None);
+        let plan = plan_split(Split::Mset, &[b"mset", b"foo", b"1", b"bar", b"2", b"{foo}x", b"3"], &map).unwrap();
+        assert_eq!(plan.parts, vec![(1, vec![&b"mset"[..], b"foo", b"1", b"{foo}x", b"3"]), (0, vec![&b"mset"[..], b"bar", b"2"])]);
+        assert_eq!(plan.positions, vec![(0, 0), (1, 0), (0, 1)]);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use super::Reactor;
 use crate::resp;
 
-const SECTIONS: &[&str] = &["server", "clients", "stats", "proxy", "keyspace"];
+const SECTIONS: &[&str] = &["server", "clients", "stats", "proxy", "cluster", "keyspace"];
 
 /// Which sections `INFO [section ...]` asks for.
 pub fn wanted(args: &[&[u8]]) -> Vec<&'static str> {
@@ -103,6 +103,8 @@ pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> Stri
                 }
                 s += "\r\n";
             }
+            // Clients check this to tell a cluster node from a standalone server.
+            "cluster" => s += "# Cluster\r\ncluster_enabled:0\r\n\r\n",
             "keyspace" => {
                 s += "# Keyspace\r\n";
                 for (db, t) in sum_keyspaces(engine_replies) {
@@ -142,7 +144,7 @@ mod tests {
 
     #[test]
     fn sections() {
-        assert_eq!(wanted(&[]).len(), 5);
+        assert_eq!(wanted(&[]).len(), 6);
         assert_eq!(wanted(&[b"KEYSPACE", b"clients"]), vec!["keyspace", "clients"]);
         assert!(wanted(&[b"memory"]).is_empty());
     }

@@ -320,38 +320,19 @@ impl Client {
     }
 
     async fn split(&mut self, s: Split, argv: &[&[u8]], raw: &[u8]) {
-        let map = &self.rx.shared.config.slot_map;
-        let step = if s == Split::Mset { 2 } else { 1 };
-        let first = map.engine_of_key(argv[1]);
-        if (1..argv.len()).step_by(step).all(|i| map.engine_of_key(argv[i]) == first) {
-            return self.send_to(first, raw).await;
-        }
-        // Per engine: its sub-request's arguments; per key: (part, index in that part).
-        let mut engines: Vec<usize> = Vec::new();
-        let mut subs: Vec<Vec<&[u8]>> = Vec::new();
-        let mut positions = Vec::new();
-        for i in (1..argv.len()).step_by(step) {
-            let e = map.engine_of_key(argv[i]);
-            let part = match engines.iter().position(|&x| x == e) {
-                Some(p) => p,
-                None => {
-                    engines.push(e);
-                    subs.push(vec![argv[0]]);
-                    engines.len() - 1
-                }
-            };
-            positions.push((part as u16, ((subs[part].len() - 1) / step) as u32));
-            subs[part].extend_from_slice(&argv[i..i + step]);
-        }
-        let mut parts = Vec::with_capacity(engines.len());
-        for (e, args) in engines.iter().zip(&subs) {
+        let Some(plan) = route::plan_split(s, argv, &self.rx.shared.config.slot_map) else {
+            let e = self.rx.shared.config.slot_map.engine_of_key(argv[1]);
+            return self.send_to(e, raw).await;
+        };
+        let mut parts = Vec::with_capacity(plan.parts.len());
+        for (e, args) in &plan.parts {
             let mut req = BytesMut::new();
             resp::encode_request(&mut req, args);
             let b = self.rx.backend(*e, self.db, self.resp3);
             parts.push(send(&b, &req, &self.notify, false).await);
         }
         let m = match s {
-            Split::Mget => Merge::Positional(positions),
+            Split::Mget => Merge::Positional(plan.positions),
             Split::Mset => Merge::AllOk,
             Split::Sum => Merge::Sum,
         };
@@ -365,14 +346,19 @@ impl Client {
         else {
             return self.error("ERR invalid cursor");
         };
+        // The engine's own cursor there; the engines after it from their start, in case it
+        // finishes (a call then returns keys from several engines).
         let own = own.to_string();
-        let mut args: Vec<&[u8]> = argv.to_vec();
-        args[1] = own.as_bytes();
-        let mut req = BytesMut::new();
-        resp::encode_request(&mut req, &args);
-        let b = self.rx.backend(engine, self.db, self.resp3);
-        let slot = send(&b, &req, &self.notify, false).await;
-        self.pending.push_back(Pending::Merged(vec![slot], Merge::Scan { engine, engines: n }));
+        let mut parts = Vec::with_capacity(n - engine);
+        for e in engine..n {
+            let mut args: Vec<&[u8]> = argv.to_vec();
+            args[1] = if e == engine { own.as_bytes() } else { b"0" };
+            let mut req = BytesMut::new();
+            resp::encode_request(&mut req, &args);
+            let b = self.rx.backend(e, self.db, self.resp3);
+            parts.push(send(&b, &req, &self.notify, false).await);
+        }
+        self.pending.push_back(Pending::Merged(parts, Merge::Scan { engine, engines: n }));
     }
 
     async fn txn_control(&mut self, t: Txn, spec: &CommandSpec, argv: &[&[u8]], raw: &[u8]) {
