@@ -37,6 +37,9 @@ struct ProxyArgs {
     /// Port for Memcached clients [env: TERRACE_PROXY_MEMCACHE_PORT] [default: 11211]
     #[arg(long)]
     memcache_port: Option<u16>,
+    /// HTTP port for Prometheus metrics at /metrics [env: TERRACE_PROXY_METRICS_PORT] [default: off]
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// Address to listen on [env: TERRACE_PROXY_BIND] [default: 127.0.0.1]
     #[arg(long)]
     bind: Option<String>,
@@ -59,6 +62,7 @@ impl ProxyArgs {
         let flags = ProxySettings {
             port: self.port,
             memcache_port: self.memcache_port,
+            metrics_port: self.metrics_port,
             bind: self.bind,
             engines: self.engines.map(|e| terrace_proxy::config::split_list(&e)),
             threads: self.threads,

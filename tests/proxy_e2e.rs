@@ -491,3 +491,46 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
     assert!(std::net::TcpStream::connect(("127.0.0.1", first + 1)).is_err(), "engine 2 stopped");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// GET over a plain socket (the test needs nothing more than HTTP/1.0).
+fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn metrics_count_and_time_every_command() {
+    let r = rig(&["--metrics-port", "0"]);
+    let url = r.proxy.metrics_url.clone().unwrap();
+    let mut c = r.proxy.client();
+    for i in 0..10 {
+        let _: () = q(&mut c, &["SET", &format!("m{i}"), "v"]);
+    }
+    let _: Option<String> = q(&mut c, &["GET", "m1"]);
+    let _ = err(&mut c, &["INCR", "m1"]);
+    let mut mc = r.proxy.memcache();
+    mc.send(b"get m1 m2\r\n");
+    mc.expect(b"VALUE m1 0 1\r\nv\r\nVALUE m2 0 1\r\nv\r\nEND\r\n");
+    let page = http_get(&url);
+    assert!(page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("terrace_proxy_commands_total{tenant=\"default\",protocol=\"redis\",command=\"set\"} 10\n"), "{page}");
+    assert!(page.contains("terrace_proxy_command_errors_total{tenant=\"default\",protocol=\"redis\",command=\"incr\"} 1\n"), "{page}");
+    assert!(page.contains("terrace_proxy_commands_total{tenant=\"default\",protocol=\"memcache\",command=\"get\"} 1\n"), "{page}");
+    assert!(page.contains("terrace_proxy_command_latency_seconds_count{tenant=\"default\",protocol=\"redis\",command=\"set\"} 10\n"));
+    assert!(page.contains("terrace_proxy_command_latency_seconds{tenant=\"default\",protocol=\"redis\",command=\"get\",quantile=\"0.99\"}"));
+    assert!(page.contains("terrace_proxy_engine_up{engine=\"127.0.0.1:"), "{page}");
+    // The same numbers in INFO, and CONFIG RESETSTAT clears them.
+    let info: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(info.contains("cmdstat_set:calls=10,") && info.contains("cmdstat_incr:calls=1,") && info.contains("failed_calls=1"), "{info}");
+    let lat: String = q(&mut c, &["INFO", "latencystats"]);
+    assert!(lat.contains("latency_percentiles_usec_set:p50="), "{lat}");
+    let _: () = q(&mut c, &["CONFIG", "RESETSTAT"]);
+    let info: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(!info.contains("cmdstat_set"), "{info}");
+}

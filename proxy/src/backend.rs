@@ -44,6 +44,8 @@ pub struct BackendSpec {
     /// Requests sent first on every (re)connection, their replies swallowed: the tenant's
     /// namespace, HELLO 3, SELECT.
     pub dedicated: bool,
+    /// Set while connected (the shared connections report engine health for /metrics).
+    pub up_flag: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// One reply to wait for.
@@ -194,7 +196,14 @@ impl Backend {
         Bytes::from(format!("-ERR engine {} unavailable: {why}\r\n", self.spec.addr))
     }
 
+    fn set_up(&self, up: bool) {
+        if let Some(f) = &self.spec.up_flag {
+            f.store(up, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     fn fail_all(&self, why: &str) {
+        self.set_up(false);
         let reply = self.error_reply(why);
         let mut st = self.state.borrow_mut();
         st.out.clear();
@@ -282,6 +291,7 @@ async fn run(b: Rc<Backend>) {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 b.state.borrow_mut().health = Health::Up;
+                b.set_up(true);
                 backoff = Duration::from_millis(25);
                 tracing::debug!(engine = %b.spec.addr, "backend connected");
                 serve(&b, stream).await

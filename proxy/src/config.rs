@@ -37,6 +37,8 @@ pub struct ProxySettings {
     pub port: Option<u16>,
     /// Port for Memcached clients.
     pub memcache_port: Option<u16>,
+    /// HTTP port serving Prometheus metrics at /metrics; none = off.
+    pub metrics_port: Option<u16>,
     /// Largest Memcached item (key, value and overhead), like memcached's `-I`.
     pub item_size_max: Option<toml::Value>,
     pub bind: Option<String>,
@@ -60,6 +62,7 @@ impl ProxySettings {
         ProxySettings {
             port: self.port.or(other.port),
             memcache_port: self.memcache_port.or(other.memcache_port),
+            metrics_port: self.metrics_port.or(other.metrics_port),
             item_size_max: self.item_size_max.or(other.item_size_max),
             bind: self.bind.or(other.bind),
             engines: self.engines.or(other.engines),
@@ -72,7 +75,7 @@ impl ProxySettings {
         }
     }
 
-    /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_MEMCACHE_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
+    /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_MEMCACHE_PORT, TERRACE_PROXY_METRICS_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
     /// TERRACE_PROXY_THREADS, TERRACE_PROXY_PASSWORD, TERRACE_PROXY_TIMEOUT_MS.
     pub fn from_env() -> Result<ProxySettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -82,6 +85,7 @@ impl ProxySettings {
         Ok(ProxySettings {
             port: num("TERRACE_PROXY_PORT", var("TERRACE_PROXY_PORT"))?,
             memcache_port: num("TERRACE_PROXY_MEMCACHE_PORT", var("TERRACE_PROXY_MEMCACHE_PORT"))?,
+            metrics_port: num("TERRACE_PROXY_METRICS_PORT", var("TERRACE_PROXY_METRICS_PORT"))?,
             bind: var("TERRACE_PROXY_BIND"),
             engines: var("TERRACE_PROXY_ENGINES").map(|s| split_list(&s)),
             threads: num("TERRACE_PROXY_THREADS", var("TERRACE_PROXY_THREADS"))?,
@@ -163,6 +167,7 @@ impl ProxySettings {
         Ok(ProxyConfig {
             port: self.port.unwrap_or(6379),
             memcache_port: self.memcache_port.unwrap_or(11211),
+            metrics_port: self.metrics_port,
             item_size_max,
             bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
             engines,
@@ -186,6 +191,7 @@ pub fn split_list(s: &str) -> Vec<String> {
 pub struct ProxyConfig {
     pub port: u16,
     pub memcache_port: u16,
+    pub metrics_port: Option<u16>,
     pub item_size_max: usize,
     pub bind: String,
     pub engines: Vec<String>,

@@ -4,12 +4,14 @@
 //! Request flow: `server` (listener, reactor threads) → `frontend::redis` (one task per
 //! client: parse, route, order replies) → `route` (what to do with each command; `slots`:
 //! key → engine) → `backend` (connections to engines) → `merge` (replies of split and
-//! fanned-out commands) → back to the client in request order. `resp` scans reply frames.
+//! fanned-out commands) → back to the client in request order. `resp` scans reply frames;
+//! `metrics` counts and times every command (Prometheus text, INFO).
 
 pub mod backend;
 pub mod config;
 pub mod frontend;
 pub mod merge;
+pub mod metrics;
 pub mod resp;
 pub mod route;
 pub mod server;

@@ -44,6 +44,16 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     let mc_listener = std::net::TcpListener::bind(&mc_addr).map_err(mc_err)?;
     mc_listener.set_nonblocking(true).map_err(mc_err)?;
     let mc_local = mc_listener.local_addr().map_err(mc_err)?;
+    let metrics_listener = match config.metrics_port {
+        Some(port) => {
+            let addr = format!("{}:{port}", config.bind);
+            let err = |source| ProxyError::Bind { addr: addr.clone(), source };
+            let l = std::net::TcpListener::bind(&addr).map_err(err)?;
+            l.set_nonblocking(true).map_err(err)?;
+            Some(l)
+        }
+        None => None,
+    };
     let threads = config.threads;
     let shared = Shared::new(config);
     shared.port.store(local.port() as u64, Ordering::Relaxed);
@@ -82,6 +92,23 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
         tracing::info!(%local, threads, engines = ?sh.config.engines, "proxy ready");
         println!("terrace proxy ready on {local}");
         println!("terrace proxy memcache on {mc_local}");
+        if let Some(l) = metrics_listener {
+            let l = TcpListener::from_std(l).expect("listener from std");
+            println!("terrace proxy metrics on http://{}/metrics", l.local_addr().map(|a| a.to_string()).unwrap_or_default());
+            let sh = sh.clone();
+            let app = axum::Router::new().route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let sh = sh.clone();
+                    async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], render_metrics(&sh)) }
+                }),
+            );
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(l, app).await {
+                    tracing::error!(error = %e, "metrics endpoint stopped");
+                }
+            });
+        }
         let mut next = 0usize;
         let mut hand_off = |sh: &Shared, accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, protocol| {
             let Ok((stream, peer)) = accepted else { return };
@@ -107,6 +134,22 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     drop(handles);
     tracing::info!("proxy stopped");
     Ok(())
+}
+
+/// The /metrics page: command counters and latencies, clients, engine health.
+fn render_metrics(sh: &Shared) -> String {
+    let mut gauges = vec![
+        ("terrace_proxy_connected_clients".to_string(), "Clients connected to the proxy.", sh.stats.connected_clients.load(Ordering::Relaxed) as f64),
+        (
+            "terrace_proxy_connections_received".to_string(),
+            "Client connections accepted since start.",
+            sh.stats.connections_received.load(Ordering::Relaxed) as f64,
+        ),
+    ];
+    for (addr, up) in sh.config.engines.iter().zip(&sh.engine_up) {
+        gauges.push((format!("terrace_proxy_engine_up{{engine=\"{addr}\"}}"), "Whether the proxy is connected to the engine.", up.load(Ordering::Relaxed) as u8 as f64));
+    }
+    crate::metrics::prometheus(&sh.metrics.snapshot(), &gauges)
 }
 
 fn reactor(rt: tokio::runtime::Runtime, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Handoff>) {

@@ -246,6 +246,8 @@ pub struct Proxy {
     pub child: Child,
     pub port: u16,
     pub memcache_port: u16,
+    /// The metrics URL when started with `--metrics-port`.
+    pub metrics_url: Option<String>,
 }
 
 impl Proxy {
@@ -273,7 +275,10 @@ impl Proxy {
         };
         let port = port_of("redis");
         let memcache_port = port_of("memcache");
-        Proxy { child, port, memcache_port }
+        let metrics_url = extra
+            .contains(&"--metrics-port")
+            .then(|| lines.next().and_then(|l| l.ok()).unwrap_or_default().rsplit(' ').next().unwrap_or_default().to_string());
+        Proxy { child, port, memcache_port, metrics_url }
     }
 
     pub fn url(&self) -> String {

@@ -6,6 +6,8 @@ use super::Reactor;
 use crate::resp;
 
 const SECTIONS: &[&str] = &["server", "clients", "stats", "proxy", "cluster", "keyspace"];
+/// Only with `all`/`everything` or by name, as in Redis.
+const EXTRA: &[&str] = &["commandstats", "latencystats"];
 
 /// Which sections `INFO [section ...]` asks for.
 pub fn wanted(args: &[&[u8]]) -> Vec<&'static str> {
@@ -16,9 +18,10 @@ pub fn wanted(args: &[&[u8]]) -> Vec<&'static str> {
     for a in args {
         let a = String::from_utf8_lossy(a).to_ascii_lowercase();
         match a.as_str() {
-            "all" | "everything" | "default" => return SECTIONS.to_vec(),
+            "default" => return SECTIONS.to_vec(),
+            "all" | "everything" => return SECTIONS.iter().chain(EXTRA).copied().collect(),
             s => {
-                if let Some(found) = SECTIONS.iter().find(|x| **x == s) {
+                if let Some(found) = SECTIONS.iter().chain(EXTRA).find(|x| **x == s) {
                     if !out.contains(found) {
                         out.push(*found);
                     }
@@ -66,6 +69,11 @@ fn sum_keyspaces(parts: &[&[u8]]) -> Vec<(usize, DbTotals)> {
 pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> String {
     let sh = &rx.shared;
     let mut s = String::new();
+    let stats = if sections.iter().any(|s| EXTRA.contains(s)) {
+        crate::metrics::info_sections(&sh.metrics.snapshot(), "default", "redis")
+    } else {
+        Default::default()
+    };
     for sec in sections {
         match *sec {
             "server" => {
@@ -103,6 +111,8 @@ pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> Stri
                 }
                 s += "\r\n";
             }
+            "commandstats" => s += &format!("{}\r\n", stats.0),
+            "latencystats" => s += &format!("{}\r\n", stats.1),
             // Clients check this to tell a cluster node from a standalone server.
             "cluster" => s += "# Cluster\r\ncluster_enabled:0\r\n\r\n",
             "keyspace" => {
@@ -147,5 +157,6 @@ mod tests {
         assert_eq!(wanted(&[]).len(), 6);
         assert_eq!(wanted(&[b"KEYSPACE", b"clients"]), vec!["keyspace", "clients"]);
         assert!(wanted(&[b"memory"]).is_empty());
+        assert_eq!(wanted(&[b"all"]).len(), 8);
     }
 }

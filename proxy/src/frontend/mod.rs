@@ -35,26 +35,40 @@ pub struct Shared {
     pub port: AtomicU64,
     /// CLIENT LIST: id → (address, name).
     pub clients: parking_lot::Mutex<HashMap<u64, (String, Option<Vec<u8>>)>>,
+    pub metrics: crate::metrics::Registry,
+    /// Per engine: is the first reactor's database-0 connection up (for /metrics).
+    pub engine_up: Vec<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Shared {
     pub fn new(config: ProxyConfig) -> Arc<Shared> {
         Arc::new(Shared {
-            config,
             started: std::time::Instant::now(),
             next_client_id: AtomicU64::new(1),
             stats: Stats::default(),
             port: AtomicU64::new(0),
             clients: parking_lot::Mutex::new(HashMap::new()),
+            metrics: Default::default(),
+            engine_up: (0..config.engines.len()).map(|_| Default::default()).collect(),
+            config,
         })
     }
 }
 
-/// One reactor thread's context: its pooled backend connections.
+/// When a request arrived, and what it was (for the metrics).
+pub struct Timing {
+    pub command: &'static str,
+    pub started: tokio::time::Instant,
+}
+
+/// One reactor thread's context: its pooled backend connections and metrics recorder.
 pub struct Reactor {
     pub shared: Arc<Shared>,
     pub limits: Rc<BackendLimits>,
     pools: RefCell<HashMap<(usize, u32, bool), Rc<Backend>>>,
+    recorder: Arc<crate::metrics::Recorder>,
+    /// The tenant label of every request (one tenant until tenants land).
+    tenant: Arc<str>,
 }
 
 impl Reactor {
@@ -65,7 +79,8 @@ impl Reactor {
             timeout: shared.config.timeout,
             max_inflight: shared.config.max_inflight,
         });
-        let r = Rc::new(Reactor { shared, limits, pools: RefCell::new(HashMap::new()) });
+        let recorder = shared.metrics.recorder();
+        let r = Rc::new(Reactor { shared, limits, pools: RefCell::new(HashMap::new()), recorder, tenant: Arc::from("default") });
         for e in 0..r.engines() {
             r.backend(e, 0, false);
         }
@@ -77,7 +92,8 @@ impl Reactor {
     }
 
     fn spec(&self, engine: usize, db: u32, resp3: bool, dedicated: bool) -> BackendSpec {
-        BackendSpec { engine, addr: self.shared.config.engines[engine].clone(), db, resp3, dedicated }
+        let up_flag = (!dedicated && db == 0 && !resp3).then(|| self.shared.engine_up[engine].clone());
+        BackendSpec { engine, addr: self.shared.config.engines[engine].clone(), db, resp3, dedicated, up_flag }
     }
 
     /// The shared, pipelined connection to `engine` for clients on `db` speaking RESP2/3.
@@ -92,6 +108,12 @@ impl Reactor {
     /// A new connection for one client alone.
     pub fn dedicated(&self, engine: usize, db: u32, resp3: bool) -> Rc<Backend> {
         Backend::start(self.spec(engine, db, resp3, true), self.limits.clone())
+    }
+
+    /// Records one answered request.
+    pub fn record(&self, protocol: &'static str, t: Timing, error: bool) {
+        let key = crate::metrics::Key { tenant: self.tenant.clone(), protocol, command: t.command };
+        self.recorder.record(&key, t.started.elapsed(), error);
     }
 
     /// Whether this thread's connection to `engine` is up.

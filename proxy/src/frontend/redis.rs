@@ -20,7 +20,8 @@ use terrace_engine::command::table::{full_name, CommandSpec};
 use terrace_engine::command::{arity_ok, lookup, unknown_command_error};
 use terrace_engine::protocol::{Limits, ReplyWriter, RequestParser};
 
-use super::{info, Reactor};
+use super::{info, Reactor, Timing};
+use tokio::time::Instant;
 use crate::backend::{send, Backend, Slot};
 use crate::merge::{self, Merge};
 use crate::resp;
@@ -61,7 +62,10 @@ struct Client {
     resp3: bool,
     authed: bool,
     notify: Rc<Notify>,
-    pending: VecDeque<Pending>,
+    /// Replies to come, in request order; a request's last entry carries its timing.
+    pending: VecDeque<(Pending, Option<Timing>)>,
+    /// The command being handled (for metrics).
+    current: &'static str,
     /// The connection a WATCH or MULTI holds, and whether a SELECT went through it.
     pin: Option<(Rc<Backend>, bool)>,
     txn: Option<TxnState>,
@@ -84,6 +88,7 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
         authed,
         notify: Rc::new(Notify::new()),
         pending: VecDeque::new(),
+        current: "unknown",
         pin: None,
         txn: None,
         dedicated: HashMap::new(),
@@ -117,7 +122,13 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
                 } else {
                     &buf[..req.consumed]
                 };
+                let (before, started) = (c.pending.len(), Instant::now());
+                c.current = "unknown";
                 c.handle(&argv, raw).await;
+                if c.pending.len() > before {
+                    let command = c.current;
+                    c.pending.back_mut().expect("pushed").1 = Some(Timing { command, started });
+                }
             }
             inbuf.advance(req.consumed);
             parser.reset();
@@ -160,8 +171,12 @@ fn name_is_valid(name: &[u8]) -> bool {
 }
 
 impl Client {
+    fn push(&mut self, p: Pending) {
+        self.pending.push_back((p, None));
+    }
+
     fn ready(&mut self, reply: impl Into<Bytes>) {
-        self.pending.push_back(Pending::Ready(reply.into()));
+        self.push(Pending::Ready(reply.into()));
     }
 
     fn error(&mut self, msg: &str) {
@@ -218,7 +233,7 @@ impl Client {
             _ => self.rx.backend(engine, self.db, self.resp3),
         };
         let slot = send(&b, raw, &self.notify, false).await;
-        self.pending.push_back(Pending::Reply(slot));
+        self.push(Pending::Reply(slot));
     }
 
     async fn handle(&mut self, argv: &[&[u8]], raw: &[u8]) {
@@ -236,6 +251,7 @@ impl Client {
             self.refuse_in_txn();
             return self.error(&unknown_command_error(argv));
         };
+        self.current = spec.name;
         if !arity_ok(spec, argv.len()) || (spec.name == "mset" && argv.len() % 2 == 0) {
             self.refuse_in_txn();
             return self.error(&format!("ERR wrong number of arguments for '{}' command", full_name(spec, argv)));
@@ -255,14 +271,19 @@ impl Client {
                 None => self.error(CROSSSLOT),
             },
             Kind::Split(s) => self.split(s, argv, raw).await,
-            Kind::FanOut(m) => self.fan_out(m, raw).await,
+            Kind::FanOut(m) => {
+                if spec.name == "config" && argv[1].eq_ignore_ascii_case(b"resetstat") {
+                    self.rx.shared.metrics.reset();
+                }
+                self.fan_out(m, raw).await
+            }
             Kind::Scan => self.scan(argv).await,
             Kind::Info => {
                 let sections = info::wanted(&argv[1..]);
                 let mut req = BytesMut::new();
                 resp::encode_request(&mut req, &["INFO", "keyspace"]);
                 let parts = self.to_all(&req).await;
-                self.pending.push_back(Pending::Info(parts, sections));
+                self.push(Pending::Info(parts, sections));
             }
             Kind::Blocking => {
                 let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) else {
@@ -273,7 +294,7 @@ impl Client {
                     _ => self.dedicated(e),
                 };
                 let slot = send(&b, raw, &self.notify, true).await;
-                self.pending.push_back(Pending::Unblock(slot));
+                self.push(Pending::Unblock(slot));
                 self.blocked = true;
             }
             Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,
@@ -316,7 +337,7 @@ impl Client {
             let n = parts.len();
             parts.rotate_left(fastrand::usize(..n));
         }
-        self.pending.push_back(Pending::Merged(parts, m));
+        self.push(Pending::Merged(parts, m));
     }
 
     async fn split(&mut self, s: Split, argv: &[&[u8]], raw: &[u8]) {
@@ -336,7 +357,7 @@ impl Client {
             Split::Mset => Merge::AllOk,
             Split::Sum => Merge::Sum,
         };
-        self.pending.push_back(Pending::Merged(parts, m));
+        self.push(Pending::Merged(parts, m));
     }
 
     async fn scan(&mut self, argv: &[&[u8]]) {
@@ -358,7 +379,7 @@ impl Client {
             let b = self.rx.backend(e, self.db, self.resp3);
             parts.push(send(&b, &req, &self.notify, false).await);
         }
-        self.pending.push_back(Pending::Merged(parts, Merge::Scan { engine, engines: n }));
+        self.push(Pending::Merged(parts, Merge::Scan { engine, engines: n }));
     }
 
     async fn txn_control(&mut self, t: Txn, spec: &CommandSpec, argv: &[&[u8]], raw: &[u8]) {
@@ -407,11 +428,11 @@ impl Client {
         let mut multi = BytesMut::new();
         resp::encode_request(&mut multi, &["MULTI"]);
         let slot = send(&b, &multi, &self.notify, false).await;
-        self.pending.push_back(Pending::Hidden(slot));
+        self.push(Pending::Hidden(slot));
         let buffered = std::mem::take(&mut self.txn.as_mut().expect("in a transaction").buffered);
         for req in buffered {
             let slot = send(&b, &req, &self.notify, false).await;
-            self.pending.push_back(Pending::Hidden(slot));
+            self.push(Pending::Hidden(slot));
         }
         self.txn.as_mut().expect("in a transaction").placed = true;
     }
@@ -432,7 +453,7 @@ impl Client {
                         resp::encode_request(&mut discard, &["DISCARD"]);
                         let b = self.pin.as_ref().expect("placed").0.clone();
                         let slot = send(&b, &discard, &self.notify, false).await;
-                        self.pending.push_back(Pending::Hidden(slot));
+                        self.push(Pending::Hidden(slot));
                     }
                     self.error("EXECABORT Transaction discarded because of previous errors.");
                 } else if !placed && t.buffered.is_empty() {
@@ -702,7 +723,8 @@ impl Client {
 
     /// Moves complete replies from the front of `pending` to `out`.
     fn drain(&mut self, out: &mut BytesMut) {
-        while let Some(front) = self.pending.front() {
+        while let Some((front, _)) = self.pending.front() {
+            let start = out.len();
             match front {
                 Pending::Ready(b) => out.extend_from_slice(b),
                 Pending::Reply(s) | Pending::Hidden(s) | Pending::Unblock(s) => {
@@ -734,7 +756,10 @@ impl Client {
                     ReplyWriter::new(out, self.resp3).verbatim(&text);
                 }
             }
-            self.pending.pop_front();
+            if let (_, Some(t)) = self.pending.pop_front().expect("front") {
+                let error = out.get(start) == Some(&b'-');
+                self.rx.record("redis", t, error);
+            }
         }
         if self.pending.is_empty() {
             if let Some(relay) = &self.relay {

@@ -17,7 +17,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::Reactor;
+use super::{Reactor, Timing};
+use tokio::time::Instant;
 use crate::backend::{send, Slot};
 use crate::resp;
 use parse::{Command, MetaFlag, Parsed, StoreMode};
@@ -62,7 +63,8 @@ enum Pending {
 struct Client {
     rx: Rc<Reactor>,
     notify: Rc<Notify>,
-    pending: VecDeque<Pending>,
+    /// Replies to come, in request order; a request's last entry carries its timing.
+    pending: VecDeque<(Pending, Option<Timing>)>,
     closing: bool,
 }
 
@@ -92,7 +94,13 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
                 Ok(None) => break,
                 Ok(Some(Parsed { consumed, command, swallow })) => {
                     match command {
-                        Ok(cmd) => c.handle(cmd).await,
+                        Ok(cmd) => {
+                            let (before, started, command) = (c.pending.len(), Instant::now(), cmd.name());
+                            c.handle(cmd).await;
+                            if c.pending.len() > before {
+                                c.pending.back_mut().expect("pushed").1 = Some(Timing { command, started });
+                            }
+                        }
                         Err(line) => c.ready(format!("{line}\r\n")),
                     }
                     (consumed, swallow)
@@ -160,8 +168,12 @@ fn ttl_secs(ttl_ms: i64) -> i64 {
 }
 
 impl Client {
+    fn push(&mut self, p: Pending) {
+        self.pending.push_back((p, None));
+    }
+
     fn ready(&mut self, line: impl Into<Bytes>) {
-        self.pending.push_back(Pending::Ready(line.into()));
+        self.push(Pending::Ready(line.into()));
     }
 
     async fn to_engine(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
@@ -200,7 +212,7 @@ impl Client {
                     parts.push(send(&b, &bulk_args(args), &self.notify, false).await);
                 }
                 let keys = keys.iter().map(|k| k.to_vec()).collect();
-                self.pending.push_back(Pending::Get(parts, keys, positions, cas));
+                self.push(Pending::Get(parts, keys, positions, cas));
             }
             Command::Store { mode, key, flags, exptime, data, cas, noreply } => {
                 stats.mc_set.fetch_add(1, Ordering::Relaxed);
@@ -286,7 +298,7 @@ impl Client {
     }
 
     fn reply(&mut self, parts: Vec<Rc<Slot>>, fmt: Fmt, noreply: bool) {
-        self.pending.push_back(if noreply { Pending::Hidden(parts) } else { Pending::Reply(parts, fmt) });
+        self.push(if noreply { Pending::Hidden(parts) } else { Pending::Reply(parts, fmt) });
     }
 
     fn stats(&self) -> String {
@@ -414,28 +426,36 @@ impl Client {
                     .await
             }
         };
-        self.pending.push_back(Pending::Reply(vec![slot], Fmt::Meta(meta)));
+        self.push(Pending::Reply(vec![slot], Fmt::Meta(meta)));
     }
 
     /// Moves complete replies from the front of `pending` to `out`.
     fn drain(&mut self, out: &mut BytesMut) {
-        while let Some(front) = self.pending.front() {
+        while let Some((front, _)) = self.pending.front() {
+            let start = out.len();
             let parts = match front {
                 Pending::Ready(b) => {
                     out.extend_from_slice(b);
-                    self.pending.pop_front();
-                    continue;
+                    None
                 }
-                Pending::Reply(p, _) | Pending::Get(p, ..) | Pending::Hidden(p) => p,
+                Pending::Reply(p, _) | Pending::Get(p, ..) | Pending::Hidden(p) => Some(p),
             };
-            if !parts.iter().all(|p| p.is_ready()) {
-                break;
+            if let Some(parts) = parts {
+                if !parts.iter().all(|p| p.is_ready()) {
+                    break;
+                }
+                let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
+                match &self.pending.front().expect("front").0 {
+                    Pending::Reply(_, fmt) => self.format(fmt, &replies, out),
+                    Pending::Get(_, keys, positions, cas) => self.format_get(keys, positions, *cas, &replies, out),
+                    _ => {}
+                }
             }
-            let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
-            match self.pending.pop_front().expect("front") {
-                Pending::Reply(_, fmt) => self.format(&fmt, &replies, out),
-                Pending::Get(_, keys, positions, cas) => self.format_get(&keys, &positions, cas, &replies, out),
-                _ => {}
+            if let (_, Some(t)) = self.pending.pop_front().expect("front") {
+                let error = out[start..].starts_with(b"CLIENT_ERROR")
+                    || out[start..].starts_with(b"SERVER_ERROR")
+                    || out[start..].starts_with(b"ERROR");
+                self.rx.record("memcache", t, error);
             }
         }
     }

@@ -66,6 +66,36 @@ pub enum Command<'a> {
     MetaDebug { key: &'a [u8] },
 }
 
+impl Command<'_> {
+    /// The command's name, as metrics count it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Get { cas: false, touch: None, .. } => "get",
+            Command::Get { cas: true, touch: None, .. } => "gets",
+            Command::Get { cas: false, .. } => "gat",
+            Command::Get { cas: true, .. } => "gats",
+            Command::Store { mode, cas, .. } if *cas != 0 && *mode == StoreMode::Set => "cas",
+            Command::Store { mode, .. } => mode.name(),
+            Command::Arith { incr: true, .. } => "incr",
+            Command::Arith { incr: false, .. } => "decr",
+            Command::Delete { .. } => "delete",
+            Command::Touch { .. } => "touch",
+            Command::FlushAll { .. } => "flush_all",
+            Command::Version => "version",
+            Command::Verbosity { .. } => "verbosity",
+            Command::Stats { .. } => "stats",
+            Command::CacheMemlimit { .. } => "cache_memlimit",
+            Command::Quit => "quit",
+            Command::MetaGet { .. } => "mg",
+            Command::MetaSet { .. } => "ms",
+            Command::MetaDelete { .. } => "md",
+            Command::MetaArith { .. } => "ma",
+            Command::MetaNoop => "mn",
+            Command::MetaDebug { .. } => "me",
+        }
+    }
+}
+
 /// One request taken from the buffer: `consumed` bytes, and the command or the error line
 /// to answer with.
 #[derive(Debug, PartialEq)]

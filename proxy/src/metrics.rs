@@ -1,0 +1,187 @@
+//! Per-tenant, per-command counters and latency histograms of the proxy, exported as
+//! Prometheus text (`--metrics-port`, GET /metrics) and in INFO (commandstats, latencystats).
+//!
+//! Each reactor thread records into its own `Recorder` (an uncontended lock per request);
+//! readers merge all of them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+
+/// What a command is counted as: its tenant, protocol and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    pub tenant: Arc<str>,
+    pub protocol: &'static str,
+    pub command: &'static str,
+}
+
+pub struct Stat {
+    pub calls: u64,
+    pub errors: u64,
+    /// Microseconds from a request's arrival to its reply being ready.
+    pub latency: Histogram<u64>,
+}
+
+impl Stat {
+    fn new() -> Stat {
+        Stat { calls: 0, errors: 0, latency: Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds") }
+    }
+}
+
+/// One thread's measurements.
+#[derive(Default)]
+pub struct Recorder {
+    stats: Mutex<BTreeMap<Key, Stat>>,
+}
+
+impl Recorder {
+    pub fn record(&self, key: &Key, took: Duration, error: bool) {
+        let mut stats = self.stats.lock();
+        let s = match stats.get_mut(key) {
+            Some(s) => s,
+            None => stats.entry(key.clone()).or_insert_with(Stat::new),
+        };
+        s.calls += 1;
+        s.errors += error as u64;
+        let _ = s.latency.record((took.as_micros() as u64).clamp(1, 60_000_000));
+    }
+
+    pub fn reset(&self) {
+        self.stats.lock().clear();
+    }
+}
+
+/// Every thread's recorders.
+#[derive(Default)]
+pub struct Registry {
+    recorders: Mutex<Vec<Arc<Recorder>>>,
+}
+
+impl Registry {
+    pub fn recorder(&self) -> Arc<Recorder> {
+        let r = Arc::new(Recorder::default());
+        self.recorders.lock().push(r.clone());
+        r
+    }
+
+    /// All threads' stats merged.
+    pub fn snapshot(&self) -> BTreeMap<Key, Stat> {
+        let mut out: BTreeMap<Key, Stat> = BTreeMap::new();
+        for r in self.recorders.lock().iter() {
+            for (k, s) in r.stats.lock().iter() {
+                let m = out.entry(k.clone()).or_insert_with(Stat::new);
+                m.calls += s.calls;
+                m.errors += s.errors;
+                let _ = m.latency.add(&s.latency);
+            }
+        }
+        out
+    }
+
+    pub fn reset(&self) {
+        for r in self.recorders.lock().iter() {
+            r.reset();
+        }
+    }
+}
+
+fn labels(k: &Key) -> String {
+    format!("tenant=\"{}\",protocol=\"{}\",command=\"{}\"", escape(&k.tenant), k.protocol, k.command)
+}
+
+/// Prometheus label values escape backslash, quote and newline.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+const QUANTILES: &[f64] = &[0.5, 0.9, 0.99, 0.999];
+
+/// The Prometheus text exposition of `stats` plus the given gauges (name, help, value).
+pub fn prometheus(stats: &BTreeMap<Key, Stat>, gauges: &[(String, &str, f64)]) -> String {
+    let mut out = String::new();
+    out += "# HELP terrace_proxy_commands_total Commands the proxy answered.\n# TYPE terrace_proxy_commands_total counter\n";
+    for (k, s) in stats {
+        let _ = writeln!(out, "terrace_proxy_commands_total{{{}}} {}", labels(k), s.calls);
+    }
+    out += "# HELP terrace_proxy_command_errors_total Commands answered with an error.\n# TYPE terrace_proxy_command_errors_total counter\n";
+    for (k, s) in stats {
+        let _ = writeln!(out, "terrace_proxy_command_errors_total{{{}}} {}", labels(k), s.errors);
+    }
+    out += "# HELP terrace_proxy_command_latency_seconds Time from a request's arrival to its reply.\n# TYPE terrace_proxy_command_latency_seconds summary\n";
+    for (k, s) in stats {
+        let l = labels(k);
+        for q in QUANTILES {
+            let v = s.latency.value_at_quantile(*q) as f64 / 1e6;
+            let _ = writeln!(out, "terrace_proxy_command_latency_seconds{{{l},quantile=\"{q}\"}} {v}");
+        }
+        let sum = s.latency.mean() * s.latency.len() as f64 / 1e6;
+        let _ = writeln!(out, "terrace_proxy_command_latency_seconds_sum{{{l}}} {sum}");
+        let _ = writeln!(out, "terrace_proxy_command_latency_seconds_count{{{l}}} {}", s.latency.len());
+    }
+    let mut last = "";
+    for (name, help, value) in gauges {
+        let base = name.split('{').next().unwrap_or(name);
+        if base != last {
+            let _ = writeln!(out, "# HELP {base} {help}\n# TYPE {base} gauge");
+            last = base;
+        }
+        let _ = writeln!(out, "{name} {value}");
+    }
+    out
+}
+
+/// INFO's `commandstats` and `latencystats` sections (Redis 7's layout), one tenant's.
+pub fn info_sections(stats: &BTreeMap<Key, Stat>, tenant: &str, protocol: &str) -> (String, String) {
+    let mut cmd = String::from("# Commandstats\r\n");
+    let mut lat = String::from("# Latencystats\r\n");
+    for (k, s) in stats.iter().filter(|(k, _)| &*k.tenant == tenant && k.protocol == protocol) {
+        let usec = (s.latency.mean() * s.latency.len() as f64) as u64;
+        let per = if s.calls > 0 { usec as f64 / s.calls as f64 } else { 0.0 };
+        let _ = write!(
+            cmd,
+            "cmdstat_{}:calls={},usec={usec},usec_per_call={per:.2},rejected_calls=0,failed_calls={}\r\n",
+            k.command, s.calls, s.errors
+        );
+        let h = &s.latency;
+        let _ = write!(
+            lat,
+            "latency_percentiles_usec_{}:p50={:.3},p99={:.3},p99.9={:.3}\r\n",
+            k.command,
+            h.value_at_quantile(0.5) as f64,
+            h.value_at_quantile(0.99) as f64,
+            h.value_at_quantile(0.999) as f64
+        );
+    }
+    (cmd, lat)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_threads_and_renders_prometheus() {
+        let reg = Registry::default();
+        let (a, b) = (reg.recorder(), reg.recorder());
+        let key = Key { tenant: "default".into(), protocol: "redis", command: "get" };
+        a.record(&key, Duration::from_micros(100), false);
+        b.record(&key, Duration::from_micros(300), true);
+        let snap = reg.snapshot();
+        assert_eq!(snap[&key].calls, 2);
+        assert_eq!(snap[&key].errors, 1);
+        let text = prometheus(&snap, &[("terrace_proxy_connected_clients".into(), "Clients connected.", 3.0)]);
+        assert!(text.contains("terrace_proxy_commands_total{tenant=\"default\",protocol=\"redis\",command=\"get\"} 2\n"), "{text}");
+        assert!(text.contains("terrace_proxy_command_latency_seconds_count{tenant=\"default\",protocol=\"redis\",command=\"get\"} 2\n"));
+        assert!(text.contains("# TYPE terrace_proxy_connected_clients gauge\nterrace_proxy_connected_clients 3\n"));
+        let (cmd, lat) = info_sections(&snap, "default", "redis");
+        assert!(cmd.contains("cmdstat_get:calls=2,"), "{cmd}");
+        assert!(lat.contains("latency_percentiles_usec_get:p50="), "{lat}");
+        reg.reset();
+        assert!(reg.snapshot().is_empty());
+    }
+}
