@@ -58,7 +58,9 @@ struct ProxyArgs {
 }
 
 impl ProxyArgs {
-    fn settings(self) -> anyhow::Result<ProxySettings> {
+    /// The resolved configuration; a reload re-reads the file under the same flags and
+    /// environment.
+    fn config(self) -> anyhow::Result<terrace_proxy::ProxyConfig> {
         let flags = ProxySettings {
             port: self.port,
             memcache_port: self.memcache_port,
@@ -69,12 +71,14 @@ impl ProxyArgs {
             timeout_ms: self.timeout_ms,
             ..Default::default()
         };
-        let env = ProxySettings::from_env()?;
+        let overrides = flags.or(ProxySettings::from_env()?);
         let file = match &self.config {
             Some(p) => ProxySettings::from_file(p)?,
             None => ProxySettings::default(),
         };
-        Ok(flags.or(env).or(file))
+        let mut config = overrides.clone().or(file).resolve()?;
+        config.reload_from = self.config.map(|p| (p, overrides));
+        Ok(config)
     }
 }
 
@@ -133,7 +137,7 @@ fn main() -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Engine(args) => args.settings().and_then(|s| Ok(s.resolve()?)).and_then(|c| Ok(terrace_engine::run(c)?)),
-        Command::Proxy(args) => args.settings().and_then(|s| Ok(s.resolve()?)).and_then(|c| Ok(terrace_proxy::run(c)?)),
+        Command::Proxy(args) => args.config().and_then(|c| Ok(terrace_proxy::run(c)?)),
         Command::Up(args) => up::run(args),
     };
     match result {

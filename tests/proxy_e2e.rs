@@ -534,3 +534,41 @@ fn metrics_count_and_time_every_command() {
     let info: String = q(&mut c, &["INFO", "commandstats"]);
     assert!(!info.contains("cmdstat_set"), "{info}");
 }
+
+#[test]
+fn reload_moves_slots_without_dropping_clients() {
+    let (e0, e1) = (Engine::start(&[]), Engine::start(&[]));
+    let dir = temp_dir("reload");
+    let cfg = dir.join("terrace.toml");
+    let one = format!("[proxy]\nengines = [\"127.0.0.1:{}\"]\n", e0.port);
+    std::fs::write(&cfg, &one).unwrap();
+    let proxy = Proxy::start_for("", &["--config", cfg.to_str().unwrap()], &[]);
+    let mut c = proxy.client();
+    let _: () = q(&mut c, &["SET", "foo", "before"]);
+    assert_eq!(q::<Option<String>>(&mut e0.client(), &["GET", "foo"]).as_deref(), Some("before"));
+    // Two engines now; foo's slot (12182) moves to the second.
+    let two = format!("[proxy]\nengines = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n", e0.port, e1.port);
+    std::fs::write(&cfg, &two).unwrap();
+    let _: () = q(&mut c, &["TERRACE.RELOAD"]);
+    let _: () = q(&mut c, &["SET", "foo", "after"]);
+    assert_eq!(q::<Option<String>>(&mut e1.client(), &["GET", "foo"]).as_deref(), Some("after"));
+    let _: () = q(&mut c, &["SET", "bar", "zero"]);
+    assert_eq!(q::<Option<String>>(&mut e0.client(), &["GET", "bar"]).as_deref(), Some("zero"));
+    // A bad file is refused with the key named, and routing stays as it was.
+    std::fs::write(&cfg, "[proxy]\nengines = [\"nohost\"]\n").unwrap();
+    let e = err(&mut c, &["TERRACE.RELOAD"]);
+    assert!(e.contains("reload failed") && e.contains("`engines`"), "{e}");
+    assert_eq!(q::<String>(&mut c, &["GET", "foo"]), "after");
+    // SIGHUP does the same: back to one engine.
+    std::fs::write(&cfg, &one).unwrap();
+    unsafe {
+        libc::kill(proxy.child.id() as i32, libc::SIGHUP);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while q::<Option<String>>(&mut c, &["GET", "foo"]).as_deref() != Some("before") {
+        assert!(Instant::now() < deadline, "SIGHUP did not reload");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let n: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(n, 2, "one engine again: foo and bar on engine 0");
+}

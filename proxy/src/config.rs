@@ -177,6 +177,7 @@ impl ProxySettings {
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.unwrap_or(timeout_ms.min(1000))),
             max_inflight,
             slot_map,
+            reload_from: None,
         })
     }
 }
@@ -201,6 +202,9 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     pub max_inflight: usize,
     pub slot_map: SlotMap,
+    /// Where a reload re-reads the configuration: the file, and the settings (flags,
+    /// environment) that win over it.
+    pub reload_from: Option<(std::path::PathBuf, ProxySettings)>,
 }
 
 #[cfg(test)]

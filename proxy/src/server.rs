@@ -81,6 +81,7 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut sigterm = signal(SignalKind::terminate()).ok();
         let mut sigint = signal(SignalKind::interrupt()).ok();
+        let mut sighup = signal(SignalKind::hangup()).ok();
         async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
             match s.as_mut() {
                 Some(s) => {
@@ -125,6 +126,10 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
             tokio::select! {
                 r = listener.accept() => hand_off(&sh, r, Protocol::Redis),
                 r = mc_listener.accept() => hand_off(&sh, r, Protocol::Memcache),
+                _ = recv(&mut sighup) => match sh.reload() {
+                    Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
+                    Err(e) => tracing::error!(error = %e, "SIGHUP: configuration not reloaded"),
+                },
                 _ = recv(&mut sigint) => { tracing::info!("SIGINT received, shutting down"); break; }
                 _ = recv(&mut sigterm) => { tracing::info!("SIGTERM received, shutting down"); break; }
             }
@@ -146,7 +151,8 @@ fn render_metrics(sh: &Shared) -> String {
             sh.stats.connections_received.load(Ordering::Relaxed) as f64,
         ),
     ];
-    for (addr, up) in sh.config.engines.iter().zip(&sh.engine_up) {
+    let topo = sh.topology();
+    for (addr, up) in topo.engines.iter().zip(&topo.engine_up) {
         gauges.push((format!("terrace_proxy_engine_up{{engine=\"{addr}\"}}"), "Whether the proxy is connected to the engine.", up.load(Ordering::Relaxed) as u8 as f64));
     }
     crate::metrics::prometheus(&sh.metrics.snapshot(), &gauges)

@@ -256,10 +256,14 @@ impl Proxy {
         Self::start_for(&list.join(","), extra, env)
     }
 
+    /// `engines` empty: the engines come from a `--config` file in `extra`.
     pub fn start_for(engines: &str, extra: &[&str], env: &[(&str, &str)]) -> Proxy {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
-        cmd.args(["proxy", "--port", "0", "--memcache-port", "0", "--engines", engines])
-            .args(extra)
+        cmd.args(["proxy", "--port", "0", "--memcache-port", "0"]);
+        if !engines.is_empty() {
+            cmd.args(["--engines", engines]);
+        }
+        cmd.args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         die_with_parent(&mut cmd);

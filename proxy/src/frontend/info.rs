@@ -102,8 +102,9 @@ pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> Stri
             }
             "proxy" => {
                 s += &format!("# Proxy\r\nengines:{}\r\n", rx.engines());
-                let ranges = sh.config.slot_map.ranges();
-                for (i, addr) in sh.config.engines.iter().enumerate() {
+                let topo = rx.topology();
+                let ranges = topo.slot_map.ranges();
+                for (i, addr) in topo.engines.iter().enumerate() {
                     let slots: Vec<String> =
                         ranges.iter().filter(|r| r.0 == i).map(|r| format!("{}-{}", r.1, r.2)).collect();
                     let status = if rx.engine_up(i) { "up" } else { "down" };

@@ -247,6 +247,14 @@ impl Client {
             }
             return;
         }
+        if argv[0].eq_ignore_ascii_case(b"terrace.reload") {
+            return match (self.authed, argv.len(), self.rx.shared.reload()) {
+                (false, _, _) => self.error("NOAUTH Authentication required."),
+                (_, 1, Ok(())) => self.ready(&b"+OK\r\n"[..]),
+                (_, 1, Err(e)) => self.error(&format!("ERR reload failed: {e}")),
+                _ => self.error("ERR wrong number of arguments for 'terrace.reload' command"),
+            };
+        }
         let Some((_, spec)) = lookup(argv[0]) else {
             self.refuse_in_txn();
             return self.error(&unknown_command_error(argv));
@@ -266,7 +274,7 @@ impl Client {
         match kind {
             Kind::Local(l) => self.local(l, argv).await,
             Kind::Refused(why) => self.error(&format!("ERR {why}")),
-            Kind::Keyed => match self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) {
+            Kind::Keyed => match self.engine_of(route::target(spec, argv, &self.rx.topology().slot_map)) {
                 Some(e) => self.send_to(e, raw).await,
                 None => self.error(CROSSSLOT),
             },
@@ -286,7 +294,7 @@ impl Client {
                 self.push(Pending::Info(parts, sections));
             }
             Kind::Blocking => {
-                let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) else {
+                let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.topology().slot_map)) else {
                     return self.error(CROSSSLOT);
                 };
                 let b = match &self.pin {
@@ -300,7 +308,7 @@ impl Client {
             Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,
             Kind::Subscribe => {
                 let e = if spec.name == "ssubscribe" {
-                    match self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) {
+                    match self.engine_of(route::target(spec, argv, &self.rx.topology().slot_map)) {
                         Some(e) => e,
                         None => return self.error(CROSSSLOT),
                     }
@@ -341,8 +349,8 @@ impl Client {
     }
 
     async fn split(&mut self, s: Split, argv: &[&[u8]], raw: &[u8]) {
-        let Some(plan) = route::plan_split(s, argv, &self.rx.shared.config.slot_map) else {
-            let e = self.rx.shared.config.slot_map.engine_of_key(argv[1]);
+        let Some(plan) = route::plan_split(s, argv, &self.rx.topology().slot_map) else {
+            let e = self.rx.topology().slot_map.engine_of_key(argv[1]);
             return self.send_to(e, raw).await;
         };
         let mut parts = Vec::with_capacity(plan.parts.len());
@@ -385,7 +393,7 @@ impl Client {
     async fn txn_control(&mut self, t: Txn, spec: &CommandSpec, argv: &[&[u8]], raw: &[u8]) {
         match t {
             Txn::Watch => {
-                let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.shared.config.slot_map)) else {
+                let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.topology().slot_map)) else {
                     return self.error(CROSSSLOT);
                 };
                 match &self.pin {
@@ -439,7 +447,7 @@ impl Client {
 
     /// A command inside MULTI.
     async fn queue(&mut self, spec: &CommandSpec, kind: Kind, argv: &[&[u8]], raw: &[u8]) {
-        let map = &self.rx.shared.config.slot_map;
+        let map = &self.rx.topology().slot_map;
         let placed = self.txn.as_ref().is_some_and(|t| t.placed);
         let pinned_engine = self.pin.as_ref().map(|(p, _)| p.spec.engine);
         match kind {

@@ -177,7 +177,7 @@ impl Client {
     }
 
     async fn to_engine(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
-        let e = self.rx.shared.config.slot_map.engine_of_key(key);
+        let e = self.rx.topology().slot_map.engine_of_key(key);
         let b = self.rx.backend(e, 0, false);
         send(&b, &bulk_args(args), &self.notify, false).await
     }
@@ -187,7 +187,7 @@ impl Client {
         match cmd {
             Command::Get { keys, cas, touch } => {
                 stats.mc_get.fetch_add(keys.len() as u64, Ordering::Relaxed);
-                let map = &self.rx.shared.config.slot_map;
+                let map = &self.rx.topology().slot_map;
                 let mut engines: Vec<usize> = Vec::new();
                 let mut subs: Vec<Vec<&[u8]>> = Vec::new();
                 let mut positions = Vec::with_capacity(keys.len());
