@@ -40,6 +40,9 @@ struct ProxyArgs {
     /// HTTP port for Prometheus metrics at /metrics [env: TERRACE_PROXY_METRICS_PORT] [default: off]
     #[arg(long)]
     metrics_port: Option<u16>,
+    /// Hot-key near cache TTL in milliseconds; 0 = off [default: 0]
+    #[arg(long)]
+    near_cache_ttl_ms: Option<u64>,
     /// Address to listen on [env: TERRACE_PROXY_BIND] [default: 127.0.0.1]
     #[arg(long)]
     bind: Option<String>,
@@ -65,6 +68,7 @@ impl ProxyArgs {
             port: self.port,
             memcache_port: self.memcache_port,
             metrics_port: self.metrics_port,
+            near_cache_ttl_ms: self.near_cache_ttl_ms,
             bind: self.bind,
             engines: self.engines.map(|e| terrace_proxy::config::split_list(&e)),
             threads: self.threads,

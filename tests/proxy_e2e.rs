@@ -572,3 +572,31 @@ fn reload_moves_slots_without_dropping_clients() {
     let n: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(n, 2, "one engine again: foo and bar on engine 0");
 }
+
+#[test]
+fn near_cache_serves_hot_keys_within_its_ttl() {
+    let r = rig(&["--near-cache-ttl-ms", "500"]);
+    let mut c = r.proxy.client();
+    let mut direct = r.engines[owner("hot")].client();
+    let _: () = q(&mut c, &["SET", "hot", "v1"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "hot"]), "v1"); // miss: cached now
+    // Changed behind the proxy's back: the cached reply is served until the TTL passes.
+    let _: () = q(&mut direct, &["SET", "hot", "v2"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "hot"]), "v1");
+    thread::sleep(Duration::from_millis(700));
+    assert_eq!(q::<String>(&mut c, &["GET", "hot"]), "v2");
+    // A write through the proxy is seen at once, from any client and either protocol.
+    let mut other = r.proxy.client();
+    let _: () = q(&mut other, &["SET", "hot", "v3"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "hot"]), "v3");
+    let _: i64 = q(&mut other, &["APPEND", "hot", "!"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "hot"]), "v3!");
+    let mut mc = r.proxy.memcache();
+    mc.send(b"set hot 0 0 2\r\nv4\r\n");
+    mc.expect(b"STORED\r\n");
+    assert_eq!(q::<String>(&mut c, &["GET", "hot"]), "v4");
+    let _: () = q(&mut other, &["FLUSHALL"]);
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "hot"]), None);
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    assert!(info.contains("near_cache_hits:") && !info.contains("near_cache_hits:0\r"), "{info}");
+}

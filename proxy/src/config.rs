@@ -52,6 +52,10 @@ pub struct ProxySettings {
     pub connect_timeout_ms: Option<u64>,
     /// Requests in flight per backend connection before clients wait.
     pub max_inflight: Option<usize>,
+    /// Hot-key near cache: how long a GET reply may be served from the proxy (0 = off).
+    pub near_cache_ttl_ms: Option<u64>,
+    /// Hot-key near cache: most entries kept.
+    pub near_cache_entries: Option<u64>,
     /// Slot ownership; default: slots split evenly over the engines in order.
     pub slots: Option<Vec<SlotRange>>,
 }
@@ -72,6 +76,8 @@ impl ProxySettings {
             connect_timeout_ms: self.connect_timeout_ms.or(other.connect_timeout_ms),
             max_inflight: self.max_inflight.or(other.max_inflight),
             slots: self.slots.or(other.slots),
+            near_cache_ttl_ms: self.near_cache_ttl_ms.or(other.near_cache_ttl_ms),
+            near_cache_entries: self.near_cache_entries.or(other.near_cache_entries),
         }
     }
 
@@ -178,6 +184,8 @@ impl ProxySettings {
             max_inflight,
             slot_map,
             reload_from: None,
+            near_cache_ttl: Duration::from_millis(self.near_cache_ttl_ms.unwrap_or(0)),
+            near_cache_entries: self.near_cache_entries.unwrap_or(10_000),
         })
     }
 }
@@ -205,6 +213,9 @@ pub struct ProxyConfig {
     /// Where a reload re-reads the configuration: the file, and the settings (flags,
     /// environment) that win over it.
     pub reload_from: Option<(std::path::PathBuf, ProxySettings)>,
+    /// Zero: no near cache.
+    pub near_cache_ttl: Duration,
+    pub near_cache_entries: u64,
 }
 
 #[cfg(test)]

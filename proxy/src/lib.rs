@@ -5,13 +5,15 @@
 //! client: parse, route, order replies) → `route` (what to do with each command; `slots`:
 //! key → engine) → `backend` (connections to engines) → `merge` (replies of split and
 //! fanned-out commands) → back to the client in request order. `resp` scans reply frames;
-//! `metrics` counts and times every command (Prometheus text, INFO).
+//! `metrics` counts and times every command (Prometheus text, INFO); `near_cache` keeps hot
+//! GET replies for a short TTL when configured.
 
 pub mod backend;
 pub mod config;
 pub mod frontend;
 pub mod merge;
 pub mod metrics;
+pub mod near_cache;
 pub mod resp;
 pub mod route;
 pub mod server;

@@ -151,6 +151,10 @@ fn render_metrics(sh: &Shared) -> String {
             sh.stats.connections_received.load(Ordering::Relaxed) as f64,
         ),
     ];
+    if let Some(c) = &sh.near_cache {
+        gauges.push(("terrace_proxy_near_cache_hits".into(), "GETs answered from the near cache.", c.hits.load(Ordering::Relaxed) as f64));
+        gauges.push(("terrace_proxy_near_cache_misses".into(), "GETs the near cache could not answer.", c.misses.load(Ordering::Relaxed) as f64));
+    }
     let topo = sh.topology();
     for (addr, up) in topo.engines.iter().zip(&topo.engine_up) {
         gauges.push((format!("terrace_proxy_engine_up{{engine=\"{addr}\"}}"), "Whether the proxy is connected to the engine.", up.load(Ordering::Relaxed) as u8 as f64));

@@ -95,10 +95,19 @@ pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> Stri
             }
             "stats" => {
                 s += &format!(
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\r\n",
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n",
                     sh.stats.connections_received.load(Ordering::Relaxed),
                     sh.stats.commands.load(Ordering::Relaxed)
                 );
+                if let Some(c) = &sh.near_cache {
+                    s += &format!(
+                        "near_cache_hits:{}\r\nnear_cache_misses:{}\r\nnear_cache_ttl_ms:{}\r\n",
+                        c.hits.load(Ordering::Relaxed),
+                        c.misses.load(Ordering::Relaxed),
+                        sh.config.near_cache_ttl.as_millis()
+                    );
+                }
+                s += "\r\n";
             }
             "proxy" => {
                 s += &format!("# Proxy\r\nengines:{}\r\n", rx.engines());

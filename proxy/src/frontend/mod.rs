@@ -53,6 +53,7 @@ pub struct Shared {
     /// CLIENT LIST: id → (address, name).
     pub clients: parking_lot::Mutex<HashMap<u64, (String, Option<Vec<u8>>)>>,
     pub metrics: crate::metrics::Registry,
+    pub near_cache: Option<crate::near_cache::NearCache>,
     topology: parking_lot::RwLock<Arc<Topology>>,
     /// Bumped on every reload; reactors compare it with the topology they hold.
     generation: AtomicU64,
@@ -69,6 +70,8 @@ impl Shared {
             metrics: Default::default(),
             topology: parking_lot::RwLock::new(Topology::new(config.engines.clone(), config.slot_map.clone())),
             generation: AtomicU64::new(0),
+            near_cache: (!config.near_cache_ttl.is_zero())
+                .then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
             config,
         })
     }

@@ -41,6 +41,9 @@ enum Pending {
     /// A blocking command: the client reads no further requests until it is answered.
     Unblock(Rc<Slot>),
     Merged(Vec<Rc<Slot>>, Merge),
+    /// A GET missed in the near cache: its reply goes to the client and, if cacheable, into
+    /// the cache (database, key, cache generation at the miss).
+    Fill(Rc<Slot>, u32, Bytes, u64),
     Info(Vec<Rc<Slot>>, Vec<&'static str>),
 }
 
@@ -166,6 +169,22 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
     c.close();
 }
 
+/// Drops near-cache entries a write may change: its keys, or everything for commands whose
+/// effects reach beyond their key arguments.
+fn invalidate(cache: &crate::near_cache::NearCache, spec: &CommandSpec, argv: &[&[u8]], db: u32) {
+    let broad = matches!(spec.name, "flushdb" | "flushall" | "swapdb" | "move" | "copy" | "restore" | "sort")
+        || spec.name.starts_with("eval")
+        || spec.name.starts_with("fcall")
+        || spec.name == "function"
+        || spec.name == "script";
+    if broad {
+        return cache.clear();
+    }
+    for i in terrace_engine::command::table::key_positions(spec, argv) {
+        cache.invalidate(db, argv[i]);
+    }
+}
+
 fn name_is_valid(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
@@ -268,6 +287,21 @@ impl Client {
             return self.error("NOAUTH Authentication required.");
         }
         let kind = route::classify(spec, argv);
+        if let Some(cache) = &self.rx.shared.near_cache {
+            if spec.write {
+                invalidate(cache, spec, argv, self.db);
+            } else if spec.name == "get" && self.txn.is_none() && self.pin.is_none() {
+                match cache.get(self.db, argv[1]) {
+                    Ok(reply) => return self.ready(reply),
+                    Err(generation) => {
+                        let e = self.rx.topology().slot_map.engine_of_key(argv[1]);
+                        let b = self.rx.backend(e, self.db, self.resp3);
+                        let slot = send(&b, raw, &self.notify, false).await;
+                        return self.push(Pending::Fill(slot, self.db, Bytes::copy_from_slice(argv[1]), generation));
+                    }
+                }
+            }
+        }
         if self.txn.is_some() {
             return self.queue(spec, kind, argv, raw).await;
         }
@@ -744,6 +778,13 @@ impl Client {
                             self.blocked = false;
                         }
                         _ => {}
+                    }
+                }
+                Pending::Fill(s, db, key, generation) => {
+                    let Some(reply) = s.take() else { break };
+                    out.extend_from_slice(&reply);
+                    if let Some(cache) = &self.rx.shared.near_cache {
+                        cache.fill(*db, key.clone(), reply, *generation);
                     }
                 }
                 Pending::Merged(parts, m) => {

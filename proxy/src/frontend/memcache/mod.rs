@@ -183,6 +183,16 @@ impl Client {
     }
 
     async fn handle(&mut self, cmd: Command<'_>) {
+        if let Some(cache) = &self.rx.shared.near_cache {
+            match &cmd {
+                Command::Store { key, .. } | Command::Arith { key, .. } | Command::Delete { key, .. } | Command::Touch { key, .. } => {
+                    cache.invalidate(0, key)
+                }
+                Command::MetaSet { .. } | Command::MetaDelete { .. } | Command::MetaArith { .. } | Command::FlushAll { .. } => cache.clear(),
+                Command::Get { touch: Some(_), .. } => cache.clear(),
+                _ => {}
+            }
+        }
         let stats = &self.rx.shared.stats;
         match cmd {
             Command::Get { keys, cas, touch } => {
