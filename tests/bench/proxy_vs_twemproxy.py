@@ -11,11 +11,18 @@ direct-to-engine row (one engine, no proxy) is printed for reference.
 Beside throughput and p50 latency, each row records the proxy's own CPU time per request
 (user + system from /proc): on a shared machine it is steadier than req/s.
 
+Memcached text protocol: memcslap (libmemcached-tools, 50 threads) against our proxy's
+Memcached port (in front of the same engines) and against a second nutcracker pool in
+Memcached mode, which needs Memcached servers behind it: two memcached 1.6 (core 0). So these
+rows compare the whole path (proxy + backend), not the proxy alone; direct memcached is the
+reference.
+
 Usage: tests/bench/proxy_vs_twemproxy.py [--terrace target/release/terrace] [--rounds 3] [--quick]
 """
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -39,14 +46,26 @@ def bench(port, test, pipeline, n, size):
     raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
 
 
-def nutcracker_config(path, port, engines):
-    servers = "\n".join(f"    - 127.0.0.1:{p}:1" for p in engines)
+def memcslap(port, test, n):
+    threads = 50
+    cmd = ["taskset", "-c", "0", "memcslap", f"--servers=127.0.0.1:{port}", f"--concurrency={threads}",
+           f"--execute-number={n // threads}", f"--test={test}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    m = re.search(rf"Time to {test}\s+(\d+) keys by\s+\d+ threads:\s+([\d.]+) seconds", out)
+    if not m:
+        raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
+    return int(m.group(1)) / float(m.group(2))
+
+
+def nutcracker_config(path, pools):
     with open(path, "w") as f:
-        f.write(f"""bench:
+        for name, port, backends, redis in pools:
+            servers = "\n".join(f"    - 127.0.0.1:{p}:1" for p in backends)
+            f.write(f"""{name}:
   listen: 127.0.0.1:{port}
   hash: fnv1a_64
   distribution: ketama
-  redis: true
+  redis: {"true" if redis else "false"}
   auto_eject_hosts: false
   server_connections: 1
   timeout: 2000
@@ -63,7 +82,7 @@ def main():
     ap.add_argument("--size", type=int, default=128, help="value size (-d)")
     ap.add_argument("--pipelines", default="16,1", help="pipeline depths (-P)")
     args = ap.parse_args()
-    for tool in ["nutcracker", "redis-benchmark", "redis-cli", "taskset"]:
+    for tool in ["nutcracker", "redis-benchmark", "redis-cli", "taskset", "memcached", "memcslap"]:
         if not shutil.which(tool):
             raise SystemExit(f"{tool} not found (apt-get install nutcracker redis-tools util-linux)")
 
@@ -78,17 +97,23 @@ def main():
                                            "--data-dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for p in eports:
             wait_port(p)
-        tport, nport = free_port(), free_port()
+        mports = [free_port(), free_port()]
+        for p in mports:
+            procs.append(subprocess.Popen(["taskset", "-c", "0", "memcached", "-p", str(p), "-U", "0", "-l", "127.0.0.1",
+                                           "-u", "root", "-t", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for p in mports:
+            wait_port(p)
+        tport, nport, tmc, nmc = free_port(), free_port(), free_port(), free_port()
         engines = ",".join(f"127.0.0.1:{p}" for p in eports)
-        terrace = subprocess.Popen(["taskset", "-c", "1", args.terrace, "proxy", "--port", str(tport), "--threads", "1",
-                                    "--engines", engines], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        terrace = subprocess.Popen(["taskset", "-c", "1", args.terrace, "proxy", "--port", str(tport), "--memcache-port", str(tmc),
+                                    "--threads", "1", "--engines", engines], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         conf = os.path.join(tmp, "nutcracker.yml")
-        nutcracker_config(conf, nport, eports)
+        nutcracker_config(conf, [("redis", nport, eports, True), ("memcache", nmc, mports, False)])
         twem = subprocess.Popen(["taskset", "-c", "1", "nutcracker", "-c", conf, "-o", os.path.join(tmp, "nutcracker.log")],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs += [terrace, twem]
-        wait_port(tport)
-        wait_port(nport)
+        for p in [tport, nport, tmc, nmc]:
+            wait_port(p)
         vout = subprocess.run(["nutcracker", "--version"], capture_output=True, text=True)
         version = (vout.stdout + vout.stderr).strip().splitlines()[0].replace("This is ", "")
         print(f"terrace proxy vs {version} (ketama), both --threads 1 pinned to core 1, in front of the same two "
@@ -108,6 +133,17 @@ def main():
                         rps, p50 = bench(port, test, pipeline, n, args.size)
                         cpu_us = (cpu_seconds(proc.pid) - cpu0) * 1e6 / n if proc else float("nan")
                         results.setdefault((test, pipeline, name), []).append((rps, p50, cpu_us))
+            mc_targets = [("twemproxy", nmc, twem), ("terrace", tmc, terrace)]
+            if rnd % 2:
+                mc_targets.reverse()
+            mc_targets.append(("direct", mports[0], None))
+            n = 200_000 // (10 if args.quick else 1)
+            for test in ["set", "get"]:
+                for name, port, proc in mc_targets:
+                    cpu0 = cpu_seconds(proc.pid) if proc else 0
+                    rps = memcslap(port, test, n)
+                    cpu_us = (cpu_seconds(proc.pid) - cpu0) * 1e6 / (n * (2 if test == "get" else 1)) if proc else float("nan")
+                    results.setdefault((f"mc-{test}", "-", name), []).append((rps, float("nan"), cpu_us))
             for p in eports:
                 cli(p, "FLUSHALL")
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
@@ -128,6 +164,15 @@ def main():
                 print(f"| {test.upper()} | {pipeline} | {med(tw, 0):,.0f} | {med(te, 0):,.0f} | {ratio:.2f} | {med(tw, 1):.3f} | "
                       f"{med(te, 1):.3f} | {med(tw, 2):.2f} | {med(te, 2):.2f} | {med(di, 0):,.0f} | {med(di, 1):.3f} |")
         print(f"\nthroughput terrace/twemproxy: median {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
+        print()
+        print("Memcached text (memcslap, 50 threads): terrace proxy → terrace engines; twemproxy → memcached ×2; "
+              "direct = one memcached. CPU is the proxy's per operation (a get run also loads its keys).")
+        print("| test | twemproxy ops/s | terrace ops/s | terrace/twemproxy | twemproxy CPU µs/op | terrace CPU µs/op | direct memcached ops/s |")
+        print("|---|---|---|---|---|---|---|")
+        for test in ["set", "get"]:
+            tw, te, di = (f"mc-{test}", "-", "twemproxy"), (f"mc-{test}", "-", "terrace"), (f"mc-{test}", "-", "direct")
+            print(f"| {test} | {med(tw, 0):,.0f} | {med(te, 0):,.0f} | {med(te, 0) / med(tw, 0):.2f} | {med(tw, 2):.2f} | "
+                  f"{med(te, 2):.2f} | {med(di, 0):,.0f} |")
     finally:
         for p in procs:
             p.terminate()
