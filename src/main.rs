@@ -121,6 +121,7 @@ impl EngineArgs {
             threads: self.threads.map(toml::Value::String),
             data_dir: self.data_dir,
             shard_bits: None,
+            namespaces: None,
         };
         let env = EngineSettings::from_env()?;
         let file = match &self.config {

@@ -600,3 +600,82 @@ fn near_cache_serves_hot_keys_within_its_ttl() {
     let info: String = q(&mut c, &["INFO", "stats"]);
     assert!(info.contains("near_cache_hits:") && !info.contains("near_cache_hits:0\r"), "{info}");
 }
+
+#[test]
+fn tenants_are_isolated_and_limited() {
+    let engines = [Engine::start(&[]), Engine::start(&[])];
+    let mc_port = common::free_port();
+    let cfg = temp_dir("tenants").join("terrace.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[proxy]\npassword = \"rootpw\"\n\
+             [[proxy.tenants]]\nname = \"shop\"\npassword = \"shoppw\"\nmemcache_port = {mc_port}\n\
+             [[proxy.tenants]]\nname = \"blog\"\npassword = \"blogpw\"\nmax_qps = 20\n"
+        ),
+    )
+    .unwrap();
+    let proxy = Proxy::start(&[&engines[0], &engines[1]], &["--config", cfg.to_str().unwrap()], &[]);
+    let url = |user: &str, pw: &str| format!("redis://{user}:{pw}@127.0.0.1:{}/", proxy.port);
+    let mut raw = proxy.raw();
+    raw.send(&encode(&["SET", "k", "v"]));
+    raw.expect(b"-NOAUTH Authentication required.\r\n");
+    raw.send(&encode(&["AUTH", "shop", "wrong"]));
+    raw.expect(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    raw.send(&encode(&["AUTH", "nosuchtenant", "x"]));
+    raw.expect(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    let mut root = redis::Client::open(url("default", "rootpw")).unwrap().get_connection().unwrap();
+    let mut shop = redis::Client::open(url("shop", "shoppw")).unwrap().get_connection().unwrap();
+    // The same key names in two tenants are two keys.
+    for i in 0..20 {
+        let _: () = q(&mut root, &["SET", &format!("k{i}"), "root"]);
+        let _: () = q(&mut shop, &["SET", &format!("k{i}"), "shop"]);
+    }
+    let _: () = q(&mut shop, &["SET", "only-shop", "1"]);
+    assert_eq!(q::<String>(&mut root, &["GET", "k3"]), "root");
+    assert_eq!(q::<String>(&mut shop, &["GET", "k3"]), "shop");
+    assert_eq!(q::<i64>(&mut root, &["DBSIZE"]), 20);
+    assert_eq!(q::<i64>(&mut shop, &["DBSIZE"]), 21);
+    let mut keys: Vec<String> = q(&mut root, &["KEYS", "*"]);
+    keys.sort();
+    assert!(!keys.contains(&"only-shop".to_string()));
+    let (_, scanned): (String, Vec<String>) = q(&mut root, &["SCAN", "0", "COUNT", "1000"]);
+    assert!(!scanned.contains(&"only-shop".to_string()));
+    let info: String = q(&mut shop, &["INFO", "keyspace"]);
+    assert!(info.contains("db0:keys=21,"), "{info}");
+    // FLUSHALL in one tenant leaves the other's keys alone.
+    let _: () = q(&mut root, &["FLUSHALL"]);
+    assert_eq!(q::<i64>(&mut root, &["DBSIZE"]), 0);
+    assert_eq!(q::<i64>(&mut shop, &["DBSIZE"]), 21);
+    // Raw engines: the default namespace (a plain client of the engine) sees none of shop's keys.
+    let mut direct = engines[owner("only-shop")].client();
+    assert_eq!(q::<Option<String>>(&mut direct, &["GET", "only-shop"]), None);
+    // The tenant's own Memcached port reaches the tenant's keyspace.
+    let s = std::net::TcpStream::connect(("127.0.0.1", mc_port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut mc = common::Raw { s };
+    mc.send(b"get k3 only-shop\r\n");
+    mc.expect(b"VALUE k3 0 4\r\nshop\r\nVALUE only-shop 0 1\r\n1\r\nEND\r\n");
+    // max_qps: blog may send 20 requests per second; a burst past that is refused.
+    let mut blog = redis::Client::open(url("blog", "blogpw")).unwrap().get_connection().unwrap();
+    let mut refused = 0;
+    for _ in 0..60 {
+        if let Err(e) = redis::cmd("PING").query::<String>(&mut blog) {
+            assert!(e.to_string().contains("max_qps exceeded for tenant 'blog'"), "{e}");
+            refused += 1;
+        }
+    }
+    assert!(refused >= 30, "only {refused} of 60 refused");
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(q::<String>(&mut blog, &["PING"]), "PONG", "the budget refills");
+    // Other tenants are not limited by blog's budget.
+    assert_eq!(q::<String>(&mut shop, &["PING"]), "PONG");
+    // INFO and metrics label requests with their tenant.
+    let mut raw = proxy.raw();
+    raw.send(&encode(&["AUTH", "shop", "shoppw"]));
+    raw.send(&encode(&["SELECT", "2"]));
+    raw.send(&encode(&["SET", "in-db2", "x"]));
+    raw.expect(b"+OK\r\n+OK\r\n+OK\r\n");
+    let info: String = q(&mut shop, &["INFO", "keyspace"]);
+    assert!(info.contains("db2:keys=1,"), "{info}");
+}

@@ -18,6 +18,18 @@ pub enum ConfigError {
     Invalid { key: String, reason: String },
 }
 
+/// Reads one table (`[engine]`, `[proxy]`…) of a TOML file as `T` (missing: `T::default()`);
+/// the other tables belong to other readers.
+pub fn read_table<T: serde::de::DeserializeOwned + Default>(path: &std::path::Path, table: &str) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+    let parse_error = |message: String| ConfigError::Parse { path: path.display().to_string(), message };
+    let mut doc: toml::Table = toml::from_str(&text).map_err(|e| parse_error(e.to_string()))?;
+    match doc.remove(table) {
+        None => Ok(T::default()),
+        Some(v) => v.try_into().map_err(|e: toml::de::Error| parse_error(format!("in [{table}]: {}", e.message()))),
+    }
+}
+
 /// Threading mode of the engine's reactors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
@@ -35,6 +47,8 @@ pub struct EngineSettings {
     pub threads: Option<toml::Value>,
     pub data_dir: Option<PathBuf>,
     pub shard_bits: Option<u32>,
+    /// Tenant namespaces an engine can hold (each with its own 16 databases).
+    pub namespaces: Option<usize>,
 }
 
 impl EngineSettings {
@@ -48,11 +62,13 @@ impl EngineSettings {
             threads: self.threads.or(other.threads),
             data_dir: self.data_dir.or(other.data_dir),
             shard_bits: self.shard_bits.or(other.shard_bits),
+            namespaces: self.namespaces.or(other.namespaces),
         }
     }
 
     /// Reads `TERRACE_*` variables (TERRACE_PORT, TERRACE_BIND, TERRACE_MAXMEMORY,
-    /// TERRACE_MAXMEMORY_POLICY, TERRACE_THREADS, TERRACE_DATA_DIR, TERRACE_SHARD_BITS).
+    /// TERRACE_MAXMEMORY_POLICY, TERRACE_THREADS, TERRACE_DATA_DIR, TERRACE_SHARD_BITS,
+    /// TERRACE_NAMESPACES).
     pub fn from_env() -> Result<EngineSettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let port = match var("TERRACE_PORT") {
@@ -77,23 +93,19 @@ impl EngineSettings {
             threads: var("TERRACE_THREADS").map(toml::Value::String),
             data_dir: var("TERRACE_DATA_DIR").map(PathBuf::from),
             shard_bits,
+            namespaces: match var("TERRACE_NAMESPACES") {
+                Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
+                    key: "TERRACE_NAMESPACES".into(),
+                    reason: format!("'{n}' is not a number"),
+                })?),
+                None => None,
+            },
         })
     }
 
     /// Reads the `[engine]` table of a TOML file.
     pub fn from_file(path: &std::path::Path) -> Result<EngineSettings, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        #[derive(Deserialize)]
-        struct File {
-            #[serde(default)]
-            engine: EngineSettings,
-            #[serde(flatten)]
-            _rest: toml::Table,
-        }
-        let f: File = toml::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: path.display().to_string(), message: e.to_string() })?;
-        Ok(f.engine)
+        read_table(path, "engine")
     }
 
     /// Validates and fills defaults.
@@ -143,7 +155,12 @@ impl EngineSettings {
         if shard_bits > 8 {
             return Err(ConfigError::Invalid { key: "shard_bits".into(), reason: format!("{shard_bits} is above 8") });
         }
+        let namespaces = self.namespaces.unwrap_or(d.namespaces);
+        if !(1..=1024).contains(&namespaces) {
+            return Err(ConfigError::Invalid { key: "namespaces".into(), reason: format!("{namespaces} is not between 1 and 1024") });
+        }
         Ok(EngineConfig {
+            namespaces,
             port: self.port.unwrap_or(d.port),
             bind: self.bind.unwrap_or(d.bind),
             maxmemory,
@@ -166,6 +183,8 @@ pub struct EngineConfig {
     pub data_dir: PathBuf,
     /// log2 of shards per database.
     pub shard_bits: u32,
+    /// Namespaces (the default one included), each NUM_DBS databases.
+    pub namespaces: usize,
 }
 
 impl Default for EngineConfig {
@@ -178,6 +197,7 @@ impl Default for EngineConfig {
             threads: Threads::Fixed(1),
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
+            namespaces: 16,
         }
     }
 }

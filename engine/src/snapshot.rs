@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use crate::command::dump::{crc64, crc64_update, decode_value, encode_object, put_len, put_str, Reader, Restored, RDB_VERSION};
-use crate::keyspace::{access, Entry, Guards, Meta, Shard, NUM_DBS};
+use crate::keyspace::{access, Entry, Guards, Meta, Shard};
 use crate::server::state::{now_ms, Server};
 
 const OP_AUX: u8 = 0xFA;
@@ -71,6 +71,12 @@ fn header(srv: &Server) -> Vec<u8> {
     aux(&mut out, "ctime", &(now_ms() / 1000).to_string());
     aux(&mut out, "used-mem", &crate::alloc::used_memory().to_string());
     aux(&mut out, "aof-base", "0");
+    // Which tenant owns which block of databases (namespace n: databases 16n..16n+15).
+    let names = srv.namespaces.lock();
+    if names.len() > 1 {
+        aux(&mut out, "terrace-namespaces", &names[1..].join(","));
+    }
+    drop(names);
     // FUNCTION libraries, as Redis 7 stores them.
     for lib in srv.scripts.functions.snapshot().values() {
         out.push(crate::command::function::OP_FUNCTION2);
@@ -130,7 +136,7 @@ fn write_snapshot(srv: &Server, visit: &mut dyn FnMut(u32, &mut dyn FnMut(&Shard
     w.write(&header(srv))?;
     let now = now_ms();
     let ks = &srv.keyspace;
-    for db in 0..NUM_DBS {
+    for db in 0..ks.dbs() {
         let (mut keys, mut expires) = (0usize, 0usize);
         for id in ks.db_shard_ids(db) {
             visit(id, &mut |shard: &Shard| {
@@ -237,12 +243,17 @@ pub fn load(srv: &Server) -> Result<usize, SnapshotError> {
         match op {
             OP_EOF => break,
             OP_AUX => {
-                r.string().map_err(bad)?;
-                r.string().map_err(bad)?;
+                let k = r.string().map_err(bad)?;
+                let v = r.string().map_err(bad)?;
+                if k == b"terrace-namespaces" {
+                    let mut names = srv.namespaces.lock();
+                    names.truncate(1);
+                    names.extend(String::from_utf8_lossy(&v).split(',').filter(|n| !n.is_empty()).map(str::to_string));
+                }
             }
             OP_SELECTDB => {
                 db = r.len().map_err(bad)?;
-                if db >= NUM_DBS {
+                if db >= srv.keyspace.dbs() {
                     return Err(corrupt(format!("database {db} out of range")));
                 }
             }

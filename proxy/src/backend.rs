@@ -39,6 +39,8 @@ pub struct BackendLimits {
 pub struct BackendSpec {
     pub engine: usize,
     pub addr: String,
+    /// The tenant's engine namespace (None: the default one).
+    pub namespace: Option<std::sync::Arc<str>>,
     pub db: u32,
     pub resp3: bool,
     /// Requests sent first on every (re)connection, their replies swallowed: the tenant's
@@ -245,6 +247,10 @@ impl Backend {
     fn prologue(&self) -> (BytesMut, usize) {
         let mut out = BytesMut::new();
         let mut n = 0;
+        if let Some(ns) = &self.spec.namespace {
+            resp::encode_request(&mut out, &[&b"TERRACE.NAMESPACE"[..], ns.as_bytes()]);
+            n += 1;
+        }
         if self.spec.resp3 {
             resp::encode_request(&mut out, &["HELLO", "3"]);
             n += 1;

@@ -8,15 +8,7 @@ use serde::Deserialize;
 
 use crate::slots::SlotMap;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
-    #[error("invalid config file {path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("invalid value for `{key}`: {reason}")]
-    Invalid { key: String, reason: String },
-}
+pub use terrace_engine::config::ConfigError;
 
 fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { key: key.into(), reason: reason.into() }
@@ -28,6 +20,18 @@ fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
 pub struct SlotRange {
     pub engine: usize,
     pub range: String,
+}
+
+/// One `[[proxy.tenants]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSettings {
+    pub name: String,
+    pub password: Option<String>,
+    /// A Memcached port of the tenant's own (Memcached has no AUTH in its text protocol).
+    pub memcache_port: Option<u16>,
+    /// Requests per second allowed through this proxy (token bucket).
+    pub max_qps: Option<u64>,
 }
 
 /// Settings as given by one source; `None` means "not given here".
@@ -58,6 +62,7 @@ pub struct ProxySettings {
     pub near_cache_entries: Option<u64>,
     /// Slot ownership; default: slots split evenly over the engines in order.
     pub slots: Option<Vec<SlotRange>>,
+    pub tenants: Option<Vec<TenantSettings>>,
 }
 
 impl ProxySettings {
@@ -76,6 +81,7 @@ impl ProxySettings {
             connect_timeout_ms: self.connect_timeout_ms.or(other.connect_timeout_ms),
             max_inflight: self.max_inflight.or(other.max_inflight),
             slots: self.slots.or(other.slots),
+            tenants: self.tenants.or(other.tenants),
             near_cache_ttl_ms: self.near_cache_ttl_ms.or(other.near_cache_ttl_ms),
             near_cache_entries: self.near_cache_entries.or(other.near_cache_entries),
         }
@@ -103,18 +109,7 @@ impl ProxySettings {
 
     /// Reads the `[proxy]` table of a TOML file.
     pub fn from_file(path: &Path) -> Result<ProxySettings, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        #[derive(Deserialize)]
-        struct File {
-            #[serde(default)]
-            proxy: ProxySettings,
-            #[serde(flatten)]
-            _rest: toml::Table,
-        }
-        let f: File = toml::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: path.display().to_string(), message: e.to_string() })?;
-        Ok(f.proxy)
+        terrace_engine::config::read_table(path, "proxy")
     }
 
     /// Validates and fills defaults.
@@ -170,7 +165,28 @@ impl ProxySettings {
         if !(1024..=1024 * 1024 * 1024).contains(&item_size_max) {
             return Err(invalid("item_size_max", "must be between 1kb and 1gb"));
         }
+        let tenants = self.tenants.unwrap_or_default();
+        for (i, t) in tenants.iter().enumerate() {
+            let valid = !t.name.is_empty()
+                && t.name.len() <= 64
+                && t.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+            if !valid || t.name == crate::tenants::DEFAULT {
+                return Err(invalid("tenants", format!("'{}' is not a tenant name (1-64 letters, digits, '_', '-', '.'; not 'default')", t.name)));
+            }
+            if tenants[..i].iter().any(|o| o.name == t.name) {
+                return Err(invalid("tenants", format!("tenant '{}' is listed twice", t.name)));
+            }
+            if let Some(p) = t.memcache_port {
+                if tenants[..i].iter().any(|o| o.memcache_port == Some(p)) || Some(p) == self.memcache_port {
+                    return Err(invalid("tenants", format!("memcache_port {p} of tenant '{}' is already in use", t.name)));
+                }
+            }
+            if t.max_qps == Some(0) {
+                return Err(invalid("tenants", format!("max_qps of tenant '{}' must be above 0", t.name)));
+            }
+        }
         Ok(ProxyConfig {
+            tenants,
             port: self.port.unwrap_or(6379),
             memcache_port: self.memcache_port.unwrap_or(11211),
             metrics_port: self.metrics_port,
@@ -213,6 +229,7 @@ pub struct ProxyConfig {
     /// Where a reload re-reads the configuration: the file, and the settings (flags,
     /// environment) that win over it.
     pub reload_from: Option<(std::path::PathBuf, ProxySettings)>,
+    pub tenants: Vec<TenantSettings>,
     /// Zero: no near cache.
     pub near_cache_ttl: Duration,
     pub near_cache_entries: u64,
@@ -234,6 +251,19 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `slots`: slot 101 is not assigned to any engine");
+    }
+
+    #[test]
+    fn tenants_are_checked() {
+        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), password: None, memcache_port: port, max_qps: None };
+        let with = |ts: Vec<TenantSettings>| ProxySettings { tenants: Some(ts), ..Default::default() }.resolve();
+        assert!(with(vec![t("shop", Some(11300)), t("blog", None)]).is_ok());
+        let e = with(vec![t("shop", None), t("shop", None)]).unwrap_err().to_string();
+        assert_eq!(e, "invalid value for `tenants`: tenant 'shop' is listed twice");
+        let e = with(vec![t("a", Some(1)), t("b", Some(1))]).unwrap_err().to_string();
+        assert!(e.contains("memcache_port 1 of tenant 'b'"), "{e}");
+        assert!(with(vec![t("default", None)]).is_err());
+        assert!(with(vec![t("bad name", None)]).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod resp;
 pub mod route;
 pub mod server;
 pub mod slots;
+pub mod tenants;
 
 pub use config::{ProxyConfig, ProxySettings};
 pub use server::run;

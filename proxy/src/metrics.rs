@@ -4,7 +4,7 @@
 //! Each reactor thread records into its own `Recorder` (an uncontended lock per request);
 //! readers merge all of them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +36,7 @@ impl Stat {
 /// One thread's measurements.
 #[derive(Default)]
 pub struct Recorder {
-    stats: Mutex<BTreeMap<Key, Stat>>,
+    stats: Mutex<HashMap<Key, Stat, foldhash::fast::RandomState>>,
 }
 
 impl Recorder {

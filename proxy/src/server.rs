@@ -19,11 +19,11 @@ pub enum ProxyError {
     Runtime(std::io::Error),
 }
 
-/// Which front end a connection is for.
-#[derive(Debug, Clone, Copy)]
+/// Which front end a connection is for (a Memcached port belongs to a tenant).
+#[derive(Debug, Clone)]
 enum Protocol {
     Redis,
-    Memcache,
+    Memcache(Arc<str>),
 }
 
 type Handoff = (std::net::TcpStream, u64, Protocol);
@@ -44,6 +44,17 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     let mc_listener = std::net::TcpListener::bind(&mc_addr).map_err(mc_err)?;
     mc_listener.set_nonblocking(true).map_err(mc_err)?;
     let mc_local = mc_listener.local_addr().map_err(mc_err)?;
+    // Tenants' own Memcached ports.
+    let mut tenant_listeners = Vec::new();
+    for t in config.tenants.iter() {
+        if let Some(port) = t.memcache_port {
+            let addr = format!("{}:{port}", config.bind);
+            let err = |source| ProxyError::Bind { addr: addr.clone(), source };
+            let l = std::net::TcpListener::bind(&addr).map_err(err)?;
+            l.set_nonblocking(true).map_err(err)?;
+            tenant_listeners.push((Arc::<str>::from(t.name.as_str()), l));
+        }
+    }
     let metrics_listener = match config.metrics_port {
         Some(port) => {
             let addr = format!("{}:{port}", config.bind);
@@ -110,6 +121,21 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
                 }
             });
         }
+        // Tenant ports accept on their own tasks and pass connections to this loop.
+        let (tenant_tx, mut tenant_rx) = mpsc::unbounded_channel();
+        for (name, l) in tenant_listeners {
+            let l = TcpListener::from_std(l).expect("listener from std");
+            tracing::info!(tenant = %name, addr = ?l.local_addr().ok(), "tenant memcache port");
+            let tx = tenant_tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    let accepted = l.accept().await;
+                    if tx.send((accepted, name.clone())).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
         let mut next = 0usize;
         let mut hand_off = |sh: &Shared, accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, protocol| {
             let Ok((stream, peer)) = accepted else { return };
@@ -125,7 +151,8 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
         loop {
             tokio::select! {
                 r = listener.accept() => hand_off(&sh, r, Protocol::Redis),
-                r = mc_listener.accept() => hand_off(&sh, r, Protocol::Memcache),
+                r = mc_listener.accept() => hand_off(&sh, r, Protocol::Memcache(Arc::from(crate::tenants::DEFAULT))),
+                Some((r, tenant)) = tenant_rx.recv() => hand_off(&sh, r, Protocol::Memcache(tenant)),
                 _ = recv(&mut sighup) => match sh.reload() {
                     Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
                     Err(e) => tracing::error!(error = %e, "SIGHUP: configuration not reloaded"),
@@ -170,7 +197,15 @@ fn reactor(rt: tokio::runtime::Runtime, shared: Arc<Shared>, mut rx: mpsc::Unbou
             let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else { continue };
             match protocol {
                 Protocol::Redis => tokio::task::spawn_local(frontend::redis::serve(reactor.clone(), stream, id)),
-                Protocol::Memcache => tokio::task::spawn_local(frontend::memcache::serve(reactor.clone(), stream, id)),
+                Protocol::Memcache(name) => {
+                    // A tenant removed by a reload since the connection was accepted: refuse it.
+                    let Some(tenant) = reactor.topology().tenant(name.as_bytes()) else {
+                        reactor.shared.clients.lock().remove(&id);
+                        reactor.shared.stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    };
+                    tokio::task::spawn_local(frontend::memcache::serve(reactor.clone(), stream, id, tenant))
+                }
             };
         }
     });

@@ -53,21 +53,10 @@ impl Engine {
     pub fn start_in(data_dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Engine {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
         cmd.args(["engine", "--port", "0", "--data-dir"]).arg(data_dir).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
-        die_with_parent(&mut cmd);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("start terrace engine");
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read ready line");
-        let port = line
-            .trim()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
-        Engine { child, port, data_dir: data_dir.to_path_buf() }
+        Self::spawn(cmd, data_dir)
     }
 
     /// Kills the engine (no shutdown work) and starts a new one on the same data directory.
@@ -234,6 +223,10 @@ impl Engine {
     pub fn start_on(port: u16, data_dir: &std::path::Path) -> Engine {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
         cmd.args(["engine", "--port", &port.to_string(), "--data-dir"]).arg(data_dir).stdout(Stdio::piped()).stderr(Stdio::null());
+        Self::spawn(cmd, data_dir)
+    }
+
+    fn spawn(mut cmd: Command, data_dir: &std::path::Path) -> Engine {
         die_with_parent(&mut cmd);
         let mut child = cmd.spawn().expect("start terrace engine");
         let port = ready_port(&mut child);

@@ -86,7 +86,10 @@ fn memory_stats(ctx: &mut Ctx) {
     let used = crate::alloc::used_memory();
     let totals = ctx.data.ks.totals_with(&mut ctx.data.guards);
     let dbs: Vec<(usize, usize, usize)> =
-        (0..NUM_DBS).filter(|&db| totals.keys[db] > 0).map(|db| (db, totals.keys[db], totals.expires[db])).collect();
+        (0..NUM_DBS)
+            .map(|db| (db, totals.keys.get(ctx.conn.ns_base + db).copied().unwrap_or(0), totals.expires.get(ctx.conn.ns_base + db).copied().unwrap_or(0)))
+            .filter(|d| d.1 > 0)
+            .collect();
     let keys: usize = dbs.iter().map(|d| d.1).sum();
     let table_bytes = totals.table_bytes;
     ctx.out.map_len(10 + dbs.len());

@@ -171,12 +171,13 @@ pub fn renamenx(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     rename_generic(ctx, argv, true)
 }
 
-fn parse_db(arg: &[u8]) -> Result<usize, CmdError> {
+/// A database argument (MOVE, COPY … DB) as the physical database of the caller's namespace.
+fn parse_db(ctx: &Ctx, arg: &[u8]) -> Result<usize, CmdError> {
     let db = int(arg)?;
     if db < 0 || db >= NUM_DBS as i64 {
         return Err(err("ERR DB index is out of range"));
     }
-    Ok(db as usize)
+    Ok(ctx.conn.ns_base + db as usize)
 }
 
 pub fn copy(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -188,7 +189,7 @@ pub fn copy(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         if is(argv[i], "REPLACE") {
             replace = true;
         } else if is(argv[i], "DB") && i + 1 < argv.len() {
-            dst_db = parse_db(argv[i + 1])?;
+            dst_db = parse_db(ctx, argv[i + 1])?;
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -224,7 +225,7 @@ pub fn copy(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 pub fn move_(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let key = argv[1];
-    let db = parse_db(argv[2])?;
+    let db = parse_db(ctx, argv[2])?;
     if db == ctx.data.db {
         return Err(err("ERR source and destination objects are the same"));
     }

@@ -49,7 +49,10 @@ pub type Handler = fn(&mut Ctx, &[&[u8]]) -> CmdResult;
 /// Per-connection state the commands see and change.
 pub struct Conn {
     pub info: Arc<ClientInfo>,
+    /// The physical database: `ns_base` + the SELECTed one.
     pub db: usize,
+    /// First physical database of the connection's namespace (TERRACE.NAMESPACE).
+    pub ns_base: usize,
     pub resp3: bool,
     pub authenticated: bool,
     /// The ACL user, and the ACL generation it was read at.
@@ -89,6 +92,7 @@ impl Conn {
             user: srv.acl.default_user(),
             acl_gen: srv.acl.generation(),
             db: 0,
+            ns_base: 0,
             resp3: false,
             authenticated: !srv.acl.auth_required(),
             multi: None,

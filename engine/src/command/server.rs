@@ -132,9 +132,46 @@ pub fn select(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if db < 0 || db >= NUM_DBS as i64 {
         return Err(err("ERR DB index is out of range"));
     }
-    ctx.conn.db = db as usize;
-    ctx.data.db = db as usize;
+    ctx.conn.db = ctx.conn.ns_base + db as usize;
+    ctx.data.db = ctx.conn.db;
     ctx.conn.info.db.store(db as usize, Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// TERRACE.NAMESPACE name — moves the connection into a tenant's namespace (its own 16
+/// databases), allocating it on first use; the proxy sends it for every tenant connection.
+/// `default` is the namespace plain Redis clients use.
+pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let name = std::str::from_utf8(argv[1])
+        .ok()
+        .filter(|n| !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)))
+        .ok_or_else(|| err("ERR namespace names are 1-64 characters of letters, digits, '_', '-' and '.'"))?;
+    let index = {
+        let mut names = ctx.srv.namespaces.lock();
+        let key = if name == "default" { "" } else { name };
+        match names.iter().position(|n| n == key) {
+            Some(i) => i,
+            None if names.len() * NUM_DBS < ctx.data.ks.dbs() => {
+                names.push(key.to_string());
+                names.len() - 1
+            }
+            None => {
+                return Err(err(format!(
+                    "ERR this engine holds at most {} namespaces (config `namespaces`)",
+                    ctx.data.ks.dbs() / NUM_DBS
+                )))
+            }
+        }
+    };
+    if (index + 1) * NUM_DBS > ctx.data.ks.dbs() {
+        // Named in a snapshot taken with a larger `namespaces` setting.
+        return Err(err(format!("ERR namespace '{name}' is beyond this engine's `namespaces` setting")));
+    }
+    let logical = ctx.conn.db - ctx.conn.ns_base;
+    ctx.conn.ns_base = index * NUM_DBS;
+    ctx.conn.db = ctx.conn.ns_base + logical;
+    ctx.data.db = ctx.conn.db;
     ctx.out.ok();
     Ok(())
 }
@@ -145,6 +182,7 @@ pub fn swapdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if a < 0 || b < 0 || a >= NUM_DBS as i64 || b >= NUM_DBS as i64 {
         return Err(err("ERR DB index is out of range"));
     }
+    let (a, b) = (a + ctx.conn.ns_base as i64, b + ctx.conn.ns_base as i64);
     if a != b {
         let ks = ctx.data.ks;
         let ids_a: Vec<u32> = ks.db_shard_ids(a as usize).collect();
@@ -196,7 +234,8 @@ pub fn flushdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 pub fn flushall(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     flush_mode(argv)?;
-    for db in 0..NUM_DBS {
+    // Every database of the connection's namespace; other tenants' stay.
+    for db in ctx.conn.ns_base..ctx.conn.ns_base + NUM_DBS {
         flush_db(ctx, db);
     }
     if crate::tracking::any() {
@@ -974,7 +1013,8 @@ fn human(n: u64) -> String {
 }
 
 /// Builds the INFO text for the requested sections.
-pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[String]) -> String {
+/// INFO's text; `ns_base` picks the namespace whose databases the keyspace section lists.
+pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[String], ns_base: usize) -> String {
     let all = sections.iter().any(|s| s == "all" || s == "everything");
     let default = sections.is_empty() || sections.iter().any(|s| s == "default");
     let want = |name: &str| all || sections.iter().any(|s| s == name) || (default && name != "commandstats");
@@ -1090,8 +1130,10 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
     }
     if want("keyspace") {
         s.push_str("# Keyspace\r\n");
+        let base = ns_base;
         for db in 0..NUM_DBS {
-            let (keys, expires) = (totals.keys[db], totals.expires[db]);
+            let keys = totals.keys.get(base + db).copied().unwrap_or(0);
+            let expires = totals.expires.get(base + db).copied().unwrap_or(0);
             if keys > 0 {
                 let _ = write!(s, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
             }
@@ -1107,7 +1149,7 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
 pub fn info(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sections: Vec<String> = argv[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
     let totals = ctx.data.ks.totals_with(&mut ctx.data.guards);
-    let text = info_text(ctx.srv, &totals, &sections);
+    let text = info_text(ctx.srv, &totals, &sections, ctx.conn.ns_base);
     ctx.out.verbatim(&text);
     Ok(())
 }

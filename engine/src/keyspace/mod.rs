@@ -25,6 +25,8 @@ pub use entry::{Entry, Kind, Meta, ValueRef};
 pub use shard::{is_expired, Shard};
 pub use value::{hash_bytes, Collection};
 
+/// Databases per namespace (SELECT 0-15). Namespace n owns physical databases
+/// n*NUM_DBS .. (n+1)*NUM_DBS; namespace 0 is the default one.
 pub const NUM_DBS: usize = 16;
 
 thread_local! {
@@ -44,6 +46,8 @@ fn assert_not_holding_guards() {
 pub struct Keyspace {
     shards: Box<[Mutex<Shard>]>,
     shard_bits: u32,
+    /// Physical databases: NUM_DBS per namespace.
+    dbs: usize,
     version: AtomicU64,
     /// Access stamps hold LFU counters (true) or LRU clocks (false).
     pub lfu: AtomicBool,
@@ -55,14 +59,21 @@ pub struct Guards<'a> {
 }
 
 impl Keyspace {
-    pub fn new(shard_bits: u32) -> Keyspace {
-        let n = NUM_DBS << shard_bits;
+    pub fn new(shard_bits: u32, namespaces: usize) -> Keyspace {
+        let dbs = NUM_DBS * namespaces.max(1);
+        let n = dbs << shard_bits;
         Keyspace {
             shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
             shard_bits,
+            dbs,
             version: AtomicU64::new(1),
             lfu: AtomicBool::new(false),
         }
+    }
+
+    /// Physical databases (every namespace's).
+    pub fn dbs(&self) -> usize {
+        self.dbs
     }
 
     pub fn shards_per_db(&self) -> usize {
@@ -158,8 +169,9 @@ impl Drop for Guards<'_> {
 /// Totals over every shard, for INFO and MEMORY STATS.
 #[derive(Default)]
 pub struct Totals {
-    pub keys: [usize; NUM_DBS],
-    pub expires: [usize; NUM_DBS],
+    /// Per physical database.
+    pub keys: Vec<usize>,
+    pub expires: Vec<usize>,
     pub expired: u64,
     pub evicted: u64,
     pub table_bytes: u64,
@@ -167,6 +179,10 @@ pub struct Totals {
 
 impl Totals {
     fn add(&mut self, db: usize, s: &Shard) {
+        if self.keys.len() <= db {
+            self.keys.resize(db + 1, 0);
+            self.expires.resize(db + 1, 0);
+        }
         self.keys[db] += s.len();
         self.expires[db] += s.volatile;
         self.expired += s.expired_keys;

@@ -265,6 +265,8 @@ pub struct Server {
     /// Lua script bodies (EVALSHA) and the running script's state (SCRIPT KILL).
     pub scripts: Arc<crate::scripting::ScriptCache>,
     pub keyspace: Keyspace,
+    /// Tenant namespaces by index ("" is the default one, index 0).
+    pub namespaces: Mutex<Vec<String>>,
     pub runtime: Runtime,
     pub stats: Stats,
     pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
@@ -288,7 +290,7 @@ pub struct Server {
 impl Server {
     pub fn new(config: EngineConfig) -> Arc<Server> {
         let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
-        let keyspace = Keyspace::new(config.shard_bits);
+        let keyspace = Keyspace::new(config.shard_bits, config.namespaces);
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
         Arc::new_cyclic(|me| Server {
@@ -300,6 +302,7 @@ impl Server {
                 params: Mutex::new(crate::command::config::default_params()),
             },
             keyspace,
+            namespaces: Mutex::new(vec![String::new()]),
             config,
             acl: crate::acl::Acl::default(),
             pubsub: crate::pubsub::PubSub::default(),

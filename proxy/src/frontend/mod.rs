@@ -13,7 +13,41 @@ use std::sync::Arc;
 
 use crate::backend::{Backend, BackendLimits, BackendSpec};
 use crate::config::ProxyConfig;
+use crate::tenants::Tenant;
 use crate::slots::SlotMap;
+
+/// Redis's client-query-buffer-limit, for both front ends.
+const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+
+/// Writes the replies in `out`; false if the client is gone.
+pub async fn flush(stream: &mut tokio::net::TcpStream, out: &mut bytes::BytesMut) -> bool {
+    use tokio::io::AsyncWriteExt;
+    if out.is_empty() {
+        return true;
+    }
+    let ok = stream.write_all(out).await.is_ok();
+    out.clear();
+    ok
+}
+
+/// Waits for request bytes (when `reading`) or for a reply to be ready (`notify`); false when
+/// the client is gone or its unparsed input passed the query buffer limit.
+pub async fn wait(stream: &mut tokio::net::TcpStream, inbuf: &mut bytes::BytesMut, notify: &tokio::sync::Notify, reading: bool) -> bool {
+    use tokio::io::AsyncReadExt;
+    tokio::select! {
+        r = stream.read_buf(inbuf), if reading => {
+            if matches!(r, Ok(0) | Err(_)) {
+                return false;
+            }
+            if inbuf.len() > QUERY_BUFFER_LIMIT {
+                tracing::warn!("closing a client that exceeded the query buffer limit");
+                return false;
+            }
+            true
+        }
+        _ = notify.notified() => true,
+    }
+}
 
 /// Counters of the whole proxy (every thread).
 #[derive(Debug, Default)]
@@ -34,12 +68,26 @@ pub struct Topology {
     pub slot_map: SlotMap,
     /// Per engine: is a database-0 connection up (for /metrics and INFO).
     pub engine_up: Vec<Arc<AtomicBool>>,
+    /// The default tenant first, then the configured ones.
+    pub tenants: Vec<Arc<Tenant>>,
 }
 
 impl Topology {
-    pub fn new(engines: Vec<String>, slot_map: SlotMap) -> Arc<Topology> {
-        let engine_up = engines.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
-        Arc::new(Topology { engines, slot_map, engine_up })
+    pub fn new(config: &ProxyConfig) -> Arc<Topology> {
+        let engine_up = config.engines.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
+        let mut tenants = vec![Tenant::new(crate::tenants::DEFAULT, config.password.clone(), None, None, 0)];
+        for (i, t) in config.tenants.iter().enumerate() {
+            tenants.push(Tenant::new(&t.name, t.password.clone(), t.memcache_port, t.max_qps, i as u32 + 1));
+        }
+        Arc::new(Topology { engines: config.engines.clone(), slot_map: config.slot_map.clone(), engine_up, tenants })
+    }
+
+    pub fn default_tenant(&self) -> Arc<Tenant> {
+        self.tenants[0].clone()
+    }
+
+    pub fn tenant(&self, name: &[u8]) -> Option<Arc<Tenant>> {
+        self.tenants.iter().find(|t| t.name.as_bytes() == name).cloned()
     }
 }
 
@@ -68,7 +116,7 @@ impl Shared {
             port: AtomicU64::new(0),
             clients: parking_lot::Mutex::new(HashMap::new()),
             metrics: Default::default(),
-            topology: parking_lot::RwLock::new(Topology::new(config.engines.clone(), config.slot_map.clone())),
+            topology: parking_lot::RwLock::new(Topology::new(&config)),
             generation: AtomicU64::new(0),
             near_cache: (!config.near_cache_ttl.is_zero())
                 .then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
@@ -80,42 +128,43 @@ impl Shared {
         self.topology.read().clone()
     }
 
-    /// Re-reads the configuration file and applies its engines and slot map (other settings
-    /// need a restart). Clients stay connected; an invalid file changes nothing.
+    /// Re-reads the configuration file and applies its engines, slot map and tenants (other
+    /// settings, and new tenants' Memcached ports, need a restart). Clients stay connected and
+    /// keep the tenant they authenticated as; an invalid file changes nothing.
     pub fn reload(&self) -> Result<(), String> {
         let Some((path, overrides)) = &self.config.reload_from else {
             return Ok(());
         };
         let file = crate::config::ProxySettings::from_file(path).map_err(|e| e.to_string())?;
         let fresh = overrides.clone().or(file).resolve().map_err(|e| e.to_string())?;
-        let current = self.topology();
-        if current.engines == fresh.engines && current.slot_map == fresh.slot_map {
-            return Ok(());
-        }
-        *self.topology.write() = Topology::new(fresh.engines.clone(), fresh.slot_map);
+        *self.topology.write() = Topology::new(&fresh);
         self.generation.fetch_add(1, Ordering::Release);
-        tracing::info!(engines = ?fresh.engines, "reloaded the slot map");
+        if let Some(c) = &self.near_cache {
+            c.clear();
+        }
+        tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), "reloaded engines, slots and tenants");
         Ok(())
     }
 }
 
 /// When a request arrived, and what it was (for the metrics).
 pub struct Timing {
+    pub tenant: Arc<str>,
     pub command: &'static str,
     pub started: tokio::time::Instant,
 }
+
+type PoolKey = (String, Option<Arc<str>>, u32, bool);
 
 /// One reactor thread's context: its pooled backend connections and metrics recorder.
 pub struct Reactor {
     pub shared: Arc<Shared>,
     pub limits: Rc<BackendLimits>,
-    /// Shared connections per (engine address, database, RESP3).
-    pools: RefCell<HashMap<(String, u32, bool), Rc<Backend>>>,
+    /// Shared connections per (engine address, tenant namespace, database, RESP3).
+    pools: RefCell<HashMap<PoolKey, Rc<Backend>>>,
     /// The topology this thread routes with, and its generation.
     topo: RefCell<(u64, Arc<Topology>)>,
     recorder: Arc<crate::metrics::Recorder>,
-    /// The tenant label of every request (one tenant until tenants land).
-    tenant: Arc<str>,
 }
 
 impl Reactor {
@@ -128,9 +177,9 @@ impl Reactor {
         });
         let recorder = shared.metrics.recorder();
         let topo = RefCell::new((shared.generation.load(Ordering::Acquire), shared.topology()));
-        let r = Rc::new(Reactor { shared, limits, pools: RefCell::new(HashMap::new()), topo, recorder, tenant: Arc::from("default") });
+        let r = Rc::new(Reactor { shared, limits, pools: RefCell::new(HashMap::new()), topo, recorder });
         for e in 0..r.engines() {
-            r.backend(e, 0, false);
+            r.backend(e, &None, 0, false);
         }
         r
     }
@@ -143,7 +192,7 @@ impl Reactor {
         if t.0 != g {
             *t = (g, self.shared.topology());
             let engines = &t.1.engines;
-            self.pools.borrow_mut().retain(|(addr, _, _), b| {
+            self.pools.borrow_mut().retain(|(addr, _, _, _), b| {
                 let keep = engines.iter().position(|e| e == addr) == Some(b.spec.engine);
                 if !keep {
                     b.shutdown();
@@ -158,36 +207,37 @@ impl Reactor {
         self.topology().engines.len()
     }
 
-    fn spec(&self, engine: usize, db: u32, resp3: bool, dedicated: bool) -> BackendSpec {
+    fn spec(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool, dedicated: bool) -> BackendSpec {
         let topo = self.topology();
-        let up_flag = (!dedicated && db == 0 && !resp3).then(|| topo.engine_up[engine].clone());
-        BackendSpec { engine, addr: topo.engines[engine].clone(), db, resp3, dedicated, up_flag }
+        let up_flag = (!dedicated && namespace.is_none() && db == 0 && !resp3).then(|| topo.engine_up[engine].clone());
+        BackendSpec { engine, addr: topo.engines[engine].clone(), namespace: namespace.clone(), db, resp3, dedicated, up_flag }
     }
 
-    /// The shared, pipelined connection to `engine` for clients on `db` speaking RESP2/3.
-    pub fn backend(&self, engine: usize, db: u32, resp3: bool) -> Rc<Backend> {
-        let addr = self.topology().engines[engine].clone();
-        if let Some(b) = self.pools.borrow().get(&(addr.clone(), db, resp3)) {
+    /// The shared, pipelined connection to `engine` for clients of a tenant's namespace on
+    /// `db` speaking RESP2/3.
+    pub fn backend(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool) -> Rc<Backend> {
+        let key = (self.topology().engines[engine].clone(), namespace.clone(), db, resp3);
+        if let Some(b) = self.pools.borrow().get(&key) {
             return b.clone();
         }
-        let b = Backend::start(self.spec(engine, db, resp3, false), self.limits.clone());
-        self.pools.borrow_mut().insert((addr, db, resp3), b.clone());
+        let b = Backend::start(self.spec(engine, namespace, db, resp3, false), self.limits.clone());
+        self.pools.borrow_mut().insert(key, b.clone());
         b
     }
 
     /// A new connection for one client alone.
-    pub fn dedicated(&self, engine: usize, db: u32, resp3: bool) -> Rc<Backend> {
-        Backend::start(self.spec(engine, db, resp3, true), self.limits.clone())
+    pub fn dedicated(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool) -> Rc<Backend> {
+        Backend::start(self.spec(engine, namespace, db, resp3, true), self.limits.clone())
     }
 
     /// Records one answered request.
     pub fn record(&self, protocol: &'static str, t: Timing, error: bool) {
-        let key = crate::metrics::Key { tenant: self.tenant.clone(), protocol, command: t.command };
+        let key = crate::metrics::Key { tenant: t.tenant, protocol, command: t.command };
         self.recorder.record(&key, t.started.elapsed(), error);
     }
 
     /// Whether this thread's connection to `engine` is up.
     pub fn engine_up(&self, engine: usize) -> bool {
-        self.backend(engine, 0, false).is_up()
+        self.backend(engine, &None, 0, false).is_up()
     }
 }

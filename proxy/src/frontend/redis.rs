@@ -12,7 +12,6 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Buf, Bytes, BytesMut};
 use smallvec::SmallVec;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -23,12 +22,12 @@ use terrace_engine::protocol::{Limits, ReplyWriter, RequestParser};
 use super::{info, Reactor, Timing};
 use tokio::time::Instant;
 use crate::backend::{send, Backend, Slot};
+use crate::tenants::Tenant;
+use std::sync::Arc;
 use crate::merge::{self, Merge};
 use crate::resp;
 use crate::route::{self, Kind, Local, Split, Target, Txn};
 
-/// Redis's client-query-buffer-limit.
-const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
 const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 const NUM_DBS: i64 = 16;
 
@@ -59,6 +58,8 @@ struct TxnState {
 
 struct Client {
     rx: Rc<Reactor>,
+    /// Whose keyspace the client works in (the default tenant until AUTH says otherwise).
+    tenant: Arc<Tenant>,
     id: u64,
     name: Option<Vec<u8>>,
     db: u32,
@@ -81,9 +82,11 @@ struct Client {
 
 pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
     let _ = stream.set_nodelay(true);
-    let authed = rx.shared.config.password.is_none();
+    let tenant = rx.topology().default_tenant();
+    let authed = tenant.password.is_none();
     let mut c = Client {
         rx,
+        tenant,
         id,
         name: None,
         db: 0,
@@ -130,7 +133,7 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
                 c.handle(&argv, raw).await;
                 if c.pending.len() > before {
                     let command = c.current;
-                    c.pending.back_mut().expect("pushed").1 = Some(Timing { command, started });
+                    c.pending.back_mut().expect("pushed").1 = Some(Timing { tenant: c.tenant.name.clone(), command, started });
                 }
             }
             inbuf.advance(req.consumed);
@@ -138,32 +141,15 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
         }
         let was_blocked = c.blocked;
         c.drain(&mut out);
-        if !out.is_empty() {
-            if stream.write_all(&out).await.is_err() {
-                break;
-            }
-            out.clear();
-        }
-        if c.closing && c.pending.is_empty() {
-            break;
-        }
-        if c.relay.as_ref().is_some_and(|r| r.is_dead()) {
+        let finished = (c.closing && c.pending.is_empty()) || c.relay.as_ref().is_some_and(|r| r.is_dead());
+        if !super::flush(&mut stream, &mut out).await || finished {
             break;
         }
         if was_blocked && !c.blocked && !inbuf.is_empty() {
             continue;
         }
-        tokio::select! {
-            r = stream.read_buf(&mut inbuf), if !c.closing => {
-                if matches!(r, Ok(0) | Err(_)) {
-                    break;
-                }
-                if inbuf.len() > QUERY_BUFFER_LIMIT {
-                    tracing::warn!(client = c.id, "closing client that exceeded the query buffer limit");
-                    break;
-                }
-            }
-            _ = c.notify.notified() => {}
+        if !super::wait(&mut stream, &mut inbuf, &c.notify, !c.closing).await {
+            break;
         }
     }
     c.close();
@@ -230,7 +216,7 @@ impl Client {
                 return b.clone();
             }
         }
-        let b = self.rx.dedicated(engine, self.db, self.resp3);
+        let b = self.rx.dedicated(engine, &self.tenant.namespace, self.db, self.resp3);
         if let Some(old) = self.dedicated.insert(key, b.clone()) {
             old.shutdown();
         }
@@ -249,7 +235,7 @@ impl Client {
     async fn send_to(&mut self, engine: usize, raw: &[u8]) {
         let b = match &self.pin {
             Some((p, _)) if p.spec.engine == engine => p.clone(),
-            _ => self.rx.backend(engine, self.db, self.resp3),
+            _ => self.rx.backend(engine, &self.tenant.namespace, self.db, self.resp3),
         };
         let slot = send(&b, raw, &self.notify, false).await;
         self.push(Pending::Reply(slot));
@@ -274,7 +260,7 @@ impl Client {
                 _ => self.error("ERR wrong number of arguments for 'terrace.reload' command"),
             };
         }
-        let Some((_, spec)) = lookup(argv[0]) else {
+        let Some((index, spec)) = lookup(argv[0]) else {
             self.refuse_in_txn();
             return self.error(&unknown_command_error(argv));
         };
@@ -286,18 +272,23 @@ impl Client {
         if !self.authed && !matches!(spec.name, "auth" | "hello" | "quit" | "reset") {
             return self.error("NOAUTH Authentication required.");
         }
-        let kind = route::classify(spec, argv);
+        if !self.tenant.admit() {
+            let msg = format!("ERR {}", self.tenant.over_limit_message());
+            return self.error(&msg);
+        }
+        let kind = route::classify_indexed(index, spec, argv);
         if let Some(cache) = &self.rx.shared.near_cache {
             if spec.write {
-                invalidate(cache, spec, argv, self.db);
+                invalidate(cache, spec, argv, self.tenant.cache_id * 16 + self.db);
             } else if spec.name == "get" && self.txn.is_none() && self.pin.is_none() {
-                match cache.get(self.db, argv[1]) {
+                let part = self.tenant.cache_id * 16 + self.db;
+                match cache.get(part, argv[1]) {
                     Ok(reply) => return self.ready(reply),
                     Err(generation) => {
                         let e = self.rx.topology().slot_map.engine_of_key(argv[1]);
-                        let b = self.rx.backend(e, self.db, self.resp3);
+                        let b = self.rx.backend(e, &self.tenant.namespace, self.db, self.resp3);
                         let slot = send(&b, raw, &self.notify, false).await;
-                        return self.push(Pending::Fill(slot, self.db, Bytes::copy_from_slice(argv[1]), generation));
+                        return self.push(Pending::Fill(slot, part, Bytes::copy_from_slice(argv[1]), generation));
                     }
                 }
             }
@@ -349,7 +340,7 @@ impl Client {
                 } else {
                     0
                 };
-                let b = self.rx.dedicated(e, self.db, self.resp3);
+                let b = self.rx.dedicated(e, &self.tenant.namespace, self.db, self.resp3);
                 b.relay_to(&self.notify);
                 let _ = b.send_relayed(raw);
                 self.relay = Some(b);
@@ -367,7 +358,7 @@ impl Client {
     async fn to_all(&mut self, req: &[u8]) -> Vec<Rc<Slot>> {
         let mut parts = Vec::with_capacity(self.engines());
         for e in 0..self.engines() {
-            let b = self.rx.backend(e, self.db, self.resp3);
+            let b = self.rx.backend(e, &self.tenant.namespace, self.db, self.resp3);
             parts.push(send(&b, req, &self.notify, false).await);
         }
         parts
@@ -391,7 +382,7 @@ impl Client {
         for (e, args) in &plan.parts {
             let mut req = BytesMut::new();
             resp::encode_request(&mut req, args);
-            let b = self.rx.backend(*e, self.db, self.resp3);
+            let b = self.rx.backend(*e, &self.tenant.namespace, self.db, self.resp3);
             parts.push(send(&b, &req, &self.notify, false).await);
         }
         let m = match s {
@@ -418,7 +409,7 @@ impl Client {
             args[1] = if e == engine { own.as_bytes() } else { b"0" };
             let mut req = BytesMut::new();
             resp::encode_request(&mut req, &args);
-            let b = self.rx.backend(e, self.db, self.resp3);
+            let b = self.rx.backend(e, &self.tenant.namespace, self.db, self.resp3);
             parts.push(send(&b, &req, &self.notify, false).await);
         }
         self.push(Pending::Merged(parts, Merge::Scan { engine, engines: n }));
@@ -621,28 +612,43 @@ impl Client {
                 self.db = 0;
                 self.resp3 = false;
                 self.name = None;
-                self.authed = self.rx.shared.config.password.is_none();
+                self.tenant = self.rx.topology().default_tenant();
+                self.authed = self.tenant.password.is_none();
                 self.rx.shared.clients.lock().entry(self.id).and_modify(|c| c.1 = None);
                 self.ready(&b"+RESET\r\n"[..]);
             }
         }
     }
 
+    /// AUTH: `password` for the default tenant, `tenant password` for another (the
+    /// connection moves into that tenant's keyspace).
     fn authenticate(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), &'static str> {
         const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
-        let user_ok = user.is_none_or(|u| u == b"default");
-        match &self.rx.shared.config.password {
-            None if user.is_none() => Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
-            None if user_ok => {
-                self.authed = true;
-                Ok(())
+        let topo = self.rx.topology();
+        let tenant = match user {
+            None => {
+                let default = topo.default_tenant();
+                if default.password.is_none() {
+                    return Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+                }
+                default
             }
-            Some(p) if user_ok && p.as_bytes() == pass => {
-                self.authed = true;
-                Ok(())
-            }
-            _ => Err(WRONGPASS),
+            Some(name) => topo.tenant(name).ok_or(WRONGPASS)?,
+        };
+        if !tenant.accepts(pass) {
+            return Err(WRONGPASS);
         }
+        if !Arc::ptr_eq(&tenant, &self.tenant) {
+            // Another keyspace: connections of the old tenant's namespace are no use now.
+            self.txn = None;
+            self.pin = None;
+            for (_, b) in self.dedicated.drain() {
+                b.shutdown();
+            }
+            self.tenant = tenant;
+        }
+        self.authed = true;
+        Ok(())
     }
 
     fn hello(&mut self, argv: &[&[u8]]) {

@@ -13,11 +13,12 @@ use std::sync::atomic::Ordering;
 
 use base64::Engine as _;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::{Reactor, Timing};
+use crate::tenants::Tenant;
+use std::sync::Arc;
 use tokio::time::Instant;
 use crate::backend::{send, Slot};
 use crate::resp;
@@ -62,16 +63,18 @@ enum Pending {
 
 struct Client {
     rx: Rc<Reactor>,
+    /// The tenant whose Memcached port the client connected to.
+    tenant: Arc<Tenant>,
     notify: Rc<Notify>,
     /// Replies to come, in request order; a request's last entry carries its timing.
     pending: VecDeque<(Pending, Option<Timing>)>,
     closing: bool,
 }
 
-pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
+pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64, tenant: Arc<Tenant>) {
     let _ = stream.set_nodelay(true);
     let item_max = rx.shared.config.item_size_max;
-    let mut c = Client { rx, notify: Rc::new(Notify::new()), pending: VecDeque::new(), closing: false };
+    let mut c = Client { rx, tenant, notify: Rc::new(Notify::new()), pending: VecDeque::new(), closing: false };
     let mut inbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut swallow = 0usize;
@@ -98,7 +101,7 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
                             let (before, started, command) = (c.pending.len(), Instant::now(), cmd.name());
                             c.handle(cmd).await;
                             if c.pending.len() > before {
-                                c.pending.back_mut().expect("pushed").1 = Some(Timing { command, started });
+                                c.pending.back_mut().expect("pushed").1 = Some(Timing { tenant: c.tenant.name.clone(), command, started });
                             }
                         }
                         Err(line) => c.ready(format!("{line}\r\n")),
@@ -110,22 +113,11 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
             swallow = skip;
         }
         c.drain(&mut out);
-        if !out.is_empty() {
-            if stream.write_all(&out).await.is_err() {
-                break;
-            }
-            out.clear();
-        }
-        if c.closing && c.pending.is_empty() {
+        if !super::flush(&mut stream, &mut out).await || (c.closing && c.pending.is_empty()) {
             break;
         }
-        tokio::select! {
-            r = stream.read_buf(&mut inbuf), if !c.closing => {
-                if matches!(r, Ok(0) | Err(_)) {
-                    break;
-                }
-            }
-            _ = c.notify.notified() => {}
+        if !super::wait(&mut stream, &mut inbuf, &c.notify, !c.closing).await {
+            break;
         }
     }
     c.rx.shared.clients.lock().remove(&id);
@@ -178,15 +170,19 @@ impl Client {
 
     async fn to_engine(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
         let e = self.rx.topology().slot_map.engine_of_key(key);
-        let b = self.rx.backend(e, 0, false);
+        let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
         send(&b, &bulk_args(args), &self.notify, false).await
     }
 
     async fn handle(&mut self, cmd: Command<'_>) {
+        if !self.tenant.admit() {
+            let msg = format!("SERVER_ERROR {}\r\n", self.tenant.over_limit_message());
+            return self.ready(msg);
+        }
         if let Some(cache) = &self.rx.shared.near_cache {
             match &cmd {
                 Command::Store { key, .. } | Command::Arith { key, .. } | Command::Delete { key, .. } | Command::Touch { key, .. } => {
-                    cache.invalidate(0, key)
+                    cache.invalidate(self.tenant.cache_id * 16, key)
                 }
                 Command::MetaSet { .. } | Command::MetaDelete { .. } | Command::MetaArith { .. } | Command::FlushAll { .. } => cache.clear(),
                 Command::Get { touch: Some(_), .. } => cache.clear(),
@@ -218,7 +214,7 @@ impl Client {
                 }
                 let mut parts = Vec::with_capacity(engines.len());
                 for (e, args) in engines.iter().zip(&subs) {
-                    let b = self.rx.backend(*e, 0, false);
+                    let b = self.rx.backend(*e, &self.tenant.namespace, 0, false);
                     parts.push(send(&b, &bulk_args(args), &self.notify, false).await);
                 }
                 let keys = keys.iter().map(|k| k.to_vec()).collect();
@@ -250,12 +246,12 @@ impl Client {
             Command::FlushAll { delay, noreply } => {
                 if delay > 0 {
                     // Memcached invalidates at that time; the flush is sent then.
-                    let rx = self.rx.clone();
+                    let (rx, ns) = (self.rx.clone(), self.tenant.namespace.clone());
                     tokio::task::spawn_local(async move {
                         tokio::time::sleep(std::time::Duration::from_secs(delay as u64)).await;
                         let owner = Rc::new(Notify::new());
                         for e in 0..rx.engines() {
-                            let _ = send(&rx.backend(e, 0, false), &bulk_args(&[b"FLUSHDB"]), &owner, false).await;
+                            let _ = send(&rx.backend(e, &ns, 0, false), &bulk_args(&[b"FLUSHDB"]), &owner, false).await;
                         }
                     });
                     if !noreply {
@@ -264,7 +260,7 @@ impl Client {
                 } else {
                     let mut parts = Vec::new();
                     for e in 0..self.rx.engines() {
-                        let b = self.rx.backend(e, 0, false);
+                        let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
                         parts.push(send(&b, &bulk_args(&[b"FLUSHDB"]), &self.notify, false).await);
                     }
                     self.reply(parts, Fmt::Ok, noreply);
@@ -291,7 +287,7 @@ impl Client {
                 let per_engine = (megabytes * 1024 * 1024 / self.rx.engines() as u64).to_string();
                 let mut parts = Vec::new();
                 for e in 0..self.rx.engines() {
-                    let b = self.rx.backend(e, 0, false);
+                    let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
                     let req = bulk_args(&[b"CONFIG", b"SET", b"maxmemory", per_engine.as_bytes()]);
                     parts.push(send(&b, &req, &self.notify, false).await);
                 }

@@ -119,6 +119,30 @@ fn num<T: std::str::FromStr>(t: &[u8]) -> Option<T> {
     std::str::from_utf8(t).ok()?.parse().ok()
 }
 
+/// A storage command's data block.
+enum Block<'a> {
+    /// The data, and where the request ends.
+    Ready { data: &'a [u8], end: usize },
+    Incomplete,
+    /// Answered without the data: too large (swallowed as it arrives) or not ending in CRLF.
+    Refused(Parsed<'a>),
+}
+
+fn data_block(buf: &[u8], after_line: usize, len: usize, key_len: usize, item_max: usize) -> Block<'_> {
+    // Memcached counts the item's header (~48 bytes) and key against the limit.
+    if len.saturating_add(key_len + 48) > item_max {
+        return Block::Refused(Parsed { consumed: after_line, command: Err(TOO_LARGE), swallow: len.saturating_add(2) });
+    }
+    let end = after_line + len + 2;
+    if buf.len() < end {
+        return Block::Incomplete;
+    }
+    if &buf[end - 2..end] != b"\r\n" {
+        return Block::Refused(Parsed { consumed: end, command: Err(BAD_CHUNK), swallow: 0 });
+    }
+    Block::Ready { data: &buf[after_line..end - 2], end }
+}
+
 /// Parses one request at the start of `buf`; `None` when more bytes are needed.
 /// `item_max` is the largest data block accepted.
 pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooLong> {
@@ -133,7 +157,6 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
     let after_line = nl + 1;
     let tokens: Vec<&[u8]> = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).collect();
     let done = |command| Ok(Some(Parsed { consumed: after_line, command, swallow: 0 }));
-    let too_large = |len: usize| Ok(Some(Parsed { consumed: after_line, command: Err(TOO_LARGE), swallow: len + 2 }));
     let Some((&name, args)) = tokens.split_first() else { return done(Err("ERROR")) };
     let noreply = args.last() == Some(&&b"noreply"[..]);
     match name {
@@ -170,17 +193,11 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             if !key_ok(key) || len < 0 || (args.len() == want + 1 && !noreply) {
                 return done(Err(BAD_FORMAT));
             }
-            let len = len as usize;
-            let total = after_line + len + 2;
-            if len + key.len() + 48 > item_max {
-                return too_large(len);
-            }
-            if buf.len() < total {
-                return Ok(None);
-            }
-            if &buf[total - 2..total] != b"\r\n" {
-                return Ok(Some(Parsed { consumed: total, command: Err(BAD_CHUNK), swallow: 0 }));
-            }
+            let (data, total) = match data_block(buf, after_line, len as usize, key.len(), item_max) {
+                Block::Ready { data, end } => (data, end),
+                Block::Incomplete => return Ok(None),
+                Block::Refused(p) => return Ok(Some(p)),
+            };
             let mode = match name {
                 b"add" => StoreMode::Add,
                 b"replace" => StoreMode::Replace,
@@ -190,7 +207,7 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             };
             Ok(Some(Parsed {
                 consumed: total,
-                command: Ok(Command::Store { mode, key, flags, exptime, data: &buf[after_line..total - 2], cas, noreply }),
+                command: Ok(Command::Store { mode, key, flags, exptime, data, cas, noreply }),
                 swallow: 0,
             }))
         }
@@ -269,18 +286,13 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             if key.len() > MAX_KEY * 2 || key.is_empty() {
                 return done(Err(BAD_FORMAT));
             }
-            let total = after_line + len + 2;
-            if len + key.len() + 48 > item_max {
-                return too_large(len);
-            }
-            if buf.len() < total {
-                return Ok(None);
-            }
-            if &buf[total - 2..total] != b"\r\n" {
-                return Ok(Some(Parsed { consumed: total, command: Err(BAD_CHUNK), swallow: 0 }));
-            }
+            let (data, total) = match data_block(buf, after_line, len, key.len(), item_max) {
+                Block::Ready { data, end } => (data, end),
+                Block::Incomplete => return Ok(None),
+                Block::Refused(p) => return Ok(Some(p)),
+            };
             let flags = args[2..].iter().map(|t| MetaFlag { flag: t[0], token: &t[1..] }).collect();
-            Ok(Some(Parsed { consumed: total, command: Ok(Command::MetaSet { key, data: &buf[after_line..total - 2], flags }), swallow: 0 }))
+            Ok(Some(Parsed { consumed: total, command: Ok(Command::MetaSet { key, data, flags }), swallow: 0 }))
         }
         _ => done(Err("ERROR")),
     }
@@ -338,6 +350,14 @@ mod tests {
         let p = parse(b"set k 0 0 2000\r\nxx", 1000).unwrap().unwrap();
         assert_eq!(p.command, Err(TOO_LARGE));
         assert_eq!((p.consumed, p.swallow), (16, 2002));
+    }
+
+    #[test]
+    fn absurd_lengths_are_refused_not_overflowed() {
+        let p = one(b"ms k 18446744073709551615\r\n");
+        assert_eq!((p.command, p.swallow), (Err(TOO_LARGE), usize::MAX));
+        let p = one(b"set k 0 0 9223372036854775807\r\n");
+        assert_eq!(p.command, Err(TOO_LARGE));
     }
 
     #[test]
