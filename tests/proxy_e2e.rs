@@ -679,3 +679,40 @@ fn tenants_are_isolated_and_limited() {
     let info: String = q(&mut shop, &["INFO", "keyspace"]);
     assert!(info.contains("db2:keys=1,"), "{info}");
 }
+
+#[test]
+fn a_tenant_over_its_memory_limit_gets_oom_alone() {
+    let engines = [Engine::start(&[]), Engine::start(&[])];
+    let cfg = temp_dir("tenant-mem").join("terrace.toml");
+    std::fs::write(
+        &cfg,
+        "[[proxy.tenants]]\nname = \"small\"\npassword = \"pw\"\nmax_memory = \"64kb\"\n\
+         [[proxy.tenants]]\nname = \"big\"\npassword = \"pw\"\n",
+    )
+    .unwrap();
+    let proxy = Proxy::start(&[&engines[0], &engines[1]], &["--config", cfg.to_str().unwrap()], &[]);
+    let connect = |user: &str| redis::Client::open(format!("redis://{user}:pw@127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    let (mut small, mut big) = (connect("small"), connect("big"));
+    let value = "x".repeat(1000);
+    let mut stored = 0;
+    let oom = loop {
+        match redis::cmd("SET").arg(format!("k{stored}")).arg(&value).query::<()>(&mut small) {
+            Ok(()) => stored += 1,
+            Err(e) => break e.to_string(),
+        }
+        assert!(stored < 1000, "no limit reached");
+    };
+    assert!(oom.contains("command not allowed when used memory > 'maxmemory'"), "{oom}");
+    // 64 KB over two engines: each stops its share at 32 KB of data.
+    assert!((25..=70).contains(&stored), "stored {stored} KB before OOM");
+    // Another tenant, and the default one, are not limited by it.
+    for i in 0..200 {
+        let _: () = q(&mut big, &["SET", &format!("k{i}"), &value]);
+    }
+    // Reads and deletes still work; freed room takes writes again.
+    assert_eq!(q::<String>(&mut small, &["GET", "k0"]).len(), 1000);
+    let _: () = q(&mut small, &["FLUSHALL"]);
+    let _: () = q(&mut small, &["SET", "again", &value]);
+    let info: String = q(&mut engines[0].client(), &["INFO", "memory"]);
+    assert!(info.contains("terrace_namespace_maxmemory:0"), "the default namespace has no limit: {info}");
+}

@@ -41,6 +41,8 @@ pub struct BackendSpec {
     pub addr: String,
     /// The tenant's engine namespace (None: the default one).
     pub namespace: Option<std::sync::Arc<str>>,
+    /// The namespace's data limit on this engine (0: none).
+    pub ns_maxmemory: u64,
     pub db: u32,
     pub resp3: bool,
     /// Requests sent first on every (re)connection, their replies swallowed: the tenant's
@@ -248,7 +250,8 @@ impl Backend {
         let mut out = BytesMut::new();
         let mut n = 0;
         if let Some(ns) = &self.spec.namespace {
-            resp::encode_request(&mut out, &[&b"TERRACE.NAMESPACE"[..], ns.as_bytes()]);
+            let limit = self.spec.ns_maxmemory.to_string();
+            resp::encode_request(&mut out, &[&b"TERRACE.NAMESPACE"[..], ns.as_bytes(), b"MAXMEMORY", limit.as_bytes()]);
             n += 1;
         }
         if self.spec.resp3 {

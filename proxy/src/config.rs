@@ -32,6 +32,8 @@ pub struct TenantSettings {
     pub memcache_port: Option<u16>,
     /// Requests per second allowed through this proxy (token bucket).
     pub max_qps: Option<u64>,
+    /// The tenant's data limit over all engines (each engine enforces its even share).
+    pub max_memory: Option<toml::Value>,
 }
 
 /// Settings as given by one source; `None` means "not given here".
@@ -181,6 +183,11 @@ impl ProxySettings {
                     return Err(invalid("tenants", format!("memcache_port {p} of tenant '{}' is already in use", t.name)));
                 }
             }
+            if let Some(v) = &t.max_memory {
+                if size_value(v).is_none() {
+                    return Err(invalid("tenants", format!("max_memory of tenant '{}': {v} is not a size (examples: 100mb, 1gb)", t.name)));
+                }
+            }
             if t.max_qps == Some(0) {
                 return Err(invalid("tenants", format!("max_qps of tenant '{}' must be above 0", t.name)));
             }
@@ -203,6 +210,15 @@ impl ProxySettings {
             near_cache_ttl: Duration::from_millis(self.near_cache_ttl_ms.unwrap_or(0)),
             near_cache_entries: self.near_cache_entries.unwrap_or(10_000),
         })
+    }
+}
+
+/// A size given as a number of bytes or as text ("100mb").
+pub fn size_value(v: &toml::Value) -> Option<u64> {
+    match v {
+        toml::Value::Integer(n) if *n >= 0 => Some(*n as u64),
+        toml::Value::String(s) => terrace_engine::config::parse_size(s),
+        _ => None,
     }
 }
 
@@ -255,7 +271,7 @@ mod tests {
 
     #[test]
     fn tenants_are_checked() {
-        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), password: None, memcache_port: port, max_qps: None };
+        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), password: None, memcache_port: port, max_qps: None, max_memory: None };
         let with = |ts: Vec<TenantSettings>| ProxySettings { tenants: Some(ts), ..Default::default() }.resolve();
         assert!(with(vec![t("shop", Some(11300)), t("blog", None)]).is_ok());
         let e = with(vec![t("shop", None), t("shop", None)]).unwrap_err().to_string();

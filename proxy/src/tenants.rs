@@ -17,6 +17,8 @@ pub struct Tenant {
     pub namespace: Option<Arc<str>>,
     pub memcache_port: Option<u16>,
     pub max_qps: Option<u64>,
+    /// Data limit over all engines; 0 = none.
+    pub max_memory: u64,
     /// Near-cache partition: distinct per tenant of one topology.
     pub cache_id: u32,
     bucket: Mutex<Bucket>,
@@ -28,7 +30,7 @@ struct Bucket {
 }
 
 impl Tenant {
-    pub fn new(name: &str, password: Option<String>, memcache_port: Option<u16>, max_qps: Option<u64>, cache_id: u32) -> Arc<Tenant> {
+    pub fn new(name: &str, password: Option<String>, memcache_port: Option<u16>, max_qps: Option<u64>, max_memory: u64, cache_id: u32) -> Arc<Tenant> {
         let namespace = (name != DEFAULT).then(|| Arc::from(name));
         let tokens = max_qps.unwrap_or(0) as f64;
         Arc::new(Tenant {
@@ -37,6 +39,7 @@ impl Tenant {
             namespace,
             memcache_port,
             max_qps,
+            max_memory,
             cache_id,
             bucket: Mutex::new(Bucket { tokens, at: Instant::now() }),
         })
@@ -75,15 +78,15 @@ mod tests {
 
     #[test]
     fn token_bucket_limits_the_rate() {
-        let t = Tenant::new("a", None, None, Some(10), 1);
+        let t = Tenant::new("a", None, None, Some(10), 0, 1);
         let admitted = (0..100).filter(|_| t.admit()).count();
         assert_eq!(admitted, 10, "a second's worth of burst");
         std::thread::sleep(std::time::Duration::from_millis(300));
         let more = (0..100).filter(|_| t.admit()).count();
         assert!((2..=4).contains(&more), "about 3 refilled in 300 ms, got {more}");
-        let unlimited = Tenant::new("b", None, None, None, 2);
+        let unlimited = Tenant::new("b", None, None, None, 0, 2);
         assert!((0..1000).all(|_| unlimited.admit()));
         assert!(unlimited.namespace.is_some());
-        assert!(Tenant::new(DEFAULT, None, None, None, 0).namespace.is_none());
+        assert!(Tenant::new(DEFAULT, None, None, None, 0, 0).namespace.is_none());
     }
 }

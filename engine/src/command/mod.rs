@@ -476,7 +476,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
     if let Some(until) = srv.paused_until(spec) {
         return Outcome::Paused(until);
     }
-    if spec.denyoom && !admit_memory(srv) {
+    if spec.denyoom && !(admit_memory(srv) && srv.keyspace.namespace_admits(conn.ns_base / crate::keyspace::NUM_DBS)) {
         srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
         if conn.multi.is_some() {

@@ -139,10 +139,19 @@ pub fn select(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// TERRACE.NAMESPACE name — moves the connection into a tenant's namespace (its own 16
-/// databases), allocating it on first use; the proxy sends it for every tenant connection.
-/// `default` is the namespace plain Redis clients use.
+/// TERRACE.NAMESPACE name [MAXMEMORY bytes] — moves the connection into a tenant's namespace
+/// (its own 16 databases), allocating it on first use, and sets the namespace's data limit
+/// (0: none; writes past it get OOM, for this namespace only). The proxy sends it on every
+/// connection of a tenant. `default` is the namespace plain Redis clients use.
 pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let limit = match argv.len() {
+        2 => None,
+        4 if is(argv[2], "MAXMEMORY") => Some(
+            crate::config::parse_size(std::str::from_utf8(argv[3]).unwrap_or(""))
+                .ok_or_else(|| err("ERR MAXMEMORY must be a size (examples: 0, 100mb, 1gb)"))?,
+        ),
+        _ => return Err(CmdError::Syntax),
+    };
     let name = std::str::from_utf8(argv[1])
         .ok()
         .filter(|n| !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)))
@@ -167,6 +176,9 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if (index + 1) * NUM_DBS > ctx.data.ks.dbs() {
         // Named in a snapshot taken with a larger `namespaces` setting.
         return Err(err(format!("ERR namespace '{name}' is beyond this engine's `namespaces` setting")));
+    }
+    if let Some(bytes) = limit {
+        ctx.data.ks.set_namespace_limit(index, bytes);
     }
     let logical = ctx.conn.db - ctx.conn.ns_base;
     ctx.conn.ns_base = index * NUM_DBS;
@@ -1050,13 +1062,15 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
         let _ = write!(
             s,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\nterrace_namespace_data_bytes:{}\r\nterrace_namespace_maxmemory:{}\r\n\r\n",
             human(used),
             human(rss),
             human(max),
             srv.policy().name(),
             if used > 0 { rss as f64 / used as f64 } else { 0.0 },
             crate::alloc::ALLOCATOR,
+            srv.keyspace.namespace_used(ns_base / NUM_DBS),
+            srv.keyspace.namespace_limit(ns_base / NUM_DBS),
         );
     }
     if want("persistence") {

@@ -142,7 +142,7 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("lcs", -3, "readonly", K12, "string", "Finds the longest common substring.", string::lcs),
         c("cas", -4, "write denyoom fast", K1, "string", "TierBase: sets a key to a new value if it holds the expected value.", string::cas),
         c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value.", string::cad),
-        c("terrace.namespace", 2, "fast no_multi", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace.", server::namespace),
+        c("terrace.namespace", -2, "fast no_multi", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace.", server::namespace),
         // Memcached semantics for the proxy's Memcached front end.
         c("mc.get", -2, "readonly fast", (1, -1, 1), "string", "Terrace: Memcached get (value, flags, CAS unique, TTL) of keys.", memcache::get),
         c("mc.gat", -3, "write fast", (2, -1, 1), "string", "Terrace: Memcached get-and-touch.", memcache::gat),

@@ -13,7 +13,8 @@ pub mod stream;
 pub mod value;
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
@@ -48,6 +49,11 @@ pub struct Keyspace {
     shard_bits: u32,
     /// Physical databases: NUM_DBS per namespace.
     dbs: usize,
+    /// Per namespace: data bytes (entries and their collections) and the limit (0: none).
+    ns_used: Vec<Arc<AtomicI64>>,
+    ns_limit: Vec<AtomicU64>,
+    /// Where the cron's next re-measuring slice starts.
+    remeasure_cursor: AtomicUsize,
     version: AtomicU64,
     /// Access stamps hold LFU counters (true) or LRU clocks (false).
     pub lfu: AtomicBool,
@@ -62,10 +68,15 @@ impl Keyspace {
     pub fn new(shard_bits: u32, namespaces: usize) -> Keyspace {
         let dbs = NUM_DBS * namespaces.max(1);
         let n = dbs << shard_bits;
+        let ns_used: Vec<Arc<AtomicI64>> = (0..namespaces.max(1)).map(|_| Arc::new(AtomicI64::new(0))).collect();
+        let per_ns = NUM_DBS << shard_bits;
         Keyspace {
-            shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..n).map(|i| Mutex::new(Shard::counting_into(ns_used[i / per_ns].clone()))).collect(),
             shard_bits,
             dbs,
+            ns_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
+            ns_used,
+            remeasure_cursor: AtomicUsize::new(0),
             version: AtomicU64::new(1),
             lfu: AtomicBool::new(false),
         }
@@ -74,6 +85,47 @@ impl Keyspace {
     /// Physical databases (every namespace's).
     pub fn dbs(&self) -> usize {
         self.dbs
+    }
+
+    /// Data bytes of namespace `ns` (entries with their collections; not the tables, not
+    /// allocator overhead). Exact for strings, re-measured for collections by the cron.
+    pub fn namespace_used(&self, ns: usize) -> u64 {
+        self.ns_used.get(ns).map(|c| c.load(Ordering::Relaxed).max(0) as u64).unwrap_or(0)
+    }
+
+    pub fn namespace_limit(&self, ns: usize) -> u64 {
+        self.ns_limit.get(ns).map(|l| l.load(Ordering::Relaxed)).unwrap_or(0)
+    }
+
+    pub fn set_namespace_limit(&self, ns: usize, bytes: u64) {
+        if let Some(l) = self.ns_limit.get(ns) {
+            l.store(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether namespace `ns` may grow (under its limit, or without one).
+    pub fn namespace_admits(&self, ns: usize) -> bool {
+        let limit = self.namespace_limit(ns);
+        limit == 0 || self.namespace_used(ns) <= limit
+    }
+
+    /// Re-measures shards for up to `budget` (cron), resuming where the last slice stopped;
+    /// shards a command holds are skipped.
+    pub fn remeasure_slice(&self, budget: std::time::Duration) {
+        if self.ns_limit.iter().all(|l| l.load(Ordering::Relaxed) == 0) {
+            return;
+        }
+        let start = std::time::Instant::now();
+        let n = self.shards.len();
+        for _ in 0..n {
+            let id = self.remeasure_cursor.fetch_add(1, Ordering::Relaxed) % n;
+            if let Some(mut s) = self.try_lock_one(id as u32) {
+                s.remeasure();
+            }
+            if start.elapsed() > budget {
+                break;
+            }
+        }
     }
 
     pub fn shards_per_db(&self) -> usize {

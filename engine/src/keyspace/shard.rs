@@ -4,6 +4,9 @@
 //! removals (which mark watched keys touched), sampling for eviction, and the incremental
 //! sweep of the active expiry cycle.
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
 use hashbrown::HashTable;
 
 use super::entry::Entry;
@@ -28,9 +31,34 @@ pub struct Shard {
     sweep_cursor: usize,
     pub expired_keys: u64,
     pub evicted_keys: u64,
+    /// The namespace's data-bytes counter this shard adds to (tenant memory limits), and what
+    /// this shard has added to it so far.
+    ns_bytes: Option<Arc<AtomicI64>>,
+    tracked: i64,
 }
 
 impl Shard {
+    /// A shard whose entries count towards `ns_bytes`.
+    pub fn counting_into(ns_bytes: Arc<AtomicI64>) -> Shard {
+        Shard { ns_bytes: Some(ns_bytes), ..Default::default() }
+    }
+
+    fn account(&mut self, delta: i64) {
+        if delta != 0 {
+            self.tracked += delta;
+            if let Some(c) = &self.ns_bytes {
+                c.fetch_add(delta, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Measures the shard's data bytes exactly (collections grow in place between inserts)
+    /// and corrects the namespace counter. O(entries): the cron runs it a slice at a time.
+    pub fn remeasure(&mut self) {
+        let exact: i64 = self.table.iter().map(|e| e.heap_size() as i64).sum();
+        self.account(exact - self.tracked);
+    }
+
     pub fn len(&self) -> usize {
         self.table.len()
     }
@@ -63,6 +91,7 @@ impl Shard {
     /// Inserts or replaces the entry for its key; returns the replaced entry.
     pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
         let h = hash_bytes(entry.key());
+        let added = entry.heap_size() as i64;
         self.touch(entry.key());
         if entry.expire().is_some() {
             self.volatile += 1;
@@ -77,10 +106,12 @@ impl Shard {
                 if old.expire().is_some() {
                     self.volatile -= 1;
                 }
+                self.account(added - old.heap_size() as i64);
                 Some(old)
             }
             None => {
                 self.table.insert_unique(h, entry, |e| hash_bytes(e.key()));
+                self.account(added);
                 None
             }
         }
@@ -93,6 +124,7 @@ impl Shard {
                 if e.expire().is_some() {
                     self.volatile -= 1;
                 }
+                self.account(-(e.heap_size() as i64));
                 self.touch(key);
                 Some(e)
             }
@@ -171,6 +203,7 @@ impl Shard {
         self.touch_all();
         self.volatile = 0;
         self.layout_epoch = self.layout_epoch.wrapping_add(1);
+        self.account(-self.tracked);
         std::mem::take(&mut self.table)
     }
 
@@ -178,6 +211,10 @@ impl Shard {
     pub fn swap_data(&mut self, other: &mut Shard) {
         std::mem::swap(&mut self.table, &mut other.table);
         std::mem::swap(&mut self.volatile, &mut other.volatile);
+        // Each shard's counter follows its new data (SWAPDB stays within a namespace).
+        let (mine, theirs) = (self.tracked, other.tracked);
+        self.account(theirs - mine);
+        other.account(mine - theirs);
         self.layout_epoch = self.layout_epoch.wrapping_add(1);
         other.layout_epoch = other.layout_epoch.wrapping_add(1);
         self.touch_all();
@@ -235,6 +272,7 @@ impl Shard {
                     let (e, _) = o.remove();
                     self.volatile -= 1;
                     self.expired_keys += 1;
+                    self.account(-(e.heap_size() as i64));
                     expired += 1;
                     let key = e.key().to_vec();
                     drop(e);
@@ -262,6 +300,38 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_bytes_follow_inserts_removals_and_flushes() {
+        use crate::keyspace::{Collection, Meta};
+        let counter = Arc::new(AtomicI64::new(0));
+        let mut s = Shard::counting_into(counter.clone());
+        let meta = Meta { expire: None, flags: 0, version: 1, access: 0 };
+        let a = Entry::new_str(b"a", &[0u8; 100], &meta);
+        let a_size = a.heap_size() as i64;
+        s.insert(a);
+        assert_eq!(counter.load(Ordering::Relaxed), a_size);
+        let a2 = Entry::new_str(b"a", &[0u8; 300], &meta);
+        let a2_size = a2.heap_size() as i64;
+        s.insert(a2);
+        assert_eq!(counter.load(Ordering::Relaxed), a2_size, "a replaced entry gives its bytes back");
+        // A collection growing in place is caught by re-measuring.
+        s.insert(Entry::new_coll(b"l", Collection::List(Default::default()), &meta));
+        let list_entry = s.get(b"l", 0).unwrap();
+        if let Some(Collection::List(l)) = list_entry.coll_mut() {
+            for _ in 0..100 {
+                l.push_back(vec![7u8; 50].into_boxed_slice());
+            }
+        }
+        let before = counter.load(Ordering::Relaxed);
+        s.remeasure();
+        let exact: i64 = s.iter().map(|e| e.heap_size() as i64).sum();
+        assert!(counter.load(Ordering::Relaxed) > before);
+        assert_eq!(counter.load(Ordering::Relaxed), exact);
+        s.remove(b"a");
+        s.clear();
+        assert_eq!(counter.load(Ordering::Relaxed), 0);
+    }
     use crate::keyspace::entry::Meta;
 
     fn entry(k: &str, exp: Option<i64>) -> Entry {

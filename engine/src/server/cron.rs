@@ -25,6 +25,8 @@ pub async fn run(srv: Arc<Server>) {
         if srv.active_expire.load(Ordering::Relaxed) {
             active_expire(&srv);
         }
+        // Tenant memory: collections that grew in place are measured again, a slice a tick.
+        srv.keyspace.remeasure_slice(Duration::from_millis(5));
         if crate::tracking::any() {
             srv.tracking.flush(&srv.clients, None);
         }

@@ -75,9 +75,10 @@ pub struct Topology {
 impl Topology {
     pub fn new(config: &ProxyConfig) -> Arc<Topology> {
         let engine_up = config.engines.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
-        let mut tenants = vec![Tenant::new(crate::tenants::DEFAULT, config.password.clone(), None, None, 0)];
+        let mut tenants = vec![Tenant::new(crate::tenants::DEFAULT, config.password.clone(), None, None, 0, 0)];
         for (i, t) in config.tenants.iter().enumerate() {
-            tenants.push(Tenant::new(&t.name, t.password.clone(), t.memcache_port, t.max_qps, i as u32 + 1));
+            let max_memory = t.max_memory.as_ref().and_then(crate::config::size_value).unwrap_or(0);
+            tenants.push(Tenant::new(&t.name, t.password.clone(), t.memcache_port, t.max_qps, max_memory, i as u32 + 1));
         }
         Arc::new(Topology { engines: config.engines.clone(), slot_map: config.slot_map.clone(), engine_up, tenants })
     }
@@ -210,7 +211,13 @@ impl Reactor {
     fn spec(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool, dedicated: bool) -> BackendSpec {
         let topo = self.topology();
         let up_flag = (!dedicated && namespace.is_none() && db == 0 && !resp3).then(|| topo.engine_up[engine].clone());
-        BackendSpec { engine, addr: topo.engines[engine].clone(), namespace: namespace.clone(), db, resp3, dedicated, up_flag }
+        // Each engine holds about its share of the tenant's keys, so it enforces that share.
+        let ns_maxmemory = namespace
+            .as_ref()
+            .and_then(|ns| topo.tenant(ns.as_bytes()))
+            .map(|t| t.max_memory.div_ceil(topo.engines.len() as u64))
+            .unwrap_or(0);
+        BackendSpec { engine, addr: topo.engines[engine].clone(), namespace: namespace.clone(), ns_maxmemory, db, resp3, dedicated, up_flag }
     }
 
     /// The shared, pipelined connection to `engine` for clients of a tenant's namespace on
