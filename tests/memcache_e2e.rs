@@ -45,9 +45,7 @@ impl Memcached {
     }
 
     fn raw(&self) -> Raw {
-        let s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Raw { s }
+        Raw::connect(self.port)
     }
 }
 
@@ -130,9 +128,7 @@ fn cas_race_has_one_winner() {
     let workers: Vec<_> = (0..4)
         .map(|_| {
             thread::spawn(move || {
-                let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                let mut c = Raw { s };
+                let mut c = Raw::connect(port);
                 let mut done = 0;
                 while done < 25 {
                     let g = talk(&mut c, "gets ctr\r\n");

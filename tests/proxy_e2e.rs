@@ -651,9 +651,7 @@ fn tenants_are_isolated_and_limited() {
     let mut direct = engines[owner("only-shop")].client();
     assert_eq!(q::<Option<String>>(&mut direct, &["GET", "only-shop"]), None);
     // The tenant's own Memcached port reaches the tenant's keyspace.
-    let s = std::net::TcpStream::connect(("127.0.0.1", mc_port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut mc = common::Raw { s };
+    let mut mc = common::Raw::connect(mc_port);
     mc.send(b"get k3 only-shop\r\n");
     mc.expect(b"VALUE k3 0 4\r\nshop\r\nVALUE only-shop 0 1\r\n1\r\nEND\r\n");
     // max_qps: blog may send 20 requests per second; a burst past that is refused.

@@ -78,9 +78,7 @@ impl Engine {
     }
 
     pub fn raw(&self) -> Raw {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Raw { s }
+        Raw::connect(self.port)
     }
 }
 
@@ -101,6 +99,13 @@ pub struct Raw {
 }
 
 impl Raw {
+    /// Connects to 127.0.0.1:`port` with a 5 s read timeout.
+    pub fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Raw { s }
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.s.write_all(bytes).unwrap();
     }
@@ -287,16 +292,12 @@ impl Proxy {
     }
 
     pub fn raw(&self) -> Raw {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Raw { s }
+        Raw::connect(self.port)
     }
 
     /// A raw connection to the Memcached port.
     pub fn memcache(&self) -> Raw {
-        let s = TcpStream::connect(("127.0.0.1", self.memcache_port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Raw { s }
+        Raw::connect(self.memcache_port)
     }
 }
 
