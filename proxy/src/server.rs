@@ -102,11 +102,19 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
             }
         }
         tracing::info!(%local, threads, engines = ?sh.config.engines, "proxy ready");
-        println!("terrace proxy ready on {local}");
-        println!("terrace proxy memcache on {mc_local}");
+        let metrics_listener = metrics_listener.map(|l| TcpListener::from_std(l).expect("listener from std"));
+        // The addresses, for whoever started us (tests read them), in one write; a closed
+        // stdout must not stop the proxy.
+        let mut ready = format!("terrace proxy ready on {local}\nterrace proxy memcache on {mc_local}\n");
+        if let Some(addr) = metrics_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+            ready += &format!("terrace proxy metrics on http://{addr}/metrics\n");
+        }
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(ready.as_bytes()).and_then(|_| out.flush());
+        }
         if let Some(l) = metrics_listener {
-            let l = TcpListener::from_std(l).expect("listener from std");
-            println!("terrace proxy metrics on http://{}/metrics", l.local_addr().map(|a| a.to_string()).unwrap_or_default());
             let sh = sh.clone();
             let app = axum::Router::new().route(
                 "/metrics",

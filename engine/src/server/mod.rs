@@ -90,7 +90,12 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         let mut sigterm = signal(SignalKind::terminate()).ok();
         let mut sigint = signal(SignalKind::interrupt()).ok();
         tracing::info!(%local, threads, "Ready to accept connections");
-        println!("terrace engine ready on {local}");
+        {
+            // For whoever started us (tests read it); a closed stdout must not stop the engine.
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "terrace engine ready on {local}").and_then(|_| out.flush());
+        }
         tokio::task::spawn_local(cron::run(srv0.clone()));
         let mut next = 0usize;
         async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {

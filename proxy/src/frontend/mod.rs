@@ -155,13 +155,14 @@ pub struct Timing {
     pub started: tokio::time::Instant,
 }
 
-type PoolKey = (String, Option<Arc<str>>, u32, bool);
+/// (engine index, tenant namespace, database, RESP3).
+type PoolKey = (usize, Option<Arc<str>>, u32, bool);
 
 /// One reactor thread's context: its pooled backend connections and metrics recorder.
 pub struct Reactor {
     pub shared: Arc<Shared>,
     pub limits: Rc<BackendLimits>,
-    /// Shared connections per (engine address, tenant namespace, database, RESP3).
+    /// Shared connections per (engine, tenant namespace, database, RESP3).
     pools: RefCell<HashMap<PoolKey, Rc<Backend>>>,
     /// The topology this thread routes with, and its generation.
     topo: RefCell<(u64, Arc<Topology>)>,
@@ -192,9 +193,10 @@ impl Reactor {
         let mut t = self.topo.borrow_mut();
         if t.0 != g {
             *t = (g, self.shared.topology());
+            // A connection stays if its engine keeps its place in the list.
             let engines = &t.1.engines;
-            self.pools.borrow_mut().retain(|(addr, _, _, _), b| {
-                let keep = engines.iter().position(|e| e == addr) == Some(b.spec.engine);
+            self.pools.borrow_mut().retain(|(engine, _, _, _), b| {
+                let keep = engines.get(*engine) == Some(&b.spec.addr);
                 if !keep {
                     b.shutdown();
                 }
@@ -223,7 +225,7 @@ impl Reactor {
     /// The shared, pipelined connection to `engine` for clients of a tenant's namespace on
     /// `db` speaking RESP2/3.
     pub fn backend(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool) -> Rc<Backend> {
-        let key = (self.topology().engines[engine].clone(), namespace.clone(), db, resp3);
+        let key = (engine, namespace.clone(), db, resp3);
         if let Some(b) = self.pools.borrow().get(&key) {
             return b.clone();
         }
