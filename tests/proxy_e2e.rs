@@ -145,10 +145,10 @@ fn commands_whose_keys_span_engines_get_crossslot() {
     assert_eq!(n, 3);
 }
 
-#[test]
-fn pipelined_replies_come_back_in_request_order() {
-    let r = rig(&[]);
-    let mut raw = r.proxy.raw();
+/// 2,000 SET/GET pairs with PINGs and cross-engine MGETs, sent in awkward pieces; replies must
+/// come back complete and in order.
+fn pipeline_round_trip(proxy: &Proxy) {
+    let mut raw = proxy.raw();
     let mut req = Vec::new();
     let mut expected = Vec::new();
     for i in 0..2000 {
@@ -165,11 +165,25 @@ fn pipelined_replies_come_back_in_request_order() {
             expected.extend(format!("*2\r\n$1\r\n0\r\n${}\r\n{v}\r\n", v.len()).into_bytes());
         }
     }
-    // Sent in awkward pieces: frames split across writes.
     for chunk in req.chunks(777) {
         raw.send(chunk);
     }
     raw.expect(&expected);
+}
+
+#[test]
+fn pipelined_replies_come_back_in_request_order() {
+    let r = rig(&[]);
+    pipeline_round_trip(&r.proxy);
+}
+
+#[test]
+fn bounded_in_flight_requests_still_flow_in_order() {
+    // One request in flight per engine connection: every other one waits for room.
+    let cfg = temp_dir("inflight").join("terrace.toml");
+    std::fs::write(&cfg, "[proxy]\nmax_inflight = 1\n").unwrap();
+    let r = rig(&["--config", cfg.to_str().unwrap()]);
+    pipeline_round_trip(&r.proxy);
 }
 
 #[test]
