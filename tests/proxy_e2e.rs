@@ -544,9 +544,13 @@ fn metrics_count_and_time_every_command() {
     assert!(info.contains("cmdstat_set:calls=10,") && info.contains("cmdstat_incr:calls=1,") && info.contains("failed_calls=1"), "{info}");
     let lat: String = q(&mut c, &["INFO", "latencystats"]);
     assert!(lat.contains("latency_percentiles_usec_set:p50="), "{lat}");
+    let before: String = q(&mut c, &["INFO", "stats"]);
     let _: () = q(&mut c, &["CONFIG", "RESETSTAT"]);
     let info: String = q(&mut c, &["INFO", "commandstats"]);
     assert!(!info.contains("cmdstat_set"), "{info}");
+    let after: String = q(&mut c, &["INFO", "stats"]);
+    let processed = |s: &str| -> u64 { s.split("total_commands_processed:").nth(1).unwrap().split('\r').next().unwrap().parse().unwrap() };
+    assert!(processed(&after) < processed(&before), "{before} / {after}");
 }
 
 #[test]

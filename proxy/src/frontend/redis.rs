@@ -307,6 +307,7 @@ impl Client {
             Kind::FanOut(m) => {
                 if spec.name == "config" && argv[1].eq_ignore_ascii_case(b"resetstat") {
                     self.rx.shared.metrics.reset();
+                    self.rx.shared.stats.commands.store(0, Ordering::Relaxed);
                 }
                 self.fan_out(m, raw).await
             }
