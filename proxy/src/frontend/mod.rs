@@ -100,7 +100,7 @@ pub struct Shared {
     pub stats: Stats,
     pub port: AtomicU64,
     /// CLIENT LIST: id → (address, name).
-    pub clients: parking_lot::Mutex<HashMap<u64, (String, Option<Vec<u8>>)>>,
+    pub clients: parking_lot::Mutex<HashMap<u64, ClientEntry>>,
     pub metrics: crate::metrics::Registry,
     pub near_cache: Option<crate::near_cache::NearCache>,
     topology: parking_lot::RwLock<Arc<Topology>>,
@@ -155,6 +155,12 @@ pub struct Timing {
     pub started: tokio::time::Instant,
 }
 
+/// A client's address and name, for CLIENT LIST.
+pub type ClientEntry = (String, Option<Vec<u8>>);
+
+/// A topology and the reload generation it was read at.
+type Seen = (u64, Arc<Topology>);
+
 /// (engine index, tenant namespace, database, RESP3).
 type PoolKey = (usize, Option<Arc<str>>, u32, bool);
 
@@ -164,8 +170,8 @@ pub struct Reactor {
     pub limits: Rc<BackendLimits>,
     /// Shared connections per (engine, tenant namespace, database, RESP3).
     pools: RefCell<HashMap<PoolKey, Rc<Backend>>>,
-    /// The topology this thread routes with, and its generation.
-    topo: RefCell<(u64, Arc<Topology>)>,
+    /// The topology this thread routes with.
+    topo: RefCell<Seen>,
     recorder: Arc<crate::metrics::Recorder>,
 }
 

@@ -316,7 +316,7 @@ impl Client {
                 let sections = info::wanted(&argv[1..]);
                 let mut req = BytesMut::new();
                 resp::encode_request(&mut req, &["INFO", "keyspace"]);
-                let parts = self.to_all(&req).await;
+                let parts = self.send_to_all(&req).await;
                 self.push(Pending::Info(parts, sections));
             }
             Kind::Blocking => {
@@ -356,7 +356,7 @@ impl Client {
         }
     }
 
-    async fn to_all(&mut self, req: &[u8]) -> Vec<Rc<Slot>> {
+    async fn send_to_all(&mut self, req: &[u8]) -> Vec<Rc<Slot>> {
         let mut parts = Vec::with_capacity(self.engines());
         for e in 0..self.engines() {
             let b = self.rx.backend(e, &self.tenant.namespace, self.db, self.resp3);
@@ -366,7 +366,7 @@ impl Client {
     }
 
     async fn fan_out(&mut self, m: Merge, raw: &[u8]) {
-        let mut parts = self.to_all(raw).await;
+        let mut parts = self.send_to_all(raw).await;
         if matches!(m, Merge::FirstNonNull) {
             let n = parts.len();
             parts.rotate_left(fastrand::usize(..n));

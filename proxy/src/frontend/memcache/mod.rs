@@ -168,7 +168,7 @@ impl Client {
         self.push(Pending::Ready(line.into()));
     }
 
-    async fn to_engine(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
+    async fn send_for_key(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
         let e = self.rx.topology().slot_map.engine_of_key(key);
         let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
         send(&b, &bulk_args(args), &self.notify, false).await
@@ -224,23 +224,23 @@ impl Client {
                 stats.mc_set.fetch_add(1, Ordering::Relaxed);
                 let (f, t, c) = (flags.to_string(), exptime.to_string(), cas.to_string());
                 let slot = self
-                    .to_engine(key, &[b"MC.STORE", mode.name().as_bytes(), key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()])
+                    .send_for_key(key, &[b"MC.STORE", mode.name().as_bytes(), key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()])
                     .await;
                 self.reply(vec![slot], Fmt::Store, noreply);
             }
             Command::Arith { key, incr, delta, noreply } => {
                 let d = delta.to_string();
                 let mode: &[u8] = if incr { b"incr" } else { b"decr" };
-                let slot = self.to_engine(key, &[b"MC.ARITH", key, mode, d.as_bytes(), b"0", b"0", b"0", b"0"]).await;
+                let slot = self.send_for_key(key, &[b"MC.ARITH", key, mode, d.as_bytes(), b"0", b"0", b"0", b"0"]).await;
                 self.reply(vec![slot], Fmt::Arith, noreply);
             }
             Command::Delete { key, noreply } => {
-                let slot = self.to_engine(key, &[b"MC.DELETE", key, b"0"]).await;
+                let slot = self.send_for_key(key, &[b"MC.DELETE", key, b"0"]).await;
                 self.reply(vec![slot], Fmt::Status, noreply);
             }
             Command::Touch { key, exptime, noreply } => {
                 let t = exptime.to_string();
-                let slot = self.to_engine(key, &[b"MC.TOUCH", key, t.as_bytes()]).await;
+                let slot = self.send_for_key(key, &[b"MC.TOUCH", key, t.as_bytes()]).await;
                 self.reply(vec![slot], Fmt::Status, noreply);
             }
             Command::FlushAll { delay, noreply } => {
@@ -382,9 +382,9 @@ impl Client {
                     Some(_) => {
                         let Some(t) = number(b'T', 0) else { return self.ready(BAD_TOKEN) };
                         let t = t.to_string();
-                        self.to_engine(raw_key, &[b"MC.GAT", t.as_bytes(), raw_key]).await
+                        self.send_for_key(raw_key, &[b"MC.GAT", t.as_bytes(), raw_key]).await
                     }
-                    None => self.to_engine(raw_key, &[b"MC.GET", raw_key]).await,
+                    None => self.send_for_key(raw_key, &[b"MC.GET", raw_key]).await,
                 }
             }
             b's' => {
@@ -406,13 +406,13 @@ impl Client {
                 }
                 let (f, t, c) = (f.to_string(), t.to_string(), c.to_string());
                 let data = data.unwrap_or_default();
-                self.to_engine(raw_key, &[b"MC.STORE", mode.name().as_bytes(), raw_key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()])
+                self.send_for_key(raw_key, &[b"MC.STORE", mode.name().as_bytes(), raw_key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()])
                     .await
             }
             b'd' => {
                 let Some(c) = number(b'C', 0).filter(|c| *c >= 0) else { return self.ready(BAD_TOKEN) };
                 let c = c.to_string();
-                self.to_engine(raw_key, &[b"MC.DELETE", raw_key, c.as_bytes()]).await
+                self.send_for_key(raw_key, &[b"MC.DELETE", raw_key, c.as_bytes()]).await
             }
             _ => {
                 let incr = match token(b'M').and_then(|m| m.first().copied()) {
@@ -428,7 +428,7 @@ impl Client {
                 let vivify = if token(b'N').is_some() { "1" } else { "0" };
                 let (d, c, j, n) = (d.to_string(), c.to_string(), j.to_string(), n.to_string());
                 let mode: &[u8] = if incr { b"incr" } else { b"decr" };
-                self.to_engine(raw_key, &[b"MC.ARITH", raw_key, mode, d.as_bytes(), c.as_bytes(), vivify.as_bytes(), j.as_bytes(), n.as_bytes()])
+                self.send_for_key(raw_key, &[b"MC.ARITH", raw_key, mode, d.as_bytes(), c.as_bytes(), vivify.as_bytes(), j.as_bytes(), n.as_bytes()])
                     .await
             }
         };
