@@ -6,7 +6,7 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{encode, err, q, Engine};
+use common::{encode, err, q, Engine, RedisPort};
 use redis::{cmd, Value};
 
 #[test]

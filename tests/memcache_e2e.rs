@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use common::{q, Engine, Proxy, Raw};
+use common::{q, Engine, Proxy, Raw, RedisPort};
 
 struct Rig {
     _engines: Vec<Engine>,

@@ -6,7 +6,7 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{encode, err, q, temp_dir, Engine, Proxy};
+use common::{encode, err, q, temp_dir, Engine, Proxy, RedisPort};
 use redis::Value;
 
 /// CRC16/XMODEM as Redis Cluster uses it, computed independently of the proxy's code.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{start_redis, Engine};
+use common::{start_redis, Engine, RedisPort};
 use redis::{cmd, Connection, Value};
 
 /// Creates the same keys on a server: every type, small (compact encodings) and large.

@@ -142,22 +142,28 @@ pub fn plan_split<'a>(s: Split, argv: &[&'a [u8]], map: &SlotMap) -> Option<Spli
     if (1..argv.len()).step_by(step).all(|i| map.engine_of_key(argv[i]) == first) {
         return None;
     }
+    Some(group_by_engine(&argv[..1], &argv[1..], step, map))
+}
+
+/// Groups `items` — keys, each followed by `step - 1` values — by the engine of their key;
+/// every part's request starts with `head` (the command and any arguments before the keys).
+pub fn group_by_engine<'a>(head: &[&'a [u8]], items: &[&'a [u8]], step: usize, map: &SlotMap) -> SplitPlan<'a> {
     let mut parts: Vec<(usize, Vec<&[u8]>)> = Vec::new();
-    let mut positions = Vec::with_capacity(argv.len() / step);
-    for i in (1..argv.len()).step_by(step) {
-        let e = map.engine_of_key(argv[i]);
+    let mut positions = Vec::with_capacity(items.len() / step);
+    for group in items.chunks(step) {
+        let e = map.engine_of_key(group[0]);
         let part = match parts.iter().position(|(x, _)| *x == e) {
             Some(p) => p,
             None => {
-                parts.push((e, vec![argv[0]]));
+                parts.push((e, head.to_vec()));
                 parts.len() - 1
             }
         };
         let args = &mut parts[part].1;
-        positions.push((part as u16, ((args.len() - 1) / step) as u32));
-        args.extend_from_slice(&argv[i..(i + step).min(argv.len())]);
+        positions.push((part as u16, ((args.len() - head.len()) / step) as u32));
+        args.extend_from_slice(group);
     }
-    Some(SplitPlan { parts, positions })
+    SplitPlan { parts, positions }
 }
 
 /// Which engine a call's keys live on.

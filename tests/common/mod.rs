@@ -69,17 +69,6 @@ impl Engine {
         std::mem::forget(old); // its process is gone and its directory is ours now
     }
 
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn client(&self) -> redis::Connection {
-        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
-    }
-
-    pub fn raw(&self) -> Raw {
-        Raw::connect(self.port)
-    }
 }
 
 impl Drop for Engine {
@@ -90,6 +79,35 @@ impl Drop for Engine {
             return;
         }
         let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// A server Redis clients connect to (an engine, a proxy).
+pub trait RedisPort {
+    fn redis_port(&self) -> u16;
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.redis_port())
+    }
+
+    fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+    }
+
+    fn raw(&self) -> Raw {
+        Raw::connect(self.redis_port())
+    }
+}
+
+impl RedisPort for Engine {
+    fn redis_port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl RedisPort for Proxy {
+    fn redis_port(&self) -> u16 {
+        self.port
     }
 }
 
@@ -283,17 +301,6 @@ impl Proxy {
         Proxy { child, port, memcache_port, metrics_url }
     }
 
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn client(&self) -> redis::Connection {
-        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
-    }
-
-    pub fn raw(&self) -> Raw {
-        Raw::connect(self.port)
-    }
 
     /// A raw connection to the Memcached port.
     pub fn memcache(&self) -> Raw {

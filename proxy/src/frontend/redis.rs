@@ -200,8 +200,10 @@ impl Client {
         self.rx.engines()
     }
 
-    fn engine_of(&self, t: Target) -> Option<usize> {
-        match t {
+    /// The engine a call goes to by its keys (the first with none); None when they span
+    /// engines (CROSSSLOT).
+    fn key_engine(&self, spec: &CommandSpec, argv: &[&[u8]]) -> Option<usize> {
+        match route::target(spec, argv, &self.rx.topology().slot_map) {
             Target::Any => Some(0),
             Target::One(e) => Some(e),
             Target::Spans => None,
@@ -299,7 +301,7 @@ impl Client {
         match kind {
             Kind::Local(l) => self.local(l, argv).await,
             Kind::Refused(why) => self.error(&format!("ERR {why}")),
-            Kind::Keyed => match self.engine_of(route::target(spec, argv, &self.rx.topology().slot_map)) {
+            Kind::Keyed => match self.key_engine(spec, argv) {
                 Some(e) => self.send_to(e, raw).await,
                 None => self.error(CROSSSLOT),
             },
@@ -320,7 +322,7 @@ impl Client {
                 self.push(Pending::Info(parts, sections));
             }
             Kind::Blocking => {
-                let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.topology().slot_map)) else {
+                let Some(e) = self.key_engine(spec, argv) else {
                     return self.error(CROSSSLOT);
                 };
                 let b = match &self.pin {
@@ -334,7 +336,7 @@ impl Client {
             Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,
             Kind::Subscribe => {
                 let e = if spec.name == "ssubscribe" {
-                    match self.engine_of(route::target(spec, argv, &self.rx.topology().slot_map)) {
+                    match self.key_engine(spec, argv) {
                         Some(e) => e,
                         None => return self.error(CROSSSLOT),
                     }
@@ -419,7 +421,7 @@ impl Client {
     async fn txn_control(&mut self, t: Txn, spec: &CommandSpec, argv: &[&[u8]], raw: &[u8]) {
         match t {
             Txn::Watch => {
-                let Some(e) = self.engine_of(route::target(spec, argv, &self.rx.topology().slot_map)) else {
+                let Some(e) = self.key_engine(spec, argv) else {
                     return self.error(CROSSSLOT);
                 };
                 match &self.pin {

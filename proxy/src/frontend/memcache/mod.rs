@@ -194,29 +194,18 @@ impl Client {
             Command::Get { keys, cas, touch } => {
                 stats.mc_get.fetch_add(keys.len() as u64, Ordering::Relaxed);
                 let map = &self.rx.topology().slot_map;
-                let mut engines: Vec<usize> = Vec::new();
-                let mut subs: Vec<Vec<&[u8]>> = Vec::new();
-                let mut positions = Vec::with_capacity(keys.len());
                 let t = touch.map(|t| t.to_string());
-                for k in &keys {
-                    let e = map.engine_of_key(k);
-                    let part = engines.iter().position(|&x| x == e).unwrap_or_else(|| {
-                        engines.push(e);
-                        subs.push(match &t {
-                            Some(t) => vec![&b"MC.GAT"[..], t.as_bytes()],
-                            None => vec![&b"MC.GET"[..]],
-                        });
-                        engines.len() - 1
-                    });
-                    let head = if t.is_some() { 2 } else { 1 };
-                    positions.push((part as u16, (subs[part].len() - head) as u32));
-                    subs[part].push(k);
-                }
-                let mut parts = Vec::with_capacity(engines.len());
-                for (e, args) in engines.iter().zip(&subs) {
+                let head: Vec<&[u8]> = match &t {
+                    Some(t) => vec![b"MC.GAT", t.as_bytes()],
+                    None => vec![b"MC.GET"],
+                };
+                let plan = crate::route::group_by_engine(&head, &keys, 1, map);
+                let mut parts = Vec::with_capacity(plan.parts.len());
+                for (e, args) in &plan.parts {
                     let b = self.rx.backend(*e, &self.tenant.namespace, 0, false);
                     parts.push(send(&b, &bulk_args(args), &self.notify, false).await);
                 }
+                let positions = plan.positions;
                 let keys = keys.iter().map(|k| k.to_vec()).collect();
                 self.push(Pending::Get(parts, keys, positions, cas));
             }
