@@ -1,5 +1,6 @@
 //! The `terrace` command line: parses arguments and dispatches to the crates' `run` functions.
 
+mod bench;
 mod up;
 
 use std::path::PathBuf;
@@ -27,6 +28,9 @@ enum Command {
     Engine(EngineArgs),
     /// Run the protocol proxy in front of engines.
     Proxy(ProxyArgs),
+    /// Benchmarks (compression codecs, …).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 #[derive(Args)]
@@ -109,6 +113,12 @@ struct EngineArgs {
     /// Data directory [env: TERRACE_DATA_DIR] [default: data]
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Default value compression: none, zstd, zstd-dict, pattern or auto [env: TERRACE_COMPRESSION] [default: none]
+    #[arg(long)]
+    compression: Option<String>,
+    /// eager (compress on write) or lazy (once cold) [env: TERRACE_COMPRESSION_MODE] [default: eager]
+    #[arg(long)]
+    compression_mode: Option<String>,
 }
 
 impl EngineArgs {
@@ -120,8 +130,9 @@ impl EngineArgs {
             maxmemory_policy: self.maxmemory_policy,
             threads: self.threads.map(toml::Value::String),
             data_dir: self.data_dir,
-            shard_bits: None,
-            namespaces: None,
+            compression: self.compression,
+            compression_mode: self.compression_mode,
+            ..Default::default()
         };
         let env = EngineSettings::from_env()?;
         let file = match &self.config {
@@ -144,6 +155,7 @@ fn main() -> ExitCode {
         Command::Engine(args) => args.settings().and_then(|s| Ok(s.resolve()?)).and_then(|c| Ok(terrace_engine::run(c)?)),
         Command::Proxy(args) => args.config().and_then(|c| Ok(terrace_proxy::run(c)?)),
         Command::Up(args) => up::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -49,6 +49,15 @@ pub struct EngineSettings {
     pub shard_bits: Option<u32>,
     /// Tenant namespaces an engine can hold (each with its own 16 databases).
     pub namespaces: Option<usize>,
+    /// Value compression, the default of every tenant: none | zstd | zstd-dict | pattern | auto.
+    pub compression: Option<String>,
+    /// eager (on write) | lazy (once cold).
+    pub compression_mode: Option<String>,
+    pub compression_min_size: Option<usize>,
+    pub compression_cold_seconds: Option<u64>,
+    pub compression_sample_size: Option<usize>,
+    pub retrain_ratio_drift: Option<f64>,
+    pub retrain_unmatched: Option<f64>,
 }
 
 impl EngineSettings {
@@ -63,12 +72,20 @@ impl EngineSettings {
             data_dir: self.data_dir.or(other.data_dir),
             shard_bits: self.shard_bits.or(other.shard_bits),
             namespaces: self.namespaces.or(other.namespaces),
+            compression: self.compression.or(other.compression),
+            compression_mode: self.compression_mode.or(other.compression_mode),
+            compression_min_size: self.compression_min_size.or(other.compression_min_size),
+            compression_cold_seconds: self.compression_cold_seconds.or(other.compression_cold_seconds),
+            compression_sample_size: self.compression_sample_size.or(other.compression_sample_size),
+            retrain_ratio_drift: self.retrain_ratio_drift.or(other.retrain_ratio_drift),
+            retrain_unmatched: self.retrain_unmatched.or(other.retrain_unmatched),
         }
     }
 
     /// Reads `TERRACE_*` variables (TERRACE_PORT, TERRACE_BIND, TERRACE_MAXMEMORY,
     /// TERRACE_MAXMEMORY_POLICY, TERRACE_THREADS, TERRACE_DATA_DIR, TERRACE_SHARD_BITS,
-    /// TERRACE_NAMESPACES).
+    /// TERRACE_NAMESPACES, TERRACE_COMPRESSION, TERRACE_COMPRESSION_MODE,
+    /// TERRACE_COMPRESSION_MIN_SIZE).
     pub fn from_env() -> Result<EngineSettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let port = match var("TERRACE_PORT") {
@@ -100,6 +117,16 @@ impl EngineSettings {
                 })?),
                 None => None,
             },
+            compression: var("TERRACE_COMPRESSION"),
+            compression_mode: var("TERRACE_COMPRESSION_MODE"),
+            compression_min_size: match var("TERRACE_COMPRESSION_MIN_SIZE") {
+                Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
+                    key: "TERRACE_COMPRESSION_MIN_SIZE".into(),
+                    reason: format!("'{n}' is not a byte count"),
+                })?),
+                None => None,
+            },
+            ..Default::default()
         })
     }
 
@@ -159,7 +186,23 @@ impl EngineSettings {
         if !(1..=1024).contains(&namespaces) {
             return Err(ConfigError::Invalid { key: "namespaces".into(), reason: format!("{namespaces} is not between 1 and 1024") });
         }
+        let mut compression = d.compression.clone();
+        let fields: [(&str, Option<String>); 7] = [
+            ("compression", self.compression),
+            ("compression_mode", self.compression_mode),
+            ("compression_min_size", self.compression_min_size.map(|v| v.to_string())),
+            ("compression_cold_seconds", self.compression_cold_seconds.map(|v| v.to_string())),
+            ("compression_sample_size", self.compression_sample_size.map(|v| v.to_string())),
+            ("retrain_ratio_drift", self.retrain_ratio_drift.map(|v| v.to_string())),
+            ("retrain_unmatched", self.retrain_unmatched.map(|v| v.to_string())),
+        ];
+        for (key, value) in fields {
+            if let Some(v) = value {
+                compression.set(key, &v).map_err(|reason| ConfigError::Invalid { key: key.into(), reason })?;
+            }
+        }
         Ok(EngineConfig {
+            compression,
             namespaces,
             port: self.port.unwrap_or(d.port),
             bind: self.bind.unwrap_or(d.bind),
@@ -185,6 +228,8 @@ pub struct EngineConfig {
     pub shard_bits: u32,
     /// Namespaces (the default one included), each NUM_DBS databases.
     pub namespaces: usize,
+    /// Every tenant's compression settings until set per tenant.
+    pub compression: crate::compress::tenant::Settings,
 }
 
 impl Default for EngineConfig {
@@ -198,6 +243,7 @@ impl Default for EngineConfig {
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
             namespaces: 16,
+            compression: Default::default(),
         }
     }
 }

@@ -9,6 +9,7 @@
 pub mod acl;
 pub mod alloc;
 pub mod command;
+pub mod compress;
 pub mod config;
 pub mod keyspace;
 pub mod monitor;

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use crate::command::dump::{crc64, crc64_update, decode_value, encode_object, put_len, put_str, Reader, Restored, RDB_VERSION};
-use crate::keyspace::{access, Entry, Guards, Meta, Shard};
+use crate::keyspace::{access, Entry, Guards, Keyspace, Meta, Shard, ValueRef};
 use crate::server::state::{now_ms, Server};
 
 const OP_AUX: u8 = 0xFA;
@@ -33,6 +33,8 @@ pub enum SnapshotError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a valid RDB file: {why}")]
     Corrupt { path: PathBuf, why: String },
+    #[error("cannot save key '{key}': its compressed value does not decode: {source}")]
+    Undecodable { key: String, source: crate::compress::CodecError },
 }
 
 /// Snapshot bookkeeping for INFO persistence, LASTSAVE and BGSAVE's exclusivity.
@@ -86,15 +88,27 @@ fn header(srv: &Server) -> Vec<u8> {
 }
 
 /// Appends one key's record (expiry, type, key, value).
-fn write_entry(out: &mut Vec<u8>, e: &Entry, now: i64) {
+/// Compressed strings are written decoded: the file stays a Redis RDB file.
+fn write_entry(out: &mut Vec<u8>, ks: &Keyspace, db: usize, e: &Entry, now: i64) -> Result<(), SnapshotError> {
     if let Some(t) = e.expire() {
         if t <= now {
-            return;
+            return Ok(());
         }
         out.push(OP_EXPIRETIME_MS);
         out.extend_from_slice(&t.to_le_bytes());
     }
-    encode_object(e.value(), Some(e.key()), out);
+    let decoded = match e.value() {
+        ValueRef::Encoded(_) => ks
+            .string(db, e)
+            .map_err(|source| SnapshotError::Undecodable { key: String::from_utf8_lossy(e.key()).into_owned(), source })?,
+        _ => None,
+    };
+    let value = match &decoded {
+        Some(v) => ValueRef::Str(v),
+        None => e.value(),
+    };
+    encode_object(value, Some(e.key()), out);
+    Ok(())
 }
 
 /// Streams the file out, keeping the running CRC.
@@ -158,7 +172,7 @@ fn write_snapshot(srv: &Server, visit: &mut dyn FnMut(u32, &mut dyn FnMut(&Shard
         for id in ks.db_shard_ids(db) {
             visit(id, &mut |shard: &Shard| {
                 for e in shard.iter() {
-                    write_entry(&mut buf, e, now);
+                    write_entry(&mut buf, ks, db, e, now)?;
                 }
                 Ok(())
             })?;

@@ -43,6 +43,8 @@ pub struct BackendSpec {
     pub namespace: Option<std::sync::Arc<str>>,
     /// The namespace's data limit on this engine (0: none).
     pub ns_maxmemory: u64,
+    /// The namespace's compression options (`TERRACE.NAMESPACE` arguments).
+    pub ns_compression: Vec<(&'static str, String)>,
     pub db: u32,
     pub resp3: bool,
     /// Requests sent first on every (re)connection, their replies swallowed: the tenant's
@@ -251,7 +253,12 @@ impl Backend {
         let mut n = 0;
         if let Some(ns) = &self.spec.namespace {
             let limit = self.spec.ns_maxmemory.to_string();
-            resp::encode_request(&mut out, &[&b"TERRACE.NAMESPACE"[..], ns.as_bytes(), b"MAXMEMORY", limit.as_bytes()]);
+            let mut args: Vec<&[u8]> = vec![b"TERRACE.NAMESPACE", ns.as_bytes(), b"MAXMEMORY", limit.as_bytes()];
+            for (k, v) in &self.spec.ns_compression {
+                args.push(k.as_bytes());
+                args.push(v.as_bytes());
+            }
+            resp::encode_request(&mut out, &args);
             n += 1;
         }
         if self.spec.resp3 {

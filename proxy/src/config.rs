@@ -34,6 +34,12 @@ pub struct TenantSettings {
     pub max_qps: Option<u64>,
     /// The tenant's data limit over all engines (each engine enforces its even share).
     pub max_memory: Option<toml::Value>,
+    /// Value compression in the engines: none | zstd | zstd-dict | pattern | auto.
+    pub compression: Option<String>,
+    /// eager (compress on write) | lazy (once cold).
+    pub compression_mode: Option<String>,
+    /// Values shorter than this are stored raw.
+    pub compression_min_size: Option<u64>,
 }
 
 /// Settings as given by one source; `None` means "not given here".
@@ -188,6 +194,16 @@ impl ProxySettings {
                     return Err(invalid("tenants", format!("max_memory of tenant '{}': {v} is not a size (examples: 100mb, 1gb)", t.name)));
                 }
             }
+            if let Some(c) = &t.compression {
+                if !["none", "zstd", "zstd-dict", "pattern", "auto"].contains(&c.as_str()) {
+                    return Err(invalid("tenants", format!("compression of tenant '{}': '{c}' is not none, zstd, zstd-dict, pattern or auto", t.name)));
+                }
+            }
+            if let Some(m) = &t.compression_mode {
+                if !["eager", "lazy"].contains(&m.as_str()) {
+                    return Err(invalid("tenants", format!("compression_mode of tenant '{}': '{m}' is not eager or lazy", t.name)));
+                }
+            }
             if t.max_qps == Some(0) {
                 return Err(invalid("tenants", format!("max_qps of tenant '{}' must be above 0", t.name)));
             }
@@ -271,7 +287,7 @@ mod tests {
 
     #[test]
     fn tenants_are_checked() {
-        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), password: None, memcache_port: port, max_qps: None, max_memory: None };
+        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), password: None, memcache_port: port, max_qps: None, max_memory: None, compression: None, compression_mode: None, compression_min_size: None };
         let with = |ts: Vec<TenantSettings>| ProxySettings { tenants: Some(ts), ..Default::default() }.resolve();
         assert!(with(vec![t("shop", Some(11300)), t("blog", None)]).is_ok());
         let e = with(vec![t("shop", None), t("shop", None)]).unwrap_err().to_string();

@@ -21,6 +21,9 @@ pub struct Tenant {
     pub max_memory: u64,
     /// Near-cache partition: distinct per tenant of one topology.
     pub cache_id: u32,
+    /// Compression settings the engines apply to the tenant's namespace
+    /// (`TERRACE.NAMESPACE` options: COMPRESSION, COMPRESSION-MODE, COMPRESSION-MIN-SIZE).
+    pub compression: Vec<(&'static str, String)>,
     bucket: Mutex<Bucket>,
 }
 
@@ -41,8 +44,16 @@ impl Tenant {
             max_qps,
             max_memory,
             cache_id,
+            compression: Vec::new(),
             bucket: Mutex::new(Bucket { tokens, at: Instant::now() }),
         })
+    }
+
+    /// The same tenant with compression options for its namespace.
+    pub fn with_compression(self: Arc<Self>, options: Vec<(&'static str, String)>) -> Arc<Tenant> {
+        let mut t = Arc::into_inner(self).expect("a tenant under construction has one owner");
+        t.compression = options;
+        Arc::new(t)
     }
 
     /// Takes one request from the tenant's budget: up to `max_qps` per second, bursts up to

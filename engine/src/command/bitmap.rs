@@ -51,7 +51,7 @@ pub fn setbit(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 pub fn getbit(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let off = bit_offset(argv[2], false, 1)?;
-    let b = get_str(&mut ctx.data, argv[1])?.map(|v| get_bit(v, off)).unwrap_or(0);
+    let b = get_str(&mut ctx.data, argv[1])?.map(|v| get_bit(&v, off)).unwrap_or(0);
     ctx.out.int(b as i64);
     Ok(())
 }
@@ -90,14 +90,14 @@ pub fn bitcount(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let range = if argv.len() >= 4 { Some((int(argv[2])?, int(argv[3])?, unit_is_bit(argv.get(4))?)) } else { None };
-    let v = get_str(&mut ctx.data, argv[1])?.unwrap_or(b"");
+    let v = get_str(&mut ctx.data, argv[1])?.unwrap_or_default();
     let n: u64 = match range {
         None => v.iter().map(|b| b.count_ones() as u64).sum(),
         Some((s, e, bits)) => {
             let units = if bits { v.len() as i64 * 8 } else { v.len() as i64 };
             match bit_range(s, e, units) {
                 None => 0,
-                Some((s, e)) if bits => (s..=e).map(|i| get_bit(v, i as u64) as u64).sum(),
+                Some((s, e)) if bits => (s..=e).map(|i| get_bit(&v, i as u64) as u64).sum(),
                 Some((s, e)) => v[s as usize..=e as usize].iter().map(|b| b.count_ones() as u64).sum(),
             }
         }
@@ -128,7 +128,7 @@ pub fn bitpos(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     let (first, last) = if bits { (s as u64, e as u64) } else { (s as u64 * 8, e as u64 * 8 + 7) };
-    let found = (first..=last).find(|&i| get_bit(v, i) == bit);
+    let found = (first..=last).find(|&i| get_bit(&v, i) == bit);
     let reply = match found {
         Some(i) => i as i64,
         // Looking for a clear bit with no end given: the first bit past the string is clear.

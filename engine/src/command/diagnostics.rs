@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::args::{err, int, is, subcommand_error, CmdError};
 use super::{CmdResult, Ctx};
-use crate::keyspace::{access, NUM_DBS};
+use crate::keyspace::{access, ValueRef, NUM_DBS};
 
 pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let log = &ctx.srv.slowlog;
@@ -159,11 +159,11 @@ pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         let Some(e) = ctx.data.peek(argv[2]) else {
             return Err(CmdError::NoSuchKey);
         };
-        let enc = match e.str_value() {
-            Some(v) => super::keys::string_encoding(v),
-            None => e.coll().unwrap().encoding(),
+        let (enc, ser) = match e.value() {
+            ValueRef::Str(v) => (super::keys::string_encoding(v), v.len()),
+            ValueRef::Encoded(v) => ("compressed", v.len()),
+            ValueRef::Coll(c) => (c.encoding(), e.heap_size()),
         };
-        let ser = e.str_value().map(|v| v.len()).unwrap_or_else(|| e.heap_size());
         let line = format!(
             "Value at:0x{:x} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
             e as *const _ as usize,

@@ -81,6 +81,7 @@ pub(crate) fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u8>) {
     let t = match value {
         ValueRef::Str(_) => T_STRING,
+        ValueRef::Encoded(_) => unreachable!("compressed strings are decoded before they are serialized"),
         ValueRef::Coll(Collection::List(_)) => T_LIST,
         ValueRef::Coll(Collection::Set(_)) => T_SET,
         ValueRef::Coll(Collection::Hash(_)) => T_HASH,
@@ -93,6 +94,7 @@ pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u
     }
     match value {
         ValueRef::Str(v) => put_str(out, v),
+        ValueRef::Encoded(_) => unreachable!("compressed strings are decoded before they are serialized"),
         ValueRef::Coll(Collection::List(l)) => {
             put_len(out, l.len());
             for v in l {
@@ -123,10 +125,10 @@ pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u
     }
 }
 
-/// Serializes an entry's value as a DUMP payload.
-pub fn dump_value(e: &Entry) -> Vec<u8> {
+/// Serializes a value (a compressed string decoded first) as a DUMP payload.
+pub fn dump_value(value: ValueRef) -> Vec<u8> {
     let mut out = Vec::new();
-    encode_object(e.value(), None, &mut out);
+    encode_object(value, None, &mut out);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -390,8 +392,13 @@ fn parse_payload(p: &[u8]) -> Result<Restored, CmdError> {
 }
 
 pub fn dump(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let (ks, db) = (ctx.data.ks, ctx.data.db);
     match ctx.data.read(argv[1]) {
-        Some(e) => ctx.out.bulk(&dump_value(e)),
+        Some(e) if e.is_encoded() => {
+            let v = super::decoded(ks, db, e)?.unwrap_or_default();
+            ctx.out.bulk(&dump_value(ValueRef::Str(&v)))
+        }
+        Some(e) => ctx.out.bulk(&dump_value(e.value())),
         None => ctx.out.null(),
     }
     Ok(())
@@ -486,11 +493,11 @@ mod tests {
         let mut z = ZSet::default();
         z.insert(b"m", 1.5);
         let e = Entry::new_coll(b"k", Collection::ZSet(z), &meta);
-        match parse_payload(&dump_value(&e)).unwrap() {
+        match parse_payload(&dump_value(e.value())).unwrap() {
             Restored::Coll(Collection::ZSet(z)) => assert_eq!(z.score(b"m"), Some(1.5)),
             _ => panic!("wrong type"),
         }
-        let mut p = dump_value(&Entry::new_str(b"k", b"v", &meta));
+        let mut p = dump_value(Entry::new_str(b"k", b"v", &meta).value());
         let last = p.len() - 1;
         p[last] ^= 1;
         assert!(parse_payload(&p).is_err());

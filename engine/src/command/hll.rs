@@ -207,7 +207,7 @@ fn tau(mut x: f64) -> f64 {
 fn load(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Hll>, CmdError> {
     match get_str(&mut ctx.data, key)? {
         None => Ok(None),
-        Some(v) => Hll::decode(v).map(Some),
+        Some(v) => Hll::decode(&v).map(Some),
     }
 }
 

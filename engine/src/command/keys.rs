@@ -2,7 +2,7 @@
 
 use super::args::{err, glob_match, int, is, CmdError};
 use super::{CmdResult, Ctx};
-use crate::keyspace::{access, Kind, Meta, NUM_DBS};
+use crate::keyspace::{access, Kind, Meta, ValueRef, NUM_DBS};
 use crate::protocol::parse_i64;
 
 pub fn del(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -459,9 +459,11 @@ pub fn object(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     if is(sub, "ENCODING") {
-        let enc = match e.str_value() {
-            Some(v) => string_encoding(v),
-            None => e.coll().unwrap().encoding(),
+        let enc = match e.value() {
+            ValueRef::Str(v) => string_encoding(v),
+            // Terrace's own encoding: the value is stored by a codec (see TERRACE.COMPRESSION).
+            ValueRef::Encoded(_) => "compressed",
+            ValueRef::Coll(c) => c.encoding(),
         };
         ctx.out.bulk_str(enc);
     } else if is(sub, "REFCOUNT") {

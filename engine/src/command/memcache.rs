@@ -11,7 +11,7 @@
 
 use super::args::{err, int, is, CmdError};
 use super::{CmdResult, Ctx};
-use crate::keyspace::{access, Entry, Kind, Meta};
+use crate::keyspace::{access, Kind, Meta};
 
 /// Memcached's boundary between relative and absolute expiry times (30 days in seconds).
 const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
@@ -51,14 +51,18 @@ fn counter_value(v: &[u8]) -> Option<u64> {
 
 /// One item as `MC.GET` answers it: [value, flags, cas, ttl ms or -1], or nil.
 fn reply_item(ctx: &mut Ctx, key: &[u8]) {
-    let now = ctx.data.now;
+    let (ks, db, now) = (ctx.data.ks, ctx.data.db, ctx.data.now);
     match ctx.data.read(key) {
         Some(e) if e.kind() == Kind::Str => {
             let ttl = e.expire().map(|at| (at - now).max(0)).unwrap_or(-1);
             let (flags, cas) = (e.flags() as i64, e.version() as i64);
-            let v = e.str_value().expect("a string");
+            let v = match super::decoded(ks, db, e) {
+                Ok(v) => v.unwrap_or_default(),
+                Err(CmdError::Msg(m)) => return ctx.out.error(&m),
+                Err(_) => return ctx.out.null(),
+            };
             ctx.out.array_len(4);
-            ctx.out.bulk(v);
+            ctx.out.bulk(&v);
             ctx.out.int(flags);
             ctx.out.int(cas);
             ctx.out.int(ttl);
@@ -113,20 +117,19 @@ struct Existing {
     value: Option<Vec<u8>>,
 }
 
-fn existing(ctx: &mut Ctx, key: &[u8], want_value: bool) -> Option<Existing> {
-    ctx.data.read(key).map(|e| Existing {
-        is_str: e.kind() == Kind::Str,
-        version: e.version(),
-        flags: e.flags(),
-        expire: e.expire(),
-        value: if want_value { e.str_value().map(|v| v.to_vec()) } else { None },
-    })
+fn existing(ctx: &mut Ctx, key: &[u8], want_value: bool) -> Result<Option<Existing>, CmdError> {
+    let (ks, db) = (ctx.data.ks, ctx.data.db);
+    let Some(e) = ctx.data.read(key) else { return Ok(None) };
+    let is_str = e.kind() == Kind::Str;
+    let value = if want_value && is_str { super::decoded(ks, db, e)?.map(|v| v.into_owned()) } else { None };
+    Ok(Some(Existing { is_str, version: e.version(), flags: e.flags(), expire: e.expire(), value }))
 }
 
 fn store_entry(ctx: &mut Ctx, key: &[u8], value: &[u8], flags: u32, expire: Option<i64>) -> u64 {
     let version = ctx.data.ks.next_version();
     let meta = Meta { expire, flags, version, access: access::new_stamp(ctx.data.lfu, ctx.data.now) };
-    ctx.data.insert(Entry::new_str(key, value, &meta));
+    let e = ctx.data.ks.new_str_entry(ctx.data.db, key, value, &meta);
+    ctx.data.insert(e);
     version
 }
 
@@ -148,7 +151,7 @@ pub fn store(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if !(concat || is(mode, "set") || is(mode, "add") || is(mode, "replace")) {
         return Err(err("ERR mode must be one of set, add, replace, append, prepend"));
     }
-    let old = existing(ctx, key, concat);
+    let old = existing(ctx, key, concat)?;
     if cas != 0 {
         match &old {
             None => return status(ctx, "NOT_FOUND", 0),
@@ -221,7 +224,7 @@ pub fn arith(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         ctx.out.int(cas as i64);
         Ok(())
     };
-    let Some(old) = existing(ctx, key, true) else {
+    let Some(old) = existing(ctx, key, true)? else {
         if !vivify {
             return reply(ctx, "NOT_FOUND", None, 0);
         }
@@ -254,7 +257,7 @@ pub fn arith(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 /// MC.DELETE key cas — cas 0 means no compare. Answers DELETED, NOT_FOUND or EXISTS.
 pub fn delete(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let cas = u64_arg(argv[2])?;
-    match existing(ctx, argv[1], false) {
+    match existing(ctx, argv[1], false)? {
         None => ctx.out.simple("NOT_FOUND"),
         Some(o) if cas != 0 && o.version != cas => ctx.out.simple("EXISTS"),
         Some(_) => {

@@ -6,6 +6,7 @@ pub mod acl;
 pub mod args;
 pub mod bitmap;
 pub mod compact;
+pub mod compression;
 pub mod config;
 pub mod diagnostics;
 pub mod dump;
@@ -30,6 +31,7 @@ pub mod table;
 pub mod txn;
 pub mod zset;
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -211,10 +213,36 @@ impl<'a> Data<'a> {
         Meta { expire, flags: 0, version: self.ks.next_version(), access: access::new_stamp(self.lfu, self.now) }
     }
 
-    /// Stores a string value, replacing whatever the key held.
+    /// Stores a string value, replacing whatever the key held (compressed if the tenant's
+    /// settings say so).
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire: Option<i64>) {
-        let e = Entry::new_str(key, value, &self.meta(expire));
+        let e = self.ks.new_str_entry(self.db, key, value, &self.meta(expire));
         self.shard(key).insert(e);
+    }
+
+    /// The string at `key`, decoded: None if missing, WRONGTYPE if not a string. Counts a
+    /// keyspace hit or miss and stamps the access, as `read`.
+    pub fn read_str(&mut self, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>, CmdError> {
+        let (ks, db) = (self.ks, self.db);
+        match self.read(key) {
+            None => Ok(None),
+            Some(e) => decoded(ks, db, e),
+        }
+    }
+
+    /// Makes the string at `key` plain (decompressing it in place) so it can be edited
+    /// byte by byte; the version and stamps stay (this is not a write).
+    pub fn ensure_plain(&mut self, key: &[u8]) -> Result<(), CmdError> {
+        let (ks, db, now) = (self.ks, self.db, self.now);
+        let shard = self.shard(key);
+        let Some(e) = shard.get(key, now) else { return Ok(()) };
+        if !e.is_encoded() {
+            return Ok(());
+        }
+        let plain = decoded(ks, db, e)?.ok_or(CmdError::WrongType)?.into_owned();
+        let new = e.restored_as(&plain, false);
+        shard.rewrite(new);
+        Ok(())
     }
 
     pub fn insert(&mut self, e: Entry) {
@@ -277,6 +305,15 @@ impl<'a> Data<'a> {
     /// Marks a list or sorted set key as having new elements for blocked clients.
     pub fn signal(&mut self, key: &[u8]) {
         self.ready.push((self.db, key.to_vec()));
+    }
+}
+
+/// The decoded string of an entry of database `db` (WRONGTYPE if not a string).
+pub fn decoded<'e>(ks: &Keyspace, db: usize, e: &'e Entry) -> Result<Option<Cow<'e, [u8]>>, CmdError> {
+    match ks.string(db, e) {
+        Ok(Some(v)) => Ok(Some(v)),
+        Ok(None) => Err(CmdError::WrongType),
+        Err(why) => Err(args::err(format!("ERR the value of '{}' could not be decompressed: {why}", String::from_utf8_lossy(e.key())))),
     }
 }
 

@@ -139,19 +139,31 @@ pub fn select(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// TERRACE.NAMESPACE name [MAXMEMORY bytes] — moves the connection into a tenant's namespace
-/// (its own 16 databases), allocating it on first use, and sets the namespace's data limit
-/// (0: none; writes past it get OOM, for this namespace only). The proxy sends it on every
-/// connection of a tenant. `default` is the namespace plain Redis clients use.
+/// TERRACE.NAMESPACE name [MAXMEMORY bytes] [COMPRESSION codec] [COMPRESSION-MODE mode]
+/// [COMPRESSION-MIN-SIZE bytes] — moves the connection into a tenant's namespace (its own 16
+/// databases), allocating it on first use, and sets the namespace's data limit (0: none;
+/// writes past it get OOM, for this namespace only) and its compression settings. The proxy
+/// sends it on every connection of a tenant. `default` is the namespace plain Redis clients use.
 pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let limit = match argv.len() {
-        2 => None,
-        4 if is(argv[2], "MAXMEMORY") => Some(
-            crate::config::parse_size(std::str::from_utf8(argv[3]).unwrap_or(""))
-                .ok_or_else(|| err("ERR MAXMEMORY must be a size (examples: 0, 100mb, 1gb)"))?,
-        ),
-        _ => return Err(CmdError::Syntax),
-    };
+    if argv.len() % 2 != 0 {
+        return Err(CmdError::Syntax);
+    }
+    let mut limit = None;
+    let mut compression: Vec<(&str, String)> = Vec::new();
+    for kv in argv[2..].chunks(2) {
+        let value = String::from_utf8_lossy(kv[1]).into_owned();
+        if is(kv[0], "MAXMEMORY") {
+            limit = Some(crate::config::parse_size(&value).ok_or_else(|| err("ERR MAXMEMORY must be a size (examples: 0, 100mb, 1gb)"))?);
+        } else if is(kv[0], "COMPRESSION") {
+            compression.push(("compression", value));
+        } else if is(kv[0], "COMPRESSION-MODE") {
+            compression.push(("compression_mode", value));
+        } else if is(kv[0], "COMPRESSION-MIN-SIZE") {
+            compression.push(("compression_min_size", value));
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
     let name = std::str::from_utf8(argv[1])
         .ok()
         .filter(|n| !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)))
@@ -163,6 +175,7 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             Some(i) => i,
             None if names.len() * NUM_DBS < ctx.data.ks.dbs() => {
                 names.push(key.to_string());
+                ctx.srv.attach_tenant(names.len() - 1, key);
                 names.len() - 1
             }
             None => {
@@ -179,6 +192,14 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     if let Some(bytes) = limit {
         ctx.data.ks.set_namespace_limit(index, bytes);
+    }
+    if !compression.is_empty() {
+        let t = ctx.data.ks.compression(index);
+        let mut s = t.settings();
+        for (k, v) in &compression {
+            s.set(k, v).map_err(|e| err(format!("ERR {e}")))?;
+        }
+        t.configure(s);
     }
     let logical = ctx.conn.db - ctx.conn.ns_base;
     ctx.conn.ns_base = index * NUM_DBS;
@@ -1141,6 +1162,20 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
             );
         }
         s.push_str("\r\n");
+    }
+    if want("compression") {
+        s.push_str("# Compression\r\n");
+        let names = srv.namespaces.lock().clone();
+        let mut lines = String::new();
+        let mut active = 0;
+        for (i, name) in names.iter().enumerate() {
+            let t = srv.keyspace.compression(i);
+            if t.enabled() || t.current().is_some() {
+                active += 1;
+                let _ = write!(lines, "tenant_{}:{}\r\n", if name.is_empty() { "default" } else { name }, t.info_line());
+            }
+        }
+        let _ = write!(s, "compression_tenants:{active}\r\n{lines}\r\n");
     }
     if want("keyspace") {
         s.push_str("# Keyspace\r\n");

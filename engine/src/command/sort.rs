@@ -25,9 +25,11 @@ fn lookup(data: &mut Data, pattern: &[u8], elem: &[u8]) -> Option<Vec<u8>> {
     let mut key = key_pat[..star].to_vec();
     key.extend_from_slice(elem);
     key.extend_from_slice(&key_pat[star + 1..]);
+    let (ks, db) = (data.ks, data.db);
     let e = data.peek(&key)?;
     match (e.value(), field) {
         (ValueRef::Str(v), None) => Some(v.to_vec()),
+        (ValueRef::Encoded(_), None) => super::decoded(ks, db, e).ok().flatten().map(|v| v.into_owned()),
         (ValueRef::Coll(Collection::Hash(h)), Some(f)) => h.get(f).map(|v| v.to_vec()),
         _ => None,
     }

@@ -1,6 +1,8 @@
 //! String commands, and TierBase's CAS/CAD extensions.
 
 use super::args::{err, float, int, is, CmdError};
+use std::borrow::Cow;
+
 use super::{CmdResult, Ctx, Data};
 use crate::keyspace::Kind;
 use crate::protocol::{format_double, parse_i64};
@@ -42,20 +44,14 @@ fn is_expire_kw(a: &[u8]) -> bool {
 }
 
 /// The string value of a key: Ok(None) if missing, WRONGTYPE if not a string.
-pub fn get_str<'a>(data: &'a mut Data, key: &[u8]) -> Result<Option<&'a [u8]>, CmdError> {
-    match data.read(key) {
-        None => Ok(None),
-        Some(e) => e.str_value().map(Some).ok_or(CmdError::WrongType),
-    }
+pub fn get_str<'a>(data: &'a mut Data, key: &[u8]) -> Result<Option<Cow<'a, [u8]>>, CmdError> {
+    data.read_str(key)
 }
 
 pub fn get(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    match ctx.data.read(argv[1]) {
+    match ctx.data.read_str(argv[1])? {
         None => ctx.out.null(),
-        Some(e) => match e.str_value() {
-            Some(v) => ctx.out.bulk(v),
-            None => return Err(CmdError::WrongType),
-        },
+        Some(v) => ctx.out.bulk(&v),
     }
     Ok(())
 }
@@ -87,11 +83,12 @@ pub fn set(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             if get && e.kind() != Kind::Str {
                 return Err(CmdError::WrongType);
             }
+            let expire = e.expire();
             if get {
-                let v = e.str_value().unwrap().to_vec();
+                let v = ctx.data.read_str(key)?.map(|v| v.into_owned()).unwrap_or_default();
                 ctx.out.bulk(&v);
             }
-            (true, e.expire())
+            (true, expire)
         }
         None => {
             if get {
@@ -156,9 +153,11 @@ pub fn psetex(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 pub fn mget(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     ctx.out.array_len(argv.len() - 1);
     for key in &argv[1..] {
-        match ctx.data.read(key).and_then(|e| e.str_value()) {
-            Some(v) => ctx.out.bulk(v),
-            None => ctx.out.null(),
+        match ctx.data.read_str(key) {
+            Ok(Some(v)) => ctx.out.bulk(&v),
+            Ok(None) | Err(CmdError::WrongType) => ctx.out.null(),
+            Err(CmdError::Msg(m)) => ctx.out.error(&m),
+            Err(_) => ctx.out.null(),
         }
     }
     Ok(())
@@ -233,7 +232,7 @@ pub fn getex(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         ctx.out.null();
         return Ok(());
     };
-    ctx.out.bulk(v);
+    ctx.out.bulk(&v);
     match exp {
         ExpireOpt::At(t) if t < ctx.data.now => {
             ctx.data.delete(key);
@@ -252,11 +251,12 @@ pub fn getex(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 /// Replaces a string's value keeping its TTL and flags (APPEND, SETRANGE, INCR…).
 pub fn replace_value(ctx: &mut Ctx, key: &[u8], value: &[u8]) {
     let ver = ctx.data.ks.next_version();
+    let (ks, db) = (ctx.data.ks, ctx.data.db);
     let new = match ctx.data.get(key) {
         Some(e) => {
-            let mut n = e.with_str_value(value);
-            n.set_version(ver);
-            n
+            let mut meta = e.meta();
+            meta.version = ver;
+            ks.new_str_entry(db, key, value, &meta)
         }
         None => {
             ctx.data.set_str(key, value, None);
@@ -274,7 +274,7 @@ pub fn append(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 return Err(CmdError::TooBig);
             }
             let mut n = Vec::with_capacity(v.len() + argv[2].len());
-            n.extend_from_slice(v);
+            n.extend_from_slice(&v);
             n.extend_from_slice(argv[2]);
             n
         }
@@ -292,6 +292,7 @@ pub fn strlen(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
+    ctx.data.ensure_plain(key)?;
     let mut b = itoa::Buffer::new();
     let n = match ctx.data.read(key) {
         None => {
@@ -338,7 +339,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let by = float(argv[2])?;
     let key = argv[1];
     let cur = match get_str(&mut ctx.data, key)? {
-        Some(v) => super::args::parse_f64(v).ok_or(CmdError::NotFloat)?,
+        Some(v) => super::args::parse_f64(&v).ok_or(CmdError::NotFloat)?,
         None => 0.0,
     };
     let n = cur + by;
@@ -353,7 +354,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 pub fn getrange(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let (start, end) = (int(argv[2])?, int(argv[3])?);
-    let v = get_str(&mut ctx.data, argv[1])?.unwrap_or(b"");
+    let v = get_str(&mut ctx.data, argv[1])?.unwrap_or_default();
     let len = v.len() as i64;
     if start < 0 && end < 0 && start > end {
         ctx.out.bulk(b"");
@@ -420,12 +421,10 @@ pub fn lcs(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         i += 1;
     }
     let mut fetch = |k: &[u8]| -> Result<Vec<u8>, CmdError> {
-        match ctx.data.read(k) {
-            None => Ok(Vec::new()),
-            Some(e) => e
-                .str_value()
-                .map(|v| v.to_vec())
-                .ok_or_else(|| err("ERR The specified keys must contain string values")),
+        match ctx.data.read_str(k) {
+            Ok(v) => Ok(v.map(|v| v.into_owned()).unwrap_or_default()),
+            Err(CmdError::WrongType) => Err(err("ERR The specified keys must contain string values")),
+            Err(e) => Err(e),
         }
     };
     let a = fetch(argv[1])?;

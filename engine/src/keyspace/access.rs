@@ -56,6 +56,17 @@ pub fn new_stamp(lfu: bool, now_ms: i64) -> u32 {
     if lfu { lfu_new(now_ms) } else { lru_clock(now_ms) }
 }
 
+/// Seconds since the last access under either policy (LFU stamps keep minutes).
+pub fn idle_secs(stamp: u32, lfu: bool, now_ms: i64) -> u64 {
+    if lfu {
+        let last = stamp >> 8;
+        let now = minutes(now_ms);
+        (if now >= last { now - last } else { 0xFFFF - last + now }) as u64 * 60
+    } else {
+        idle_seconds(stamp, now_ms)
+    }
+}
+
 /// The stamp after an access under the current policy.
 pub fn touched(stamp: u32, lfu: bool, now_ms: i64) -> u32 {
     if lfu { lfu_touch(stamp, now_ms) } else { lru_clock(now_ms) }

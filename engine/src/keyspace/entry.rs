@@ -4,7 +4,7 @@
 //! Rust struct with `Box<[u8]>` fields (which would cost two allocations and two fat pointers):
 //!
 //! ```text
-//! [0]      tag: bits 0-2 kind, bit 3 has-expiry, bit 4 has-flags, bit 5 dirty, bits 6-7 location
+//! [0]      tag: bits 0-2 kind (6: a string stored compressed), bit 3 has-expiry, bit 4 has-flags, bit 5 dirty, bits 6-7 location
 //! [1..4]   access stamp (24 bits: LRU clock, or LFU minutes+counter, as Redis)
 //! [4..10]  version (48 bits; bumped on every write: WATCH, Memcached CAS, TierBase CAS)
 //! varint   key length
@@ -15,7 +15,8 @@
 //! ```
 //!
 //! The value location bits (DRAM / PMem / storage-only) and the dirty bit are reserved for the
-//! tier and write-back issues; today every value is in DRAM.
+//! tier and write-back issues; today every value is in DRAM. A compressed string's value bytes
+//! are `[codec header][payload]` (see `compress`); only the keyspace's tenant state decodes them.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
@@ -41,7 +42,8 @@ impl Kind {
             2 => Kind::Hash,
             3 => Kind::Set,
             4 => Kind::ZSet,
-            _ => Kind::Stream,
+            5 => Kind::Stream,
+            _ => Kind::Str,
         }
     }
     pub fn type_name(self) -> &'static str {
@@ -64,6 +66,8 @@ pub enum Location {
     Storage = 2,
 }
 
+/// Kind bits of a string whose value bytes are compressed.
+const ENCODED_STR: u8 = 6;
 const HAS_EXPIRE: u8 = 1 << 3;
 const HAS_FLAGS: u8 = 1 << 4;
 const DIRTY: u8 = 1 << 5;
@@ -74,6 +78,8 @@ pub const MAX_VERSION: u64 = (1 << 48) - 1;
 /// What an entry's value is.
 pub enum ValueRef<'a> {
     Str(&'a [u8]),
+    /// A compressed string: header and payload.
+    Encoded(&'a [u8]),
     Coll(&'a Collection),
 }
 
@@ -140,6 +146,11 @@ impl Entry {
     }
 
     fn build(kind: Kind, key: &[u8], value: &[u8], meta: &Meta) -> Entry {
+        Self::build_bits(kind as u8, key, value, meta)
+    }
+
+    fn build_bits(kind_bits: u8, key: &[u8], value: &[u8], meta: &Meta) -> Entry {
+        let kind = Kind::from_bits(kind_bits);
         let has_exp = meta.expire.is_some();
         let has_flags = meta.flags != 0;
         let val_len_field = if kind == Kind::Str { varint_len(value.len()) } else { 0 };
@@ -153,7 +164,7 @@ impl Entry {
         unsafe {
             let base = alloc(Self::layout(size));
             let Some(nn) = NonNull::new(base) else { handle_alloc_error(Self::layout(size)) };
-            let mut tag = kind as u8;
+            let mut tag = kind_bits;
             if has_exp {
                 tag |= HAS_EXPIRE;
             }
@@ -187,6 +198,17 @@ impl Entry {
     /// A string entry.
     pub fn new_str(key: &[u8], value: &[u8], meta: &Meta) -> Entry {
         Self::build(Kind::Str, key, value, meta)
+    }
+
+    /// A string entry whose value is compressed (`stored` = header + payload).
+    pub fn new_encoded_str(key: &[u8], stored: &[u8], meta: &Meta) -> Entry {
+        Self::build_bits(ENCODED_STR, key, stored, meta)
+    }
+
+    /// Whether this is a string stored compressed.
+    #[inline]
+    pub fn is_encoded(&self) -> bool {
+        self.tag() & 7 == ENCODED_STR
     }
 
     /// A collection entry; the collection is boxed and owned by the entry.
@@ -258,7 +280,9 @@ impl Entry {
         let p = self.parsed();
         unsafe {
             let v = self.0.as_ptr().add(p.val_off);
-            if self.kind() == Kind::Str {
+            if self.is_encoded() {
+                ValueRef::Encoded(std::slice::from_raw_parts(v, p.val_len))
+            } else if self.kind() == Kind::Str {
                 ValueRef::Str(std::slice::from_raw_parts(v, p.val_len))
             } else {
                 ValueRef::Coll(&*self.coll_ptr(v))
@@ -272,9 +296,9 @@ impl Entry {
         usize::from_ne_bytes(raw) as *mut Collection
     }
 
-    /// The string value's bytes, writable in place (same length), if this is a string.
+    /// A plain (uncompressed) string value's bytes, writable in place (same length).
     pub fn str_value_mut(&mut self) -> Option<&mut [u8]> {
-        if self.kind() != Kind::Str {
+        if self.kind() != Kind::Str || self.is_encoded() {
             return None;
         }
         let p = self.parsed();
@@ -283,18 +307,27 @@ impl Entry {
         unsafe { Some(std::slice::from_raw_parts_mut(self.0.as_ptr().add(p.val_off), p.val_len)) }
     }
 
-    /// The string value, if this is a string.
-    pub fn str_value(&self) -> Option<&[u8]> {
+    /// The value of a plain (uncompressed) string. Compressed strings are decoded through
+    /// `Keyspace::string`, which knows the tenant's codecs.
+    pub fn plain_str(&self) -> Option<&[u8]> {
         match self.value() {
             ValueRef::Str(s) => Some(s),
-            ValueRef::Coll(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The stored bytes of a compressed string (header + payload).
+    pub fn encoded_str(&self) -> Option<&[u8]> {
+        match self.value() {
+            ValueRef::Encoded(s) => Some(s),
+            _ => None,
         }
     }
 
     pub fn coll(&self) -> Option<&Collection> {
         match self.value() {
             ValueRef::Coll(c) => Some(c),
-            ValueRef::Str(_) => None,
+            _ => None,
         }
     }
 
@@ -405,11 +438,11 @@ impl Entry {
 
     /// The same entry under another key (RENAME, MOVE); a collection moves without a copy.
     pub fn renamed(self, key: &[u8]) -> Entry {
-        let kind = self.kind();
+        let kind_bits = self.tag() & 7;
         let p = self.parsed();
         let new = unsafe {
             let val = std::slice::from_raw_parts(self.0.as_ptr().add(p.val_off), p.val_len);
-            Self::build(kind, key, val, &self.meta())
+            Self::build_bits(kind_bits, key, val, &self.meta())
         };
         self.free_shell();
         new
@@ -419,6 +452,7 @@ impl Entry {
     pub fn copied(&self, key: &[u8], meta: &Meta) -> Entry {
         match self.value() {
             ValueRef::Str(v) => Self::build(Kind::Str, key, v, meta),
+            ValueRef::Encoded(v) => Self::new_encoded_str(key, v, meta),
             ValueRef::Coll(c) => Self::new_coll(key, c.deep_clone(), meta),
         }
     }
@@ -426,6 +460,12 @@ impl Entry {
     /// Replaces a string value, keeping key and metadata (the version is the caller's).
     pub fn with_str_value(&self, value: &[u8]) -> Entry {
         Self::build(Kind::Str, self.key(), value, &self.meta())
+    }
+
+    /// The same string stored compressed (`stored` = header + payload) or plain, keeping key
+    /// and every piece of metadata (compression is not a write: versions and stamps stay).
+    pub fn restored_as(&self, stored: &[u8], encoded: bool) -> Entry {
+        Self::build_bits(if encoded { ENCODED_STR } else { Kind::Str as u8 }, self.key(), stored, &self.meta())
     }
 
     /// Bytes this entry occupies on the heap, its collection included.
@@ -468,14 +508,14 @@ mod tests {
         for val in [&b""[..], b"v", &long[..]] {
             let mut e = Entry::new_str(b"key", val, &meta(None, 0));
             assert_eq!(e.key(), b"key");
-            assert_eq!(e.str_value(), Some(val));
+            assert_eq!(e.plain_str(), Some(val));
             assert_eq!(e.expire(), None);
             assert_eq!(e.version(), 42);
             assert_eq!(e.access(), 0xABCDEF);
             e.set_expire(Some(1234));
             assert_eq!(e.expire(), Some(1234));
             assert_eq!(e.key(), b"key");
-            assert_eq!(e.str_value(), Some(val));
+            assert_eq!(e.plain_str(), Some(val));
             e.set_flags(99);
             assert_eq!(e.flags(), 99);
             assert_eq!(e.expire(), Some(1234));
@@ -485,7 +525,7 @@ mod tests {
             e.set_expire(None);
             e.set_flags(0);
             assert_eq!((e.expire(), e.flags()), (None, 0));
-            assert_eq!(e.str_value(), Some(val));
+            assert_eq!(e.plain_str(), Some(val));
             e.set_version(MAX_VERSION + 5);
             assert_eq!(e.version(), 4);
         }
@@ -510,5 +550,28 @@ mod tests {
     fn compact_size_for_small_strings() {
         let e = Entry::new_str(&[b'k'; 16], &[b'v'; 100], &meta(None, 0));
         assert_eq!(e.total_size(), 10 + 1 + 1 + 16 + 100);
+    }
+
+    #[test]
+    fn encoded_strings_keep_their_kind_and_metadata() {
+        let m = meta(Some(99), 7);
+        let e = Entry::new_encoded_str(b"k", &[0x41, 1, 2, 3], &m);
+        assert_eq!(e.kind(), Kind::Str);
+        assert!(e.is_encoded());
+        assert_eq!(e.plain_str(), None);
+        assert_eq!(e.encoded_str(), Some(&[0x41, 1, 2, 3][..]));
+        assert_eq!((e.expire(), e.flags(), e.version()), (Some(99), 7, 42));
+        let moved = e.renamed(b"other");
+        assert!(moved.is_encoded());
+        let copy = moved.copied(b"copy", &m);
+        assert!(copy.is_encoded());
+        let plain = copy.restored_as(b"hello", false);
+        assert!(!plain.is_encoded());
+        assert_eq!(plain.plain_str(), Some(&b"hello"[..]));
+        assert_eq!((plain.expire(), plain.flags(), plain.version(), plain.access()), (Some(99), 7, 42, 0xABCDEF));
+        let mut p = plain;
+        assert!(p.str_value_mut().is_some());
+        let mut enc = p.restored_as(&[0x41, 9], true);
+        assert!(enc.str_value_mut().is_none(), "compressed bytes are never edited in place");
     }
 }

@@ -12,12 +12,17 @@ pub mod shard;
 pub mod stream;
 pub mod value;
 
+use std::borrow::Cow;
 use std::cell::Cell;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
+
+use crate::compress::tenant::{Settings, TenantCompression};
+use crate::compress::CodecError;
 
 /// Shard ids a command locks; most commands lock one.
 pub type ShardIds = SmallVec<[u32; 4]>;
@@ -57,6 +62,13 @@ pub struct Keyspace {
     version: AtomicU64,
     /// Access stamps hold LFU counters (true) or LRU clocks (false).
     pub lfu: AtomicBool,
+    /// Per namespace: its tenant's value compression.
+    compression: Box<[Arc<TenantCompression>]>,
+}
+
+thread_local! {
+    /// Where string values are encoded before they are copied into their entry.
+    static ENCODE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The shards a command holds, sorted by global shard id.
@@ -65,7 +77,9 @@ pub struct Guards<'a> {
 }
 
 impl Keyspace {
-    pub fn new(shard_bits: u32, namespaces: usize) -> Keyspace {
+    /// A keyspace whose tenants start with `compression` settings, keeping dictionary files
+    /// under `dict_root` (None: not persisted).
+    pub fn new(shard_bits: u32, namespaces: usize, compression: &Settings, dict_root: Option<PathBuf>) -> Keyspace {
         let dbs = NUM_DBS * namespaces.max(1);
         let n = dbs << shard_bits;
         let ns_used: Vec<Arc<AtomicI64>> = (0..namespaces.max(1)).map(|_| Arc::new(AtomicI64::new(0))).collect();
@@ -79,6 +93,56 @@ impl Keyspace {
             remeasure_cursor: AtomicUsize::new(0),
             version: AtomicU64::new(1),
             lfu: AtomicBool::new(false),
+            compression: (0..namespaces.max(1)).map(|_| Arc::new(TenantCompression::new(compression.clone(), dict_root.clone()))).collect(),
+        }
+    }
+
+    /// The namespace a physical database belongs to.
+    #[inline]
+    pub fn namespace_of(&self, db: usize) -> usize {
+        db / NUM_DBS
+    }
+
+    /// Namespace `ns`'s compression state.
+    pub fn compression(&self, ns: usize) -> &Arc<TenantCompression> {
+        &self.compression[ns.min(self.compression.len() - 1)]
+    }
+
+    pub fn compressions(&self) -> &[Arc<TenantCompression>] {
+        &self.compression
+    }
+
+    /// A string entry for `value` in database `db`: compressed when its tenant says so.
+    pub fn new_str_entry(&self, db: usize, key: &[u8], value: &[u8], meta: &Meta) -> Entry {
+        let t = &self.compression[db / NUM_DBS];
+        if t.enabled() {
+            let encoded = ENCODE_BUF.with(|b| {
+                let mut b = b.borrow_mut();
+                t.encode_for_write(value, &mut b).then(|| Entry::new_encoded_str(key, &b, meta))
+            });
+            if let Some(e) = encoded {
+                return e;
+            }
+        }
+        Entry::new_str(key, value, meta)
+    }
+
+    /// The value of a string entry of database `db`, decoded if it is stored compressed;
+    /// None if the entry is not a string.
+    pub fn string<'e>(&self, db: usize, e: &'e Entry) -> Result<Option<Cow<'e, [u8]>>, CodecError> {
+        match e.value() {
+            ValueRef::Str(v) => {
+                self.compression[db / NUM_DBS].note_read();
+                Ok(Some(Cow::Borrowed(v)))
+            }
+            ValueRef::Encoded(stored) => {
+                let t = &self.compression[db / NUM_DBS];
+                t.note_read();
+                let mut out = Vec::with_capacity(stored.len() * 4);
+                t.decode(stored, &mut out)?;
+                Ok(Some(Cow::Owned(out)))
+            }
+            ValueRef::Coll(_) => Ok(None),
         }
     }
 

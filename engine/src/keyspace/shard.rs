@@ -117,6 +117,23 @@ impl Shard {
         }
     }
 
+    /// Replaces an entry by another representation of the same value (compressed or not):
+    /// no WATCH touch, same expiry; only the byte accounting changes. The key must exist.
+    pub fn rewrite(&mut self, new: Entry) {
+        let h = hash_bytes(new.key());
+        let added = new.heap_size() as i64;
+        if let Some(slot) = self.table.find_mut(h, |e| e.key() == new.key()) {
+            debug_assert_eq!(slot.expire(), new.expire());
+            let old = std::mem::replace(slot, new);
+            self.account(added - old.heap_size() as i64);
+        }
+    }
+
+    /// The entry in bucket `idx`, mutable (the compression pass).
+    pub fn bucket_mut(&mut self, idx: usize) -> Option<&mut Entry> {
+        self.table.get_bucket_mut(idx)
+    }
+
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         match self.table.find_entry(hash_bytes(key), |e| e.key() == key) {
             Ok(o) => {

@@ -17,6 +17,7 @@ pub async fn run(srv: Arc<Server>) {
     let mut last_cmds = srv.stats.commands_processed.load(Ordering::Relaxed);
     let mut last_at = Instant::now();
     let mut n: u64 = 0;
+    let mut compression = crate::compress::pass::Pass::new(&srv.keyspace);
     loop {
         tick.tick().await;
         if srv.shutdown.load(Ordering::Relaxed) {
@@ -27,11 +28,16 @@ pub async fn run(srv: Arc<Server>) {
         }
         // Tenant memory: collections that grew in place are measured again, a slice a tick.
         srv.keyspace.remeasure_slice(Duration::from_millis(5));
+        // Compression: cold values, old dictionary generations, the census.
+        compression.run_slice(&srv.keyspace, now_ms(), Duration::from_millis(5));
         if crate::tracking::any() {
             srv.tracking.flush(&srv.clients, None);
         }
         n += 1;
         if n % 10 == 0 {
+            for t in srv.keyspace.compressions() {
+                t.check_drift();
+            }
             let cmds = srv.stats.commands_processed.load(Ordering::Relaxed);
             let secs = last_at.elapsed().as_secs_f64().max(0.001);
             srv.stats.instantaneous_ops.store(((cmds.saturating_sub(last_cmds)) as f64 / secs) as u64, Ordering::Relaxed);

@@ -29,6 +29,8 @@ pub enum ServerError {
     Runtime(std::io::Error),
     #[error("cannot load the snapshot")]
     Load(#[from] crate::snapshot::SnapshotError),
+    #[error("cannot load compression dictionaries: {0}")]
+    Dictionaries(#[from] crate::compress::store::StoreError),
 }
 
 type Handoff = (std::net::TcpStream, Arc<ClientInfo>);
@@ -57,9 +59,16 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     std_listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
     let local = std_listener.local_addr().map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
     let Threads::Fixed(threads) = config.threads;
+    let dict_root = config.data_dir.join("compression");
+    let dictionaries = crate::compress::tenant::load_dir(&dict_root, &config.compression)?;
     let srv = Server::new(config);
     srv.port.store(local.port() as u64, Ordering::Relaxed);
+    *srv.saved_tenants.lock() = dictionaries;
     let loaded = crate::snapshot::load(&srv)?;
+    let names = srv.namespaces.lock().clone();
+    for (index, name) in names.iter().enumerate() {
+        srv.attach_tenant(index, name);
+    }
     if loaded > 0 {
         tracing::info!(keys = loaded, file = %crate::snapshot::rdb_path(&srv.config.data_dir).display(), "loaded the snapshot");
     }

@@ -267,6 +267,9 @@ pub struct Server {
     pub keyspace: Keyspace,
     /// Tenant namespaces by index ("" is the default one, index 0).
     pub namespaces: Mutex<Vec<String>>,
+    /// Compression settings and dictionaries read at start, by tenant directory name, until
+    /// their namespace is registered.
+    pub saved_tenants: Mutex<std::collections::HashMap<String, crate::compress::tenant::LoadedTenant>>,
     pub runtime: Runtime,
     pub stats: Stats,
     pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
@@ -288,9 +291,19 @@ pub struct Server {
 }
 
 impl Server {
+    /// Gives namespace `index` its tenant name and whatever was saved for that tenant.
+    pub fn attach_tenant(&self, index: usize, name: &str) {
+        let t = self.keyspace.compression(index);
+        t.set_name(name);
+        let dir = if name.is_empty() { "default" } else { name };
+        if let Some(saved) = self.saved_tenants.lock().remove(dir) {
+            t.adopt(saved);
+        }
+    }
+
     pub fn new(config: EngineConfig) -> Arc<Server> {
         let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
-        let keyspace = Keyspace::new(config.shard_bits, config.namespaces);
+        let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")));
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
         Arc::new_cyclic(|me| Server {
@@ -303,6 +316,7 @@ impl Server {
             },
             keyspace,
             namespaces: Mutex::new(vec![String::new()]),
+            saved_tenants: Mutex::new(Default::default()),
             config,
             acl: crate::acl::Acl::default(),
             pubsub: crate::pubsub::PubSub::default(),

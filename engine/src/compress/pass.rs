@@ -1,0 +1,141 @@
+//! The background compression pass, run by the cron a slice at a time: it walks every shard
+//! of the tenants that compress, compresses plain strings (eager tenants: values written before
+//! training or loaded from a snapshot; lazy tenants: values not read for `cold_seconds`),
+//! re-encodes values of older dictionary generations, and counts what it saw. After each full
+//! cycle the census goes to the tenants, which drop generations no value uses any more.
+//!
+//! Rewriting a value's representation is not a write: versions, access stamps, TTLs and WATCH
+//! stay untouched.
+
+use std::time::{Duration, Instant};
+
+use super::tenant::{Census, TenantCompression};
+use crate::keyspace::{access, Entry, Keyspace, Shard, ValueRef, NUM_DBS};
+
+pub struct Pass {
+    shard: u32,
+    bucket: usize,
+    census: Vec<Census>,
+    /// Per namespace: slots that were already stale when this cycle started.
+    stale_at_start: Vec<Vec<u8>>,
+    scratch: Vec<u8>,
+    /// Values rewritten in total (INFO).
+    pub rewritten: u64,
+}
+
+impl Pass {
+    pub fn new(ks: &Keyspace) -> Pass {
+        let n = ks.compressions().len();
+        Pass {
+            shard: 0,
+            bucket: 0,
+            census: (0..n).map(|_| Census::new()).collect(),
+            stale_at_start: ks.compressions().iter().map(|t| t.stale_slots()).collect(),
+            scratch: Vec::new(),
+            rewritten: 0,
+        }
+    }
+
+    fn active(t: &TenantCompression) -> bool {
+        t.enabled() || t.current().is_some() || !t.stale_slots().is_empty()
+    }
+
+    /// Works for up to `budget`; shards a command holds are retried on a later slice.
+    pub fn run_slice(&mut self, ks: &Keyspace, now: i64, budget: Duration) {
+        let start = Instant::now();
+        if !ks.compressions().iter().any(|t| Self::active(t)) {
+            return;
+        }
+        let lfu = ks.lfu.load(std::sync::atomic::Ordering::Relaxed);
+        let total = ks.num_shards() as u32;
+        let per_ns = (NUM_DBS * ks.shards_per_db()) as u32;
+        while start.elapsed() < budget {
+            let ns = (self.shard / per_ns) as usize;
+            let t = ks.compression(ns).clone();
+            if Self::active(&t) {
+                let Some(mut shard) = ks.try_lock_one(self.shard) else { return };
+                let done = self.walk(&mut shard, &t, ns, lfu, now, start, budget);
+                if !done {
+                    return;
+                }
+            }
+            self.bucket = 0;
+            self.shard += 1;
+            if self.shard >= total {
+                self.shard = 0;
+                self.finish_cycle(ks);
+            }
+        }
+    }
+
+    /// Walks one shard from the cursor; false if the budget ran out first.
+    #[allow(clippy::too_many_arguments)]
+    fn walk(&mut self, shard: &mut Shard, t: &std::sync::Arc<TenantCompression>, ns: usize, lfu: bool, now: i64, start: Instant, budget: Duration) -> bool {
+        let n = shard.num_buckets();
+        while self.bucket < n {
+            if self.bucket % 32 == 0 && start.elapsed() >= budget {
+                return false;
+            }
+            let idx = self.bucket;
+            self.bucket += 1;
+            let Some(e) = shard.bucket(idx) else { continue };
+            let replacement = self.consider(e, t, ns, lfu, now);
+            if let Some(new) = replacement {
+                shard.rewrite(new);
+                self.rewritten += 1;
+            }
+        }
+        true
+    }
+
+    /// What to replace an entry with, counting it in the census.
+    fn consider(&mut self, e: &Entry, t: &std::sync::Arc<TenantCompression>, ns: usize, lfu: bool, now: i64) -> Option<Entry> {
+        let census = &mut self.census[ns];
+        match e.value() {
+            ValueRef::Str(v) => {
+                if t.wants_plain(v.len(), access::idle_secs(e.access(), lfu, now)) && t.encode(v, &mut self.scratch) {
+                    let slot = TenantCompression::slot_of(&self.scratch).unwrap_or(0) as usize;
+                    census.per_slot[slot].0 += 1;
+                    census.per_slot[slot].1 += self.scratch.len() as u64;
+                    return Some(e.restored_as(&self.scratch, true));
+                }
+                census.plain_values += 1;
+                census.plain_bytes += v.len() as u64;
+                None
+            }
+            ValueRef::Encoded(stored) => {
+                let slot = TenantCompression::slot_of(stored).unwrap_or(0) as usize;
+                if !t.is_stale(stored) {
+                    census.per_slot[slot].0 += 1;
+                    census.per_slot[slot].1 += stored.len() as u64;
+                    return None;
+                }
+                let mut plain = Vec::new();
+                if t.decode(stored, &mut plain).is_err() {
+                    // Unreadable: leave it (reads report the error) and keep its generation.
+                    census.per_slot[slot].0 += 1;
+                    return None;
+                }
+                if t.enabled() && t.current().is_some() && t.encode(&plain, &mut self.scratch) {
+                    let new_slot = TenantCompression::slot_of(&self.scratch).unwrap_or(0) as usize;
+                    census.per_slot[new_slot].0 += 1;
+                    census.per_slot[new_slot].1 += self.scratch.len() as u64;
+                    Some(e.restored_as(&self.scratch, true))
+                } else {
+                    census.plain_values += 1;
+                    census.plain_bytes += plain.len() as u64;
+                    Some(e.restored_as(&plain, false))
+                }
+            }
+            ValueRef::Coll(_) => None,
+        }
+    }
+
+    fn finish_cycle(&mut self, ks: &Keyspace) {
+        for (ns, t) in ks.compressions().iter().enumerate() {
+            let census = std::mem::replace(&mut self.census[ns], Census::new());
+            t.finish_cycle(census, &self.stale_at_start[ns]);
+            self.stale_at_start[ns] = t.stale_slots();
+        }
+    }
+}
