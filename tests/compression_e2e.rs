@@ -288,3 +288,39 @@ fn tenants_choose_their_codec_and_bad_settings_are_refused() {
     let e4 = common::err(&mut c, &["TERRACE.NAMESPACE", "shop", "COMPRESSION-MODE", "sometimes"]);
     assert!(e4.contains("eager or lazy"), "{e4}");
 }
+
+#[test]
+fn proxy_tenants_carry_their_compression_settings_to_the_engines() {
+    let airports = records("airports-sample.jsonl");
+    let engines = [Engine::start(&[]), Engine::start(&[])];
+    let cfg = temp_dir("compress-proxy").join("terrace.toml");
+    std::fs::write(
+        &cfg,
+        "[[proxy.tenants]]\nname = \"shop\"\npassword = \"pw\"\ncompression = \"pattern\"\ncompression_min_size = 16\n",
+    )
+    .unwrap();
+    let proxy = common::Proxy::start(&[&engines[0], &engines[1]], &["--config", cfg.to_str().unwrap()], &[]);
+    let mut shop = redis::Client::open(format!("redis://shop:pw@127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    write_all(&mut shop, "a", &airports);
+    check_all(&mut shop, "a", &airports);
+    for e in &engines {
+        let mut c = e.client();
+        let s = stats(&mut c, "shop");
+        assert_eq!(s["settings"]["compression"], "pattern", "{s:#}");
+        assert_eq!(s["settings"]["compression_min_size"], 16);
+        assert!(s["writes"].as_u64().unwrap() > 0, "each engine holds part of the tenant's keys: {s:#}");
+        assert_eq!(stats(&mut c, "default")["settings"]["compression"], "none");
+    }
+    let bad = temp_dir("compress-proxy-bad").join("terrace.toml");
+    std::fs::write(&bad, "[[proxy.tenants]]\nname = \"shop\"\ncompression = \"lz4\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_terrace"))
+        .args(["proxy", "--port", "0", "--memcache-port", "0", "--engines", "127.0.0.1:1", "--config"])
+        .arg(&bad)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains("compression of tenant 'shop'") && msg.contains("'lz4'"), "{msg}");
+}

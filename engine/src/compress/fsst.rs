@@ -101,7 +101,17 @@ impl Fsst {
             syms.push(Symbol::from_slice(&b));
             lens.push(l);
         }
-        // The crate panics on a badly ordered table; a corrupt file must be an error.
+        // FSST tables list 2..8-byte symbols by length, then the 1-byte ones; the crate
+        // asserts this, and a corrupt file must be an error, not a panic.
+        let ordered = {
+            let multi = lens.iter().take_while(|&&l| l > 1).count();
+            lens[..multi].windows(2).all(|w| w[0] <= w[1]) && lens[multi..].iter().all(|&l| l == 1)
+        };
+        if !ordered {
+            return Err(CodecError::BadDictionary("FSST symbol table out of order"));
+        }
+        // Symbols the crate cannot index (which its trainer never emits) still trip an
+        // assertion inside it; that one is caught.
         let built = std::panic::catch_unwind(|| Compressor::rebuild_from(&syms, &lens))
             .map_err(|_| CodecError::BadDictionary("FSST symbol table out of order"))?;
         Ok(Self::wrap(built))

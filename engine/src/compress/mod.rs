@@ -179,3 +179,6 @@ mod tests {
         assert_eq!(parse_header(0), None);
     }
 }
+
+#[cfg(test)]
+mod roundtrip_tests;

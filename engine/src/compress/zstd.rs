@@ -81,16 +81,48 @@ fn decompress_with(payload: &[u8], ddict: Option<&DDict<'static>>, out: &mut Vec
     unframe(r.rest(), n as usize, ddict, out)
 }
 
+/// The unused capacity at the end of a Vec, as zstd's output buffer: decompression writes
+/// straight after the existing bytes without zeroing the space first.
+struct Tail<'a> {
+    vec: &'a mut Vec<u8>,
+    start: usize,
+    limit: usize,
+}
+
+// SAFETY: the pointer and capacity describe `limit` bytes of the Vec's own allocation after
+// `start`; `filled_until` only extends the length over bytes zstd reports as written.
+unsafe impl zstd_safe::WriteBuf for Tail<'_> {
+    fn as_slice(&self) -> &[u8] {
+        &self.vec[self.start..]
+    }
+    fn capacity(&self) -> usize {
+        self.limit
+    }
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        // SAFETY: `start` is the Vec's length, within its allocation.
+        unsafe { self.vec.as_mut_ptr().add(self.start) }
+    }
+    unsafe fn filled_until(&mut self, n: usize) {
+        self.vec.set_len(self.start + n);
+    }
+}
+
+/// The most a zstd frame can expand: an RLE block of a few bytes stands for 128 KiB.
+const MAX_EXPANSION: usize = 32 * 1024;
+
 /// Appends the `n` bytes a bare frame decodes to to `out`.
 fn unframe(frame: &[u8], n: usize, ddict: Option<&DDict<'static>>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    if n > (frame.len() + 1).saturating_mul(MAX_EXPANSION) {
+        return Err(CodecError::Corrupt("length beyond what the frame can hold"));
+    }
     let start = out.len();
-    out.resize(start + n, 0);
+    out.reserve(n);
     let res = DCTX.with(|d| {
         let mut d = d.borrow_mut();
-        let dst = &mut out[start..];
+        let mut dst = Tail { vec: &mut *out, start, limit: n };
         match ddict {
-            Some(dd) => d.decompress_using_ddict(dst, frame, dd),
-            None => d.decompress(dst, frame),
+            Some(dd) => d.decompress_using_ddict(&mut dst, frame, dd),
+            None => d.decompress(&mut dst, frame),
         }
     });
     match res {
