@@ -22,6 +22,21 @@ pub struct CompressArgs {
     /// Sample size cap (the engine's `compression_sample_size`).
     #[arg(long, default_value_t = 1024)]
     sample_size: usize,
+    /// Also measure SET/GET through real engines with each codec against `none`.
+    #[arg(long)]
+    e2e: bool,
+    /// End-to-end rounds (engines alternate within each round).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// End-to-end SETs and GETs per engine per round.
+    #[arg(long, default_value_t = 200_000)]
+    ops: usize,
+    /// End-to-end requests in flight per write.
+    #[arg(long, default_value_t = 16)]
+    pipeline: usize,
+    /// End-to-end engines to run, as codec:mode (default: all, `none` of each mode included).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 fn load(path: &PathBuf) -> anyhow::Result<Vec<Vec<u8>>> {
@@ -90,6 +105,9 @@ pub fn run(args: CompressArgs) -> anyhow::Result<()> {
                 codec.dictionary_bytes() as f64 / 1024.0,
                 notes
             );
+        }
+        if args.e2e {
+            super::compress_e2e::run(&records, args.rounds, args.ops, args.pipeline, &args.only)?;
         }
     }
     Ok(())

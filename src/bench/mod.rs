@@ -1,6 +1,8 @@
 //! `terrace bench …`: benchmarks that ship with the binary.
 
 pub mod compress;
+pub mod compress_e2e;
+pub mod resp_client;
 
 use clap::Subcommand;
 

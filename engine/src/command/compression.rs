@@ -3,7 +3,7 @@
 //! - `TERRACE.RETRAIN tenant [SYNC]` — train a new dictionary generation from the tenant's
 //!   sample now (in the background, or waiting for it with SYNC; answers the STATS JSON then).
 //! - `TERRACE.COMPRESSION STATS tenant` — JSON: settings, generations, live and trained ratios,
-//!   what the last background pass counted.
+//!   what the last background pass counted (asking wakes the pass for a fresh count).
 //! - `TERRACE.COMPRESSION ADVISE tenant` — JSON: the recommender's measurements and choice.
 //! - `TERRACE.COMPRESSION CONFIG tenant [setting value …]` — changes settings (compression,
 //!   compression_mode, compression_min_size, compression_cold_seconds, retrain_ratio_drift,
@@ -78,6 +78,8 @@ pub fn compression(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     let t = tenant(ctx.srv, argv[2])?;
     let json = if is(sub, "STATS") && argv.len() == 3 {
+        // Whoever reads the census wants it fresh: the resting background pass resumes.
+        t.wake();
         t.stats()
     } else if is(sub, "ADVISE") && argv.len() == 3 {
         t.advise_now()

@@ -313,8 +313,22 @@ pub fn decoded<'e>(ks: &Keyspace, db: usize, e: &'e Entry) -> Result<Option<Cow<
     match ks.string(db, e) {
         Ok(Some(v)) => Ok(Some(v)),
         Ok(None) => Err(CmdError::WrongType),
-        Err(why) => Err(args::err(format!("ERR the value of '{}' could not be decompressed: {why}", String::from_utf8_lossy(e.key())))),
+        Err(why) => Err(undecodable(e, why)),
     }
+}
+
+/// Calls `f` with the decoded string of an entry (WRONGTYPE if not a string), without
+/// allocating for a compressed one.
+pub fn with_decoded<R>(ks: &Keyspace, db: usize, e: &Entry, f: impl FnOnce(&[u8]) -> R) -> Result<R, CmdError> {
+    match ks.with_string(db, e, f) {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) => Err(CmdError::WrongType),
+        Err(why) => Err(undecodable(e, why)),
+    }
+}
+
+fn undecodable(e: &Entry, why: crate::compress::CodecError) -> CmdError {
+    args::err(format!("ERR the value of '{}' could not be decompressed: {why}", String::from_utf8_lossy(e.key())))
 }
 
 /// Everything a command handler can reach.

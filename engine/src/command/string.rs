@@ -49,9 +49,10 @@ pub fn get_str<'a>(data: &'a mut Data, key: &[u8]) -> Result<Option<Cow<'a, [u8]
 }
 
 pub fn get(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    match ctx.data.read_str(argv[1])? {
+    let (ks, db) = (ctx.data.ks, ctx.data.db);
+    match ctx.data.read(argv[1]) {
         None => ctx.out.null(),
-        Some(v) => ctx.out.bulk(&v),
+        Some(e) => super::with_decoded(ks, db, e, |v| ctx.out.bulk(v))?,
     }
     Ok(())
 }
@@ -153,9 +154,14 @@ pub fn psetex(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 pub fn mget(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     ctx.out.array_len(argv.len() - 1);
     for key in &argv[1..] {
-        match ctx.data.read_str(key) {
-            Ok(Some(v)) => ctx.out.bulk(&v),
-            Ok(None) | Err(CmdError::WrongType) => ctx.out.null(),
+        let (ks, db) = (ctx.data.ks, ctx.data.db);
+        // Missing keys and non-strings are nil; an undecodable value is an error element.
+        let r = match ctx.data.read(key) {
+            None => Err(CmdError::WrongType),
+            Some(e) => super::with_decoded(ks, db, e, |v| ctx.out.bulk(v)),
+        };
+        match r {
+            Ok(()) => {}
             Err(CmdError::Msg(m)) => ctx.out.error(&m),
             Err(_) => ctx.out.null(),
         }

@@ -21,7 +21,14 @@ pub struct Pass {
     scratch: Vec<u8>,
     /// Values rewritten in total (INFO).
     pub rewritten: u64,
+    rewritten_at_cycle_start: u64,
+    /// After a cycle that changed nothing, the next one waits until then (or a wake-up).
+    resting_until: Option<Instant>,
 }
+
+/// How long the pass rests after a cycle that rewrote nothing (lazy values turn cold on the
+/// scale of `compression_cold_seconds`; a census a few seconds old is fine).
+const REST: Duration = Duration::from_secs(2);
 
 impl Pass {
     pub fn new(ks: &Keyspace) -> Pass {
@@ -33,6 +40,8 @@ impl Pass {
             stale_at_start: ks.compressions().iter().map(|t| t.stale_slots()).collect(),
             scratch: Vec::new(),
             rewritten: 0,
+            rewritten_at_cycle_start: 0,
+            resting_until: None,
         }
     }
 
@@ -45,6 +54,13 @@ impl Pass {
         let start = Instant::now();
         if !ks.compressions().iter().any(|t| Self::active(t)) {
             return;
+        }
+        let woken = ks.compressions().iter().fold(false, |w, t| t.take_wake() || w);
+        if let Some(until) = self.resting_until {
+            if !woken && Instant::now() < until {
+                return;
+            }
+            self.resting_until = None;
         }
         let lfu = ks.lfu.load(std::sync::atomic::Ordering::Relaxed);
         let total = ks.num_shards() as u32;
@@ -64,6 +80,11 @@ impl Pass {
             if self.shard >= total {
                 self.shard = 0;
                 self.finish_cycle(ks);
+                if self.rewritten == self.rewritten_at_cycle_start {
+                    self.resting_until = Some(Instant::now() + REST);
+                }
+                self.rewritten_at_cycle_start = self.rewritten;
+                return;
             }
         }
     }

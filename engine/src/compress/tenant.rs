@@ -211,6 +211,8 @@ pub struct TenantCompression {
     retrains: AtomicU64,
     /// Full cycles of the background pass (each ends with a census).
     cycles: AtomicU64,
+    /// Set when the pass should not wait for its rest to end (new settings or generation).
+    wake: AtomicBool,
     last_error: Mutex<Option<String>>,
     last_advice: Mutex<Option<Advice>>,
     /// The sample the current generation was trained on (ADVISE uses it while the fresh
@@ -238,6 +240,7 @@ impl TenantCompression {
             decode_errors: AtomicU64::new(0),
             retrains: AtomicU64::new(0),
             cycles: AtomicU64::new(0),
+            wake: AtomicBool::new(false),
             last_error: Mutex::new(None),
             last_advice: Mutex::new(None),
             last_sample: Mutex::new(Vec::new()),
@@ -274,6 +277,7 @@ impl TenantCompression {
         }
         let old = std::mem::replace(&mut *self.settings.write(), s.clone());
         self.publish(&s);
+        self.wake();
         if s.sample_size != old.sample_size {
             // The reservoir's capacity is fixed; a new size takes effect on a fresh sample.
             self.sample.clear();
@@ -299,6 +303,16 @@ impl TenantCompression {
                 tracing::warn!("saving compression settings: {e}");
             }
         }
+    }
+
+    /// Whether the background pass was asked to run now (cleared by asking).
+    pub fn take_wake(&self) -> bool {
+        self.wake.swap(false, Ordering::Relaxed)
+    }
+
+    /// Asks the background pass to run now (tests and STATS callers who want a fresh census).
+    pub fn wake(&self) {
+        self.wake.store(true, Ordering::Relaxed);
     }
 
     /// Whether values of this tenant are compressed at all.
@@ -356,12 +370,10 @@ impl TenantCompression {
     pub fn decode(&self, stored: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
         let (&h, payload) = stored.split_first().ok_or(CodecError::Corrupt("empty value"))?;
         let (kind, slot) = parse_header(h).ok_or(CodecError::Corrupt("unknown codec in header"))?;
-        let codec = {
-            let g = self.gens.read();
-            g.slots[slot as usize].as_ref().filter(|gen| gen.codec.kind() == kind).map(|gen| gen.codec.clone())
-        };
-        let codec = codec.ok_or(CodecError::MissingDictionary { codec: kind.name(), slot })?;
-        codec.decode(payload, out).inspect_err(|_| {
+        let g = self.gens.read();
+        let gen = g.slots[slot as usize].as_ref().filter(|gen| gen.codec.kind() == kind);
+        let gen = gen.ok_or(CodecError::MissingDictionary { codec: kind.name(), slot })?;
+        gen.codec.decode(payload, out).inspect_err(|_| {
             self.decode_errors.fetch_add(1, Ordering::Relaxed);
         })
     }
@@ -523,6 +535,7 @@ impl TenantCompression {
         }
         self.live.reset();
         self.retrains.fetch_add(1, Ordering::Relaxed);
+        self.wake();
         // The next training learns from what is written from now on.
         self.sample.clear();
         Ok(())

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use zstd_safe::{CCtx, CDict, CParameter, DCtx, DDict, DParameter, FrameFormat};
+use zstd_safe::{CCtx, CDict, CParameter, DCtx, DDict, DParameter, DictAttachPref, FrameFormat};
 
 use super::bytes::{put_varint, Reader};
 use super::{Codec, CodecError, CodecKind};
@@ -26,6 +26,10 @@ fn minimal_cctx() -> CCtx<'static> {
         CParameter::ContentSizeFlag(false),
         CParameter::DictIdFlag(false),
         CParameter::ChecksumFlag(false),
+        CParameter::CompressionLevel(LEVEL),
+        // Small values: reference the digested dictionary's tables instead of copying them
+        // into the context on every call.
+        CParameter::ForceAttachDict(DictAttachPref::ForceAttach),
     ] {
         c.set_parameter(p).expect("zstd accepts its own parameters");
     }
@@ -156,8 +160,14 @@ impl Codec for Zstd {
     fn encode(&self, raw: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
         PLAIN_CCTX.with(|c| {
             let mut c = c.borrow_mut();
-            c.set_parameter(CParameter::CompressionLevel(self.level)).map_err(zerr)?;
-            compress_with(&mut c, raw, out)
+            if self.level != LEVEL {
+                c.set_parameter(CParameter::CompressionLevel(self.level)).map_err(zerr)?;
+            }
+            let r = compress_with(&mut c, raw, out);
+            if self.level != LEVEL {
+                c.set_parameter(CParameter::CompressionLevel(LEVEL)).map_err(zerr)?;
+            }
+            r
         })
     }
     fn decode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {

@@ -69,6 +69,8 @@ pub struct Keyspace {
 thread_local! {
     /// Where string values are encoded before they are copied into their entry.
     static ENCODE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Where compressed strings are decoded for a reply (no allocation per read).
+    static DECODE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The shards a command holds, sorted by global shard id.
@@ -125,6 +127,32 @@ impl Keyspace {
             }
         }
         Entry::new_str(key, value, meta)
+    }
+
+    /// Calls `f` with the value of a string entry of database `db` (decoded into a
+    /// per-thread buffer if it is stored compressed); None if the entry is not a string.
+    pub fn with_string<R>(&self, db: usize, e: &Entry, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, CodecError> {
+        match e.value() {
+            ValueRef::Str(v) => {
+                self.compression[db / NUM_DBS].note_read();
+                Ok(Some(f(v)))
+            }
+            ValueRef::Encoded(stored) => {
+                let t = &self.compression[db / NUM_DBS];
+                t.note_read();
+                DECODE_BUF.with(|b| {
+                    let mut b = b.borrow_mut();
+                    b.clear();
+                    t.decode(stored, &mut b)?;
+                    let r = f(&b);
+                    if b.capacity() > 1 << 20 {
+                        *b = Vec::new(); // don't keep a huge value's buffer around
+                    }
+                    Ok(Some(r))
+                })
+            }
+            ValueRef::Coll(_) => Ok(None),
+        }
     }
 
     /// The value of a string entry of database `db`, decoded if it is stored compressed;

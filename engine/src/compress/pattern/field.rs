@@ -5,7 +5,7 @@
 //! not fit the learned type (a non-canonical number, an unseen enum value) is stored as text,
 //! so encoding never fails and decoding is exact.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use super::super::bytes::{put_bytes, put_varint, unzigzag, zigzag, Reader};
 use super::super::CodecError;
@@ -28,12 +28,15 @@ pub enum FieldType {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Enum {
     pub values: Vec<Vec<u8>>,
-    index: HashMap<Vec<u8>, u32>,
+    index: HashMap<Vec<u8>, u32, foldhash::fast::RandomState>,
 }
 
 impl Enum {
     pub fn new(values: Vec<Vec<u8>>) -> Enum {
-        let index = values.iter().enumerate().map(|(i, v)| (v.clone(), i as u32)).collect();
+        let mut index = HashMap::with_capacity_and_hasher(values.len(), foldhash::fast::RandomState::default());
+        for (i, v) in values.iter().enumerate() {
+            index.insert(v.clone(), i as u32);
+        }
         Enum { values, index }
     }
 }
@@ -126,7 +129,7 @@ impl FieldType {
             let cost = values.iter().map(|v| t.cost(v)).sum();
             candidates.push((cost, t));
         }
-        let mut counts: HashMap<&[u8], usize> = HashMap::new();
+        let mut counts: HashMap<&[u8], usize, foldhash::fast::RandomState> = HashMap::default();
         for v in values {
             *counts.entry(v).or_default() += 1;
         }
