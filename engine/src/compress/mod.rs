@@ -14,6 +14,8 @@ pub mod bytes;
 pub mod fsst;
 pub mod pass;
 pub mod pattern;
+pub mod ppm;
+pub mod rangecoder;
 pub mod sample;
 pub mod store;
 pub mod tenant;

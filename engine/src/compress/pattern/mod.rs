@@ -2,9 +2,10 @@
 //! Data", SIGMOD 2024): records are matched against templates learned from a sample; a matched
 //! record is stored as its template id plus its gap fields, typed (integers and decimals as
 //! varints, enumerations as indexes) where the sample allows, and the remaining text — the
-//! residual — goes through a trained second stage: an FSST symbol table for short residuals or
-//! a zstd dictionary for long ones, whichever encoded the template's samples smaller. Records
-//! that match no template go through the second stage alone.
+//! residual — goes through a trained second stage: an FSST symbol table (short text), a zstd
+//! dictionary, or a static order-2 context model with a range coder (long multilingual text),
+//! whichever encoded the template's samples smallest — or a faster one within 10% of it.
+//! Records that match no template go through the second stage alone.
 //!
 //! Value layout: `varint(template id + 1)`, the fields' head varints, then the residual (its
 //! length is the sum of the text lengths in the head). Unmatched: `0`, `varint(len)`, residual.
@@ -19,6 +20,7 @@ use template::{Matcher, Part, Template};
 
 use super::bytes::{put_bytes, put_varint, Reader};
 use super::fsst::Fsst;
+use super::ppm::Ppm;
 use super::zstd::ZstdDict;
 use super::{Codec, CodecError, CodecKind};
 
@@ -30,24 +32,32 @@ const CLUSTER_SAMPLES: usize = 1000;
 /// Largest zstd dictionary of the second stage.
 const ZSTD_DICT_BYTES: usize = 64 * 1024;
 
-/// The second stage of one template (or of unmatched records).
+/// The second stage of one template (or of unmatched records), fastest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Raw = 0,
     Fsst = 1,
     Zstd = 2,
+    Ppm = 3,
 }
 
 impl Stage {
+    const ALL: [Stage; 4] = [Stage::Raw, Stage::Fsst, Stage::Zstd, Stage::Ppm];
+
     fn from_byte(b: u8) -> Result<Stage, CodecError> {
         match b {
             0 => Ok(Stage::Raw),
             1 => Ok(Stage::Fsst),
             2 => Ok(Stage::Zstd),
+            3 => Ok(Stage::Ppm),
             _ => Err(CodecError::BadDictionary("unknown second stage")),
         }
     }
 }
+
+/// A slower stage must make the template's records this much smaller than a faster one does
+/// to be chosen.
+const SLOWER_STAGE_GAIN: f64 = 0.10;
 
 struct Tmpl {
     matcher: Matcher,
@@ -60,6 +70,7 @@ pub struct PatternCodec {
     unmatched: Stage,
     fsst: Fsst,
     zdict: Option<ZstdDict>,
+    ppm: Option<Ppm>,
 }
 
 thread_local! {
@@ -117,44 +128,73 @@ impl PatternCodec {
 
         // Residuals, then the second stages trained on them.
         let mut residuals: Vec<Vec<u8>> = Vec::with_capacity(all.len());
+        let mut head_bytes: Vec<usize> = Vec::with_capacity(all.len());
         for (r, t) in all.iter().zip(&assigned) {
             let mut text = Vec::new();
+            let mut head = Vec::new();
             match t {
                 Some(t) => {
                     matchers[*t].split(r, &mut fields);
-                    let mut head = Vec::new();
                     for (f, ty) in fields.iter().zip(&types[*t]) {
                         ty.encode(f, &mut head, &mut text);
                     }
                 }
                 None => text.extend_from_slice(r),
             }
+            head_bytes.push(head.len() + 2);
             residuals.push(text);
         }
-        let nonempty: Vec<&[u8]> = residuals.iter().filter(|r| !r.is_empty()).map(|r| &r[..]).collect();
-        let fsst = Fsst::train(&nonempty);
-        let zdict = ZstdDict::train(&nonempty, ZSTD_DICT_BYTES).ok();
-        let mut codec = PatternCodec { templates: Vec::new(), unmatched: Stage::Raw, fsst, zdict };
-        let stage_of = |codec: &PatternCodec, which: Option<usize>| -> Stage {
-            let mut sizes = [0usize; 3];
+        // Stages are chosen out of sample: trained on two thirds of the residuals, measured on
+        // the rest (a dictionary measured on its own training data looks far better than it
+        // is). The stages kept are then trained on all of them.
+        let nonempty = |keep: &dyn Fn(usize) -> bool| -> Vec<&[u8]> {
+            residuals.iter().enumerate().filter(|(i, r)| !r.is_empty() && keep(*i)).map(|(_, r)| &r[..]).collect()
+        };
+        let stages_from = |texts: &[&[u8]]| -> (Fsst, Option<ZstdDict>, Option<Ppm>) {
+            (Fsst::train(texts), ZstdDict::train(texts, ZSTD_DICT_BYTES).ok(), (!texts.is_empty()).then(|| Ppm::train(texts)))
+        };
+        let (fsst, zdict, ppm) = stages_from(&nonempty(&|i| i % 3 != 2));
+        let probe = PatternCodec { templates: Vec::new(), unmatched: Stage::Raw, fsst, zdict, ppm };
+        let stage_of = |which: Option<usize>| -> Stage {
+            let mut sizes = [0usize; 4];
+            let mut heads = 0usize;
             let mut buf = Vec::new();
-            for (res, t) in residuals.iter().zip(&assigned) {
-                if *t != which || res.is_empty() {
+            for (i, (res, t)) in residuals.iter().zip(&assigned).enumerate() {
+                if *t != which || res.is_empty() || (i % 3 != 2 && residuals.len() >= 30) {
                     continue;
                 }
-                for stage in [Stage::Raw, Stage::Fsst, Stage::Zstd] {
+                heads += head_bytes[i];
+                for stage in Stage::ALL {
                     buf.clear();
-                    if codec.stage_encode(stage, res, &mut buf).is_ok() {
+                    if probe.stage_encode(stage, res, &mut buf).is_ok() {
                         sizes[stage as usize] += buf.len();
                     } else {
                         sizes[stage as usize] = usize::MAX / 4;
                     }
                 }
             }
-            [Stage::Raw, Stage::Fsst, Stage::Zstd].into_iter().min_by_key(|s| sizes[*s as usize]).unwrap_or(Stage::Raw)
+            // The fastest stage whose records (head and residual) are within reach of the
+            // smallest.
+            let best = (heads + sizes.iter().copied().min().unwrap_or(0)) as f64;
+            Stage::ALL.into_iter().find(|s| (heads + sizes[*s as usize]) as f64 <= best * (1.0 + SLOWER_STAGE_GAIN)).unwrap_or(Stage::Raw)
         };
-        let stages: Vec<Stage> = (0..matchers.len()).map(|t| stage_of(&codec, Some(t))).collect();
-        codec.unmatched = stage_of(&codec, None);
+        let stages: Vec<Stage> = (0..matchers.len()).map(|t| stage_of(Some(t))).collect();
+        let unmatched_stage = stage_of(None);
+        let (fsst, zdict, ppm) = stages_from(&nonempty(&|_| true));
+        let mut codec = PatternCodec { templates: Vec::new(), unmatched: unmatched_stage, fsst, zdict, ppm };
+        let missing = |s: Stage| (s == Stage::Zstd && codec.zdict.is_none()) || (s == Stage::Ppm && codec.ppm.is_none());
+        let stages: Vec<Stage> = stages.into_iter().map(|s| if missing(s) { Stage::Fsst } else { s }).collect();
+        if missing(codec.unmatched) {
+            codec.unmatched = Stage::Fsst;
+        }
+        // Stages no template uses are not kept (nor saved).
+        let used = |s: Stage| codec.unmatched == s || stages.contains(&s);
+        if !used(Stage::Zstd) {
+            codec.zdict = None;
+        }
+        if !used(Stage::Ppm) {
+            codec.ppm = None;
+        }
         codec.templates = matchers
             .into_iter()
             .zip(types)
@@ -176,6 +216,7 @@ impl PatternCodec {
             Stage::Fsst => self.fsst.compress(text, out),
             Stage::Zstd if text.is_empty() => {}
             Stage::Zstd => self.zdict.as_ref().ok_or(CodecError::Training("no zstd stage".into()))?.frame(text, out)?,
+            Stage::Ppm => self.ppm.as_ref().ok_or(CodecError::Training("no context-model stage".into()))?.encode(text, out),
         }
         Ok(())
     }
@@ -187,6 +228,7 @@ impl PatternCodec {
             Stage::Fsst => self.fsst.decompress(bytes, out)?,
             Stage::Zstd if n == 0 && bytes.is_empty() => {}
             Stage::Zstd => self.zdict.as_ref().ok_or(CodecError::BadDictionary("no zstd stage"))?.unframe(bytes, n, out)?,
+            Stage::Ppm => self.ppm.as_ref().ok_or(CodecError::BadDictionary("no context-model stage"))?.decode(bytes, n, out)?,
         }
         if out.len() - start != n {
             out.truncate(start);
@@ -237,14 +279,25 @@ impl PatternCodec {
         })?;
         let zbytes = r.bytes().map_err(bad)?;
         let zdict = if zbytes.is_empty() { None } else { Some(ZstdDict::from_dictionary(zbytes.to_vec(), super::zstd::LEVEL)?) };
+        let ppm = match r.byte().map_err(bad)? {
+            0 => None,
+            1 => Some(Ppm::deserialize(&mut r).map_err(|e| match e {
+                CodecError::Corrupt(_) => CodecError::BadDictionary("truncated context model"),
+                e => e,
+            })?),
+            _ => return Err(CodecError::BadDictionary("bad context-model flag")),
+        };
         if !r.is_empty() {
             return Err(CodecError::BadDictionary("trailing bytes in pattern dictionary"));
         }
-        let uses_zstd = unmatched == Stage::Zstd || templates.iter().any(|t| t.stage == Stage::Zstd);
-        if uses_zstd && zdict.is_none() {
+        let uses = |s: Stage| unmatched == s || templates.iter().any(|t| t.stage == s);
+        if uses(Stage::Zstd) && zdict.is_none() {
             return Err(CodecError::BadDictionary("a template uses the zstd stage, which is missing"));
         }
-        Ok(PatternCodec { templates, unmatched, fsst, zdict })
+        if uses(Stage::Ppm) && ppm.is_none() {
+            return Err(CodecError::BadDictionary("a template uses the context-model stage, which is missing"));
+        }
+        Ok(PatternCodec { templates, unmatched, fsst, zdict, ppm })
     }
 }
 
@@ -362,6 +415,13 @@ impl Codec for PatternCodec {
         out.push(self.unmatched as u8);
         self.fsst.serialize(&mut out);
         put_bytes(&mut out, self.zdict.as_ref().map(|z| z.serialize()).as_deref().unwrap_or(&[]));
+        match &self.ppm {
+            None => out.push(0),
+            Some(m) => {
+                out.push(1);
+                m.serialize(&mut out);
+            }
+        }
         out
     }
 
