@@ -5,7 +5,7 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct Reservoir {
-    capacity: usize,
+    capacity: std::sync::atomic::AtomicUsize,
     /// Longest value kept (longer values are sampled by their prefix).
     max_value: usize,
     seen: AtomicU64,
@@ -14,17 +14,18 @@ pub struct Reservoir {
 
 impl Reservoir {
     pub fn new(capacity: usize, max_value: usize) -> Reservoir {
-        Reservoir { capacity, max_value, seen: AtomicU64::new(0), items: Mutex::new(Vec::new()) }
+        Reservoir { capacity: capacity.into(), max_value, seen: AtomicU64::new(0), items: Mutex::new(Vec::new()) }
     }
 
     /// Offers one written value.
     pub fn offer(&self, value: &[u8]) {
+        let capacity = self.capacity.load(Ordering::Relaxed);
         let n = self.seen.fetch_add(1, Ordering::Relaxed);
-        let slot = if (n as usize) < self.capacity {
+        let slot = if (n as usize) < capacity {
             None
         } else {
             let j = fastrand::u64(..=n) as usize;
-            if j >= self.capacity {
+            if j >= capacity {
                 return;
             }
             Some(j)
@@ -33,7 +34,7 @@ impl Reservoir {
         let mut items = self.items.lock();
         match slot {
             Some(j) if j < items.len() => items[j] = v,
-            _ if items.len() < self.capacity => items.push(v),
+            _ if items.len() < capacity => items.push(v),
             _ => {}
         }
     }
@@ -54,6 +55,15 @@ impl Reservoir {
     /// A copy of the sample.
     pub fn snapshot(&self) -> Vec<Box<[u8]>> {
         self.items.lock().clone()
+    }
+
+    /// Starts over with room for `capacity` values.
+    pub fn resize(&self, capacity: usize) {
+        let mut items = self.items.lock();
+        items.clear();
+        items.shrink_to_fit();
+        self.capacity.store(capacity, Ordering::Relaxed);
+        self.seen.store(0, Ordering::Relaxed);
     }
 
     /// Starts over (after the data changed enough to retrain).

@@ -202,7 +202,10 @@ pub struct TenantCompression {
     eager: AtomicBool,
     min_size: AtomicUsize,
     gens: RwLock<Generations>,
+    /// Values written since the last training.
     pub sample: Reservoir,
+    /// Values written since the start (a uniform sample of the tenant's whole history).
+    history: Reservoir,
     training: AtomicBool,
     live: Live,
     reads: AtomicU64,
@@ -215,9 +218,6 @@ pub struct TenantCompression {
     wake: AtomicBool,
     last_error: Mutex<Option<String>>,
     last_advice: Mutex<Option<Advice>>,
-    /// The sample the current generation was trained on (ADVISE uses it while the fresh
-    /// sample is still small).
-    last_sample: Mutex<Vec<Box<[u8]>>>,
     census: Mutex<Census>,
     /// Where dictionary files go (None: not persisted, as in unit tests).
     root: Option<PathBuf>,
@@ -228,6 +228,7 @@ impl TenantCompression {
         let t = TenantCompression {
             name: RwLock::new(String::new()),
             sample: Reservoir::new(settings.sample_size, 16 * 1024),
+            history: Reservoir::new(settings.sample_size, 16 * 1024),
             settings: RwLock::new(settings.clone()),
             enabled: AtomicBool::new(false),
             eager: AtomicBool::new(false),
@@ -243,7 +244,6 @@ impl TenantCompression {
             wake: AtomicBool::new(false),
             last_error: Mutex::new(None),
             last_advice: Mutex::new(None),
-            last_sample: Mutex::new(Vec::new()),
             census: Mutex::new(Census::new()),
             root,
         };
@@ -279,8 +279,9 @@ impl TenantCompression {
         self.publish(&s);
         self.wake();
         if s.sample_size != old.sample_size {
-            // The reservoir's capacity is fixed; a new size takes effect on a fresh sample.
-            self.sample.clear();
+            // A reservoir's capacity is fixed; a new size takes effect on fresh samples.
+            self.sample.resize(s.sample_size);
+            self.history.resize(s.sample_size);
         }
         if s.choice != old.choice {
             let current_kind = self.current().map(|g| g.codec.kind());
@@ -337,6 +338,7 @@ impl TenantCompression {
             return false;
         }
         self.sample.offer(value);
+        self.history.offer(value);
         if !self.eager.load(Ordering::Relaxed) {
             return false;
         }
@@ -438,23 +440,23 @@ impl TenantCompression {
         }
     }
 
-    /// What a training learns from: the values written since the last training, topped up
-    /// with the last training's sample while the fresh one is smaller than `train_after`.
+    /// What a training learns from: up to half the sample from the values written since the
+    /// last training (what drifted), the rest from the tenant's whole history (so a training
+    /// right after a burst of one kind of value still knows the others).
     fn training_sample(&self) -> Vec<Box<[u8]>> {
-        let s = self.settings();
-        let mut fresh = self.sample.snapshot();
-        if fresh.len() < s.train_after {
-            let last = self.last_sample.lock();
-            let room = s.sample_size.saturating_sub(fresh.len());
-            fresh.extend(last.iter().take(room).cloned());
-        }
-        fresh
+        let n = self.settings().sample_size;
+        let mut recent = self.sample.snapshot();
+        let history = self.history.snapshot();
+        let take_recent = recent.len().min(n / 2).max(n.saturating_sub(history.len()));
+        let spare = recent.split_off(take_recent.min(recent.len()));
+        let mut out = recent;
+        out.extend(history.into_iter().take(n - out.len()));
+        out.extend(spare.into_iter().take(n.saturating_sub(out.len())));
+        out
     }
 
     fn training_sample_len(&self) -> usize {
-        let s = self.settings();
-        let fresh = self.sample.len();
-        if fresh < s.train_after { (fresh + self.last_sample.lock().len()).min(s.sample_size) } else { fresh }
+        (self.sample.len() + self.history.len()).min(self.settings().sample_size)
     }
 
     /// Trains synchronously (the training thread; `TERRACE.RETRAIN … SYNC`).
@@ -469,7 +471,6 @@ impl TenantCompression {
                 choice.ok_or("the recommender found no codec worth using for this tenant")?
             }
         };
-        *self.last_sample.lock() = sample.to_vec();
         // The baseline the monitor compares against is measured out of sample: a model
         // trained on four fifths, measured on the rest (a ratio measured on the training data
         // itself would be optimistic and make every later value look like drift).
@@ -659,13 +660,7 @@ impl TenantCompression {
     /// Runs the recommender on the current sample (TERRACE.COMPRESSION ADVISE).
     pub fn advise_now(&self) -> Value {
         let s = self.settings();
-        let mut sample = self.sample.snapshot();
-        if sample.len() < s.train_after {
-            let last = self.last_sample.lock();
-            if last.len() > sample.len() {
-                sample = last.clone();
-            }
-        }
+        let sample = self.training_sample();
         let a = advise(&sample, self.reads.load(Ordering::Relaxed), self.writes.load(Ordering::Relaxed), s.cpu_budget_us);
         let mut v = a.to_json();
         v["tenant"] = json!(self.name());
