@@ -259,7 +259,14 @@ fn lazy_mode_compresses_only_cold_values() {
     config(&mut c, "default", &["compression_cold_seconds", "0"]);
     wait_stats(&mut c, "default", "cold values compressed", |s| s["compressed_values"].as_u64() == Some(cities.len() as u64));
     assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "city:1"]), "compressed");
+    // A read makes a value hot again: it is stored plain until it turns cold once more.
+    config(&mut c, "default", &["compression_cold_seconds", "3600"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "city:1"]), cities[1]);
+    assert_ne!(q::<String>(&mut c, &["OBJECT", "ENCODING", "city:1"]), "compressed");
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "city:2"]), "compressed");
     check_all(&mut c, "city", &cities);
+    let s = settled(&mut c, "default");
+    assert_eq!(s["plain_values"], cities.len() as u64, "every value read is plain again: {s:#}");
 }
 
 #[test]

@@ -174,11 +174,19 @@ impl<'a> Data<'a> {
         Some(e)
     }
 
-    /// As `get`, counting a keyspace hit or miss.
+    /// As `get`, counting a keyspace hit or miss. In a lazy-compression tenant a compressed
+    /// value read is stored plain again (it is hot now; the background pass compresses it
+    /// once it has been cold for a while).
     pub fn read(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let (now, lfu) = (self.now, self.lfu);
+        let (now, lfu, ks, db) = (self.now, self.lfu, self.ks, self.db);
         let id = self.ks.shard_id(self.db, key);
-        match self.guards.shard(id).get(key, now) {
+        let promote = |e: &Entry| {
+            if !e.is_encoded() || !ks.compression(ks.namespace_of(db)).promotes_on_read() {
+                return None;
+            }
+            ks.string(db, e).ok().flatten().map(|plain| e.restored_as(&plain, false))
+        };
+        match self.guards.shard(id).get_rewriting(key, now, promote) {
             Some(e) => {
                 self.hits += 1;
                 e.set_access(access::touched(e.access(), lfu, now));

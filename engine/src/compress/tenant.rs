@@ -316,6 +316,13 @@ impl TenantCompression {
         self.wake.store(true, Ordering::Relaxed);
     }
 
+    /// Whether compressed values turn plain again when read (lazy mode: a read makes a value
+    /// hot, and hot values stay at raw speed).
+    #[inline]
+    pub fn promotes_on_read(&self) -> bool {
+        !self.eager.load(Ordering::Relaxed)
+    }
+
     /// Whether values of this tenant are compressed at all.
     #[inline]
     pub fn enabled(&self) -> bool {

@@ -88,6 +88,33 @@ impl Shard {
         self.table.find_mut(h, |e| e.key() == key)
     }
 
+    /// As `get`, first letting `rewrite` replace the entry by another representation of the
+    /// same value (as `rewrite` does: no WATCH touch, same expiry) — one lookup either way.
+    pub fn get_rewriting(&mut self, key: &[u8], now: i64, rewrite: impl FnOnce(&Entry) -> Option<Entry>) -> Option<&mut Entry> {
+        let h = hash_bytes(key);
+        let expired = match self.table.find(h, |e| e.key() == key) {
+            None => return None,
+            Some(e) => is_expired(e.expire(), now),
+        };
+        if expired {
+            self.remove(key);
+            self.expired_keys += 1;
+            return None;
+        }
+        let slot = self.table.find_mut(h, |e| e.key() == key)?;
+        if let Some(new) = rewrite(slot) {
+            let delta = new.heap_size() as i64 - slot.heap_size() as i64;
+            *slot = new;
+            if delta != 0 {
+                self.tracked += delta;
+                if let Some(c) = &self.ns_bytes {
+                    c.fetch_add(delta, Ordering::Relaxed);
+                }
+            }
+        }
+        Some(slot)
+    }
+
     /// Inserts or replaces the entry for its key; returns the replaced entry.
     pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
         let h = hash_bytes(entry.key());
