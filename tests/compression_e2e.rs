@@ -64,6 +64,13 @@ fn wait_stats(c: &mut redis::Connection, tenant: &str, what: &str, cond: impl Fn
     }
 }
 
+/// Runs `terrace ARGS`, which must exit with an error; returns what it printed on stderr.
+fn fails_to_start(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_terrace")).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).output().unwrap();
+    assert!(!out.status.success(), "terrace {args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn namespace_bytes(c: &mut redis::Connection) -> u64 {
     let info: String = q(c, &["INFO", "memory"]);
     info.lines().find_map(|l| l.strip_prefix("terrace_namespace_data_bytes:")).and_then(|v| v.trim().parse().ok()).expect("INFO memory names the namespace's bytes")
@@ -228,15 +235,7 @@ fn a_corrupt_dictionary_stops_the_engine_with_a_clear_error() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(&file, &bytes).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_terrace"))
-        .args(["engine", "--port", "0", "--data-dir"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let msg = String::from_utf8_lossy(&out.stderr);
+    let msg = fails_to_start(&["engine", "--port", "0", "--data-dir", dir.to_str().unwrap()]);
     assert!(msg.contains("tenant 'shop'") && msg.contains("gen-1.dict") && msg.contains("checksum"), "{msg}");
     // A missing file named by nothing is fine; an unreadable one is not silently skipped.
     std::fs::remove_file(&file).unwrap();
@@ -320,14 +319,6 @@ fn proxy_tenants_carry_their_compression_settings_to_the_engines() {
     }
     let bad = temp_dir("compress-proxy-bad").join("terrace.toml");
     std::fs::write(&bad, "[[proxy.tenants]]\nname = \"shop\"\ncompression = \"lz4\"\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_terrace"))
-        .args(["proxy", "--port", "0", "--memcache-port", "0", "--engines", "127.0.0.1:1", "--config"])
-        .arg(&bad)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let msg = String::from_utf8_lossy(&out.stderr);
+    let msg = fails_to_start(&["proxy", "--port", "0", "--memcache-port", "0", "--engines", "127.0.0.1:1", "--config", bad.to_str().unwrap()]);
     assert!(msg.contains("compression of tenant 'shop'") && msg.contains("'lz4'"), "{msg}");
 }

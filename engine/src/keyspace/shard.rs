@@ -75,17 +75,7 @@ impl Shard {
 
     /// Looks a key up, removing it first if it is expired (lazy expiry).
     pub fn get(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
-        let h = hash_bytes(key);
-        let expired = match self.table.find(h, |e| e.key() == key) {
-            None => return None,
-            Some(e) => is_expired(e.expire(), now),
-        };
-        if expired {
-            self.remove(key);
-            self.expired_keys += 1;
-            return None;
-        }
-        self.table.find_mut(h, |e| e.key() == key)
+        self.get_rewriting(key, now, |_| None)
     }
 
     /// As `get`, first letting `rewrite` replace the entry by another representation of the

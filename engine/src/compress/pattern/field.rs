@@ -50,7 +50,8 @@ pub fn parse_int(v: &[u8]) -> Option<i64> {
     if digits[0] == b'0' && (digits.len() > 1 || digits.len() < v.len()) {
         return None; // leading zero, or "-0"
     }
-    let n: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    // At most 18 digits: no overflow.
+    let n = digits.iter().fold(0i64, |n, &d| n * 10 + (d - b'0') as i64);
     Some(if digits.len() < v.len() { -n } else { n })
 }
 

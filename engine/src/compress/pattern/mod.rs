@@ -16,7 +16,7 @@ pub mod template;
 use std::cell::{Cell, RefCell};
 
 use field::FieldType;
-use template::{Matcher, Part, Template};
+use template::{Fields, Matcher, Part, Template};
 
 use super::bytes::{put_bytes, put_varint, Reader};
 use super::fsst::Fsst;
@@ -99,7 +99,7 @@ impl PatternCodec {
 
         // Keep templates that enough samples use.
         let min_support = (all.len() / 200).max(2);
-        let assign = |ms: &[Matcher]| -> Vec<Option<usize>> { all.iter().map(|r| best_match(ms, r, &mut Vec::new())).collect() };
+        let assign = |ms: &[Matcher]| -> Vec<Option<usize>> { all.iter().map(|r| best_match(ms, r, &mut Fields::new())).collect() };
         let mut assigned = assign(&matchers);
         let mut support = vec![0usize; matchers.len()];
         for t in assigned.iter().flatten() {
@@ -115,7 +115,7 @@ impl PatternCodec {
 
         // Field types per gap, from the values the sample put there.
         let mut values: Vec<Vec<Vec<&[u8]>>> = matchers.iter().map(|m| vec![Vec::new(); m.gaps]).collect();
-        let mut fields = Vec::new();
+        let mut fields = Fields::new();
         for (r, t) in all.iter().zip(&assigned) {
             if let Some(t) = *t {
                 matchers[t].split(r, &mut fields);
@@ -302,9 +302,9 @@ impl PatternCodec {
 }
 
 /// The template matching `r` with the most literal bytes (the most specific).
-fn best_match<'r>(ms: &[Matcher], r: &'r [u8], fields: &mut Vec<&'r [u8]>) -> Option<usize> {
+fn best_match<'r>(ms: &[Matcher], r: &'r [u8], fields: &mut Fields<'r>) -> Option<usize> {
     let mut best: Option<usize> = None;
-    let mut scratch = Vec::new();
+    let mut scratch = Fields::new();
     for (i, m) in ms.iter().enumerate() {
         if best.is_some_and(|b| ms[b].literal_bytes >= m.literal_bytes) {
             continue;
@@ -323,9 +323,9 @@ impl Codec for PatternCodec {
     }
 
     fn encode(&self, raw: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
-        let mut fields: Vec<&[u8]> = Vec::new();
+        let mut fields = Fields::new();
         let mut best: Option<usize> = None;
-        let mut scratch = Vec::new();
+        let mut scratch = Fields::new();
         for (i, t) in self.templates.iter().enumerate() {
             if best.is_some_and(|b| self.templates[b].matcher.literal_bytes >= t.matcher.literal_bytes) {
                 continue;

@@ -17,6 +17,9 @@ const MAX_TOKENS: usize = 160;
 /// Below this similarity, clusters stop merging once there are few enough.
 const MIN_SIMILARITY: f64 = 0.55;
 
+/// The gap contents of one record (on the stack for up to 16 gaps).
+pub type Fields<'r> = smallvec::SmallVec<[&'r [u8]; 16]>;
+
 /// One piece of a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
@@ -306,7 +309,7 @@ impl Matcher {
 
     /// The gap contents of `r` if it fits the template (each literal at its leftmost place
     /// after the previous one; the last literal, if last, must end the record).
-    pub fn split<'r>(&self, r: &'r [u8], fields: &mut Vec<&'r [u8]>) -> bool {
+    pub fn split<'r>(&self, r: &'r [u8], fields: &mut Fields<'r>) -> bool {
         fields.clear();
         let parts = &self.template.parts;
         let mut pos = 0;
@@ -372,9 +375,9 @@ mod tests {
             vec![lit(r#"{"id":"#), Part::Gap, lit(r#","name":""#), Part::Gap, lit(r#"","tz":""#), Part::Gap, lit(r#""}"#)]
         );
         let m = Matcher::new(ts[0].clone());
-        let mut f = Vec::new();
+        let mut f = Fields::new();
         assert!(m.split(br#"{"id":5,"name":"a \"q\", b","tz":""}"#, &mut f));
-        assert_eq!(f, vec![&b"5"[..], br#"a \"q\", b"#, b""]);
+        assert_eq!(f.to_vec(), vec![&b"5"[..], br#"a \"q\", b"#, b""]);
         assert!(!m.split(br#"{"id":5}"#, &mut f));
         assert!(!m.split(b"", &mut f));
     }
@@ -390,7 +393,7 @@ mod tests {
         let ts = learn(&samples, 8);
         assert!(ts.len() >= 2, "{ts:?}");
         let ms: Vec<Matcher> = ts.into_iter().map(Matcher::new).collect();
-        let mut f = Vec::new();
+        let mut f = Fields::new();
         assert!(ms.iter().any(|m| m.split(b"GET /item/77 HTTP/1.1 200 5", &mut f) && m.gaps <= 3));
         assert!(ms.iter().any(|m| m.split(b"{\"user\":900,\"ok\":true}", &mut f) && m.gaps == 1));
     }
