@@ -55,7 +55,8 @@ impl Pass {
         if !ks.compressions().iter().any(|t| Self::active(t)) {
             return;
         }
-        let woken = ks.compressions().iter().fold(false, |w, t| t.take_wake() || w);
+        // Every tenant's flag is taken (no short-circuit).
+        let woken = ks.compressions().iter().filter(|t| t.take_wake()).count() > 0;
         if let Some(until) = self.resting_until {
             if !woken && Instant::now() < until {
                 return;
