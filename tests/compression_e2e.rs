@@ -237,8 +237,10 @@ fn a_corrupt_dictionary_stops_the_engine_with_a_clear_error() {
     std::fs::write(&file, &bytes).unwrap();
     let msg = fails_to_start(&["engine", "--port", "0", "--data-dir", dir.to_str().unwrap()]);
     assert!(msg.contains("tenant 'shop'") && msg.contains("gen-1.dict") && msg.contains("checksum"), "{msg}");
-    // A missing file named by nothing is fine; an unreadable one is not silently skipped.
+    // A dictionary file that is gone is as clear an error.
     std::fs::remove_file(&file).unwrap();
+    let msg = fails_to_start(&["engine", "--port", "0", "--data-dir", dir.to_str().unwrap()]);
+    assert!(msg.contains("tenant 'shop'") && msg.contains("gen-1.dict") && msg.contains("missing"), "{msg}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,6 +1,8 @@
 //! Dictionary files: one per tenant generation, `<data-dir>/compression/<tenant>/gen-<N>.dict`,
 //! written to a temporary name, fsynced and renamed, so a crash leaves either the old set or
-//! the new one. The tenant's settings sit beside them in `tenant.json`.
+//! the new one. The tenant's settings sit beside them in `tenant.json`, and `GENERATIONS`
+//! lists the generations values may use (written before a generation is used and after one
+//! is dropped), so a dictionary file that goes missing is noticed at start.
 //!
 //! ```text
 //! "TRCDICT1"  magic
@@ -78,6 +80,14 @@ pub fn save(root: &Path, tenant: &str, generation: u32, kind: CodecKind, payload
     Ok(path)
 }
 
+/// Records which generations values may use.
+pub fn save_manifest(root: &Path, tenant: &str, generations: &[u32]) -> Result<(), StoreError> {
+    let text: Vec<String> = generations.iter().map(|g| g.to_string()).collect();
+    write_atomic(&tenant_dir(root, tenant).join(MANIFEST), format!("{}\n", text.join(" ")).as_bytes())
+}
+
+const MANIFEST: &str = "GENERATIONS";
+
 /// Removes a generation's file (its values have all been re-encoded).
 pub fn remove(root: &Path, tenant: &str, generation: u32) {
     let _ = fs::remove_file(tenant_dir(root, tenant).join(file_name(generation)));
@@ -124,6 +134,23 @@ pub fn load_all(root: &Path) -> Result<Vec<(String, Vec<StoredDictionary>)>, Sto
             gens.push(dict);
         }
         gens.sort_by_key(|g| g.generation);
+        let manifest = d.path().join(MANIFEST);
+        if let Ok(text) = fs::read_to_string(&manifest) {
+            for n in text.split_whitespace() {
+                let n: u32 = n.parse().map_err(|_| StoreError::Corrupt {
+                    tenant: tenant.clone(),
+                    path: manifest.display().to_string(),
+                    reason: format!("'{n}' is not a generation number"),
+                })?;
+                if !gens.iter().any(|g| g.generation == n) {
+                    return Err(StoreError::Corrupt {
+                        tenant,
+                        path: d.path().join(file_name(n)).display().to_string(),
+                        reason: format!("missing, though {MANIFEST} lists generation {n}"),
+                    });
+                }
+            }
+        }
         out.push((tenant, gens));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -162,7 +189,13 @@ mod tests {
         assert!(e.contains("tenant 'shop'") && e.contains("gen-3.dict") && e.contains("checksum"), "{e}");
         fs::write(&path, b"TRCD").unwrap();
         assert!(load_all(&root).err().unwrap().to_string().contains("bad magic"));
+        save(&root, "shop", 3, CodecKind::ZstdDict, b"dictionary bytes").unwrap();
+        save_manifest(&root, "shop", &[1, 3]).unwrap();
+        assert_eq!(load_all(&root).unwrap()[1].1.len(), 2);
         remove(&root, "shop", 3);
+        let e = load_all(&root).err().expect("a listed file that is gone is an error").to_string();
+        assert!(e.contains("tenant 'shop'") && e.contains("gen-3.dict") && e.contains("missing"), "{e}");
+        save_manifest(&root, "shop", &[1]).unwrap();
         assert_eq!(load_all(&root).unwrap()[1].1.len(), 1);
         let _ = fs::remove_dir_all(&root);
     }

@@ -523,7 +523,11 @@ impl TenantCompression {
             ));
         }
         if let Some(root) = &self.root {
-            store::save(root, &self.name.read(), number, t.codec.kind(), &t.codec.serialize()).map_err(|e| e.to_string())?;
+            let name = self.name.read().clone();
+            store::save(root, &name, number, t.codec.kind(), &t.codec.serialize()).map_err(|e| e.to_string())?;
+            let mut live = self.live_generations();
+            live.push(number);
+            store::save_manifest(root, &name, &live).map_err(|e| e.to_string())?;
         }
         let gen = Generation {
             number,
@@ -649,13 +653,28 @@ impl TenantCompression {
                 }
             }
         }
-        if let Some(root) = &self.root {
-            for n in dropped {
-                store::remove(root, &self.name.read(), n);
+        if let (Some(root), false) = (&self.root, dropped.is_empty()) {
+            let name = self.name.read().clone();
+            // The manifest first: a crash in between leaves an unlisted file, never a listed
+            // file that is gone.
+            if let Err(e) = store::save_manifest(root, &name, &self.live_generations()) {
+                tracing::warn!("compression manifest of tenant '{name}': {e}");
+            } else {
+                for n in dropped {
+                    store::remove(root, &name, n);
+                }
             }
         }
         *self.census.lock() = census;
         self.cycles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Numbers of the generations held, oldest first.
+    fn live_generations(&self) -> Vec<u32> {
+        let g = self.gens.read();
+        let mut v: Vec<u32> = g.slots.iter().flatten().map(|gen| gen.number).collect();
+        v.sort_unstable();
+        v
     }
 
     /// Slots holding generations other than the current one.
