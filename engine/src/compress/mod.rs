@@ -150,7 +150,7 @@ pub trait Codec: Send + Sync {
     fn decode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError>;
     /// The trained state, as stored in a dictionary file (empty for untrained codecs).
     fn serialize(&self) -> Vec<u8>;
-    /// Size of the trained state in memory (for INFO).
+    /// Size of the trained state in memory (for STATS).
     fn dictionary_bytes(&self) -> usize;
     /// Whether the last `encode` of this thread matched no template (pattern codec only).
     fn last_unmatched(&self) -> bool {

@@ -20,8 +20,6 @@ struct Table {
     /// Total of the symbols; the escape follows it.
     total: u32,
     escape: u32,
-    /// Symbol → index + 1 (0: absent), for encoding.
-    index: Option<Box<[u8; 256]>>,
 }
 
 impl Table {
@@ -46,23 +44,20 @@ impl Table {
     fn finish(&mut self) {
         self.cums.clear();
         let mut cum = 0u32;
-        let mut index = Box::new([0u8; 256]);
-        for (i, (&s, &f)) in self.syms.iter().zip(&self.freqs).enumerate() {
+        for &f in &self.freqs {
             self.cums.push(cum);
             cum += f as u32;
-            index[s as usize] = (i + 1).min(255) as u8;
         }
         self.total = cum;
-        // More than 254 symbols: the index can't hold them all; look those up linearly.
-        self.index = Some(index);
+        self.syms.shrink_to_fit();
+        self.freqs.shrink_to_fit();
+        self.cums.shrink_to_fit();
     }
 
+    /// Symbols are sorted by frequency, so a linear scan finds the common ones first (and a
+    /// per-context index would cost 256 bytes in each of tens of thousands of contexts).
     fn find(&self, s: u8) -> Option<usize> {
-        match self.index.as_ref().map(|ix| ix[s as usize]) {
-            Some(0) => None,
-            Some(255) | None => self.syms.iter().position(|&x| x == s),
-            Some(i) => Some(i as usize - 1),
-        }
+        self.syms.iter().position(|&x| x == s)
     }
 
     fn is_empty(&self) -> bool {
@@ -244,8 +239,10 @@ impl Ppm {
         Ok(Ppm { order2, tables, order1, order0 })
     }
 
+    /// Memory the model takes.
     pub fn model_bytes(&self) -> usize {
-        self.order2.len() * 4 + self.tables.iter().chain(&self.order1).map(|t| t.syms.len() * 7 + 256 + 48).sum::<usize>()
+        let table = |t: &Table| t.syms.capacity() + t.freqs.capacity() * 2 + t.cums.capacity() * 4 + std::mem::size_of::<Table>();
+        self.order2.len() * 4 + self.tables.iter().chain(&self.order1).chain(std::iter::once(&self.order0)).map(table).sum::<usize>()
     }
 }
 

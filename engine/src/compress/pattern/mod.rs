@@ -426,7 +426,14 @@ impl Codec for PatternCodec {
     }
 
     fn dictionary_bytes(&self) -> usize {
-        self.serialize().len()
+        // Serialized size, but the context model counted as it sits in memory.
+        let ppm = self.ppm.as_ref().map(|m| {
+            let mut buf = Vec::new();
+            m.serialize(&mut buf);
+            (buf.len(), m.model_bytes())
+        });
+        let (on_disk, in_memory) = ppm.unwrap_or((0, 0));
+        self.serialize().len() - on_disk + in_memory
     }
 
     fn last_unmatched(&self) -> bool {
