@@ -211,9 +211,13 @@ impl Ppm {
                 t.syms.push(s);
                 t.freqs.push(f as u16);
             }
-            t.escape = r.varint()? as u32;
+            let escape_freq = r.varint()?;
+            if escape_freq > MAX_TOTAL as u64 {
+                return Err(bad("escape frequency out of range"));
+            }
+            t.escape = escape_freq as u32;
             t.finish();
-            let fits = t.total + t.escape <= MAX_TOTAL;
+            let fits = t.total.checked_add(t.escape).is_some_and(|sum| sum <= MAX_TOTAL);
             let complete = escape || (n == 256 && t.escape == 0);
             if !fits || !complete || (escape && t.escape == 0 && n < 256) {
                 return Err(bad("context totals out of range"));
@@ -285,6 +289,24 @@ mod tests {
         m.serialize(&mut buf);
         for cut in [0, 1, 3, buf.len() / 2, buf.len() - 1] {
             assert!(Ppm::deserialize(&mut Reader::new(&buf[..cut])).is_err());
+        }
+        // Found by the codec_decode fuzz target: a huge escape count in a context.
+        let mut huge = Vec::new();
+        put_varint(&mut huge, 1);
+        huge.extend_from_slice(&[0, 0, 1, b'a']);
+        put_varint(&mut huge, 5);
+        put_varint(&mut huge, u32::MAX as u64);
+        assert!(Ppm::deserialize(&mut Reader::new(&huge)).is_err());
+        for seed in 0..500u64 {
+            let mut r = fastrand::Rng::with_seed(seed);
+            let mut bytes = buf.clone();
+            for _ in 0..4 {
+                let i = r.usize(..bytes.len());
+                bytes[i] = r.u8(..);
+            }
+            if let Ok(m) = Ppm::deserialize(&mut Reader::new(&bytes)) {
+                let _ = m.decode(&bytes[..bytes.len().min(64)], 100, &mut Vec::new());
+            }
         }
     }
 }
