@@ -59,19 +59,40 @@ pub fn tokenize(r: &[u8]) -> Vec<&[u8]> {
     out
 }
 
+/// An interned token: equal bytes, equal id (the alignment compares ids, not bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Lit {
+    id: u32,
+    len: u32,
+    bytes: std::rc::Rc<[u8]>,
+}
+
 /// A token of a template under construction: a literal or a gap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Tok {
-    Lit(Vec<u8>),
+    Lit(Lit),
     Gap,
 }
 
 impl Tok {
     fn weight(&self) -> usize {
         match self {
-            Tok::Lit(l) => l.len(),
+            Tok::Lit(l) => l.len as usize,
             Tok::Gap => 0,
         }
+    }
+}
+
+/// Gives every distinct token one `Lit`.
+#[derive(Default)]
+struct Interner<'a> {
+    ids: HashMap<&'a [u8], Lit>,
+}
+
+impl<'a> Interner<'a> {
+    fn lit(&mut self, t: &'a [u8]) -> Lit {
+        let next = self.ids.len() as u32;
+        self.ids.entry(t).or_insert_with(|| Lit { id: next, len: t.len() as u32, bytes: t.into() }).clone()
     }
 }
 
@@ -97,7 +118,7 @@ fn align(a: &[Tok], b: &[Tok], pairs: Option<&mut Vec<(usize, usize)>>) -> usize
     for i in 1..=n {
         for j in 1..=m {
             let same = match (&a[i - 1], &b[j - 1]) {
-                (Tok::Lit(x), Tok::Lit(y)) if x == y => x.len() as u32,
+                (Tok::Lit(x), Tok::Lit(y)) if x.id == y.id => x.len,
                 _ => 0,
             };
             let diag = if same > 0 { dp[(i - 1) * w + j - 1] + same } else { 0 };
@@ -161,12 +182,12 @@ fn push_gap(out: &mut Vec<Tok>) {
 }
 
 /// Column-wise template of records that share a shape (same token count, same delimiters).
-fn columns(records: &[Vec<&[u8]>]) -> Vec<Tok> {
-    let first = &records[0];
+fn columns(records: &[&Vec<Lit>]) -> Vec<Tok> {
+    let first = records[0];
     let mut out = Vec::new();
     for (c, t) in first.iter().enumerate() {
-        if records.iter().all(|r| r[c] == *t) {
-            out.push(Tok::Lit(t.to_vec()));
+        if records.iter().all(|r| r[c].id == t.id) {
+            out.push(Tok::Lit(t.clone()));
         } else {
             push_gap(&mut out);
         }
@@ -194,7 +215,7 @@ fn finish(toks: &[Tok]) -> Template {
     while k < t.len() {
         if let Tok::Lit(l) = &t[k] {
             let between_gaps = k > 0 && t[k - 1] == Tok::Gap && t.get(k + 1) == Some(&Tok::Gap);
-            if between_gaps && l.len() <= 1 {
+            if between_gaps && l.len <= 1 {
                 k += 1;
                 continue; // absorbed: the next gap joins the previous one
             }
@@ -208,8 +229,8 @@ fn finish(toks: &[Tok]) -> Template {
     let mut parts: Vec<Part> = Vec::new();
     for tok in absorbed {
         match (tok, parts.last_mut()) {
-            (Tok::Lit(l), Some(Part::Lit(prev))) => prev.extend_from_slice(&l),
-            (Tok::Lit(l), _) => parts.push(Part::Lit(l)),
+            (Tok::Lit(l), Some(Part::Lit(prev))) => prev.extend_from_slice(&l.bytes),
+            (Tok::Lit(l), _) => parts.push(Part::Lit(l.bytes.to_vec())),
             (Tok::Gap, Some(Part::Gap)) => {}
             (Tok::Gap, _) => parts.push(Part::Gap),
         }
@@ -224,13 +245,15 @@ pub fn learn(samples: &[&[u8]], max: usize) -> Vec<Template> {
     for (i, t) in tokenized.iter().enumerate() {
         by_shape.entry(shape(t)).or_default().push(i);
     }
+    let mut interner = Interner::default();
+    let interned: Vec<Vec<Lit>> = tokenized.iter().map(|t| t.iter().map(|tok| interner.lit(tok)).collect()).collect();
     let mut groups: Vec<Vec<usize>> = by_shape.into_values().collect();
     groups.sort_by(|a, b| b.len().cmp(&a.len()).then(a[0].cmp(&b[0])));
     groups.truncate(MAX_GROUPS);
     let mut clusters: Vec<Cluster> = groups
         .iter()
         .map(|g| {
-            let recs: Vec<Vec<&[u8]>> = g.iter().map(|&i| tokenized[i].clone()).collect();
+            let recs: Vec<&Vec<Lit>> = g.iter().map(|&i| &interned[i]).collect();
             Cluster::new(columns(&recs), g.len())
         })
         .collect();
