@@ -116,10 +116,6 @@ impl Fsst {
             .map_err(|_| CodecError::BadDictionary("FSST symbol table out of order"))?;
         Ok(Self::wrap(built))
     }
-
-    pub fn table_bytes(&self) -> usize {
-        self.compressor.n_symbols() * 9
-    }
 }
 
 #[cfg(test)]

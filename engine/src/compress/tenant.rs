@@ -416,11 +416,19 @@ impl TenantCompression {
     /// Starts a training run on its own thread unless one is running or the sample is small.
     pub fn maybe_train(self: &Arc<Self>, reason: &str) {
         let s = self.settings();
+        self.start_training(reason, s.train_after.min(s.sample_size), false);
+    }
+
+    /// Starts a training with at least `min_samples` values (zstd: installs it at once, once
+    /// per choice unless `again`).
+    fn start_training(self: &Arc<Self>, reason: &str, min_samples: usize, again: bool) {
+        let s = self.settings();
         let kind = match s.choice {
             Choice::None => return,
             Choice::Codec(CodecKind::Zstd) => {
-                // Nothing to learn: install at once (once per choice).
-                if self.current().map(|g| g.codec.kind()) != Some(CodecKind::Zstd) && !self.training.swap(true, Ordering::AcqRel) {
+                // Nothing to learn.
+                let installed = self.current().map(|g| g.codec.kind()) == Some(CodecKind::Zstd);
+                if (again || !installed) && !self.training.swap(true, Ordering::AcqRel) {
                     let r = train(CodecKind::Zstd, &[b"".to_vec()]).map(|t| (t, 1.0, 0));
                     self.finish_training(r.map_err(|e| e.to_string()), reason);
                 }
@@ -429,7 +437,7 @@ impl TenantCompression {
             Choice::Codec(k) => Some(k),
             Choice::Auto => None,
         };
-        if self.training_sample_len() < s.train_after.min(s.sample_size) {
+        if self.training_sample_len() < min_samples {
             return;
         }
         if self.training.swap(true, Ordering::AcqRel) {
@@ -598,17 +606,8 @@ impl TenantCompression {
         if s.choice != Choice::Codec(CodecKind::Zstd) && self.training_sample_len() < needed {
             return Err(format!("the sample holds {} values; at least {needed} are needed", self.training_sample_len()));
         }
-        let saved = s.train_after;
         // On request, train on whatever the sample holds.
-        self.settings.write().train_after = needed;
-        if s.choice == Choice::Codec(CodecKind::Zstd) {
-            let r = train(CodecKind::Zstd, &[b"".to_vec()]).map(|t| (t, 1.0, 0));
-            self.training.store(true, Ordering::Release);
-            self.finish_training(r.map_err(|e| e.to_string()), "requested");
-        } else {
-            self.maybe_train("requested");
-        }
-        self.settings.write().train_after = saved;
+        self.start_training("requested", needed, true);
         Ok(())
     }
 

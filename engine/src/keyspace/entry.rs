@@ -316,14 +316,6 @@ impl Entry {
         }
     }
 
-    /// The stored bytes of a compressed string (header + payload).
-    pub fn encoded_str(&self) -> Option<&[u8]> {
-        match self.value() {
-            ValueRef::Encoded(s) => Some(s),
-            _ => None,
-        }
-    }
-
     pub fn coll(&self) -> Option<&Collection> {
         match self.value() {
             ValueRef::Coll(c) => Some(c),
@@ -559,7 +551,7 @@ mod tests {
         assert_eq!(e.kind(), Kind::Str);
         assert!(e.is_encoded());
         assert_eq!(e.plain_str(), None);
-        assert_eq!(e.encoded_str(), Some(&[0x41, 1, 2, 3][..]));
+        assert!(matches!(e.value(), ValueRef::Encoded(&[0x41, 1, 2, 3])));
         assert_eq!((e.expire(), e.flags(), e.version()), (Some(99), 7, 42));
         let moved = e.renamed(b"other");
         assert!(moved.is_encoded());

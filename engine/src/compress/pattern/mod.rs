@@ -206,10 +206,6 @@ impl PatternCodec {
         Ok((codec, report))
     }
 
-    pub fn templates(&self) -> usize {
-        self.templates.len()
-    }
-
     fn stage_encode(&self, stage: Stage, text: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
         match stage {
             Stage::Raw => out.extend_from_slice(text),
