@@ -11,12 +11,19 @@ use super::bytes::{put_varint, Reader};
 use super::rangecoder::{Decoder, Encoder, MAX_TOTAL};
 use super::CodecError;
 
-/// One context's symbols, most frequent first, with cumulative counts.
+/// One symbol of a context: its frequency and where its interval starts. Kept together (and
+/// a context's symbols in one allocation) because decoding is bound by cache misses.
+#[derive(Clone, Copy, Default)]
+struct Sym {
+    cum: u32,
+    freq: u16,
+    sym: u8,
+}
+
+/// One context's symbols, most frequent first.
 #[derive(Clone, Default)]
 struct Table {
-    syms: Vec<u8>,
-    freqs: Vec<u16>,
-    cums: Vec<u32>,
+    entries: Box<[Sym]>,
     /// Total of the symbols; the escape follows it.
     total: u32,
     escape: u32,
@@ -32,36 +39,32 @@ impl Table {
         let sum: u64 = pairs.iter().map(|p| p.1 as u64).sum::<u64>() + esc as u64;
         let limit = (MAX_TOTAL - 256) as u64;
         let scale = |c: u64| if sum > limit { ((c * limit) / sum).max(1) } else { c.max(1) };
-        let mut t = Table { escape: scale(esc as u64) as u32 * escape as u32, ..Default::default() };
-        for (s, c) in pairs {
-            t.syms.push(s);
-            t.freqs.push(scale(c as u64) as u16);
-        }
-        t.finish();
-        t
+        let symbols: Vec<(u8, u16)> = pairs.into_iter().map(|(s, c)| (s, scale(c as u64) as u16)).collect();
+        Table::new(&symbols, scale(esc as u64) as u32 * escape as u32)
     }
 
-    fn finish(&mut self) {
-        self.cums.clear();
+    /// A table of (symbol, frequency) pairs, most frequent first, and an escape frequency.
+    fn new(symbols: &[(u8, u16)], escape: u32) -> Table {
         let mut cum = 0u32;
-        for &f in &self.freqs {
-            self.cums.push(cum);
-            cum += f as u32;
-        }
-        self.total = cum;
-        self.syms.shrink_to_fit();
-        self.freqs.shrink_to_fit();
-        self.cums.shrink_to_fit();
+        let entries = symbols
+            .iter()
+            .map(|&(sym, freq)| {
+                let e = Sym { cum, freq, sym };
+                cum += freq as u32;
+                e
+            })
+            .collect();
+        Table { entries, total: cum, escape }
     }
 
     /// Symbols are sorted by frequency, so a linear scan finds the common ones first (and a
     /// per-context index would cost 256 bytes in each of tens of thousands of contexts).
-    fn find(&self, s: u8) -> Option<usize> {
-        self.syms.iter().position(|&x| x == s)
+    fn find(&self, s: u8) -> Option<&Sym> {
+        self.entries.iter().find(|e| e.sym == s)
     }
 
     fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.entries.is_empty()
     }
 }
 
@@ -123,8 +126,8 @@ impl Ppm {
             for t in self.contexts(a, b).into_iter().flatten() {
                 let total = t.total + t.escape;
                 match t.find(x) {
-                    Some(i) => {
-                        e.encode(t.cums[i], t.freqs[i] as u32, total);
+                    Some(s) => {
+                        e.encode(s.cum, s.freq as u32, total);
                         break;
                     }
                     None => e.encode(t.total, t.escape, total),
@@ -153,10 +156,14 @@ impl Ppm {
                     d.decode(t.total, t.escape);
                     continue;
                 }
-                // Symbols are sorted by frequency: a short scan finds the common ones.
-                let i = t.cums.partition_point(|&c| c <= target) - 1;
-                d.decode(t.cums[i], t.freqs[i] as u32);
-                sym = Some(t.syms[i]);
+                // The most frequent symbol first, then a binary search.
+                let e = &t.entries;
+                let i = match e.get(1) {
+                    Some(second) if target < second.cum => 0,
+                    _ => e.partition_point(|s| s.cum <= target) - 1,
+                };
+                d.decode(e[i].cum, e[i].freq as u32);
+                sym = Some(e[i].sym);
                 break;
             }
             let x = sym.ok_or(CodecError::Corrupt("context model escaped every order"))?;
@@ -172,10 +179,10 @@ impl Ppm {
 
     pub fn serialize(&self, out: &mut Vec<u8>) {
         let put_table = |out: &mut Vec<u8>, t: &Table| {
-            put_varint(out, t.syms.len() as u64);
-            for (&s, &f) in t.syms.iter().zip(&t.freqs) {
-                out.push(s);
-                put_varint(out, f as u64);
+            put_varint(out, t.entries.len() as u64);
+            for e in t.entries.iter() {
+                out.push(e.sym);
+                put_varint(out, e.freq as u64);
             }
             put_varint(out, t.escape as u64);
         };
@@ -199,7 +206,7 @@ impl Ppm {
             if n > 256 {
                 return Err(bad("context with more than 256 symbols"));
             }
-            let mut t = Table::default();
+            let mut symbols = Vec::with_capacity(n);
             let mut seen = [false; 256];
             for _ in 0..n {
                 let s = r.byte()?;
@@ -208,15 +215,13 @@ impl Ppm {
                     return Err(bad("bad symbol in a context"));
                 }
                 seen[s as usize] = true;
-                t.syms.push(s);
-                t.freqs.push(f as u16);
+                symbols.push((s, f as u16));
             }
             let escape_freq = r.varint()?;
             if escape_freq > MAX_TOTAL as u64 {
                 return Err(bad("escape frequency out of range"));
             }
-            t.escape = escape_freq as u32;
-            t.finish();
+            let t = Table::new(&symbols, escape_freq as u32);
             let fits = t.total.checked_add(t.escape).is_some_and(|sum| sum <= MAX_TOTAL);
             let complete = escape || (n == 256 && t.escape == 0);
             if !fits || !complete || (escape && t.escape == 0 && n < 256) {
@@ -245,7 +250,7 @@ impl Ppm {
 
     /// Memory the model takes.
     pub fn model_bytes(&self) -> usize {
-        let table = |t: &Table| t.syms.capacity() + t.freqs.capacity() * 2 + t.cums.capacity() * 4 + std::mem::size_of::<Table>();
+        let table = |t: &Table| t.entries.len() * std::mem::size_of::<Sym>() + std::mem::size_of::<Table>();
         self.order2.len() * 4 + self.tables.iter().chain(&self.order1).chain(std::iter::once(&self.order0)).map(table).sum::<usize>()
     }
 }
