@@ -324,3 +324,18 @@ fn proxy_tenants_carry_their_compression_settings_to_the_engines() {
     let msg = fails_to_start(&["proxy", "--port", "0", "--memcache-port", "0", "--engines", "127.0.0.1:1", "--config", bad.to_str().unwrap()]);
     assert!(msg.contains("compression of tenant 'shop'") && msg.contains("'lz4'"), "{msg}");
 }
+
+#[test]
+fn counters_stored_compressed_still_count() {
+    let e = Engine::start(&["--compression", "pattern"]);
+    let mut c = e.client();
+    config(&mut c, "default", &["compression_train_after", "64", "compression_min_size", "1"]);
+    let numbers: Vec<String> = (0..300u64).map(|i| format!("{}", 10_000_000_000_000_000 + i * 7_919_113_571)).collect();
+    write_all(&mut c, "n", &numbers);
+    let _: String = q(&mut c, &["TERRACE.RETRAIN", "default", "SYNC"]);
+    let _: () = q(&mut c, &["SET", "counter", "12345678901234567"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "counter"]), "compressed", "the digits shrink under the trained stage");
+    assert_eq!(q::<i64>(&mut c, &["INCR", "counter"]), 12345678901234568);
+    assert_eq!(q::<i64>(&mut c, &["INCRBY", "counter", "-8"]), 12345678901234560);
+    assert_eq!(q::<String>(&mut c, &["GET", "counter"]), "12345678901234560");
+}
