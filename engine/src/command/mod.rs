@@ -184,7 +184,8 @@ impl<'a> Data<'a> {
             if !e.is_encoded() || !ks.compression(ks.namespace_of(db)).promotes_on_read() {
                 return None;
             }
-            ks.string(db, e).ok().flatten().map(|plain| e.restored_as(&plain, false))
+            // Undecodable: left as it is; the command reading it reports the error.
+            ks.plain_copy(db, e).ok().flatten()
         };
         match self.guards.shard(id).get_rewriting(key, now, promote) {
             Some(e) => {
@@ -244,12 +245,9 @@ impl<'a> Data<'a> {
         let (ks, db, now) = (self.ks, self.db, self.now);
         let shard = self.shard(key);
         let Some(e) = shard.get(key, now) else { return Ok(()) };
-        if !e.is_encoded() {
-            return Ok(());
+        if let Some(new) = ks.plain_copy(db, e).map_err(|why| undecodable(e, why))? {
+            shard.rewrite(new);
         }
-        let plain = decoded(ks, db, e)?.ok_or(CmdError::WrongType)?.into_owned();
-        let new = e.restored_as(&plain, false);
-        shard.rewrite(new);
         Ok(())
     }
 

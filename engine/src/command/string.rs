@@ -1,10 +1,9 @@
 //! String commands, and TierBase's CAS/CAD extensions.
 
-use super::args::{err, float, int, is, CmdError};
 use std::borrow::Cow;
 
+use super::args::{err, float, int, is, CmdError};
 use super::{CmdResult, Ctx, Data};
-use crate::keyspace::Kind;
 use crate::protocol::{format_double, parse_i64};
 
 pub const MAX_STRING: usize = 512 * 1024 * 1024;
@@ -79,17 +78,13 @@ pub fn set(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         i += 1;
     }
+    let (ks, db) = (ctx.data.ks, ctx.data.db);
     let (old_exists, old_expire) = match ctx.data.get(key) {
         Some(e) => {
-            if get && e.kind() != Kind::Str {
-                return Err(CmdError::WrongType);
-            }
-            let expire = e.expire();
             if get {
-                let v = ctx.data.read_str(key)?.map(|v| v.into_owned()).unwrap_or_default();
-                ctx.out.bulk(&v);
+                super::with_decoded(ks, db, e, |v| ctx.out.bulk(v))?;
             }
-            (true, expire)
+            (true, e.expire())
         }
         None => {
             if get {

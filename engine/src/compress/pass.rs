@@ -116,36 +116,29 @@ impl Pass {
         match e.value() {
             ValueRef::Str(v) => {
                 if t.wants_plain(v.len(), access::idle_secs(e.access(), lfu, now)) && t.encode(v, &mut self.scratch) {
-                    let slot = TenantCompression::slot_of(&self.scratch).unwrap_or(0) as usize;
-                    census.per_slot[slot].0 += 1;
-                    census.per_slot[slot].1 += self.scratch.len() as u64;
+                    census.compressed(&self.scratch);
                     return Some(e.restored_as(&self.scratch, true));
                 }
-                census.plain_values += 1;
-                census.plain_bytes += v.len() as u64;
+                census.plain(v);
                 None
             }
             ValueRef::Encoded(stored) => {
-                let slot = TenantCompression::slot_of(stored).unwrap_or(0) as usize;
                 if !t.is_stale(stored) {
-                    census.per_slot[slot].0 += 1;
-                    census.per_slot[slot].1 += stored.len() as u64;
+                    census.compressed(stored);
                     return None;
                 }
                 let mut plain = Vec::new();
                 if t.decode(stored, &mut plain).is_err() {
-                    // Unreadable: leave it (reads report the error) and keep its generation.
-                    census.per_slot[slot].0 += 1;
+                    // Unreadable: leave it (reads report the error) and keep its generation
+                    // (counted, so the generation is not dropped).
+                    census.compressed(stored);
                     return None;
                 }
                 if t.enabled() && t.current().is_some() && t.encode(&plain, &mut self.scratch) {
-                    let new_slot = TenantCompression::slot_of(&self.scratch).unwrap_or(0) as usize;
-                    census.per_slot[new_slot].0 += 1;
-                    census.per_slot[new_slot].1 += self.scratch.len() as u64;
+                    census.compressed(&self.scratch);
                     Some(e.restored_as(&self.scratch, true))
                 } else {
-                    census.plain_values += 1;
-                    census.plain_bytes += plain.len() as u64;
+                    census.plain(&plain);
                     Some(e.restored_as(&plain, false))
                 }
             }

@@ -193,6 +193,19 @@ impl Census {
     pub fn new() -> Census {
         Census { per_slot: vec![(0, 0); SLOTS as usize], plain_values: 0, plain_bytes: 0 }
     }
+
+    /// Counts a value stored compressed (header + payload).
+    pub fn compressed(&mut self, stored: &[u8]) {
+        let slot = TenantCompression::slot_of(stored).unwrap_or(0) as usize;
+        self.per_slot[slot].0 += 1;
+        self.per_slot[slot].1 += stored.len() as u64;
+    }
+
+    /// Counts a value stored plain.
+    pub fn plain(&mut self, value: &[u8]) {
+        self.plain_values += 1;
+        self.plain_bytes += value.len() as u64;
+    }
 }
 
 pub struct TenantCompression {

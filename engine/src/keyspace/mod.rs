@@ -163,15 +163,17 @@ impl Keyspace {
                 self.compression[db / NUM_DBS].note_read();
                 Ok(Some(Cow::Borrowed(v)))
             }
-            ValueRef::Encoded(stored) => {
-                let t = &self.compression[db / NUM_DBS];
-                t.note_read();
-                let mut out = Vec::with_capacity(stored.len() * 4);
-                t.decode(stored, &mut out)?;
-                Ok(Some(Cow::Owned(out)))
-            }
-            ValueRef::Coll(_) => Ok(None),
+            _ => self.with_string(db, e, |v| Cow::Owned(v.to_vec())),
         }
+    }
+
+    /// The same string entry stored plain, if it is stored compressed (its representation
+    /// changes, nothing else: see `Entry::restored_as`).
+    pub fn plain_copy(&self, db: usize, e: &Entry) -> Result<Option<Entry>, CodecError> {
+        if !e.is_encoded() {
+            return Ok(None);
+        }
+        Ok(self.string(db, e)?.map(|plain| e.restored_as(&plain, false)))
     }
 
     /// Physical databases (every namespace's).

@@ -18,6 +18,16 @@ pub fn is_expired(expire: Option<i64>, now: i64) -> bool {
     matches!(expire, Some(e) if now > e)
 }
 
+/// Adds `delta` data bytes to a shard's share (`tracked`) and its namespace's counter.
+fn account(tracked: &mut i64, ns_bytes: &Option<Arc<AtomicI64>>, delta: i64) {
+    if delta != 0 {
+        *tracked += delta;
+        if let Some(c) = ns_bytes {
+            c.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Shard {
     table: HashTable<Entry>,
@@ -44,12 +54,7 @@ impl Shard {
     }
 
     fn account(&mut self, delta: i64) {
-        if delta != 0 {
-            self.tracked += delta;
-            if let Some(c) = &self.ns_bytes {
-                c.fetch_add(delta, Ordering::Relaxed);
-            }
-        }
+        account(&mut self.tracked, &self.ns_bytes, delta);
     }
 
     /// Measures the shard's data bytes exactly (collections grow in place between inserts)
@@ -95,12 +100,8 @@ impl Shard {
         if let Some(new) = rewrite(slot) {
             let delta = new.heap_size() as i64 - slot.heap_size() as i64;
             *slot = new;
-            if delta != 0 {
-                self.tracked += delta;
-                if let Some(c) = &self.ns_bytes {
-                    c.fetch_add(delta, Ordering::Relaxed);
-                }
-            }
+            // `self.account` would borrow all of `self` while `slot` borrows the table.
+            account(&mut self.tracked, &self.ns_bytes, delta);
         }
         Some(slot)
     }
@@ -144,11 +145,6 @@ impl Shard {
             let old = std::mem::replace(slot, new);
             self.account(added - old.heap_size() as i64);
         }
-    }
-
-    /// The entry in bucket `idx`, mutable (the compression pass).
-    pub fn bucket_mut(&mut self, idx: usize) -> Option<&mut Entry> {
-        self.table.get_bucket_mut(idx)
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
