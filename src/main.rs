@@ -119,6 +119,21 @@ struct EngineArgs {
     /// eager (compress on write) or lazy (once cold) [env: TERRACE_COMPRESSION_MODE] [default: eager]
     #[arg(long)]
     compression_mode: Option<String>,
+    /// PMem tier file (a DAX file on PMem/CXL, or any file) [env: TERRACE_PMEM_PATH] [default: none]
+    #[arg(long)]
+    pmem_path: Option<PathBuf>,
+    /// PMem tier size, e.g. 8gb [env: TERRACE_PMEM_SIZE] [default: 1gb]
+    #[arg(long)]
+    pmem_size: Option<String>,
+    /// Budget for value bytes in DRAM with a PMem tier [env: TERRACE_DRAM_MAX] [default: pmem_size/4]
+    #[arg(long)]
+    dram_max: Option<String>,
+    /// dram-first, pmem-first or bidirectional [env: TERRACE_TIER_POLICY] [default: dram-first]
+    #[arg(long)]
+    tier_policy: Option<String>,
+    /// Reads of a PMem value before it is promoted [env: TERRACE_PROMOTE_HITS] [default: 2]
+    #[arg(long)]
+    promote_hits: Option<u8>,
 }
 
 impl EngineArgs {
@@ -132,6 +147,11 @@ impl EngineArgs {
             data_dir: self.data_dir,
             compression: self.compression,
             compression_mode: self.compression_mode,
+            pmem_path: self.pmem_path,
+            pmem_size: self.pmem_size.map(toml::Value::String),
+            dram_max: self.dram_max.map(toml::Value::String),
+            tier_policy: self.tier_policy,
+            promote_hits: self.promote_hits,
             ..Default::default()
         };
         let env = EngineSettings::from_env()?;

@@ -58,6 +58,26 @@ pub struct EngineSettings {
     pub compression_sample_size: Option<usize>,
     pub retrain_ratio_drift: Option<f64>,
     pub retrain_unmatched: Option<f64>,
+    /// The PMem tier's file (none: every value stays in DRAM).
+    pub pmem_path: Option<PathBuf>,
+    pub pmem_size: Option<toml::Value>,
+    /// Budget for value bytes in DRAM when the PMem tier is on.
+    pub dram_max: Option<toml::Value>,
+    /// dram-first | pmem-first | bidirectional.
+    pub tier_policy: Option<String>,
+    pub promote_hits: Option<u8>,
+}
+
+/// A size given as an integer or a Redis-style string (`100mb`), for `key`.
+fn size_of(key: &str, v: toml::Value) -> Result<u64, ConfigError> {
+    match v {
+        toml::Value::Integer(n) if n >= 0 => Ok(n as u64),
+        toml::Value::String(s) => parse_size(&s).ok_or_else(|| ConfigError::Invalid {
+            key: key.into(),
+            reason: format!("'{s}' is not a size (examples: 0, 100mb, 1gb)"),
+        }),
+        v => Err(ConfigError::Invalid { key: key.into(), reason: format!("{v} is not a size") }),
+    }
 }
 
 impl EngineSettings {
@@ -79,13 +99,19 @@ impl EngineSettings {
             compression_sample_size: self.compression_sample_size.or(other.compression_sample_size),
             retrain_ratio_drift: self.retrain_ratio_drift.or(other.retrain_ratio_drift),
             retrain_unmatched: self.retrain_unmatched.or(other.retrain_unmatched),
+            pmem_path: self.pmem_path.or(other.pmem_path),
+            pmem_size: self.pmem_size.or(other.pmem_size),
+            dram_max: self.dram_max.or(other.dram_max),
+            tier_policy: self.tier_policy.or(other.tier_policy),
+            promote_hits: self.promote_hits.or(other.promote_hits),
         }
     }
 
     /// Reads `TERRACE_*` variables (TERRACE_PORT, TERRACE_BIND, TERRACE_MAXMEMORY,
     /// TERRACE_MAXMEMORY_POLICY, TERRACE_THREADS, TERRACE_DATA_DIR, TERRACE_SHARD_BITS,
     /// TERRACE_NAMESPACES, TERRACE_COMPRESSION, TERRACE_COMPRESSION_MODE,
-    /// TERRACE_COMPRESSION_MIN_SIZE).
+    /// TERRACE_COMPRESSION_MIN_SIZE, TERRACE_PMEM_PATH, TERRACE_PMEM_SIZE, TERRACE_DRAM_MAX,
+    /// TERRACE_TIER_POLICY, TERRACE_PROMOTE_HITS).
     pub fn from_env() -> Result<EngineSettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let port = match var("TERRACE_PORT") {
@@ -126,6 +152,17 @@ impl EngineSettings {
                 })?),
                 None => None,
             },
+            pmem_path: var("TERRACE_PMEM_PATH").map(PathBuf::from),
+            pmem_size: var("TERRACE_PMEM_SIZE").map(toml::Value::String),
+            dram_max: var("TERRACE_DRAM_MAX").map(toml::Value::String),
+            tier_policy: var("TERRACE_TIER_POLICY"),
+            promote_hits: match var("TERRACE_PROMOTE_HITS") {
+                Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
+                    key: "TERRACE_PROMOTE_HITS".into(),
+                    reason: format!("'{n}' is not a count from 1 to 255"),
+                })?),
+                None => None,
+            },
             ..Default::default()
         })
     }
@@ -140,15 +177,9 @@ impl EngineSettings {
         let d = EngineConfig::default();
         let maxmemory = match self.maxmemory {
             None => d.maxmemory,
-            Some(toml::Value::Integer(n)) if n >= 0 => n as u64,
-            Some(toml::Value::String(s)) => parse_size(&s).ok_or_else(|| ConfigError::Invalid {
-                key: "maxmemory".into(),
-                reason: format!("'{s}' is not a size (examples: 0, 100mb, 1gb)"),
-            })?,
-            Some(v) => {
-                return Err(ConfigError::Invalid { key: "maxmemory".into(), reason: format!("{v} is not a size") })
-            }
+            Some(v) => size_of("maxmemory", v)?,
         };
+        let tier = resolve_tier(self.pmem_path, self.pmem_size, self.dram_max, self.tier_policy, self.promote_hits)?;
         let maxmemory_policy = match self.maxmemory_policy {
             None => d.maxmemory_policy,
             Some(p) => Policy::from_str(&p).map_err(|_| ConfigError::Invalid {
@@ -202,6 +233,7 @@ impl EngineSettings {
             }
         }
         Ok(EngineConfig {
+            tier,
             compression,
             namespaces,
             port: self.port.unwrap_or(d.port),
@@ -230,6 +262,49 @@ pub struct EngineConfig {
     pub namespaces: usize,
     /// Every tenant's compression settings until set per tenant.
     pub compression: crate::compress::tenant::Settings,
+    /// The PMem tier, if `pmem_path` is set.
+    pub tier: Option<crate::tier::TierConfig>,
+}
+
+/// The PMem tier's settings: all absent, or `pmem_path` with the others defaulted
+/// (`pmem_size` 1gb, `dram_max` a quarter of it, dram-first, `promote_hits` 2).
+fn resolve_tier(
+    path: Option<PathBuf>,
+    size: Option<toml::Value>,
+    dram_max: Option<toml::Value>,
+    policy: Option<String>,
+    promote_hits: Option<u8>,
+) -> Result<Option<crate::tier::TierConfig>, ConfigError> {
+    let Some(pmem_path) = path else {
+        let given = [("pmem_size", size.is_some()), ("dram_max", dram_max.is_some()), ("tier_policy", policy.is_some()), ("promote_hits", promote_hits.is_some())];
+        if let Some((key, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(ConfigError::Invalid { key: (*key).into(), reason: "the PMem tier is off: set `pmem_path` too".into() });
+        }
+        return Ok(None);
+    };
+    if pmem_path.as_os_str().is_empty() {
+        return Err(ConfigError::Invalid { key: "pmem_path".into(), reason: "is empty".into() });
+    }
+    let pmem_size = match size {
+        Some(v) => size_of("pmem_size", v)?,
+        None => 1 << 30,
+    };
+    if pmem_size < crate::tier::arena::MIN_SIZE {
+        return Err(ConfigError::Invalid { key: "pmem_size".into(), reason: format!("{pmem_size} is below the minimum of 1mb") });
+    }
+    let dram_max = match dram_max {
+        Some(v) => size_of("dram_max", v)?,
+        None => pmem_size / 4,
+    };
+    let policy = match policy {
+        Some(p) => p.parse().map_err(|reason| ConfigError::Invalid { key: "tier_policy".into(), reason })?,
+        None => crate::tier::Policy::DramFirst,
+    };
+    let promote_hits = promote_hits.unwrap_or(2);
+    if promote_hits == 0 {
+        return Err(ConfigError::Invalid { key: "promote_hits".into(), reason: "must be at least 1".into() });
+    }
+    Ok(Some(crate::tier::TierConfig { pmem_path, pmem_size, dram_max, policy, promote_hits }))
 }
 
 impl Default for EngineConfig {
@@ -244,6 +319,7 @@ impl Default for EngineConfig {
             shard_bits: 4,
             namespaces: 16,
             compression: Default::default(),
+            tier: None,
         }
     }
 }
@@ -293,6 +369,23 @@ mod tests {
         assert!(e.contains("maxmemory_policy"), "{e}");
         let bad = EngineSettings { maxmemory: Some(toml::Value::String("lots".into())), ..Default::default() };
         assert!(bad.resolve().unwrap_err().to_string().contains("`maxmemory`"));
+    }
+
+    #[test]
+    fn tier_settings_default_and_name_bad_keys() {
+        let on = EngineSettings { pmem_path: Some("/dev/shm/x".into()), pmem_size: Some(toml::Value::String("64mb".into())), ..Default::default() };
+        let t = on.resolve().unwrap().tier.unwrap();
+        assert_eq!((t.pmem_size, t.dram_max, t.policy, t.promote_hits), (64 << 20, 16 << 20, crate::tier::Policy::DramFirst, 2));
+        let cases: [(EngineSettings, &str); 4] = [
+            (EngineSettings { dram_max: Some(toml::Value::Integer(5)), ..Default::default() }, "`dram_max`"),
+            (EngineSettings { pmem_path: Some("p".into()), tier_policy: Some("lru".into()), ..Default::default() }, "`tier_policy`"),
+            (EngineSettings { pmem_path: Some("p".into()), pmem_size: Some(toml::Value::String("1kb".into())), ..Default::default() }, "`pmem_size`"),
+            (EngineSettings { pmem_path: Some("p".into()), promote_hits: Some(0), ..Default::default() }, "`promote_hits`"),
+        ];
+        for (settings, key) in cases {
+            let e = settings.resolve().unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
     }
 
     #[test]

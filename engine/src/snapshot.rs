@@ -225,8 +225,9 @@ pub fn start_background(srv: &Arc<Server>) -> bool {
 }
 
 /// Loads `dump.rdb` from the data directory into an empty keyspace; returns the keys loaded
-/// (0 when there is no file).
-pub fn load(srv: &Server) -> Result<usize, SnapshotError> {
+/// (0 when there is no file). With `keys` false only FUNCTION libraries are taken (the
+/// keys came from a warm restart of the PMem tier, which is newer).
+pub fn load(srv: &Server, keys: bool) -> Result<usize, SnapshotError> {
     let path = rdb_path(&srv.config.data_dir);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
@@ -259,7 +260,7 @@ pub fn load(srv: &Server) -> Result<usize, SnapshotError> {
             OP_AUX => {
                 let k = r.string().map_err(bad)?;
                 let v = r.string().map_err(bad)?;
-                if k == b"terrace-namespaces" {
+                if k == b"terrace-namespaces" && keys {
                     let mut names = srv.namespaces.lock();
                     names.truncate(1);
                     names.extend(String::from_utf8_lossy(&v).split(',').filter(|n| !n.is_empty()).map(str::to_string));
@@ -299,7 +300,7 @@ pub fn load(srv: &Server) -> Result<usize, SnapshotError> {
                     ))
                 })?;
                 let exp = expire.take();
-                if exp.is_some_and(|t| t <= now) {
+                if !keys || exp.is_some_and(|t| t <= now) {
                     continue;
                 }
                 let meta = Meta { expire: exp, flags: 0, version: srv.keyspace.next_version(), access: access::new_stamp(lfu, now) };

@@ -53,7 +53,7 @@ impl Drop for Server {
     }
 }
 
-fn pin_self_to(core: usize) {
+pub fn pin_self_to(core: usize) {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();

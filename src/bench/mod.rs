@@ -3,6 +3,7 @@
 pub mod compress;
 pub mod compress_e2e;
 pub mod resp_client;
+pub mod tiers;
 
 use clap::Subcommand;
 
@@ -11,10 +12,14 @@ pub enum BenchCommand {
     /// Compression ratio and speed per codec on a dataset (one value per line), then SET/GET
     /// through real engines with each codec against `none`.
     Compress(compress::CompressArgs),
+    /// The PMem tier (each policy, arena on /dev/shm and on disk) against all-DRAM: a
+    /// zipfian GET/SET mix, throughput, p99, DRAM hit share and memory.
+    Tiers(tiers::TiersArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Compress(args) => compress::run(args),
+        BenchCommand::Tiers(args) => tiers::run(args),
     }
 }

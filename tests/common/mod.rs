@@ -59,6 +59,25 @@ impl Engine {
         Self::spawn(cmd, data_dir)
     }
 
+    /// Stops the engine cleanly (SIGTERM, as systemd does) and waits for it to exit.
+    pub fn stop(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(start.elapsed() < Duration::from_secs(30), "the engine did not stop within 30 s of SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the engine cleanly and starts a new one on the same data directory.
+    pub fn restart_clean(&mut self, extra: &[&str]) {
+        self.stop();
+        let dir = self.data_dir.clone();
+        let next = Engine::start_in(&dir, extra, &[]);
+        let old = std::mem::replace(self, next);
+        std::mem::forget(old);
+    }
+
     /// Kills the engine (no shutdown work) and starts a new one on the same data directory.
     pub fn restart(&mut self, extra: &[&str]) {
         let _ = self.child.kill();

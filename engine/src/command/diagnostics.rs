@@ -163,14 +163,16 @@ pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ValueRef::Str(v) => (super::keys::string_encoding(v), v.len()),
             ValueRef::Encoded(v) => ("compressed", v.len()),
             ValueRef::Coll(c) => (c.encoding(), e.heap_size()),
+            ValueRef::Frozen(_, v) => ("frozen", v.len()),
         };
         let line = format!(
-            "Value at:0x{:x} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+            "Value at:0x{:x} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{} tier:{}",
             e as *const _ as usize,
             enc,
             ser,
             e.access(),
-            access::idle_seconds(e.access(), now)
+            access::idle_seconds(e.access(), now),
+            if e.in_pmem() { "pmem" } else { "dram" }
         );
         ctx.out.simple(&line);
     } else if is(argv[1], "SET-ACTIVE-EXPIRE") && argv.len() == 3 {

@@ -79,6 +79,15 @@ pub(crate) fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 /// Writes a value as an RDB object: its type byte, then `key` if given (RDB files put the key
 /// between type and value; DUMP payloads have none), then the value.
 pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u8>) {
+    if let ValueRef::Frozen(_, frozen) = value {
+        // Already an RDB object (type byte, then the value): the key goes between.
+        out.push(frozen[0]);
+        if let Some(k) = key {
+            put_str(out, k);
+        }
+        out.extend_from_slice(&frozen[1..]);
+        return;
+    }
     let t = match value {
         ValueRef::Str(_) => T_STRING,
         ValueRef::Encoded(_) => unreachable!("compressed strings are decoded before they are serialized"),
@@ -87,6 +96,7 @@ pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u
         ValueRef::Coll(Collection::Hash(_)) => T_HASH,
         ValueRef::Coll(Collection::ZSet(_)) => T_ZSET2,
         ValueRef::Coll(Collection::Stream(_)) => stream_rdb::T_STREAM_LISTPACKS_2,
+        ValueRef::Frozen(..) => unreachable!("written above"),
     };
     out.push(t);
     if let Some(k) = key {
@@ -122,6 +132,7 @@ pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u
             }
         }
         ValueRef::Coll(Collection::Stream(s)) => stream_rdb::write(out, s),
+        ValueRef::Frozen(..) => unreachable!("written above"),
     }
 }
 

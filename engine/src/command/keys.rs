@@ -464,6 +464,8 @@ pub fn object(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             // Terrace's own encoding: the value is stored by a codec (see TERRACE.COMPRESSION).
             ValueRef::Encoded(_) => "compressed",
             ValueRef::Coll(c) => c.encoding(),
+            // Lookups thaw collections from PMem; kept for completeness.
+            ValueRef::Frozen(..) => "frozen",
         };
         ctx.out.bulk_str(enc);
     } else if is(sub, "REFCOUNT") {

@@ -23,6 +23,7 @@ pub mod script;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stats;
 pub mod stream;
 pub mod stream_group;
 pub mod stream_rdb;
@@ -152,6 +153,8 @@ pub struct Data<'a> {
     pub ready: Vec<(usize, Vec<u8>)>,
     pub hits: u64,
     pub misses: u64,
+    /// Of `hits`, reads served by a value in PMem.
+    pub pmem_hits: u64,
 }
 
 impl<'a> Data<'a> {
@@ -180,7 +183,14 @@ impl<'a> Data<'a> {
     pub fn read(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let (now, lfu, ks, db) = (self.now, self.lfu, self.ks, self.db);
         let id = self.ks.shard_id(self.db, key);
-        let promote = |e: &Entry| {
+        let mut in_pmem = false;
+        let promote = |e: &mut Entry| {
+            if e.in_pmem() {
+                in_pmem = true;
+                if let Some(dram) = ks.tier().and_then(|t| t.on_read(e)) {
+                    return Some(dram);
+                }
+            }
             if !e.is_encoded() || !ks.compression(ks.namespace_of(db)).promotes_on_read() {
                 return None;
             }
@@ -190,6 +200,7 @@ impl<'a> Data<'a> {
         match self.guards.shard(id).get_rewriting(key, now, promote) {
             Some(e) => {
                 self.hits += 1;
+                self.pmem_hits += in_pmem as u64;
                 e.set_access(access::touched(e.access(), lfu, now));
                 Some(e)
             }
@@ -239,8 +250,8 @@ impl<'a> Data<'a> {
         }
     }
 
-    /// Makes the string at `key` plain (decompressing it in place) so it can be edited
-    /// byte by byte; the version and stamps stay (this is not a write).
+    /// Makes the string at `key` plain and in DRAM (decompressing it, or bringing it from
+    /// PMem) so it can be edited byte by byte; the version and stamps stay (not a write).
     pub fn ensure_plain(&mut self, key: &[u8]) -> Result<(), CmdError> {
         let (ks, db, now) = (self.ks, self.db, self.now);
         let shard = self.shard(key);
@@ -445,6 +456,14 @@ fn refresh_user(srv: &Server, conn: &mut Conn) -> bool {
 /// Frees memory by eviction until under maxmemory; false if the command must be refused.
 pub fn admit_memory(srv: &Server) -> bool {
     let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
+    if let Some(tier) = srv.keyspace.tier() {
+        if tier.over_budget() {
+            let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
+            if !crate::tier::demote::make_room(&srv.keyspace, tier, srv.policy(), samples, now_ms()) {
+                return false;
+            }
+        }
+    }
     if max == 0 {
         return true;
     }
@@ -574,6 +593,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
                 ready: Vec::new(),
                 hits: 0,
                 misses: 0,
+                pmem_hits: 0,
             },
             block: None,
             close: false,
@@ -589,6 +609,9 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
             srv.blocking.register(ctx.conn.info.id, b.db, &b.keys, &ctx.conn.block_notify);
         }
         let Ctx { data, block, close, .. } = ctx;
+        if let Some(t) = srv.keyspace.tier() {
+            t.count_hits(data.hits - data.pmem_hits, data.pmem_hits);
+        }
         (result, data.ready, block, close, data.hits, data.misses)
     };
     let micros = finish(srv, idx, start, result.is_err(), hits, misses, &ready);

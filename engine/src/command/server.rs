@@ -1177,6 +1177,11 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         }
         let _ = write!(s, "compression_tenants:{active}\r\n{lines}\r\n");
     }
+    if want("tiers") {
+        if let Some(t) = srv.keyspace.tier() {
+            s.push_str(&t.info(totals.keys.iter().map(|&k| k as u64).sum()));
+        }
+    }
     if want("keyspace") {
         s.push_str("# Keyspace\r\n");
         let base = ns_base;

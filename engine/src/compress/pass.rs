@@ -114,6 +114,12 @@ impl Pass {
     fn consider(&mut self, e: &Entry, t: &std::sync::Arc<TenantCompression>, ns: usize, lfu: bool, now: i64) -> Option<Entry> {
         let census = &mut self.census[ns];
         match e.value() {
+            // A plain string in PMem already sits on the cheap tier: compressing it would
+            // bring it back to DRAM.
+            ValueRef::Str(v) if e.in_pmem() => {
+                census.plain(v);
+                None
+            }
             ValueRef::Str(v) => {
                 if t.wants_plain(v.len(), access::idle_secs(e.access(), lfu, now)) && t.encode(v, &mut self.scratch) {
                     census.compressed(&self.scratch);
@@ -142,7 +148,7 @@ impl Pass {
                     Some(e.restored_as(&plain, false))
                 }
             }
-            ValueRef::Coll(_) => None,
+            ValueRef::Coll(_) | ValueRef::Frozen(..) => None,
         }
     }
 

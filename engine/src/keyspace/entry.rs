@@ -8,15 +8,21 @@
 //! [1..4]   access stamp (24 bits: LRU clock, or LFU minutes+counter, as Redis)
 //! [4..10]  version (48 bits; bumped on every write: WATCH, Memcached CAS, TierBase CAS)
 //! varint   key length
-//! varint   value length (strings only; collections store an 8-byte pointer)
+//! varint   value length (strings, and any value in PMem; a DRAM collection stores an 8-byte pointer)
 //! [8]      expiry, unix ms (only if has-expiry)
 //! [4]      Memcached client flags (only if has-flags)
 //! key bytes, then value bytes (or the collection pointer)
 //! ```
 //!
-//! The value location bits (DRAM / PMem / storage-only) and the dirty bit are reserved for the
-//! tier and write-back issues; today every value is in DRAM. A compressed string's value bytes
-//! are `[codec header][payload]` (see `compress`); only the keyspace's tenant state decodes them.
+//! A value in the PMem tier (location 1) keeps only a reference in the entry: an 8-byte
+//! address into the arena's mapping and a 1-byte read counter (for promotion after N hits).
+//! Strings there are read in place; a collection there is frozen (serialized as an RDB
+//! object, see `tier`) and is thawed back into DRAM by any lookup through its shard. The
+//! entry owns its PMem range: dropping the entry gives it back to the arena.
+//!
+//! The storage-only location and the dirty bit are reserved for the write-back issue.
+//! A compressed string's value bytes are `[codec header][payload]` (see `compress`); only
+//! the keyspace's tenant state decodes them.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
@@ -35,7 +41,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn from_bits(b: u8) -> Kind {
+    pub(crate) fn from_bits(b: u8) -> Kind {
         match b & 7 {
             0 => Kind::Str,
             1 => Kind::List,
@@ -58,7 +64,7 @@ impl Kind {
     }
 }
 
-/// Where an entry's value lives (reserved for the tiering issues).
+/// Where an entry's value lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Location {
     Dram = 0,
@@ -67,11 +73,15 @@ pub enum Location {
 }
 
 /// Kind bits of a string whose value bytes are compressed.
-const ENCODED_STR: u8 = 6;
+pub(crate) const ENCODED_STR: u8 = 6;
 const HAS_EXPIRE: u8 = 1 << 3;
 const HAS_FLAGS: u8 = 1 << 4;
 const DIRTY: u8 = 1 << 5;
+const IN_PMEM: u8 = 1 << 6;
+const LOCATION: u8 = 0b1100_0000;
 const FIXED: usize = 10;
+/// A PMem reference: address and read counter.
+const PMEM_REF: usize = 9;
 const PTR: usize = std::mem::size_of::<*mut Collection>();
 pub const MAX_VERSION: u64 = (1 << 48) - 1;
 
@@ -81,6 +91,22 @@ pub enum ValueRef<'a> {
     /// A compressed string: header and payload.
     Encoded(&'a [u8]),
     Coll(&'a Collection),
+    /// A collection frozen in the PMem tier (an RDB-encoded object); lookups through the
+    /// shard thaw it first, so only whole-keyspace walks (SCAN, SAVE) see this.
+    Frozen(Kind, &'a [u8]),
+}
+
+/// An entry's value as laid out in the entry: bytes inline, or a reference into PMem.
+#[derive(Clone, Copy)]
+pub enum Body<'a> {
+    Inline(&'a [u8]),
+    Pmem { addr: *const u8, len: usize, hits: u8 },
+}
+
+/// A value brought back into DRAM.
+pub enum DramValue<'a> {
+    Bytes(&'a [u8]),
+    Coll(Collection),
 }
 
 /// Parameters of a new entry.
@@ -150,21 +176,31 @@ impl Entry {
     }
 
     fn build_bits(kind_bits: u8, key: &[u8], value: &[u8], meta: &Meta) -> Entry {
+        Self::build_body(kind_bits, key, Body::Inline(value), meta)
+    }
+
+    fn build_body(kind_bits: u8, key: &[u8], body: Body, meta: &Meta) -> Entry {
         let kind = Kind::from_bits(kind_bits);
         let has_exp = meta.expire.is_some();
         let has_flags = meta.flags != 0;
-        let val_len_field = if kind == Kind::Str { varint_len(value.len()) } else { 0 };
+        let (val_len_field, area) = match body {
+            Body::Inline(v) => (if kind == Kind::Str { varint_len(v.len()) } else { 0 }, v.len()),
+            Body::Pmem { len, .. } => (varint_len(len), PMEM_REF),
+        };
         let size = FIXED
             + varint_len(key.len())
             + val_len_field
             + if has_exp { 8 } else { 0 }
             + if has_flags { 4 } else { 0 }
             + key.len()
-            + value.len();
+            + area;
         unsafe {
             let base = alloc(Self::layout(size));
             let Some(nn) = NonNull::new(base) else { handle_alloc_error(Self::layout(size)) };
-            let mut tag = kind_bits;
+            let mut tag = kind_bits & 7;
+            if let Body::Pmem { .. } = body {
+                tag |= IN_PMEM;
+            }
             if has_exp {
                 tag |= HAS_EXPIRE;
             }
@@ -177,8 +213,10 @@ impl Entry {
             let ver = (meta.version & MAX_VERSION).to_le_bytes();
             std::ptr::copy_nonoverlapping(ver.as_ptr(), base.add(4), 6);
             let mut p = write_varint(base.add(FIXED), key.len());
-            if kind == Kind::Str {
-                p = write_varint(p, value.len());
+            match body {
+                Body::Inline(v) if kind == Kind::Str => p = write_varint(p, v.len()),
+                Body::Inline(_) => {}
+                Body::Pmem { len, .. } => p = write_varint(p, len),
             }
             if let Some(e) = meta.expire {
                 std::ptr::copy_nonoverlapping(e.to_le_bytes().as_ptr(), p, 8);
@@ -190,7 +228,13 @@ impl Entry {
             }
             std::ptr::copy_nonoverlapping(key.as_ptr(), p, key.len());
             p = p.add(key.len());
-            std::ptr::copy_nonoverlapping(value.as_ptr(), p, value.len());
+            match body {
+                Body::Inline(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len()),
+                Body::Pmem { addr, hits, .. } => {
+                    std::ptr::copy_nonoverlapping((addr as usize).to_ne_bytes().as_ptr(), p, 8);
+                    *p.add(8) = hits;
+                }
+            }
             Entry(nn)
         }
     }
@@ -200,9 +244,26 @@ impl Entry {
         Self::build(Kind::Str, key, value, meta)
     }
 
+    /// A string entry with its stored bytes as laid out by `kind_bits` (plain or compressed).
+    pub fn new_stored_str(kind_bits: u8, key: &[u8], stored: &[u8], meta: &Meta) -> Entry {
+        Self::build_bits(kind_bits & 7, key, stored, meta)
+    }
+
     /// A string entry whose value is compressed (`stored` = header + payload).
     pub fn new_encoded_str(key: &[u8], stored: &[u8], meta: &Meta) -> Entry {
         Self::build_bits(ENCODED_STR, key, stored, meta)
+    }
+
+    /// An entry whose value (`len` bytes: a string's stored bytes, or a frozen collection)
+    /// lies in the PMem arena at `addr`; the entry takes ownership of that range.
+    pub fn new_pmem(kind_bits: u8, key: &[u8], addr: *const u8, len: usize, meta: &Meta) -> Entry {
+        Self::build_body(kind_bits, key, Body::Pmem { addr, len, hits: 0 }, meta)
+    }
+
+    /// The kind bits as stored (a compressed string has its own), for re-laying the entry.
+    #[inline]
+    pub fn kind_bits(&self) -> u8 {
+        self.tag() & 7
     }
 
     /// Whether this is a string stored compressed.
@@ -228,7 +289,7 @@ impl Entry {
             let base = self.0.as_ptr() as *const u8;
             let tag = *base;
             let (key_len, mut p) = read_varint(base.add(FIXED));
-            let val_len = if Kind::from_bits(tag) == Kind::Str {
+            let val_len = if Kind::from_bits(tag) == Kind::Str || tag & LOCATION == IN_PMEM {
                 let (v, np) = read_varint(p);
                 p = np;
                 v
@@ -250,7 +311,77 @@ impl Entry {
 
     fn total_size(&self) -> usize {
         let p = self.parsed();
-        p.val_off + p.val_len
+        p.val_off + if self.in_pmem() { PMEM_REF } else { p.val_len }
+    }
+
+    /// Whether the value lies in the PMem tier.
+    #[inline]
+    pub fn in_pmem(&self) -> bool {
+        self.tag() & LOCATION == IN_PMEM
+    }
+
+    /// Address and length of a value in PMem.
+    pub fn pmem(&self) -> Option<(*const u8, usize)> {
+        if !self.in_pmem() {
+            return None;
+        }
+        let p = self.parsed();
+        Some((unsafe { self.pmem_addr(p.val_off) }, p.val_len))
+    }
+
+    unsafe fn pmem_addr(&self, val_off: usize) -> *const u8 {
+        let mut raw = [0u8; 8];
+        std::ptr::copy_nonoverlapping(self.0.as_ptr().add(val_off), raw.as_mut_ptr(), 8);
+        usize::from_ne_bytes(raw) as *const u8
+    }
+
+    /// Reads of a PMem value since it was placed there (saturating).
+    pub fn pmem_hits(&self) -> u8 {
+        if !self.in_pmem() {
+            return 0;
+        }
+        let p = self.parsed();
+        unsafe { *self.0.as_ptr().add(p.val_off + 8) }
+    }
+
+    /// Counts one read of a PMem value; returns the new count.
+    pub fn note_pmem_hit(&mut self) -> u8 {
+        if !self.in_pmem() {
+            return 0;
+        }
+        let p = self.parsed();
+        unsafe {
+            let c = self.0.as_ptr().add(p.val_off + 8);
+            *c = (*c).saturating_add(1);
+            *c
+        }
+    }
+
+    /// The value as laid out: inline bytes (or a collection pointer), or a PMem reference.
+    fn body(&self) -> Body<'_> {
+        let p = self.parsed();
+        unsafe {
+            if self.in_pmem() {
+                Body::Pmem { addr: self.pmem_addr(p.val_off), len: p.val_len, hits: *self.0.as_ptr().add(p.val_off + 8) }
+            } else {
+                Body::Inline(std::slice::from_raw_parts(self.0.as_ptr().add(p.val_off), p.val_len))
+            }
+        }
+    }
+
+    /// The value's bytes in PMem (a string's stored bytes or a frozen collection).
+    pub fn pmem_bytes(&self) -> Option<&[u8]> {
+        // SAFETY: the entry owns this range of the mapping while it lives.
+        self.pmem().map(|(addr, len)| unsafe { std::slice::from_raw_parts(addr, len) })
+    }
+
+    /// Bytes of this entry's value held in DRAM (0 for a value in PMem).
+    pub fn dram_value_size(&self) -> usize {
+        if self.in_pmem() {
+            return 0;
+        }
+        let p = self.parsed();
+        p.val_len + self.coll().map(|c| c.heap_size()).unwrap_or(0)
     }
 
     #[inline]
@@ -259,6 +390,7 @@ impl Entry {
     }
 
     pub fn location(&self) -> Location {
+        debug_assert_eq!(self.tag() & LOCATION == IN_PMEM, self.in_pmem());
         match self.tag() >> 6 {
             1 => Location::Pmem,
             2 => Location::Storage,
@@ -279,8 +411,10 @@ impl Entry {
     pub fn value(&self) -> ValueRef<'_> {
         let p = self.parsed();
         unsafe {
-            let v = self.0.as_ptr().add(p.val_off);
-            if self.is_encoded() {
+            let v = if self.in_pmem() { self.pmem_addr(p.val_off) as *mut u8 } else { self.0.as_ptr().add(p.val_off) };
+            if self.in_pmem() && self.kind() != Kind::Str {
+                ValueRef::Frozen(self.kind(), std::slice::from_raw_parts(v, p.val_len))
+            } else if self.is_encoded() {
                 ValueRef::Encoded(std::slice::from_raw_parts(v, p.val_len))
             } else if self.kind() == Kind::Str {
                 ValueRef::Str(std::slice::from_raw_parts(v, p.val_len))
@@ -298,7 +432,7 @@ impl Entry {
 
     /// A plain (uncompressed) string value's bytes, writable in place (same length).
     pub fn str_value_mut(&mut self) -> Option<&mut [u8]> {
-        if self.kind() != Kind::Str || self.is_encoded() {
+        if self.kind() != Kind::Str || self.is_encoded() || self.in_pmem() {
             return None;
         }
         let p = self.parsed();
@@ -324,7 +458,7 @@ impl Entry {
     }
 
     pub fn coll_mut(&mut self) -> Option<&mut Collection> {
-        if self.kind() == Kind::Str {
+        if self.kind() == Kind::Str || self.in_pmem() {
             return None;
         }
         let p = self.parsed();
@@ -410,13 +544,7 @@ impl Entry {
     /// Re-lays the entry with new metadata, moving the value (a collection pointer moves
     /// without being dropped).
     fn rebuild(&mut self, meta: Meta) {
-        let kind = self.kind();
-        let p = self.parsed();
-        let new = unsafe {
-            let key = std::slice::from_raw_parts(self.0.as_ptr().add(p.key_off), p.key_len);
-            let val = std::slice::from_raw_parts(self.0.as_ptr().add(p.val_off), p.val_len);
-            Self::build(kind, key, val, &meta)
-        };
+        let new = Self::build_body(self.kind_bits(), self.key(), self.body(), &meta);
         let old = std::mem::replace(self, new);
         old.free_shell();
     }
@@ -430,14 +558,24 @@ impl Entry {
 
     /// The same entry under another key (RENAME, MOVE); a collection moves without a copy.
     pub fn renamed(self, key: &[u8]) -> Entry {
-        let kind_bits = self.tag() & 7;
-        let p = self.parsed();
-        let new = unsafe {
-            let val = std::slice::from_raw_parts(self.0.as_ptr().add(p.val_off), p.val_len);
-            Self::build_bits(kind_bits, key, val, &self.meta())
-        };
+        let new = Self::build_body(self.kind_bits(), key, self.body(), &self.meta());
         self.free_shell();
         new
+    }
+
+    /// The same entry with its value in DRAM as `value` (a PMem string's bytes, or a thawed
+    /// collection); metadata stays. The PMem range is released when `self` is dropped.
+    pub fn in_dram(&self, value: DramValue) -> Entry {
+        match value {
+            DramValue::Bytes(v) => Self::build_bits(self.kind_bits(), self.key(), v, &self.meta()),
+            DramValue::Coll(c) => Self::new_coll(self.key(), c, &self.meta()),
+        }
+    }
+
+    /// The same entry with its value moved to PMem at `addr` (the caller copied it there);
+    /// metadata stays. A collection pointed to by `self` is dropped with `self`.
+    pub fn in_pmem_at(&self, addr: *const u8, len: usize) -> Entry {
+        Self::new_pmem(self.kind_bits(), self.key(), addr, len, &self.meta())
     }
 
     /// A deep copy under another key (COPY).
@@ -446,6 +584,9 @@ impl Entry {
             ValueRef::Str(v) => Self::build(Kind::Str, key, v, meta),
             ValueRef::Encoded(v) => Self::new_encoded_str(key, v, meta),
             ValueRef::Coll(c) => Self::new_coll(key, c.deep_clone(), meta),
+            // Lookups thaw frozen collections, so a command never copies one; a whole-keyspace
+            // walk that does gets the thawed copy.
+            ValueRef::Frozen(..) => crate::tier::thaw(self).expect("a frozen collection decodes (checked when frozen)").copied(key, meta),
         }
     }
 
@@ -460,7 +601,8 @@ impl Entry {
         Self::build_bits(if encoded { ENCODED_STR } else { Kind::Str as u8 }, self.key(), stored, &self.meta())
     }
 
-    /// Bytes this entry occupies on the heap, its collection included.
+    /// Bytes this entry occupies on the heap, its collection included (a value in PMem
+    /// counts only its reference).
     pub fn heap_size(&self) -> usize {
         self.total_size() + self.coll().map(|c| c.heap_size()).unwrap_or(0)
     }
@@ -470,7 +612,9 @@ impl Drop for Entry {
     fn drop(&mut self) {
         let size = self.total_size();
         unsafe {
-            if self.kind() != Kind::Str {
+            if let Some((addr, len)) = self.pmem() {
+                crate::tier::arena::release(addr, len);
+            } else if self.kind() != Kind::Str {
                 let p = self.parsed();
                 drop(Box::from_raw(self.coll_ptr(self.0.as_ptr().add(p.val_off))));
             }

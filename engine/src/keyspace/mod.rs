@@ -64,6 +64,9 @@ pub struct Keyspace {
     pub lfu: AtomicBool,
     /// Per namespace: its tenant's value compression.
     compression: Box<[Arc<TenantCompression>]>,
+    /// The PMem tier, when configured. Declared after `shards` so entries (which release
+    /// their PMem ranges when dropped) go before the arena.
+    tier: Option<Arc<crate::tier::Tier>>,
 }
 
 thread_local! {
@@ -81,13 +84,15 @@ pub struct Guards<'a> {
 impl Keyspace {
     /// A keyspace whose tenants start with `compression` settings, keeping dictionary files
     /// under `dict_root` (None: not persisted).
-    pub fn new(shard_bits: u32, namespaces: usize, compression: &Settings, dict_root: Option<PathBuf>) -> Keyspace {
+    pub fn new(shard_bits: u32, namespaces: usize, compression: &Settings, dict_root: Option<PathBuf>, tier: Option<Arc<crate::tier::Tier>>) -> Keyspace {
         let dbs = NUM_DBS * namespaces.max(1);
         let n = dbs << shard_bits;
         let ns_used: Vec<Arc<AtomicI64>> = (0..namespaces.max(1)).map(|_| Arc::new(AtomicI64::new(0))).collect();
         let per_ns = NUM_DBS << shard_bits;
+        let dram_values = tier.as_ref().map(|t| t.dram_values.clone());
         Keyspace {
-            shards: (0..n).map(|i| Mutex::new(Shard::counting_into(ns_used[i / per_ns].clone()))).collect(),
+            tier,
+            shards: (0..n).map(|i| Mutex::new(Shard::counting_into(ns_used[i / per_ns].clone(), dram_values.clone()))).collect(),
             shard_bits,
             dbs,
             ns_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
@@ -114,19 +119,37 @@ impl Keyspace {
         &self.compression
     }
 
-    /// A string entry for `value` in database `db`: compressed when its tenant says so.
+    /// The PMem tier, when configured.
+    pub fn tier(&self) -> Option<&Arc<crate::tier::Tier>> {
+        self.tier.as_ref()
+    }
+
+    /// A string entry for `value` in database `db`: compressed when its tenant says so,
+    /// placed in PMem when the tier's policy is pmem-first.
     pub fn new_str_entry(&self, db: usize, key: &[u8], value: &[u8], meta: &Meta) -> Entry {
         let t = &self.compression[db / NUM_DBS];
         if t.enabled() {
             let encoded = ENCODE_BUF.with(|b| {
                 let mut b = b.borrow_mut();
-                t.encode_for_write(value, &mut b).then(|| Entry::new_encoded_str(key, &b, meta))
+                t.encode_for_write(value, &mut b).then(|| self.placed(entry::ENCODED_STR, key, &b, meta))
             });
             if let Some(e) = encoded {
                 return e;
             }
         }
-        Entry::new_str(key, value, meta)
+        self.placed(Kind::Str as u8, key, value, meta)
+    }
+
+    /// A new string entry with `stored` bytes, in PMem if the tier admits it there.
+    fn placed(&self, kind_bits: u8, key: &[u8], stored: &[u8], meta: &Meta) -> Entry {
+        if let Some(e) = self.tier.as_ref().and_then(|t| t.place_new(kind_bits, key, stored, meta)) {
+            return e;
+        }
+        if kind_bits == entry::ENCODED_STR {
+            Entry::new_encoded_str(key, stored, meta)
+        } else {
+            Entry::new_str(key, stored, meta)
+        }
     }
 
     /// Calls `f` with the value of a string entry of database `db` (decoded into a
@@ -151,7 +174,7 @@ impl Keyspace {
                     Ok(Some(r))
                 })
             }
-            ValueRef::Coll(_) => Ok(None),
+            ValueRef::Coll(_) | ValueRef::Frozen(..) => Ok(None),
         }
     }
 
@@ -167,11 +190,11 @@ impl Keyspace {
         }
     }
 
-    /// The same string entry stored plain, if it is stored compressed (its representation
-    /// changes, nothing else: see `Entry::restored_as`).
+    /// The same string entry stored plain and in DRAM, if it is stored compressed or in PMem
+    /// (its representation changes, nothing else: see `Entry::restored_as`).
     pub fn plain_copy(&self, db: usize, e: &Entry) -> Result<Option<Entry>, CodecError> {
         if !e.is_encoded() {
-            return Ok(None);
+            return Ok(if e.in_pmem() { crate::tier::promoted(e) } else { None });
         }
         Ok(self.string(db, e)?.map(|plain| e.restored_as(&plain, false)))
     }
@@ -206,7 +229,7 @@ impl Keyspace {
     /// Re-measures shards for up to `budget` (cron), resuming where the last slice stopped;
     /// shards a command holds are skipped.
     pub fn remeasure_slice(&self, budget: std::time::Duration) {
-        if self.ns_limit.iter().all(|l| l.load(Ordering::Relaxed) == 0) {
+        if self.tier.is_none() && self.ns_limit.iter().all(|l| l.load(Ordering::Relaxed) == 0) {
             return;
         }
         let start = std::time::Instant::now();

@@ -18,12 +18,47 @@ pub fn is_expired(expire: Option<i64>, now: i64) -> bool {
     matches!(expire, Some(e) if now > e)
 }
 
-/// Adds `delta` data bytes to a shard's share (`tracked`) and its namespace's counter.
-fn account(tracked: &mut i64, ns_bytes: &Option<Arc<AtomicI64>>, delta: i64) {
-    if delta != 0 {
-        *tracked += delta;
-        if let Some(c) = ns_bytes {
-            c.fetch_add(delta, Ordering::Relaxed);
+/// Bytes an entry adds: on the heap (the namespace's data bytes), and of its value in DRAM
+/// (the PMem tier's DRAM budget).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    heap: i64,
+    dram_value: i64,
+}
+
+impl Footprint {
+    fn of(e: &Entry) -> Footprint {
+        Footprint { heap: e.heap_size() as i64, dram_value: e.dram_value_size() as i64 }
+    }
+    fn minus(self, o: Footprint) -> Footprint {
+        Footprint { heap: self.heap - o.heap, dram_value: self.dram_value - o.dram_value }
+    }
+    fn neg(self) -> Footprint {
+        Footprint::default().minus(self)
+    }
+}
+
+/// Where a shard's byte counts go: its own tally and the shared counters.
+#[derive(Default)]
+struct Counting {
+    tracked: Footprint,
+    ns_bytes: Option<Arc<AtomicI64>>,
+    dram_values: Option<Arc<AtomicI64>>,
+}
+
+impl Counting {
+    fn add(&mut self, delta: Footprint) {
+        if delta.heap != 0 {
+            self.tracked.heap += delta.heap;
+            if let Some(c) = &self.ns_bytes {
+                c.fetch_add(delta.heap, Ordering::Relaxed);
+            }
+        }
+        if delta.dram_value != 0 {
+            self.tracked.dram_value += delta.dram_value;
+            if let Some(c) = &self.dram_values {
+                c.fetch_add(delta.dram_value, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -41,27 +76,32 @@ pub struct Shard {
     sweep_cursor: usize,
     pub expired_keys: u64,
     pub evicted_keys: u64,
-    /// The namespace's data-bytes counter this shard adds to (tenant memory limits), and what
-    /// this shard has added to it so far.
-    ns_bytes: Option<Arc<AtomicI64>>,
-    tracked: i64,
+    /// The counters this shard adds to: its namespace's data bytes (tenant memory limits)
+    /// and the DRAM value bytes (the PMem tier's budget).
+    counting: Counting,
 }
 
 impl Shard {
-    /// A shard whose entries count towards `ns_bytes`.
-    pub fn counting_into(ns_bytes: Arc<AtomicI64>) -> Shard {
-        Shard { ns_bytes: Some(ns_bytes), ..Default::default() }
+    /// A shard whose entries count towards `ns_bytes` and, with a PMem tier, `dram_values`.
+    pub fn counting_into(ns_bytes: Arc<AtomicI64>, dram_values: Option<Arc<AtomicI64>>) -> Shard {
+        Shard { counting: Counting { ns_bytes: Some(ns_bytes), dram_values, ..Default::default() }, ..Default::default() }
     }
 
-    fn account(&mut self, delta: i64) {
-        account(&mut self.tracked, &self.ns_bytes, delta);
+    fn account(&mut self, delta: Footprint) {
+        self.counting.add(delta);
     }
 
-    /// Measures the shard's data bytes exactly (collections grow in place between inserts)
-    /// and corrects the namespace counter. O(entries): the cron runs it a slice at a time.
+    /// Measures the shard's bytes exactly (collections grow in place between inserts) and
+    /// corrects the counters. O(entries): the cron runs it a slice at a time.
     pub fn remeasure(&mut self) {
-        let exact: i64 = self.table.iter().map(|e| e.heap_size() as i64).sum();
-        self.account(exact - self.tracked);
+        let mut exact = Footprint::default();
+        for e in self.table.iter() {
+            let f = Footprint::of(e);
+            exact.heap += f.heap;
+            exact.dram_value += f.dram_value;
+        }
+        let tracked = self.counting.tracked;
+        self.account(exact.minus(tracked));
     }
 
     pub fn len(&self) -> usize {
@@ -85,7 +125,8 @@ impl Shard {
 
     /// As `get`, first letting `rewrite` replace the entry by another representation of the
     /// same value (as `rewrite` does: no WATCH touch, same expiry) — one lookup either way.
-    pub fn get_rewriting(&mut self, key: &[u8], now: i64, rewrite: impl FnOnce(&Entry) -> Option<Entry>) -> Option<&mut Entry> {
+    /// A collection frozen in PMem is always thawed first: commands only see DRAM collections.
+    pub fn get_rewriting(&mut self, key: &[u8], now: i64, rewrite: impl FnOnce(&mut Entry) -> Option<Entry>) -> Option<&mut Entry> {
         let h = hash_bytes(key);
         let expired = match self.table.find(h, |e| e.key() == key) {
             None => return None,
@@ -97,11 +138,28 @@ impl Shard {
             return None;
         }
         let slot = self.table.find_mut(h, |e| e.key() == key)?;
+        if slot.in_pmem() && slot.kind() != super::Kind::Str {
+            match crate::tier::thaw(slot) {
+                Some(new) => {
+                    let delta = Footprint::of(&new).minus(Footprint::of(slot));
+                    *slot = new;
+                    self.counting.add(delta);
+                }
+                None => {
+                    // Only a memory error gets here (frozen values are checked when written
+                    // and when a warm restart maps them): the value is gone, say so.
+                    tracing::error!(key = %String::from_utf8_lossy(key), "a collection in PMem does not decode; the key is dropped");
+                    self.remove(key);
+                    return None;
+                }
+            }
+        }
+        let slot = self.table.find_mut(h, |e| e.key() == key)?;
         if let Some(new) = rewrite(slot) {
-            let delta = new.heap_size() as i64 - slot.heap_size() as i64;
+            let delta = Footprint::of(&new).minus(Footprint::of(slot));
             *slot = new;
             // `self.account` would borrow all of `self` while `slot` borrows the table.
-            account(&mut self.tracked, &self.ns_bytes, delta);
+            self.counting.add(delta);
         }
         Some(slot)
     }
@@ -109,7 +167,7 @@ impl Shard {
     /// Inserts or replaces the entry for its key; returns the replaced entry.
     pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
         let h = hash_bytes(entry.key());
-        let added = entry.heap_size() as i64;
+        let added = Footprint::of(&entry);
         self.touch(entry.key());
         if entry.expire().is_some() {
             self.volatile += 1;
@@ -124,7 +182,7 @@ impl Shard {
                 if old.expire().is_some() {
                     self.volatile -= 1;
                 }
-                self.account(added - old.heap_size() as i64);
+                self.account(added.minus(Footprint::of(&old)));
                 Some(old)
             }
             None => {
@@ -139,11 +197,11 @@ impl Shard {
     /// no WATCH touch, same expiry; only the byte accounting changes. The key must exist.
     pub fn rewrite(&mut self, new: Entry) {
         let h = hash_bytes(new.key());
-        let added = new.heap_size() as i64;
+        let added = Footprint::of(&new);
         if let Some(slot) = self.table.find_mut(h, |e| e.key() == new.key()) {
             debug_assert_eq!(slot.expire(), new.expire());
             let old = std::mem::replace(slot, new);
-            self.account(added - old.heap_size() as i64);
+            self.account(added.minus(Footprint::of(&old)));
         }
     }
 
@@ -154,7 +212,7 @@ impl Shard {
                 if e.expire().is_some() {
                     self.volatile -= 1;
                 }
-                self.account(-(e.heap_size() as i64));
+                self.account(Footprint::of(&e).neg());
                 self.touch(key);
                 Some(e)
             }
@@ -233,7 +291,8 @@ impl Shard {
         self.touch_all();
         self.volatile = 0;
         self.layout_epoch = self.layout_epoch.wrapping_add(1);
-        self.account(-self.tracked);
+        let tracked = self.counting.tracked;
+        self.account(tracked.neg());
         std::mem::take(&mut self.table)
     }
 
@@ -242,9 +301,9 @@ impl Shard {
         std::mem::swap(&mut self.table, &mut other.table);
         std::mem::swap(&mut self.volatile, &mut other.volatile);
         // Each shard's counter follows its new data (SWAPDB stays within a namespace).
-        let (mine, theirs) = (self.tracked, other.tracked);
-        self.account(theirs - mine);
-        other.account(mine - theirs);
+        let (mine, theirs) = (self.counting.tracked, other.counting.tracked);
+        self.account(theirs.minus(mine));
+        other.account(mine.minus(theirs));
         self.layout_epoch = self.layout_epoch.wrapping_add(1);
         other.layout_epoch = other.layout_epoch.wrapping_add(1);
         self.touch_all();
@@ -302,7 +361,7 @@ impl Shard {
                     let (e, _) = o.remove();
                     self.volatile -= 1;
                     self.expired_keys += 1;
-                    self.account(-(e.heap_size() as i64));
+                    self.account(Footprint::of(&e).neg());
                     expired += 1;
                     let key = e.key().to_vec();
                     drop(e);
@@ -335,7 +394,7 @@ mod tests {
     fn data_bytes_follow_inserts_removals_and_flushes() {
         use crate::keyspace::{Collection, Meta};
         let counter = Arc::new(AtomicI64::new(0));
-        let mut s = Shard::counting_into(counter.clone());
+        let mut s = Shard::counting_into(counter.clone(), None);
         let meta = Meta { expire: None, flags: 0, version: 1, access: 0 };
         let a = Entry::new_str(b"a", &[0u8; 100], &meta);
         let a_size = a.heap_size() as i64;

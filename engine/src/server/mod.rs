@@ -31,6 +31,10 @@ pub enum ServerError {
     Load(#[from] crate::snapshot::SnapshotError),
     #[error("cannot load compression dictionaries: {0}")]
     Dictionaries(#[from] crate::compress::store::StoreError),
+    #[error("cannot open the PMem tier: {0}")]
+    Tier(#[from] crate::tier::arena::ArenaError),
+    #[error("cannot start the PMem tier: {0}")]
+    TierStart(String),
 }
 
 type Handoff = (std::net::TcpStream, Arc<ClientInfo>);
@@ -61,10 +65,18 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let Threads::Fixed(threads) = config.threads;
     let dict_root = config.data_dir.join("compression");
     let dictionaries = crate::compress::tenant::load_dir(&dict_root, &config.compression)?;
-    let srv = Server::new(config);
+    let tier = match &config.tier {
+        Some(tc) => Some(Arc::new(crate::tier::Tier::new(crate::tier::arena::Arena::open(&tc.pmem_path, tc.pmem_size)?, tc.clone()))),
+        None => None,
+    };
+    let srv = Server::new(config, tier.clone());
     srv.port.store(local.port() as u64, Ordering::Relaxed);
     *srv.saved_tenants.lock() = dictionaries;
-    let loaded = crate::snapshot::load(&srv)?;
+    let warm = match &tier {
+        Some(t) => start_tier(&srv, t)?,
+        None => false,
+    };
+    let loaded = crate::snapshot::load(&srv, !warm)?;
     let names = srv.namespaces.lock().clone();
     for (index, name) in names.iter().enumerate() {
         srv.attach_tenant(index, name);
@@ -72,6 +84,16 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     if loaded > 0 {
         tracing::info!(keys = loaded, file = %crate::snapshot::rdb_path(&srv.config.data_dir).display(), "loaded the snapshot");
     }
+
+    // The background demoter.
+    let tier_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let demoter = tier.clone().map(|t| {
+        let (srv, stop) = (srv.clone(), tier_stop.clone());
+        std::thread::Builder::new()
+            .name("terrace-tier".into())
+            .spawn(move || crate::tier::demote::run_background(&srv.keyspace, &t, &stop))
+            .expect("spawn the tier thread")
+    });
 
     // Reactors on their own threads.
     let mut senders = Vec::new();
@@ -153,8 +175,54 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     for h in handles {
         let _ = h.join();
     }
+    tier_stop.store(true, Ordering::Relaxed);
+    if let Some(h) = demoter {
+        let _ = h.join();
+    }
+    if let Some(t) = &tier {
+        let names = srv.namespaces.lock().clone();
+        match crate::tier::warm::save(&srv.keyspace, &t.arena, &names) {
+            Ok(keys) => tracing::info!(keys, file = %crate::tier::warm::index_path(&t.arena.path().to_owned()).display(), "wrote the warm-restart index"),
+            Err(e) => tracing::error!("{e}; the next start will be cold"),
+        }
+    }
     tracing::info!("engine stopped");
     Ok(())
+}
+
+/// Maps the PMem tier's arena back with the previous run's keys if it closed cleanly (a warm
+/// restart: returns true), else starts it cold. Either way the index file is consumed: from
+/// here on a crash must start cold.
+fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<bool, ServerError> {
+    let arena = &tier.arena;
+    let index = crate::tier::warm::index_path(arena.path());
+    let started = std::time::Instant::now();
+    let warm = crate::tier::warm::load(&srv.keyspace, arena);
+    let io = |e: std::io::Error| ServerError::TierStart(format!("`pmem_path` {}: {e}", arena.path().display()));
+    let is_warm = match warm {
+        Some(loaded) => {
+            if loaded.namespaces.len() > 1 {
+                *srv.namespaces.lock() = loaded.namespaces.clone();
+            }
+            arena.mark_in_use().map_err(io)?;
+            tracing::info!(keys = loaded.keys, damaged = loaded.damaged, ms = started.elapsed().as_millis() as u64, file = %arena.path().display(), "warm restart: PMem tier mapped with its index");
+            true
+        }
+        None => {
+            // Whatever a partial read put in the keyspace goes before the arena is reset.
+            for id in srv.keyspace.all_shard_ids() {
+                drop(srv.keyspace.lock_one(id).clear());
+            }
+            arena.start_cold().map_err(io)?;
+            false
+        }
+    };
+    match std::fs::remove_file(&index) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(ServerError::TierStart(format!("cannot remove the used index {}: {e}", index.display()))),
+    }
+    Ok(is_warm)
 }
 
 fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::UnboundedReceiver<Handoff>) {

@@ -301,9 +301,9 @@ impl Server {
         }
     }
 
-    pub fn new(config: EngineConfig) -> Arc<Server> {
+    pub fn new(config: EngineConfig, tier: Option<Arc<crate::tier::Tier>>) -> Arc<Server> {
         let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
-        let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")));
+        let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
         Arc::new_cyclic(|me| Server {

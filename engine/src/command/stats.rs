@@ -1,0 +1,17 @@
+//! `TERRACE.STATS`: the engine's state as one JSON document, for the console and the cost
+//! model — keys, memory, and the PMem tier's placement and traffic (null without a tier).
+
+use super::{CmdResult, Ctx};
+
+pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    let totals = ctx.data.ks.totals_with(&mut ctx.data.guards);
+    let keys: u64 = totals.keys.iter().map(|&k| k as u64).sum();
+    let tiers = ctx.srv.keyspace.tier().map(|t| t.to_json(keys));
+    let doc = serde_json::json!({
+        "keys": keys,
+        "used_memory": crate::alloc::used_memory(),
+        "tiers": tiers,
+    });
+    ctx.out.bulk(doc.to_string().as_bytes());
+    Ok(())
+}
