@@ -237,6 +237,16 @@ fn pmem_first_places_new_values_in_pmem_and_promotes_after_hits() {
     assert_eq!(q::<String>(&mut c, &["GET", "k"]), v);
     assert_eq!(tier_of(&mut c, "k"), "dram", "the third read promoted it");
     assert_eq!(stat(&mut c, "promotions"), 1);
+    // TERRACE.STATS: the same numbers as JSON, for the console and the cost model.
+    let doc: serde_json::Value = serde_json::from_str(&q::<String>(&mut c, &["TERRACE.STATS"])).unwrap();
+    assert_eq!(doc["keys"], 2);
+    assert_eq!(doc["tiers"]["policy"], "pmem-first");
+    assert_eq!(doc["tiers"]["pmem"]["keys"], 0, "k was promoted, tiny never left DRAM");
+    assert_eq!(doc["tiers"]["dram"]["keys"], 2);
+    assert_eq!(doc["tiers"]["dram"]["value_bytes"], 301);
+    assert_eq!(doc["tiers"]["pmem"]["hits"], 3, "the promoting read was served from PMem");
+    assert_eq!(doc["tiers"]["promotions"], 1);
+    assert!(doc["tiers"]["pmem"]["capacity_bytes"].as_u64().unwrap() > 7 << 20);
     // Writes that edit a value in place bring it to DRAM first.
     let _: () = q(&mut c, &["SET", "n", &"1".repeat(17)]);
     assert_eq!(tier_of(&mut c, "n"), "pmem");
@@ -294,6 +304,19 @@ fn full_arena_falls_back_to_the_eviction_policy() {
     assert!(evicted > 1000, "evicted {evicted}");
     assert!(stat(&mut c, "dram_value_bytes") <= 16 * 1024 + 1000);
     assert_eq!(q::<String>(&mut c, &["GET", "f2999"]), v);
+}
+
+#[test]
+fn without_a_tier_nothing_changes() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["SET", "k", &"v".repeat(100)]);
+    let doc: serde_json::Value = serde_json::from_str(&q::<String>(&mut c, &["TERRACE.STATS"])).unwrap();
+    assert_eq!(doc["keys"], 1);
+    assert!(doc["tiers"].is_null());
+    let info: String = q(&mut c, &["INFO", "tiers"]);
+    assert!(!info.contains("tier_policy"), "{info}");
+    assert_eq!(tier_of(&mut c, "k"), "dram");
 }
 
 fn start_fails(flags: &[&str]) -> String {

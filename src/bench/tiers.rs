@@ -121,6 +121,7 @@ impl Drop for Engine {
         let _ = std::fs::remove_dir_all(&self.dir);
         if let Some((file, _)) = &self.setup.tier {
             let _ = std::fs::remove_file(file);
+            let _ = std::fs::remove_file(terrace_engine::tier::warm::index_path(file));
         }
     }
 }

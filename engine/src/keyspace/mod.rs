@@ -228,8 +228,11 @@ impl Keyspace {
 
     /// Re-measures shards for up to `budget` (cron), resuming where the last slice stopped;
     /// shards a command holds are skipped.
-    pub fn remeasure_slice(&self, budget: std::time::Duration) {
-        if self.tier.is_none() && self.ns_limit.iter().all(|l| l.load(Ordering::Relaxed) == 0) {
+    /// Tenant limits need it every tick; the PMem tier's DRAM budget only drifts when
+    /// collections grow in place, so `tier_tick` (one tick in 20) is enough for it.
+    pub fn remeasure_slice(&self, budget: std::time::Duration, tier_tick: bool) {
+        let limits = self.ns_limit.iter().any(|l| l.load(Ordering::Relaxed) != 0);
+        if !limits && !(tier_tick && self.tier.is_some()) {
             return;
         }
         let start = std::time::Instant::now();

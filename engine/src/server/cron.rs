@@ -26,8 +26,9 @@ pub async fn run(srv: Arc<Server>) {
         if srv.active_expire.load(Ordering::Relaxed) {
             active_expire(&srv);
         }
-        // Tenant memory: collections that grew in place are measured again, a slice a tick.
-        srv.keyspace.remeasure_slice(Duration::from_millis(5));
+        // Tenant memory and the DRAM budget: collections that grew in place are measured
+        // again, a slice a tick.
+        srv.keyspace.remeasure_slice(Duration::from_millis(5), n % 20 == 0);
         // Compression: cold values, old dictionary generations, the census.
         compression.run_slice(&srv.keyspace, now_ms(), Duration::from_millis(5));
         if crate::tracking::any() {

@@ -57,7 +57,7 @@ pub fn demote_batch(ks: &Keyspace, tier: &Tier, now: i64) -> Batch {
         if picks.is_empty() {
             continue;
         }
-        picks.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        picks.sort_unstable_by_key(|p| std::cmp::Reverse(p.0));
         picks.truncate((picks.len() / 3).clamp(1, DEMOTE_PER_BATCH));
         // Assemble the PMem forms in one buffer.
         let mut staged = Vec::new();
