@@ -232,7 +232,7 @@ impl Keyspace {
     /// collections grow in place, so `tier_tick` (one tick in 20) is enough for it.
     pub fn remeasure_slice(&self, budget: std::time::Duration, tier_tick: bool) {
         let limits = self.ns_limit.iter().any(|l| l.load(Ordering::Relaxed) != 0);
-        if !limits && !(tier_tick && self.tier.is_some()) {
+        if !(limits || tier_tick && self.tier.is_some()) {
             return;
         }
         let start = std::time::Instant::now();

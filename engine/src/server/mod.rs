@@ -182,7 +182,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     if let Some(t) = &tier {
         let names = srv.namespaces.lock().clone();
         match crate::tier::warm::save(&srv.keyspace, &t.arena, &names) {
-            Ok(keys) => tracing::info!(keys, file = %crate::tier::warm::index_path(&t.arena.path().to_owned()).display(), "wrote the warm-restart index"),
+            Ok(keys) => tracing::info!(keys, file = %crate::tier::warm::index_path(t.arena.path()).display(), "wrote the warm-restart index"),
             Err(e) => tracing::error!("{e}; the next start will be cold"),
         }
     }
