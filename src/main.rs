@@ -134,6 +134,15 @@ struct EngineArgs {
     /// Reads of a PMem value before it is promoted [env: TERRACE_PROMOTE_HITS] [default: 2]
     #[arg(long)]
     promote_hits: Option<u8>,
+    /// Write-ahead log: off, file (fsync every second), always (fsync before replying) or pmem (a flushed ring) [env: TERRACE_WAL] [default: off]
+    #[arg(long)]
+    wal: Option<String>,
+    /// The PMem ring file of `--wal pmem` [env: TERRACE_WAL_RING_PATH] [default: DATA_DIR/wal/ring]
+    #[arg(long)]
+    wal_ring_path: Option<PathBuf>,
+    /// Size of the PMem ring [env: TERRACE_WAL_RING_SIZE] [default: 64mb]
+    #[arg(long)]
+    wal_ring_size: Option<String>,
 }
 
 impl EngineArgs {
@@ -152,6 +161,9 @@ impl EngineArgs {
             dram_max: self.dram_max.map(toml::Value::String),
             tier_policy: self.tier_policy,
             promote_hits: self.promote_hits,
+            wal: self.wal,
+            wal_ring_path: self.wal_ring_path,
+            wal_ring_size: self.wal_ring_size.map(toml::Value::String),
             ..Default::default()
         };
         let env = EngineSettings::from_env()?;

@@ -66,6 +66,11 @@ pub struct EngineSettings {
     /// dram-first | pmem-first | bidirectional.
     pub tier_policy: Option<String>,
     pub promote_hits: Option<u8>,
+    /// The write-ahead log: off | file | always | pmem.
+    pub wal: Option<String>,
+    /// The PMem ring of `wal = pmem` (default DATA_DIR/wal/ring).
+    pub wal_ring_path: Option<PathBuf>,
+    pub wal_ring_size: Option<toml::Value>,
 }
 
 /// A size given as an integer or a Redis-style string (`100mb`), for `key`.
@@ -104,6 +109,9 @@ impl EngineSettings {
             dram_max: self.dram_max.or(other.dram_max),
             tier_policy: self.tier_policy.or(other.tier_policy),
             promote_hits: self.promote_hits.or(other.promote_hits),
+            wal: self.wal.or(other.wal),
+            wal_ring_path: self.wal_ring_path.or(other.wal_ring_path),
+            wal_ring_size: self.wal_ring_size.or(other.wal_ring_size),
         }
     }
 
@@ -111,7 +119,8 @@ impl EngineSettings {
     /// TERRACE_MAXMEMORY_POLICY, TERRACE_THREADS, TERRACE_DATA_DIR, TERRACE_SHARD_BITS,
     /// TERRACE_NAMESPACES, TERRACE_COMPRESSION, TERRACE_COMPRESSION_MODE,
     /// TERRACE_COMPRESSION_MIN_SIZE, TERRACE_PMEM_PATH, TERRACE_PMEM_SIZE, TERRACE_DRAM_MAX,
-    /// TERRACE_TIER_POLICY, TERRACE_PROMOTE_HITS).
+    /// TERRACE_TIER_POLICY, TERRACE_PROMOTE_HITS, TERRACE_WAL, TERRACE_WAL_RING_PATH,
+    /// TERRACE_WAL_RING_SIZE).
     pub fn from_env() -> Result<EngineSettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let port = match var("TERRACE_PORT") {
@@ -156,6 +165,9 @@ impl EngineSettings {
             pmem_size: var("TERRACE_PMEM_SIZE").map(toml::Value::String),
             dram_max: var("TERRACE_DRAM_MAX").map(toml::Value::String),
             tier_policy: var("TERRACE_TIER_POLICY"),
+            wal: var("TERRACE_WAL"),
+            wal_ring_path: var("TERRACE_WAL_RING_PATH").map(PathBuf::from),
+            wal_ring_size: var("TERRACE_WAL_RING_SIZE").map(toml::Value::String),
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
                     key: "TERRACE_PROMOTE_HITS".into(),
@@ -180,6 +192,27 @@ impl EngineSettings {
             Some(v) => size_of("maxmemory", v)?,
         };
         let tier = resolve_tier(self.pmem_path, self.pmem_size, self.dram_max, self.tier_policy, self.promote_hits)?;
+        let data_dir = self.data_dir.unwrap_or(d.data_dir);
+        let wal_mode = match self.wal {
+            Some(m) => m.parse().map_err(|reason| ConfigError::Invalid { key: "wal".into(), reason })?,
+            None => crate::wal::Mode::Off,
+        };
+        let wal_ring_size = match self.wal_ring_size {
+            Some(v) => size_of("wal_ring_size", v)?,
+            None => 64 << 20,
+        };
+        if wal_ring_size < 1 << 20 {
+            return Err(ConfigError::Invalid { key: "wal_ring_size".into(), reason: format!("{wal_ring_size} is below the minimum of 1mb") });
+        }
+        if wal_mode != crate::wal::Mode::Pmem && self.wal_ring_path.is_some() {
+            return Err(ConfigError::Invalid { key: "wal_ring_path".into(), reason: "only `wal = \"pmem\"` uses a ring".into() });
+        }
+        let wal = crate::wal::WalConfig {
+            mode: wal_mode,
+            dir: data_dir.join("wal"),
+            ring_path: self.wal_ring_path.unwrap_or_else(|| data_dir.join("wal").join("ring")),
+            ring_size: wal_ring_size,
+        };
         let maxmemory_policy = match self.maxmemory_policy {
             None => d.maxmemory_policy,
             Some(p) => Policy::from_str(&p).map_err(|_| ConfigError::Invalid {
@@ -241,8 +274,9 @@ impl EngineSettings {
             maxmemory,
             maxmemory_policy,
             threads,
-            data_dir: self.data_dir.unwrap_or(d.data_dir),
+            data_dir,
             shard_bits,
+            wal,
         })
     }
 }
@@ -264,6 +298,8 @@ pub struct EngineConfig {
     pub compression: crate::compress::tenant::Settings,
     /// The PMem tier, if `pmem_path` is set.
     pub tier: Option<crate::tier::TierConfig>,
+    /// The write-ahead log.
+    pub wal: crate::wal::WalConfig,
 }
 
 /// The PMem tier's settings: all absent, or `pmem_path` with the others defaulted
@@ -320,6 +356,12 @@ impl Default for EngineConfig {
             namespaces: 16,
             compression: Default::default(),
             tier: None,
+            wal: crate::wal::WalConfig {
+                mode: crate::wal::Mode::Off,
+                dir: PathBuf::from("data/wal"),
+                ring_path: PathBuf::from("data/wal/ring"),
+                ring_size: 64 << 20,
+            },
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod server;
 pub mod snapshot;
 pub mod tier;
 pub mod tracking;
+pub mod wal;
 
 pub use config::{EngineConfig, EngineSettings};
 pub use server::run;

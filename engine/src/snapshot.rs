@@ -79,6 +79,11 @@ fn header(srv: &Server) -> Vec<u8> {
         aux(&mut out, "terrace-namespaces", &names[1..].join(","));
     }
     drop(names);
+    // The WAL position this image covers (taken under every shard lock): recovery replays
+    // the log after it.
+    if let Some(wal) = srv.wal() {
+        aux(&mut out, "terrace-wal-seq", &wal.last_assigned().to_string());
+    }
     // FUNCTION libraries, as Redis 7 stores them.
     for lib in srv.scripts.functions.snapshot().values() {
         out.push(crate::command::function::OP_FUNCTION2);
@@ -187,8 +192,13 @@ fn write_snapshot(srv: &Server, visit: &mut dyn FnMut(u32, &mut dyn FnMut(&Shard
 
 /// SAVE: a point-in-time image, through the shards the command holds.
 pub fn save_with_guards(srv: &Server, guards: &mut Guards) -> Result<(), SnapshotError> {
+    let seq = srv.wal().map(|w| w.last_assigned());
     let r = write_snapshot(srv, &mut |id, f| f(guards.shard(id)));
     record(srv, &r);
+    if let (Ok(()), Some(seq), Some(wal)) = (&r, seq, srv.wal()) {
+        // The image is durable: the log before it can go.
+        wal.checkpoint(seq);
+    }
     r
 }
 
@@ -209,12 +219,21 @@ pub fn start_background(srv: &Arc<Server>) -> bool {
     std::thread::Builder::new()
         .name("terrace-bgsave".into())
         .spawn(move || loop {
-            let r = write_snapshot(&srv, &mut |id, f| f(&srv.keyspace.lock_one(id)));
+            let r = if srv.wal().is_some() {
+                // With the WAL on, the image must be one instant the log can continue from:
+                // it is written under every shard lock (writes wait; reads of other
+                // connections too). Without it, one shard at a time.
+                let mut guards = srv.keyspace.lock(srv.keyspace.all_shard_ids().collect());
+                save_with_guards(&srv, &mut guards)
+            } else {
+                let r = write_snapshot(&srv, &mut |id, f| f(&srv.keyspace.lock_one(id)));
+                record(&srv, &r);
+                r
+            };
             match &r {
                 Ok(()) => tracing::info!("background saving terminated with success"),
                 Err(e) => tracing::error!("background saving failed: {e}"),
             }
-            record(&srv, &r);
             if !srv.snapshot.scheduled.swap(false, Ordering::AcqRel) {
                 srv.snapshot.in_progress.store(false, Ordering::Release);
                 return;
@@ -227,11 +246,11 @@ pub fn start_background(srv: &Arc<Server>) -> bool {
 /// Loads `dump.rdb` from the data directory into an empty keyspace; returns the keys loaded
 /// (0 when there is no file). With `keys` false only FUNCTION libraries are taken (the
 /// keys came from a warm restart of the PMem tier, which is newer).
-pub fn load(srv: &Server, keys: bool) -> Result<usize, SnapshotError> {
+pub fn load(srv: &Server, keys: bool) -> Result<Loaded, SnapshotError> {
     let path = rdb_path(&srv.config.data_dir);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
         Err(source) => return Err(SnapshotError::Io { path, source }),
     };
     let corrupt = |why: String| SnapshotError::Corrupt { path: path.clone(), why };
@@ -251,6 +270,7 @@ pub fn load(srv: &Server, keys: bool) -> Result<usize, SnapshotError> {
     r.pos = 9;
     let now = now_ms();
     let (mut db, mut loaded, mut expire) = (0usize, 0usize, None::<i64>);
+    let mut wal_seq = None;
     let lfu = srv.keyspace.lfu.load(Ordering::Relaxed);
     loop {
         let op = r.byte().map_err(|_| corrupt("truncated".into()))?;
@@ -260,6 +280,9 @@ pub fn load(srv: &Server, keys: bool) -> Result<usize, SnapshotError> {
             OP_AUX => {
                 let k = r.string().map_err(bad)?;
                 let v = r.string().map_err(bad)?;
+                if k == b"terrace-wal-seq" {
+                    wal_seq = std::str::from_utf8(&v).ok().and_then(|v| v.parse().ok());
+                }
                 if k == b"terrace-namespaces" && keys {
                     let mut names = srv.namespaces.lock();
                     names.truncate(1);
@@ -313,5 +336,15 @@ pub fn load(srv: &Server, keys: bool) -> Result<usize, SnapshotError> {
             }
         }
     }
-    Ok(loaded)
+    Ok(Loaded { keys: loaded, wal_seq, exists: true })
+}
+
+/// What loading `dump.rdb` found.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub keys: usize,
+    /// The WAL position the image covers (written while the WAL was on).
+    pub wal_seq: Option<u64>,
+    /// Whether there was a file at all.
+    pub exists: bool,
 }

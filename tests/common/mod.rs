@@ -253,7 +253,7 @@ pub fn free_port() -> u16 {
 }
 
 /// Reads a server's "… ready on HOST:PORT" line and returns the port.
-fn ready_port(child: &mut Child) -> u16 {
+pub fn ready_port(child: &mut Child) -> u16 {
     let stdout = child.stdout.take().unwrap();
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("read ready line");

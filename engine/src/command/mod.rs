@@ -81,6 +81,11 @@ pub struct Conn {
     pub tracking: Option<crate::tracking::Options>,
     /// CLIENT CACHING YES/NO for the next command.
     pub caching: Option<bool>,
+    /// The WAL sequence number this connection's replies wait for (0: none).
+    pub wal_pending: u64,
+    /// Replaying the WAL at start: commands run at the logged time, are not logged again,
+    /// and skip memory admission (the log's state is reproduced exactly).
+    pub replay_now: Option<i64>,
 }
 
 impl Conn {
@@ -109,6 +114,8 @@ impl Conn {
             retrying: false,
             tracking: None,
             caching: None,
+            wal_pending: 0,
+            replay_now: None,
         }
     }
 }
@@ -155,6 +162,10 @@ pub struct Data<'a> {
     pub misses: u64,
     /// Of `hits`, reads served by a value in PMem.
     pub pmem_hits: u64,
+    /// WAL records of the writes this command made (`wal::frame::put_record`), appended
+    /// while its locks are still held.
+    pub wal_buf: Vec<u8>,
+    pub wal_count: u32,
 }
 
 impl<'a> Data<'a> {
@@ -319,6 +330,12 @@ impl<'a> Data<'a> {
         }
     }
 
+    /// Adds a WAL record for a write this command made, in its database.
+    pub fn log(&mut self, ns_base: usize, argv: &[&[u8]]) {
+        crate::wal::frame::put_record(&mut self.wal_buf, self.now, self.db, ns_base, argv);
+        self.wal_count += 1;
+    }
+
     /// Marks a list or sorted set key as having new elements for blocked clients.
     pub fn signal(&mut self, key: &[u8]) {
         self.ready.push((self.db, key.to_vec()));
@@ -453,13 +470,33 @@ fn refresh_user(srv: &Server, conn: &mut Conn) -> bool {
     }
 }
 
+/// Logs a write command that ran, at the leaf: nothing if the WAL is off, the command is
+/// being replayed, failed or blocked, or its handler logged records itself (the commands an
+/// EXEC or a script ran; SPOP's SREM).
+pub(crate) fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before: u32) {
+    if ctx.srv.wal().is_none() || ctx.conn.replay_now.is_some() || !spec.write || !ok || ctx.block.is_some() || ctx.data.wal_count != before {
+        return;
+    }
+    ctx.data.log(ctx.conn.ns_base, argv);
+}
+
+/// Logs a key's removal by eviction (under the shard's lock, so it is ordered with writes).
+fn evicted_to_wal(srv: &Server, now: i64) -> impl FnMut(usize, &[u8]) + '_ {
+    move |db, key| {
+        if let Some(wal) = srv.wal() {
+            wal.append_one(now, db, db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS, &[b"DEL", key]);
+        }
+    }
+}
+
 /// Frees memory by eviction until under maxmemory; false if the command must be refused.
 pub fn admit_memory(srv: &Server) -> bool {
     let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
     if let Some(tier) = srv.keyspace.tier() {
         if tier.over_budget() {
             let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
-            if !crate::tier::demote::make_room(&srv.keyspace, tier, srv.policy(), samples, now_ms()) {
+            let now = now_ms();
+            if !crate::tier::demote::make_room(&srv.keyspace, tier, srv.policy(), samples, now, &mut evicted_to_wal(srv, now)) {
                 return false;
             }
         }
@@ -472,7 +509,7 @@ pub fn admit_memory(srv: &Server) -> bool {
     let now = now_ms();
     let mut rounds = 0;
     while crate::alloc::used_memory() > max {
-        if !eviction::evict_one(&srv.keyspace, policy, samples, now) {
+        if !eviction::evict_one(&srv.keyspace, policy, samples, now, &mut evicted_to_wal(srv, now)) {
             return false;
         }
         rounds += 1;
@@ -552,7 +589,14 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
     if let Some(until) = srv.paused_until(spec) {
         return Outcome::Paused(until);
     }
-    if spec.denyoom && !(admit_memory(srv) && srv.keyspace.namespace_admits(conn.ns_base / crate::keyspace::NUM_DBS)) {
+    if spec.write {
+        if let Some(why) = srv.wal().and_then(|w| w.poisoned()) {
+            srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+            w.error(&format!("MISCONF Errors writing to the WAL ({why}): write commands are refused"));
+            return Outcome::Done;
+        }
+    }
+    if spec.denyoom && conn.replay_now.is_none() && !(admit_memory(srv) && srv.keyspace.namespace_admits(conn.ns_base / crate::keyspace::NUM_DBS)) {
         srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
         if conn.multi.is_some() {
@@ -580,6 +624,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
     let guards = srv.keyspace.lock(ids);
     let (result, ready, block, close, hits, misses) = {
         let db = conn.db;
+        let now = conn.replay_now.unwrap_or_else(now_ms);
         let mut ctx = Ctx {
             srv,
             conn,
@@ -588,19 +633,23 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
                 ks: &srv.keyspace,
                 guards,
                 db,
-                now: now_ms(),
+                now,
                 lfu: srv.keyspace.lfu.load(Ordering::Relaxed),
                 ready: Vec::new(),
                 hits: 0,
                 misses: 0,
                 pmem_hits: 0,
+                wal_buf: Vec::new(),
+                wal_count: 0,
             },
             block: None,
             close: false,
             in_exec: false,
             spec,
         };
+        let before = ctx.data.wal_count;
         let result = (spec.handler)(&mut ctx, argv);
+        log_write(&mut ctx, spec, argv, result.is_ok(), before);
         if let Err(e) = &result {
             ctx.out.error(&e.to_string());
         }
@@ -608,9 +657,18 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
             // Register while the shards are still locked, so no push can slip in between.
             srv.blocking.register(ctx.conn.info.id, b.db, &b.keys, &ctx.conn.block_notify);
         }
-        let Ctx { data, block, close, .. } = ctx;
+        let Ctx { data, block, close, conn, .. } = ctx;
         if let Some(t) = srv.keyspace.tier() {
             t.count_hits(data.hits - data.pmem_hits, data.pmem_hits);
+        }
+        if data.wal_count > 0 {
+            // Still under the command's locks: the log's order is the execution order.
+            if let Some(wal) = srv.wal() {
+                let seq = wal.append(&data.wal_buf, data.wal_count);
+                if wal.mode.waits() {
+                    conn.wal_pending = seq;
+                }
+            }
         }
         (result, data.ready, block, close, data.hits, data.misses)
     };

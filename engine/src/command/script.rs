@@ -69,7 +69,9 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> ml
     ctx.spec = spec;
     let start_len = ctx.out.buf.len();
     let started = std::time::Instant::now();
+    let before = ctx.data.wal_count;
     let r = (spec.handler)(ctx, &argv);
+    super::log_write(ctx, spec, &argv, r.is_ok(), before);
     if let Err(e) = &r {
         ctx.out.error(&e.to_string());
     }

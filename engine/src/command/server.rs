@@ -176,6 +176,11 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             None if names.len() * NUM_DBS < ctx.data.ks.dbs() => {
                 names.push(key.to_string());
                 ctx.srv.attach_tenant(names.len() - 1, key);
+                // Namespace numbers are given in order of first use: the WAL keeps that order
+                // (under the names lock) so that replayed records land in the same tenants.
+                if let (Some(wal), None) = (ctx.srv.wal(), ctx.conn.replay_now) {
+                    wal.append_one(ctx.data.now, 0, 0, &[b"TERRACE.NAMESPACE", name.as_bytes()]);
+                }
                 names.len() - 1
             }
             None => {
@@ -1176,6 +1181,11 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
             }
         }
         let _ = write!(s, "compression_tenants:{active}\r\n{lines}\r\n");
+    }
+    if want("wal") || want("persistence") {
+        if let Some(wal) = srv.wal() {
+            s.push_str(&wal.info());
+        }
     }
     if want("tiers") {
         if let Some(t) = srv.keyspace.tier() {

@@ -92,10 +92,11 @@ pub fn spop(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         if n.is_some() { ctx.out.set_len(0) } else { ctx.out.null() }
         return Ok(());
     };
-    match n {
+    let popped = match n {
         None => {
             let (m, _) = s.remove_bucket(s.random_bucket().unwrap()).unwrap();
             ctx.out.bulk(&m);
+            vec![m]
         }
         Some(n) => {
             let n = n.min(s.len());
@@ -107,9 +108,16 @@ pub fn spop(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             for m in &popped {
                 ctx.out.bulk(m);
             }
+            popped
         }
-    }
+    };
     ctx.data.modified(key);
+    // The members were picked at random: the WAL gets what was removed, not the dice.
+    if ctx.srv.wal().is_some() && ctx.conn.replay_now.is_none() && !popped.is_empty() {
+        let mut srem: Vec<&[u8]> = vec![b"SREM", key];
+        srem.extend(popped.iter().map(|m| &m[..]));
+        ctx.data.log(ctx.conn.ns_base, &srem);
+    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! `TERRACE.STATS`: the engine's state as one JSON document, for the console and the cost
-//! model — keys, memory, and the PMem tier's placement and traffic (null without a tier).
+//! model — keys, memory, the PMem tier's placement and traffic (null without a tier), and
+//! the WAL's position and sync costs (null when off).
 
 use super::{CmdResult, Ctx};
 
@@ -11,6 +12,7 @@ pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
         "keys": keys,
         "used_memory": crate::alloc::used_memory(),
         "tiers": tiers,
+        "wal": ctx.srv.wal().map(|w| w.to_json()),
     });
     ctx.out.bulk(doc.to_string().as_bytes());
     Ok(())

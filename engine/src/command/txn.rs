@@ -120,7 +120,9 @@ pub fn exec(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
             ctx.out.error(&denied.error());
             continue;
         }
+        let before = ctx.data.wal_count;
         let r = (spec.handler)(ctx, &argv);
+        super::log_write(ctx, spec, &argv, r.is_ok(), before);
         if let Err(e) = &r {
             ctx.out.error(&e.to_string());
         }

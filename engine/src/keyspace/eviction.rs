@@ -55,8 +55,9 @@ impl Policy {
 }
 
 /// Evicts one key chosen by sampling `samples` candidates; returns false when nothing can be
-/// evicted (empty keyspace, or no volatile keys under a volatile policy).
-pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64) -> bool {
+/// evicted (empty keyspace, or no volatile keys under a volatile policy). `evicted` hears of
+/// the removal (database, key) while the shard is still locked (the WAL logs it as a DEL).
+pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64, evicted: &mut dyn FnMut(usize, &[u8])) -> bool {
     if policy == Policy::NoEviction {
         return false;
     }
@@ -101,6 +102,7 @@ pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64) -> boo
             let mut shard = ks.lock_one(id);
             if shard.remove(&key).is_some() {
                 shard.evicted_keys += 1;
+                evicted(id as usize / ks.shards_per_db(), &key);
             }
             true
         }

@@ -47,7 +47,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
         let n = match read {
             None => {
                 crate::pubsub::drain_mailbox(&info, &mut out);
-                if !flush(&srv, &mut stream, &mut out).await {
+                if !flush(&srv, &mut conn, &mut stream, &mut out).await {
                     break;
                 }
                 continue;
@@ -63,7 +63,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                 Ok(None) => break,
                 Err(e) => {
                     ReplyWriter::new(&mut out, conn.resp3).error(&format!("ERR {e}"));
-                    let _ = stream.write_all(&out).await;
+                    let _ = flush(&srv, &mut conn, &mut stream, &mut out).await;
                     break 'conn;
                 }
             };
@@ -94,12 +94,12 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
             parser.reset();
             match outcome {
                 Ok(Outcome::Close) => {
-                    let _ = stream.write_all(&out).await;
+                    let _ = flush(&srv, &mut conn, &mut stream, &mut out).await;
                     break 'conn;
                 }
                 Ok(_) => {}
                 Err((outcome, argv)) => {
-                    if !flush(&srv, &mut stream, &mut out).await {
+                    if !flush(&srv, &mut conn, &mut stream, &mut out).await {
                         if let Outcome::Block(b) = &outcome {
                             srv.blocking.unregister(info.id, b.db, &b.keys);
                         }
@@ -110,7 +110,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                     }
                 }
             }
-            if out.len() >= FLUSH_AT && !flush(&srv, &mut stream, &mut out).await {
+            if out.len() >= FLUSH_AT && !flush(&srv, &mut conn, &mut stream, &mut out).await {
                 break 'conn;
             }
         }
@@ -121,7 +121,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
         if conn.receives_pushes() {
             crate::pubsub::drain_mailbox(&info, &mut out);
         }
-        if !flush(&srv, &mut stream, &mut out).await {
+        if !flush(&srv, &mut conn, &mut stream, &mut out).await {
             break;
         }
     }
@@ -132,7 +132,19 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
     srv.clients.lock().remove(&info.id);
 }
 
-async fn flush(srv: &Server, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+/// Writes the pending replies — once the WAL holds the writes they acknowledge, in the
+/// modes that wait (one wait covers a whole pipeline: group commit). False when the
+/// connection must close, including when the WAL failed: replies to writes that are not in
+/// the log are never sent.
+async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+    if conn.wal_pending > 0 {
+        let seq = std::mem::take(&mut conn.wal_pending);
+        if let Some(wal) = srv.wal() {
+            if !wal.wait_durable(seq).await {
+                return false;
+            }
+        }
+    }
     if out.is_empty() {
         return true;
     }
@@ -177,7 +189,7 @@ async fn wait_and_retry(
                 }
             }
             Outcome::Close => return false,
-            Outcome::Done => return flush(srv, stream, out).await,
+            Outcome::Done => return flush(srv, conn, stream, out).await,
         }
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         conn.retrying = was_blocked;
@@ -229,7 +241,7 @@ async fn wait_blocked(
             _ = conn.block_notify.notified() => break Woken::Retry,
             _ = &mut sleep => {
                 write_timeout_reply(out, conn.resp3, block.timeout_reply);
-                break Woken::Finished(flush(srv, stream, out).await);
+                break Woken::Finished(flush(srv, conn, stream, out).await);
             }
             _ = info.wake.notified() => {
                 if info.killed.load(Ordering::Relaxed) {
@@ -239,11 +251,11 @@ async fn wait_blocked(
                     0 => {}
                     2 => {
                         ReplyWriter::new(out, conn.resp3).error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
-                        break Woken::Finished(flush(srv, stream, out).await);
+                        break Woken::Finished(flush(srv, conn, stream, out).await);
                     }
                     _ => {
                         write_timeout_reply(out, conn.resp3, block.timeout_reply);
-                        break Woken::Finished(flush(srv, stream, out).await);
+                        break Woken::Finished(flush(srv, conn, stream, out).await);
                     }
                 }
             }

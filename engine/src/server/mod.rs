@@ -35,6 +35,10 @@ pub enum ServerError {
     Tier(#[from] crate::tier::arena::ArenaError),
     #[error("cannot start the PMem tier: {0}")]
     TierStart(String),
+    #[error("cannot open the WAL: {0}")]
+    Wal(#[from] crate::wal::WalError),
+    #[error("cannot recover from the WAL: {0}")]
+    Recovery(String),
 }
 
 type Handoff = (std::net::TcpStream, Arc<ClientInfo>);
@@ -69,14 +73,59 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         Some(tc) => Some(Arc::new(crate::tier::Tier::new(crate::tier::arena::Arena::open(&tc.pmem_path, tc.pmem_size)?, tc.clone()))),
         None => None,
     };
-    let srv = Server::new(config, tier.clone());
+    // The WAL is read before anything else so that recovery knows what the log holds; its
+    // records are replayed once the snapshot (or the PMem tier's warm index) is in.
+    let wal_config = config.wal.clone();
+    let wal_on = wal_config.mode != crate::wal::Mode::Off;
+    let srv_tier = tier.clone();
+    let srv = Server::new(config, srv_tier, None);
     srv.port.store(local.port() as u64, Ordering::Relaxed);
     *srv.saved_tenants.lock() = dictionaries;
     let warm = match &tier {
         Some(t) => start_tier(&srv, t)?,
-        None => false,
+        None => None,
     };
-    let loaded = crate::snapshot::load(&srv, !warm)?;
+    let has_log = wal_on && !crate::wal::segments::list(&wal_config.dir).map_err(crate::wal::WalError::from)?.is_empty();
+    // With a log, a snapshot without a WAL position can't be combined with it.
+    let rdb_keys = warm.is_none();
+    let loaded = crate::snapshot::load(&srv, rdb_keys)?;
+    if has_log && warm.is_none() && loaded.exists && loaded.wal_seq.is_none() && loaded.keys > 0 {
+        return Err(ServerError::Recovery(format!(
+            "{} has no WAL position but {} holds a log: move one of them aside",
+            crate::snapshot::rdb_path(&srv.config.data_dir).display(),
+            wal_config.dir.display()
+        )));
+    }
+    let covered = warm.or(loaded.wal_seq).unwrap_or(0);
+    let (srv, wal_thread) = if wal_on {
+        let mut opened = crate::wal::open(&wal_config, covered)?;
+        if let Some(base) = opened.first_base {
+            if base > covered {
+                return Err(ServerError::Recovery(format!(
+                    "the log in {} starts after position {base} but the snapshot covers only {covered}: records are missing",
+                    wal_config.dir.display()
+                )));
+            }
+        }
+        if let Some(torn) = &opened.torn {
+            tracing::warn!("WAL: {torn}");
+        }
+        let srv = Server::with_wal(srv, opened.wal.clone());
+        let replayed = replay(&srv, std::mem::take(&mut opened.replay));
+        opened.wal.recovered.store(replayed as u64, Ordering::Relaxed);
+        if replayed > 0 {
+            tracing::info!(records = replayed, after = covered, "replayed the WAL");
+        }
+        if !has_log && loaded.keys > 0 && loaded.wal_seq.is_none() {
+            // The snapshot came from before the WAL was on: make it the log's starting point.
+            let mut guards = srv.keyspace.lock(srv.keyspace.all_shard_ids().collect());
+            crate::snapshot::save_with_guards(&srv, &mut guards)?;
+        }
+        (srv, Some((opened.wal.clone(), opened.start())))
+    } else {
+        (srv, None)
+    };
+    let loaded = loaded.keys;
     let names = srv.namespaces.lock().clone();
     for (index, name) in names.iter().enumerate() {
         srv.attach_tenant(index, name);
@@ -179,9 +228,14 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     if let Some(h) = demoter {
         let _ = h.join();
     }
+    if let Some((wal, thread)) = wal_thread {
+        wal.stop();
+        let _ = thread.join();
+    }
     if let Some(t) = &tier {
         let names = srv.namespaces.lock().clone();
-        match crate::tier::warm::save(&srv.keyspace, &t.arena, &names) {
+        let wal_seq = srv.wal().map(|w| w.last_assigned()).unwrap_or(0);
+        match crate::tier::warm::save(&srv.keyspace, &t.arena, &names, wal_seq) {
             Ok(keys) => tracing::info!(keys, file = %crate::tier::warm::index_path(t.arena.path()).display(), "wrote the warm-restart index"),
             Err(e) => tracing::error!("{e}; the next start will be cold"),
         }
@@ -193,7 +247,30 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
 /// Maps the PMem tier's arena back with the previous run's keys if it closed cleanly (a warm
 /// restart: returns true), else starts it cold. Either way the index file is consumed: from
 /// here on a crash must start cold.
-fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<bool, ServerError> {
+/// Runs the WAL's records through the command dispatcher as they ran (same database, same
+/// time, not logged again); returns how many ran.
+fn replay(srv: &Arc<Server>, records: Vec<(u64, crate::wal::frame::Record)>) -> usize {
+    let info = Arc::new(ClientInfo::new(0, -1, "wal".into(), "wal".into(), 0));
+    let mut conn = crate::command::Conn::new(info, srv);
+    conn.authenticated = true;
+    let mut out = bytes::BytesMut::new();
+    let n = records.len();
+    for (seq, r) in records {
+        conn.db = r.db;
+        conn.ns_base = r.ns_base;
+        conn.replay_now = Some(r.now);
+        let argv: Vec<&[u8]> = r.argv.iter().map(Vec::as_slice).collect();
+        out.clear();
+        let _ = crate::command::execute(srv, &mut conn, &argv, &mut out);
+        if out.first() == Some(&b'-') {
+            tracing::warn!(seq, reply = %String::from_utf8_lossy(&out).trim_end(), command = %String::from_utf8_lossy(&r.argv[0]), "a replayed WAL record failed");
+        }
+    }
+    n
+}
+
+/// Returns the WAL position the warm index covers when the tier restarted warm.
+fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<Option<u64>, ServerError> {
     let arena = &tier.arena;
     let index = crate::tier::warm::index_path(arena.path());
     let started = std::time::Instant::now();
@@ -206,7 +283,7 @@ fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<bool, ServerErro
             }
             arena.mark_in_use().map_err(io)?;
             tracing::info!(keys = loaded.keys, damaged = loaded.damaged, ms = started.elapsed().as_millis() as u64, file = %arena.path().display(), "warm restart: PMem tier mapped with its index");
-            true
+            Some(loaded.wal_seq)
         }
         None => {
             // Whatever a partial read put in the keyspace goes before the arena is reset.
@@ -214,7 +291,7 @@ fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<bool, ServerErro
                 drop(srv.keyspace.lock_one(id).clear());
             }
             arena.start_cold().map_err(io)?;
-            false
+            None
         }
     };
     match std::fs::remove_file(&index) {

@@ -265,6 +265,9 @@ pub struct Server {
     /// Lua script bodies (EVALSHA) and the running script's state (SCRIPT KILL).
     pub scripts: Arc<crate::scripting::ScriptCache>,
     pub keyspace: Keyspace,
+    /// The write-ahead log (unset when `wal = off`; set once at start, after the snapshot
+    /// is loaded and before the log is replayed).
+    wal: std::sync::OnceLock<Arc<crate::wal::Wal>>,
     /// Tenant namespaces by index ("" is the default one, index 0).
     pub namespaces: Mutex<Vec<String>>,
     /// Compression settings and dictionaries read at start, by tenant directory name, until
@@ -301,7 +304,7 @@ impl Server {
         }
     }
 
-    pub fn new(config: EngineConfig, tier: Option<Arc<crate::tier::Tier>>) -> Arc<Server> {
+    pub fn new(config: EngineConfig, tier: Option<Arc<crate::tier::Tier>>, wal: Option<Arc<crate::wal::Wal>>) -> Arc<Server> {
         let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
         let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
@@ -315,6 +318,7 @@ impl Server {
                 params: Mutex::new(crate::command::config::default_params()),
             },
             keyspace,
+            wal: wal.map(std::sync::OnceLock::from).unwrap_or_default(),
             namespaces: Mutex::new(vec![String::new()]),
             saved_tenants: Mutex::new(Default::default()),
             config,
@@ -339,6 +343,17 @@ impl Server {
             pause_until_ms: AtomicI64::new(0),
             pause_all: AtomicBool::new(false),
         })
+    }
+
+    /// The same server with its WAL attached (at start, before any client connects).
+    pub fn with_wal(srv: Arc<Server>, wal: Arc<crate::wal::Wal>) -> Arc<Server> {
+        assert!(srv.wal.set(wal).is_ok(), "the WAL is attached once");
+        srv
+    }
+
+    /// The write-ahead log, when on.
+    pub fn wal(&self) -> Option<&Arc<crate::wal::Wal>> {
+        self.wal.get()
     }
 
     /// A counted reference to this server.

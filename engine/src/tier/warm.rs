@@ -4,7 +4,8 @@
 //! `<pmem_path>.index`:
 //!
 //! ```text
-//! "TRCTIDX1" | arena id u64 | stamp u64 | namespace names (count, then len+bytes each)
+//! "TRCTIDX1" | arena id u64 | stamp u64 | WAL sequence number covered u64
+//! | namespace names (count, then len+bytes each)
 //! records: 1 | db u16 | kind bits u8 | in-PMem u8 | access u32 | version u64 | flags u32
 //!          | has-expiry u8 [expiry i64] | key (len, bytes)
 //!          | in PMem: offset u64, len u64, crc32 of the value | in DRAM: len u64, bytes
@@ -59,7 +60,7 @@ impl Out {
 
 /// Writes the index of every key, then flushes the arena and marks it closed cleanly.
 /// Runs after the reactors stopped: nothing changes the keyspace meanwhile.
-pub fn save(ks: &Keyspace, arena: &Arena, namespaces: &[String]) -> Result<usize, WarmError> {
+pub fn save(ks: &Keyspace, arena: &Arena, namespaces: &[String], wal_seq: u64) -> Result<usize, WarmError> {
     let path = index_path(arena.path());
     let tmp = path.with_extension("index.tmp");
     let io = |source| WarmError::Io { path: path.clone(), source };
@@ -74,6 +75,7 @@ pub fn save(ks: &Keyspace, arena: &Arena, namespaces: &[String]) -> Result<usize
     out.put(MAGIC).map_err(io)?;
     out.put(&arena.id().to_le_bytes()).map_err(io)?;
     out.put(&stamp.to_le_bytes()).map_err(io)?;
+    out.put(&wal_seq.to_le_bytes()).map_err(io)?;
     out.put(&(namespaces.len() as u64).to_le_bytes()).map_err(io)?;
     for n in namespaces {
         out.bytes(n.as_bytes()).map_err(io)?;
@@ -141,6 +143,8 @@ pub struct Loaded {
     /// PMem values whose checksum did not match (skipped, and logged by key).
     pub damaged: usize,
     pub namespaces: Vec<String>,
+    /// The WAL position the index covers (recovery replays the log after it).
+    pub wal_seq: u64,
 }
 
 /// Reads the index if it belongs to this arena's last clean close; None means start cold.
@@ -165,7 +169,7 @@ pub fn load(ks: &Keyspace, arena: &Arena) -> Option<Loaded> {
         tracing::warn!(file = %path.display(), "the warm-restart index belongs to another arena or close; starting cold");
         return None;
     }
-    let mut loaded = Loaded::default();
+    let mut loaded = Loaded { wal_seq: r.u64()?, ..Default::default() };
     for _ in 0..r.u64()? {
         loaded.namespaces.push(String::from_utf8_lossy(r.bytes()?).into_owned());
     }

@@ -1,0 +1,508 @@
+//! The write-ahead log: every write command, logged in execution order, replayed at start.
+//!
+//! - `frame`: batch framing (count, sequence number, checksum) and records.
+//! - `segments`: the segment files, reading them back (torn tails cut, holes refused).
+//! - `ring`: the PMem ring for `wal = pmem`.
+//!
+//! Commands append their records while they still hold their shard locks, so the log's order
+//! agrees with execution order wherever it matters (same keys). A single writer thread takes
+//! whatever has accumulated and writes it as one batch: group commit across connections.
+//! Modes (`wal`): `file` writes at once and fsyncs every second (AOF everysec); `always`
+//! fsyncs before the writes are acknowledged; `pmem` flushes the batch into the ring before
+//! acknowledging and syncs the file every second. A failed write or fsync poisons the log:
+//! the engine refuses writes from then on and says why, and replies waiting for that batch
+//! are never sent (their connections close) — nothing unlogged is acknowledged.
+
+pub mod frame;
+pub mod ring;
+pub mod segments;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use ring::Ring;
+use segments::{Segment, Sink};
+
+/// How often the file is synced in `file` and `pmem` modes.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Off,
+    File,
+    Always,
+    Pmem,
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" => Ok(Mode::Off),
+            "file" => Ok(Mode::File),
+            "always" => Ok(Mode::Always),
+            "pmem" => Ok(Mode::Pmem),
+            _ => Err(format!("'{s}' is not one of off, file, always, pmem")),
+        }
+    }
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::File => "file",
+            Mode::Always => "always",
+            Mode::Pmem => "pmem",
+        }
+    }
+    /// Whether a write is acknowledged only once its batch is durable.
+    pub fn waits(self) -> bool {
+        matches!(self, Mode::Always | Mode::Pmem)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WalConfig {
+    pub mode: Mode,
+    /// Segment files live here (`DATA_DIR/wal`).
+    pub dir: PathBuf,
+    /// The ring file for `pmem` (`wal_ring_path`, default `DATA_DIR/wal/ring`).
+    pub ring_path: PathBuf,
+    pub ring_size: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WalError {
+    #[error(transparent)]
+    Log(#[from] segments::LogError),
+    #[error(transparent)]
+    Ring(#[from] ring::RingError),
+}
+
+/// Records waiting for the writer.
+struct Pending {
+    payload: Vec<u8>,
+    count: u32,
+    /// Sequence number of the first pending record.
+    first: u64,
+    /// A checkpoint: (the last sequence number the snapshot covers, where in `payload` the
+    /// records after it start, how many records precede that point).
+    rotate: Option<(u64, usize, u32)>,
+}
+
+#[derive(Default)]
+pub struct Counters {
+    pub bytes: AtomicU64,
+    pub batches: AtomicU64,
+    pub records: AtomicU64,
+    pub syncs: AtomicU64,
+    pub sync_micros: AtomicU64,
+    pub sync_max_micros: AtomicU64,
+}
+
+pub struct Wal {
+    pub mode: Mode,
+    pending: Mutex<Pending>,
+    wake: Condvar,
+    durable: tokio::sync::watch::Sender<u64>,
+    poisoned: AtomicBool,
+    why: Mutex<Option<String>>,
+    stop: AtomicBool,
+    pub counters: Counters,
+    /// Where recovery started from (the snapshot's sequence number) and how much it replayed.
+    pub recovered: AtomicU64,
+}
+
+/// What the writer owns.
+struct Writer {
+    dir: PathBuf,
+    segment: Box<dyn Sink>,
+    ring: Option<Ring>,
+    last_sync: Instant,
+    /// Sequence number the next batch starts at.
+    next: u64,
+}
+
+impl Wal {
+    /// A log whose next record gets sequence number `next` (after recovery).
+    fn new(mode: Mode, next: u64) -> Wal {
+        Wal {
+            mode,
+            pending: Mutex::new(Pending { payload: Vec::with_capacity(64 << 10), count: 0, first: next, rotate: None }),
+            wake: Condvar::new(),
+            durable: tokio::sync::watch::Sender::new(next - 1),
+            poisoned: AtomicBool::new(false),
+            why: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            counters: Counters::default(),
+            recovered: AtomicU64::new(0),
+        }
+    }
+
+    /// Appends encoded records (`frame::put_record`); returns the last one's sequence number.
+    pub fn append(&self, records: &[u8], count: u32) -> u64 {
+        let mut p = self.pending.lock();
+        p.payload.extend_from_slice(records);
+        p.count += count;
+        let last = p.first + p.count as u64 - 1;
+        drop(p);
+        self.wake.notify_one();
+        last
+    }
+
+    /// Appends one record.
+    pub fn append_one(&self, now: i64, db: usize, ns_base: usize, argv: &[&[u8]]) -> u64 {
+        let mut buf = Vec::with_capacity(64);
+        frame::put_record(&mut buf, now, db, ns_base, argv);
+        self.append(&buf, 1)
+    }
+
+    /// The last sequence number handed out (a snapshot taken under every lock covers it).
+    pub fn last_assigned(&self) -> u64 {
+        let p = self.pending.lock();
+        p.first + p.count as u64 - 1
+    }
+
+    /// After a snapshot covering everything up to `seq` is durable: later records go to a
+    /// new segment and the older segments are deleted.
+    pub fn checkpoint(&self, seq: u64) {
+        let mut p = self.pending.lock();
+        let before = (seq + 1).saturating_sub(p.first).min(p.count as u64) as u32;
+        // Records are variable-length: find where record `before` starts.
+        let mut pos = 0usize;
+        for _ in 0..before {
+            pos = skip_record(&p.payload, pos);
+        }
+        p.rotate = Some((seq, pos, before));
+        drop(p);
+        self.wake.notify_one();
+    }
+
+    pub fn poisoned(&self) -> Option<String> {
+        if self.poisoned.load(Ordering::Relaxed) { self.why.lock().clone() } else { None }
+    }
+
+    fn poison(&self, why: String) {
+        tracing::error!("{why}; the engine refuses writes from now on");
+        *self.why.lock() = Some(why);
+        self.poisoned.store(true, Ordering::SeqCst);
+        self.durable.send_modify(|_| {}); // wake the waiters: they will see the poison
+    }
+
+    /// Waits until `seq` is durable; false if the log was poisoned first.
+    pub async fn wait_durable(&self, seq: u64) -> bool {
+        let mut rx = self.durable.subscribe();
+        let ok = rx.wait_for(|&d| d >= seq || self.poisoned.load(Ordering::SeqCst)).await.map(|d| *d >= seq).unwrap_or(false);
+        ok && !self.poisoned.load(Ordering::SeqCst)
+    }
+
+    pub fn durable_seq(&self) -> u64 {
+        *self.durable.borrow()
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    /// The `# WAL` section of INFO.
+    pub fn info(&self) -> String {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let syncs = l(&c.syncs);
+        format!(
+            "# WAL\r\nwal_mode:{}\r\nwal_last_seq:{}\r\nwal_durable_seq:{}\r\nwal_bytes:{}\r\nwal_batches:{}\r\nwal_records:{}\r\nwal_syncs:{}\r\nwal_sync_avg_us:{}\r\nwal_sync_max_us:{}\r\nwal_recovered_records:{}\r\nwal_poisoned:{}\r\n\r\n",
+            self.mode.name(),
+            self.last_assigned(),
+            self.durable_seq(),
+            l(&c.bytes),
+            l(&c.batches),
+            l(&c.records),
+            syncs,
+            l(&c.sync_micros).checked_div(syncs).unwrap_or(0),
+            l(&c.sync_max_micros),
+            l(&self.recovered),
+            self.poisoned().unwrap_or_default(),
+        )
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        serde_json::json!({
+            "mode": self.mode.name(),
+            "last_seq": self.last_assigned(),
+            "durable_seq": self.durable_seq(),
+            "bytes": l(&c.bytes),
+            "batches": l(&c.batches),
+            "records": l(&c.records),
+            "syncs": l(&c.syncs),
+            "sync_micros_total": l(&c.sync_micros),
+            "sync_max_micros": l(&c.sync_max_micros),
+            "poisoned": self.poisoned(),
+        })
+    }
+}
+
+/// Where the record starting at `pos` ends.
+fn skip_record(b: &[u8], mut pos: usize) -> usize {
+    let varint = |pos: &mut usize| {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let byte = b[*pos];
+            *pos += 1;
+            v |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return v;
+            }
+            shift += 7;
+        }
+    };
+    pos += 8;
+    varint(&mut pos);
+    varint(&mut pos);
+    for _ in 0..varint(&mut pos) {
+        let n = varint(&mut pos) as usize;
+        pos += n;
+    }
+    pos
+}
+
+/// What recovery hands to the server: records to replay, and the running log.
+pub struct Opened {
+    pub wal: Arc<Wal>,
+    pub replay: Vec<(u64, frame::Record)>,
+    /// The first segment's base, if the log had any (a snapshot must cover it).
+    pub first_base: Option<u64>,
+    pub torn: Option<String>,
+    thread: Option<Writer>,
+}
+
+/// Reads the log (segments, then the ring's batches the file missed), keeping records after
+/// `after` (the snapshot's sequence number), and prepares the writer.
+pub fn open(config: &WalConfig, after: u64) -> Result<Opened, WalError> {
+    let mut scan = segments::scan(&config.dir, after)?;
+    let mut torn = None;
+    if let Some((path, offset, dropped)) = scan.torn.take() {
+        torn = Some(format!("{}: {dropped} bytes of a torn or corrupt batch at byte {offset} dropped", path.display()));
+        segments::truncate(&path, offset)?;
+    }
+    let mut last = scan.last_seq.max(after);
+    let base = scan.first_base.map(|_| list_last_base(&config.dir)).transpose()?.flatten().unwrap_or(after);
+    let mut segment = Segment::open(&config.dir, base)?;
+    let mut ring = None;
+    if config.mode == Mode::Pmem {
+        let mut r = Ring::open(&config.ring_path, config.ring_size)?;
+        let (recs, frames) = r.recover(last);
+        // Batches the file did not get (or did not sync) go to it now.
+        let mut fresh = 0;
+        for f in &frames {
+            let b = frame::read(f).ok().flatten().expect("recovered frames parse");
+            if b.seq + b.count as u64 - 1 > last {
+                segment.append(f).map_err(|source| segments::LogError::Io { path: segment.path.clone(), source })?;
+                fresh += 1;
+            }
+        }
+        for (seq, rec) in recs {
+            if seq > last {
+                last = seq;
+                scan.records.push((seq, rec));
+            }
+        }
+        segment.sync().map_err(|source| segments::LogError::Io { path: segment.path.clone(), source })?;
+        r.reset(last + 1).map_err(|source| ring::RingError::Io { path: r.path().to_owned(), source })?;
+        if fresh > 0 {
+            tracing::info!(batches = fresh, "WAL: batches only the PMem ring had were copied to the log file");
+        }
+        ring = Some(r);
+    }
+    let wal = Arc::new(Wal::new(config.mode, last + 1));
+    let writer = Writer { dir: config.dir.clone(), segment: Box::new(segment), ring, last_sync: Instant::now(), next: last + 1 };
+    Ok(Opened { wal, replay: scan.records, first_base: scan.first_base, torn, thread: Some(writer) })
+}
+
+fn list_last_base(dir: &std::path::Path) -> Result<Option<u64>, segments::LogError> {
+    Ok(segments::list(dir)?.last().copied())
+}
+
+impl Opened {
+    /// Starts the writer thread; returns its handle (joined at shutdown after `Wal::stop`).
+    pub fn start(&mut self) -> std::thread::JoinHandle<()> {
+        let writer = self.thread.take().expect("started once");
+        let wal = self.wal.clone();
+        std::thread::Builder::new().name("terrace-wal".into()).spawn(move || run(wal, writer)).expect("spawn the WAL thread")
+    }
+}
+
+fn run(wal: Arc<Wal>, mut w: Writer) {
+    let mut spare = Vec::with_capacity(64 << 10);
+    let mut framed = Vec::with_capacity(64 << 10);
+    loop {
+        let (payload, count, first, rotate) = {
+            let mut p = wal.pending.lock();
+            while p.count == 0 && p.rotate.is_none() && !wal.stop.load(Ordering::SeqCst) {
+                let due = SYNC_EVERY.saturating_sub(w.last_sync.elapsed());
+                if wal.mode != Mode::Always && due.is_zero() {
+                    break;
+                }
+                wal.wake.wait_for(&mut p, due.max(Duration::from_millis(10)));
+            }
+            if p.count == 0 && p.rotate.is_none() && wal.stop.load(Ordering::SeqCst) {
+                drop(p);
+                let _ = w.segment.sync();
+                return;
+            }
+            let payload = std::mem::replace(&mut p.payload, std::mem::take(&mut spare));
+            let (count, first) = (p.count, p.first);
+            p.first += count as u64;
+            p.count = 0;
+            (payload, count, first, p.rotate.take())
+        };
+        if wal.poisoned.load(Ordering::SeqCst) {
+            spare = payload;
+            spare.clear();
+            continue;
+        }
+        let result = match rotate {
+            Some((seq, at, before)) => write_batch(&wal, &mut w, &mut framed, &payload[..at], before, first)
+                .and_then(|_| rotate_segment(&mut w, seq))
+                .and_then(|_| write_batch(&wal, &mut w, &mut framed, &payload[at..], count - before, first + before as u64)),
+            None => write_batch(&wal, &mut w, &mut framed, &payload, count, first),
+        };
+        let result = result.and_then(|_| {
+            if wal.mode != Mode::Always && w.last_sync.elapsed() >= SYNC_EVERY {
+                sync(&wal, &mut w)?;
+                if let Some(r) = &mut w.ring {
+                    r.drained(w.next)?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            wal.poison(format!("WAL write failed: {e}"));
+        }
+        spare = payload;
+        spare.clear();
+    }
+}
+
+fn sync(wal: &Wal, w: &mut Writer) -> std::io::Result<()> {
+    let t = Instant::now();
+    w.segment.sync()?;
+    let us = t.elapsed().as_micros() as u64;
+    wal.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    wal.counters.sync_micros.fetch_add(us, Ordering::Relaxed);
+    wal.counters.sync_max_micros.fetch_max(us, Ordering::Relaxed);
+    w.last_sync = Instant::now();
+    Ok(())
+}
+
+fn write_batch(wal: &Wal, w: &mut Writer, framed: &mut Vec<u8>, payload: &[u8], count: u32, first: u64) -> std::io::Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    framed.clear();
+    frame::frame(framed, first, count, payload);
+    let last = first + count as u64 - 1;
+    match wal.mode {
+        Mode::Pmem => {
+            let ring = w.ring.as_mut().expect("pmem mode has a ring");
+            if !ring.fits(framed.len()) {
+                // Make room: everything in the ring goes to the file's disk first.
+                let t = Instant::now();
+                w.segment.sync()?;
+                wal.counters.syncs.fetch_add(1, Ordering::Relaxed);
+                wal.counters.sync_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+                w.last_sync = Instant::now();
+                ring.drained(first)?;
+                if !ring.fits(framed.len()) {
+                    // Larger than the whole ring: the file alone, synced.
+                    w.segment.append(framed)?;
+                    sync(wal, w)?;
+                    w.ring.as_mut().expect("ring").drained(last + 1)?;
+                    return published(wal, w, framed.len(), count, last);
+                }
+            }
+            ring.append(framed)?;
+            w.segment.append(framed)?;
+        }
+        Mode::Always => {
+            w.segment.append(framed)?;
+            sync(wal, w)?;
+        }
+        Mode::File | Mode::Off => w.segment.append(framed)?,
+    }
+    published(wal, w, framed.len(), count, last)
+}
+
+fn published(wal: &Wal, w: &mut Writer, bytes: usize, count: u32, last: u64) -> std::io::Result<()> {
+    w.next = last + 1;
+    wal.counters.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    wal.counters.batches.fetch_add(1, Ordering::Relaxed);
+    wal.counters.records.fetch_add(count as u64, Ordering::Relaxed);
+    wal.durable.send_replace(last);
+    Ok(())
+}
+
+/// Starts segment `seq` (records after the snapshot) and deletes the older ones.
+fn rotate_segment(w: &mut Writer, seq: u64) -> std::io::Result<()> {
+    w.segment.sync()?;
+    let seg = Segment::open(&w.dir, seq).map_err(|e| std::io::Error::other(e.to_string()))?;
+    w.segment = Box::new(seg);
+    if let Ok(bases) = segments::list(&w.dir) {
+        for b in bases.into_iter().filter(|&b| b < seq) {
+            let _ = std::fs::remove_file(segments::segment_path(&w.dir, b));
+        }
+    }
+    if let Some(r) = &mut w.ring {
+        r.drained(w.next)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Failing;
+    impl Sink for Failing {
+        fn append(&mut self, _: &[u8]) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            Err(std::io::Error::other("EIO (injected)"))
+        }
+    }
+
+    #[test]
+    fn a_failed_fsync_poisons_and_never_acknowledges() {
+        let wal = Arc::new(Wal::new(Mode::Always, 1));
+        let writer = Writer { dir: std::env::temp_dir(), segment: Box::new(Failing), ring: None, last_sync: Instant::now(), next: 1 };
+        let w2 = wal.clone();
+        let t = std::thread::spawn(move || run(w2, writer));
+        let seq = wal.append_one(1, 0, 0, &[b"SET", b"k", b"v"]);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        assert!(!rt.block_on(wal.wait_durable(seq)), "a write whose fsync failed is not durable");
+        assert!(wal.poisoned().unwrap().contains("EIO"));
+        assert_eq!(wal.durable_seq(), 0);
+        wal.stop();
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn records_are_skipped_exactly() {
+        let mut b = Vec::new();
+        frame::put_record(&mut b, 5, 300, 16, &[b"SET", &[7u8; 200], b""]);
+        let first = b.len();
+        frame::put_record(&mut b, 6, 0, 0, &[b"DEL", b"x"]);
+        assert_eq!(skip_record(&b, 0), first);
+        assert_eq!(skip_record(&b, first), b.len());
+    }
+}
