@@ -140,7 +140,10 @@ async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut 
     if conn.wal_pending > 0 {
         let seq = std::mem::take(&mut conn.wal_pending);
         if let Some(wal) = srv.wal() {
-            if !wal.wait_durable(seq).await {
+            // pmem: this connection writes the ring itself (with whatever else is pending);
+            // always: the writer thread's fsync is awaited.
+            let durable = if wal.mode == crate::wal::Mode::Pmem { wal.commit(seq) } else { wal.wait_durable(seq).await };
+            if !durable {
                 return false;
             }
         }

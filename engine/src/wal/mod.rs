@@ -117,6 +117,9 @@ pub struct Wal {
     pub counters: Counters,
     /// Where recovery started from (the snapshot's sequence number) and how much it replayed.
     pub recovered: AtomicU64,
+    /// `pmem` mode: the ring and the segment, written by whichever connection commits first
+    /// (leader-based group commit, no thread hop on the acknowledgement path).
+    inline: Option<Mutex<Writer>>,
 }
 
 /// What the writer owns.
@@ -127,6 +130,13 @@ struct Writer {
     last_sync: Instant,
     /// Sequence number the next batch starts at.
     next: u64,
+    /// Another handle on the segment's file, for syncing it without the writer's lock
+    /// (`pmem` mode's syncer).
+    sync_handle: Option<std::fs::File>,
+    /// `pmem` mode: the ring position up to which the segment file has the batches, and the
+    /// sequence number of the batch there.
+    copied: usize,
+    copied_next: u64,
 }
 
 impl Wal {
@@ -142,6 +152,7 @@ impl Wal {
             stop: AtomicBool::new(false),
             counters: Counters::default(),
             recovered: AtomicU64::new(0),
+            inline: None,
         }
     }
 
@@ -152,8 +163,45 @@ impl Wal {
         p.count += count;
         let last = p.first + p.count as u64 - 1;
         drop(p);
-        self.wake.notify_one();
+        if self.inline.is_none() {
+            // (In pmem mode the committing connection writes; the syncer polls.)
+            self.wake.notify_one();
+        }
         last
+    }
+
+    /// Takes everything pending: (payload, count, first sequence number, checkpoint).
+    fn take(&self, spare: &mut Vec<u8>) -> (Vec<u8>, u32, u64, Option<(u64, usize, u32)>) {
+        let mut p = self.pending.lock();
+        let payload = std::mem::replace(&mut p.payload, std::mem::take(spare));
+        let (count, first) = (p.count, p.first);
+        p.first += count as u64;
+        p.count = 0;
+        (payload, count, first, p.rotate.take())
+    }
+
+    /// `pmem` mode: makes everything up to `seq` durable in the ring now, on this thread,
+    /// together with whatever else is pending; false if the log is poisoned.
+    pub fn commit(&self, seq: u64) -> bool {
+        let Some(inline) = &self.inline else { return !self.poisoned.load(Ordering::SeqCst) };
+        if self.durable_seq() >= seq {
+            return !self.poisoned.load(Ordering::SeqCst);
+        }
+        let mut w = inline.lock();
+        if self.poisoned.load(Ordering::SeqCst) {
+            return false;
+        }
+        if self.durable_seq() >= seq {
+            return true;
+        }
+        let mut spare = Vec::new();
+        let (payload, count, first, rotate) = self.take(&mut spare);
+        let mut framed = Vec::with_capacity(payload.len() + frame::HEADER);
+        if let Err(e) = write_all(self, &mut w, &mut framed, &payload, count, first, rotate) {
+            self.poison(format!("WAL write failed: {e}"));
+            return false;
+        }
+        true
     }
 
     /// Appends one record.
@@ -182,6 +230,9 @@ impl Wal {
         p.rotate = Some((seq, pos, before));
         drop(p);
         self.wake.notify_one();
+        if self.inline.is_some() {
+            self.commit(seq);
+        }
     }
 
     pub fn poisoned(&self) -> Option<String> {
@@ -323,9 +374,26 @@ pub fn open(config: &WalConfig, after: u64) -> Result<Opened, WalError> {
         }
         ring = Some(r);
     }
-    let wal = Arc::new(Wal::new(config.mode, last + 1));
-    let writer = Writer { dir: config.dir.clone(), segment: Box::new(segment), ring, last_sync: Instant::now(), next: last + 1 };
-    Ok(Opened { wal, replay: scan.records, first_base: scan.first_base, torn, thread: Some(writer) })
+    let sync_handle = segment.file.try_clone().map_err(|source| segments::LogError::Io { path: segment.path.clone(), source })?;
+    let mut wal = Wal::new(config.mode, last + 1);
+    let copied = ring.as_ref().map(|r| r.head()).unwrap_or(0);
+    let writer = Writer {
+        dir: config.dir.clone(),
+        segment: Box::new(segment),
+        ring,
+        last_sync: Instant::now(),
+        next: last + 1,
+        sync_handle: Some(sync_handle),
+        copied,
+        copied_next: last + 1,
+    };
+    let thread = if config.mode == Mode::Pmem {
+        wal.inline = Some(Mutex::new(writer));
+        None
+    } else {
+        Some(writer)
+    };
+    Ok(Opened { wal: Arc::new(wal), replay: scan.records, first_base: scan.first_base, torn, thread })
 }
 
 fn list_last_base(dir: &std::path::Path) -> Result<Option<u64>, segments::LogError> {
@@ -333,19 +401,107 @@ fn list_last_base(dir: &std::path::Path) -> Result<Option<u64>, segments::LogErr
 }
 
 impl Opened {
-    /// Starts the writer thread; returns its handle (joined at shutdown after `Wal::stop`).
+    /// Starts the writer thread (in `pmem` mode: the syncer); returns its handle (joined at
+    /// shutdown after `Wal::stop`).
     pub fn start(&mut self) -> std::thread::JoinHandle<()> {
-        let writer = self.thread.take().expect("started once");
         let wal = self.wal.clone();
-        std::thread::Builder::new().name("terrace-wal".into()).spawn(move || run(wal, writer)).expect("spawn the WAL thread")
+        let body: Box<dyn FnOnce() + Send> = match self.thread.take() {
+            Some(writer) => Box::new(move || run(wal, writer)),
+            None => Box::new(move || run_syncer(wal)),
+        };
+        std::thread::Builder::new().name("terrace-wal".into()).spawn(body).expect("spawn the WAL thread")
     }
+}
+
+/// `pmem` mode's background work: commit what no connection waits for (evictions' DELs),
+/// and once a second sync the segment file and move the ring's tail past what it now holds.
+fn run_syncer(wal: Arc<Wal>) {
+    let inline = wal.inline.as_ref().expect("pmem mode");
+    let mut last_sync = Instant::now();
+    while !wal.stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(2));
+        let last = wal.last_assigned();
+        if last > wal.durable_seq() {
+            wal.commit(last);
+        }
+        if wal.poisoned.load(Ordering::SeqCst) {
+            continue;
+        }
+        // Bulk copy of the ring's new batches to the file (no sync yet).
+        let copied = {
+            let mut w = inline.lock();
+            copy_ring_to_file(&mut w).map(|_| (w.copied, w.copied_next))
+        };
+        let (pos, next) = match copied {
+            Ok(c) => c,
+            Err(e) => {
+                wal.poison(format!("WAL write failed: {e}"));
+                continue;
+            }
+        };
+        if last_sync.elapsed() < SYNC_EVERY {
+            continue;
+        }
+        last_sync = Instant::now();
+        // The sync covers what was copied above.
+        let (handle, head, next) = {
+            let w = inline.lock();
+            let Some(h) = w.sync_handle.as_ref().and_then(|h| h.try_clone().ok()) else { continue };
+            (h, w.ring.as_ref().map(|_| pos), next)
+        };
+        let t = Instant::now();
+        if let Err(e) = handle.sync_data() {
+            wal.poison(format!("WAL fsync failed: {e}"));
+            return;
+        }
+        note_sync(&wal, t);
+        if let (Some(pos), Some(r)) = (head, inline.lock().ring.as_mut()) {
+            if let Err(e) = r.drain_to(pos, next) {
+                wal.poison(format!("WAL ring write failed: {e}"));
+                return;
+            }
+        }
+    }
+    let last = wal.last_assigned();
+    if last > wal.durable_seq() {
+        wal.commit(last);
+    }
+    let mut w = inline.lock();
+    if copy_ring_to_file(&mut w).and_then(|_| w.segment.sync()).is_ok() {
+        let next = w.copied_next;
+        if let Some(r) = w.ring.as_mut() {
+            let _ = r.drained(next);
+        }
+    }
+}
+
+/// `pmem` mode: appends the ring's batches the segment file doesn't have yet to it.
+fn copy_ring_to_file(w: &mut Writer) -> std::io::Result<()> {
+    let Some(ring) = w.ring.as_ref() else { return Ok(()) };
+    let head = ring.head();
+    if head == w.copied {
+        return Ok(());
+    }
+    for part in ring.unsynced(w.copied) {
+        w.segment.append(part)?;
+    }
+    w.copied = head;
+    w.copied_next = w.next;
+    Ok(())
+}
+
+fn note_sync(wal: &Wal, t: Instant) {
+    let us = t.elapsed().as_micros() as u64;
+    wal.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    wal.counters.sync_micros.fetch_add(us, Ordering::Relaxed);
+    wal.counters.sync_max_micros.fetch_max(us, Ordering::Relaxed);
 }
 
 fn run(wal: Arc<Wal>, mut w: Writer) {
     let mut spare = Vec::with_capacity(64 << 10);
     let mut framed = Vec::with_capacity(64 << 10);
     loop {
-        let (payload, count, first, rotate) = {
+        {
             let mut p = wal.pending.lock();
             while p.count == 0 && p.rotate.is_none() && !wal.stop.load(Ordering::SeqCst) {
                 let due = SYNC_EVERY.saturating_sub(w.last_sync.elapsed());
@@ -359,23 +515,14 @@ fn run(wal: Arc<Wal>, mut w: Writer) {
                 let _ = w.segment.sync();
                 return;
             }
-            let payload = std::mem::replace(&mut p.payload, std::mem::take(&mut spare));
-            let (count, first) = (p.count, p.first);
-            p.first += count as u64;
-            p.count = 0;
-            (payload, count, first, p.rotate.take())
-        };
+        }
+        let (payload, count, first, rotate) = wal.take(&mut spare);
         if wal.poisoned.load(Ordering::SeqCst) {
             spare = payload;
             spare.clear();
             continue;
         }
-        let result = match rotate {
-            Some((seq, at, before)) => write_batch(&wal, &mut w, &mut framed, &payload[..at], before, first)
-                .and_then(|_| rotate_segment(&mut w, seq))
-                .and_then(|_| write_batch(&wal, &mut w, &mut framed, &payload[at..], count - before, first + before as u64)),
-            None => write_batch(&wal, &mut w, &mut framed, &payload, count, first),
-        };
+        let result = write_all(&wal, &mut w, &mut framed, &payload, count, first, rotate);
         let result = result.and_then(|_| {
             if wal.mode != Mode::Always && w.last_sync.elapsed() >= SYNC_EVERY {
                 sync(&wal, &mut w)?;
@@ -390,6 +537,18 @@ fn run(wal: Arc<Wal>, mut w: Writer) {
         }
         spare = payload;
         spare.clear();
+    }
+}
+
+/// Writes taken records, rotating the segment at a checkpoint among them.
+fn write_all(wal: &Wal, w: &mut Writer, framed: &mut Vec<u8>, payload: &[u8], count: u32, first: u64, rotate: Option<(u64, usize, u32)>) -> std::io::Result<()> {
+    match rotate {
+        Some((seq, at, before)) => {
+            write_batch(wal, w, framed, &payload[..at], before, first)?;
+            rotate_segment(w, seq)?;
+            write_batch(wal, w, framed, &payload[at..], count - before, first + before as u64)
+        }
+        None => write_batch(wal, w, framed, payload, count, first),
     }
 }
 
@@ -416,22 +575,24 @@ fn write_batch(wal: &Wal, w: &mut Writer, framed: &mut Vec<u8>, payload: &[u8], 
             let ring = w.ring.as_mut().expect("pmem mode has a ring");
             if !ring.fits(framed.len()) {
                 // Make room: everything in the ring goes to the file's disk first.
-                let t = Instant::now();
-                w.segment.sync()?;
-                wal.counters.syncs.fetch_add(1, Ordering::Relaxed);
-                wal.counters.sync_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-                w.last_sync = Instant::now();
+                copy_ring_to_file(w)?;
+                sync(wal, w)?;
+                let ring = w.ring.as_mut().expect("ring");
                 ring.drained(first)?;
                 if !ring.fits(framed.len()) {
                     // Larger than the whole ring: the file alone, synced.
                     w.segment.append(framed)?;
                     sync(wal, w)?;
-                    w.ring.as_mut().expect("ring").drained(last + 1)?;
+                    let ring = w.ring.as_mut().expect("ring");
+                    ring.drained(last + 1)?;
+                    w.copied = ring.head();
+                    w.copied_next = last + 1;
                     return published(wal, w, framed.len(), count, last);
                 }
+                w.copied = w.ring.as_ref().expect("ring").head();
+                w.copied_next = first;
             }
-            ring.append(framed)?;
-            w.segment.append(framed)?;
+            w.ring.as_mut().expect("ring").append(framed)?;
         }
         Mode::Always => {
             w.segment.append(framed)?;
@@ -453,8 +614,10 @@ fn published(wal: &Wal, w: &mut Writer, bytes: usize, count: u32, last: u64) -> 
 
 /// Starts segment `seq` (records after the snapshot) and deletes the older ones.
 fn rotate_segment(w: &mut Writer, seq: u64) -> std::io::Result<()> {
+    copy_ring_to_file(w)?;
     w.segment.sync()?;
     let seg = Segment::open(&w.dir, seq).map_err(|e| std::io::Error::other(e.to_string()))?;
+    w.sync_handle = Some(seg.file.try_clone()?);
     w.segment = Box::new(seg);
     if let Ok(bases) = segments::list(&w.dir) {
         for b in bases.into_iter().filter(|&b| b < seq) {
@@ -463,6 +626,8 @@ fn rotate_segment(w: &mut Writer, seq: u64) -> std::io::Result<()> {
     }
     if let Some(r) = &mut w.ring {
         r.drained(w.next)?;
+        w.copied = r.head();
+        w.copied_next = w.next;
     }
     Ok(())
 }
@@ -484,7 +649,7 @@ mod tests {
     #[test]
     fn a_failed_fsync_poisons_and_never_acknowledges() {
         let wal = Arc::new(Wal::new(Mode::Always, 1));
-        let writer = Writer { dir: std::env::temp_dir(), segment: Box::new(Failing), ring: None, last_sync: Instant::now(), next: 1 };
+        let writer = Writer { dir: std::env::temp_dir(), segment: Box::new(Failing), ring: None, last_sync: Instant::now(), next: 1, sync_handle: None, copied: 0, copied_next: 1 };
         let w2 = wal.clone();
         let t = std::thread::spawn(move || run(w2, writer));
         let seq = wal.append_one(1, 0, 0, &[b"SET", b"k", b"v"]);

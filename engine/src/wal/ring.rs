@@ -1,7 +1,7 @@
 //! The PMem ring (`wal = pmem`): batches are appended to a ring buffer in a mapped file and
 //! flushed (on a DAX mapping: CPU cache lines; here `msync` of the range) before the writes
-//! are acknowledged, which costs far less than an fsync. The same batches go to the segment
-//! file without waiting; once the file is synced, the ring's tail moves past them.
+//! are acknowledged, which costs far less than an fsync. A background thread copies them in
+//! bulk to the segment file; once the file is synced, the ring's tail moves past them.
 //!
 //! Layout: a 4 KiB header — magic, size, tail offset, tail sequence number, crc32 — then
 //! framed batches one after the other. A batch that would cross the end starts over at the
@@ -33,8 +33,7 @@ pub struct Ring {
     path: PathBuf,
     size: usize,
     head: usize,
-    /// Bytes between tail and head (wrap waste included).
-    used: usize,
+    /// The oldest batch not yet synced in the log file.
     tail: usize,
     tail_seq: u64,
 }
@@ -53,7 +52,7 @@ impl Ring {
             return Err(RingError::WrongSize { path: path.to_owned(), configured: size, actual });
         }
         let map = MmapRaw::map_raw(&file).map_err(io)?;
-        let mut ring = Ring { map, path: path.to_owned(), size: size as usize, head: HEADER, used: 0, tail: HEADER, tail_seq: 1 };
+        let mut ring = Ring { map, path: path.to_owned(), size: size as usize, head: HEADER, tail: HEADER, tail_seq: 1 };
         if let Some((tail, tail_seq)) = ring.read_header() {
             ring.tail = tail;
             ring.tail_seq = tail_seq;
@@ -133,7 +132,6 @@ impl Ring {
     pub fn reset(&mut self, next: u64) -> std::io::Result<()> {
         self.head = HEADER;
         self.tail = HEADER;
-        self.used = 0;
         self.tail_seq = next;
         // Clear the first header's worth so a stale batch can't look like the next one.
         self.write_at(HEADER, &[0u8; frame::HEADER]);
@@ -141,41 +139,82 @@ impl Ring {
         self.write_header()
     }
 
-    /// Whether a framed batch of `len` bytes fits without overwriting undrained ones.
+    /// Whether a framed batch of `len` bytes fits without overwriting undrained ones (with
+    /// room for the zeroed header that ends the ring's contents after it).
     pub fn fits(&self, len: usize) -> bool {
-        let waste = if self.head + len > self.size { self.size - self.head } else { 0 };
-        len + frame::HEADER <= self.size - HEADER && self.used + waste + len + frame::HEADER <= self.size - HEADER
+        let need = len + frame::HEADER;
+        if self.head >= self.tail {
+            need <= self.size - self.head || need <= self.tail.saturating_sub(HEADER).saturating_sub(1)
+        } else {
+            need < self.tail - self.head
+        }
     }
 
     /// Appends a framed batch and flushes it: durable when this returns Ok.
     pub fn append(&mut self, framed: &[u8]) -> std::io::Result<()> {
         debug_assert!(self.fits(framed.len()));
-        if self.head + framed.len() > self.size {
+        if self.head + framed.len() + frame::HEADER > self.size {
             if self.size - self.head >= WRAP.len() {
                 self.write_at(self.head, WRAP);
                 self.map.flush_range(self.head, WRAP.len())?;
             }
-            self.used += self.size - self.head;
             self.head = HEADER;
         }
         self.write_at(self.head, framed);
         // A zeroed header after the batch ends recovery there, not at an older lap's batch
-        // that happens to follow (if there is room for one).
+        // that happens to follow.
         let end = self.head + framed.len();
-        let clear = frame::HEADER.min(self.size - end);
-        self.write_at(end, &vec![0u8; clear]);
-        self.map.flush_range(self.head, framed.len() + clear)?;
+        self.write_at(end, &[0u8; frame::HEADER]);
+        self.map.flush_range(self.head, framed.len() + frame::HEADER)?;
         self.head = end;
-        self.used += framed.len();
         Ok(())
     }
 
-    /// The log file holds (and has synced) everything appended so far: move the tail up.
-    pub fn drained(&mut self, next_seq: u64) -> std::io::Result<()> {
-        self.tail = self.head;
+    /// The ring's bytes from `from` up to the head, as contiguous ranges (two when they
+    /// wrap): what the log file does not have yet.
+    pub fn unsynced(&self, from: usize) -> Vec<&[u8]> {
+        let bytes = self.bytes();
+        let (mut out, mut start, mut pos) = (Vec::new(), from, from);
+        while pos != self.head {
+            let rest = &bytes[pos..];
+            if rest.len() < frame::HEADER || rest.starts_with(WRAP) {
+                if pos > start {
+                    out.push(&bytes[start..pos]);
+                }
+                pos = HEADER;
+                start = HEADER;
+                continue;
+            }
+            match frame::read(rest) {
+                Ok(Some(b)) => pos += b.len,
+                _ => break,
+            }
+        }
+        if pos > start {
+            out.push(&bytes[start..pos]);
+        }
+        out
+    }
+
+    /// Where the next batch goes (with `drain_to`: what a sync of the log file covers).
+    pub fn head(&self) -> usize {
+        self.head
+    }
+
+    /// The log file holds (and has synced) every batch before ring position `pos`, whose
+    /// next batch has sequence number `next_seq`: the tail moves up to it.
+    pub fn drain_to(&mut self, pos: usize, next_seq: u64) -> std::io::Result<()> {
+        if next_seq <= self.tail_seq {
+            return Ok(()); // the tail only moves forward (a later drain got there first)
+        }
+        self.tail = pos;
         self.tail_seq = next_seq;
-        self.used = 0;
         self.write_header()
+    }
+
+    /// The log file holds everything appended so far.
+    pub fn drained(&mut self, next_seq: u64) -> std::io::Result<()> {
+        self.drain_to(self.head, next_seq)
     }
 
     pub fn path(&self) -> &Path {
