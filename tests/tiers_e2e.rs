@@ -208,18 +208,32 @@ fn dram_first_demotes_the_coldest_and_reads_in_place() {
     assert_eq!(tier_of(&mut c, "a1"), "pmem", "dram-first serves PMem values in place");
     assert_eq!(stat(&mut c, "pmem_hits"), before + 5);
     assert_eq!(stat(&mut c, "promotions"), 0);
-    // A collection moves as a whole and comes back on access.
+    // Collections move as a whole and come back on access.
     let items: Vec<String> = (0..50).map(|i| format!("item-{i:04}")).collect();
     let mut rp = vec!["RPUSH", "list"];
     rp.extend(items.iter().map(String::as_str));
     let _: i64 = q(&mut c, &rp);
+    let _: i64 = q(&mut c, &["ZADD", "zset", "1.5", "one-member-with-a-long-name", "2.5", "two"]);
+    let _: i64 = q(&mut c, &["SADD", "set", "alpha-member", "beta-member", "gamma-member"]);
+    let _: i64 = q(&mut c, &["HSET", "hash", "field-one", "value-one", "field-two", "value-two"]);
+    let id: String = q(&mut c, &["XADD", "stream", "*", "sensor", "42", "reading", "some-text"]);
     std::thread::sleep(std::time::Duration::from_millis(2100));
-    for i in 600..900 {
+    for i in 600..1600 {
         let _: () = q(&mut c, &["SET", &format!("a{i}"), &v]);
     }
-    assert_eq!(tier_of(&mut c, "list"), "dram", "DEBUG OBJECT's lookup thaws it back");
+    for key in ["list", "zset", "set", "hash", "stream"] {
+        assert_eq!(tier_of(&mut c, key), "pmem", "{key} was cold and went as a whole");
+    }
     let got: Vec<String> = q(&mut c, &["LRANGE", "list", "0", "-1"]);
     assert_eq!(got, items);
+    assert_eq!(tier_of(&mut c, "list"), "dram", "read: thawed back into DRAM");
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANGE", "zset", "0", "-1", "WITHSCORES"]), vec!["one-member-with-a-long-name", "1.5", "two", "2.5"]);
+    let mut members: Vec<String> = q(&mut c, &["SMEMBERS", "set"]);
+    members.sort();
+    assert_eq!(members, vec!["alpha-member", "beta-member", "gamma-member"]);
+    assert_eq!(q::<String>(&mut c, &["HGET", "hash", "field-two"]), "value-two");
+    let entries: Vec<(String, Vec<String>)> = q(&mut c, &["XRANGE", "stream", "-", "+"]);
+    assert_eq!(entries, vec![(id, vec!["sensor".into(), "42".into(), "reading".into(), "some-text".into()])]);
 }
 
 #[test]

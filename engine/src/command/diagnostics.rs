@@ -156,7 +156,8 @@ pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         ctx.out.ok();
     } else if is(argv[1], "OBJECT") && argv.len() == 3 {
         let now = ctx.data.now;
-        let Some(e) = ctx.data.peek(argv[2]) else {
+        // A raw look (no thawing of a frozen collection), so it shows where the value is.
+        let Some(e) = ctx.data.shard(argv[2]).peek(argv[2], now) else {
             return Err(CmdError::NoSuchKey);
         };
         let (enc, ser) = match e.value() {
