@@ -10,6 +10,8 @@ command -v redis-cli >/dev/null 2>&1 || apt_missing+=(redis-tools)
 command -v memcached >/dev/null 2>&1 || apt_missing+=(memcached)
 command -v memccapable >/dev/null 2>&1 || apt_missing+=(libmemcached-tools)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_missing+=(python3-venv)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || apt_missing+=(postgresql)
+command -v runuser >/dev/null 2>&1 || apt_missing+=(util-linux)
 if ((${#apt_missing[@]})); then
   echo "tests/run.sh: installing ${apt_missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -18,6 +20,8 @@ if ((${#apt_missing[@]})); then
 fi
 # redis-server is the reference for tests/differential.rs and memcached for tests/memcache_e2e.rs
 # (each started by the test on its own port); memccapable checks the proxy's Memcached port.
+# PostgreSQL backs tests/storage_pg.rs: each test runs initdb + pg_ctl (as the postgres user)
+# in a temporary directory on a free port; the package's own cluster is not used.
 
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh

@@ -18,6 +18,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod snapshot;
+pub mod storage;
 pub mod tier;
 pub mod tracking;
 pub mod wal;

@@ -354,3 +354,80 @@ pub fn err(con: &mut redis::Connection, args: &[&str]) -> String {
         Ok(v) => panic!("{args:?} should fail, got {v:?}"),
     }
 }
+
+/// A real PostgreSQL (Debian's package) in a temporary directory on a free port, started with
+/// `initdb` + `pg_ctl` as the `postgres` user when we run as root (PostgreSQL refuses root);
+/// stopped and removed on drop.
+pub struct Postgres {
+    pub port: u16,
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl Postgres {
+    fn pg_bin() -> PathBuf {
+        let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL is installed (tests/run.sh installs it: apt-get install postgresql)")
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .filter(|p| p.join("initdb").exists())
+            .collect();
+        versions.sort();
+        versions.pop().expect("an initdb under /usr/lib/postgresql/*/bin")
+    }
+
+    fn as_postgres(&self, program: &str, args: &[&str]) -> std::process::Output {
+        let exe = self.bin.join(program);
+        let mut cmd = if unsafe { libc::geteuid() } == 0 {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        cmd.args(args).stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("running {}: {e}", exe.display()))
+    }
+
+    pub fn start() -> Postgres {
+        let dir = temp_dir("pg");
+        if unsafe { libc::geteuid() } == 0 {
+            let ok = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status().unwrap().success();
+            assert!(ok, "chown the PostgreSQL directory to postgres");
+        }
+        let pg = Postgres { port: free_port(), dir, bin: Self::pg_bin() };
+        let data = pg.dir.join("data");
+        let out = pg.as_postgres("initdb", &["-D", data.to_str().unwrap(), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
+        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        pg.pg_start();
+        pg
+    }
+
+    fn pg_start(&self) {
+        let data = self.dir.join("data");
+        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.display());
+        let log = self.dir.join("log");
+        let out = self.as_postgres("pg_ctl", &["-D", data.to_str().unwrap(), "-o", &opts, "-l", log.to_str().unwrap(), "-w", "-t", "60", "start"]);
+        assert!(out.status.success(), "pg_ctl start: {} {}", String::from_utf8_lossy(&out.stderr), std::fs::read_to_string(&log).unwrap_or_default());
+    }
+
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Stops the server (an outage); `resume` brings it back on the same port and data.
+    pub fn stop(&self) {
+        let data = self.dir.join("data");
+        let _ = self.as_postgres("pg_ctl", &["-D", data.to_str().unwrap(), "-m", "fast", "-w", "stop"]);
+    }
+
+    pub fn resume(&self) {
+        self.pg_start();
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let _ = self.as_postgres("pg_ctl", &["-D", data.to_str().unwrap(), "-m", "immediate", "-w", "stop"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -249,7 +249,7 @@ fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, CmdError> {
 }
 
 /// A decoded RDB object.
-pub(crate) enum Restored {
+pub enum Restored {
     Str(Vec<u8>),
     Coll(Collection),
 }
