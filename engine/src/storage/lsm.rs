@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::{BoxFut, Op, StorageAdapter, StorageError};
+use super::{BoxFut, Op, Pairs, StorageAdapter, StorageError, Values};
 
 pub struct Lsm {
     db: Database,
@@ -38,7 +38,7 @@ impl Lsm {
         Ok(Arc::new(Lsm { db, kv }))
     }
 
-    fn get_sync(&self, tenant: &str, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+    fn get_sync(&self, tenant: &str, keys: &[Vec<u8>]) -> Result<Values, StorageError> {
         keys.iter().map(|k| self.kv.get(full_key(tenant, k)).map(|v| v.map(|v| v.to_vec())).map_err(backend)).collect()
     }
 
@@ -54,7 +54,7 @@ impl Lsm {
         self.db.persist(PersistMode::SyncData).map_err(backend)
     }
 
-    fn scan_sync(&self, tenant: &str, after: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+    fn scan_sync(&self, tenant: &str, after: Option<&[u8]>, limit: usize) -> Result<Pairs, StorageError> {
         let prefix_len = tenant.len() + 1;
         let start = full_key(tenant, after.unwrap_or(&[]));
         let mut end = tenant.as_bytes().to_vec();
@@ -87,7 +87,7 @@ impl StorageAdapter for LsmAdapter {
         "lsm"
     }
 
-    fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Vec<Option<Vec<u8>>>, StorageError>> {
+    fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Values, StorageError>> {
         let (lsm, tenant, keys) = (self.0.clone(), tenant.to_owned(), keys.to_vec());
         Box::pin(blocking(move || lsm.get_sync(&tenant, &keys)))
     }
@@ -97,7 +97,7 @@ impl StorageAdapter for LsmAdapter {
         Box::pin(blocking(move || lsm.write_sync(&tenant, &ops)))
     }
 
-    fn scan<'a>(&'a self, tenant: &'a str, after: Option<&'a [u8]>, limit: usize) -> BoxFut<'a, Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError>> {
+    fn scan<'a>(&'a self, tenant: &'a str, after: Option<&'a [u8]>, limit: usize) -> BoxFut<'a, Result<Pairs, StorageError>> {
         let (lsm, tenant, after) = (self.0.clone(), tenant.to_owned(), after.map(<[u8]>::to_vec));
         Box::pin(blocking(move || lsm.scan_sync(&tenant, after.as_deref(), limit)))
     }

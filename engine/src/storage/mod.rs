@@ -31,18 +31,22 @@ pub enum StorageError {
 
 /// One write of a batch: a value, or a deletion.
 pub type Op = (Vec<u8>, Option<Vec<u8>>);
+/// Key-value pairs a scan returns.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+/// Values of a batched get, in the keys' order (None: absent).
+pub type Values = Vec<Option<Vec<u8>>>;
 
 /// A storage backend. Every method is batched; a `write` is atomic (all or nothing) and
 /// durable when it returns Ok.
 pub trait StorageAdapter: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Values of `keys` (None: absent), in the same order.
-    fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Vec<Option<Vec<u8>>>, StorageError>>;
+    fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Values, StorageError>>;
     /// Puts and deletes, atomically.
     fn write<'a>(&'a self, tenant: &'a str, ops: &'a [Op]) -> BoxFut<'a, Result<(), StorageError>>;
     /// Up to `limit` entries with keys after `after` (None: from the start), in key order —
     /// recovery and warm-up walk the tenant with it.
-    fn scan<'a>(&'a self, tenant: &'a str, after: Option<&'a [u8]>, limit: usize) -> BoxFut<'a, Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError>>;
+    fn scan<'a>(&'a self, tenant: &'a str, after: Option<&'a [u8]>, limit: usize) -> BoxFut<'a, Result<Pairs, StorageError>>;
 }
 
 /// The runtime storage calls run on.
@@ -76,7 +80,7 @@ impl Storage {
         self.rt.spawn(async move { f(&*a).await }).await.map_err(|e| StorageError::Backend(format!("storage task failed: {e}")))?
     }
 
-    pub async fn get(&self, tenant: String, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+    pub async fn get(&self, tenant: String, keys: Vec<Vec<u8>>) -> Result<Values, StorageError> {
         self.run(move |a| Box::pin(async move { a.get(&tenant, &keys).await })).await
     }
 
@@ -84,7 +88,7 @@ impl Storage {
         self.run(move |a| Box::pin(async move { a.write(&tenant, &ops).await })).await
     }
 
-    pub async fn scan(&self, tenant: String, after: Option<Vec<u8>>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+    pub async fn scan(&self, tenant: String, after: Option<Vec<u8>>, limit: usize) -> Result<Pairs, StorageError> {
         self.run(move |a| Box::pin(async move { a.scan(&tenant, after.as_deref(), limit).await })).await
     }
 

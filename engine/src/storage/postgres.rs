@@ -14,7 +14,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::Row;
 
-use super::{BoxFut, Op, Storage, StorageAdapter, StorageError};
+use super::{BoxFut, Op, Pairs, Storage, StorageAdapter, StorageError, Values};
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS terrace_kv (
     tenant text NOT NULL,
@@ -61,7 +61,7 @@ impl StorageAdapter for Postgres {
         "postgres"
     }
 
-    fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Vec<Option<Vec<u8>>>, StorageError>> {
+    fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Values, StorageError>> {
         Box::pin(async move {
             let rows = sqlx::query("SELECT key, value FROM terrace_kv WHERE tenant = $1 AND key = ANY($2)")
                 .bind(tenant)
@@ -110,7 +110,7 @@ impl StorageAdapter for Postgres {
         })
     }
 
-    fn scan<'a>(&'a self, tenant: &'a str, after: Option<&'a [u8]>, limit: usize) -> BoxFut<'a, Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError>> {
+    fn scan<'a>(&'a self, tenant: &'a str, after: Option<&'a [u8]>, limit: usize) -> BoxFut<'a, Result<Pairs, StorageError>> {
         Box::pin(async move {
             let rows = match after {
                 Some(a) => sqlx::query("SELECT key, value FROM terrace_kv WHERE tenant = $1 AND key > $2 ORDER BY key LIMIT $3").bind(tenant).bind(a).bind(limit as i64),
