@@ -12,6 +12,7 @@ pub mod command;
 pub mod compress;
 pub mod config;
 pub mod keyspace;
+pub mod mapped;
 pub mod monitor;
 pub mod protocol;
 pub mod pubsub;

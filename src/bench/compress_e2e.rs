@@ -5,9 +5,8 @@
 //! Prints medians and the ratio against `none`, the engine's own CPU time per request (from
 //! /proc, steadier than req/s on a shared machine), and the memory each engine uses.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -63,22 +62,9 @@ pub fn pin_self_to(core: usize) {
 }
 
 fn start(setup: &'static Setup, tag: usize) -> anyhow::Result<Server> {
-    let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("terrace-bench-compress-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let mut child = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(&exe)
-        .args(["engine", "--port", "0", "--compression", setup.codec, "--compression-mode", setup.mode, "--data-dir"])
-        .arg(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting an engine under taskset (apt-get install util-linux)")?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("engine said {line:?}"))?;
+    let flags: Vec<&std::ffi::OsStr> = ["--compression", setup.codec, "--compression-mode", setup.mode].into_iter().map(std::ffi::OsStr::new).collect();
+    let (child, port) = super::spawn_pinned_engine(&dir, &flags)?;
     Ok(Server { setup, child, port, dir, set: Vec::new(), get: Vec::new(), set_cpu: Vec::new(), get_cpu: Vec::new(), used_memory: 0, data_bytes: 0, cold_data_bytes: None, retrains: 0 })
 }
 

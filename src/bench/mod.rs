@@ -28,3 +28,27 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Wal(args) => wal::run(args),
     }
 }
+
+/// A `terrace engine` for a benchmark: this binary, pinned to core 0 with `taskset`, on a
+/// free port, with a fresh data directory `dir` and extra flags; returns it and its port.
+pub fn spawn_pinned_engine(dir: &std::path::Path, flags: &[&std::ffi::OsStr]) -> anyhow::Result<(std::process::Child, u16)> {
+    use anyhow::Context;
+    use std::io::BufRead;
+    let exe = std::env::current_exe()?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    let mut child = std::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(&exe)
+        .args(["engine", "--port", "0", "--data-dir"])
+        .arg(dir)
+        .args(flags)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("starting an engine under taskset (apt-get install util-linux)")?;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("engine said {line:?}"))?;
+    Ok((child, port))
+}

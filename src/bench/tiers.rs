@@ -10,12 +10,11 @@
 //! measured reads, and memory: RSS, and its anonymous part (DRAM proper — the mapped arena
 //! file is counted in RSS by the kernel even though on PMem it would not be DRAM).
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 
 use super::resp_client::Client;
@@ -127,20 +126,15 @@ impl Drop for Engine {
 }
 
 fn start(setup: Setup, tag: usize, pmem_size: u64, dram_max: u64) -> anyhow::Result<Engine> {
-    let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("terrace-bench-tiers-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0"]).arg(&exe).args(["engine", "--port", "0", "--data-dir"]).arg(&dir);
+    let (pmem_size, dram_max) = (pmem_size.to_string(), dram_max.to_string());
+    let mut flags: Vec<&std::ffi::OsStr> = Vec::new();
     if let Some((file, policy)) = &setup.tier {
         let _ = std::fs::remove_file(file);
-        cmd.arg("--pmem-path").arg(file).args(["--pmem-size", &pmem_size.to_string(), "--dram-max", &dram_max.to_string(), "--tier-policy", policy]);
+        flags.extend([std::ffi::OsStr::new("--pmem-path"), file.as_os_str()]);
+        flags.extend(["--pmem-size", &pmem_size, "--dram-max", &dram_max, "--tier-policy", policy].into_iter().map(std::ffi::OsStr::new));
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().context("starting an engine under taskset (apt-get install util-linux)")?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("engine said {line:?}"))?;
+    let (child, port) = super::spawn_pinned_engine(&dir, &flags)?;
     Ok(Engine { setup, child, port, dir, ops: Vec::new(), p99: Vec::new(), dram_hits: 0, pmem_hits: 0 })
 }
 

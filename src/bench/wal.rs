@@ -6,14 +6,12 @@
 //! (no pipelining, as YCSB's load phase does), for `seconds`. Prints the median throughput,
 //! p50/p99 request latency, fsyncs per second and the ratio to `always`.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Args;
 
 use super::resp_client::Client;
@@ -58,20 +56,13 @@ impl Drop for Engine {
 }
 
 fn start(mode: &'static str, args: &WalArgs) -> anyhow::Result<Engine> {
-    let exe = std::env::current_exe()?;
     let dir = args.dir.join(format!("terrace-bench-wal-{}-{mode}", std::process::id()));
     let ring = PathBuf::from(format!("/dev/shm/terrace-bench-wal-{}.ring", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0"]).arg(&exe).args(["engine", "--port", "0", "--wal", mode, "--data-dir"]).arg(&dir);
+    let mut flags: Vec<&std::ffi::OsStr> = ["--wal", mode].into_iter().map(std::ffi::OsStr::new).collect();
     if mode == "pmem" {
-        cmd.arg("--wal-ring-path").arg(&ring);
+        flags.extend([std::ffi::OsStr::new("--wal-ring-path"), ring.as_os_str()]);
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().context("starting an engine under taskset (apt-get install util-linux)")?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("engine said {line:?}"))?;
+    let (child, port) = super::spawn_pinned_engine(&dir, &flags)?;
     Ok(Engine { mode, child, port, dir, ring, ops: Vec::new(), p50: Vec::new(), p99: Vec::new(), syncs: Vec::new() })
 }
 

@@ -8,12 +8,13 @@
 //! entry being dropped finds its arena through a process-wide registry of mappings and
 //! gives its space back.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use memmap2::MmapRaw;
+
+use crate::mapped::MapError;
 use parking_lot::{Mutex, RwLock};
 
 use super::slabs::{Slabs, Usage};
@@ -79,15 +80,11 @@ impl Arena {
         if size < MIN_SIZE {
             return Err(ArenaError::TooSmall(size));
         }
-        let open_err = |source| ArenaError::Open { path: path.to_owned(), source };
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(open_err)?;
-        let actual = file.metadata().map_err(open_err)?.len();
-        if actual == 0 {
-            file.set_len(size).map_err(open_err)?;
-        } else if actual != size {
-            return Err(ArenaError::WrongSize { path: path.to_owned(), configured: size, actual });
-        }
-        let map = MmapRaw::map_raw(&file).map_err(|source| ArenaError::Map { path: path.to_owned(), source })?;
+        let map = crate::mapped::map_sized(path, size).map_err(|e| match e {
+            MapError::Open(source) => ArenaError::Open { path: path.to_owned(), source },
+            MapError::WrongSize { configured, actual } => ArenaError::WrongSize { path: path.to_owned(), configured, actual },
+            MapError::Map(source) => ArenaError::Map { path: path.to_owned(), source },
+        })?;
         let slab_size = slab_size_for(size);
         let n = (size as usize - HEADER) / slab_size;
         let mut arena = Arena { map, path: path.to_owned(), slabs: Mutex::new(Slabs::new(n, slab_size)), id: AtomicU64::new(0), previous: Header { id: 0, clean_stamp: 0 } };

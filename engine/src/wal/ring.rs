@@ -9,10 +9,11 @@
 //! Recovery reads from the tail while sequence numbers follow on; stale batches of an earlier
 //! lap have lower numbers and end the read.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapRaw;
+
+use crate::mapped::MapError;
 
 use super::frame::{self, Record};
 
@@ -43,15 +44,10 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     pub fn open(path: &Path, size: u64) -> Result<Ring, RingError> {
-        let io = |source| RingError::Io { path: path.to_owned(), source };
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(io)?;
-        let actual = file.metadata().map_err(io)?.len();
-        if actual == 0 {
-            file.set_len(size).map_err(io)?;
-        } else if actual != size {
-            return Err(RingError::WrongSize { path: path.to_owned(), configured: size, actual });
-        }
-        let map = MmapRaw::map_raw(&file).map_err(io)?;
+        let map = crate::mapped::map_sized(path, size).map_err(|e| match e {
+            MapError::Open(source) | MapError::Map(source) => RingError::Io { path: path.to_owned(), source },
+            MapError::WrongSize { configured, actual } => RingError::WrongSize { path: path.to_owned(), configured, actual },
+        })?;
         let mut ring = Ring { map, path: path.to_owned(), size: size as usize, head: HEADER, tail: HEADER, tail_seq: 1 };
         if let Some((tail, tail_seq)) = ring.read_header() {
             ring.tail = tail;
