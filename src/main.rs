@@ -143,6 +143,15 @@ struct EngineArgs {
     /// Size of the PMem ring [env: TERRACE_WAL_RING_SIZE] [default: 64mb]
     #[arg(long)]
     wal_ring_size: Option<String>,
+    /// Storage tier behind the cache: none, lsm (embedded) or postgres [env: TERRACE_STORAGE] [default: none]
+    #[arg(long)]
+    storage: Option<String>,
+    /// postgres://user@host:port/db for --storage postgres [env: TERRACE_STORAGE_URL]
+    #[arg(long)]
+    storage_url: Option<String>,
+    /// cache or write-through [env: TERRACE_STORAGE_MODE] [default: write-through]
+    #[arg(long)]
+    storage_mode: Option<String>,
 }
 
 impl EngineArgs {
@@ -164,6 +173,9 @@ impl EngineArgs {
             wal: self.wal,
             wal_ring_path: self.wal_ring_path,
             wal_ring_size: self.wal_ring_size.map(toml::Value::String),
+            storage: self.storage,
+            storage_url: self.storage_url,
+            storage_mode: self.storage_mode,
             ..Default::default()
         };
         let env = EngineSettings::from_env()?;

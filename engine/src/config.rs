@@ -71,6 +71,12 @@ pub struct EngineSettings {
     /// The PMem ring of `wal = pmem` (default DATA_DIR/wal/ring).
     pub wal_ring_path: Option<PathBuf>,
     pub wal_ring_size: Option<toml::Value>,
+    /// The storage tier's adapter: none | lsm | postgres.
+    pub storage: Option<String>,
+    /// postgres://… for `storage = postgres`.
+    pub storage_url: Option<String>,
+    /// cache | write-through.
+    pub storage_mode: Option<String>,
 }
 
 /// A size given as an integer or a Redis-style string (`100mb`), for `key`.
@@ -112,6 +118,9 @@ impl EngineSettings {
             wal: self.wal.or(other.wal),
             wal_ring_path: self.wal_ring_path.or(other.wal_ring_path),
             wal_ring_size: self.wal_ring_size.or(other.wal_ring_size),
+            storage: self.storage.or(other.storage),
+            storage_url: self.storage_url.or(other.storage_url),
+            storage_mode: self.storage_mode.or(other.storage_mode),
         }
     }
 
@@ -120,7 +129,7 @@ impl EngineSettings {
     /// TERRACE_NAMESPACES, TERRACE_COMPRESSION, TERRACE_COMPRESSION_MODE,
     /// TERRACE_COMPRESSION_MIN_SIZE, TERRACE_PMEM_PATH, TERRACE_PMEM_SIZE, TERRACE_DRAM_MAX,
     /// TERRACE_TIER_POLICY, TERRACE_PROMOTE_HITS, TERRACE_WAL, TERRACE_WAL_RING_PATH,
-    /// TERRACE_WAL_RING_SIZE).
+    /// TERRACE_WAL_RING_SIZE, TERRACE_STORAGE, TERRACE_STORAGE_URL, TERRACE_STORAGE_MODE).
     pub fn from_env() -> Result<EngineSettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let port = match var("TERRACE_PORT") {
@@ -168,6 +177,9 @@ impl EngineSettings {
             wal: var("TERRACE_WAL"),
             wal_ring_path: var("TERRACE_WAL_RING_PATH").map(PathBuf::from),
             wal_ring_size: var("TERRACE_WAL_RING_SIZE").map(toml::Value::String),
+            storage: var("TERRACE_STORAGE"),
+            storage_url: var("TERRACE_STORAGE_URL"),
+            storage_mode: var("TERRACE_STORAGE_MODE"),
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
                     key: "TERRACE_PROMOTE_HITS".into(),
@@ -207,6 +219,7 @@ impl EngineSettings {
         if wal_mode != crate::wal::Mode::Pmem && self.wal_ring_path.is_some() {
             return Err(ConfigError::Invalid { key: "wal_ring_path".into(), reason: "only `wal = \"pmem\"` uses a ring".into() });
         }
+        let storage = resolve_storage(self.storage, self.storage_url, self.storage_mode, &data_dir)?;
         let wal = crate::wal::WalConfig {
             mode: wal_mode,
             dir: data_dir.join("wal"),
@@ -277,6 +290,7 @@ impl EngineSettings {
             data_dir,
             shard_bits,
             wal,
+            storage,
         })
     }
 }
@@ -300,6 +314,43 @@ pub struct EngineConfig {
     pub tier: Option<crate::tier::TierConfig>,
     /// The write-ahead log.
     pub wal: crate::wal::WalConfig,
+    /// The storage tier behind the cache, if any.
+    pub storage: Option<StorageConfig>,
+}
+
+/// Which storage adapter, and how tenants use it.
+#[derive(Debug, Clone)]
+pub enum StorageBackend {
+    /// fjall in this directory.
+    Lsm(PathBuf),
+    /// A PostgreSQL URL.
+    Postgres(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct StorageConfig {
+    pub backend: StorageBackend,
+    pub mode: crate::storage::tier::Mode,
+}
+
+fn resolve_storage(kind: Option<String>, url: Option<String>, mode: Option<String>, data_dir: &std::path::Path) -> Result<Option<StorageConfig>, ConfigError> {
+    let invalid = |key: &str, reason: String| ConfigError::Invalid { key: key.into(), reason };
+    let mode = match mode {
+        Some(m) => m.parse().map_err(|r| invalid("storage_mode", r))?,
+        None => crate::storage::tier::Mode::WriteThrough,
+    };
+    let backend = match kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("none") => {
+            if url.is_some() {
+                return Err(invalid("storage_url", "set `storage = \"postgres\"` too".into()));
+            }
+            return Ok(None);
+        }
+        Some("lsm") => StorageBackend::Lsm(data_dir.join("storage")),
+        Some("postgres") => StorageBackend::Postgres(url.ok_or_else(|| invalid("storage_url", "`storage = \"postgres\"` needs a postgres:// URL".into()))?),
+        Some(other) => return Err(invalid("storage", format!("'{other}' is not one of none, lsm, postgres"))),
+    };
+    Ok(Some(StorageConfig { backend, mode }))
 }
 
 /// The PMem tier's settings: all absent, or `pmem_path` with the others defaulted
@@ -362,6 +413,7 @@ impl Default for EngineConfig {
                 ring_path: PathBuf::from("data/wal/ring"),
                 ring_size: 64 << 20,
             },
+            storage: None,
         }
     }
 }

@@ -86,6 +86,24 @@ pub struct Conn {
     /// Replaying the WAL at start: commands run at the logged time, are not logged again,
     /// and skip memory admission (the log's state is reproduced exactly).
     pub replay_now: Option<i64>,
+    /// Write-through batches the pending replies wait for (settled before they are sent).
+    pub storage_waits: Vec<StorageWait>,
+    /// Keys read-through made sure the cache has for the next command: (database, key).
+    pub read_through_present: Vec<(usize, Vec<u8>)>,
+    /// One of them was evicted before the command got its locks: the command did not run,
+    /// and the connection reads through and runs it again.
+    pub read_through_lost: bool,
+}
+
+/// What a write-through command's reply waits for, and what to undo if storage refuses it.
+#[derive(Debug)]
+pub struct StorageWait {
+    pub seq: u64,
+    /// Where the command's reply lies in the output buffer.
+    pub reply_at: usize,
+    pub reply_end: usize,
+    /// (database, key) written: they leave the cache if the batch fails.
+    pub keys: Vec<(usize, Vec<u8>)>,
 }
 
 impl Conn {
@@ -116,6 +134,9 @@ impl Conn {
             caching: None,
             wal_pending: 0,
             replay_now: None,
+            storage_waits: Vec::new(),
+            read_through_present: Vec::new(),
+            read_through_lost: false,
         }
     }
 }
@@ -166,6 +187,8 @@ pub struct Data<'a> {
     /// while its locks are still held.
     pub wal_buf: Vec<u8>,
     pub wal_count: u32,
+    /// Keys written by this command in a write-through tenant: (database, key).
+    pub touched: Vec<(usize, Vec<u8>)>,
 }
 
 impl<'a> Data<'a> {
@@ -474,11 +497,171 @@ fn refresh_user(srv: &Server, conn: &mut Conn) -> bool {
 /// being replayed, failed or blocked, or its handler logged records itself (the commands an
 /// EXEC or a script ran; SPOP's SREM).
 pub(crate) fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before: u32) {
-    if ctx.srv.wal().is_none() || ctx.conn.replay_now.is_some() || !spec.write || !ok || ctx.block.is_some() || ctx.data.wal_count != before {
+    if !spec.write || !ok || ctx.block.is_some() || ctx.conn.replay_now.is_some() {
+        return;
+    }
+    if ctx.srv.storage_tier().is_some_and(|t| t.mode == crate::storage::tier::Mode::WriteThrough) {
+        // Write-through: the declared keys' after-images go to storage at the end.
+        let db = ctx.data.db;
+        for i in table::key_positions(spec, argv) {
+            ctx.data.touched.push((db, argv[i].to_vec()));
+        }
+    }
+    if ctx.srv.wal().is_none() || ctx.data.wal_count != before {
         return;
     }
     ctx.data.log(ctx.conn.ns_base, argv);
 }
+
+/// The storage tenant name of the namespace holding database `db`.
+pub fn tenant_of(srv: &Server, db: usize) -> String {
+    let names = srv.namespaces.lock();
+    match names.get(db / crate::keyspace::NUM_DBS).map(String::as_str) {
+        None | Some("") => "default".to_string(),
+        Some(n) => n.to_string(),
+    }
+}
+
+/// Whether a command replaces its keys' values without looking at them (so a miss needs no
+/// storage read): SET without NX/XX/GET/KEEPTTL, SETEX, PSETEX, MSET.
+fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
+    match spec.name {
+        "setex" | "psetex" | "mset" => true,
+        "set" => !argv[3..].iter().any(|a| ["nx", "xx", "get", "keepttl"].iter().any(|o| a.eq_ignore_ascii_case(o.as_bytes()))),
+        _ => false,
+    }
+}
+
+/// Read-through: before a command runs, the keys it declares that the cache lacks are read
+/// from storage and admitted (a batched get per command). Err: storage could not be read,
+/// and the command must not run on a cache that may be missing its keys.
+pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Result<(), String> {
+    conn.read_through_present.clear();
+    let Some(tier) = srv.storage_tier() else { return Ok(()) };
+    if tier.mode == crate::storage::tier::Mode::Cache || conn.replay_now.is_some() {
+        return Ok(());
+    }
+    let mut wanted: Vec<Vec<u8>> = Vec::new();
+    let mut add = |args: &[&[u8]]| {
+        if let Some((_, spec)) = lookup(args[0]) {
+            if spec.lock == Lock::Keys && arity_ok(spec, args.len()) && !overwrites_blindly(spec, args) {
+                wanted.extend(table::key_positions(spec, args).into_iter().map(|i| args[i].to_vec()));
+            }
+        }
+    };
+    if argv[0].eq_ignore_ascii_case(b"exec") {
+        for queued in conn.multi.iter().flatten() {
+            let args: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
+            add(&args);
+        }
+    } else {
+        add(argv);
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let (ks, db) = (&srv.keyspace, conn.db);
+    wanted.sort();
+    wanted.dedup();
+    read_keys(srv, tier, db, &wanted).await?;
+    // What the command will find: keys that must still be there when it runs.
+    let now = now_ms();
+    conn.read_through_present = wanted.into_iter().filter(|k| ks.lock_one(ks.shard_id(db, k)).peek(k, now).is_some()).map(|k| (db, k)).collect();
+    Ok(())
+}
+
+/// Reads the keys of `wanted` the cache lacks from storage and admits them.
+async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: usize, wanted: &[Vec<u8>]) -> Result<(), String> {
+    let ks = &srv.keyspace;
+    let lfu = ks.lfu.load(Ordering::Relaxed);
+    for _attempt in 0..10 {
+        let now = now_ms();
+        // Keys the cache lacks, with their shard's modification count.
+        let missing: Vec<(Vec<u8>, u64)> = wanted
+            .iter()
+            .filter_map(|k| {
+                let shard = ks.lock_one(ks.shard_id(db, k));
+                shard.peek(k, now).is_none().then(|| (k.clone(), shard.mods))
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        // Writes queued before this point are in storage before it is read.
+        tier.wait(tier.last_queued()).await.ok();
+        let storage_keys = missing.iter().map(|(k, _)| crate::storage::tier::storage_key(db % crate::keyspace::NUM_DBS, k)).collect();
+        tier.counters.reads.fetch_add(missing.len() as u64, Ordering::Relaxed);
+        let values = tier.storage.get(tenant_of(srv, db), storage_keys).await.map_err(|e| {
+            tier.counters.read_errors.fetch_add(1, Ordering::Relaxed);
+            e.to_string()
+        })?;
+        let mut changed = false;
+        for ((key, mods), value) in missing.iter().zip(values) {
+            let entry = match value {
+                None => None,
+                Some(bytes) => {
+                    let stored = crate::storage::record::decode(&bytes).map_err(|e| format!("key '{}': {e}", String::from_utf8_lossy(key)))?;
+                    if crate::keyspace::is_expired(stored.expire, now) {
+                        None
+                    } else {
+                        let meta = Meta { expire: stored.expire, flags: stored.flags, version: ks.next_version(), access: access::new_stamp(lfu, now) };
+                        Some(match stored.value {
+                            dump::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
+                            dump::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
+                        })
+                    }
+                }
+            };
+            let mut shard = ks.lock_one(ks.shard_id(db, key));
+            if shard.mods != *mods {
+                // Written meanwhile: what storage said may already be old. Look again.
+                changed = true;
+                continue;
+            }
+            if let Some(e) = entry {
+                tier.counters.read_hits.fetch_add(1, Ordering::Relaxed);
+                shard.insert(e);
+            }
+        }
+        if !changed {
+            return Ok(());
+        }
+    }
+    Err("the keys kept changing while they were read from storage".into())
+}
+
+/// After a write-through command's batch failed: its keys leave the cache, so reads go to
+/// storage (which did not take the write).
+pub fn invalidate(srv: &Server, keys: &[(usize, Vec<u8>)]) {
+    for (db, key) in keys {
+        srv.keyspace.lock_one(srv.keyspace.shard_id(*db, key)).remove(key);
+    }
+}
+
+/// Queues the after-images of the keys a write-through command wrote (their stored form, or
+/// their deletion) — the command's locks are still held.
+fn queue_after_images(srv: &Server, tier: &crate::storage::tier::StorageTier, data: &mut Data, mut touched: Vec<(usize, Vec<u8>)>) -> StorageWait {
+    touched.sort();
+    touched.dedup();
+    let mut ops = Vec::with_capacity(touched.len());
+    for (db, key) in &touched {
+        let id = srv.keyspace.shard_id(*db, key);
+        let value = match data.guards.shard(id).peek(key, data.now) {
+            Some(e) => {
+                let mut v = Vec::new();
+                if let Err(why) = crate::storage::record::encode(&srv.keyspace, *db, e, &mut v) {
+                    tracing::error!("not written to storage: {why}");
+                    continue;
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        ops.push((tenant_of(srv, *db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value)));
+    }
+    StorageWait { seq: tier.enqueue(ops), reply_at: usize::MAX, reply_end: usize::MAX, keys: touched }
+}
+
 
 /// Logs a key's removal by eviction (under the shard's lock, so it is ordered with writes).
 fn evicted_to_wal(srv: &Server, now: i64) -> impl FnMut(usize, &[u8]) + '_ {
@@ -530,6 +713,9 @@ pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut
     } else if conn.reply_skip > 0 {
         out.truncate(before);
         conn.reply_skip -= 1;
+    }
+    if let Some(w) = conn.storage_waits.last_mut().filter(|w| w.reply_at == usize::MAX) {
+        (w.reply_at, w.reply_end) = (before, out.len());
     }
     outcome
 }
@@ -618,10 +804,29 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         w.simple("QUEUED");
         return Outcome::Done;
     }
+    if matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "move") && srv.storage_tier().is_some_and(|t| t.mode == crate::storage::tier::Mode::WriteThrough) {
+        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+        w.error(&format!("ERR {} is not supported with a write-through storage tier yet", spec.name.to_ascii_uppercase()));
+        return Outcome::Done;
+    }
     conn.info.last_cmd.store(idx, Ordering::Relaxed);
     let ids = lock_ids(srv, spec, argv, conn.db);
     let start = Instant::now();
-    let guards = srv.keyspace.lock(ids);
+    let mut guards = srv.keyspace.lock(ids);
+    if !conn.read_through_present.is_empty() {
+        // A key read through (or found) for this command was evicted meanwhile: running now
+        // would take it for absent while storage has it. The connection reads it again.
+        let now = now_ms();
+        let present = std::mem::take(&mut conn.read_through_present);
+        let lost = present.iter().any(|(db, k)| {
+            let id = srv.keyspace.shard_id(*db, k);
+            guards.holds(id) && guards.shard(id).peek(k, now).is_none()
+        });
+        if lost {
+            conn.read_through_lost = true;
+            return Outcome::Done;
+        }
+    }
     let (result, ready, block, close, hits, misses) = {
         let db = conn.db;
         let now = conn.replay_now.unwrap_or_else(now_ms);
@@ -641,6 +846,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
                 pmem_hits: 0,
                 wal_buf: Vec::new(),
                 wal_count: 0,
+                touched: Vec::new(),
             },
             block: None,
             close: false,
@@ -657,12 +863,18 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
             // Register while the shards are still locked, so no push can slip in between.
             srv.blocking.register(ctx.conn.info.id, b.db, &b.keys, &ctx.conn.block_notify);
         }
-        let Ctx { data, block, close, conn, .. } = ctx;
+        let Ctx { mut data, block, close, conn, .. } = ctx;
         if let Some(t) = srv.keyspace.tier() {
             t.count_hits(data.hits - data.pmem_hits, data.pmem_hits);
         }
+        // Still under the command's locks: the log and storage get writes in execution order.
+        if !data.touched.is_empty() {
+            if let Some(tier) = srv.storage_tier() {
+                let touched = std::mem::take(&mut data.touched);
+                conn.storage_waits.push(queue_after_images(srv, tier, &mut data, touched));
+            }
+        }
         if data.wal_count > 0 {
-            // Still under the command's locks: the log's order is the execution order.
             if let Some(wal) = srv.wal() {
                 let seq = wal.append(&data.wal_buf, data.wal_count);
                 if wal.mode.waits() {

@@ -1187,6 +1187,11 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
             s.push_str(&wal.info());
         }
     }
+    if want("storage") {
+        if let Some(t) = srv.storage_tier() {
+            s.push_str(&t.info());
+        }
+    }
     if want("tiers") {
         if let Some(t) = srv.keyspace.tier() {
             s.push_str(&t.info(totals.keys.iter().map(|&k| k as u64).sum()));

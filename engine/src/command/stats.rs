@@ -13,6 +13,7 @@ pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
         "used_memory": crate::alloc::used_memory(),
         "tiers": tiers,
         "wal": ctx.srv.wal().map(|w| w.to_json()),
+        "storage": ctx.srv.storage_tier().map(|t| t.to_json()),
     });
     ctx.out.bulk(doc.to_string().as_bytes());
     Ok(())

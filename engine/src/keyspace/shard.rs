@@ -76,6 +76,9 @@ pub struct Shard {
     sweep_cursor: usize,
     pub expired_keys: u64,
     pub evicted_keys: u64,
+    /// Counts modifications (every `touch`): read-through admits a value read from storage
+    /// only if the shard did not change while it was read.
+    pub mods: u64,
     /// The counters this shard adds to: its namespace's data bytes (tenant memory limits)
     /// and the DRAM value bytes (the PMem tier's budget).
     counting: Counting,
@@ -238,6 +241,7 @@ impl Shard {
     /// Marks a key modified for WATCH.
     #[inline]
     pub fn touch(&mut self, key: &[u8]) {
+        self.mods = self.mods.wrapping_add(1);
         crate::tracking::note_modified(key);
         if !self.watched.is_empty() {
             if let Some((_, epoch)) = self.watched.get_mut(key) {

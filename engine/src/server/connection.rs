@@ -72,22 +72,43 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                 parser.reset();
                 continue;
             }
-            let outcome = {
-                let buf: &[u8] = &inbuf;
-                let mut stack: [&[u8]; 16] = [&[]; 16];
-                let heap: Vec<&[u8]>;
-                let argv: &[&[u8]] = if req.args.len() <= 16 {
-                    for i in 0..req.args.len() {
-                        stack[i] = req.arg(buf, i);
+            // With a storage tier, keys the cache lacks are read through first; if one is
+            // evicted before the command gets its locks, both steps run again.
+            let mut attempts = 0;
+            let outcome = loop {
+                if srv.storage_tier().is_some() {
+                    let buf: &[u8] = &inbuf;
+                    let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
+                    if let Err(why) = command::read_through(&srv, &mut conn, &argv).await {
+                        ReplyWriter::new(&mut out, conn.resp3).error(&format!("ERR storage read failed ({why})"));
+                        break Ok(Outcome::Done);
                     }
-                    &stack[..req.args.len()]
-                } else {
-                    heap = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
-                    &heap
+                }
+                let outcome = {
+                    let buf: &[u8] = &inbuf;
+                    let mut stack: [&[u8]; 16] = [&[]; 16];
+                    let heap: Vec<&[u8]>;
+                    let argv: &[&[u8]] = if req.args.len() <= 16 {
+                        for i in 0..req.args.len() {
+                            stack[i] = req.arg(buf, i);
+                        }
+                        &stack[..req.args.len()]
+                    } else {
+                        heap = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
+                        &heap
+                    };
+                    match command::execute(&srv, &mut conn, argv, &mut out) {
+                        o @ (Outcome::Block(_) | Outcome::Paused(_)) => Err((o, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>())),
+                        other => Ok(other),
+                    }
                 };
-                match command::execute(&srv, &mut conn, argv, &mut out) {
-                    o @ (Outcome::Block(_) | Outcome::Paused(_)) => Err((o, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>())),
-                    other => Ok(other),
+                if !std::mem::take(&mut conn.read_through_lost) {
+                    break outcome;
+                }
+                attempts += 1;
+                if attempts == 5 {
+                    ReplyWriter::new(&mut out, conn.resp3).error("ERR a key kept being evicted while it was read from storage; try again");
+                    break Ok(Outcome::Done);
                 }
             };
             inbuf.advance(req.consumed);
@@ -132,11 +153,40 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
     srv.clients.lock().remove(&info.id);
 }
 
+/// Write-through commands' replies wait for their storage batches (one wait covers a whole
+/// pipeline: its writes share batches); a reply whose batch storage refused becomes an error,
+/// and its keys leave the cache.
+async fn settle_storage(srv: &Server, conn: &mut Conn, out: &mut BytesMut) {
+    if conn.storage_waits.is_empty() {
+        return;
+    }
+    let waits = std::mem::take(&mut conn.storage_waits);
+    let Some(tier) = srv.storage_tier() else { return };
+    let mut failed = Vec::new();
+    for w in waits {
+        if let Err(why) = tier.wait(w.seq).await {
+            command::invalidate(srv, &w.keys);
+            failed.push((w, why));
+        }
+    }
+    // From the last to the first, so earlier offsets stay valid.
+    for (w, why) in failed.into_iter().rev() {
+        if w.reply_end > out.len() || w.reply_at > w.reply_end {
+            continue;
+        }
+        let tail = out.split_off(w.reply_end);
+        out.truncate(w.reply_at);
+        ReplyWriter::new(out, conn.resp3).error(&format!("ERR storage write failed ({why}): the write was not applied"));
+        out.extend_from_slice(&tail);
+    }
+}
+
 /// Writes the pending replies — once the WAL holds the writes they acknowledge, in the
 /// modes that wait (one wait covers a whole pipeline: group commit). False when the
 /// connection must close, including when the WAL failed: replies to writes that are not in
 /// the log are never sent.
 async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+    settle_storage(srv, conn, out).await;
     if conn.wal_pending > 0 {
         let seq = std::mem::take(&mut conn.wal_pending);
         if let Some(wal) = srv.wal() {

@@ -39,6 +39,8 @@ pub enum ServerError {
     Wal(#[from] crate::wal::WalError),
     #[error("cannot recover from the WAL: {0}")]
     Recovery(String),
+    #[error("cannot open the storage tier (`storage`): {0}")]
+    Storage(#[from] crate::storage::StorageError),
 }
 
 type Handoff = (std::net::TcpStream, Arc<ClientInfo>);
@@ -126,6 +128,21 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         (srv, None)
     };
     let loaded = loaded.keys;
+    // The storage tier: opened before clients connect; its writer batches write-through.
+    let storage_writer = match &srv.config.storage {
+        Some(sc) => {
+            let storage = match &sc.backend {
+                crate::config::StorageBackend::Lsm(dir) => crate::storage::Storage::new(std::sync::Arc::new(crate::storage::lsm::LsmAdapter(crate::storage::lsm::Lsm::open(dir)?)))
+                    .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?,
+                crate::config::StorageBackend::Postgres(url) => crate::storage::postgres::connect(url)?,
+            };
+            let tier = crate::storage::tier::StorageTier::new(storage, sc.mode);
+            srv.attach_storage(tier.clone());
+            let t = tier.clone();
+            Some((tier, std::thread::Builder::new().name("terrace-storage-writer".into()).spawn(move || t.run_writer()).expect("spawn the storage writer")))
+        }
+        None => None,
+    };
     let names = srv.namespaces.lock().clone();
     for (index, name) in names.iter().enumerate() {
         srv.attach_tenant(index, name);
@@ -227,6 +244,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     tier_stop.store(true, Ordering::Relaxed);
     if let Some(h) = demoter {
         let _ = h.join();
+    }
+    if let Some((tier, thread)) = storage_writer {
+        tier.stop();
+        let _ = thread.join();
     }
     if let Some((wal, thread)) = wal_thread {
         wal.stop();

@@ -268,6 +268,8 @@ pub struct Server {
     /// The write-ahead log (unset when `wal = off`; set once at start, after the snapshot
     /// is loaded and before the log is replayed).
     wal: std::sync::OnceLock<Arc<crate::wal::Wal>>,
+    /// The storage tier behind the cache (unset without one).
+    storage: std::sync::OnceLock<Arc<crate::storage::tier::StorageTier>>,
     /// Tenant namespaces by index ("" is the default one, index 0).
     pub namespaces: Mutex<Vec<String>>,
     /// Compression settings and dictionaries read at start, by tenant directory name, until
@@ -319,6 +321,7 @@ impl Server {
             },
             keyspace,
             wal: wal.map(std::sync::OnceLock::from).unwrap_or_default(),
+            storage: Default::default(),
             namespaces: Mutex::new(vec![String::new()]),
             saved_tenants: Mutex::new(Default::default()),
             config,
@@ -349,6 +352,16 @@ impl Server {
     pub fn with_wal(srv: Arc<Server>, wal: Arc<crate::wal::Wal>) -> Arc<Server> {
         assert!(srv.wal.set(wal).is_ok(), "the WAL is attached once");
         srv
+    }
+
+    /// Attaches the storage tier (at start, before any client connects).
+    pub fn attach_storage(&self, tier: Arc<crate::storage::tier::StorageTier>) {
+        assert!(self.storage.set(tier).is_ok(), "the storage tier is attached once");
+    }
+
+    /// The storage tier, when configured.
+    pub fn storage_tier(&self) -> Option<&Arc<crate::storage::tier::StorageTier>> {
+        self.storage.get()
     }
 
     /// The write-ahead log, when on.

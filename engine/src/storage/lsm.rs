@@ -12,6 +12,9 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::{BoxFut, Op, Pairs, StorageAdapter, StorageError, Values};
 
+const CACHE_BYTES: u64 = 8 << 20;
+const MEMTABLE_BYTES: u64 = 8 << 20;
+
 pub struct Lsm {
     db: Database,
     kv: Keyspace,
@@ -33,8 +36,10 @@ impl Lsm {
     /// Opens (or creates) the tree in `dir`.
     pub fn open(dir: &Path) -> Result<Arc<Lsm>, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::Backend(format!("lsm: {}: {e}", dir.display())))?;
-        let db = Database::builder(dir).open().map_err(|e| StorageError::Backend(format!("lsm: {}: {e}", dir.display())))?;
-        let kv = db.keyspace("kv", KeyspaceCreateOptions::default).map_err(backend)?;
+        // Its memory counts in the engine's used_memory (maxmemory): a bounded block cache and
+        // memtable keep it to a few tens of MB, leaving memory to the cache tier.
+        let db = Database::builder(dir).cache_size(CACHE_BYTES).open().map_err(|e| StorageError::Backend(format!("lsm: {}: {e}", dir.display())))?;
+        let kv = db.keyspace("kv", || KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)).map_err(backend)?;
         Ok(Arc::new(Lsm { db, kv }))
     }
 

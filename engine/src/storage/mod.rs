@@ -13,6 +13,7 @@
 pub mod lsm;
 pub mod postgres;
 pub mod record;
+pub mod tier;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,226 @@
+//! The storage tier behind the cache: read-through on a miss, write-through on a write.
+//!
+//! A write command's after-images (the keys it declared, as they are once it ran, or their
+//! deletion) are queued while the command still holds its shard locks, so the queue's order
+//! is the execution order for every key. One writer thread takes whatever is queued, keeps
+//! the last write per key, and writes each tenant's share as one atomic storage batch (group
+//! commit across connections). The connection waits for its batch before replying; if the
+//! batch failed, the reply becomes an error and the keys leave the cache, so the next read
+//! goes to storage — no read ever returns a value storage refused.
+//!
+//! Storage keys are `db (1 byte, within the tenant) | key`; values are `record`s.
+
+use std::collections::VecDeque;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::{Op, Storage};
+
+/// How a tenant's data relates to the storage tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The cache alone (what Redis is).
+    Cache,
+    /// Every write is in storage before it is acknowledged; misses read through.
+    WriteThrough,
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "cache" => Ok(Mode::Cache),
+            "write-through" => Ok(Mode::WriteThrough),
+            "write-back" => Err("'write-back' is not available yet: use cache or write-through".into()),
+            _ => Err(format!("'{s}' is not one of cache, write-through")),
+        }
+    }
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Cache => "cache",
+            Mode::WriteThrough => "write-through",
+        }
+    }
+}
+
+/// The storage key of `key` in database `db_in_tenant` (0–15).
+pub fn storage_key(db_in_tenant: usize, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + key.len());
+    k.push(db_in_tenant as u8);
+    k.extend_from_slice(key);
+    k
+}
+
+#[derive(Default)]
+pub struct Counters {
+    pub reads: AtomicU64,
+    pub read_hits: AtomicU64,
+    pub read_errors: AtomicU64,
+    pub writes: AtomicU64,
+    pub write_batches: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub write_micros: AtomicU64,
+    pub write_max_micros: AtomicU64,
+}
+
+struct Queue {
+    ops: Vec<(String, Op)>,
+    /// Sequence number of the first queued op.
+    first: u64,
+}
+
+pub struct StorageTier {
+    pub storage: Storage,
+    pub mode: Mode,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    done: tokio::sync::watch::Sender<u64>,
+    /// Recent failed batches: (first, last sequence number, why).
+    failures: Mutex<VecDeque<(u64, u64, String)>>,
+    stop: AtomicBool,
+    pub counters: Counters,
+}
+
+impl StorageTier {
+    pub fn new(storage: Storage, mode: Mode) -> Arc<StorageTier> {
+        Arc::new(StorageTier {
+            storage,
+            mode,
+            queue: Mutex::new(Queue { ops: Vec::new(), first: 1 }),
+            wake: Condvar::new(),
+            done: tokio::sync::watch::Sender::new(0),
+            failures: Mutex::new(VecDeque::new()),
+            stop: AtomicBool::new(false),
+            counters: Counters::default(),
+        })
+    }
+
+    /// Queues writes (under the command's locks); returns the last one's sequence number.
+    pub fn enqueue(&self, ops: Vec<(String, Op)>) -> u64 {
+        let mut q = self.queue.lock();
+        q.ops.extend(ops);
+        let last = q.first + q.ops.len() as u64 - 1;
+        drop(q);
+        self.wake.notify_one();
+        last
+    }
+
+    /// The sequence number of the last queued write (0: none yet).
+    pub fn last_queued(&self) -> u64 {
+        let q = self.queue.lock();
+        q.first + q.ops.len() as u64 - 1
+    }
+
+    /// Waits until the batch holding `seq` was written; the error if it was not.
+    pub async fn wait(&self, seq: u64) -> Result<(), String> {
+        let mut rx = self.done.subscribe();
+        if rx.wait_for(|&d| d >= seq).await.is_err() {
+            return Err("the storage writer stopped".into());
+        }
+        match self.failures.lock().iter().find(|(a, b, _)| (*a..=*b).contains(&seq)) {
+            Some((_, _, why)) => Err(why.clone()),
+            None => Ok(()),
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    /// The writer thread: batches, one atomic write per tenant, results published in order.
+    pub fn run_writer(self: &Arc<Self>) {
+        loop {
+            let (ops, first) = {
+                let mut q = self.queue.lock();
+                while q.ops.is_empty() && !self.stop.load(Ordering::SeqCst) {
+                    self.wake.wait_for(&mut q, Duration::from_millis(100));
+                }
+                if q.ops.is_empty() {
+                    return;
+                }
+                let ops = std::mem::take(&mut q.ops);
+                let first = q.first;
+                q.first += ops.len() as u64;
+                (ops, first)
+            };
+            let last = first + ops.len() as u64 - 1;
+            let mut by_tenant: Vec<(String, Vec<Op>)> = Vec::new();
+            for (tenant, op) in ops {
+                match by_tenant.iter_mut().find(|(t, _)| *t == tenant) {
+                    Some((_, v)) => v.push(op),
+                    None => by_tenant.push((tenant, vec![op])),
+                }
+            }
+            let t = Instant::now();
+            let mut failed = None;
+            for (tenant, ops) in by_tenant {
+                let n = ops.len() as u64;
+                match self.storage.block_on(self.storage.write(tenant, ops)) {
+                    Ok(()) => {
+                        self.counters.writes.fetch_add(n, Ordering::Relaxed);
+                    }
+                    Err(e) => failed = Some(e.to_string()),
+                }
+            }
+            let us = t.elapsed().as_micros() as u64;
+            self.counters.write_batches.fetch_add(1, Ordering::Relaxed);
+            self.counters.write_micros.fetch_add(us, Ordering::Relaxed);
+            self.counters.write_max_micros.fetch_max(us, Ordering::Relaxed);
+            if let Some(why) = failed {
+                self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("storage write failed: {why}");
+                let mut f = self.failures.lock();
+                f.push_back((first, last, why));
+                while f.len() > 1024 {
+                    f.pop_front();
+                }
+            }
+            self.done.send_replace(last);
+        }
+    }
+
+    /// The `# Storage` section of INFO.
+    pub fn info(&self) -> String {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let batches = l(&c.write_batches);
+        format!(
+            "# Storage\r\nstorage_adapter:{}\r\nstorage_mode:{}\r\nstorage_reads:{}\r\nstorage_read_hits:{}\r\nstorage_read_errors:{}\r\nstorage_writes:{}\r\nstorage_write_batches:{}\r\nstorage_write_errors:{}\r\nstorage_write_avg_us:{}\r\nstorage_write_max_us:{}\r\n\r\n",
+            self.storage.name(),
+            self.mode.name(),
+            l(&c.reads),
+            l(&c.read_hits),
+            l(&c.read_errors),
+            l(&c.writes),
+            batches,
+            l(&c.write_errors),
+            l(&c.write_micros).checked_div(batches).unwrap_or(0),
+            l(&c.write_max_micros),
+        )
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        serde_json::json!({
+            "adapter": self.storage.name(),
+            "mode": self.mode.name(),
+            "reads": l(&c.reads),
+            "read_hits": l(&c.read_hits),
+            "read_errors": l(&c.read_errors),
+            "writes": l(&c.writes),
+            "write_batches": l(&c.write_batches),
+            "write_errors": l(&c.write_errors),
+            "write_micros_total": l(&c.write_micros),
+            "write_max_micros": l(&c.write_max_micros),
+        })
+    }
+}

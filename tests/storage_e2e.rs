@@ -1,0 +1,215 @@
+//! End-to-end tests of the storage tier: real engines over the embedded LSM and a real
+//! PostgreSQL, killed, restarted, squeezed by maxmemory, and cut off from storage.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{err, q, temp_dir, Engine, Postgres, RedisPort};
+
+fn storage_info(c: &mut redis::Connection, field: &str) -> u64 {
+    let text: String = q(c, &["INFO", "storage"]);
+    text.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).unwrap_or_else(|| panic!("no {field} in {text}")).trim().parse().unwrap()
+}
+
+#[test]
+fn write_through_survives_a_kill_and_reads_through_every_type() {
+    let dir = temp_dir("storage-wt");
+    let flags = ["--storage", "lsm"];
+    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["SET", "s", "string value"]);
+    let _: i64 = q(&mut c, &["INCRBY", "n", "41"]);
+    let _: i64 = q(&mut c, &["INCR", "n"]);
+    let _: i64 = q(&mut c, &["RPUSH", "l", "a", "b", "c"]);
+    let _: String = q(&mut c, &["LPOP", "l"]);
+    let _: i64 = q(&mut c, &["HSET", "h", "f1", "v1", "f2", "v2"]);
+    let _: i64 = q(&mut c, &["SADD", "set", "x", "y"]);
+    let _: i64 = q(&mut c, &["ZADD", "z", "2", "two", "1", "one"]);
+    let _: () = q(&mut c, &["SET", "ttl", "v", "EX", "1000"]);
+    let _: () = q(&mut c, &["SET", "gone", "v"]);
+    let _: i64 = q(&mut c, &["DEL", "gone"]);
+    let _: () = q(&mut c, &["MSET", "m1", "1", "m2", "2"]);
+    let _: () = q(&mut c, &["RENAME", "m2", "m3"]);
+    // A transaction's writes go through too.
+    let _: (i64, i64) = redis::pipe().atomic().cmd("INCR").arg("tx").cmd("INCR").arg("tx").query(&mut c).unwrap();
+    drop(c);
+    e.restart(&flags); // SIGKILL: every acknowledged write must be in storage
+    let mut c = e.client();
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0, "the cache starts empty");
+    assert_eq!(q::<String>(&mut c, &["GET", "s"]), "string value");
+    assert_eq!(q::<i64>(&mut c, &["GET", "n"]), 42);
+    assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]), vec!["b", "c"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["HMGET", "h", "f1", "f2"]), vec!["v1", "v2"]);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "set"]), 2);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANGE", "z", "0", "-1"]), vec!["one", "two"]);
+    let ttl: i64 = q(&mut c, &["TTL", "ttl"]);
+    assert!((990..=1000).contains(&ttl), "expiry kept: {ttl}");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "gone"]), 0, "deletions reach storage");
+    assert_eq!(q::<Vec<Option<String>>>(&mut c, &["MGET", "m1", "m2", "m3"]), vec![Some("1".into()), None, Some("2".into())]);
+    assert_eq!(q::<i64>(&mut c, &["GET", "tx"]), 2);
+    // A read-modify-write on a key only storage has.
+    let _: i64 = q(&mut c, &["APPEND", "s", "!"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "s"]), "string value!");
+    assert!(storage_info(&mut c, "storage_read_hits") >= 10);
+    assert!(err(&mut c, &["FLUSHALL"]).contains("not supported with a write-through storage tier"));
+}
+
+#[test]
+fn evicted_keys_come_back_from_storage() {
+    // The LSM's own memory (block cache, memtable) counts in used_memory too.
+    let e = Engine::start(&["--storage", "lsm", "--maxmemory", "40mb", "--maxmemory-policy", "allkeys-lru"]);
+    let mut c = e.client();
+    let v = "v".repeat(1000);
+    for chunk in (0..40000).collect::<Vec<_>>().chunks(200) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("SET").arg(format!("k{i}")).arg(format!("{i}:{v}")).ignore();
+        }
+        p.query::<()>(&mut c).unwrap();
+    }
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    let evicted: u64 = info.lines().find_map(|l| l.strip_prefix("evicted_keys:")).unwrap().trim().parse().unwrap();
+    assert!(evicted > 10000, "maxmemory evicted: {evicted}");
+    for i in (0..40000).step_by(397) {
+        assert_eq!(q::<String>(&mut c, &["GET", &format!("k{i}")]), format!("{i}:{v}"), "k{i}");
+    }
+}
+
+#[test]
+fn postgres_outage_errors_without_stale_reads_and_recovers() {
+    let pg = Postgres::start();
+    let url = pg.url();
+    let e = Engine::start(&["--storage", "postgres", "--storage-url", &url]);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["SET", "k", "v1"]);
+    let _: i64 = q(&mut c, &["HSET", "h", "f", "1"]);
+    pg.stop();
+    let msg = err(&mut c, &["SET", "k", "v2"]);
+    assert!(msg.contains("storage write failed"), "{msg}");
+    // The refused value is not served: the key left the cache and storage can't be read.
+    let msg = err(&mut c, &["GET", "k"]);
+    assert!(msg.contains("storage read failed"), "{msg}");
+    pg.resume();
+    let mut back = None;
+    for _ in 0..50 {
+        if let Ok(v) = redis::cmd("GET").arg("k").query::<String>(&mut c) {
+            back = Some(v);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(back.as_deref(), Some("v1"), "storage's value, once it is reachable again");
+    let _: () = q(&mut c, &["SET", "k", "v3"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v3");
+    assert_eq!(q::<i64>(&mut c, &["HINCRBY", "h", "f", "1"]), 2);
+    drop(c);
+    // A second engine on the same database sees what the first wrote.
+    let e2 = Engine::start(&["--storage", "postgres", "--storage-url", &url]);
+    let mut c2 = e2.client();
+    assert_eq!(q::<String>(&mut c2, &["GET", "k"]), "v3");
+    assert_eq!(q::<String>(&mut c2, &["HGET", "h", "f"]), "2");
+}
+
+#[test]
+fn bad_storage_settings_are_named() {
+    let run = |flags: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_terrace")).args(["engine", "--port", "0", "--data-dir"]).arg(temp_dir("storage-bad")).args(flags).stderr(Stdio::piped()).output().unwrap();
+        assert!(!out.status.success(), "{flags:?} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(run(&["--storage", "disk"]).contains("`storage`"));
+    assert!(run(&["--storage", "postgres"]).contains("`storage_url`"));
+    assert!(run(&["--storage", "lsm", "--storage-mode", "write-back"]).contains("`storage_mode`"));
+    assert!(run(&["--storage", "postgres", "--storage-url", "postgres://postgres@127.0.0.1:1/x"]).contains("storage"));
+}
+
+/// Random operations against a write-through engine whose cache holds a fraction of the data
+/// (evictions all the time) and which is killed and restarted now and then; every reply is
+/// checked against an in-memory model.
+#[test]
+fn model_based_random_operations_across_evictions_and_restarts() {
+    use std::collections::HashMap;
+    #[derive(Clone, Debug, PartialEq)]
+    enum V {
+        S(String),
+        H(HashMap<String, String>),
+        L(Vec<String>),
+    }
+    let dir = temp_dir("storage-model");
+    let flags = ["--storage", "lsm", "--maxmemory", "20mb", "--maxmemory-policy", "allkeys-random"];
+    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut c = e.client();
+    let mut model: HashMap<String, V> = HashMap::new();
+    let pad = "p".repeat(4000);
+    let keys = 3000;
+    // Fill past the cache's size so that evictions start at once.
+    for chunk in (0..keys).collect::<Vec<_>>().chunks(250) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            let v = format!("{i}-{pad}");
+            p.cmd("SET").arg(format!("k{i}")).arg(&v).ignore();
+            model.insert(format!("k{i}"), V::S(v));
+        }
+        p.query::<()>(&mut c).unwrap();
+    }
+    let evicted = |c: &mut redis::Connection| -> u64 {
+        let info: String = q(c, &["INFO", "stats"]);
+        info.lines().find_map(|l| l.strip_prefix("evicted_keys:")).unwrap().trim().parse().unwrap()
+    };
+    let mut evictions = evicted(&mut c);
+    for step in 0..4000 {
+        if step % 1000 == 999 {
+            evictions += evicted(&mut c);
+            drop(c);
+            e.restart(&flags);
+            c = e.client();
+        }
+        let key = format!("k{}", fastrand::usize(..keys));
+        match (fastrand::u8(..10), model.get(&key).cloned()) {
+            (0..=3, m) => match m {
+                None => assert_eq!(q::<i64>(&mut c, &["EXISTS", &key]), 0, "{key}"),
+                Some(V::S(v)) => assert_eq!(q::<String>(&mut c, &["GET", &key]), v, "{key}"),
+                Some(V::H(h)) => assert_eq!(q::<HashMap<String, String>>(&mut c, &["HGETALL", &key]), h, "{key}"),
+                Some(V::L(l)) => assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", &key, "0", "-1"]), l, "{key}"),
+            },
+            (4, _) => {
+                let v = format!("{step}-{pad}");
+                let _: () = q(&mut c, &["SET", &key, &v]);
+                model.insert(key, V::S(v));
+            }
+            (5, Some(V::S(mut v))) => {
+                let n: i64 = q(&mut c, &["APPEND", &key, "+"]);
+                v.push('+');
+                assert_eq!(n as usize, v.len());
+                model.insert(key, V::S(v));
+            }
+            (6, m) => {
+                let n: i64 = q(&mut c, &["DEL", &key]);
+                assert_eq!(n, m.is_some() as i64, "DEL {key}");
+                model.remove(&key);
+            }
+            (7, None | Some(V::H(_))) => {
+                let (f, v) = (format!("f{}", fastrand::u8(..5)), format!("{step}"));
+                let _: i64 = q(&mut c, &["HSET", &key, &f, &v]);
+                let mut h = match model.remove(&key) {
+                    Some(V::H(h)) => h,
+                    _ => HashMap::new(),
+                };
+                h.insert(f, v);
+                model.insert(key, V::H(h));
+            }
+            (8, None | Some(V::L(_))) => {
+                let _: i64 = q(&mut c, &["RPUSH", &key, &format!("{step}")]);
+                let mut l = match model.remove(&key) {
+                    Some(V::L(l)) => l,
+                    _ => Vec::new(),
+                };
+                l.push(format!("{step}"));
+                model.insert(key, V::L(l));
+            }
+            _ => {}
+        }
+    }
+    assert!(evictions > 500, "the cache is smaller than the data: {evictions} evictions");
+}
