@@ -3,6 +3,7 @@
 pub mod compress;
 pub mod compress_e2e;
 pub mod resp_client;
+pub mod storage;
 pub mod tiers;
 pub mod wal;
 
@@ -19,6 +20,9 @@ pub enum BenchCommand {
     /// The WAL's modes (off, file, always, pmem) under a write load from many connections:
     /// throughput, latency and fsyncs per second.
     Wal(wal::WalArgs),
+    /// The cache alone against write-through to the storage tier (LSM, and PostgreSQL with
+    /// --postgres-url): the load phase and YCSB A and B.
+    Storage(storage::StorageArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -26,6 +30,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Compress(args) => compress::run(args),
         BenchCommand::Tiers(args) => tiers::run(args),
         BenchCommand::Wal(args) => wal::run(args),
+        BenchCommand::Storage(args) => storage::run(args),
     }
 }
 

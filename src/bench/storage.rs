@@ -1,0 +1,161 @@
+//! `terrace bench storage`: the cache alone against write-through to the storage tier (the
+//! embedded LSM, and PostgreSQL when `--postgres-url` is given), side by side in one run.
+//!
+//! Engines pinned to core 0 with `taskset`, clients on core 1. Phases, each run on every
+//! engine in turn (order flipped every round): the load phase (`clients` connections each
+//! SETting new keys, one request at a time, as YCSB's load does), then YCSB A (50% GET / 50%
+//! SET) and B (95% / 5%) over the loaded keys with scrambled-zipfian keys. Prints the median
+//! throughput and p99 per phase and engine, and each against the cache alone.
+
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::resp_client::Client;
+use super::tiers::Zipf;
+
+#[derive(Args)]
+pub struct StorageArgs {
+    /// Keys loaded before the YCSB phases.
+    #[arg(long, default_value_t = 200_000)]
+    keys: usize,
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+    /// Seconds per phase per engine per round.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// A PostgreSQL to benchmark against (its `terrace_kv` table is used).
+    #[arg(long)]
+    postgres_url: Option<String>,
+    /// Where the engines' data directories go.
+    #[arg(long, default_value = "/var/tmp")]
+    dir: PathBuf,
+}
+
+struct Engine {
+    name: String,
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    /// Per phase: requests/s and p99 µs of each round.
+    results: Vec<(Vec<f64>, Vec<f64>)>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const PHASES: [(&str, f64); 3] = [("load", 0.0), ("YCSB A", 0.5), ("YCSB B", 0.95)];
+
+fn key(i: u64) -> String {
+    format!("user{i:010}")
+}
+
+/// One timed phase: (requests/s, p99 µs). `get_share` 0 is the load phase (new keys).
+fn run_phase(port: u16, args: &StorageArgs, z: &Arc<Zipf>, get_share: f64, next_new: &Arc<AtomicU64>) -> anyhow::Result<(f64, f64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let value = vec![b'v'; args.value_size];
+    let mut handles = Vec::new();
+    for _ in 0..args.clients {
+        let (stop, value, z, next_new) = (stop.clone(), value.clone(), z.clone(), next_new.clone());
+        handles.push(std::thread::spawn(move || -> anyhow::Result<Vec<u32>> {
+            let mut c = Client::connect(port)?;
+            let mut lat = Vec::with_capacity(1 << 16);
+            while !stop.load(Ordering::Relaxed) {
+                let start = Instant::now();
+                if get_share == 0.0 {
+                    let k = key(next_new.fetch_add(1, Ordering::Relaxed));
+                    c.call(&[b"SET", k.as_bytes(), &value])?;
+                } else if fastrand::f64() < get_share {
+                    c.call(&[b"GET", key(z.next()).as_bytes()])?;
+                } else {
+                    c.call(&[b"SET", key(z.next()).as_bytes(), &value])?;
+                }
+                lat.push(start.elapsed().as_micros() as u32);
+            }
+            Ok(lat)
+        }));
+    }
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(args.seconds));
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    all.sort_unstable();
+    let p99 = all.get((all.len() * 99 / 100).min(all.len().saturating_sub(1))).copied().unwrap_or(0) as f64;
+    Ok((all.len() as f64 / secs, p99))
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    if s.is_empty() { 0.0 } else { s[s.len() / 2] }
+}
+
+pub fn run(args: StorageArgs) -> anyhow::Result<()> {
+    super::compress_e2e::pin_self_to(1);
+    let mut setups: Vec<(String, Vec<String>)> = vec![("cache".into(), vec![]), ("write-through lsm".into(), vec!["--storage".into(), "lsm".into()])];
+    if let Some(url) = &args.postgres_url {
+        setups.push(("write-through postgres".into(), vec!["--storage".into(), "postgres".into(), "--storage-url".into(), url.clone()]));
+    }
+    println!(
+        "terrace bench storage: {} keys loaded, {} connections one request at a time, {} B values, {} s per phase, {} rounds",
+        args.keys, args.clients, args.value_size, args.seconds, args.rounds
+    );
+    let mut engines = Vec::new();
+    for (i, (name, flags)) in setups.into_iter().enumerate() {
+        let dir = args.dir.join(format!("terrace-bench-storage-{}-{i}", std::process::id()));
+        let os: Vec<&std::ffi::OsStr> = flags.iter().map(std::ffi::OsStr::new).collect();
+        let (child, port) = super::spawn_pinned_engine(&dir, &os)?;
+        // The YCSB phases read keys 0..keys: load them (pipelined, not measured).
+        let mut c = Client::connect(port)?;
+        let value = vec![b'v'; args.value_size];
+        for chunk in (0..args.keys as u64).collect::<Vec<_>>().chunks(500) {
+            for &k in chunk {
+                c.push(&[b"SET", key(k).as_bytes(), &value]);
+            }
+            c.flush()?;
+        }
+        engines.push(Engine { name, child, port, dir, results: vec![(Vec::new(), Vec::new()); PHASES.len()] });
+    }
+    let z = Arc::new(Zipf::new(args.keys, 0.99));
+    // New keys of the load phase start past the loaded ones.
+    let next_new = Arc::new(AtomicU64::new(args.keys as u64 * 10));
+    for round in 0..args.rounds {
+        for (p, (_, get_share)) in PHASES.iter().enumerate() {
+            let order: Vec<usize> = if round % 2 == 0 { (0..engines.len()).collect() } else { (0..engines.len()).rev().collect() };
+            for i in order {
+                let (ops, p99) = run_phase(engines[i].port, &args, &z, *get_share, &next_new)?;
+                engines[i].results[p].0.push(ops);
+                engines[i].results[p].1.push(p99);
+            }
+        }
+        eprintln!("round {} of {} done", round + 1, args.rounds);
+    }
+    println!();
+    println!("| engine | phase | req/s (median) | vs cache | p99 µs |");
+    println!("|---|---|---|---|---|");
+    for (p, (phase, _)) in PHASES.iter().enumerate() {
+        let base = median(&engines[0].results[p].0);
+        for e in &engines {
+            let ops = median(&e.results[p].0);
+            println!("| {} | {} | {:.0} | {:.2}x | {:.0} |", e.name, phase, ops, ops / base, median(&e.results[p].1));
+        }
+    }
+    Ok(())
+}
