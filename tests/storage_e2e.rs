@@ -213,3 +213,29 @@ fn model_based_random_operations_across_evictions_and_restarts() {
     }
     assert!(evictions > 500, "the cache is smaller than the data: {evictions} evictions");
 }
+
+#[test]
+fn storage_mode_is_per_tenant() {
+    let dir = temp_dir("storage-tenants");
+    let flags = ["--storage", "lsm", "--storage-mode", "cache"];
+    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut durable = e.client();
+    let _: () = q(&mut durable, &["TERRACE.NAMESPACE", "orders", "STORAGE-MODE", "write-through"]);
+    let _: () = q(&mut durable, &["SET", "k", "kept"]);
+    let mut scratch = e.client();
+    let _: () = q(&mut scratch, &["TERRACE.NAMESPACE", "sessions"]);
+    let _: () = q(&mut scratch, &["SET", "k", "lost with the cache"]);
+    assert!(err(&mut scratch, &["TERRACE.NAMESPACE", "x", "STORAGE-MODE", "write-back"]).contains("STORAGE-MODE"));
+    let _: () = q(&mut scratch, &["FLUSHDB"]); // a cache tenant may flush
+    drop((durable, scratch));
+    e.restart(&flags);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "orders", "STORAGE-MODE", "write-through"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "kept");
+    let mut s = e.client();
+    let _: () = q(&mut s, &["TERRACE.NAMESPACE", "sessions"]);
+    assert_eq!(q::<Option<String>>(&mut s, &["GET", "k"]), None);
+    let plain = Engine::start(&[]);
+    let mut p = plain.client();
+    assert!(err(&mut p, &["TERRACE.NAMESPACE", "t", "STORAGE-MODE", "write-through"]).contains("no storage tier"));
+}

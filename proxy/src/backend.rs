@@ -44,7 +44,7 @@ pub struct BackendSpec {
     /// The namespace's data limit on this engine (0: none).
     pub ns_maxmemory: u64,
     /// The namespace's compression options (`TERRACE.NAMESPACE` arguments).
-    pub ns_compression: Vec<(&'static str, String)>,
+    pub ns_options: Vec<(&'static str, String)>,
     pub db: u32,
     pub resp3: bool,
     /// Requests sent first on every (re)connection, their replies swallowed: the tenant's
@@ -254,7 +254,7 @@ impl Backend {
         if let Some(ns) = &self.spec.namespace {
             let limit = self.spec.ns_maxmemory.to_string();
             let mut args: Vec<&[u8]> = vec![b"TERRACE.NAMESPACE", ns.as_bytes(), b"MAXMEMORY", limit.as_bytes()];
-            for (k, v) in &self.spec.ns_compression {
+            for (k, v) in &self.spec.ns_options {
                 args.push(k.as_bytes());
                 args.push(v.as_bytes());
             }

@@ -40,6 +40,8 @@ pub struct TenantSettings {
     pub compression_mode: Option<String>,
     /// Values shorter than this are stored raw.
     pub compression_min_size: Option<u64>,
+    /// How the engines' storage tier serves this tenant: cache | write-through.
+    pub storage_mode: Option<String>,
 }
 
 /// Settings as given by one source; `None` means "not given here".
@@ -204,6 +206,11 @@ impl ProxySettings {
                     return Err(invalid("tenants", format!("compression_mode of tenant '{}': '{m}' is not eager or lazy", t.name)));
                 }
             }
+            if let Some(m) = &t.storage_mode {
+                if !["cache", "write-through"].contains(&m.as_str()) {
+                    return Err(invalid("tenants", format!("storage_mode of tenant '{}': '{m}' is not cache or write-through", t.name)));
+                }
+            }
             if t.max_qps == Some(0) {
                 return Err(invalid("tenants", format!("max_qps of tenant '{}' must be above 0", t.name)));
             }
@@ -287,7 +294,7 @@ mod tests {
 
     #[test]
     fn tenants_are_checked() {
-        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), password: None, memcache_port: port, max_qps: None, max_memory: None, compression: None, compression_mode: None, compression_min_size: None };
+        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), password: None, memcache_port: port, max_qps: None, max_memory: None, compression: None, compression_mode: None, compression_min_size: None, storage_mode: None };
         let with = |ts: Vec<TenantSettings>| ProxySettings { tenants: Some(ts), ..Default::default() }.resolve();
         assert!(with(vec![t("shop", Some(11300)), t("blog", None)]).is_ok());
         let e = with(vec![t("shop", None), t("shop", None)]).unwrap_err().to_string();

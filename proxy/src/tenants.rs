@@ -21,9 +21,9 @@ pub struct Tenant {
     pub max_memory: u64,
     /// Near-cache partition: distinct per tenant of one topology.
     pub cache_id: u32,
-    /// Compression settings the engines apply to the tenant's namespace
-    /// (`TERRACE.NAMESPACE` options: COMPRESSION, COMPRESSION-MODE, COMPRESSION-MIN-SIZE).
-    pub compression: Vec<(&'static str, String)>,
+    /// Settings the engines apply to the tenant's namespace (`TERRACE.NAMESPACE` options:
+    /// COMPRESSION, COMPRESSION-MODE, COMPRESSION-MIN-SIZE, STORAGE-MODE).
+    pub namespace_options: Vec<(&'static str, String)>,
     bucket: Mutex<Bucket>,
 }
 
@@ -44,15 +44,15 @@ impl Tenant {
             max_qps,
             max_memory,
             cache_id,
-            compression: Vec::new(),
+            namespace_options: Vec::new(),
             bucket: Mutex::new(Bucket { tokens, at: Instant::now() }),
         })
     }
 
-    /// The same tenant with compression options for its namespace.
-    pub fn with_compression(self: Arc<Self>, options: Vec<(&'static str, String)>) -> Arc<Tenant> {
+    /// The same tenant with options for its namespace.
+    pub fn with_namespace_options(self: Arc<Self>, options: Vec<(&'static str, String)>) -> Arc<Tenant> {
         let mut t = Arc::into_inner(self).expect("a tenant under construction has one owner");
-        t.compression = options;
+        t.namespace_options = options;
         Arc::new(t)
     }
 

@@ -500,7 +500,7 @@ pub(crate) fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: b
     if !spec.write || !ok || ctx.block.is_some() || ctx.conn.replay_now.is_some() {
         return;
     }
-    if ctx.srv.storage_tier().is_some_and(|t| t.mode == crate::storage::tier::Mode::WriteThrough) {
+    if ctx.srv.storage_tier().is_some_and(|t| t.writes_through(ctx.data.db / crate::keyspace::NUM_DBS)) {
         // Write-through: the declared keys' after-images go to storage at the end.
         let db = ctx.data.db;
         for i in table::key_positions(spec, argv) {
@@ -538,7 +538,7 @@ fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
 pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Result<(), String> {
     conn.read_through_present.clear();
     let Some(tier) = srv.storage_tier() else { return Ok(()) };
-    if tier.mode == crate::storage::tier::Mode::Cache || conn.replay_now.is_some() {
+    if !tier.writes_through(conn.db / crate::keyspace::NUM_DBS) || conn.replay_now.is_some() {
         return Ok(());
     }
     let mut wanted: Vec<Vec<u8>> = Vec::new();
@@ -804,7 +804,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         w.simple("QUEUED");
         return Outcome::Done;
     }
-    if matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "move") && srv.storage_tier().is_some_and(|t| t.mode == crate::storage::tier::Mode::WriteThrough) {
+    if matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "move") && srv.storage_tier().is_some_and(|t| t.writes_through(conn.db / crate::keyspace::NUM_DBS)) {
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
         w.error(&format!("ERR {} is not supported with a write-through storage tier yet", spec.name.to_ascii_uppercase()));
         return Outcome::Done;

@@ -149,6 +149,7 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let mut limit = None;
+    let mut storage_mode = None;
     let mut compression: Vec<(&str, String)> = Vec::new();
     for kv in argv[2..].chunks(2) {
         let value = String::from_utf8_lossy(kv[1]).into_owned();
@@ -160,6 +161,12 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             compression.push(("compression_mode", value));
         } else if is(kv[0], "COMPRESSION-MIN-SIZE") {
             compression.push(("compression_min_size", value));
+        } else if is(kv[0], "STORAGE-MODE") {
+            let mode: crate::storage::tier::Mode = value.parse().map_err(|why| err(format!("ERR STORAGE-MODE: {why}")))?;
+            if ctx.srv.storage_tier().is_none() && mode != crate::storage::tier::Mode::Cache {
+                return Err(err("ERR this engine has no storage tier (start it with `storage = lsm` or `postgres`)"));
+            }
+            storage_mode = Some(mode);
         } else {
             return Err(CmdError::Syntax);
         }
@@ -197,6 +204,9 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     if let Some(bytes) = limit {
         ctx.data.ks.set_namespace_limit(index, bytes);
+    }
+    if let (Some(mode), Some(tier)) = (storage_mode, ctx.srv.storage_tier()) {
+        tier.set_mode(index, mode);
     }
     if !compression.is_empty() {
         let t = ctx.data.ks.compression(index);

@@ -136,7 +136,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                     .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?,
                 crate::config::StorageBackend::Postgres(url) => crate::storage::postgres::connect(url)?,
             };
-            let tier = crate::storage::tier::StorageTier::new(storage, sc.mode);
+            let tier = crate::storage::tier::StorageTier::new(storage, sc.mode, srv.config.namespaces);
             srv.attach_storage(tier.clone());
             let t = tier.clone();
             Some((tier, std::thread::Builder::new().name("terrace-storage-writer".into()).spawn(move || t.run_writer()).expect("spawn the storage writer")))

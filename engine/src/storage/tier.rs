@@ -22,11 +22,12 @@ use super::{Op, Storage};
 
 /// How a tenant's data relates to the storage tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Mode {
     /// The cache alone (what Redis is).
-    Cache,
+    Cache = 0,
     /// Every write is in storage before it is acknowledged; misses read through.
-    WriteThrough,
+    WriteThrough = 1,
 }
 
 impl FromStr for Mode {
@@ -78,7 +79,10 @@ struct Queue {
 
 pub struct StorageTier {
     pub storage: Storage,
+    /// The engine's default mode (`storage_mode`).
     pub mode: Mode,
+    /// Per namespace (tenant): its mode, set by `TERRACE.NAMESPACE … STORAGE-MODE`.
+    modes: Box<[std::sync::atomic::AtomicU8]>,
     queue: Mutex<Queue>,
     wake: Condvar,
     done: tokio::sync::watch::Sender<u64>,
@@ -89,10 +93,11 @@ pub struct StorageTier {
 }
 
 impl StorageTier {
-    pub fn new(storage: Storage, mode: Mode) -> Arc<StorageTier> {
+    pub fn new(storage: Storage, mode: Mode, namespaces: usize) -> Arc<StorageTier> {
         Arc::new(StorageTier {
             storage,
             mode,
+            modes: (0..namespaces.max(1)).map(|_| std::sync::atomic::AtomicU8::new(mode as u8)).collect(),
             queue: Mutex::new(Queue { ops: Vec::new(), first: 1 }),
             wake: Condvar::new(),
             done: tokio::sync::watch::Sender::new(0),
@@ -100,6 +105,26 @@ impl StorageTier {
             stop: AtomicBool::new(false),
             counters: Counters::default(),
         })
+    }
+
+    /// The mode of namespace `ns`.
+    pub fn mode_of(&self, ns: usize) -> Mode {
+        match self.modes.get(ns).map(|m| m.load(Ordering::Relaxed)) {
+            Some(0) => Mode::Cache,
+            Some(_) => Mode::WriteThrough,
+            None => self.mode,
+        }
+    }
+
+    /// Whether namespace `ns` writes through.
+    pub fn writes_through(&self, ns: usize) -> bool {
+        self.mode_of(ns) == Mode::WriteThrough
+    }
+
+    pub fn set_mode(&self, ns: usize, mode: Mode) {
+        if let Some(m) = self.modes.get(ns) {
+            m.store(mode as u8, Ordering::Relaxed);
+        }
     }
 
     /// Queues writes (under the command's locks); returns the last one's sequence number.
@@ -193,7 +218,7 @@ impl StorageTier {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let batches = l(&c.write_batches);
         format!(
-            "# Storage\r\nstorage_adapter:{}\r\nstorage_mode:{}\r\nstorage_reads:{}\r\nstorage_read_hits:{}\r\nstorage_read_errors:{}\r\nstorage_writes:{}\r\nstorage_write_batches:{}\r\nstorage_write_errors:{}\r\nstorage_write_avg_us:{}\r\nstorage_write_max_us:{}\r\n\r\n",
+            "# Storage\r\nstorage_adapter:{}\r\nstorage_default_mode:{}\r\nstorage_reads:{}\r\nstorage_read_hits:{}\r\nstorage_read_errors:{}\r\nstorage_writes:{}\r\nstorage_write_batches:{}\r\nstorage_write_errors:{}\r\nstorage_write_avg_us:{}\r\nstorage_write_max_us:{}\r\n\r\n",
             self.storage.name(),
             self.mode.name(),
             l(&c.reads),

@@ -78,17 +78,20 @@ impl Topology {
         let mut tenants = vec![Tenant::new(crate::tenants::DEFAULT, config.password.clone(), None, None, 0, 0)];
         for (i, t) in config.tenants.iter().enumerate() {
             let max_memory = t.max_memory.as_ref().and_then(crate::config::size_value).unwrap_or(0);
-            let mut compression = Vec::new();
+            let mut options = Vec::new();
             if let Some(c) = &t.compression {
-                compression.push(("COMPRESSION", c.clone()));
+                options.push(("COMPRESSION", c.clone()));
             }
             if let Some(m) = &t.compression_mode {
-                compression.push(("COMPRESSION-MODE", m.clone()));
+                options.push(("COMPRESSION-MODE", m.clone()));
             }
             if let Some(n) = t.compression_min_size {
-                compression.push(("COMPRESSION-MIN-SIZE", n.to_string()));
+                options.push(("COMPRESSION-MIN-SIZE", n.to_string()));
             }
-            tenants.push(Tenant::new(&t.name, t.password.clone(), t.memcache_port, t.max_qps, max_memory, i as u32 + 1).with_compression(compression));
+            if let Some(m) = &t.storage_mode {
+                options.push(("STORAGE-MODE", m.clone()));
+            }
+            tenants.push(Tenant::new(&t.name, t.password.clone(), t.memcache_port, t.max_qps, max_memory, i as u32 + 1).with_namespace_options(options));
         }
         Arc::new(Topology { engines: config.engines.clone(), slot_map: config.slot_map.clone(), engine_up, tenants })
     }
@@ -232,8 +235,8 @@ impl Reactor {
         // Each engine holds about its share of the tenant's keys, so it enforces that share.
         let tenant = namespace.as_ref().and_then(|ns| topo.tenant(ns.as_bytes()));
         let ns_maxmemory = tenant.as_ref().map(|t| t.max_memory.div_ceil(topo.engines.len() as u64)).unwrap_or(0);
-        let ns_compression = tenant.map(|t| t.compression.clone()).unwrap_or_default();
-        BackendSpec { engine, addr: topo.engines[engine].clone(), namespace: namespace.clone(), ns_maxmemory, ns_compression, db, resp3, dedicated, up_flag }
+        let ns_options = tenant.map(|t| t.namespace_options.clone()).unwrap_or_default();
+        BackendSpec { engine, addr: topo.engines[engine].clone(), namespace: namespace.clone(), ns_maxmemory, ns_options, db, resp3, dedicated, up_flag }
     }
 
     /// The shared, pipelined connection to `engine` for clients of a tenant's namespace on
