@@ -804,7 +804,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         w.simple("QUEUED");
         return Outcome::Done;
     }
-    if matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "move") && srv.storage_tier().is_some_and(|t| t.writes_through(conn.db / crate::keyspace::NUM_DBS)) {
+    if srv.storage_tier().is_some_and(|t| t.writes_through(conn.db / crate::keyspace::NUM_DBS)) && matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "move") {
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
         w.error(&format!("ERR {} is not supported with a write-through storage tier yet", spec.name.to_ascii_uppercase()));
         return Outcome::Done;

@@ -377,11 +377,12 @@ impl Entry {
 
     /// Bytes of this entry's value held in DRAM (0 for a value in PMem).
     pub fn dram_value_size(&self) -> usize {
-        if self.in_pmem() {
-            return 0;
-        }
-        let p = self.parsed();
-        p.val_len + self.coll().map(|c| c.heap_size()).unwrap_or(0)
+        if self.in_pmem() { 0 } else { self.heap_size() - self.header_size() }
+    }
+
+    /// Bytes before the value: tag, stamps, lengths, expiry, flags and key.
+    pub fn header_size(&self) -> usize {
+        self.parsed().val_off
     }
 
     #[inline]

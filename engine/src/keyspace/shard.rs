@@ -28,7 +28,10 @@ pub struct Footprint {
 
 impl Footprint {
     fn of(e: &Entry) -> Footprint {
-        Footprint { heap: e.heap_size() as i64, dram_value: e.dram_value_size() as i64 }
+        // One walk of a collection (`heap_size`), the value's DRAM share derived from it.
+        let heap = e.heap_size();
+        let dram_value = if e.in_pmem() { 0 } else { heap - e.header_size() };
+        Footprint { heap: heap as i64, dram_value: dram_value as i64 }
     }
     fn minus(self, o: Footprint) -> Footprint {
         Footprint { heap: self.heap - o.heap, dram_value: self.dram_value - o.dram_value }
