@@ -239,3 +239,35 @@ fn storage_mode_is_per_tenant() {
     let mut p = plain.client();
     assert!(err(&mut p, &["TERRACE.NAMESPACE", "t", "STORAGE-MODE", "write-through"]).contains("no storage tier"));
 }
+
+/// Write-through installs a write for other clients only once storage took it: while
+/// PostgreSQL holds the table locked, a reader of the key being written does not see the new
+/// value before the writer's reply.
+#[test]
+fn a_write_is_visible_to_others_only_once_storage_took_it() {
+    let pg = Postgres::start();
+    let url = pg.url();
+    let e = Engine::start(&["--storage", "postgres", "--storage-url", &url]);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["SET", "k", "v1"]);
+    // Hold an exclusive lock on the table for 1.5 s from another session.
+    let psql = pg.psql(&["-c", "BEGIN; LOCK TABLE terrace_kv IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1.5); COMMIT;"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let start = std::time::Instant::now();
+    let port = e.port;
+    let writer = std::thread::spawn(move || {
+        let mut w = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        let _: () = q(&mut w, &["SET", "k", "v2"]);
+        start.elapsed()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let got: String = q(&mut c, &["GET", "k"]);
+    let read_at = start.elapsed();
+    let written_at = writer.join().unwrap();
+    let _ = psql.wait_with_output();
+    // The write cannot be confirmed before the lock goes (about 1.2 s after `start`): a reader
+    // that saw it must have waited as long.
+    assert!(written_at >= std::time::Duration::from_millis(800), "the write waited for the lock ({written_at:?})");
+    assert!(got == "v1" || read_at >= std::time::Duration::from_millis(800), "read {got:?} at {read_at:?}, before the write could be confirmed (at {written_at:?})");
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v2");
+}

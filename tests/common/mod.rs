@@ -413,6 +413,17 @@ impl Postgres {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// Starts `psql` against this server with `args` (running in the background).
+    pub fn psql(&self, args: &[&str]) -> Child {
+        Command::new(self.bin.join("psql"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", "-d", "postgres", "-q"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run psql")
+    }
+
     /// Stops the server (an outage); `resume` brings it back on the same port and data.
     pub fn stop(&self) {
         let data = self.dir.join("data");

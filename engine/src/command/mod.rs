@@ -90,8 +90,11 @@ pub struct Conn {
     pub storage_waits: Vec<StorageWait>,
     /// Keys read-through made sure the cache has for the next command: (database, key).
     pub read_through_present: Vec<(usize, Vec<u8>)>,
-    /// One of them was evicted before the command got its locks: the command did not run,
-    /// and the connection reads through and runs it again.
+    /// Every key read-through looked at for the next command (it must not be pending when
+    /// the command runs).
+    pub read_through_checked: Vec<(usize, Vec<u8>)>,
+    /// One of them was evicted before the command got its locks, or has an unconfirmed
+    /// write: the command did not run, and the connection reads through and runs it again.
     pub read_through_lost: bool,
 }
 
@@ -136,6 +139,7 @@ impl Conn {
             replay_now: None,
             storage_waits: Vec::new(),
             read_through_present: Vec::new(),
+            read_through_checked: Vec::new(),
             read_through_lost: false,
         }
     }
@@ -537,6 +541,7 @@ fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
 /// and the command must not run on a cache that may be missing its keys.
 pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Result<(), String> {
     conn.read_through_present.clear();
+    conn.read_through_checked.clear();
     let Some(tier) = srv.storage_tier() else { return Ok(()) };
     if !tier.writes_through(conn.db / crate::keyspace::NUM_DBS) || conn.replay_now.is_some() {
         return Ok(());
@@ -563,9 +568,17 @@ pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Resu
     let (ks, db) = (&srv.keyspace, conn.db);
     wanted.sort();
     wanted.dedup();
+    // A key whose write is not confirmed yet is read only once it is (install on success).
+    for k in &wanted {
+        if let Some(seq) = tier.pending_seq(&(db, k.clone())) {
+            let _ = tier.wait(seq).await;
+        }
+    }
     read_keys(srv, tier, db, &wanted).await?;
-    // What the command will find: keys that must still be there when it runs.
+    // What the command will find: keys that must still be there when it runs (and still
+    // confirmed: checked again under its locks).
     let now = now_ms();
+    conn.read_through_checked = wanted.iter().map(|k| (db, k.clone())).collect();
     conn.read_through_present = wanted.into_iter().filter(|k| ks.lock_one(ks.shard_id(db, k)).peek(k, now).is_some()).map(|k| (db, k)).collect();
     Ok(())
 }
@@ -657,7 +670,7 @@ fn queue_after_images(srv: &Server, tier: &crate::storage::tier::StorageTier, da
             }
             None => None,
         };
-        ops.push((tenant_of(srv, *db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value)));
+        ops.push((tenant_of(srv, *db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value), (*db, key.clone())));
     }
     StorageWait { seq: tier.enqueue(ops), reply_at: usize::MAX, reply_end: usize::MAX, keys: touched }
 }
@@ -825,6 +838,17 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         if lost {
             conn.read_through_lost = true;
             return Outcome::Done;
+        }
+    }
+    if !conn.read_through_checked.is_empty() {
+        // Another connection's write to one of these keys is not confirmed yet: wait for it
+        // (the connection does) rather than see or build on it.
+        let checked = std::mem::take(&mut conn.read_through_checked);
+        if let Some(tier) = srv.storage_tier() {
+            if checked.iter().any(|k| tier.pending_seq(k).is_some()) {
+                conn.read_through_lost = true;
+                return Outcome::Done;
+            }
         }
     }
     let (result, ready, block, close, hits, misses) = {

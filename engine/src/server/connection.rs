@@ -73,7 +73,8 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                 continue;
             }
             // With a storage tier, keys the cache lacks are read through first; if one is
-            // evicted before the command gets its locks, both steps run again.
+            // evicted, or written again and not yet confirmed, before the command gets its
+            // locks, both steps run again.
             let mut attempts = 0;
             let outcome = loop {
                 if srv.storage_tier().is_some() {
@@ -106,8 +107,8 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                     break outcome;
                 }
                 attempts += 1;
-                if attempts == 5 {
-                    ReplyWriter::new(&mut out, conn.resp3).error("ERR a key kept being evicted while it was read from storage; try again");
+                if attempts == 20 {
+                    ReplyWriter::new(&mut out, conn.resp3).error("ERR a key kept changing (evicted, or written again) while it was read from storage; try again");
                     break Ok(Outcome::Done);
                 }
             };
@@ -164,8 +165,8 @@ async fn settle_storage(srv: &Server, conn: &mut Conn, out: &mut BytesMut) {
     let Some(tier) = srv.storage_tier() else { return };
     let mut failed = Vec::new();
     for w in waits {
+        // (The writer took a refused batch's keys out of the cache already.)
         if let Err(why) = tier.wait(w.seq).await {
-            command::invalidate(srv, &w.keys);
             failed.push((w, why));
         }
     }

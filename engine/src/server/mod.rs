@@ -137,6 +137,12 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                 crate::config::StorageBackend::Postgres(url) => crate::storage::postgres::connect(url)?,
             };
             let tier = crate::storage::tier::StorageTier::new(storage, sc.mode, srv.config.namespaces);
+            let weak = Arc::downgrade(&srv);
+            tier.set_invalidator(Box::new(move |keys| {
+                if let Some(srv) = weak.upgrade() {
+                    crate::command::invalidate(&srv, keys);
+                }
+            }));
             srv.attach_storage(tier.clone());
             let t = tier.clone();
             Some((tier, std::thread::Builder::new().name("terrace-storage-writer".into()).spawn(move || t.run_writer()).expect("spawn the storage writer")))

@@ -5,8 +5,10 @@
 //! is the execution order for every key. One writer thread takes whatever is queued, keeps
 //! the last write per key, and writes each tenant's share as one atomic storage batch (group
 //! commit across connections). The connection waits for its batch before replying; if the
-//! batch failed, the reply becomes an error and the keys leave the cache, so the next read
-//! goes to storage — no read ever returns a value storage refused.
+//! batch failed, the writer removes its keys from the cache before it says so, and the reply
+//! becomes an error. Until a key's write is confirmed the key is pending: any other command
+//! that needs it waits for the confirmation first, so no command ever sees (or builds on) a
+//! value storage has not taken — the write is installed for others only on success.
 //!
 //! Storage keys are `db (1 byte, within the tenant) | key`; values are `record`s.
 
@@ -71,8 +73,11 @@ pub struct Counters {
     pub write_max_micros: AtomicU64,
 }
 
+/// A (database, key) of the cache.
+pub type CacheKey = (usize, Vec<u8>);
+
 struct Queue {
-    ops: Vec<(String, Op)>,
+    ops: Vec<(String, Op, CacheKey)>,
     /// Sequence number of the first queued op.
     first: u64,
 }
@@ -90,6 +95,10 @@ pub struct StorageTier {
     failures: Mutex<VecDeque<(u64, u64, String)>>,
     stop: AtomicBool,
     pub counters: Counters,
+    /// Keys with a write not yet confirmed, and the sequence number of their latest one.
+    pending: Mutex<std::collections::HashMap<CacheKey, u64>>,
+    /// Removes keys from the cache (set at start: the writer calls it for a refused batch).
+    invalidate: std::sync::OnceLock<Box<dyn Fn(&[CacheKey]) + Send + Sync>>,
 }
 
 impl StorageTier {
@@ -104,7 +113,20 @@ impl StorageTier {
             failures: Mutex::new(VecDeque::new()),
             stop: AtomicBool::new(false),
             counters: Counters::default(),
+            pending: Mutex::new(Default::default()),
+            invalidate: std::sync::OnceLock::new(),
         })
+    }
+
+    /// How the writer removes the keys of a refused batch from the cache.
+    pub fn set_invalidator(&self, f: Box<dyn Fn(&[CacheKey]) + Send + Sync>) {
+        let _ = self.invalidate.set(f);
+    }
+
+    /// The sequence number of the unconfirmed write `key` waits for, if any.
+    pub fn pending_seq(&self, key: &CacheKey) -> Option<u64> {
+        let p = self.pending.lock();
+        if p.is_empty() { None } else { p.get(key).copied() }
     }
 
     /// The mode of namespace `ns`.
@@ -128,8 +150,16 @@ impl StorageTier {
     }
 
     /// Queues writes (under the command's locks); returns the last one's sequence number.
-    pub fn enqueue(&self, ops: Vec<(String, Op)>) -> u64 {
+    /// Their keys are pending until the writer confirms them.
+    pub fn enqueue(&self, ops: Vec<(String, Op, CacheKey)>) -> u64 {
         let mut q = self.queue.lock();
+        let base = q.first + q.ops.len() as u64;
+        {
+            let mut pending = self.pending.lock();
+            for (i, (_, _, key)) in ops.iter().enumerate() {
+                pending.insert(key.clone(), base + i as u64);
+            }
+        }
         q.ops.extend(ops);
         let last = q.first + q.ops.len() as u64 - 1;
         drop(q);
@@ -178,7 +208,9 @@ impl StorageTier {
             };
             let last = first + ops.len() as u64 - 1;
             let mut by_tenant: Vec<(String, Vec<Op>)> = Vec::new();
-            for (tenant, op) in ops {
+            let mut keys = Vec::with_capacity(ops.len());
+            for (tenant, op, key) in ops {
+                keys.push(key);
                 match by_tenant.iter_mut().find(|(t, _)| *t == tenant) {
                     Some((_, v)) => v.push(op),
                     None => by_tenant.push((tenant, vec![op])),
@@ -202,10 +234,22 @@ impl StorageTier {
             if let Some(why) = failed {
                 self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("storage write failed: {why}");
+                // Out of the cache before anyone waiting on these keys runs again.
+                if let Some(invalidate) = self.invalidate.get() {
+                    invalidate(&keys);
+                }
                 let mut f = self.failures.lock();
                 f.push_back((first, last, why));
                 while f.len() > 1024 {
                     f.pop_front();
+                }
+            }
+            {
+                let mut pending = self.pending.lock();
+                for key in &keys {
+                    if pending.get(key).is_some_and(|&s| s <= last) {
+                        pending.remove(key);
+                    }
                 }
             }
             self.done.send_replace(last);
