@@ -75,6 +75,8 @@ pub struct Counters {
 
 /// A (database, key) of the cache.
 pub type CacheKey = (usize, Vec<u8>);
+/// What removes keys from the cache.
+pub type Invalidator = Box<dyn Fn(&[CacheKey]) + Send + Sync>;
 
 struct Queue {
     ops: Vec<(String, Op, CacheKey)>,
@@ -98,7 +100,7 @@ pub struct StorageTier {
     /// Keys with a write not yet confirmed, and the sequence number of their latest one.
     pending: Mutex<std::collections::HashMap<CacheKey, u64>>,
     /// Removes keys from the cache (set at start: the writer calls it for a refused batch).
-    invalidate: std::sync::OnceLock<Box<dyn Fn(&[CacheKey]) + Send + Sync>>,
+    invalidate: std::sync::OnceLock<Invalidator>,
 }
 
 impl StorageTier {
@@ -119,7 +121,7 @@ impl StorageTier {
     }
 
     /// How the writer removes the keys of a refused batch from the cache.
-    pub fn set_invalidator(&self, f: Box<dyn Fn(&[CacheKey]) + Send + Sync>) {
+    pub fn set_invalidator(&self, f: Invalidator) {
         let _ = self.invalidate.set(f);
     }
 
