@@ -5,12 +5,7 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{err, q, temp_dir, Engine, Postgres, RedisPort};
-
-fn storage_info(c: &mut redis::Connection, field: &str) -> u64 {
-    let text: String = q(c, &["INFO", "storage"]);
-    text.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).unwrap_or_else(|| panic!("no {field} in {text}")).trim().parse().unwrap()
-}
+use common::{err, info_field, q, temp_dir, Engine, Postgres, RedisPort};
 
 #[test]
 fn write_through_survives_a_kill_and_reads_through_every_type() {
@@ -51,7 +46,7 @@ fn write_through_survives_a_kill_and_reads_through_every_type() {
     // A read-modify-write on a key only storage has.
     let _: i64 = q(&mut c, &["APPEND", "s", "!"]);
     assert_eq!(q::<String>(&mut c, &["GET", "s"]), "string value!");
-    assert!(storage_info(&mut c, "storage_read_hits") >= 10);
+    assert!(info_field(&mut c, "storage", "storage_read_hits") >= 10);
     assert!(err(&mut c, &["FLUSHALL"]).contains("not supported with a write-through storage tier"));
 }
 
@@ -68,8 +63,7 @@ fn evicted_keys_come_back_from_storage() {
         }
         p.query::<()>(&mut c).unwrap();
     }
-    let info: String = q(&mut c, &["INFO", "stats"]);
-    let evicted: u64 = info.lines().find_map(|l| l.strip_prefix("evicted_keys:")).unwrap().trim().parse().unwrap();
+    let evicted = info_field(&mut c, "stats", "evicted_keys");
     assert!(evicted > 10000, "maxmemory evicted: {evicted}");
     for i in (0..40000).step_by(397) {
         assert_eq!(q::<String>(&mut c, &["GET", &format!("k{i}")]), format!("{i}:{v}"), "k{i}");
@@ -153,10 +147,7 @@ fn model_based_random_operations_across_evictions_and_restarts() {
         }
         p.query::<()>(&mut c).unwrap();
     }
-    let evicted = |c: &mut redis::Connection| -> u64 {
-        let info: String = q(c, &["INFO", "stats"]);
-        info.lines().find_map(|l| l.strip_prefix("evicted_keys:")).unwrap().trim().parse().unwrap()
-    };
+    let evicted = |c: &mut redis::Connection| info_field(c, "stats", "evicted_keys");
     let mut evictions = evicted(&mut c);
     for step in 0..4000 {
         if step % 1000 == 999 {

@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 
-use common::{err, q, temp_dir, Engine, RedisPort};
+use common::{err, info_field, q, temp_dir, Engine, RedisPort};
 
 /// Engine flags for a tier with its file in the engine's own temporary directory.
 fn tier_flags(dir: &std::path::Path, size: &str, dram_max: &str, policy: &str, promote_hits: u8) -> Vec<String> {
@@ -31,7 +31,7 @@ fn tiers(c: &mut redis::Connection) -> HashMap<String, String> {
 }
 
 fn stat(c: &mut redis::Connection, name: &str) -> u64 {
-    tiers(c).get(name).unwrap_or_else(|| panic!("INFO tiers has no {name}")).parse().unwrap()
+    info_field(c, "tiers", name)
 }
 
 fn tier_of(c: &mut redis::Connection, key: &str) -> String {
@@ -317,8 +317,7 @@ fn full_arena_falls_back_to_the_eviction_policy() {
     for i in 0..3000 {
         let _: () = q(&mut c, &["SET", &format!("f{i}"), &v]);
     }
-    let info: String = q(&mut c, &["INFO", "stats"]);
-    let evicted: u64 = info.lines().find_map(|l| l.strip_prefix("evicted_keys:")).unwrap().trim().parse().unwrap();
+    let evicted = info_field(&mut c, "stats", "evicted_keys");
     assert!(evicted > 1000, "evicted {evicted}");
     assert!(stat(&mut c, "dram_value_bytes") <= 16 * 1024 + 1000);
     assert_eq!(q::<String>(&mut c, &["GET", "f2999"]), v);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{q, temp_dir, Engine, RedisPort};
+use common::{info_field, q, temp_dir, Engine, RedisPort};
 
 /// What one writer thread saw acknowledged.
 #[derive(Default, Clone)]
@@ -170,7 +170,7 @@ fn save_is_a_checkpoint_and_file_mode_survives_a_clean_stop() {
         let _: i64 = q(&mut c, &["INCR", "n"]);
         let _: () = q(&mut c, &["SET", &format!("a{i}"), "x"]);
     }
-    let before: u64 = info_wal(&mut c).lines().find_map(|l| l.strip_prefix("wal_last_seq:")).unwrap().trim().parse().unwrap();
+    let before = info_field(&mut c, "wal", "wal_last_seq");
     let _: () = q(&mut c, &["SAVE"]);
     let _: i64 = q(&mut c, &["INCR", "n"]);
     let _: i64 = q(&mut c, &["SADD", "s", "a", "b", "c"]);
