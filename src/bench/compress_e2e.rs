@@ -150,12 +150,6 @@ fn measure(c: &mut Client, records: &[Vec<u8>], ops: usize, pipeline: usize, set
     Ok(done as f64 / start.elapsed().as_secs_f64())
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    if s.is_empty() { 0.0 } else { s[s.len() / 2] }
-}
-
 pub fn run(records: &[Vec<u8>], rounds: usize, ops: usize, pipeline: usize, only: &[String]) -> anyhow::Result<()> {
     pin_self_to(1);
     let mut servers: Vec<Server> = Vec::new();
@@ -226,19 +220,19 @@ pub fn run(records: &[Vec<u8>], rounds: usize, ops: usize, pipeline: usize, only
     for s in &servers {
         let b = base(s.setup.mode);
         let data = s.cold_data_bytes.unwrap_or(s.data_bytes);
-        let (set_cpu, get_cpu) = (median(&s.set_cpu), median(&s.get_cpu));
+        let (set_cpu, get_cpu) = (super::median(&s.set_cpu), super::median(&s.get_cpu));
         println!(
             "{:<10} {:<6} {:>10.0} {:>7.3} {:>10.0} {:>7.3} {:>8.2} {:>8.3} {:>8.2} {:>8.3} {:>12} {:>12.1} {:>7.3} {:>8}{}",
             s.setup.codec,
             s.setup.mode,
-            median(&s.set),
-            median(&s.set) / median(&b.set),
-            median(&s.get),
-            median(&s.get) / median(&b.get),
+            super::median(&s.set),
+            super::median(&s.set) / super::median(&b.set),
+            super::median(&s.get),
+            super::median(&s.get) / super::median(&b.get),
             set_cpu,
-            median(&b.set_cpu) / set_cpu,
+            super::median(&b.set_cpu) / set_cpu,
             get_cpu,
-            median(&b.get_cpu) / get_cpu,
+            super::median(&b.get_cpu) / get_cpu,
             s.used_memory,
             data as f64 / records.len() as f64,
             data as f64 / b.data_bytes as f64,

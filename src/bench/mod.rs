@@ -57,3 +57,63 @@ pub fn spawn_pinned_engine(dir: &std::path::Path, flags: &[&std::ffi::OsStr]) ->
     let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("engine said {line:?}"))?;
     Ok((child, port))
 }
+
+/// The median of a round's measurements (0 for none).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() { 0.0 } else { s[s.len() / 2] }
+}
+
+/// What a closed-loop load measured: requests per second and each request's latency (µs,
+/// sorted).
+pub struct ClosedLoop {
+    pub per_sec: f64,
+    latencies: Vec<u32>,
+}
+
+impl ClosedLoop {
+    /// The `p`th percentile latency in µs.
+    pub fn percentile(&self, p: usize) -> f64 {
+        let l = &self.latencies;
+        l.get((l.len() * p / 100).min(l.len().saturating_sub(1))).copied().unwrap_or(0) as f64
+    }
+}
+
+/// Runs `clients` connections to `port` for `seconds`, each sending one request at a time
+/// (`request(connection number, n-th request, client)`), as YCSB's clients do.
+pub fn closed_loop<F>(port: u16, clients: usize, seconds: f64, request: F) -> anyhow::Result<ClosedLoop>
+where
+    F: Fn(usize, u64, &mut resp_client::Client) -> anyhow::Result<()> + Send + Sync + 'static,
+{
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let request = Arc::new(request);
+    let mut handles = Vec::new();
+    for t in 0..clients {
+        let (stop, request) = (stop.clone(), request.clone());
+        handles.push(std::thread::spawn(move || -> anyhow::Result<Vec<u32>> {
+            let mut c = resp_client::Client::connect(port)?;
+            let mut lat = Vec::with_capacity(1 << 16);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let start = std::time::Instant::now();
+                request(t, n, &mut c)?;
+                lat.push(start.elapsed().as_micros() as u32);
+            }
+            Ok(lat)
+        }));
+    }
+    let start = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+    stop.store(true, Ordering::Relaxed);
+    let mut latencies = Vec::new();
+    for h in handles {
+        latencies.extend(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    Ok(ClosedLoop { per_sec: latencies.len() as f64 / secs, latencies })
+}

@@ -9,9 +9,8 @@
 
 use std::path::PathBuf;
 use std::process::Child;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use clap::Args;
 
@@ -65,46 +64,19 @@ fn key(i: u64) -> String {
 
 /// One timed phase: (requests/s, p99 µs). `get_share` 0 is the load phase (new keys).
 fn run_phase(port: u16, args: &StorageArgs, z: &Arc<Zipf>, get_share: f64, next_new: &Arc<AtomicU64>) -> anyhow::Result<(f64, f64)> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let value = vec![b'v'; args.value_size];
-    let mut handles = Vec::new();
-    for _ in 0..args.clients {
-        let (stop, value, z, next_new) = (stop.clone(), value.clone(), z.clone(), next_new.clone());
-        handles.push(std::thread::spawn(move || -> anyhow::Result<Vec<u32>> {
-            let mut c = Client::connect(port)?;
-            let mut lat = Vec::with_capacity(1 << 16);
-            while !stop.load(Ordering::Relaxed) {
-                let start = Instant::now();
-                if get_share == 0.0 {
-                    let k = key(next_new.fetch_add(1, Ordering::Relaxed));
-                    c.call(&[b"SET", k.as_bytes(), &value])?;
-                } else if fastrand::f64() < get_share {
-                    c.call(&[b"GET", key(z.next()).as_bytes()])?;
-                } else {
-                    c.call(&[b"SET", key(z.next()).as_bytes(), &value])?;
-                }
-                lat.push(start.elapsed().as_micros() as u32);
-            }
-            Ok(lat)
-        }));
-    }
-    let start = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(args.seconds));
-    stop.store(true, Ordering::Relaxed);
-    let mut all = Vec::new();
-    for h in handles {
-        all.extend(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??);
-    }
-    let secs = start.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let p99 = all.get((all.len() * 99 / 100).min(all.len().saturating_sub(1))).copied().unwrap_or(0) as f64;
-    Ok((all.len() as f64 / secs, p99))
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    if s.is_empty() { 0.0 } else { s[s.len() / 2] }
+    let (value, z, next_new) = (vec![b'v'; args.value_size], z.clone(), next_new.clone());
+    let r = super::closed_loop(port, args.clients, args.seconds, move |_, _, c| {
+        if get_share == 0.0 {
+            let k = key(next_new.fetch_add(1, Ordering::Relaxed));
+            c.call(&[b"SET", k.as_bytes(), &value])
+        } else if fastrand::f64() < get_share {
+            c.call(&[b"GET", key(z.next()).as_bytes()])
+        } else {
+            c.call(&[b"SET", key(z.next()).as_bytes(), &value])
+        }
+        .map(drop)
+    })?;
+    Ok((r.per_sec, r.percentile(99)))
 }
 
 pub fn run(args: StorageArgs) -> anyhow::Result<()> {
@@ -151,10 +123,10 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
     println!("| engine | phase | req/s (median) | vs cache | p99 µs |");
     println!("|---|---|---|---|---|");
     for (p, (phase, _)) in PHASES.iter().enumerate() {
-        let base = median(&engines[0].results[p].0);
+        let base = super::median(&engines[0].results[p].0);
         for e in &engines {
-            let ops = median(&e.results[p].0);
-            println!("| {} | {} | {:.0} | {:.2}x | {:.0} |", e.name, phase, ops, ops / base, median(&e.results[p].1));
+            let ops = super::median(&e.results[p].0);
+            println!("| {} | {} | {:.0} | {:.2}x | {:.0} |", e.name, phase, ops, ops / base, super::median(&e.results[p].1));
         }
     }
     Ok(())

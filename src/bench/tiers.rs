@@ -187,12 +187,6 @@ fn rss(pid: u32) -> (u64, u64) {
     (kb("VmRSS:"), kb("RssAnon:"))
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    if s.is_empty() { 0.0 } else { s[s.len() / 2] }
-}
-
 fn mb(b: u64) -> String {
     format!("{:.0} MB", b as f64 / (1 << 20) as f64)
 }
@@ -263,14 +257,14 @@ pub fn run(args: TiersArgs) -> anyhow::Result<()> {
     }
     // Ratios against the all-DRAM engine (or the first one measured without it).
     let base = engines.iter().position(|e| e.setup.tier.is_none()).unwrap_or(0);
-    let base_ops = median(&engines[base].ops);
+    let base_ops = super::median(&engines[base].ops);
     let base_anon = rss(engines[base].child.id()).1.max(1);
     println!();
     println!("| setup | GET+SET req/s (median) | vs all-DRAM | p99 batch µs | DRAM hit share | RSS | RSS anon (DRAM) | anon vs all-DRAM |");
     println!("|---|---|---|---|---|---|---|---|");
     for e in &engines {
         let (vm, anon) = rss(e.child.id());
-        let ops = median(&e.ops);
+        let ops = super::median(&e.ops);
         let share = if e.setup.tier.is_none() {
             "100%".to_string()
         } else {
@@ -281,7 +275,7 @@ pub fn run(args: TiersArgs) -> anyhow::Result<()> {
             e.setup.name,
             ops,
             ops / base_ops,
-            median(&e.p99),
+            super::median(&e.p99),
             share,
             mb(vm),
             mb(anon),

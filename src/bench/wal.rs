@@ -8,9 +8,7 @@
 
 use std::path::PathBuf;
 use std::process::Child;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 
@@ -72,44 +70,14 @@ fn wal_syncs(port: u16) -> u64 {
     text.lines().find_map(|l| l.strip_prefix("wal_syncs:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
 }
 
-/// One timed load: (requests/s, p50 µs, p99 µs).
+/// One timed load of SETs of new keys: (requests/s, p50 µs, p99 µs).
 fn run_load(port: u16, args: &WalArgs, round: usize) -> anyhow::Result<(f64, f64, f64)> {
-    let stop = Arc::new(AtomicBool::new(false));
     let value = vec![b'v'; args.value_size];
-    let mut handles = Vec::new();
-    for t in 0..args.clients {
-        let (stop, value) = (stop.clone(), value.clone());
-        handles.push(std::thread::spawn(move || -> anyhow::Result<Vec<u32>> {
-            let mut c = Client::connect(port)?;
-            let mut lat = Vec::with_capacity(1 << 16);
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                let key = format!("load:{round}:{t}:{n}");
-                let start = Instant::now();
-                c.call(&[b"SET", key.as_bytes(), &value])?;
-                lat.push(start.elapsed().as_micros() as u32);
-            }
-            Ok(lat)
-        }));
-    }
-    let start = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(args.seconds));
-    stop.store(true, Ordering::Relaxed);
-    let mut all = Vec::new();
-    for h in handles {
-        all.extend(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??);
-    }
-    let secs = start.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pct = |p: usize| all.get((all.len() * p / 100).min(all.len().saturating_sub(1))).copied().unwrap_or(0) as f64;
-    Ok((all.len() as f64 / secs, pct(50), pct(99)))
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    if s.is_empty() { 0.0 } else { s[s.len() / 2] }
+    let r = super::closed_loop(port, args.clients, args.seconds, move |t, n, c| {
+        let key = format!("load:{round}:{t}:{n}");
+        c.call(&[b"SET", key.as_bytes(), &value]).map(drop)
+    })?;
+    Ok((r.per_sec, r.percentile(50), r.percentile(99)))
 }
 
 pub fn run(args: WalArgs) -> anyhow::Result<()> {
@@ -141,7 +109,7 @@ pub fn run(args: WalArgs) -> anyhow::Result<()> {
         }
         eprintln!("round {} of {} done", round + 1, args.rounds);
     }
-    let always = median(&engines.iter().find(|e| e.mode == "always").expect("always runs").ops);
+    let always = super::median(&engines.iter().find(|e| e.mode == "always").expect("always runs").ops);
     println!();
     println!("| wal | SET/s (median) | vs always | p50 µs | p99 µs | fsyncs/s |");
     println!("|---|---|---|---|---|---|");
@@ -149,11 +117,11 @@ pub fn run(args: WalArgs) -> anyhow::Result<()> {
         println!(
             "| {} | {:.0} | {:.2}x | {:.0} | {:.0} | {:.0} |",
             e.mode,
-            median(&e.ops),
-            median(&e.ops) / always,
-            median(&e.p50),
-            median(&e.p99),
-            median(&e.syncs)
+            super::median(&e.ops),
+            super::median(&e.ops) / always,
+            super::median(&e.p50),
+            super::median(&e.p99),
+            super::median(&e.syncs)
         );
     }
     Ok(())
