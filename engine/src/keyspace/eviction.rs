@@ -88,8 +88,8 @@ pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64, evicte
         }
         sampled += 1;
         let score = match policy {
-            Policy::AllKeysLru | Policy::VolatileLru => access::idle_seconds(e.access(), now),
-            Policy::AllKeysLfu | Policy::VolatileLfu => 255 - access::lfu_decayed(e.access(), now) as u64,
+            Policy::AllKeysLru | Policy::VolatileLru => access::coldness(e.access(), false, now),
+            Policy::AllKeysLfu | Policy::VolatileLfu => access::coldness(e.access(), true, now),
             Policy::VolatileTtl => u64::MAX - e.expire().unwrap_or(i64::MAX).max(0) as u64,
             _ => 0,
         };

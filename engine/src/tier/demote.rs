@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 
 use super::{freeze, Tier, MIN_PMEM_VALUE};
-use crate::keyspace::{access, Entry, Keyspace};
+use crate::keyspace::{access, Keyspace};
 
 /// Entries sampled per batch, and the share of them demoted (the coldest).
 const SAMPLES: usize = 48;
@@ -23,15 +23,6 @@ pub struct Batch {
     pub bytes: usize,
     /// Some victim found no room in the arena.
     pub full: bool,
-}
-
-/// How cold an entry is: higher demotes first.
-fn coldness(e: &Entry, lfu: bool, now: i64) -> u64 {
-    if lfu {
-        255 - access::lfu_decayed(e.access(), now) as u64
-    } else {
-        access::idle_seconds(e.access(), now)
-    }
 }
 
 /// Demotes one batch from the next shard holding DRAM values; shards a command holds are
@@ -52,7 +43,7 @@ pub fn demote_batch(ks: &Keyspace, tier: &Tier, now: i64) -> Batch {
             if e.in_pmem() || e.dram_value_size() < MIN_PMEM_VALUE || picks.iter().any(|(_, k)| k == e.key()) {
                 continue;
             }
-            picks.push((coldness(e, lfu, now), e.key().to_vec()));
+            picks.push((access::coldness(e.access(), lfu, now), e.key().to_vec()));
         }
         if picks.is_empty() {
             continue;
