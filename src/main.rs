@@ -149,9 +149,21 @@ struct EngineArgs {
     /// postgres://user@host:port/db for --storage postgres [env: TERRACE_STORAGE_URL]
     #[arg(long)]
     storage_url: Option<String>,
-    /// cache or write-through [env: TERRACE_STORAGE_MODE] [default: write-through]
+    /// cache, write-through or write-back [env: TERRACE_STORAGE_MODE] [default: write-through]
     #[arg(long)]
     storage_mode: Option<String>,
+    /// Write-back: dirty bytes above which writes wait for the flusher [env: TERRACE_DIRTY_MAX] [default: 64mb]
+    #[arg(long)]
+    dirty_max: Option<String>,
+    /// Write-back: how long a write waits for room before it fails, ms [env: TERRACE_DIRTY_TIMEOUT_MS] [default: 5000]
+    #[arg(long)]
+    dirty_timeout_ms: Option<u64>,
+    /// Write-back: the flusher's interval, ms [env: TERRACE_FLUSH_INTERVAL_MS] [default: 100]
+    #[arg(long)]
+    flush_interval_ms: Option<u64>,
+    /// Write-back: keys per flush batch (a full batch flushes at once) [env: TERRACE_FLUSH_BATCH] [default: 1024]
+    #[arg(long)]
+    flush_batch: Option<usize>,
 }
 
 impl EngineArgs {
@@ -176,6 +188,10 @@ impl EngineArgs {
             storage: self.storage,
             storage_url: self.storage_url,
             storage_mode: self.storage_mode,
+            dirty_max: self.dirty_max.map(toml::Value::String),
+            dirty_timeout_ms: self.dirty_timeout_ms,
+            flush_interval_ms: self.flush_interval_ms,
+            flush_batch: self.flush_batch,
             ..Default::default()
         };
         let env = EngineSettings::from_env()?;

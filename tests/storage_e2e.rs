@@ -47,7 +47,7 @@ fn write_through_survives_a_kill_and_reads_through_every_type() {
     let _: i64 = q(&mut c, &["APPEND", "s", "!"]);
     assert_eq!(q::<String>(&mut c, &["GET", "s"]), "string value!");
     assert!(info_field(&mut c, "storage", "storage_read_hits") >= 10);
-    assert!(err(&mut c, &["FLUSHALL"]).contains("not supported with a write-through storage tier"));
+    assert!(err(&mut c, &["FLUSHALL"]).contains("not supported for a tenant with a storage tier"));
 }
 
 #[test]
@@ -114,15 +114,28 @@ fn bad_storage_settings_are_named() {
     };
     assert!(run(&["--storage", "disk"]).contains("`storage`"));
     assert!(run(&["--storage", "postgres"]).contains("`storage_url`"));
-    assert!(run(&["--storage", "lsm", "--storage-mode", "write-back"]).contains("`storage_mode`"));
+    assert!(run(&["--storage", "lsm", "--storage-mode", "write-around"]).contains("`storage_mode`"));
+    assert!(run(&["--storage", "lsm", "--dirty-max", "0"]).contains("`dirty_max`"));
+    assert!(run(&["--storage", "lsm", "--flush-batch", "0"]).contains("`flush_batch`"));
     assert!(run(&["--storage", "postgres", "--storage-url", "postgres://postgres@127.0.0.1:1/x"]).contains("storage"));
 }
 
-/// Random operations against a write-through engine whose cache holds a fraction of the data
-/// (evictions all the time) and which is killed and restarted now and then; every reply is
-/// checked against an in-memory model.
+/// Random operations against an engine whose cache holds a fraction of the data (evictions
+/// all the time) and which is killed and restarted now and then; every reply is checked
+/// against an in-memory model.
 #[test]
 fn model_based_random_operations_across_evictions_and_restarts() {
+    random_operations_against_a_model(&["--storage", "lsm", "--maxmemory", "20mb", "--maxmemory-policy", "allkeys-random"]);
+}
+
+/// The same with write-back: dirty keys stay until flushed, the WAL brings them back after a
+/// kill, and clean ones are evicted and read back from storage.
+#[test]
+fn model_based_random_operations_with_write_back() {
+    random_operations_against_a_model(&["--storage", "lsm", "--storage-mode", "write-back", "--wal", "always", "--flush-interval-ms", "20", "--maxmemory", "24mb", "--maxmemory-policy", "allkeys-random"]);
+}
+
+fn random_operations_against_a_model(flags: &[&str]) {
     use std::collections::HashMap;
     #[derive(Clone, Debug, PartialEq)]
     enum V {
@@ -131,8 +144,7 @@ fn model_based_random_operations_across_evictions_and_restarts() {
         L(Vec<String>),
     }
     let dir = temp_dir("storage-model");
-    let flags = ["--storage", "lsm", "--maxmemory", "20mb", "--maxmemory-policy", "allkeys-random"];
-    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut e = Engine::start_in(&dir, flags, &[]);
     let mut c = e.client();
     let mut model: HashMap<String, V> = HashMap::new();
     let pad = "p".repeat(4000);
@@ -153,7 +165,7 @@ fn model_based_random_operations_across_evictions_and_restarts() {
         if step % 1000 == 999 {
             evictions += evicted(&mut c);
             drop(c);
-            e.restart(&flags);
+            e.restart(flags);
             c = e.client();
         }
         let key = format!("k{}", fastrand::usize(..keys));
@@ -170,7 +182,10 @@ fn model_based_random_operations_across_evictions_and_restarts() {
                 model.insert(key, V::S(v));
             }
             (5, Some(V::S(mut v))) => {
-                let n: i64 = q(&mut c, &["APPEND", &key, "+"]);
+                let n: i64 = match redis::cmd("APPEND").arg(&key).arg("+").query(&mut c) {
+                    Ok(n) => n,
+                    Err(e) => panic!("APPEND {key}: {e}\n{}", q::<String>(&mut c, &["INFO", "everything"])),
+                };
                 v.push('+');
                 assert_eq!(n as usize, v.len());
                 model.insert(key, V::S(v));
@@ -216,7 +231,7 @@ fn storage_mode_is_per_tenant() {
     let mut scratch = e.client();
     let _: () = q(&mut scratch, &["TERRACE.NAMESPACE", "sessions"]);
     let _: () = q(&mut scratch, &["SET", "k", "lost with the cache"]);
-    assert!(err(&mut scratch, &["TERRACE.NAMESPACE", "x", "STORAGE-MODE", "write-back"]).contains("STORAGE-MODE"));
+    assert!(err(&mut scratch, &["TERRACE.NAMESPACE", "x", "STORAGE-MODE", "write-around"]).contains("STORAGE-MODE"));
     let _: () = q(&mut scratch, &["FLUSHDB"]); // a cache tenant may flush
     drop((durable, scratch));
     e.restart(&flags);
@@ -261,4 +276,130 @@ fn a_write_is_visible_to_others_only_once_storage_took_it() {
     assert!(written_at >= std::time::Duration::from_millis(800), "the write waited for the lock ({written_at:?})");
     assert!(got == "v1" || read_at >= std::time::Duration::from_millis(800), "read {got:?} at {read_at:?}, before the write could be confirmed (at {written_at:?})");
     assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v2");
+}
+
+/// Write-back against a real PostgreSQL that goes away: writes are acknowledged from the cache
+/// until `dirty_max`, then wait and fail with a clear error; nothing acknowledged is lost —
+/// not even across a SIGKILL during the outage (the WAL has it) — and everything reaches
+/// PostgreSQL once it is back.
+#[test]
+fn write_back_rides_out_a_postgres_outage_and_a_kill() {
+    let pg = Postgres::start();
+    let url = pg.url();
+    let dir = temp_dir("storage-wb-outage");
+    let flags = [
+        "--storage",
+        "postgres",
+        "--storage-url",
+        &url,
+        "--storage-mode",
+        "write-back",
+        "--wal",
+        "always",
+        "--dirty-max",
+        "256kb",
+        "--dirty-timeout-ms",
+        "300",
+        "--flush-interval-ms",
+        "20",
+    ];
+    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut c = e.client();
+    let dirty = |c: &mut redis::Connection| info_field(c, "storage", "dirty_keys");
+    let wait_clean = |c: &mut redis::Connection| {
+        for _ in 0..200 {
+            if dirty(c) == 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("still dirty: {}", q::<String>(c, &["INFO", "storage"]));
+    };
+    let mut acked: Vec<(String, String)> = Vec::new();
+    for i in 0..100 {
+        let (k, v) = (format!("k{i}"), format!("before-{i}"));
+        let _: () = q(&mut c, &["SET", &k, &v]);
+        acked.push((k, v));
+    }
+    let _: i64 = q(&mut c, &["HSET", "h", "f", "1"]);
+    wait_clean(&mut c);
+    assert!(info_field(&mut c, "storage", "flush_keys") >= 101);
+
+    pg.stop();
+    assert_eq!(q::<i64>(&mut c, &["HINCRBY", "h", "f", "1"]), 2);
+    // A key deleted while storage is away: dirty, so the cache's "absent" is the answer (no
+    // storage read, which would fail now).
+    assert_eq!(q::<i64>(&mut c, &["DEL", "k0"]), 1);
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "k0"]), None);
+    acked.remove(0);
+    let value = "o".repeat(1000);
+    let mut refused = None;
+    for i in 0..2000 {
+        let k = format!("outage{i}");
+        match redis::cmd("SET")
+            .arg(&k)
+            .arg(format!("{i}{value}"))
+            .query::<()>(&mut c)
+        {
+            Ok(()) => acked.push((k, format!("{i}{value}"))),
+            Err(e) => {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("writes are refused once dirty_max is reached");
+    assert!(
+        refused.contains("write-back backlog full") && refused.contains("dirty_max"),
+        "{refused}"
+    );
+    assert!(
+        acked.len() > 150,
+        "writes were acknowledged during the outage until the bound: {}",
+        acked.len()
+    );
+    let bytes = info_field(&mut c, "storage", "dirty_bytes");
+    assert!(
+        bytes <= 256 * 1024 + 4096,
+        "dirty bytes stay bounded: {bytes}"
+    );
+    let mut errors = 0;
+    for _ in 0..100 {
+        errors = info_field(&mut c, "storage", "flush_errors");
+        if errors > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(errors > 0, "the flusher reports the outage");
+    drop(c);
+
+    // Killed during the outage: the dirty keys are in the WAL.
+    let _ = e.child.kill();
+    let _ = e.child.wait();
+    pg.resume();
+    e.restart(&flags);
+    let mut c = e.client();
+    wait_clean(&mut c);
+    let _: () = q(&mut c, &["SET", "after", "yes"]);
+    wait_clean(&mut c);
+    drop(c);
+
+    // A second engine with nothing of its own sees it all, in PostgreSQL.
+    let other = Engine::start(&["--storage", "postgres", "--storage-url", &url]);
+    let mut o = other.client();
+    for chunk in acked.chunks(200) {
+        let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
+        let got: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(&mut o).unwrap();
+        for ((k, v), g) in chunk.iter().zip(got) {
+            assert_eq!(g.as_deref(), Some(v.as_str()), "acknowledged SET {k} lost");
+        }
+    }
+    assert_eq!(q::<String>(&mut o, &["HGET", "h", "f"]), "2");
+    assert_eq!(
+        q::<Option<String>>(&mut o, &["GET", "k0"]),
+        None,
+        "the deletion reached storage"
+    );
+    assert_eq!(q::<String>(&mut o, &["GET", "after"]), "yes");
 }

@@ -75,8 +75,21 @@ pub struct EngineSettings {
     pub storage: Option<String>,
     /// postgres://… for `storage = postgres`.
     pub storage_url: Option<String>,
-    /// cache | write-through.
+    /// cache | write-through | write-back.
     pub storage_mode: Option<String>,
+    /// Write-back: dirty bytes above which writes wait (then fail).
+    pub dirty_max: Option<toml::Value>,
+    pub dirty_timeout_ms: Option<u64>,
+    pub flush_interval_ms: Option<u64>,
+    pub flush_batch: Option<usize>,
+}
+
+/// A number from environment variable `key`, if set.
+fn number<T: FromStr>(v: Option<String>, key: &str) -> Result<Option<T>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(n) => n.parse().map(Some).map_err(|_| ConfigError::Invalid { key: key.into(), reason: format!("'{n}' is not a whole number") }),
+    }
 }
 
 /// A size given as an integer or a Redis-style string (`100mb`), for `key`.
@@ -121,6 +134,10 @@ impl EngineSettings {
             storage: self.storage.or(other.storage),
             storage_url: self.storage_url.or(other.storage_url),
             storage_mode: self.storage_mode.or(other.storage_mode),
+            dirty_max: self.dirty_max.or(other.dirty_max),
+            dirty_timeout_ms: self.dirty_timeout_ms.or(other.dirty_timeout_ms),
+            flush_interval_ms: self.flush_interval_ms.or(other.flush_interval_ms),
+            flush_batch: self.flush_batch.or(other.flush_batch),
         }
     }
 
@@ -180,6 +197,10 @@ impl EngineSettings {
             storage: var("TERRACE_STORAGE"),
             storage_url: var("TERRACE_STORAGE_URL"),
             storage_mode: var("TERRACE_STORAGE_MODE"),
+            dirty_max: var("TERRACE_DIRTY_MAX").map(toml::Value::String),
+            dirty_timeout_ms: number(var("TERRACE_DIRTY_TIMEOUT_MS"), "TERRACE_DIRTY_TIMEOUT_MS")?,
+            flush_interval_ms: number(var("TERRACE_FLUSH_INTERVAL_MS"), "TERRACE_FLUSH_INTERVAL_MS")?,
+            flush_batch: number(var("TERRACE_FLUSH_BATCH"), "TERRACE_FLUSH_BATCH")?,
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
                     key: "TERRACE_PROMOTE_HITS".into(),
@@ -219,7 +240,8 @@ impl EngineSettings {
         if wal_mode != crate::wal::Mode::Pmem && self.wal_ring_path.is_some() {
             return Err(ConfigError::Invalid { key: "wal_ring_path".into(), reason: "only `wal = \"pmem\"` uses a ring".into() });
         }
-        let storage = resolve_storage(self.storage, self.storage_url, self.storage_mode, &data_dir)?;
+        let write_back = resolve_write_back(self.dirty_max, self.dirty_timeout_ms, self.flush_interval_ms, self.flush_batch)?;
+        let storage = resolve_storage(self.storage, self.storage_url, self.storage_mode, &data_dir, write_back)?;
         let wal = crate::wal::WalConfig {
             mode: wal_mode,
             dir: data_dir.join("wal"),
@@ -331,9 +353,38 @@ pub enum StorageBackend {
 pub struct StorageConfig {
     pub backend: StorageBackend,
     pub mode: crate::storage::tier::Mode,
+    pub write_back: crate::storage::tier::WriteBackConfig,
 }
 
-fn resolve_storage(kind: Option<String>, url: Option<String>, mode: Option<String>, data_dir: &std::path::Path) -> Result<Option<StorageConfig>, ConfigError> {
+/// Write-back's knobs, defaulted; zero is refused where it would stall or spin.
+fn resolve_write_back(dirty_max: Option<toml::Value>, timeout_ms: Option<u64>, interval_ms: Option<u64>, batch: Option<usize>) -> Result<crate::storage::tier::WriteBackConfig, ConfigError> {
+    let mut wb = crate::storage::tier::WriteBackConfig::default();
+    let invalid = |key: &str, reason: &str| ConfigError::Invalid { key: key.into(), reason: reason.into() };
+    if let Some(v) = dirty_max {
+        wb.dirty_max = size_of("dirty_max", v)?;
+        if wb.dirty_max == 0 {
+            return Err(invalid("dirty_max", "0 would refuse every write-back write: give a size such as 64mb"));
+        }
+    }
+    if let Some(ms) = timeout_ms {
+        wb.dirty_timeout = std::time::Duration::from_millis(ms);
+    }
+    if let Some(ms) = interval_ms {
+        if ms == 0 {
+            return Err(invalid("flush_interval_ms", "must be at least 1"));
+        }
+        wb.flush_interval = std::time::Duration::from_millis(ms);
+    }
+    if let Some(n) = batch {
+        if n == 0 {
+            return Err(invalid("flush_batch", "must be at least 1"));
+        }
+        wb.flush_batch = n;
+    }
+    Ok(wb)
+}
+
+fn resolve_storage(kind: Option<String>, url: Option<String>, mode: Option<String>, data_dir: &std::path::Path, write_back: crate::storage::tier::WriteBackConfig) -> Result<Option<StorageConfig>, ConfigError> {
     let invalid = |key: &str, reason: String| ConfigError::Invalid { key: key.into(), reason };
     let mode = match mode {
         Some(m) => m.parse().map_err(|r| invalid("storage_mode", r))?,
@@ -350,7 +401,7 @@ fn resolve_storage(kind: Option<String>, url: Option<String>, mode: Option<Strin
         Some("postgres") => StorageBackend::Postgres(url.ok_or_else(|| invalid("storage_url", "`storage = \"postgres\"` needs a postgres:// URL".into()))?),
         Some(other) => return Err(invalid("storage", format!("'{other}' is not one of none, lsm, postgres"))),
     };
-    Ok(Some(StorageConfig { backend, mode }))
+    Ok(Some(StorageConfig { backend, mode, write_back }))
 }
 
 /// The PMem tier's settings: all absent, or `pmem_path` with the others defaulted

@@ -145,6 +145,18 @@ impl RdbWriter {
     }
 }
 
+/// Whether database `db`'s keys belong in a snapshot. A write-through tenant's are in
+/// storage, and a snapshot of them would be stale after a crash; so would a write-back
+/// tenant's without a WAL (with one, the log brings every key the snapshot has up to date).
+fn in_snapshots(srv: &Server, db: usize) -> bool {
+    use crate::storage::tier::Mode;
+    match srv.storage_tier().map(|t| t.mode_of(db / crate::keyspace::NUM_DBS)) {
+        None | Some(Mode::Cache) => true,
+        Some(Mode::WriteThrough) => false,
+        Some(Mode::WriteBack) => srv.wal().is_some(),
+    }
+}
+
 /// Writes a snapshot. `visit(shard id, f)` runs `f` on a shard (locked or held by the caller).
 /// Each database's key count (RESIZEDB) is a hint taken in a first pass.
 fn write_snapshot(srv: &Server, visit: &mut dyn FnMut(u32, &mut dyn FnMut(&Shard) -> Result<(), SnapshotError>) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
@@ -156,6 +168,9 @@ fn write_snapshot(srv: &Server, visit: &mut dyn FnMut(u32, &mut dyn FnMut(&Shard
     let now = now_ms();
     let ks = &srv.keyspace;
     for db in 0..ks.dbs() {
+        if !in_snapshots(srv, db) {
+            continue;
+        }
         let (mut keys, mut expires) = (0usize, 0usize);
         for id in ks.db_shard_ids(db) {
             visit(id, &mut |shard: &Shard| {
@@ -196,8 +211,12 @@ pub fn save_with_guards(srv: &Server, guards: &mut Guards) -> Result<(), Snapsho
     let r = write_snapshot(srv, &mut |id, f| f(guards.shard(id)));
     record(srv, &r);
     if let (Ok(()), Some(seq), Some(wal)) = (&r, seq, srv.wal()) {
-        // The image is durable: the log before it can go.
+        // The image is durable: the log before it can go. Write-back keys storage has not
+        // taken yet are logged again after it, so a restart still knows they are dirty.
         wal.checkpoint(seq);
+        if let Some(tier) = srv.storage_tier() {
+            crate::command::storage::relog_dirty(srv, tier, guards);
+        }
     }
     r
 }

@@ -24,6 +24,7 @@ pub mod server;
 pub mod set;
 pub mod sort;
 pub mod stats;
+pub mod storage;
 pub mod stream;
 pub mod stream_group;
 pub mod stream_rdb;
@@ -504,12 +505,14 @@ pub(crate) fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: b
     if !spec.write || !ok || ctx.block.is_some() || ctx.conn.replay_now.is_some() {
         return;
     }
-    if ctx.srv.storage_tier().is_some_and(|t| t.writes_through(ctx.data.db / crate::keyspace::NUM_DBS)) {
-        // Write-through: the declared keys' after-images go to storage at the end.
+    if ctx.srv.storage_tier().is_some_and(|t| t.backs(ctx.data.db / crate::keyspace::NUM_DBS)) {
+        // A storage-backed tenant: the declared keys' after-images go to storage (and, for
+        // write-back, to the WAL) at the end, instead of the command.
         let db = ctx.data.db;
         for i in table::key_positions(spec, argv) {
             ctx.data.touched.push((db, argv[i].to_vec()));
         }
+        return;
     }
     if ctx.srv.wal().is_none() || ctx.data.wal_count != before {
         return;
@@ -517,168 +520,13 @@ pub(crate) fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: b
     ctx.data.log(ctx.conn.ns_base, argv);
 }
 
-/// The storage tenant name of the namespace holding database `db`.
-pub fn tenant_of(srv: &Server, db: usize) -> String {
-    let names = srv.namespaces.lock();
-    match names.get(db / crate::keyspace::NUM_DBS).map(String::as_str) {
-        None | Some("") => "default".to_string(),
-        Some(n) => n.to_string(),
-    }
-}
-
-/// Whether a command replaces its keys' values without looking at them (so a miss needs no
-/// storage read): SET without NX/XX/GET/KEEPTTL, SETEX, PSETEX, MSET.
-fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
-    match spec.name {
-        "setex" | "psetex" | "mset" => true,
-        "set" => !argv[3..].iter().any(|a| ["nx", "xx", "get", "keepttl"].iter().any(|o| a.eq_ignore_ascii_case(o.as_bytes()))),
-        _ => false,
-    }
-}
-
-/// Read-through: before a command runs, the keys it declares that the cache lacks are read
-/// from storage and admitted (a batched get per command). Err: storage could not be read,
-/// and the command must not run on a cache that may be missing its keys.
-pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Result<(), String> {
-    conn.read_through_present.clear();
-    conn.read_through_checked.clear();
-    let Some(tier) = srv.storage_tier() else { return Ok(()) };
-    if !tier.writes_through(conn.db / crate::keyspace::NUM_DBS) || conn.replay_now.is_some() {
-        return Ok(());
-    }
-    let mut wanted: Vec<Vec<u8>> = Vec::new();
-    let mut add = |args: &[&[u8]]| {
-        if let Some((_, spec)) = lookup(args[0]) {
-            if spec.lock == Lock::Keys && arity_ok(spec, args.len()) && !overwrites_blindly(spec, args) {
-                wanted.extend(table::key_positions(spec, args).into_iter().map(|i| args[i].to_vec()));
-            }
-        }
-    };
-    if argv[0].eq_ignore_ascii_case(b"exec") {
-        for queued in conn.multi.iter().flatten() {
-            let args: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
-            add(&args);
-        }
-    } else {
-        add(argv);
-    }
-    if wanted.is_empty() {
-        return Ok(());
-    }
-    let (ks, db) = (&srv.keyspace, conn.db);
-    wanted.sort();
-    wanted.dedup();
-    // A key whose write is not confirmed yet is read only once it is (install on success).
-    for k in &wanted {
-        if let Some(seq) = tier.pending_seq(&(db, k.clone())) {
-            let _ = tier.wait(seq).await;
-        }
-    }
-    read_keys(srv, tier, db, &wanted).await?;
-    // What the command will find: keys that must still be there when it runs (and still
-    // confirmed: checked again under its locks).
-    let now = now_ms();
-    conn.read_through_checked = wanted.iter().map(|k| (db, k.clone())).collect();
-    conn.read_through_present = wanted.into_iter().filter(|k| ks.lock_one(ks.shard_id(db, k)).peek(k, now).is_some()).map(|k| (db, k)).collect();
-    Ok(())
-}
-
-/// Reads the keys of `wanted` the cache lacks from storage and admits them.
-async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: usize, wanted: &[Vec<u8>]) -> Result<(), String> {
-    let ks = &srv.keyspace;
-    let lfu = ks.lfu.load(Ordering::Relaxed);
-    for _attempt in 0..10 {
-        let now = now_ms();
-        // Keys the cache lacks, with their shard's modification count.
-        let missing: Vec<(Vec<u8>, u64)> = wanted
-            .iter()
-            .filter_map(|k| {
-                let shard = ks.lock_one(ks.shard_id(db, k));
-                shard.peek(k, now).is_none().then(|| (k.clone(), shard.mods))
-            })
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
-        }
-        // Writes queued before this point are in storage before it is read.
-        tier.wait(tier.last_queued()).await.ok();
-        let storage_keys = missing.iter().map(|(k, _)| crate::storage::tier::storage_key(db % crate::keyspace::NUM_DBS, k)).collect();
-        tier.counters.reads.fetch_add(missing.len() as u64, Ordering::Relaxed);
-        let values = tier.storage.get(tenant_of(srv, db), storage_keys).await.map_err(|e| {
-            tier.counters.read_errors.fetch_add(1, Ordering::Relaxed);
-            e.to_string()
-        })?;
-        let mut changed = false;
-        for ((key, mods), value) in missing.iter().zip(values) {
-            let entry = match value {
-                None => None,
-                Some(bytes) => {
-                    let stored = crate::storage::record::decode(&bytes).map_err(|e| format!("key '{}': {e}", String::from_utf8_lossy(key)))?;
-                    if crate::keyspace::is_expired(stored.expire, now) {
-                        None
-                    } else {
-                        let meta = Meta { expire: stored.expire, flags: stored.flags, version: ks.next_version(), access: access::new_stamp(lfu, now) };
-                        Some(match stored.value {
-                            dump::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
-                            dump::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
-                        })
-                    }
-                }
-            };
-            let mut shard = ks.lock_one(ks.shard_id(db, key));
-            if shard.mods != *mods {
-                // Written meanwhile: what storage said may already be old. Look again.
-                changed = true;
-                continue;
-            }
-            if let Some(e) = entry {
-                tier.counters.read_hits.fetch_add(1, Ordering::Relaxed);
-                shard.insert(e);
-            }
-        }
-        if !changed {
-            return Ok(());
-        }
-    }
-    Err("the keys kept changing while they were read from storage".into())
-}
-
-/// After a write-through command's batch failed: its keys leave the cache, so reads go to
-/// storage (which did not take the write).
-pub fn invalidate(srv: &Server, keys: &[(usize, Vec<u8>)]) {
-    for (db, key) in keys {
-        srv.keyspace.lock_one(srv.keyspace.shard_id(*db, key)).remove(key);
-    }
-}
-
-/// Queues the after-images of the keys a write-through command wrote (their stored form, or
-/// their deletion) — the command's locks are still held.
-fn queue_after_images(srv: &Server, tier: &crate::storage::tier::StorageTier, data: &mut Data, mut touched: Vec<(usize, Vec<u8>)>) -> StorageWait {
-    touched.sort();
-    touched.dedup();
-    let mut ops = Vec::with_capacity(touched.len());
-    for (db, key) in &touched {
-        let id = srv.keyspace.shard_id(*db, key);
-        let value = match data.guards.shard(id).peek(key, data.now) {
-            Some(e) => {
-                let mut v = Vec::new();
-                if let Err(why) = crate::storage::record::encode(&srv.keyspace, *db, e, &mut v) {
-                    tracing::error!("not written to storage: {why}");
-                    continue;
-                }
-                Some(v)
-            }
-            None => None,
-        };
-        ops.push((tenant_of(srv, *db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value), (*db, key.clone())));
-    }
-    StorageWait { seq: tier.enqueue(ops), reply_at: usize::MAX, reply_end: usize::MAX, keys: touched }
-}
-
-
 /// Logs a key's removal by eviction (under the shard's lock, so it is ordered with writes).
 fn evicted_to_wal(srv: &Server, now: i64) -> impl FnMut(usize, &[u8]) + '_ {
     move |db, key| {
+        // A storage-backed tenant's evicted key is still in storage: nothing to log.
+        if srv.storage_tier().is_some_and(|t| t.backs(db / crate::keyspace::NUM_DBS)) {
+            return;
+        }
         if let Some(wal) = srv.wal() {
             wal.append_one(now, db, db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS, &[b"DEL", key]);
         }
@@ -817,9 +665,9 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         w.simple("QUEUED");
         return Outcome::Done;
     }
-    if srv.storage_tier().is_some_and(|t| t.writes_through(conn.db / crate::keyspace::NUM_DBS)) && matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "move") {
+    if srv.storage_tier().is_some_and(|t| t.backs(conn.db / crate::keyspace::NUM_DBS)) && matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "move") {
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
-        w.error(&format!("ERR {} is not supported with a write-through storage tier yet", spec.name.to_ascii_uppercase()));
+        w.error(&format!("ERR {} is not supported for a tenant with a storage tier yet", spec.name.to_ascii_uppercase()));
         return Outcome::Done;
     }
     conn.info.last_cmd.store(idx, Ordering::Relaxed);
@@ -892,10 +740,20 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
             t.count_hits(data.hits - data.pmem_hits, data.pmem_hits);
         }
         // Still under the command's locks: the log and storage get writes in execution order.
-        if !data.touched.is_empty() {
-            if let Some(tier) = srv.storage_tier() {
+        if let Some(tier) = srv.storage_tier().filter(|t| t.backs(conn.ns_base / crate::keyspace::NUM_DBS)) {
+            // Storage-backed: no command records (write-through's durability is storage's;
+            // write-back logs after-images).
+            data.wal_buf.clear();
+            data.wal_count = 0;
+            if !data.touched.is_empty() {
                 let touched = std::mem::take(&mut data.touched);
-                conn.storage_waits.push(queue_after_images(srv, tier, &mut data, touched));
+                if tier.writes_back(conn.ns_base / crate::keyspace::NUM_DBS) {
+                    if let Some(seq) = storage::mark_write_back(srv, tier, &mut data, touched) {
+                        conn.wal_pending = conn.wal_pending.max(seq);
+                    }
+                } else {
+                    conn.storage_waits.push(storage::queue_after_images(srv, tier, &mut data, touched));
+                }
             }
         }
         if data.wal_count > 0 {
@@ -948,3 +806,5 @@ pub fn finish(srv: &Server, idx: usize, start: Instant, failed: bool, hits: u64,
     }
     micros
 }
+
+pub use storage::{invalidate, read_through, tenant_of};

@@ -20,7 +20,8 @@
 //! object, see `tier`) and is thawed back into DRAM by any lookup through its shard. The
 //! entry owns its PMem range: dropping the entry gives it back to the arena.
 //!
-//! The storage-only location and the dirty bit are reserved for the write-back issue.
+//! The dirty bit marks a write-back tenant's entry storage has not caught up with (it must
+//! not be evicted); re-laying an entry keeps it. The storage-only location is reserved.
 //! A compressed string's value bytes are `[codec header][payload]` (see `compress`); only
 //! the keyspace's tenant state decodes them.
 
@@ -197,7 +198,7 @@ impl Entry {
         unsafe {
             let base = alloc(Self::layout(size));
             let Some(nn) = NonNull::new(base) else { handle_alloc_error(Self::layout(size)) };
-            let mut tag = kind_bits & 7;
+            let mut tag = kind_bits & (7 | DIRTY);
             if let Body::Pmem { .. } = body {
                 tag |= IN_PMEM;
             }
@@ -403,6 +404,19 @@ impl Entry {
         self.tag() & DIRTY != 0
     }
 
+    /// Marks or clears the dirty bit in place.
+    pub fn set_dirty(&mut self, dirty: bool) {
+        unsafe {
+            let tag = self.0.as_ptr();
+            *tag = if dirty { *tag | DIRTY } else { *tag & !DIRTY };
+        }
+    }
+
+    /// The kind bits plus the dirty bit: what re-laying the same entry keeps.
+    fn relay_bits(&self) -> u8 {
+        self.tag() & (7 | DIRTY)
+    }
+
     #[inline]
     pub fn key(&self) -> &[u8] {
         let p = self.parsed();
@@ -545,7 +559,7 @@ impl Entry {
     /// Re-lays the entry with new metadata, moving the value (a collection pointer moves
     /// without being dropped).
     fn rebuild(&mut self, meta: Meta) {
-        let new = Self::build_body(self.kind_bits(), self.key(), self.body(), &meta);
+        let new = Self::build_body(self.relay_bits(), self.key(), self.body(), &meta);
         let old = std::mem::replace(self, new);
         old.free_shell();
     }
@@ -559,7 +573,7 @@ impl Entry {
 
     /// The same entry under another key (RENAME, MOVE); a collection moves without a copy.
     pub fn renamed(self, key: &[u8]) -> Entry {
-        let new = Self::build_body(self.kind_bits(), key, self.body(), &self.meta());
+        let new = Self::build_body(self.relay_bits(), key, self.body(), &self.meta());
         self.free_shell();
         new
     }
@@ -567,16 +581,18 @@ impl Entry {
     /// The same entry with its value in DRAM as `value` (a PMem string's bytes, or a thawed
     /// collection); metadata stays. The PMem range is released when `self` is dropped.
     pub fn in_dram(&self, value: DramValue) -> Entry {
-        match value {
+        let mut e = match value {
             DramValue::Bytes(v) => Self::build_bits(self.kind_bits(), self.key(), v, &self.meta()),
             DramValue::Coll(c) => Self::new_coll(self.key(), c, &self.meta()),
-        }
+        };
+        e.set_dirty(self.is_dirty());
+        e
     }
 
     /// The same entry with its value moved to PMem at `addr` (the caller copied it there);
     /// metadata stays. A collection pointed to by `self` is dropped with `self`.
     pub fn in_pmem_at(&self, addr: *const u8, len: usize) -> Entry {
-        Self::new_pmem(self.kind_bits(), self.key(), addr, len, &self.meta())
+        Self::new_pmem(self.relay_bits(), self.key(), addr, len, &self.meta())
     }
 
     /// A deep copy under another key (COPY).
@@ -599,7 +615,8 @@ impl Entry {
     /// The same string stored compressed (`stored` = header + payload) or plain, keeping key
     /// and every piece of metadata (compression is not a write: versions and stamps stay).
     pub fn restored_as(&self, stored: &[u8], encoded: bool) -> Entry {
-        Self::build_bits(if encoded { ENCODED_STR } else { Kind::Str as u8 }, self.key(), stored, &self.meta())
+        let kind = if encoded { ENCODED_STR } else { Kind::Str as u8 };
+        Self::build_bits(kind | (self.tag() & DIRTY), self.key(), stored, &self.meta())
     }
 
     /// Bytes this entry occupies on the heap, its collection included (a value in PMem

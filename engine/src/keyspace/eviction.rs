@@ -83,7 +83,8 @@ pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64, evicte
         let id = candidates[fastrand::usize(..candidates.len())];
         let shard = ks.lock_one(id);
         let Some(e) = shard.random_entry() else { continue };
-        if policy.volatile_only() && e.expire().is_none() {
+        if policy.volatile_only() && e.expire().is_none() || e.is_dirty() {
+            // Dirty (write-back) entries stay until storage has them.
             continue;
         }
         sampled += 1;

@@ -226,6 +226,13 @@ impl Shard {
         }
     }
 
+    /// Sets or clears an entry's dirty bit (write-back); not a modification.
+    pub fn set_dirty(&mut self, key: &[u8], dirty: bool) {
+        if let Some(e) = self.table.find_mut(hash_bytes(key), |e| e.key() == key) {
+            e.set_dirty(dirty);
+        }
+    }
+
     /// Changes an entry's expiry keeping the volatile count right. The key must exist.
     pub fn set_expire(&mut self, key: &[u8], expire: Option<i64>) {
         let h = hash_bytes(key);

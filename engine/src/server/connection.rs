@@ -81,7 +81,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                     let buf: &[u8] = &inbuf;
                     let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
                     if let Err(why) = command::read_through(&srv, &mut conn, &argv).await {
-                        ReplyWriter::new(&mut out, conn.resp3).error(&format!("ERR storage read failed ({why})"));
+                        ReplyWriter::new(&mut out, conn.resp3).error(&why);
                         break Ok(Outcome::Done);
                     }
                 }

@@ -98,6 +98,35 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             wal_config.dir.display()
         )));
     }
+    let flusher_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The storage tier: opened before the WAL is replayed (write-back records mark keys dirty)
+    // and before clients connect; its writer batches write-through, its flusher write-back.
+    let storage_writer = match &srv.config.storage {
+        Some(sc) => {
+            let storage = match &sc.backend {
+                crate::config::StorageBackend::Lsm(dir) => crate::storage::Storage::new(std::sync::Arc::new(crate::storage::lsm::LsmAdapter(crate::storage::lsm::Lsm::open(dir)?)))
+                    .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?,
+                crate::config::StorageBackend::Postgres(url) => crate::storage::postgres::connect(url)?,
+            };
+            let tier = crate::storage::tier::StorageTier::new(storage, sc.mode, srv.config.namespaces, sc.write_back.clone());
+            let weak = Arc::downgrade(&srv);
+            tier.set_invalidator(Box::new(move |keys| {
+                if let Some(srv) = weak.upgrade() {
+                    crate::command::invalidate(&srv, keys);
+                }
+            }));
+            srv.attach_storage(tier.clone());
+            let t = tier.clone();
+            let writer = std::thread::Builder::new().name("terrace-storage-writer".into()).spawn(move || t.run_writer()).expect("spawn the storage writer");
+            let (t, weak, stop) = (tier.clone(), Arc::downgrade(&srv), flusher_stop.clone());
+            let flusher = std::thread::Builder::new()
+                .name("terrace-storage-flusher".into())
+                .spawn(move || crate::storage::flusher::run(weak, t, &stop))
+                .expect("spawn the write-back flusher");
+            Some((tier, writer, flusher))
+        }
+        None => None,
+    };
     let covered = warm.or(loaded.wal_seq).unwrap_or(0);
     let (srv, wal_thread) = if wal_on {
         let mut opened = crate::wal::open(&wal_config, covered)?;
@@ -128,27 +157,6 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         (srv, None)
     };
     let loaded = loaded.keys;
-    // The storage tier: opened before clients connect; its writer batches write-through.
-    let storage_writer = match &srv.config.storage {
-        Some(sc) => {
-            let storage = match &sc.backend {
-                crate::config::StorageBackend::Lsm(dir) => crate::storage::Storage::new(std::sync::Arc::new(crate::storage::lsm::LsmAdapter(crate::storage::lsm::Lsm::open(dir)?)))
-                    .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?,
-                crate::config::StorageBackend::Postgres(url) => crate::storage::postgres::connect(url)?,
-            };
-            let tier = crate::storage::tier::StorageTier::new(storage, sc.mode, srv.config.namespaces);
-            let weak = Arc::downgrade(&srv);
-            tier.set_invalidator(Box::new(move |keys| {
-                if let Some(srv) = weak.upgrade() {
-                    crate::command::invalidate(&srv, keys);
-                }
-            }));
-            srv.attach_storage(tier.clone());
-            let t = tier.clone();
-            Some((tier, std::thread::Builder::new().name("terrace-storage-writer".into()).spawn(move || t.run_writer()).expect("spawn the storage writer")))
-        }
-        None => None,
-    };
     let names = srv.namespaces.lock().clone();
     for (index, name) in names.iter().enumerate() {
         srv.attach_tenant(index, name);
@@ -251,15 +259,24 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     if let Some(h) = demoter {
         let _ = h.join();
     }
-    if let Some((tier, thread)) = storage_writer {
+    let mut dirty_left = false;
+    if let Some((tier, writer, flusher)) = storage_writer {
+        // Write-back's dirty keys go to storage before the writer and the WAL stop.
+        flusher_stop.store(true, Ordering::SeqCst);
+        tier.flush_wake.notify_one();
+        let _ = flusher.join();
+        dirty_left = tier.dirty.size().0 > 0;
         tier.stop();
-        let _ = thread.join();
+        let _ = writer.join();
     }
     if let Some((wal, thread)) = wal_thread {
         wal.stop();
         let _ = thread.join();
     }
-    if let Some(t) = &tier {
+    if let (Some(_), true) = (&tier, dirty_left) {
+        // The warm index would bring dirty keys back clean: start cold, from the WAL.
+        tracing::error!("write-back keys are still dirty: no warm-restart index (the next start replays the WAL)");
+    } else if let Some(t) = &tier {
         let names = srv.namespaces.lock().clone();
         let wal_seq = srv.wal().map(|w| w.last_assigned()).unwrap_or(0);
         match crate::tier::warm::save(&srv.keyspace, &t.arena, &names, wal_seq) {
@@ -286,6 +303,12 @@ fn replay(srv: &Arc<Server>, records: Vec<(u64, crate::wal::frame::Record)>) -> 
         conn.db = r.db;
         conn.ns_base = r.ns_base;
         conn.replay_now = Some(r.now);
+        if r.argv[0] == crate::command::storage::WB_RECORD {
+            if let Err(why) = crate::command::storage::replay_write_back(srv, r.db, &r.argv, r.now) {
+                tracing::warn!(seq, "a replayed write-back record failed: {why}");
+            }
+            continue;
+        }
         let argv: Vec<&[u8]> = r.argv.iter().map(Vec::as_slice).collect();
         out.clear();
         let _ = crate::command::execute(srv, &mut conn, &argv, &mut out);

@@ -1,5 +1,12 @@
-//! The storage tier behind the cache: read-through on a miss, write-through on a write.
+//! The storage tier behind the cache: read-through on a miss, write-through or write-back on
+//! a write.
 //!
+//! Write-back (`dirty`, `flusher`): a write is applied in the cache, its keys are marked
+//! dirty and it is acknowledged (after the WAL, which logs its after-images); the flusher
+//! writes dirty keys' latest values in batches. Dirty bytes are bounded by `dirty_max`:
+//! above it, writes wait for the flusher, then fail with a clear error.
+//!
+//! Write-through:
 //! A write command's after-images (the keys it declared, as they are once it ran, or their
 //! deletion) are queued while the command still holds its shard locks, so the queue's order
 //! is the execution order for every key. One writer thread takes whatever is queued, keeps
@@ -30,6 +37,9 @@ pub enum Mode {
     Cache = 0,
     /// Every write is in storage before it is acknowledged; misses read through.
     WriteThrough = 1,
+    /// Writes are acknowledged from the cache (and the WAL) and flushed to storage in
+    /// batches; misses read through.
+    WriteBack = 2,
 }
 
 impl FromStr for Mode {
@@ -38,8 +48,8 @@ impl FromStr for Mode {
         match s.to_ascii_lowercase().as_str() {
             "cache" => Ok(Mode::Cache),
             "write-through" => Ok(Mode::WriteThrough),
-            "write-back" => Err("'write-back' is not available yet: use cache or write-through".into()),
-            _ => Err(format!("'{s}' is not one of cache, write-through")),
+            "write-back" => Ok(Mode::WriteBack),
+            _ => Err(format!("'{s}' is not one of cache, write-through, write-back")),
         }
     }
 }
@@ -49,6 +59,7 @@ impl Mode {
         match self {
             Mode::Cache => "cache",
             Mode::WriteThrough => "write-through",
+            Mode::WriteBack => "write-back",
         }
     }
 }
@@ -71,6 +82,43 @@ pub struct Counters {
     pub write_errors: AtomicU64,
     pub write_micros: AtomicU64,
     pub write_max_micros: AtomicU64,
+}
+
+/// Write-back's knobs.
+#[derive(Debug, Clone)]
+pub struct WriteBackConfig {
+    /// Dirty bytes above which writes wait for the flusher (`dirty_max`).
+    pub dirty_max: u64,
+    /// How long a write waits for room before it fails (`dirty_timeout_ms`).
+    pub dirty_timeout: Duration,
+    /// The flusher writes at least this often (`flush_interval_ms`)…
+    pub flush_interval: Duration,
+    /// …or as soon as this many keys are dirty, in batches of at most this many (`flush_batch`).
+    pub flush_batch: usize,
+}
+
+impl Default for WriteBackConfig {
+    fn default() -> Self {
+        WriteBackConfig { dirty_max: 64 << 20, dirty_timeout: Duration::from_secs(5), flush_interval: Duration::from_millis(100), flush_batch: 1024 }
+    }
+}
+
+#[derive(Default)]
+pub struct FlushCounters {
+    pub batches: AtomicU64,
+    pub keys: AtomicU64,
+    pub errors: AtomicU64,
+    pub micros: AtomicU64,
+    pub max_micros: AtomicU64,
+    /// Writes that had to wait for room under `dirty_max`, and those refused after waiting.
+    pub waits: AtomicU64,
+    pub refused: AtomicU64,
+}
+
+/// Why a write-back write waits.
+enum Blocked {
+    Bytes(usize),
+    Memory,
 }
 
 /// A (database, key) of the cache.
@@ -101,10 +149,19 @@ pub struct StorageTier {
     pending: Mutex<std::collections::HashMap<CacheKey, u64>>,
     /// Removes keys from the cache (set at start: the writer calls it for a refused batch).
     invalidate: std::sync::OnceLock<Invalidator>,
+    /// Write-back: the dirty keys, the knobs, and the flusher's progress (bumped after every
+    /// batch, for writes waiting for room).
+    pub dirty: super::dirty::DirtySet,
+    pub write_back: WriteBackConfig,
+    pub flush_counters: FlushCounters,
+    pub(crate) flushed: tokio::sync::watch::Sender<u64>,
+    pub(crate) flush_wake: Condvar,
+    pub(crate) flush_lock: Mutex<()>,
+    pub last_flush_error: Mutex<Option<String>>,
 }
 
 impl StorageTier {
-    pub fn new(storage: Storage, mode: Mode, namespaces: usize) -> Arc<StorageTier> {
+    pub fn new(storage: Storage, mode: Mode, namespaces: usize, write_back: WriteBackConfig) -> Arc<StorageTier> {
         Arc::new(StorageTier {
             storage,
             mode,
@@ -117,7 +174,50 @@ impl StorageTier {
             counters: Counters::default(),
             pending: Mutex::new(Default::default()),
             invalidate: std::sync::OnceLock::new(),
+            dirty: Default::default(),
+            write_back,
+            flush_counters: FlushCounters::default(),
+            flushed: tokio::sync::watch::Sender::new(0),
+            flush_wake: Condvar::new(),
+            flush_lock: Mutex::new(()),
+            last_flush_error: Mutex::new(None),
         })
+    }
+
+    /// Write-back: waits while dirty bytes are at `dirty_max`, or while memory is full
+    /// (`memory_full`: nothing clean is left to evict) and the flusher can make entries clean,
+    /// at most `dirty_timeout`; then the error says why.
+    pub async fn admit_dirty(&self, memory_full: impl Fn() -> bool) -> Result<(), String> {
+        let max = self.write_back.dirty_max as usize;
+        let blocked = || {
+            let (keys, bytes) = self.dirty.size();
+            if bytes >= max {
+                Some(Blocked::Bytes(bytes))
+            } else if keys > 0 && memory_full() {
+                Some(Blocked::Memory)
+            } else {
+                None
+            }
+        };
+        if blocked().is_none() {
+            return Ok(());
+        }
+        self.flush_counters.waits.fetch_add(1, Ordering::Relaxed);
+        self.flush_wake.notify_one();
+        let mut rx = self.flushed.subscribe();
+        let deadline = tokio::time::Instant::now() + self.write_back.dirty_timeout;
+        loop {
+            let Some(why) = blocked() else { return Ok(()) };
+            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+                self.flush_counters.refused.fetch_add(1, Ordering::Relaxed);
+                let last = self.last_flush_error.lock().clone().map(|e| format!(" (last flush error: {e})")).unwrap_or_default();
+                let ms = self.write_back.dirty_timeout.as_millis();
+                return Err(match why {
+                    Blocked::Bytes(bytes) => format!("ERR write-back backlog full: {bytes} dirty bytes reached dirty_max ({max}) and storage did not catch up within {ms} ms{last}"),
+                    Blocked::Memory => format!("OOM command not allowed when used memory > 'maxmemory': the rest is write-back data storage has not taken yet (waited {ms} ms){last}"),
+                });
+            }
+        }
     }
 
     /// How the writer removes the keys of a refused batch from the cache.
@@ -135,9 +235,21 @@ impl StorageTier {
     pub fn mode_of(&self, ns: usize) -> Mode {
         match self.modes.get(ns).map(|m| m.load(Ordering::Relaxed)) {
             Some(0) => Mode::Cache,
-            Some(_) => Mode::WriteThrough,
+            Some(1) => Mode::WriteThrough,
+            Some(_) => Mode::WriteBack,
             None => self.mode,
         }
+    }
+
+    /// Whether namespace `ns` keeps its data in storage (write-through or write-back): its
+    /// misses read through.
+    pub fn backs(&self, ns: usize) -> bool {
+        self.mode_of(ns) != Mode::Cache
+    }
+
+    /// Whether namespace `ns` writes back.
+    pub fn writes_back(&self, ns: usize) -> bool {
+        self.mode_of(ns) == Mode::WriteBack
     }
 
     /// Whether namespace `ns` writes through.
@@ -264,7 +376,7 @@ impl StorageTier {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let batches = l(&c.write_batches);
         format!(
-            "# Storage\r\nstorage_adapter:{}\r\nstorage_default_mode:{}\r\nstorage_reads:{}\r\nstorage_read_hits:{}\r\nstorage_read_errors:{}\r\nstorage_writes:{}\r\nstorage_write_batches:{}\r\nstorage_write_errors:{}\r\nstorage_write_avg_us:{}\r\nstorage_write_max_us:{}\r\n\r\n",
+            "# Storage\r\nstorage_adapter:{}\r\nstorage_default_mode:{}\r\nstorage_reads:{}\r\nstorage_read_hits:{}\r\nstorage_read_errors:{}\r\nstorage_writes:{}\r\nstorage_write_batches:{}\r\nstorage_write_errors:{}\r\nstorage_write_avg_us:{}\r\nstorage_write_max_us:{}\r\n",
             self.storage.name(),
             self.mode.name(),
             l(&c.reads),
@@ -275,6 +387,25 @@ impl StorageTier {
             l(&c.write_errors),
             l(&c.write_micros).checked_div(batches).unwrap_or(0),
             l(&c.write_max_micros),
+        ) + &self.write_back_info()
+    }
+
+    /// Write-back's lines of the `# Storage` section (before its blank line).
+    fn write_back_info(&self) -> String {
+        let f = &self.flush_counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (keys, bytes) = self.dirty.size();
+        let batches = l(&f.batches);
+        format!(
+            "dirty_keys:{keys}\r\ndirty_bytes:{bytes}\r\ndirty_max:{}\r\nflush_batches:{batches}\r\nflush_keys:{}\r\nflush_errors:{}\r\nflush_avg_us:{}\r\nflush_max_us:{}\r\ndirty_waits:{}\r\ndirty_refused:{}\r\nlast_flush_error:{}\r\n\r\n",
+            self.write_back.dirty_max,
+            l(&f.keys),
+            l(&f.errors),
+            l(&f.micros).checked_div(batches).unwrap_or(0),
+            l(&f.max_micros),
+            l(&f.waits),
+            l(&f.refused),
+            self.last_flush_error.lock().as_deref().unwrap_or(""),
         )
     }
 
@@ -292,6 +423,19 @@ impl StorageTier {
             "write_errors": l(&c.write_errors),
             "write_micros_total": l(&c.write_micros),
             "write_max_micros": l(&c.write_max_micros),
+            "write_back": {
+                "dirty_keys": self.dirty.size().0,
+                "dirty_bytes": self.dirty.size().1,
+                "dirty_max": self.write_back.dirty_max,
+                "flush_batches": l(&self.flush_counters.batches),
+                "flush_keys": l(&self.flush_counters.keys),
+                "flush_errors": l(&self.flush_counters.errors),
+                "flush_micros_total": l(&self.flush_counters.micros),
+                "flush_max_micros": l(&self.flush_counters.max_micros),
+                "dirty_waits": l(&self.flush_counters.waits),
+                "dirty_refused": l(&self.flush_counters.refused),
+                "last_flush_error": *self.last_flush_error.lock(),
+            },
         })
     }
 }

@@ -1,0 +1,393 @@
+//! How commands meet the storage tier (../shared/DESIGN.md §3 "Storage tier"): read-through
+//! before a command runs (with write-back's backpressure), and after a write, under its
+//! locks, write-through's queued after-images or write-back's dirty marks and WAL
+//! after-images.
+
+use std::sync::atomic::Ordering;
+
+use super::table::{self, CommandSpec, Lock};
+use super::{arity_ok, dump, lookup, Conn, Data, StorageWait};
+use crate::keyspace::{access, Entry, Meta};
+use crate::server::state::{now_ms, Server};
+use crate::storage::tier::{CacheKey, StorageTier};
+
+/// The internal WAL record of a write-back after-image: `TERRACE.WB key [record]` (no record:
+/// deleted). Not a command clients can send: replay installs it directly.
+pub const WB_RECORD: &[u8] = b"TERRACE.WB";
+
+/// The storage tenant name of the namespace holding database `db`.
+pub fn tenant_of(srv: &Server, db: usize) -> String {
+    let names = srv.namespaces.lock();
+    match names.get(db / crate::keyspace::NUM_DBS).map(String::as_str) {
+        None | Some("") => "default".to_string(),
+        Some(n) => n.to_string(),
+    }
+}
+
+/// Whether a command replaces its keys' values without looking at them (so a miss needs no
+/// storage read): SET without NX/XX/GET/KEEPTTL, SETEX, PSETEX, MSET.
+fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
+    match spec.name {
+        "setex" | "psetex" | "mset" => true,
+        "set" => !argv[3..].iter().any(|a| {
+            ["nx", "xx", "get", "keepttl"]
+                .iter()
+                .any(|o| a.eq_ignore_ascii_case(o.as_bytes()))
+        }),
+        _ => false,
+    }
+}
+
+/// Read-through: before a command runs, the keys it declares that the cache lacks are read
+/// from storage and admitted (a batched get per command). Err: storage could not be read,
+/// and the command must not run on a cache that may be missing its keys.
+pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Result<(), String> {
+    conn.read_through_present.clear();
+    conn.read_through_checked.clear();
+    let Some(tier) = srv.storage_tier() else {
+        return Ok(());
+    };
+    let ns = conn.db / crate::keyspace::NUM_DBS;
+    if !tier.backs(ns) || conn.replay_now.is_some() {
+        return Ok(());
+    }
+    let mut wanted: Vec<Vec<u8>> = Vec::new();
+    let mut writes = false;
+    let mut add = |args: &[&[u8]]| {
+        if let Some((_, spec)) = lookup(args[0]) {
+            writes |= spec.write;
+            if spec.lock == Lock::Keys
+                && arity_ok(spec, args.len())
+                && !overwrites_blindly(spec, args)
+            {
+                wanted.extend(
+                    table::key_positions(spec, args)
+                        .into_iter()
+                        .map(|i| args[i].to_vec()),
+                );
+            }
+        }
+    };
+    if argv[0].eq_ignore_ascii_case(b"exec") {
+        for queued in conn.multi.iter().flatten() {
+            let args: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
+            add(&args);
+        }
+    } else {
+        add(argv);
+    }
+    let queuing = conn.multi.is_some() && !argv[0].eq_ignore_ascii_case(b"exec");
+    if writes && tier.writes_back(ns) && !queuing {
+        // Write-back: room under `dirty_max` first (backpressure).
+        tier.admit_dirty(|| !super::admit_memory(srv)).await?;
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let (ks, db) = (&srv.keyspace, conn.db);
+    wanted.sort();
+    wanted.dedup();
+    // A key whose write is not confirmed yet is read only once it is (install on success).
+    for k in &wanted {
+        if let Some(seq) = tier.pending_seq(&(db, k.clone())) {
+            let _ = tier.wait(seq).await;
+        }
+    }
+    read_keys(srv, tier, db, &wanted)
+        .await
+        .map_err(|why| format!("ERR storage read failed ({why})"))?;
+    // What the command will find: keys that must still be there when it runs (and still
+    // confirmed: checked again under its locks).
+    let now = now_ms();
+    conn.read_through_checked = wanted.iter().map(|k| (db, k.clone())).collect();
+    conn.read_through_present = wanted
+        .into_iter()
+        .filter(|k| ks.lock_one(ks.shard_id(db, k)).peek(k, now).is_some())
+        .map(|k| (db, k))
+        .collect();
+    Ok(())
+}
+
+/// Reads the keys of `wanted` the cache lacks from storage and admits them.
+async fn read_keys(
+    srv: &Server,
+    tier: &crate::storage::tier::StorageTier,
+    db: usize,
+    wanted: &[Vec<u8>],
+) -> Result<(), String> {
+    let ks = &srv.keyspace;
+    let lfu = ks.lfu.load(Ordering::Relaxed);
+    for _attempt in 0..10 {
+        let now = now_ms();
+        // Keys the cache lacks, with their shard's modification count.
+        // A dirty key (write-back) is what the cache says, present or deleted.
+        let missing: Vec<(Vec<u8>, u64)> = wanted
+            .iter()
+            .filter_map(|k| {
+                let shard = ks.lock_one(ks.shard_id(db, k));
+                (shard.peek(k, now).is_none() && !tier.dirty.contains(&(db, k.clone())))
+                    .then(|| (k.clone(), shard.mods))
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        // Writes queued before this point are in storage before it is read.
+        tier.wait(tier.last_queued()).await.ok();
+        let storage_keys = missing
+            .iter()
+            .map(|(k, _)| crate::storage::tier::storage_key(db % crate::keyspace::NUM_DBS, k))
+            .collect();
+        tier.counters
+            .reads
+            .fetch_add(missing.len() as u64, Ordering::Relaxed);
+        let values = tier
+            .storage
+            .get(tenant_of(srv, db), storage_keys)
+            .await
+            .map_err(|e| {
+                tier.counters.read_errors.fetch_add(1, Ordering::Relaxed);
+                e.to_string()
+            })?;
+        let mut changed = false;
+        // Our own inserts change their shard's count too: (count seen, count after ours).
+        let mut ours: std::collections::HashMap<u32, (u64, u64)> = std::collections::HashMap::new();
+        for ((key, mods), value) in missing.iter().zip(values) {
+            let entry = match value {
+                None => None,
+                Some(bytes) => {
+                    let stored = crate::storage::record::decode(&bytes)
+                        .map_err(|e| format!("key '{}': {e}", String::from_utf8_lossy(key)))?;
+                    if crate::keyspace::is_expired(stored.expire, now) {
+                        None
+                    } else {
+                        let meta = Meta {
+                            expire: stored.expire,
+                            flags: stored.flags,
+                            version: ks.next_version(),
+                            access: access::new_stamp(lfu, now),
+                        };
+                        Some(match stored.value {
+                            dump::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
+                            dump::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
+                        })
+                    }
+                }
+            };
+            let id = ks.shard_id(db, key);
+            let mut shard = ks.lock_one(id);
+            let unchanged = shard.mods == *mods || ours.get(&id) == Some(&(*mods, shard.mods));
+            if !unchanged {
+                // Written meanwhile: what storage said may already be old. Look again.
+                changed = true;
+                continue;
+            }
+            if let Some(e) = entry {
+                tier.counters.read_hits.fetch_add(1, Ordering::Relaxed);
+                shard.insert(e);
+                ours.insert(id, (*mods, shard.mods));
+            }
+        }
+        if !changed {
+            return Ok(());
+        }
+    }
+    Err("the keys kept changing while they were read from storage".into())
+}
+
+/// After a write-through command's batch failed: its keys leave the cache, so reads go to
+/// storage (which did not take the write).
+pub fn invalidate(srv: &Server, keys: &[(usize, Vec<u8>)]) {
+    for (db, key) in keys {
+        srv.keyspace
+            .lock_one(srv.keyspace.shard_id(*db, key))
+            .remove(key);
+    }
+}
+
+/// Queues the after-images of the keys a write-through command wrote (their stored form, or
+/// their deletion) — the command's locks are still held.
+pub(super) fn queue_after_images(
+    srv: &Server,
+    tier: &crate::storage::tier::StorageTier,
+    data: &mut Data,
+    mut touched: Vec<(usize, Vec<u8>)>,
+) -> StorageWait {
+    touched.sort();
+    touched.dedup();
+    let mut ops = Vec::with_capacity(touched.len());
+    for (db, key) in &touched {
+        let id = srv.keyspace.shard_id(*db, key);
+        let value = match data.guards.shard(id).peek(key, data.now) {
+            Some(e) => {
+                let mut v = Vec::new();
+                if let Err(why) = crate::storage::record::encode(&srv.keyspace, *db, e, &mut v) {
+                    tracing::error!("not written to storage: {why}");
+                    continue;
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        ops.push((
+            tenant_of(srv, *db),
+            (
+                crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key),
+                value,
+            ),
+            (*db, key.clone()),
+        ));
+    }
+    StorageWait {
+        seq: tier.enqueue(ops),
+        reply_at: usize::MAX,
+        reply_end: usize::MAX,
+        keys: touched,
+    }
+}
+
+/// Write-back, after a command ran (its locks still held): logs the after-images of the keys
+/// it declared to the WAL (if on) and marks them dirty; returns the WAL sequence number the
+/// reply must wait for.
+pub(super) fn mark_write_back(
+    srv: &Server,
+    tier: &StorageTier,
+    data: &mut Data,
+    mut touched: Vec<CacheKey>,
+) -> Option<u64> {
+    touched.sort();
+    touched.dedup();
+    let wal = srv.wal();
+    let mut records = Vec::new();
+    let mut sizes = Vec::with_capacity(touched.len());
+    for (db, key) in &touched {
+        let id = srv.keyspace.shard_id(*db, key);
+        let shard = data.guards.shard(id);
+        let size = match shard.peek(key, data.now) {
+            Some(e) => {
+                if wal.is_some() {
+                    let mut v = Vec::new();
+                    if let Err(why) = crate::storage::record::encode(&srv.keyspace, *db, e, &mut v)
+                    {
+                        tracing::error!("not logged: {why}");
+                        continue;
+                    }
+                    crate::wal::frame::put_record(
+                        &mut records,
+                        data.now,
+                        *db,
+                        db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS,
+                        &[WB_RECORD, key, &v],
+                    );
+                }
+                e.heap_size()
+            }
+            None => {
+                if wal.is_some() {
+                    crate::wal::frame::put_record(
+                        &mut records,
+                        data.now,
+                        *db,
+                        db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS,
+                        &[WB_RECORD, key],
+                    );
+                }
+                0
+            }
+        };
+        shard.set_dirty(key, true);
+        sizes.push(size);
+    }
+    let seq = match wal {
+        Some(wal) if !records.is_empty() => {
+            let seq = wal.append(&records, sizes.len() as u32);
+            wal.mode.waits().then_some(seq)
+        }
+        _ => None,
+    };
+    let at = seq.or_else(|| wal.map(|w| w.last_assigned())).unwrap_or(0);
+    for (key, size) in touched.iter().zip(sizes) {
+        tier.dirty.mark(key, size, at);
+    }
+    if tier.dirty.size().0 >= tier.write_back.flush_batch {
+        tier.flush_wake.notify_one();
+    }
+    seq
+}
+
+/// Replays a write-back after-image (`WB_RECORD`): the key gets the logged value (or is
+/// deleted) and is dirty, so the flusher writes it to storage again.
+pub fn replay_write_back(
+    srv: &Server,
+    db: usize,
+    argv: &[Vec<u8>],
+    now: i64,
+) -> Result<(), String> {
+    let key = argv.get(1).ok_or("a write-back record without a key")?;
+    let ks = &srv.keyspace;
+    let mut shard = ks.lock_one(ks.shard_id(db, key));
+    let size = match argv.get(2) {
+        None => {
+            shard.remove(key);
+            0
+        }
+        Some(bytes) => {
+            let stored = crate::storage::record::decode(bytes).map_err(|e| e.to_string())?;
+            let meta = Meta {
+                expire: stored.expire,
+                flags: stored.flags,
+                version: ks.next_version(),
+                access: access::new_stamp(ks.lfu.load(Ordering::Relaxed), now),
+            };
+            let mut e = match stored.value {
+                dump::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
+                dump::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
+            };
+            e.set_dirty(true);
+            let size = e.heap_size();
+            shard.insert(e);
+            size
+        }
+    };
+    if let Some(tier) = srv.storage_tier() {
+        tier.dirty.mark(&(db, key.clone()), size, 0);
+    }
+    Ok(())
+}
+
+/// After a checkpoint (every shard held): the dirty keys' after-images again, so the log
+/// that is left still marks them dirty on a restart.
+pub fn relog_dirty(srv: &Server, tier: &StorageTier, guards: &mut crate::keyspace::Guards) {
+    let Some(wal) = srv.wal() else { return };
+    let now = now_ms();
+    let mut records = Vec::new();
+    let mut count = 0u32;
+    for (db, key) in tier.dirty.keys() {
+        let ns_base = db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS;
+        match guards
+            .shard(srv.keyspace.shard_id(db, &key))
+            .peek(&key, now)
+        {
+            Some(e) => {
+                let mut v = Vec::new();
+                if crate::storage::record::encode(&srv.keyspace, db, e, &mut v).is_ok() {
+                    crate::wal::frame::put_record(
+                        &mut records,
+                        now,
+                        db,
+                        ns_base,
+                        &[WB_RECORD, &key, &v],
+                    );
+                    count += 1;
+                }
+            }
+            None => {
+                crate::wal::frame::put_record(&mut records, now, db, ns_base, &[WB_RECORD, &key]);
+                count += 1;
+            }
+        }
+    }
+    if count > 0 {
+        wal.append(&records, count);
+    }
+}

@@ -1,0 +1,149 @@
+//! The write-back flusher: one thread that writes dirty keys to storage in batches.
+//!
+//! It wakes every `flush_interval`, or as soon as `flush_batch` keys are dirty (or a write
+//! waits for room), takes up to `flush_batch` keys in the order they became dirty, reads each
+//! one's current value under its shard lock (absent: a deletion) and writes them, one atomic
+//! batch per tenant. On success a key is clean unless it was written meanwhile; on failure
+//! the keys go back to the front of the line and the flusher backs off (up to a second), so a
+//! storage outage loses nothing: writes pile up to `dirty_max`, then wait, then fail.
+//! At shutdown it keeps flushing until nothing is dirty or storage keeps refusing.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::dirty::Taken;
+use super::tier::{storage_key, StorageTier};
+use super::Op;
+use crate::server::state::{now_ms, Server};
+
+/// How long a stopping engine keeps retrying a refusing storage before it gives up (what is
+/// still dirty is in the WAL, if it is on).
+const DRAIN_GIVE_UP: Duration = Duration::from_secs(10);
+
+pub fn run(
+    srv: std::sync::Weak<Server>,
+    tier: Arc<StorageTier>,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    let cfg = tier.write_back.clone();
+    let mut backoff = Duration::ZERO;
+    let mut stopping_since: Option<Instant> = None;
+    loop {
+        {
+            let mut guard = tier.flush_lock.lock();
+            let wait = if backoff.is_zero() {
+                cfg.flush_interval
+            } else {
+                backoff
+            };
+            let full = tier.dirty.size().0 >= cfg.flush_batch;
+            if !full && !stop.load(Ordering::SeqCst) {
+                tier.flush_wake.wait_for(&mut guard, wait);
+            }
+        }
+        let stopping = stop.load(Ordering::SeqCst);
+        if stopping {
+            let since = *stopping_since.get_or_insert_with(Instant::now);
+            if tier.dirty.size().0 == 0 || since.elapsed() > DRAIN_GIVE_UP {
+                let (keys, bytes) = tier.dirty.size();
+                if keys > 0 {
+                    tracing::error!(keys, bytes, "stopping with dirty keys storage did not take (the WAL has them if it is on)");
+                }
+                return;
+            }
+        }
+        let Some(srv) = srv.upgrade() else { return };
+        // Several batches per wake-up while there is a backlog.
+        loop {
+            let taken = tier.dirty.take(cfg.flush_batch);
+            if taken.is_empty() {
+                break;
+            }
+            let full = taken.len() == cfg.flush_batch;
+            match flush_batch(&srv, &tier, taken) {
+                Ok(()) => backoff = Duration::ZERO,
+                Err(()) => {
+                    backoff =
+                        (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
+                    break;
+                }
+            }
+            if !full
+                || tier.dirty.size().0 < cfg.flush_batch
+                    && !stopping
+                    && tier.dirty.size().1 < cfg.dirty_max as usize / 2
+            {
+                break;
+            }
+        }
+    }
+}
+
+/// Writes `taken` (one batch per tenant); Err if storage refused (the keys are back in line).
+fn flush_batch(srv: &Server, tier: &StorageTier, taken: Vec<Taken>) -> Result<(), ()> {
+    let ks = &srv.keyspace;
+    let now = now_ms();
+    let mut by_tenant: Vec<(String, Vec<Op>, Vec<Taken>)> = Vec::new();
+    for t in taken {
+        let (db, key) = (t.key.0, &t.key.1);
+        let value = {
+            let shard = ks.lock_one(ks.shard_id(db, key));
+            match shard.peek(key, now) {
+                Some(e) => {
+                    let mut v = Vec::new();
+                    if let Err(why) = super::record::encode(ks, db, e, &mut v) {
+                        tracing::error!(key = %String::from_utf8_lossy(key), "not flushed: {why}");
+                        continue;
+                    }
+                    Some(v)
+                }
+                None => None,
+            }
+        };
+        let tenant = crate::command::tenant_of(srv, db);
+        let op = (storage_key(db % crate::keyspace::NUM_DBS, key), value);
+        match by_tenant.iter_mut().find(|(name, _, _)| *name == tenant) {
+            Some((_, ops, ts)) => {
+                ops.push(op);
+                ts.push(t);
+            }
+            None => by_tenant.push((tenant, vec![op], vec![t])),
+        }
+    }
+    let c = &tier.flush_counters;
+    let mut result = Ok(());
+    for (tenant, ops, taken) in by_tenant {
+        let n = ops.len() as u64;
+        let start = Instant::now();
+        let written = tier.storage.block_on(tier.storage.write(tenant, ops));
+        let us = start.elapsed().as_micros() as u64;
+        c.batches.fetch_add(1, Ordering::Relaxed);
+        c.micros.fetch_add(us, Ordering::Relaxed);
+        c.max_micros.fetch_max(us, Ordering::Relaxed);
+        match written {
+            Ok(()) => {
+                c.keys.fetch_add(n, Ordering::Relaxed);
+                tier.counters.writes.fetch_add(n, Ordering::Relaxed);
+                for t in &taken {
+                    let mut shard = ks.lock_one(ks.shard_id(t.key.0, &t.key.1));
+                    if tier.dirty.flushed(t) {
+                        shard.set_dirty(&t.key.1, false);
+                    }
+                }
+            }
+            Err(e) => {
+                c.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("write-back flush failed: {e}");
+                *tier.last_flush_error.lock() = Some(e.to_string());
+                tier.dirty.failed(taken);
+                result = Err(());
+            }
+        }
+    }
+    if result.is_ok() {
+        *tier.last_flush_error.lock() = None;
+    }
+    tier.flushed.send_modify(|n| *n += 1);
+    result
+}
