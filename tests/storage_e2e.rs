@@ -50,6 +50,35 @@ fn write_through_survives_a_kill_and_reads_through_every_type() {
     assert!(err(&mut c, &["FLUSHALL"]).contains("not supported for a tenant with a storage tier"));
 }
 
+/// MOVE in a storage-backed tenant: the other database's copy in storage counts, and the move
+/// reaches storage (both modes, across kills).
+#[test]
+fn move_goes_through_storage() {
+    for mode in [&["--storage-mode", "write-through"][..], &["--storage-mode", "write-back", "--wal", "always"][..]] {
+        let dir = temp_dir("storage-move");
+        let flags: Vec<&str> = ["--storage", "lsm"].iter().chain(mode).copied().collect();
+        let mut e = Engine::start_in(&dir, &flags, &[]);
+        let mut c = e.client();
+        let _: () = q(&mut c, &["SET", "mv", "a"]);
+        let _: () = q(&mut c, &["SELECT", "1"]);
+        let _: () = q(&mut c, &["SET", "mv", "b"]);
+        drop(c);
+        e.restart(&flags);
+        let mut c = e.client();
+        assert_eq!(q::<i64>(&mut c, &["MOVE", "mv", "1"]), 0, "{mode:?}: database 1 has the key (in storage)");
+        let _: () = q(&mut c, &["SELECT", "1"]);
+        let _: i64 = q(&mut c, &["DEL", "mv"]);
+        let _: () = q(&mut c, &["SELECT", "0"]);
+        assert_eq!(q::<i64>(&mut c, &["MOVE", "mv", "1"]), 1, "{mode:?}");
+        drop(c);
+        e.restart(&flags);
+        let mut c = e.client();
+        assert_eq!(q::<Option<String>>(&mut c, &["GET", "mv"]), None, "{mode:?}: moved away");
+        let _: () = q(&mut c, &["SELECT", "1"]);
+        assert_eq!(q::<String>(&mut c, &["GET", "mv"]), "a", "{mode:?}: moved here");
+    }
+}
+
 #[test]
 fn evicted_keys_come_back_from_storage() {
     // The LSM's own memory (block cache, memtable) counts in used_memory too.

@@ -39,6 +39,14 @@ fn batches_tenants_and_scans() {
     }
     assert_eq!(seen.len(), 500, "499 of the first batch and the binary key");
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "key order");
+
+    // A database of its own (what the storage benchmark gives each engine), twice: no error.
+    let other_url = postgres::create_database(&pg.url(), "terrace_other").unwrap();
+    assert_eq!(postgres::create_database(&pg.url(), "terrace_other").unwrap(), other_url);
+    assert!(other_url.ends_with("/terrace_other"), "{other_url}");
+    let other = postgres::connect(&other_url).unwrap();
+    assert_eq!(other.block_on(other.get("shop".into(), vec![b"k0001".to_vec()])).unwrap(), vec![None], "nothing shared");
+    assert!(postgres::create_database(&pg.url(), "x; DROP TABLE terrace_kv").is_err());
 }
 
 #[test]

@@ -40,7 +40,7 @@ pub struct TenantSettings {
     pub compression_mode: Option<String>,
     /// Values shorter than this are stored raw.
     pub compression_min_size: Option<u64>,
-    /// How the engines' storage tier serves this tenant: cache | write-through.
+    /// How the engines' storage tier serves this tenant: cache | write-through | write-back.
     pub storage_mode: Option<String>,
 }
 
@@ -207,8 +207,8 @@ impl ProxySettings {
                 }
             }
             if let Some(m) = &t.storage_mode {
-                if !["cache", "write-through"].contains(&m.as_str()) {
-                    return Err(invalid("tenants", format!("storage_mode of tenant '{}': '{m}' is not cache or write-through", t.name)));
+                if !["cache", "write-through", "write-back"].contains(&m.as_str()) {
+                    return Err(invalid("tenants", format!("storage_mode of tenant '{}': '{m}' is not cache, write-through or write-back", t.name)));
                 }
             }
             if t.max_qps == Some(0) {

@@ -20,8 +20,8 @@ pub enum BenchCommand {
     /// The WAL's modes (off, file, always, pmem) under a write load from many connections:
     /// throughput, latency and fsyncs per second.
     Wal(wal::WalArgs),
-    /// The cache alone against write-through to the storage tier (LSM, and PostgreSQL with
-    /// --postgres-url): the load phase and YCSB A and B.
+    /// The cache alone against the storage tier (LSM, and PostgreSQL with --postgres-url) in
+    /// write-through, write-back and write-back with each WAL mode: the load phase and YCSB A, B.
     Storage(storage::StorageArgs),
 }
 

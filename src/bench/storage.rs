@@ -1,5 +1,6 @@
-//! `terrace bench storage`: the cache alone against write-through to the storage tier (the
-//! embedded LSM, and PostgreSQL when `--postgres-url` is given), side by side in one run.
+//! `terrace bench storage`: the cache alone against the storage tier (the embedded LSM, and
+//! PostgreSQL when `--postgres-url` is given) in write-through, write-back, and write-back
+//! with each WAL mode (file, always, pmem with its ring on /dev/shm), side by side in one run.
 //!
 //! Engines pinned to core 0 with `taskset`, clients on core 1. Phases, each run on every
 //! engine in turn (order flipped every round): the load phase (`clients` connections each
@@ -79,11 +80,54 @@ fn run_phase(port: u16, args: &StorageArgs, z: &Arc<Zipf>, get_share: f64, next_
     Ok((r.per_sec, r.percentile(99)))
 }
 
+/// The configurations compared on one adapter (`storage` flags): write-through, write-back
+/// without a WAL, and write-back with each WAL mode (its durability).
+fn setups_on(adapter: &str, storage: &[String], ring: &dyn Fn(&str) -> String) -> Vec<(String, Vec<String>)> {
+    let with = |mode: &str, wal: &[&str]| -> Vec<String> {
+        let mut f = storage.to_vec();
+        f.extend(["--storage-mode".to_string(), mode.to_string()]);
+        f.extend(wal.iter().map(|s| s.to_string()));
+        f
+    };
+    let pmem_ring = ring(adapter);
+    vec![
+        (format!("{adapter} write-through"), with("write-through", &[])),
+        (format!("{adapter} write-back"), with("write-back", &[])),
+        (format!("{adapter} write-back + WAL file"), with("write-back", &["--wal", "file"])),
+        (format!("{adapter} write-back + WAL always"), with("write-back", &["--wal", "always"])),
+        (format!("{adapter} write-back + WAL pmem"), with("write-back", &["--wal", "pmem", "--wal-ring-path", &pmem_ring])),
+    ]
+}
+
+/// Waits until a write-back engine's flusher has nothing left (the pre-load must not spill
+/// into the measured phases).
+fn wait_flushed(port: u16) -> anyhow::Result<()> {
+    let mut c = Client::connect(port)?;
+    for _ in 0..6000 {
+        let text = c.call(&[b"INFO", b"storage"])?.unwrap_or_default();
+        let dirty = text.lines().find_map(|l| l.strip_prefix("dirty_keys:")).map(|v| v.trim() == "0").unwrap_or(true);
+        if dirty {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    anyhow::bail!("the engine on port {port} did not finish flushing its pre-load")
+}
+
 pub fn run(args: StorageArgs) -> anyhow::Result<()> {
     super::compress_e2e::pin_self_to(1);
-    let mut setups: Vec<(String, Vec<String>)> = vec![("cache".into(), vec![]), ("write-through lsm".into(), vec!["--storage".into(), "lsm".into()])];
+    let rings = format!("/dev/shm/terrace-bench-storage-{}", std::process::id());
+    let ring = |adapter: &str| format!("{rings}-{adapter}.ring");
+    let mut setups: Vec<(String, Vec<String>)> = vec![("cache only".into(), vec![])];
+    setups.extend(setups_on("lsm", &["--storage".into(), "lsm".into()], &ring));
     if let Some(url) = &args.postgres_url {
-        setups.push(("write-through postgres".into(), vec!["--storage".into(), "postgres".into(), "--storage-url".into(), url.clone()]));
+        // A database per engine: engines sharing one would write each other's keys.
+        let mut pg = setups_on("postgres", &["--storage".into(), "postgres".into(), "--storage-url".into(), url.clone()], &ring);
+        for (i, (_, flags)) in pg.iter_mut().enumerate() {
+            let name = format!("terrace_bench_{}_{i}", std::process::id());
+            flags[3] = terrace_engine::storage::postgres::create_database(url, &name)?;
+        }
+        setups.extend(pg);
     }
     println!(
         "terrace bench storage: {} keys loaded, {} connections one request at a time, {} B values, {} s per phase, {} rounds",
@@ -103,6 +147,8 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
             }
             c.flush()?;
         }
+        wait_flushed(port)?;
+        eprintln!("{name}: loaded");
         engines.push(Engine { name, child, port, dir, results: vec![(Vec::new(), Vec::new()); PHASES.len()] });
     }
     let z = Arc::new(Zipf::new(args.keys, 0.99));
@@ -119,14 +165,32 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
         }
         eprintln!("round {} of {} done", round + 1, args.rounds);
     }
+    for e in &engines {
+        wait_flushed(e.port)?;
+    }
+    let _ = std::fs::remove_file(ring("lsm"));
+    let _ = std::fs::remove_file(ring("postgres"));
     println!();
-    println!("| engine | phase | req/s (median) | vs cache | p99 µs |");
+    println!("| engine | phase | req/s (median) | vs cache only | p99 µs |");
     println!("|---|---|---|---|---|");
     for (p, (phase, _)) in PHASES.iter().enumerate() {
         let base = super::median(&engines[0].results[p].0);
         for e in &engines {
             let ops = super::median(&e.results[p].0);
             println!("| {} | {} | {:.0} | {:.2}x | {:.0} |", e.name, phase, ops, ops / base, super::median(&e.results[p].1));
+        }
+    }
+    // The two targets, per adapter.
+    let ops = |name: &str, p: usize| engines.iter().find(|e| e.name == name).map(|e| super::median(&e.results[p].0));
+    println!();
+    for adapter in ["lsm", "postgres"] {
+        for (p, (phase, _)) in PHASES.iter().enumerate() {
+            if let (Some(wb), Some(wt)) = (ops(&format!("{adapter} write-back"), p), ops(&format!("{adapter} write-through"), p)) {
+                println!("{adapter} {phase}: write-back / write-through = {:.2}x", wb / wt);
+            }
+            if let (Some(pm), Some(al)) = (ops(&format!("{adapter} write-back + WAL pmem"), p), ops(&format!("{adapter} write-back + WAL always"), p)) {
+                println!("{adapter} {phase}: WAL pmem / WAL always = {:.2}x", pm / al);
+            }
         }
     }
     Ok(())

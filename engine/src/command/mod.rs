@@ -512,6 +512,12 @@ pub(crate) fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: b
         for i in table::key_positions(spec, argv) {
             ctx.data.touched.push((db, argv[i].to_vec()));
         }
+        if spec.name == "move" {
+            // Its other database is not a declared key.
+            if let Some(to) = std::str::from_utf8(argv[2]).ok().and_then(|s| s.parse::<usize>().ok()).filter(|&d| d < crate::keyspace::NUM_DBS) {
+                ctx.data.touched.push((ctx.conn.ns_base + to, argv[1].to_vec()));
+            }
+        }
         return;
     }
     if ctx.srv.wal().is_none() || ctx.data.wal_count != before {
@@ -665,7 +671,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         w.simple("QUEUED");
         return Outcome::Done;
     }
-    if srv.storage_tier().is_some_and(|t| t.backs(conn.db / crate::keyspace::NUM_DBS)) && matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "move") {
+    if srv.storage_tier().is_some_and(|t| t.backs(conn.db / crate::keyspace::NUM_DBS)) && matches!(spec.name, "flushall" | "flushdb" | "swapdb") {
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
         w.error(&format!("ERR {} is not supported for a tenant with a storage tier yet", spec.name.to_ascii_uppercase()));
         return Outcome::Done;

@@ -51,20 +51,21 @@ pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Resu
     if !tier.backs(ns) || conn.replay_now.is_some() {
         return Ok(());
     }
-    let mut wanted: Vec<Vec<u8>> = Vec::new();
+    let mut wanted: Vec<CacheKey> = Vec::new();
     let mut writes = false;
+    let (db, ns_base) = (conn.db, conn.ns_base);
     let mut add = |args: &[&[u8]]| {
         if let Some((_, spec)) = lookup(args[0]) {
             writes |= spec.write;
-            if spec.lock == Lock::Keys
-                && arity_ok(spec, args.len())
-                && !overwrites_blindly(spec, args)
-            {
-                wanted.extend(
-                    table::key_positions(spec, args)
-                        .into_iter()
-                        .map(|i| args[i].to_vec()),
-                );
+            if spec.lock == Lock::Keys && arity_ok(spec, args.len()) && !overwrites_blindly(spec, args) {
+                wanted.extend(table::key_positions(spec, args).into_iter().map(|i| (db, args[i].to_vec())));
+            }
+            if spec.name == "move" && arity_ok(spec, args.len()) {
+                // MOVE fails if the key exists in the other database: storage must say.
+                wanted.push((db, args[1].to_vec()));
+                if let Some(to) = std::str::from_utf8(args[2]).ok().and_then(|s| s.parse::<usize>().ok()).filter(|&d| d < crate::keyspace::NUM_DBS) {
+                    wanted.push((ns_base + to, args[1].to_vec()));
+                }
             }
         }
     };
@@ -84,27 +85,28 @@ pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Resu
     if wanted.is_empty() {
         return Ok(());
     }
-    let (ks, db) = (&srv.keyspace, conn.db);
+    let ks = &srv.keyspace;
     wanted.sort();
     wanted.dedup();
     // A key whose write is not confirmed yet is read only once it is (install on success).
     for k in &wanted {
-        if let Some(seq) = tier.pending_seq(&(db, k.clone())) {
+        if let Some(seq) = tier.pending_seq(k) {
             let _ = tier.wait(seq).await;
         }
     }
-    read_keys(srv, tier, db, &wanted)
-        .await
-        .map_err(|why| format!("ERR storage read failed ({why})"))?;
+    // One batched read per database (a command's keys are in one, MOVE's in two).
+    let mut rest = &wanted[..];
+    while let Some(((db, _), _)) = rest.split_first() {
+        let n = rest.iter().take_while(|(d, _)| d == db).count();
+        let keys: Vec<Vec<u8>> = rest[..n].iter().map(|(_, k)| k.clone()).collect();
+        read_keys(srv, tier, *db, &keys).await.map_err(|why| format!("ERR storage read failed ({why})"))?;
+        rest = &rest[n..];
+    }
     // What the command will find: keys that must still be there when it runs (and still
     // confirmed: checked again under its locks).
     let now = now_ms();
-    conn.read_through_checked = wanted.iter().map(|k| (db, k.clone())).collect();
-    conn.read_through_present = wanted
-        .into_iter()
-        .filter(|k| ks.lock_one(ks.shard_id(db, k)).peek(k, now).is_some())
-        .map(|k| (db, k))
-        .collect();
+    conn.read_through_present = wanted.iter().filter(|(db, k)| ks.lock_one(ks.shard_id(*db, k)).peek(k, now).is_some()).cloned().collect();
+    conn.read_through_checked = wanted;
     Ok(())
 }
 

@@ -28,7 +28,7 @@ struct Marked {
 
 #[derive(Default)]
 struct Inner {
-    keys: HashMap<CacheKey, Marked>,
+    keys: HashMap<CacheKey, Marked, foldhash::fast::RandomState>,
     order: VecDeque<CacheKey>,
     bytes: usize,
     generation: u64,

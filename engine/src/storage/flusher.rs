@@ -85,6 +85,8 @@ fn flush_batch(srv: &Server, tier: &StorageTier, taken: Vec<Taken>) -> Result<()
     let ks = &srv.keyspace;
     let now = now_ms();
     let mut by_tenant: Vec<(String, Vec<Op>, Vec<Taken>)> = Vec::new();
+    // Tenant names by namespace, looked up once per batch.
+    let mut tenants: Vec<(usize, String)> = Vec::new();
     for t in taken {
         let (db, key) = (t.key.0, &t.key.1);
         let value = {
@@ -101,7 +103,15 @@ fn flush_batch(srv: &Server, tier: &StorageTier, taken: Vec<Taken>) -> Result<()
                 None => None,
             }
         };
-        let tenant = crate::command::tenant_of(srv, db);
+        let ns = db / crate::keyspace::NUM_DBS;
+        let tenant = match tenants.iter().find(|(n, _)| *n == ns) {
+            Some((_, name)) => name.clone(),
+            None => {
+                let name = crate::command::tenant_of(srv, db);
+                tenants.push((ns, name.clone()));
+                name
+            }
+        };
         let op = (storage_key(db % crate::keyspace::NUM_DBS, key), value);
         match by_tenant.iter_mut().find(|(name, _, _)| *name == tenant) {
             Some((_, ops, ts)) => {

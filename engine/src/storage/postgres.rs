@@ -47,13 +47,44 @@ pub fn connect(url: &str) -> Result<Storage, StorageError> {
     Ok(Storage::from_parts(Arc::new(Postgres { pool }), rt))
 }
 
-/// The last write to each key of a batch (in the order of those last writes).
+/// The last write to each key of a batch, in key order: every writer then locks rows in the
+/// same order, so concurrent batches (several engines on one database) cannot deadlock.
 fn coalesce(ops: &[Op]) -> Vec<&Op> {
     let mut last: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::with_capacity(ops.len());
     for (i, (k, _)) in ops.iter().enumerate() {
         last.insert(k.as_slice(), i);
     }
-    ops.iter().enumerate().filter(|(i, (k, _))| last[k.as_slice()] == *i).map(|(_, op)| op).collect()
+    let mut kept: Vec<&Op> = ops.iter().enumerate().filter(|(i, (k, _))| last[k.as_slice()] == *i).map(|(_, op)| op).collect();
+    kept.sort_by(|a, b| a.0.cmp(&b.0));
+    kept
+}
+
+/// Creates database `name` on the server of `url` unless it exists; returns `url` pointing at
+/// it (benchmarks give each engine a database of its own).
+pub fn create_database(url: &str, name: &str) -> Result<String, StorageError> {
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(StorageError::Backend(format!("'{name}' is not a plain database name")));
+    }
+    let rt = super::runtime().map_err(|e| StorageError::Backend(format!("storage runtime: {e}")))?;
+    rt.block_on(async {
+        let pool = PgPoolOptions::new().max_connections(1).connect(url).await.map_err(classify)?;
+        let exists = sqlx::query("SELECT 1 FROM pg_database WHERE datname = $1").bind(name).fetch_optional(&pool).await.map_err(classify)?.is_some();
+        if !exists {
+            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.map_err(classify)?;
+        }
+        Ok::<_, StorageError>(())
+    })?;
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    // scheme://authority[/database]: keep scheme and authority.
+    let authority_at = base.find("://").map_or(0, |i| i + 3);
+    let server = match base[authority_at..].find('/') {
+        Some(slash) => &base[..authority_at + slash],
+        None => base,
+    };
+    Ok(match query {
+        Some(q) => format!("{server}/{name}?{q}"),
+        None => format!("{server}/{name}"),
+    })
 }
 
 impl StorageAdapter for Postgres {
