@@ -143,6 +143,9 @@ struct EngineArgs {
     /// Size of the PMem ring [env: TERRACE_WAL_RING_SIZE] [default: 64mb]
     #[arg(long)]
     wal_ring_size: Option<String>,
+    /// Size at which a WAL segment is closed, so segments only write-back data storage has taken can be deleted [env: TERRACE_WAL_SEGMENT_SIZE] [default: 64mb]
+    #[arg(long)]
+    wal_segment_size: Option<String>,
     /// Storage tier behind the cache: none, lsm (embedded) or postgres [env: TERRACE_STORAGE] [default: none]
     #[arg(long)]
     storage: Option<String>,
@@ -185,6 +188,7 @@ impl EngineArgs {
             wal: self.wal,
             wal_ring_path: self.wal_ring_path,
             wal_ring_size: self.wal_ring_size.map(toml::Value::String),
+            wal_segment_size: self.wal_segment_size.map(toml::Value::String),
             storage: self.storage,
             storage_url: self.storage_url,
             storage_mode: self.storage_mode,

@@ -135,6 +135,53 @@ fn write_back_loses_no_acknowledged_write_across_kills() {
     });
 }
 
+/// Write-back after-images stop holding the log once storage has them: with small segments,
+/// the log is pruned without any snapshot, and a killed engine still has everything (flushed
+/// data from storage, the rest from what is left of the log; a cache tenant's writes too).
+#[test]
+fn write_back_records_are_pruned_once_storage_has_them() {
+    let dir = temp_dir("wal-prune");
+    let flags = ["--wal", "always", "--wal-segment-size", "64kb", "--storage", "lsm", "--storage-mode", "write-back", "--flush-interval-ms", "20"];
+    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut c = e.client();
+    let mut scratch = e.client();
+    let _: () = q(&mut scratch, &["TERRACE.NAMESPACE", "scratch", "STORAGE-MODE", "cache"]);
+    let value = "w".repeat(500);
+    for round in 0..20 {
+        let mut p = redis::pipe();
+        for i in 0..200 {
+            p.cmd("SET").arg(format!("k{}", (round * 200 + i) % 3000)).arg(format!("{round}:{value}")).ignore();
+        }
+        p.query::<()>(&mut c).unwrap();
+    }
+    let mut pruned = 0;
+    for _ in 0..100 {
+        pruned = info_field(&mut c, "wal", "wal_pruned_through");
+        if pruned > 2000 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(pruned > 2000, "obsolete segments were deleted: pruned through {pruned}");
+    let segments = std::fs::read_dir(dir.join("wal")).unwrap().filter(|f| f.as_ref().unwrap().path().extension().is_some_and(|x| x == "log")).count();
+    assert!(segments < 20, "{segments} segments left");
+    // A cache tenant's write holds the log from here on (only a snapshot covers it).
+    let _: () = q(&mut scratch, &["SET", "kept", "by the log"]);
+    let _: () = q(&mut c, &["SET", "last", "unflushed, maybe"]);
+    drop((c, scratch));
+    e.restart(&flags);
+    let mut c = e.client();
+    for i in (0..3000).step_by(7) {
+        let got: String = q(&mut c, &["GET", &format!("k{i}")]);
+        // Key i was last written in the last round whose range covered it.
+        let last_round = (0..20).rev().find(|r| (r * 200..r * 200 + 200).any(|j| j % 3000 == i)).unwrap();
+        assert!(got.starts_with(&format!("{last_round}:")), "k{i}: {}", &got[..8.min(got.len())]);
+    }
+    assert_eq!(q::<String>(&mut c, &["GET", "last"]), "unflushed, maybe");
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "scratch", "STORAGE-MODE", "cache"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "kept"]), "by the log");
+}
+
 fn info_wal(c: &mut redis::Connection) -> String {
     q(c, &["INFO", "wal"])
 }

@@ -71,6 +71,8 @@ pub struct EngineSettings {
     /// The PMem ring of `wal = pmem` (default DATA_DIR/wal/ring).
     pub wal_ring_path: Option<PathBuf>,
     pub wal_ring_size: Option<toml::Value>,
+    /// Where a WAL segment is closed and a new one begun (so obsolete ones can go).
+    pub wal_segment_size: Option<toml::Value>,
     /// The storage tier's adapter: none | lsm | postgres.
     pub storage: Option<String>,
     /// postgres://… for `storage = postgres`.
@@ -131,6 +133,7 @@ impl EngineSettings {
             wal: self.wal.or(other.wal),
             wal_ring_path: self.wal_ring_path.or(other.wal_ring_path),
             wal_ring_size: self.wal_ring_size.or(other.wal_ring_size),
+            wal_segment_size: self.wal_segment_size.or(other.wal_segment_size),
             storage: self.storage.or(other.storage),
             storage_url: self.storage_url.or(other.storage_url),
             storage_mode: self.storage_mode.or(other.storage_mode),
@@ -194,6 +197,7 @@ impl EngineSettings {
             wal: var("TERRACE_WAL"),
             wal_ring_path: var("TERRACE_WAL_RING_PATH").map(PathBuf::from),
             wal_ring_size: var("TERRACE_WAL_RING_SIZE").map(toml::Value::String),
+            wal_segment_size: var("TERRACE_WAL_SEGMENT_SIZE").map(toml::Value::String),
             storage: var("TERRACE_STORAGE"),
             storage_url: var("TERRACE_STORAGE_URL"),
             storage_mode: var("TERRACE_STORAGE_MODE"),
@@ -237,6 +241,13 @@ impl EngineSettings {
         if wal_ring_size < 1 << 20 {
             return Err(ConfigError::Invalid { key: "wal_ring_size".into(), reason: format!("{wal_ring_size} is below the minimum of 1mb") });
         }
+        let wal_segment_size = match self.wal_segment_size {
+            Some(v) => size_of("wal_segment_size", v)?,
+            None => 64 << 20,
+        };
+        if wal_segment_size < 64 << 10 {
+            return Err(ConfigError::Invalid { key: "wal_segment_size".into(), reason: format!("{wal_segment_size} is below the minimum of 64kb") });
+        }
         if wal_mode != crate::wal::Mode::Pmem && self.wal_ring_path.is_some() {
             return Err(ConfigError::Invalid { key: "wal_ring_path".into(), reason: "only `wal = \"pmem\"` uses a ring".into() });
         }
@@ -247,6 +258,7 @@ impl EngineSettings {
             dir: data_dir.join("wal"),
             ring_path: self.wal_ring_path.unwrap_or_else(|| data_dir.join("wal").join("ring")),
             ring_size: wal_ring_size,
+            segment_size: wal_segment_size,
         };
         let maxmemory_policy = match self.maxmemory_policy {
             None => d.maxmemory_policy,
@@ -463,6 +475,7 @@ impl Default for EngineConfig {
                 dir: PathBuf::from("data/wal"),
                 ring_path: PathBuf::from("data/wal/ring"),
                 ring_size: 64 << 20,
+                segment_size: 64 << 20,
             },
             storage: None,
         }

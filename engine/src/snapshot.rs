@@ -145,16 +145,11 @@ impl RdbWriter {
     }
 }
 
-/// Whether database `db`'s keys belong in a snapshot. A write-through tenant's are in
-/// storage, and a snapshot of them would be stale after a crash; so would a write-back
-/// tenant's without a WAL (with one, the log brings every key the snapshot has up to date).
+/// Whether database `db`'s keys belong in a snapshot: not a storage-backed tenant's. Its data
+/// is storage's plus (write-back) the WAL's unflushed after-images; a snapshot of it could be
+/// stale after a crash (a key written, flushed and its record pruned since).
 fn in_snapshots(srv: &Server, db: usize) -> bool {
-    use crate::storage::tier::Mode;
-    match srv.storage_tier().map(|t| t.mode_of(db / crate::keyspace::NUM_DBS)) {
-        None | Some(Mode::Cache) => true,
-        Some(Mode::WriteThrough) => false,
-        Some(Mode::WriteBack) => srv.wal().is_some(),
-    }
+    srv.storage_tier().is_none_or(|t| !t.backs(db / crate::keyspace::NUM_DBS))
 }
 
 /// Writes a snapshot. `visit(shard id, f)` runs `f` on a shard (locked or held by the caller).

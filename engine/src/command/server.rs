@@ -181,12 +181,18 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         match names.iter().position(|n| n == key) {
             Some(i) => i,
             None if names.len() * NUM_DBS < ctx.data.ks.dbs() => {
-                names.push(key.to_string());
+                // Namespace numbers are given in order of first use; that order is recorded
+                // durably (under the names lock) before the number is used, so that replayed
+                // records and stored keys land in the same tenants after a restart.
+                let mut next = names.clone();
+                next.push(key.to_string());
+                if ctx.conn.replay_now.is_none() && (ctx.srv.wal().is_some() || ctx.srv.storage_tier().is_some()) {
+                    crate::server::namespaces::save(&ctx.srv.config.data_dir, &next).map_err(|e| err(format!("ERR cannot record the new namespace: {e}")))?;
+                }
+                *names = next;
                 ctx.srv.attach_tenant(names.len() - 1, key);
-                // Namespace numbers are given in order of first use: the WAL keeps that order
-                // (under the names lock) so that replayed records land in the same tenants.
                 if let (Some(wal), None) = (ctx.srv.wal(), ctx.conn.replay_now) {
-                    wal.append_one(ctx.data.now, 0, 0, &[b"TERRACE.NAMESPACE", name.as_bytes()]);
+                    wal.append_recorded(ctx.data.now, 0, 0, &[b"TERRACE.NAMESPACE", name.as_bytes()]);
                 }
                 names.len() - 1
             }

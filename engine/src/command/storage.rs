@@ -251,66 +251,50 @@ pub(super) fn queue_after_images(
 /// Write-back, after a command ran (its locks still held): logs the after-images of the keys
 /// it declared to the WAL (if on) and marks them dirty; returns the WAL sequence number the
 /// reply must wait for.
-pub(super) fn mark_write_back(
-    srv: &Server,
-    tier: &StorageTier,
-    data: &mut Data,
-    mut touched: Vec<CacheKey>,
-) -> Option<u64> {
+pub(super) fn mark_write_back(srv: &Server, tier: &StorageTier, data: &mut Data, mut touched: Vec<CacheKey>) -> Option<u64> {
     touched.sort();
     touched.dedup();
     let wal = srv.wal();
+    // Keys are marked at a position no later than their records', before those are appended:
+    // the log is never pruned past a record whose key is not marked yet.
+    let since = wal.map_or(0, |w| w.last_assigned() + 1);
     let mut records = Vec::new();
-    let mut sizes = Vec::with_capacity(touched.len());
+    let mut count = 0u32;
     for (db, key) in &touched {
-        let id = srv.keyspace.shard_id(*db, key);
-        let shard = data.guards.shard(id);
+        let ns_base = db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS;
+        let shard = data.guards.shard(srv.keyspace.shard_id(*db, key));
         let size = match shard.peek(key, data.now) {
             Some(e) => {
                 if wal.is_some() {
                     let mut v = Vec::new();
-                    if let Err(why) = crate::storage::record::encode(&srv.keyspace, *db, e, &mut v)
-                    {
-                        tracing::error!("not logged: {why}");
-                        continue;
+                    match crate::storage::record::encode(&srv.keyspace, *db, e, &mut v) {
+                        Ok(()) => {
+                            crate::wal::frame::put_record(&mut records, data.now, *db, ns_base, &[WB_RECORD, key, &v]);
+                            count += 1;
+                        }
+                        Err(why) => tracing::error!("not logged: {why}"),
                     }
-                    crate::wal::frame::put_record(
-                        &mut records,
-                        data.now,
-                        *db,
-                        db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS,
-                        &[WB_RECORD, key, &v],
-                    );
                 }
                 e.heap_size()
             }
             None => {
                 if wal.is_some() {
-                    crate::wal::frame::put_record(
-                        &mut records,
-                        data.now,
-                        *db,
-                        db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS,
-                        &[WB_RECORD, key],
-                    );
+                    crate::wal::frame::put_record(&mut records, data.now, *db, ns_base, &[WB_RECORD, key]);
+                    count += 1;
                 }
                 0
             }
         };
         shard.set_dirty(key, true);
-        sizes.push(size);
+        tier.dirty.mark(&(*db, key.clone()), size, since);
     }
     let seq = match wal {
-        Some(wal) if !records.is_empty() => {
-            let seq = wal.append(&records, sizes.len() as u32);
+        Some(wal) if count > 0 => {
+            let seq = wal.append_after_images(&records, count);
             wal.mode.waits().then_some(seq)
         }
         _ => None,
     };
-    let at = seq.or_else(|| wal.map(|w| w.last_assigned())).unwrap_or(0);
-    for (key, size) in touched.iter().zip(sizes) {
-        tier.dirty.mark(key, size, at);
-    }
     if tier.dirty.size().0 >= tier.write_back.flush_batch {
         tier.flush_wake.notify_one();
     }
@@ -390,6 +374,6 @@ pub fn relog_dirty(srv: &Server, tier: &StorageTier, guards: &mut crate::keyspac
         }
     }
     if count > 0 {
-        wal.append(&records, count);
+        wal.append_after_images(&records, count);
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod connection;
 pub mod cron;
+pub mod namespaces;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -91,6 +92,19 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     // With a log, a snapshot without a WAL position can't be combined with it.
     let rdb_keys = warm.is_none();
     let loaded = crate::snapshot::load(&srv, rdb_keys)?;
+    // Namespaces created after that snapshot (the WAL's records of them may be pruned).
+    if let Some(recorded) = namespaces::load(&srv.config.data_dir).map_err(|e| ServerError::Recovery(format!("{}: {e}", namespaces::path(&srv.config.data_dir).display())))? {
+        let mut names = srv.namespaces.lock();
+        if recorded.starts_with(&names) {
+            *names = recorded;
+        } else if !names.starts_with(&recorded) {
+            return Err(ServerError::Recovery(format!(
+                "{} lists namespaces {recorded:?} but the snapshot has {:?}: move one of them aside",
+                namespaces::path(&srv.config.data_dir).display(),
+                *names
+            )));
+        }
+    }
     if has_log && warm.is_none() && loaded.exists && loaded.wal_seq.is_none() && loaded.keys > 0 {
         return Err(ServerError::Recovery(format!(
             "{} has no WAL position but {} holds a log: move one of them aside",
@@ -131,7 +145,8 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let (srv, wal_thread) = if wal_on {
         let mut opened = crate::wal::open(&wal_config, covered)?;
         if let Some(base) = opened.first_base {
-            if base > covered {
+            // Segments before `base` may have been pruned (only obsolete records in them).
+            if base > covered && crate::wal::read_pruned(&wal_config.dir) < base {
                 return Err(ServerError::Recovery(format!(
                     "the log in {} starts after position {base} but the snapshot covers only {covered}: records are missing",
                     wal_config.dir.display()
@@ -140,6 +155,11 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         }
         if let Some(torn) = &opened.torn {
             tracing::warn!("WAL: {torn}");
+        }
+        if let Some(tier) = srv.storage_tier() {
+            // Write-back records stop holding the log once storage has them.
+            let tier = Arc::downgrade(tier);
+            opened.wal.set_flushed_through(Box::new(move || tier.upgrade().map_or(0, |t| t.dirty.oldest_since().map_or(u64::MAX, |s| s.saturating_sub(1)))));
         }
         let srv = Server::with_wal(srv, opened.wal.clone());
         let replayed = replay(&srv, std::mem::take(&mut opened.replay));

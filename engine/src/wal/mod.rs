@@ -75,6 +75,9 @@ pub struct WalConfig {
     /// The ring file for `pmem` (`wal_ring_path`, default `DATA_DIR/wal/ring`).
     pub ring_path: PathBuf,
     pub ring_size: u64,
+    /// Size at which a segment is closed and a new one begun, so that segments holding only
+    /// obsolete records (write-back data storage has taken) can be deleted (`wal_segment_size`).
+    pub segment_size: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +123,29 @@ pub struct Wal {
     /// `pmem` mode: the ring and the segment, written by whichever connection commits first
     /// (leader-based group commit, no thread hop on the acknowledgement path).
     inline: Option<Mutex<Writer>>,
+    /// Write-back: through which sequence number every write-back record is in storage (set
+    /// at start when there is a storage tier).
+    flushed_through: std::sync::OnceLock<FlushedThrough>,
+    /// The first record since the last checkpoint that only a snapshot makes obsolete (a
+    /// command, not a write-back after-image); u64::MAX: none.
+    first_unflushable: AtomicU64,
+    /// Everything through this sequence number is obsolete and its segments are gone.
+    pub pruned_through: AtomicU64,
+    segment_size: u64,
+}
+
+/// Through which sequence number write-back records are in storage.
+pub type FlushedThrough = Box<dyn Fn() -> u64 + Send + Sync>;
+
+/// The file recording how far the log was pruned (a restart must not take the missing
+/// segments for lost records).
+pub fn pruned_path(dir: &std::path::Path) -> PathBuf {
+    dir.join("pruned")
+}
+
+/// How far the log in `dir` was pruned (0: never).
+pub fn read_pruned(dir: &std::path::Path) -> u64 {
+    std::fs::read_to_string(pruned_path(dir)).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
 }
 
 /// What the writer owns.
@@ -141,7 +167,7 @@ struct Writer {
 
 impl Wal {
     /// A log whose next record gets sequence number `next` (after recovery).
-    fn new(mode: Mode, next: u64) -> Wal {
+    fn new(mode: Mode, next: u64, segment_size: u64) -> Wal {
         Wal {
             mode,
             pending: Mutex::new(Pending { payload: Vec::with_capacity(64 << 10), count: 0, first: next, rotate: None }),
@@ -153,12 +179,35 @@ impl Wal {
             counters: Counters::default(),
             recovered: AtomicU64::new(0),
             inline: None,
+            flushed_through: std::sync::OnceLock::new(),
+            first_unflushable: AtomicU64::new(u64::MAX),
+            pruned_through: AtomicU64::new(0),
+            segment_size,
         }
+    }
+
+    /// Lets write-back records become obsolete once storage has them: `f` says through which
+    /// sequence number that is.
+    pub fn set_flushed_through(&self, f: FlushedThrough) {
+        let _ = self.flushed_through.set(f);
+    }
+
+    /// Appends write-back after-images: records that storage, once it has them, makes
+    /// obsolete without a snapshot.
+    pub fn append_after_images(&self, records: &[u8], count: u32) -> u64 {
+        self.append_records(records, count, false)
     }
 
     /// Appends encoded records (`frame::put_record`); returns the last one's sequence number.
     pub fn append(&self, records: &[u8], count: u32) -> u64 {
+        self.append_records(records, count, true)
+    }
+
+    fn append_records(&self, records: &[u8], count: u32, needs_snapshot: bool) -> u64 {
         let mut p = self.pending.lock();
+        if needs_snapshot && count > 0 {
+            self.first_unflushable.fetch_min(p.first + p.count as u64, Ordering::Relaxed);
+        }
         p.payload.extend_from_slice(records);
         p.count += count;
         let last = p.first + p.count as u64 - 1;
@@ -204,6 +253,14 @@ impl Wal {
         true
     }
 
+    /// Appends one record that a file outside the log also holds (a namespace's creation):
+    /// pruning may drop it without a snapshot.
+    pub fn append_recorded(&self, now: i64, db: usize, ns_base: usize, argv: &[&[u8]]) -> u64 {
+        let mut buf = Vec::with_capacity(64);
+        frame::put_record(&mut buf, now, db, ns_base, argv);
+        self.append_records(&buf, 1, false)
+    }
+
     /// Appends one record.
     pub fn append_one(&self, now: i64, db: usize, ns_base: usize, argv: &[&[u8]]) -> u64 {
         let mut buf = Vec::with_capacity(64);
@@ -221,6 +278,9 @@ impl Wal {
     /// new segment and the older segments are deleted.
     pub fn checkpoint(&self, seq: u64) {
         let mut p = self.pending.lock();
+        if self.first_unflushable.load(Ordering::Relaxed) <= seq {
+            self.first_unflushable.store(u64::MAX, Ordering::Relaxed);
+        }
         let before = (seq + 1).saturating_sub(p.first).min(p.count as u64) as u32;
         // Records are variable-length: find where record `before` starts.
         let mut pos = 0usize;
@@ -268,7 +328,7 @@ impl Wal {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let syncs = l(&c.syncs);
         format!(
-            "# WAL\r\nwal_mode:{}\r\nwal_last_seq:{}\r\nwal_durable_seq:{}\r\nwal_bytes:{}\r\nwal_batches:{}\r\nwal_records:{}\r\nwal_syncs:{}\r\nwal_sync_avg_us:{}\r\nwal_sync_max_us:{}\r\nwal_recovered_records:{}\r\nwal_poisoned:{}\r\n\r\n",
+            "# WAL\r\nwal_mode:{}\r\nwal_last_seq:{}\r\nwal_durable_seq:{}\r\nwal_bytes:{}\r\nwal_batches:{}\r\nwal_records:{}\r\nwal_syncs:{}\r\nwal_sync_avg_us:{}\r\nwal_sync_max_us:{}\r\nwal_recovered_records:{}\r\nwal_pruned_through:{}\r\nwal_poisoned:{}\r\n\r\n",
             self.mode.name(),
             self.last_assigned(),
             self.durable_seq(),
@@ -279,6 +339,7 @@ impl Wal {
             l(&c.sync_micros).checked_div(syncs).unwrap_or(0),
             l(&c.sync_max_micros),
             l(&self.recovered),
+            l(&self.pruned_through),
             self.poisoned().unwrap_or_default(),
         )
     }
@@ -296,6 +357,7 @@ impl Wal {
             "syncs": l(&c.syncs),
             "sync_micros_total": l(&c.sync_micros),
             "sync_max_micros": l(&c.sync_max_micros),
+            "pruned_through": l(&self.pruned_through),
             "poisoned": self.poisoned(),
         })
     }
@@ -375,7 +437,8 @@ pub fn open(config: &WalConfig, after: u64) -> Result<Opened, WalError> {
         ring = Some(r);
     }
     let sync_handle = segment.file.try_clone().map_err(|source| segments::LogError::Io { path: segment.path.clone(), source })?;
-    let mut wal = Wal::new(config.mode, last + 1);
+    let mut wal = Wal::new(config.mode, last + 1, config.segment_size);
+    wal.pruned_through = AtomicU64::new(read_pruned(&config.dir));
     let copied = ring.as_ref().map(|r| r.head()).unwrap_or(0);
     let writer = Writer {
         dir: config.dir.clone(),
@@ -461,6 +524,9 @@ fn run_syncer(wal: Arc<Wal>) {
                 return;
             }
         }
+        if let Err(e) = prune(&wal, &mut inline.lock()) {
+            tracing::warn!("WAL: pruning obsolete segments failed: {e}");
+        }
     }
     let last = wal.last_assigned();
     if last > wal.durable_seq() {
@@ -500,12 +566,15 @@ fn note_sync(wal: &Wal, t: Instant) {
 fn run(wal: Arc<Wal>, mut w: Writer) {
     let mut spare = Vec::with_capacity(64 << 10);
     let mut framed = Vec::with_capacity(64 << 10);
+    let mut last_prune = Instant::now();
     loop {
         {
             let mut p = wal.pending.lock();
             while p.count == 0 && p.rotate.is_none() && !wal.stop.load(Ordering::SeqCst) {
-                let due = SYNC_EVERY.saturating_sub(w.last_sync.elapsed());
-                if wal.mode != Mode::Always && due.is_zero() {
+                // Once a second: the sync (file mode), and pruning (every mode).
+                let timer = if wal.mode == Mode::Always { last_prune } else { w.last_sync };
+                let due = SYNC_EVERY.saturating_sub(timer.elapsed());
+                if due.is_zero() {
                     break;
                 }
                 wal.wake.wait_for(&mut p, due.max(Duration::from_millis(10)));
@@ -534,6 +603,11 @@ fn run(wal: Arc<Wal>, mut w: Writer) {
         });
         if let Err(e) = result {
             wal.poison(format!("WAL write failed: {e}"));
+        } else if last_prune.elapsed() >= SYNC_EVERY {
+            last_prune = Instant::now();
+            if let Err(e) = prune(&wal, &mut w) {
+                tracing::warn!("WAL: pruning obsolete segments failed: {e}");
+            }
         }
         spare = payload;
         spare.clear();
@@ -614,21 +688,62 @@ fn published(wal: &Wal, w: &mut Writer, bytes: usize, count: u32, last: u64) -> 
 
 /// Starts segment `seq` (records after the snapshot) and deletes the older ones.
 fn rotate_segment(w: &mut Writer, seq: u64) -> std::io::Result<()> {
-    copy_ring_to_file(w)?;
-    w.segment.sync()?;
-    let seg = Segment::open(&w.dir, seq).map_err(|e| std::io::Error::other(e.to_string()))?;
-    w.sync_handle = Some(seg.file.try_clone()?);
-    w.segment = Box::new(seg);
+    begin_segment(w, seq)?;
     if let Ok(bases) = segments::list(&w.dir) {
         for b in bases.into_iter().filter(|&b| b < seq) {
             let _ = std::fs::remove_file(segments::segment_path(&w.dir, b));
         }
     }
+    Ok(())
+}
+
+/// Closes the current segment (synced, the ring's batches in it) and begins one after `seq`.
+fn begin_segment(w: &mut Writer, seq: u64) -> std::io::Result<()> {
+    copy_ring_to_file(w)?;
+    w.segment.sync()?;
+    let seg = Segment::open(&w.dir, seq).map_err(|e| std::io::Error::other(e.to_string()))?;
+    w.sync_handle = Some(seg.file.try_clone()?);
+    w.segment = Box::new(seg);
     if let Some(r) = &mut w.ring {
         r.drained(w.next)?;
         w.copied = r.head();
         w.copied_next = w.next;
     }
+    Ok(())
+}
+
+/// Deletes the segments whose every record is obsolete: covered by a snapshot or, for
+/// write-back after-images, in storage (and durable here); begins a new segment when the
+/// current one is past `segment_size`, so whole segments become obsolete.
+fn prune(wal: &Wal, w: &mut Writer) -> std::io::Result<()> {
+    let Some(flushed) = wal.flushed_through.get() else { return Ok(()) };
+    let written = w.next - 1;
+    let limit = flushed().min(wal.first_unflushable.load(Ordering::Relaxed).saturating_sub(1)).min(wal.durable_seq()).min(written);
+    let bases = segments::list(&w.dir).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let Some(&current) = bases.last() else { return Ok(()) };
+    let size = std::fs::metadata(segments::segment_path(&w.dir, current)).map(|m| m.len()).unwrap_or(0);
+    if size >= wal.segment_size && written > current {
+        begin_segment(w, written)?;
+        if let Some(r) = &mut w.ring {
+            r.drained(w.next)?;
+            w.copied = r.head();
+            w.copied_next = w.next;
+        }
+    }
+    // Segment i holds (base i, base i+1]: it can go when base i+1 <= limit.
+    let bases = segments::list(&w.dir).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let gone: Vec<(u64, u64)> = bases.windows(2).map(|p| (p[0], p[1])).filter(|&(_, end)| end <= limit).collect();
+    let Some(&(_, through)) = gone.last() else { return Ok(()) };
+    // Say so durably first: a restart must not take the missing records for lost ones.
+    let tmp = w.dir.join("pruned.tmp");
+    std::fs::write(&tmp, through.to_string())?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, pruned_path(&w.dir))?;
+    std::fs::File::open(&w.dir)?.sync_all()?;
+    for (base, _) in gone {
+        std::fs::remove_file(segments::segment_path(&w.dir, base))?;
+    }
+    wal.pruned_through.store(through, Ordering::Relaxed);
     Ok(())
 }
 
@@ -648,7 +763,7 @@ mod tests {
 
     #[test]
     fn a_failed_fsync_poisons_and_never_acknowledges() {
-        let wal = Arc::new(Wal::new(Mode::Always, 1));
+        let wal = Arc::new(Wal::new(Mode::Always, 1, 64 << 20));
         let writer = Writer { dir: std::env::temp_dir(), segment: Box::new(Failing), ring: None, last_sync: Instant::now(), next: 1, sync_handle: None, copied: 0, copied_next: 1 };
         let w2 = wal.clone();
         let t = std::thread::spawn(move || run(w2, writer));
