@@ -107,9 +107,24 @@ struct EngineArgs {
     /// Eviction policy when maxmemory is reached [env: TERRACE_MAXMEMORY_POLICY]
     #[arg(long)]
     maxmemory_policy: Option<String>,
-    /// Reactor threads: a count or `single` [env: TERRACE_THREADS] [default: 1]
+    /// HTTP port for Prometheus metrics at /metrics [env: TERRACE_METRICS_PORT] [default: off]
+    #[arg(long)]
+    metrics_port: Option<u16>,
+    /// Reactor threads: `single`, a count, or `elastic[:max]` (one while quiet, up to max in bursts) [env: TERRACE_THREADS] [default: elastic:<cores available>]
     #[arg(long)]
     threads: Option<String>,
+    /// Elastic threads: busy percent of every active reactor to wake another [env: TERRACE_ELASTIC_UP] [default: 80]
+    #[arg(long)]
+    elastic_up: Option<u32>,
+    /// Elastic threads: busy percent below which a reactor is folded back [env: TERRACE_ELASTIC_DOWN] [default: 30]
+    #[arg(long)]
+    elastic_down: Option<u32>,
+    /// Elastic threads: sampling interval, ms [env: TERRACE_ELASTIC_SAMPLE_MS] [default: 100]
+    #[arg(long)]
+    elastic_sample_ms: Option<u64>,
+    /// Elastic threads: how long load must stay below elastic_down to fold back, ms [env: TERRACE_ELASTIC_DOWN_MS] [default: 2000]
+    #[arg(long)]
+    elastic_down_ms: Option<u64>,
     /// Data directory [env: TERRACE_DATA_DIR] [default: data]
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -177,6 +192,11 @@ impl EngineArgs {
             maxmemory: self.maxmemory.map(toml::Value::String),
             maxmemory_policy: self.maxmemory_policy,
             threads: self.threads.map(toml::Value::String),
+            metrics_port: self.metrics_port,
+            elastic_up: self.elastic_up,
+            elastic_down: self.elastic_down,
+            elastic_sample_ms: self.elastic_sample_ms,
+            elastic_down_ms: self.elastic_down_ms,
             data_dir: self.data_dir,
             compression: self.compression,
             compression_mode: self.compression_mode,

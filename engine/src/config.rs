@@ -33,7 +33,36 @@ pub fn read_table<T: serde::de::DeserializeOwned + Default>(path: &std::path::Pa
 /// Threading mode of the engine's reactors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
+    /// This many reactors, all serving.
     Fixed(usize),
+    /// Up to this many: one serves while load is light, more during bursts.
+    Elastic(usize),
+}
+
+impl Threads {
+    /// Reactor threads started.
+    pub fn reactors(self) -> usize {
+        match self {
+            Threads::Fixed(n) | Threads::Elastic(n) => n,
+        }
+    }
+
+    /// The default: elastic up to the cores this process may run on.
+    pub fn default_elastic() -> Threads {
+        Threads::Elastic(std::thread::available_parallelism().map_or(1, |n| n.get()).min(256))
+    }
+
+    fn parse(s: &str) -> Option<Threads> {
+        let count = |n: &str| n.parse::<usize>().ok().filter(|n| (1..=256).contains(n));
+        match s {
+            "single" => Some(Threads::Fixed(1)),
+            "elastic" => Some(Threads::default_elastic()),
+            _ => match s.strip_prefix("elastic:") {
+                Some(n) => count(n).map(Threads::Elastic),
+                None => count(s).map(Threads::Fixed),
+            },
+        }
+    }
 }
 
 /// Settings as given by one source; `None` means "not given here".
@@ -42,9 +71,17 @@ pub enum Threads {
 pub struct EngineSettings {
     pub port: Option<u16>,
     pub bind: Option<String>,
+    /// HTTP port for Prometheus metrics at /metrics (none: off).
+    pub metrics_port: Option<u16>,
     pub maxmemory: Option<toml::Value>,
     pub maxmemory_policy: Option<String>,
     pub threads: Option<toml::Value>,
+    /// Elastic threading: busy percent to scale up above, to fold back below, the sampling
+    /// interval and how long it must stay quiet.
+    pub elastic_up: Option<u32>,
+    pub elastic_down: Option<u32>,
+    pub elastic_sample_ms: Option<u64>,
+    pub elastic_down_ms: Option<u64>,
     pub data_dir: Option<PathBuf>,
     pub shard_bits: Option<u32>,
     /// Tenant namespaces an engine can hold (each with its own 16 databases).
@@ -112,9 +149,14 @@ impl EngineSettings {
         EngineSettings {
             port: self.port.or(other.port),
             bind: self.bind.or(other.bind),
+            metrics_port: self.metrics_port.or(other.metrics_port),
             maxmemory: self.maxmemory.or(other.maxmemory),
             maxmemory_policy: self.maxmemory_policy.or(other.maxmemory_policy),
             threads: self.threads.or(other.threads),
+            elastic_up: self.elastic_up.or(other.elastic_up),
+            elastic_down: self.elastic_down.or(other.elastic_down),
+            elastic_sample_ms: self.elastic_sample_ms.or(other.elastic_sample_ms),
+            elastic_down_ms: self.elastic_down_ms.or(other.elastic_down_ms),
             data_dir: self.data_dir.or(other.data_dir),
             shard_bits: self.shard_bits.or(other.shard_bits),
             namespaces: self.namespaces.or(other.namespaces),
@@ -172,6 +214,11 @@ impl EngineSettings {
             maxmemory: var("TERRACE_MAXMEMORY").map(toml::Value::String),
             maxmemory_policy: var("TERRACE_MAXMEMORY_POLICY"),
             threads: var("TERRACE_THREADS").map(toml::Value::String),
+            metrics_port: number(var("TERRACE_METRICS_PORT"), "TERRACE_METRICS_PORT")?,
+            elastic_up: number(var("TERRACE_ELASTIC_UP"), "TERRACE_ELASTIC_UP")?,
+            elastic_down: number(var("TERRACE_ELASTIC_DOWN"), "TERRACE_ELASTIC_DOWN")?,
+            elastic_sample_ms: number(var("TERRACE_ELASTIC_SAMPLE_MS"), "TERRACE_ELASTIC_SAMPLE_MS")?,
+            elastic_down_ms: number(var("TERRACE_ELASTIC_DOWN_MS"), "TERRACE_ELASTIC_DOWN_MS")?,
             data_dir: var("TERRACE_DATA_DIR").map(PathBuf::from),
             shard_bits,
             namespaces: match var("TERRACE_NAMESPACES") {
@@ -277,18 +324,18 @@ impl EngineSettings {
                     toml::Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                let n = if s == "single" { Some(1) } else { s.parse::<usize>().ok() };
-                match n {
-                    Some(n) if (1..=256).contains(&n) => Threads::Fixed(n),
-                    _ => {
+                match Threads::parse(&s) {
+                    Some(t) => t,
+                    None => {
                         return Err(ConfigError::Invalid {
                             key: "threads".into(),
-                            reason: format!("'{s}' is not 'single' or a thread count from 1 to 256"),
+                            reason: format!("'{s}' is not 'single', a thread count from 1 to 256, 'elastic' or 'elastic:N'"),
                         })
                     }
                 }
             }
         };
+        let elastic = resolve_elastic(threads, self.elastic_up, self.elastic_down, self.elastic_sample_ms, self.elastic_down_ms)?;
         let shard_bits = self.shard_bits.unwrap_or(d.shard_bits);
         if shard_bits > 8 {
             return Err(ConfigError::Invalid { key: "shard_bits".into(), reason: format!("{shard_bits} is above 8") });
@@ -318,9 +365,11 @@ impl EngineSettings {
             namespaces,
             port: self.port.unwrap_or(d.port),
             bind: self.bind.unwrap_or(d.bind),
+            metrics_port: self.metrics_port,
             maxmemory,
             maxmemory_policy,
             threads,
+            elastic,
             data_dir,
             shard_bits,
             wal,
@@ -334,9 +383,11 @@ impl EngineSettings {
 pub struct EngineConfig {
     pub port: u16,
     pub bind: String,
+    pub metrics_port: Option<u16>,
     pub maxmemory: u64,
     pub maxmemory_policy: Policy,
     pub threads: Threads,
+    pub elastic: crate::server::elastic::ElasticConfig,
     pub data_dir: PathBuf,
     /// log2 of shards per database.
     pub shard_bits: u32,
@@ -369,6 +420,37 @@ pub struct StorageConfig {
 }
 
 /// Write-back's knobs, defaulted; zero is refused where it would stall or spin.
+/// The elastic controller's knobs, checked (`up` above `down`, percents, a sample interval).
+fn resolve_elastic(threads: Threads, up: Option<u32>, down: Option<u32>, sample_ms: Option<u64>, down_ms: Option<u64>) -> Result<crate::server::elastic::ElasticConfig, ConfigError> {
+    let mut cfg = crate::server::elastic::ElasticConfig { max: threads.reactors(), ..Default::default() };
+    let invalid = |key: &str, reason: String| ConfigError::Invalid { key: key.into(), reason };
+    if let Some(p) = up {
+        if !(1..=100).contains(&p) {
+            return Err(invalid("elastic_up", format!("{p} is not a percent from 1 to 100")));
+        }
+        cfg.up_busy = p as f64 / 100.0;
+    }
+    if let Some(p) = down {
+        if p >= 100 {
+            return Err(invalid("elastic_down", format!("{p} is not a percent below 100")));
+        }
+        cfg.down_busy = p as f64 / 100.0;
+    }
+    if cfg.down_busy >= cfg.up_busy {
+        return Err(invalid("elastic_down", format!("{}% must be below elastic_up ({}%)", (cfg.down_busy * 100.0) as u32, (cfg.up_busy * 100.0) as u32)));
+    }
+    if let Some(ms) = sample_ms {
+        if !(10..=10_000).contains(&ms) {
+            return Err(invalid("elastic_sample_ms", format!("{ms} is not from 10 to 10000")));
+        }
+        cfg.sample = std::time::Duration::from_millis(ms);
+    }
+    if let Some(ms) = down_ms {
+        cfg.down_after = std::time::Duration::from_millis(ms);
+    }
+    Ok(cfg)
+}
+
 fn resolve_write_back(dirty_max: Option<toml::Value>, timeout_ms: Option<u64>, interval_ms: Option<u64>, batch: Option<usize>) -> Result<crate::storage::tier::WriteBackConfig, ConfigError> {
     let mut wb = crate::storage::tier::WriteBackConfig::default();
     let invalid = |key: &str, reason: &str| ConfigError::Invalid { key: key.into(), reason: reason.into() };
@@ -462,9 +544,11 @@ impl Default for EngineConfig {
         EngineConfig {
             port: 7001,
             bind: "127.0.0.1".into(),
+            metrics_port: None,
             maxmemory: 0,
             maxmemory_policy: Policy::NoEviction,
-            threads: Threads::Fixed(1),
+            threads: Threads::default_elastic(),
+            elastic: Default::default(),
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
             namespaces: 16,

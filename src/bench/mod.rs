@@ -1,5 +1,6 @@
 //! `terrace bench …`: benchmarks that ship with the binary.
 
+pub mod burst;
 pub mod compress;
 pub mod compress_e2e;
 pub mod resp_client;
@@ -23,6 +24,9 @@ pub enum BenchCommand {
     /// The cache alone against the storage tier (LSM, and PostgreSQL with --postgres-url) in
     /// write-through, write-back and write-back with each WAL mode: the load phase and YCSB A, B.
     Storage(storage::StorageArgs),
+    /// Elastic threading: a low rate, a burst as fast as possible, the low rate again, against
+    /// --threads single, 2, elastic:2 and redis-server: throughput, p99 and CPU per second.
+    Burst(burst::BurstArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -31,6 +35,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Tiers(args) => tiers::run(args),
         BenchCommand::Wal(args) => wal::run(args),
         BenchCommand::Storage(args) => storage::run(args),
+        BenchCommand::Burst(args) => burst::run(args),
     }
 }
 

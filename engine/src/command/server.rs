@@ -1208,6 +1208,9 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
             s.push_str(&t.info());
         }
     }
+    if want("threads") {
+        s.push_str(&srv.reactors.info());
+    }
     if want("tiers") {
         if let Some(t) = srv.keyspace.tier() {
             s.push_str(&t.info(totals.keys.iter().map(|&k| k as u64).sum()));
@@ -1237,4 +1240,27 @@ pub fn info(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let text = info_text(ctx.srv, &totals, &sections, ctx.conn.ns_base);
     ctx.out.verbatim(&text);
     Ok(())
+}
+
+/// `TERRACE.THREADS ACTIVE n`: sets how many reactors serve (elastic mode) and moves
+/// connections accordingly; the controller goes on deciding from there. `TERRACE.THREADS`
+/// alone: the `threads` INFO section.
+pub fn threads(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let reactors = &ctx.srv.reactors;
+    match argv.get(1) {
+        None => {
+            ctx.out.bulk(reactors.info().as_bytes());
+            Ok(())
+        }
+        Some(sub) if sub.eq_ignore_ascii_case(b"active") && argv.len() == 3 => {
+            if !reactors.elastic {
+                return Err(err("ERR the engine runs a fixed number of threads (--threads elastic[:max] to change it at run time)"));
+            }
+            let n = int(argv[2]).ok().filter(|&n| n >= 1 && n as usize <= reactors.count()).ok_or_else(|| err(format!("ERR the active reactor count must be from 1 to {}", reactors.count())))?;
+            let moved = reactors.set_active(ctx.srv, n as usize);
+            ctx.out.int(moved as i64);
+            Ok(())
+        }
+        Some(_) => Err(CmdError::Syntax),
+    }
 }

@@ -144,6 +144,7 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value.", string::cad),
         c("terrace.namespace", -2, "fast no_multi", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace.", server::namespace),
         c("terrace.retrain", -2, "admin noscript", NOKEY, "server", "Terrace: trains a new compression dictionary generation for a tenant.", compression::retrain),
+        c("terrace.threads", -1, "admin noscript", NOKEY, "server", "Terrace: the reactors (elastic threading) and how many serve.", server::threads),
         c("terrace.stats", 1, "admin noscript", NOKEY, "server", "Terrace: the engine's keys, memory and tier placement as JSON.", stats::stats),
         c("terrace.compression", -2, "admin noscript", NOKEY, "server", "Terrace: compression statistics, advice and settings of a tenant.", compression::compression),
         // Memcached semantics for the proxy's Memcached front end.

@@ -1,8 +1,8 @@
 //! One client connection: read, parse pipelined requests, execute, write replies; park while
 //! blocked in BLPOP & co.; notice CLIENT KILL and shutdown.
 //!
-//! The connection's state (`Conn`) is separate from the socket so that a later issue can move
-//! a connection between reactors between two reads.
+//! The connection's state (`Conn`) is separate from the socket: elastic threading moves a
+//! connection to another reactor between two reads (`elastic`), with its unparsed input.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::elastic::{Carried, Handoff};
 use super::state::{ClientInfo, Server};
 use crate::command::{self, BlockRequest, Conn, Outcome, TimeoutReply};
 use crate::protocol::{Limits, ReplyWriter, RequestParser};
@@ -21,29 +22,62 @@ const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
 /// Replies are flushed when this much is pending, to bound memory for huge pipelines.
 const FLUSH_AT: usize = 256 * 1024;
 
-pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo>) {
+/// Serves a connection on reactor `reactor` (usize::MAX: off the reactors), new or moved in
+/// with its state (`carried`), until it closes or moves on.
+pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo>, carried: Option<Box<Carried>>, reactor: usize) {
     let _ = stream.set_nodelay(true);
-    let mut conn = Conn::new(info.clone(), &srv);
-    let mut inbuf = BytesMut::with_capacity(16 * 1024);
+    let (mut conn, mut inbuf) = match carried {
+        Some(c) => (c.conn, c.inbuf),
+        None => (Conn::new(info.clone(), &srv), BytesMut::with_capacity(16 * 1024)),
+    };
+    let here = srv.reactors.stats.get(reactor);
+    if let Some(st) = here {
+        st.connections.fetch_add(1, Ordering::Relaxed);
+    }
+    info.reactor.store(reactor, Ordering::Relaxed);
+    let elastic = srv.reactors.elastic && here.is_some();
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut parser = RequestParser::new(Limits::default());
     'conn: loop {
         if info.killed.load(Ordering::Relaxed) {
             break;
         }
+        if elastic {
+            // A safe point: replies flushed, nothing blocked. Move if asked to.
+            let to = info.move_to.swap(usize::MAX, Ordering::Relaxed);
+            if to != usize::MAX && to != reactor && to < srv.reactors.active.load(Ordering::Relaxed) {
+                match hand_over(&srv, stream, &info, conn, inbuf, to) {
+                    Move::Done => {
+                        if let Some(st) = here {
+                            st.connections.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        return;
+                    }
+                    Move::Back(s, c, i) => (stream, conn, inbuf) = (s, *c, i),
+                    Move::Lost(c) => {
+                        conn = *c;
+                        break 'conn;
+                    }
+                }
+            }
+        }
         if inbuf.capacity() - inbuf.len() < 4096 {
             inbuf.reserve(16 * 1024);
         }
         // CLIENT KILL and shutdown shut the socket down, which ends this read. A subscribed
-        // client also wakes for published messages.
-        let read = if conn.receives_pushes() {
+        // client also wakes for published messages; any connection for a move (elastic).
+        let pushes = conn.receives_pushes();
+        let read = if pushes || elastic {
             tokio::select! {
+                biased;
                 r = stream.read_buf(&mut inbuf) => Some(r),
-                _ = info.mailbox_notify.notified() => None,
+                _ = info.mailbox_notify.notified(), if pushes => None,
+                _ = info.move_requested(), if elastic => None,
             }
         } else {
             Some(stream.read_buf(&mut inbuf).await)
         };
+
         let n = match read {
             None => {
                 crate::pubsub::drain_mailbox(&info, &mut out);
@@ -147,11 +181,46 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
             break;
         }
     }
+    if let Some(st) = here {
+        st.connections.fetch_sub(1, Ordering::Relaxed);
+    }
     command::txn::release_watches(&srv.keyspace, &mut conn);
     command::pubsub::unsubscribe_all(&srv, &mut conn);
     srv.monitors.remove(info.id);
     srv.tracking.disable(info.id);
     srv.clients.lock().remove(&info.id);
+}
+
+/// How a move went.
+enum Move {
+    /// The target reactor has the connection.
+    Done,
+    /// It could not take it (shutting down): the connection stays here.
+    Back(TcpStream, Box<Conn>, BytesMut),
+    /// The socket could not be taken off this reactor: the connection ends.
+    Lost(Box<Conn>),
+}
+
+/// Gives the connection to reactor `to`: its socket, state and unparsed input.
+fn hand_over(srv: &Server, stream: TcpStream, info: &Arc<ClientInfo>, conn: Conn, inbuf: BytesMut, to: usize) -> Move {
+    let std_stream = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(client = info.id, "cannot move a connection: {e}");
+            return Move::Lost(Box::new(conn));
+        }
+    };
+    match srv.reactors.send(to, Handoff::Moved(std_stream, info.clone(), Box::new(Carried { conn, inbuf }))) {
+        Ok(()) => {
+            srv.reactors.migrations.fetch_add(1, Ordering::Relaxed);
+            Move::Done
+        }
+        Err(Handoff::Moved(s, _, carried)) => match TcpStream::from_std(s) {
+            Ok(stream) => Move::Back(stream, Box::new(carried.conn), carried.inbuf),
+            Err(_) => Move::Lost(Box::new(carried.conn)),
+        },
+        Err(Handoff::New(..)) => unreachable!("a move is sent as a move"),
+    }
 }
 
 /// Write-through commands' replies wait for their storage batches (one wait covers a whole

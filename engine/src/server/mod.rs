@@ -9,6 +9,8 @@
 
 pub mod connection;
 pub mod cron;
+pub mod elastic;
+pub mod metrics;
 pub mod namespaces;
 pub mod state;
 
@@ -19,7 +21,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::config::{EngineConfig, Threads};
+use crate::config::EngineConfig;
 use state::{ClientInfo, Server};
 
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +46,7 @@ pub enum ServerError {
     Storage(#[from] crate::storage::StorageError),
 }
 
-type Handoff = (std::net::TcpStream, Arc<ClientInfo>);
+use elastic::Handoff;
 
 fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)
@@ -69,7 +71,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         std::net::TcpListener::bind(&addr).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
     std_listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
     let local = std_listener.local_addr().map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
-    let Threads::Fixed(threads) = config.threads;
+    let threads = config.threads.reactors();
     let dict_root = config.data_dir.join("compression");
     let dictionaries = crate::compress::tenant::load_dir(&dict_root, &config.compression)?;
     let tier = match &config.tier {
@@ -195,7 +197,8 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             .expect("spawn the tier thread")
     });
 
-    // Reactors on their own threads.
+    // Reactors on their own threads (with elastic threads, all but the first park until the
+    // controller gives them connections).
     let mut senders = Vec::new();
     let mut handles = Vec::new();
     for i in 0..threads {
@@ -206,16 +209,37 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         handles.push(
             std::thread::Builder::new()
                 .name(format!("terrace-reactor-{i}"))
-                .spawn(move || reactor(rt, srv, rx))
+                .spawn(move || reactor(rt, srv, rx, i))
                 .expect("spawn reactor thread"),
         );
     }
+    srv.reactors.attach(senders);
+    let elastic_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // (With fixed threads it only samples, for INFO and /metrics.)
+    let controller = {
+        let (weak, stop) = (Arc::downgrade(&srv), elastic_stop.clone());
+        let srv = srv.clone();
+        std::thread::Builder::new()
+            .name("terrace-elastic".into())
+            .spawn(move || srv.reactors.run_controller(weak, &stop))
+            .expect("spawn the elastic controller")
+    };
 
+    let metrics_listener = match srv.config.metrics_port {
+        Some(port) => {
+            let addr = format!("{}:{port}", srv.config.bind);
+            let l = std::net::TcpListener::bind(&addr).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
+            l.set_nonblocking(true).map_err(|source| ServerError::Bind { addr, source })?;
+            Some(l)
+        }
+        None => None,
+    };
     let rt = runtime()?;
     let local_set = tokio::task::LocalSet::new();
     let srv0 = srv.clone();
     local_set.block_on(&rt, async move {
         let listener = TcpListener::from_std(std_listener).expect("listener from std");
+        let metrics_listener = metrics_listener.map(|l| TcpListener::from_std(l).expect("listener from std"));
         // Handlers first: a signal arriving right after "ready" must still stop us cleanly.
         use tokio::signal::unix::{signal, SignalKind};
         let mut sigterm = signal(SignalKind::terminate()).ok();
@@ -225,10 +249,16 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             // For whoever started us (tests read it); a closed stdout must not stop the engine.
             use std::io::Write;
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "terrace engine ready on {local}").and_then(|_| out.flush());
+            let mut ready = format!("terrace engine ready on {local}\n");
+            if let Some(addr) = metrics_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+                ready += &format!("terrace engine metrics on http://{addr}/metrics\n");
+            }
+            let _ = out.write_all(ready.as_bytes()).and_then(|_| out.flush());
+        }
+        if let Some(l) = metrics_listener {
+            tokio::task::spawn_local(metrics::serve(srv0.clone(), l));
         }
         tokio::task::spawn_local(cron::run(srv0.clone()));
-        let mut next = 0usize;
         async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
             match s.as_mut() {
                 Some(s) => {
@@ -244,13 +274,14 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                     let info = register_client(&srv0, peer, local, std::os::fd::AsRawFd::as_raw_fd(&stream));
                     if srv0.scripts.busy() {
                         // The reactors may all be stuck behind the script: serve it here.
-                        tokio::task::spawn_local(connection::serve(srv0.clone(), stream, info));
+                        info.reactor.store(usize::MAX, Ordering::Relaxed);
+                        tokio::task::spawn_local(connection::serve(srv0.clone(), stream, info, None, usize::MAX));
                         continue;
                     }
-                    let target = next % threads;
-                    next = next.wrapping_add(1);
+                    let target = srv0.reactors.assign();
+                    info.reactor.store(target, Ordering::Relaxed);
                     if let Ok(std_stream) = stream.into_std() {
-                        let _ = senders[target].send((std_stream, info));
+                        let _ = srv0.reactors.send(target, Handoff::New(std_stream, info));
                     }
                 }
                 _ = recv(&mut sigint) => {
@@ -268,10 +299,12 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             }
         }
         srv0.request_shutdown();
-        drop(senders);
+        srv0.reactors.detach();
         // Let connection tasks see the kill flag and close their sockets.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     });
+    elastic_stop.store(true, Ordering::Relaxed);
+    let _ = controller.join();
     for h in handles {
         let _ = h.join();
     }
@@ -372,12 +405,23 @@ fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<Option<u64>, Ser
     Ok(is_warm)
 }
 
-fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::UnboundedReceiver<Handoff>) {
+fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::UnboundedReceiver<Handoff>, index: usize) {
+    srv.reactors.started(index);
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        while let Some((std_stream, info)) = rx.recv().await {
-            if let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) {
-                tokio::task::spawn_local(connection::serve(srv.clone(), stream, info));
+        while let Some(handoff) = rx.recv().await {
+            let (std_stream, info, carried) = match handoff {
+                Handoff::New(s, info) => (s, info, None),
+                Handoff::Moved(s, info, carried) => (s, info, Some(carried)),
+            };
+            match tokio::net::TcpStream::from_std(std_stream) {
+                Ok(stream) => {
+                    tokio::task::spawn_local(connection::serve(srv.clone(), stream, info, carried, index));
+                }
+                Err(e) => {
+                    tracing::warn!(client = info.id, "cannot take over a connection: {e}");
+                    srv.clients.lock().remove(&info.id);
+                }
             }
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -74,9 +74,43 @@ pub struct ClientInfo {
     pub monitor: AtomicBool,
     /// Another client redirects its tracking invalidations here.
     pub push_target: AtomicBool,
+    /// The reactor serving the connection, and the one it is asked to move to (usize::MAX:
+    /// none), with the waker of an idle connection's task (a plain slot, not a `Notify`: it
+    /// is polled on every read, and must cost next to nothing).
+    pub reactor: AtomicUsize,
+    pub move_to: AtomicUsize,
+    relocate: Mutex<Option<std::task::Waker>>,
 }
 
 impl ClientInfo {
+    /// Asks the connection to move to reactor `to` at its next safe point.
+    pub fn request_move(&self, to: usize) {
+        self.move_to.store(to, Ordering::Release);
+        if let Some(w) = self.relocate.lock().take() {
+            w.wake();
+        }
+    }
+
+    /// Resolves once a move is asked for.
+    pub fn move_requested(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.move_to.load(Ordering::Acquire) != usize::MAX {
+                return std::task::Poll::Ready(());
+            }
+            {
+                let mut slot = self.relocate.lock();
+                if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *slot = Some(cx.waker().clone());
+                }
+            }
+            if self.move_to.load(Ordering::Acquire) != usize::MAX {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+    }
+
     pub fn new(id: u64, fd: i32, addr: String, laddr: String, last_active_ms: u64) -> ClientInfo {
         ClientInfo {
             id,
@@ -101,6 +135,9 @@ impl ClientInfo {
             sub: AtomicUsize::new(0),
             psub: AtomicUsize::new(0),
             ssub: AtomicUsize::new(0),
+            reactor: AtomicUsize::new(0),
+            move_to: AtomicUsize::new(usize::MAX),
+            relocate: Mutex::new(None),
             monitor: AtomicBool::new(false),
             push_target: AtomicBool::new(false),
         }
@@ -256,6 +293,8 @@ pub struct Server {
     /// This server's own `Arc` (for background work started by a command).
     me: std::sync::Weak<Server>,
     pub config: EngineConfig,
+    /// The reactor threads and elastic threading's state.
+    pub reactors: super::elastic::Reactors,
     /// Users, permissions and the ACL log.
     pub acl: crate::acl::Acl,
     pub pubsub: crate::pubsub::PubSub,
@@ -311,7 +350,9 @@ impl Server {
         let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
+        let reactors = super::elastic::Reactors::new(config.threads.reactors(), matches!(config.threads, crate::config::Threads::Elastic(_)), config.elastic.clone());
         Arc::new_cyclic(|me| Server {
+            reactors,
             me: me.clone(),
             runtime: Runtime {
                 maxmemory: AtomicU64::new(config.maxmemory),

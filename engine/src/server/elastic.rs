@@ -1,0 +1,398 @@
+//! Elastic threading (../shared/DESIGN.md, paper §4.4): one reactor serves every connection
+//! while load is light; when the active reactors stay busy, the controller wakes another and
+//! moves connections to it, and when load falls it folds them back and the spare reactor
+//! parks (a reactor without connections waits in epoll and uses no CPU).
+//!
+//! - `Controller`: the decision, a pure state machine over busy-share samples (unit-tested).
+//! - `Reactors`: the reactors' channels, CPU clocks, counters and the active count; the
+//!   controller thread samples each reactor thread's CPU clock every `sample` and applies
+//!   decisions by asking connections to move.
+//! - A connection moves itself (`connection::serve`) at a safe point: between requests, its
+//!   replies flushed, not blocked. It hands its socket, state and unparsed input to the
+//!   target reactor, so nothing is lost, duplicated or reordered.
+
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::state::{ClientInfo, Server};
+
+/// What a reactor receives: a new connection, or one moving in with its state.
+pub enum Handoff {
+    New(std::net::TcpStream, Arc<ClientInfo>),
+    Moved(std::net::TcpStream, Arc<ClientInfo>, Box<Carried>),
+}
+
+/// A moving connection's state: everything but the socket.
+pub struct Carried {
+    pub conn: crate::command::Conn,
+    /// Bytes read but not yet executed (a pipeline's rest, a partial request).
+    pub inbuf: bytes::BytesMut,
+}
+
+/// The controller's knobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElasticConfig {
+    /// Reactors allowed (the CPU allotment).
+    pub max: usize,
+    /// Busy share above which every active reactor must stay (`up_samples` samples in a row)
+    /// for another to be woken (`elastic_up`, percent).
+    pub up_busy: f64,
+    pub up_samples: u32,
+    /// Busy share below which every active reactor must stay for `down_after` for one to be
+    /// folded back (`elastic_down`, percent; `elastic_down_ms`).
+    pub down_busy: f64,
+    pub down_after: Duration,
+    /// How often reactors are sampled (`elastic_sample_ms`).
+    pub sample: Duration,
+}
+
+impl Default for ElasticConfig {
+    fn default() -> Self {
+        ElasticConfig { max: 1, up_busy: 0.8, up_samples: 2, down_busy: 0.3, down_after: Duration::from_secs(2), sample: Duration::from_millis(100) }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Hold,
+    /// Wake one more reactor.
+    Up,
+    /// Fold the last active reactor back.
+    Down,
+}
+
+/// The scaling decision over samples of the active reactors' busy shares.
+pub struct Controller {
+    cfg: ElasticConfig,
+    busy_streak: u32,
+    quiet_since: Option<Duration>,
+}
+
+impl Controller {
+    pub fn new(cfg: ElasticConfig) -> Controller {
+        Controller { cfg, busy_streak: 0, quiet_since: None }
+    }
+
+    /// One sample at time `now` (since any fixed origin): the busy share (0–1) of each active
+    /// reactor.
+    pub fn observe(&mut self, now: Duration, busy: &[f64]) -> Decision {
+        let active = busy.len();
+        let all_busy = !busy.is_empty() && busy.iter().all(|&b| b >= self.cfg.up_busy);
+        let all_quiet = busy.iter().all(|&b| b < self.cfg.down_busy);
+        self.busy_streak = if all_busy { self.busy_streak + 1 } else { 0 };
+        if all_quiet && active > 1 {
+            let since = *self.quiet_since.get_or_insert(now);
+            if now.saturating_sub(since) >= self.cfg.down_after {
+                self.quiet_since = None;
+                return Decision::Down;
+            }
+        } else {
+            self.quiet_since = None;
+        }
+        if self.busy_streak >= self.cfg.up_samples && active < self.cfg.max {
+            self.busy_streak = 0;
+            return Decision::Up;
+        }
+        Decision::Hold
+    }
+}
+
+/// One reactor's measurements.
+#[derive(Default)]
+pub struct ReactorStats {
+    /// The reactor thread's CPU clock (set by the thread when it starts; 0 until then).
+    clock: AtomicI64,
+    clock_set: std::sync::atomic::AtomicBool,
+    /// Busy share of the last sample, in thousandths.
+    pub busy_permille: AtomicU32,
+    /// Connections it serves.
+    pub connections: AtomicUsize,
+    /// Its CPU time, in nanoseconds, so far.
+    pub cpu_ns: AtomicU64,
+}
+
+/// The reactors and the elastic state.
+pub struct Reactors {
+    pub elastic: bool,
+    pub cfg: ElasticConfig,
+    senders: Mutex<Vec<UnboundedSender<Handoff>>>,
+    pub stats: Box<[ReactorStats]>,
+    pub active: AtomicUsize,
+    next: AtomicUsize,
+    pub migrations: AtomicU64,
+    pub scale_ups: AtomicU64,
+    pub scale_downs: AtomicU64,
+}
+
+/// The calling thread's CPU clock.
+fn thread_clock() -> Option<libc::clockid_t> {
+    let mut id: libc::clockid_t = 0;
+    // SAFETY: pthread_self is always valid for the calling thread; `id` is a valid out pointer.
+    (unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0).then_some(id)
+}
+
+fn clock_ns(id: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out pointer.
+    (unsafe { libc::clock_gettime(id, &mut ts) } == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+impl Reactors {
+    /// `threads` reactors, all active when fixed; one active when elastic.
+    pub fn new(threads: usize, elastic: bool, cfg: ElasticConfig) -> Reactors {
+        Reactors {
+            elastic,
+            cfg,
+            senders: Mutex::new(Vec::new()),
+            stats: (0..threads.max(1)).map(|_| ReactorStats::default()).collect(),
+            active: AtomicUsize::new(if elastic { 1 } else { threads.max(1) }),
+            next: AtomicUsize::new(0),
+            migrations: AtomicU64::new(0),
+            scale_ups: AtomicU64::new(0),
+            scale_downs: AtomicU64::new(0),
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.stats.len()
+    }
+
+    pub fn attach(&self, senders: Vec<UnboundedSender<Handoff>>) {
+        *self.senders.lock() = senders;
+    }
+
+    /// Closes every reactor's channel (shutdown).
+    pub fn detach(&self) {
+        self.senders.lock().clear();
+    }
+
+    /// Called by reactor `i`'s thread as it starts.
+    pub fn started(&self, i: usize) {
+        if let Some(id) = thread_clock() {
+            self.stats[i].clock.store(id as i64, Ordering::Relaxed);
+            self.stats[i].clock_set.store(true, Ordering::Release);
+        }
+    }
+
+    /// Where a new connection goes: the active reactors in turn.
+    pub fn assign(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.active.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Hands a connection to reactor `i`; gives it back if that reactor is gone (shutdown).
+    pub fn send(&self, i: usize, h: Handoff) -> Result<(), Handoff> {
+        match self.senders.lock().get(i) {
+            Some(tx) => tx.send(h).map_err(|e| e.0),
+            None => Err(h),
+        }
+    }
+
+    /// Samples every reactor's CPU clock; returns the active ones' busy shares since `last`
+    /// (their CPU nanoseconds then, updated).
+    fn sample(&self, last: &mut [u64], wall: Duration) -> Vec<f64> {
+        let active = self.active.load(Ordering::Relaxed);
+        let mut busy = Vec::with_capacity(active);
+        for (i, st) in self.stats.iter().enumerate() {
+            if !st.clock_set.load(Ordering::Acquire) {
+                continue;
+            }
+            let Some(now) = clock_ns(st.clock.load(Ordering::Relaxed) as libc::clockid_t) else { continue };
+            let share = (now.saturating_sub(last[i]) as f64 / wall.as_nanos().max(1) as f64).min(1.0);
+            last[i] = now;
+            st.cpu_ns.store(now, Ordering::Relaxed);
+            st.busy_permille.store((share * 1000.0) as u32, Ordering::Relaxed);
+            if i < active {
+                busy.push(share);
+            }
+        }
+        busy
+    }
+
+    /// Sets how many reactors are active and moves connections so that each active one has
+    /// its share (a folded reactor gives all of its away). Returns how many were asked to move.
+    pub fn set_active(&self, srv: &Server, n: usize) -> usize {
+        let n = n.clamp(1, self.count());
+        self.active.store(n, Ordering::Relaxed);
+        let clients: Vec<Arc<ClientInfo>> = srv.clients.lock().values().filter(|c| c.fd >= 0).cloned().collect();
+        let total = clients.len();
+        let share = total.div_ceil(n);
+        let mut load: Vec<usize> = vec![0; self.count()];
+        for c in &clients {
+            if let Some(l) = load.get_mut(c.reactor.load(Ordering::Relaxed)) {
+                *l += 1;
+            }
+        }
+        let mut moved = 0;
+        for c in &clients {
+            let from = c.reactor.load(Ordering::Relaxed);
+            if from >= self.count() {
+                continue; // served off the reactors (while a script runs)
+            }
+            if from < n && load[from] <= share {
+                continue;
+            }
+            // The least loaded active reactor takes it.
+            let Some(to) = (0..n).filter(|&r| r != from).min_by_key(|&r| load[r]) else { continue };
+            if from < n && load[to] + 1 >= load[from] {
+                continue;
+            }
+            load[from] -= 1;
+            load[to] += 1;
+            c.request_move(to);
+            moved += 1;
+        }
+        moved
+    }
+
+    /// The controller thread: samples, decides, applies, until `stop`.
+    pub fn run_controller(&self, srv: std::sync::Weak<Server>, stop: &std::sync::atomic::AtomicBool) {
+        let mut ctl = Controller::new(self.cfg.clone());
+        let mut last = vec![0u64; self.count()];
+        let origin = Instant::now();
+        let mut prev = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(self.cfg.sample);
+            let now = Instant::now();
+            let busy = self.sample(&mut last, now - prev);
+            prev = now;
+            let active = self.active.load(Ordering::Relaxed);
+            let Some(srv) = srv.upgrade() else { return };
+            if !self.elastic || self.count() == 1 {
+                continue;
+            }
+            match ctl.observe(now - origin, &busy) {
+                Decision::Up => {
+                    self.scale_ups.fetch_add(1, Ordering::Relaxed);
+                    let moved = self.set_active(&srv, active + 1);
+                    tracing::info!(active = active + 1, moved, "elastic threads: busy, another reactor woken");
+                }
+                Decision::Down => {
+                    self.scale_downs.fetch_add(1, Ordering::Relaxed);
+                    let moved = self.set_active(&srv, active - 1);
+                    tracing::info!(active = active - 1, moved, "elastic threads: quiet, a reactor folded back");
+                }
+                Decision::Hold => {}
+            }
+        }
+    }
+
+    /// The `# Threads` section of INFO.
+    pub fn info(&self) -> String {
+        let mut s = format!(
+            "# Threads\r\nthreads_mode:{}\r\nreactors_max:{}\r\nreactors_active:{}\r\nmigrations:{}\r\nscale_ups:{}\r\nscale_downs:{}\r\n",
+            if self.elastic { "elastic" } else { "fixed" },
+            self.count(),
+            self.active.load(Ordering::Relaxed),
+            self.migrations.load(Ordering::Relaxed),
+            self.scale_ups.load(Ordering::Relaxed),
+            self.scale_downs.load(Ordering::Relaxed),
+        );
+        let active = self.active.load(Ordering::Relaxed);
+        for (i, st) in self.stats.iter().enumerate() {
+            s += &format!(
+                "reactor{i}:active={},connections={},busy={:.3},cpu_ms={}\r\n",
+                (i < active) as u8,
+                st.connections.load(Ordering::Relaxed),
+                st.busy_permille.load(Ordering::Relaxed) as f64 / 1000.0,
+                st.cpu_ns.load(Ordering::Relaxed) / 1_000_000
+            );
+        }
+        s + "\r\n"
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let active = self.active.load(Ordering::Relaxed);
+        serde_json::json!({
+            "mode": if self.elastic { "elastic" } else { "fixed" },
+            "max": self.count(),
+            "active": active,
+            "migrations": self.migrations.load(Ordering::Relaxed),
+            "scale_ups": self.scale_ups.load(Ordering::Relaxed),
+            "scale_downs": self.scale_downs.load(Ordering::Relaxed),
+            "reactors": self.stats.iter().enumerate().map(|(i, st)| serde_json::json!({
+                "active": i < active,
+                "connections": st.connections.load(Ordering::Relaxed),
+                "busy": st.busy_permille.load(Ordering::Relaxed) as f64 / 1000.0,
+                "cpu_ms": st.cpu_ns.load(Ordering::Relaxed) / 1_000_000,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctl(max: usize) -> Controller {
+        Controller::new(ElasticConfig { max, ..Default::default() })
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn scales_up_after_two_busy_samples_and_not_past_max() {
+        let mut c = ctl(2);
+        assert_eq!(c.observe(ms(100), &[0.95]), Decision::Hold, "one busy sample is a blip");
+        assert_eq!(c.observe(ms(200), &[0.95]), Decision::Up);
+        assert_eq!(c.observe(ms(300), &[0.9, 0.9]), Decision::Hold);
+        assert_eq!(c.observe(ms(400), &[0.9, 0.9]), Decision::Hold, "already at max");
+    }
+
+    #[test]
+    fn a_blip_resets_the_streak_and_one_idle_reactor_holds_it_back() {
+        let mut c = ctl(4);
+        assert_eq!(c.observe(ms(100), &[0.9]), Decision::Hold);
+        assert_eq!(c.observe(ms(200), &[0.5]), Decision::Hold);
+        assert_eq!(c.observe(ms(300), &[0.9]), Decision::Hold);
+        assert_eq!(c.observe(ms(400), &[0.9]), Decision::Up);
+        // Two active, one of them not busy: the work is not short of threads.
+        assert_eq!(c.observe(ms(500), &[0.95, 0.2]), Decision::Hold);
+        assert_eq!(c.observe(ms(600), &[0.95, 0.2]), Decision::Hold);
+    }
+
+    #[test]
+    fn folds_back_after_two_quiet_seconds_never_below_one() {
+        let mut c = ctl(2);
+        let mut t = 0;
+        let mut step = |c: &mut Controller, busy: &[f64]| {
+            t += 100;
+            c.observe(ms(t), busy)
+        };
+        for _ in 0..20 {
+            assert_eq!(step(&mut c, &[0.1, 0.1]), Decision::Hold);
+        }
+        assert_eq!(step(&mut c, &[0.1, 0.1]), Decision::Down, "quiet for 2 s");
+        for _ in 0..40 {
+            assert_eq!(step(&mut c, &[0.0]), Decision::Hold, "one reactor stays");
+        }
+        // Quiet, then a busy sample: the quiet period starts over.
+        let mut c = ctl(2);
+        for _ in 0..15 {
+            step(&mut c, &[0.1, 0.1]);
+        }
+        assert_eq!(step(&mut c, &[0.1, 0.5]), Decision::Hold);
+        for _ in 0..19 {
+            assert_eq!(step(&mut c, &[0.1, 0.1]), Decision::Hold);
+        }
+        assert_eq!(step(&mut c, &[0.1, 0.1]), Decision::Hold);
+        assert_eq!(step(&mut c, &[0.1, 0.1]), Decision::Down);
+    }
+
+    #[test]
+    fn a_reactor_clock_measures_its_own_thread() {
+        let id = thread_clock().expect("a CPU clock");
+        let a = clock_ns(id).unwrap();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(clock_ns(id).unwrap() > a);
+    }
+}
