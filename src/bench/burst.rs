@@ -334,7 +334,7 @@ fn svg(series: &[(String, Vec<Second>)], low: usize, burst: usize) -> String {
         }
     }
     for (i, (name, _)) in series.iter().enumerate() {
-        let ly = h - 40.0 + 0.0 * i as f64;
+        let ly = h - 12.0;
         let lx = left + 200.0 * i as f64;
         out += &format!("<rect x=\"{lx}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{name}</text>\n", ly - 4.0, COLORS[i % 4], lx + 18.0, ly);
     }

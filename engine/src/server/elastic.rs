@@ -5,8 +5,11 @@
 //!
 //! - `Controller`: the decision, a pure state machine over busy-share samples (unit-tested).
 //! - `Reactors`: the reactors' channels, CPU clocks, counters and the active count; the
-//!   controller thread samples each reactor thread's CPU clock every `sample` and applies
-//!   decisions by asking connections to move.
+//!   controller thread samples each reactor thread every `sample` and applies decisions by
+//!   asking connections to move. The signal is a reactor's demand: the share of the interval
+//!   it ran or was runnable but waiting for a core (`/proc/self/task/TID/schedstat`: CPU time
+//!   plus run-queue delay) — on a shared machine a saturated reactor may get only part of a
+//!   core, and its CPU share alone would hide that it wants more. Without schedstat, CPU time.
 //! - A connection moves itself (`connection::serve`) at a safe point: between requests, its
 //!   replies flushed, not blocked. It hands its socket, state and unparsed input to the
 //!   target reactor, so nothing is lost, duplicated or reordered.
@@ -107,8 +110,13 @@ pub struct ReactorStats {
     /// The reactor thread's CPU clock (set by the thread when it starts; 0 until then).
     clock: AtomicI64,
     clock_set: std::sync::atomic::AtomicBool,
-    /// Busy share of the last sample, in thousandths.
+    /// The reactor thread's id (for its schedstat; 0 until it starts).
+    tid: AtomicI64,
+    /// CPU share of the last sample, and demand (CPU plus run-queue wait), in thousandths.
     pub busy_permille: AtomicU32,
+    pub demand_permille: AtomicU32,
+    /// Run-queue wait so far, in nanoseconds.
+    pub wait_ns: AtomicU64,
     /// Connections it serves.
     pub connections: AtomicUsize,
     /// Its CPU time, in nanoseconds, so far.
@@ -133,6 +141,16 @@ fn thread_clock() -> Option<libc::clockid_t> {
     let mut id: libc::clockid_t = 0;
     // SAFETY: pthread_self is always valid for the calling thread; `id` is a valid out pointer.
     (unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0).then_some(id)
+}
+
+/// A thread's (CPU time, run-queue wait) so far, in nanoseconds, from the kernel's schedstat.
+fn schedstat(tid: i64) -> Option<(u64, u64)> {
+    if tid <= 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let mut f = text.split_whitespace().map(|v| v.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
 }
 
 fn clock_ns(id: libc::clockid_t) -> Option<u64> {
@@ -172,6 +190,8 @@ impl Reactors {
 
     /// Called by reactor `i`'s thread as it starts.
     pub fn started(&self, i: usize) {
+        // SAFETY: gettid has no preconditions.
+        self.stats[i].tid.store(unsafe { libc::gettid() } as i64, Ordering::Relaxed);
         if let Some(id) = thread_clock() {
             self.stats[i].clock.store(id as i64, Ordering::Relaxed);
             self.stats[i].clock_set.store(true, Ordering::Release);
@@ -191,25 +211,35 @@ impl Reactors {
         }
     }
 
-    /// Samples every reactor's CPU clock; returns the active ones' busy shares since `last`
-    /// (their CPU nanoseconds then, updated).
-    fn sample(&self, last: &mut [u64], wall: Duration) -> Vec<f64> {
+    /// Samples every reactor; returns the active ones' demand since the last sample (`last`:
+    /// their CPU and run-queue nanoseconds then, updated).
+    fn sample(&self, last: &mut [(u64, u64)], wall: Duration) -> Vec<f64> {
         let active = self.active.load(Ordering::Relaxed);
-        let mut busy = Vec::with_capacity(active);
+        let wall = wall.as_nanos().max(1) as f64;
+        let mut demand = Vec::with_capacity(active);
         for (i, st) in self.stats.iter().enumerate() {
             if !st.clock_set.load(Ordering::Acquire) {
                 continue;
             }
-            let Some(now) = clock_ns(st.clock.load(Ordering::Relaxed) as libc::clockid_t) else { continue };
-            let share = (now.saturating_sub(last[i]) as f64 / wall.as_nanos().max(1) as f64).min(1.0);
-            last[i] = now;
-            st.cpu_ns.store(now, Ordering::Relaxed);
-            st.busy_permille.store((share * 1000.0) as u32, Ordering::Relaxed);
+            let (cpu, wait) = match schedstat(st.tid.load(Ordering::Relaxed)) {
+                Some(s) => s,
+                None => match clock_ns(st.clock.load(Ordering::Relaxed) as libc::clockid_t) {
+                    Some(cpu) => (cpu, last[i].1),
+                    None => continue,
+                },
+            };
+            let busy = (cpu.saturating_sub(last[i].0) as f64 / wall).min(1.0);
+            let wants = ((cpu + wait).saturating_sub(last[i].0 + last[i].1) as f64 / wall).min(1.0);
+            last[i] = (cpu, wait);
+            st.cpu_ns.store(cpu, Ordering::Relaxed);
+            st.wait_ns.store(wait, Ordering::Relaxed);
+            st.busy_permille.store((busy * 1000.0) as u32, Ordering::Relaxed);
+            st.demand_permille.store((wants * 1000.0) as u32, Ordering::Relaxed);
             if i < active {
-                busy.push(share);
+                demand.push(wants);
             }
         }
-        busy
+        demand
     }
 
     /// Sets how many reactors are active and moves connections so that each active one has
@@ -251,7 +281,7 @@ impl Reactors {
     /// The controller thread: samples, decides, applies, until `stop`.
     pub fn run_controller(&self, srv: std::sync::Weak<Server>, stop: &std::sync::atomic::AtomicBool) {
         let mut ctl = Controller::new(self.cfg.clone());
-        let mut last = vec![0u64; self.count()];
+        let mut last = vec![(0u64, 0u64); self.count()];
         let origin = Instant::now();
         let mut prev = Instant::now();
         while !stop.load(Ordering::Relaxed) {
@@ -294,11 +324,13 @@ impl Reactors {
         let active = self.active.load(Ordering::Relaxed);
         for (i, st) in self.stats.iter().enumerate() {
             s += &format!(
-                "reactor{i}:active={},connections={},busy={:.3},cpu_ms={}\r\n",
+                "reactor{i}:active={},connections={},busy={:.3},demand={:.3},cpu_ms={},runqueue_wait_ms={}\r\n",
                 (i < active) as u8,
                 st.connections.load(Ordering::Relaxed),
                 st.busy_permille.load(Ordering::Relaxed) as f64 / 1000.0,
-                st.cpu_ns.load(Ordering::Relaxed) / 1_000_000
+                st.demand_permille.load(Ordering::Relaxed) as f64 / 1000.0,
+                st.cpu_ns.load(Ordering::Relaxed) / 1_000_000,
+                st.wait_ns.load(Ordering::Relaxed) / 1_000_000
             );
         }
         s + "\r\n"
@@ -317,7 +349,9 @@ impl Reactors {
                 "active": i < active,
                 "connections": st.connections.load(Ordering::Relaxed),
                 "busy": st.busy_permille.load(Ordering::Relaxed) as f64 / 1000.0,
+                "demand": st.demand_permille.load(Ordering::Relaxed) as f64 / 1000.0,
                 "cpu_ms": st.cpu_ns.load(Ordering::Relaxed) / 1_000_000,
+                "runqueue_wait_ms": st.wait_ns.load(Ordering::Relaxed) / 1_000_000,
             })).collect::<Vec<_>>(),
         })
     }
@@ -394,5 +428,8 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(clock_ns(id).unwrap() > a);
+        // The kernel's schedstat for this thread: CPU time so far (run-queue wait beside it).
+        let (cpu, _wait) = schedstat(unsafe { libc::gettid() } as i64).expect("schedstat");
+        assert!(cpu > 0);
     }
 }
