@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -137,13 +137,16 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
     let burst_end = burst_at + Duration::from_secs(args.burst_seconds);
     let end = start + Duration::from_secs(total);
     let ops: Arc<Vec<AtomicU64>> = Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
-    let lat: Arc<Vec<Mutex<Vec<u32>>>> = Arc::new((0..total).map(|_| Mutex::new(Vec::new())).collect());
+    // The load generator must cost as little CPU as it can (it shares the cores with the
+    // engine): keys made once, latencies kept per thread and merged at the end.
+    let keys: Arc<Vec<Vec<u8>>> = Arc::new((0..100_000).map(|k| format!("key:{k}").into_bytes()).collect());
     let value = vec![b'v'; 100];
     let mut handles = Vec::new();
     for id in 0..args.clients {
-        let (ops, lat, value) = (ops.clone(), lat.clone(), value.clone());
+        let (ops, keys, value) = (ops.clone(), keys.clone(), value.clone());
         let (port, pipeline, clients, low_rate) = (t.port, args.pipeline, args.clients, args.low_rate);
-        handles.push(std::thread::spawn(move || -> anyhow::Result<()> {
+        handles.push(std::thread::spawn(move || -> anyhow::Result<Vec<Vec<u32>>> {
+            let mut lat: Vec<Vec<u32>> = vec![Vec::new(); total as usize];
             let mut c = Client::connect(port)?;
             // Low phase: this connection's share of the rate, in batches of `pipeline`.
             let interval = Duration::from_secs_f64(pipeline as f64 * clients as f64 / low_rate as f64);
@@ -153,7 +156,7 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
             loop {
                 let now = Instant::now();
                 if now >= end {
-                    return Ok(());
+                    return Ok(lat);
                 }
                 let bursting = now >= burst_at && now < burst_end;
                 if !bursting {
@@ -171,11 +174,11 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
                 let sent = Instant::now();
                 for _ in 0..pipeline {
                     n = n.wrapping_add(1);
-                    let key = format!("key:{}", n % 100_000);
+                    let key = &keys[(n % 100_000) as usize];
                     if n % 2 == 0 {
-                        c.push(&[b"GET", key.as_bytes()]);
+                        c.push(&[b"GET", key]);
                     } else {
-                        c.push(&[b"SET", key.as_bytes(), &value]);
+                        c.push(&[b"SET", key, &value]);
                     }
                 }
                 c.flush()?;
@@ -183,7 +186,7 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
                 let sec = (done.saturating_duration_since(start).as_secs()) as usize;
                 if sec < ops.len() {
                     ops[sec].fetch_add(pipeline as u64, Ordering::Relaxed);
-                    lat[sec].lock().unwrap().push((done - sent).as_micros().min(u32::MAX as u128) as u32);
+                    lat[sec].push((done - sent).as_micros().min(u32::MAX as u128) as u32);
                 }
             }
         }));
@@ -213,12 +216,16 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
         last_cpu = c;
         active.push(peak);
     }
+    let mut lat: Vec<Vec<u32>> = vec![Vec::new(); total as usize];
     for h in handles {
-        h.join().map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
+        let mine = h.join().map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
+        for (all, m) in lat.iter_mut().zip(mine) {
+            all.extend(m);
+        }
     }
     let seconds = (0..total as usize)
         .map(|s| {
-            let mut l = std::mem::take(&mut *lat[s].lock().unwrap());
+            let mut l = std::mem::take(&mut lat[s]);
             l.sort_unstable();
             let p99 = if l.is_empty() { 0.0 } else { l[(l.len() * 99 / 100).min(l.len() - 1)] as f64 };
             Second { ops: ops[s].load(Ordering::Relaxed) as f64, p99_us: p99, cpu: cpu.get(s).copied().unwrap_or(0.0), active: active.get(s).copied().unwrap_or(1.0) }
