@@ -46,6 +46,11 @@ pub struct BurstArgs {
     svg: PathBuf,
 }
 
+/// Every round's seconds of one target, and when elastic scaled up in each.
+type Runs = (Vec<Vec<Second>>, Vec<Option<Duration>>);
+/// A plot panel: title, the value drawn, top edge.
+type Panel = (&'static str, fn(&Second) -> f64, f64);
+
 /// One second of one run.
 #[derive(Clone, Copy, Default)]
 struct Second {
@@ -243,7 +248,7 @@ pub fn run(args: BurstArgs) -> anyhow::Result<()> {
         args.clients, args.pipeline, args.low_rate, args.low_seconds, args.burst_seconds, args.low_rate, args.low_seconds, args.cores, args.rounds
     );
     // Per target: every round's seconds, and its scale-up times.
-    let mut results: Vec<(Vec<Vec<Second>>, Vec<Option<Duration>>)> = vec![(Vec::new(), Vec::new()); names.len()];
+    let mut results: Vec<Runs> = vec![(Vec::new(), Vec::new()); names.len()];
     for round in 0..args.rounds {
         let mut order: Vec<usize> = (0..names.len()).collect();
         if round % 2 == 1 {
@@ -321,7 +326,7 @@ fn svg(series: &[(String, Vec<Second>)], low: usize, burst: usize) -> String {
     let n = series.first().map_or(1, |s| s.1.len()).max(2);
     let x = |s: usize| left + (w - left - 30.0) * s as f64 / (n - 1) as f64;
     let mut out = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    let panels: [(&str, fn(&Second) -> f64, f64); 2] = [("requests/s", |s| s.ops, top), ("p99 latency, µs", |s| s.p99_us, top + panel + 60.0)];
+    let panels: [Panel; 2] = [("requests/s", |s| s.ops, top), ("p99 latency, µs", |s| s.p99_us, top + panel + 60.0)];
     for (title, f, y0) in panels {
         let max = series.iter().flat_map(|(_, v)| v.iter().map(f)).fold(1.0, f64::max) * 1.1;
         let y = |v: f64| y0 + panel - panel * v / max;
