@@ -35,7 +35,8 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
         st.connections.fetch_add(1, Ordering::Relaxed);
     }
     info.reactor.store(reactor, Ordering::Relaxed);
-    let elastic = srv.reactors.elastic && here.is_some();
+    // (With one reactor in all there is nowhere to move: no per-read cost.)
+    let elastic = srv.reactors.elastic && srv.reactors.count() > 1 && here.is_some();
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut parser = RequestParser::new(Limits::default());
     'conn: loop {

@@ -21,6 +21,10 @@ use crate::server::state::{now_ms, Server};
 /// still dirty is in the WAL, if it is on).
 const DRAIN_GIVE_UP: Duration = Duration::from_secs(10);
 
+/// A batch stops growing past this many value bytes (the rest waits for the next one): a
+/// batch is copied on its way to storage, and its memory counts against `maxmemory`.
+const BATCH_BYTES: usize = 1 << 20;
+
 pub fn run(
     srv: std::sync::Weak<Server>,
     tier: Arc<StorageTier>,
@@ -87,7 +91,15 @@ fn flush_batch(srv: &Server, tier: &StorageTier, taken: Vec<Taken>) -> Result<()
     let mut by_tenant: Vec<(String, Vec<Op>, Vec<Taken>)> = Vec::new();
     // Tenant names by namespace, looked up once per batch.
     let mut tenants: Vec<(usize, String)> = Vec::new();
-    for t in taken {
+    let mut bytes = 0usize;
+    let mut taken = taken.into_iter();
+    for t in taken.by_ref() {
+        if bytes >= BATCH_BYTES {
+            // Back to the front of the line, with the rest, in order.
+            let back: Vec<Taken> = std::iter::once(t).chain(taken.by_ref()).collect();
+            tier.dirty.failed(back);
+            break;
+        }
         let (db, key) = (t.key.0, &t.key.1);
         let value = {
             let shard = ks.lock_one(ks.shard_id(db, key));
@@ -98,6 +110,7 @@ fn flush_batch(srv: &Server, tier: &StorageTier, taken: Vec<Taken>) -> Result<()
                         tracing::error!(key = %String::from_utf8_lossy(key), "not flushed: {why}");
                         continue;
                     }
+                    bytes += v.len() + key.len();
                     Some(v)
                 }
                 None => None,

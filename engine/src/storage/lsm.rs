@@ -14,6 +14,12 @@ use super::{BoxFut, Op, Pairs, StorageAdapter, StorageError, Values};
 
 const CACHE_BYTES: u64 = 8 << 20;
 const MEMTABLE_BYTES: u64 = 8 << 20;
+/// Memtables (active and sealed, waiting to be written out) past which a write waits for the
+/// tree's flushes: a burst of writes (write-back flushing a backlog) must not pile memtables
+/// up in memory, which counts against `maxmemory`.
+const WRITE_BUFFER_BYTES: u64 = 2 * MEMTABLE_BYTES;
+/// How long a write waits for that before it goes ahead anyway.
+const WRITE_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub struct Lsm {
     db: Database,
@@ -48,6 +54,10 @@ impl Lsm {
     }
 
     fn write_sync(&self, tenant: &str, ops: &[Op]) -> Result<(), StorageError> {
+        let start = std::time::Instant::now();
+        while self.db.write_buffer_size() > WRITE_BUFFER_BYTES && start.elapsed() < WRITE_BUFFER_WAIT {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let mut batch = self.db.batch();
         for (k, v) in ops {
             match v {
