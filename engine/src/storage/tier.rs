@@ -412,6 +412,8 @@ impl StorageTier {
     pub fn to_json(&self) -> serde_json::Value {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        // One look at the dirty set, so keys and bytes agree.
+        let (dirty_keys, dirty_bytes) = self.dirty.size();
         serde_json::json!({
             "adapter": self.storage.name(),
             "mode": self.mode.name(),
@@ -424,8 +426,8 @@ impl StorageTier {
             "write_micros_total": l(&c.write_micros),
             "write_max_micros": l(&c.write_max_micros),
             "write_back": {
-                "dirty_keys": self.dirty.size().0,
-                "dirty_bytes": self.dirty.size().1,
+                "dirty_keys": dirty_keys,
+                "dirty_bytes": dirty_bytes,
                 "dirty_max": self.write_back.dirty_max,
                 "flush_batches": l(&self.flush_counters.batches),
                 "flush_keys": l(&self.flush_counters.keys),
