@@ -11,6 +11,7 @@ pub mod alloc;
 pub mod command;
 pub mod compress;
 pub mod config;
+pub mod cost;
 pub mod keyspace;
 pub mod mapped;
 pub mod monitor;
