@@ -20,6 +20,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod snapshot;
+pub mod stats;
 pub mod storage;
 pub mod tier;
 pub mod tracking;

@@ -23,9 +23,7 @@ use crate::server::state::Server;
 /// The compression state of a tenant by name.
 fn tenant(srv: &Server, name: &[u8]) -> Result<Arc<TenantCompression>, CmdError> {
     let name = String::from_utf8_lossy(name);
-    let key = if name == "default" { "" } else { &name };
-    let index = srv.namespaces.lock().iter().position(|n| n == key);
-    index.map(|i| srv.keyspace.compression(i).clone()).ok_or_else(|| err(format!("ERR no such tenant '{name}'")))
+    srv.tenant_namespace(&name).map(|i| srv.keyspace.compression(i).clone()).ok_or_else(|| err(format!("ERR no such tenant '{name}'")))
 }
 
 pub fn retrain(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {

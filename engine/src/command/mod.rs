@@ -733,6 +733,9 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         };
         let before = ctx.data.wal_count;
         let result = (spec.handler)(&mut ctx, argv);
+        if ctx.conn.replay_now.is_none() {
+            crate::stats::observe(srv, ctx.conn.ns_base / crate::keyspace::NUM_DBS, spec, argv, now);
+        }
         log_write(&mut ctx, spec, argv, result.is_ok(), before);
         if let Err(e) = &result {
             ctx.out.error(&e.to_string());

@@ -1,7 +1,9 @@
 //! `TERRACE.STATS`: the engine's state as one JSON document, for the console and the cost
 //! model — keys, memory, the PMem tier's placement and traffic (null without a tier), and
-//! the WAL's position and sync costs (null when off).
+//! the WAL's position and sync costs (null when off). `TERRACE.WORKLOAD tenant`: one
+//! tenant's workload statistics (rates, mix, bytes, access intervals, miss-ratio curve).
 
+use super::args::err;
 use super::{CmdResult, Ctx};
 
 pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
@@ -17,5 +19,14 @@ pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
         "threads": ctx.srv.reactors.to_json(),
     });
     ctx.out.bulk(doc.to_string().as_bytes());
+    Ok(())
+}
+
+pub fn workload(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let name = String::from_utf8_lossy(argv[1]).into_owned();
+    let ns = ctx.srv.tenant_namespace(&name).ok_or_else(|| err(format!("ERR no such tenant '{name}'")))?;
+    let tenant = ctx.srv.namespaces.lock()[ns].clone();
+    let w = crate::stats::workload::Workload::gather(ctx.srv, ns, &tenant);
+    ctx.out.bulk(w.to_json().to_string().as_bytes());
     Ok(())
 }

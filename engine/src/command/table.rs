@@ -42,6 +42,8 @@ pub struct CommandSpec {
     pub last: i32,
     pub step: i32,
     pub group: &'static str,
+    /// `group` folded into a statistics class (`stats::tenant::CLASSES`).
+    pub class: u8,
     pub summary: &'static str,
     pub handler: Handler,
     pub lock: Lock,
@@ -73,6 +75,7 @@ fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32),
         last: keys.1,
         step: keys.2,
         group,
+        class: crate::stats::tenant::class_of(group),
         summary,
         handler,
         lock: if keys.0 > 0 { Lock::Keys } else { Lock::None },
@@ -146,6 +149,7 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("terrace.retrain", -2, "admin noscript", NOKEY, "server", "Terrace: trains a new compression dictionary generation for a tenant.", compression::retrain),
         c("terrace.threads", -1, "admin noscript", NOKEY, "server", "Terrace: the reactors (elastic threading) and how many serve.", server::threads),
         c("terrace.stats", 1, "admin noscript", NOKEY, "server", "Terrace: the engine's keys, memory and tier placement as JSON.", stats::stats),
+        c("terrace.workload", 2, "admin noscript", NOKEY, "server", "Terrace: a tenant's workload statistics (rates, mix, bytes, access intervals, miss-ratio curve) as JSON.", stats::workload),
         c("terrace.compression", -2, "admin noscript", NOKEY, "server", "Terrace: compression statistics, advice and settings of a tenant.", compression::compression),
         // Memcached semantics for the proxy's Memcached front end.
         c("mc.get", -2, "readonly fast", (1, -1, 1), "string", "Terrace: Memcached get (value, flags, CAS unique, TTL) of keys.", memcache::get),
@@ -398,6 +402,26 @@ pub fn full_name(spec: &CommandSpec, argv: &[&[u8]]) -> String {
 }
 
 /// Positions of the key arguments of a call (validated against the argument count).
+/// Calls `f` with each key of `argv` (no allocation for the common fixed positions).
+#[inline]
+pub fn for_each_key(spec: &CommandSpec, argv: &[&[u8]], mut f: impl FnMut(&[u8])) {
+    match spec.keys_from {
+        KeysFrom::Range => {
+            if spec.first <= 0 {
+                return;
+            }
+            let argc = argv.len() as i32;
+            let last = if spec.last < 0 { argc + spec.last } else { spec.last.min(argc - 1) };
+            let mut i = spec.first;
+            while i <= last && i < argc {
+                f(argv[i as usize]);
+                i += spec.step.max(1);
+            }
+        }
+        _ => key_positions(spec, argv).into_iter().for_each(|i| f(argv[i])),
+    }
+}
+
 pub fn key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
     let argc = argv.len() as i32;
     let numkeys = |at: usize| -> usize {

@@ -315,6 +315,35 @@ impl Keyspace {
         t
     }
 
+    /// Namespace `ns`'s keys and bytes by where they live, locking one shard at a time (no
+    /// command locks may be held). Shards a command holds for long are skipped
+    /// (`shards_skipped`) rather than waited for.
+    pub fn namespace_census(&self, ns: usize) -> NamespaceCensus {
+        assert_not_holding_guards();
+        let per_ns = NUM_DBS << self.shard_bits;
+        let mut c = NamespaceCensus::default();
+        for id in ns * per_ns..((ns + 1) * per_ns).min(self.shards.len()) {
+            let Some(shard) = self.shards[id].try_lock_for(std::time::Duration::from_millis(50)) else {
+                c.shards_skipped += 1;
+                continue;
+            };
+            for e in shard.iter() {
+                c.keys += 1;
+                c.key_bytes += e.key().len() as u64;
+                c.entry_bytes += e.heap_size() as u64;
+                match e.pmem() {
+                    Some((_, len)) => c.pmem_value_bytes += len as u64,
+                    None => c.dram_value_bytes += e.dram_value_size() as u64,
+                }
+                if e.is_encoded() {
+                    c.encoded_values += 1;
+                    c.encoded_bytes += e.pmem().map(|p| p.1).unwrap_or_else(|| e.dram_value_size()) as u64;
+                }
+            }
+        }
+        c
+    }
+
     /// Totals read through a command's guards when they hold every shard (EXEC), else by
     /// locking each shard in turn.
     pub fn totals_with(&self, guards: &mut Guards) -> Totals {
@@ -336,6 +365,21 @@ impl Drop for Guards<'_> {
             HOLDING_GUARDS.with(|h| h.set(false));
         }
     }
+}
+
+/// One namespace's keys and bytes (`Keyspace::namespace_census`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NamespaceCensus {
+    pub keys: u64,
+    pub key_bytes: u64,
+    /// Entries on the heap: headers, keys, DRAM values, collections.
+    pub entry_bytes: u64,
+    pub dram_value_bytes: u64,
+    pub pmem_value_bytes: u64,
+    /// Compressed string values and their stored bytes (in either tier).
+    pub encoded_values: u64,
+    pub encoded_bytes: u64,
+    pub shards_skipped: u64,
 }
 
 /// Totals over every shard, for INFO and MEMORY STATS.

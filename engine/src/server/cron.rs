@@ -44,6 +44,9 @@ pub async fn run(srv: Arc<Server>) {
             srv.stats.instantaneous_ops.store(((cmds.saturating_sub(last_cmds)) as f64 / secs) as u64, Ordering::Relaxed);
             last_cmds = cmds;
             last_at = Instant::now();
+            for t in srv.tenant_stats.iter() {
+                t.tick_second();
+            }
             for id in srv.keyspace.all_shard_ids() {
                 if let Some(mut shard) = srv.keyspace.try_lock_one(id) {
                     shard.maybe_shrink();

@@ -311,6 +311,8 @@ pub struct Server {
     storage: std::sync::OnceLock<Arc<crate::storage::tier::StorageTier>>,
     /// Tenant namespaces by index ("" is the default one, index 0).
     pub namespaces: Mutex<Vec<String>>,
+    /// Per namespace: the workload statistics the cost model reads.
+    pub tenant_stats: Box<[crate::stats::tenant::TenantStats]>,
     /// Compression settings and dictionaries read at start, by tenant directory name, until
     /// their namespace is registered.
     pub saved_tenants: Mutex<std::collections::HashMap<String, crate::compress::tenant::LoadedTenant>>,
@@ -345,6 +347,12 @@ impl Server {
         }
     }
 
+    /// The namespace of a tenant by name (`default` or "" for the default namespace).
+    pub fn tenant_namespace(&self, name: &str) -> Option<usize> {
+        let key = if name == "default" { "" } else { name };
+        self.namespaces.lock().iter().position(|n| n == key)
+    }
+
     pub fn new(config: EngineConfig, tier: Option<Arc<crate::tier::Tier>>, wal: Option<Arc<crate::wal::Wal>>) -> Arc<Server> {
         let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
         let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
@@ -364,6 +372,7 @@ impl Server {
             wal: wal.map(std::sync::OnceLock::from).unwrap_or_default(),
             storage: Default::default(),
             namespaces: Mutex::new(vec![String::new()]),
+            tenant_stats: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),
             saved_tenants: Mutex::new(Default::default()),
             config,
             acl: crate::acl::Acl::default(),

@@ -1,0 +1,97 @@
+//! A tenant's workload as the cost model reads it, gathered at one moment: rates and mix
+//! (`tenant`), keys and bytes by tier (a census of its shards), compression ratio, access
+//! intervals and the miss-ratio curve (`mrc`). `TERRACE.WORKLOAD` answers it as JSON and the
+//! advisor builds its features from it.
+
+use serde_json::{json, Value};
+
+use super::tenant::Rates;
+use crate::keyspace::NamespaceCensus;
+use crate::server::state::Server;
+
+/// Points on the reported miss-ratio curve.
+pub const CURVE_POINTS: usize = 40;
+
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub tenant: String,
+    pub namespace: usize,
+    pub rates: Rates,
+    pub census: NamespaceCensus,
+    /// Stored/raw size of the tenant's compressed values (None: nothing compressed).
+    pub compression_ratio: Option<f64>,
+    /// Logical bytes: keys plus values at their raw size, plus the entries' own bytes.
+    pub logical_bytes: f64,
+    pub avg_record_bytes: f64,
+    pub mean_interval_ms: Option<f64>,
+    pub median_interval_ms: Option<f64>,
+    pub sample_rate: f64,
+    pub sampled_keys: usize,
+    /// (cache ratio, cache keys, miss ratio); the ratio is of the tenant's keys.
+    pub curve: Vec<(f64, f64, f64)>,
+}
+
+impl Workload {
+    pub fn gather(srv: &Server, ns: usize, tenant: &str) -> Workload {
+        let stats = &srv.tenant_stats[ns];
+        let rates = stats.rates();
+        let census = srv.keyspace.namespace_census(ns);
+        let comp = srv.keyspace.compression(ns).stats();
+        let compression_ratio = comp["live_ratio"].as_f64().filter(|_| census.encoded_values > 0);
+        let raw_encoded = compression_ratio.map(|r| census.encoded_bytes as f64 / r.max(1e-6)).unwrap_or(census.encoded_bytes as f64);
+        // Entries (headers, keys, DRAM values, collections) and PMem values, with compressed
+        // values counted at their raw size.
+        let logical_bytes = (census.entry_bytes + census.pmem_value_bytes) as f64 - census.encoded_bytes as f64 + raw_encoded;
+        let avg_record_bytes = if census.keys > 0 { logical_bytes / census.keys as f64 } else { 0.0 };
+        let (mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve) =
+            stats.with_mrc(|m| (m.mean_interval_ms(), m.median_interval_ms(), m.rate(), m.sampled_keys(), m.curve(census.keys as f64, CURVE_POINTS)));
+        Workload { tenant: tenant.to_string(), namespace: ns, rates, census, compression_ratio, logical_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve }
+    }
+
+    /// Miss ratio with `cr` of the keys cached, interpolated on the curve.
+    pub fn miss_ratio_at(&self, cr: f64) -> Option<f64> {
+        if self.curve.is_empty() || self.rates.reads + self.rates.writes == 0 {
+            return None;
+        }
+        Some(crate::cost::Curve::new(self.curve.iter().map(|p| (p.0, p.2)).collect()).miss_ratio(cr))
+    }
+
+    pub fn to_json(&self) -> Value {
+        let r = &self.rates;
+        let c = &self.census;
+        json!({
+            "tenant": if self.tenant.is_empty() { "default" } else { &self.tenant },
+            "namespace": self.namespace,
+            "qps_1s": r.qps_1s,
+            "qps_1m": round(r.qps_1m),
+            "peak_1s": r.peak_1s,
+            "burstiness": round(r.burstiness()),
+            "reads": r.reads,
+            "writes": r.writes,
+            "read_ratio": round(r.read_ratio()),
+            "keys": c.keys,
+            "bytes": {
+                "logical": self.logical_bytes.round(),
+                "entries": c.entry_bytes,
+                "keys": c.key_bytes,
+                "dram_values": c.dram_value_bytes,
+                "pmem_values": c.pmem_value_bytes,
+                "compressed_values": c.encoded_values,
+                "compressed_stored": c.encoded_bytes,
+            },
+            "shards_skipped": c.shards_skipped,
+            "compression_ratio": self.compression_ratio.map(round),
+            "avg_record_bytes": round(self.avg_record_bytes),
+            "access_interval_ms": {"mean": self.mean_interval_ms.map(round), "median": self.median_interval_ms.map(round)},
+            "mrc": {
+                "sample_rate": round(self.sample_rate),
+                "sampled_keys": self.sampled_keys,
+                "points": self.curve.iter().map(|(cr, keys, mr)| json!([round(*cr), keys.round(), round(*mr)])).collect::<Vec<_>>(),
+            },
+        })
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}

@@ -1,0 +1,111 @@
+//! The cost framework end to end: a tenant's workload statistics from a real engine
+//! (`TERRACE.WORKLOAD`), checked against what the test sent — the mix, the keys and bytes,
+//! and the miss-ratio curve against an exact LRU simulation of the same trace.
+
+mod common;
+
+use common::{q, Engine, RedisPort};
+
+/// Zipf(theta) ranks over `n` keys by inverse CDF.
+struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    fn new(n: usize, theta: f64) -> Zipf {
+        let w: Vec<f64> = (1..=n).map(|r| 1.0 / (r as f64).powf(theta)).collect();
+        let total: f64 = w.iter().sum();
+        let mut acc = 0.0;
+        Zipf { cdf: w.iter().map(|x| { acc += x / total; acc }).collect() }
+    }
+
+    fn sample(&self, rng: &mut fastrand::Rng) -> usize {
+        let u = rng.f64();
+        self.cdf.partition_point(|c| *c < u).min(self.cdf.len() - 1)
+    }
+}
+
+/// Exact LRU miss ratio of `trace` at each size (stack distances, O(n²) worst case is fine
+/// for the sizes here: a move-to-front list of the keys).
+fn exact_lru(trace: &[usize], sizes: &[usize]) -> Vec<f64> {
+    let mut stack: Vec<usize> = Vec::new();
+    let mut misses = vec![0usize; sizes.len()];
+    for &k in trace {
+        let depth = stack.iter().position(|x| *x == k);
+        for (i, s) in sizes.iter().enumerate() {
+            if depth.is_none_or(|d| d >= *s) {
+                misses[i] += 1;
+            }
+        }
+        if let Some(d) = depth {
+            stack.remove(d);
+        }
+        stack.insert(0, k);
+    }
+    misses.iter().map(|m| *m as f64 / trace.len() as f64).collect()
+}
+
+fn workload(c: &mut redis::Connection, tenant: &str) -> serde_json::Value {
+    let text: String = q(c, &["TERRACE.WORKLOAD", tenant]);
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn workload_statistics_match_the_traffic_sent() {
+    let e = Engine::start(&["--threads", "1"]);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "shop"]);
+    const KEYS: usize = 12_000;
+    let value = "v".repeat(100);
+    let mut trace = Vec::new();
+    let mut p = redis::pipe();
+    for k in 0..KEYS {
+        p.cmd("SET").arg(format!("item:{k}")).arg(&value).ignore();
+        trace.push(k);
+    }
+    p.query::<()>(&mut c).unwrap();
+    let zipf = Zipf::new(KEYS, 0.99);
+    let mut rng = fastrand::Rng::with_seed(5);
+    let (mut gets, mut sets) = (0u64, KEYS as u64);
+    for _ in 0..20 {
+        let mut p = redis::pipe();
+        for _ in 0..2_000 {
+            let k = zipf.sample(&mut rng);
+            trace.push(k);
+            if rng.f64() < 0.9 {
+                p.cmd("GET").arg(format!("item:{k}")).ignore();
+                gets += 1;
+            } else {
+                p.cmd("SET").arg(format!("item:{k}")).arg(&value).ignore();
+                sets += 1;
+            }
+        }
+        p.query::<()>(&mut c).unwrap();
+    }
+    let _: String = q(&mut c, &["PING"]);
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    let w = workload(&mut c, "shop");
+    assert_eq!(w["tenant"], "shop");
+    assert_eq!(w["reads"].as_u64().unwrap(), gets, "{w}");
+    assert_eq!(w["writes"].as_u64().unwrap(), sets, "{w}");
+    assert_eq!(w["keys"].as_u64().unwrap(), KEYS as u64);
+    let avg = w["avg_record_bytes"].as_f64().unwrap();
+    assert!((110.0..260.0).contains(&avg), "average record {avg}: {w}");
+    assert!(w["bytes"]["dram_values"].as_u64().unwrap() >= (KEYS * 100) as u64);
+    assert!(w["qps_1m"].as_f64().unwrap() > 0.0 && w["peak_1s"].as_f64().unwrap() >= w["qps_1m"].as_f64().unwrap(), "{w}");
+    assert!(w["access_interval_ms"]["mean"].as_f64().is_some(), "{w}");
+    // The miss-ratio curve against exact LRU on the same trace.
+    let points = w["mrc"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 40);
+    let sizes: Vec<usize> = points.iter().map(|p| p[1].as_f64().unwrap() as usize).collect();
+    let want = exact_lru(&trace, &sizes);
+    let got: Vec<f64> = points.iter().map(|p| p[2].as_f64().unwrap()).collect();
+    assert!(got.windows(2).all(|w| w[1] <= w[0] + 1e-9), "a miss-ratio curve never rises: {got:?}");
+    let mae = want.iter().zip(&got).map(|(a, b)| (a - b).abs()).sum::<f64>() / want.len() as f64;
+    assert!(mae <= 0.02, "mean absolute error {mae:.4} (rate {}):\n want {want:?}\n got {got:?}", w["mrc"]["sample_rate"]);
+    // Statistics are the tenant's own: the default namespace saw none of it.
+    let d = workload(&mut c, "default");
+    assert_eq!(d["reads"].as_u64().unwrap() + d["writes"].as_u64().unwrap(), 0, "{d}");
+    let e2 = common::err(&mut c, &["TERRACE.WORKLOAD", "nobody"]);
+    assert!(e2.contains("no such tenant 'nobody'"), "{e2}");
+}
