@@ -15,6 +15,7 @@ pub mod cost;
 pub mod keyspace;
 pub mod mapped;
 pub mod monitor;
+pub mod probe;
 pub mod protocol;
 pub mod pubsub;
 pub mod scripting;

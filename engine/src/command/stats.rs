@@ -17,6 +17,7 @@ pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
         "wal": ctx.srv.wal().map(|w| w.to_json()),
         "storage": ctx.srv.storage_tier().map(|t| t.to_json()),
         "threads": ctx.srv.reactors.to_json(),
+        "device": ctx.srv.device.get(),
     });
     ctx.out.bulk(doc.to_string().as_bytes());
     Ok(())

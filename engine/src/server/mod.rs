@@ -187,6 +187,23 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         tracing::info!(keys = loaded, file = %crate::snapshot::rdb_path(&srv.config.data_dir).display(), "loaded the snapshot");
     }
 
+    // The device probe (cached per machine): in the background, so start-up does not wait.
+    {
+        let weak = Arc::downgrade(&srv);
+        let pmem_dir = srv.config.tier.as_ref().and_then(|t| t.pmem_path.parent().map(|p| if p.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { p.to_path_buf() }));
+        let storage_dir = match srv.config.storage.as_ref().map(|s| &s.backend) {
+            Some(crate::config::StorageBackend::Lsm(dir)) => dir.clone(),
+            _ => srv.config.data_dir.clone(),
+        };
+        let _ = std::thread::Builder::new().name("terrace-probe".into()).spawn(move || {
+            let _ = std::fs::create_dir_all(&storage_dir);
+            let profile = crate::probe::cached_or_probe(pmem_dir.as_deref(), &storage_dir);
+            if let Some(srv) = weak.upgrade() {
+                let _ = srv.device.set(profile);
+            }
+        });
+    }
+
     // The background demoter.
     let tier_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let demoter = tier.clone().map(|t| {

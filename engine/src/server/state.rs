@@ -311,6 +311,8 @@ pub struct Server {
     storage: std::sync::OnceLock<Arc<crate::storage::tier::StorageTier>>,
     /// Tenant namespaces by index ("" is the default one, index 0).
     pub namespaces: Mutex<Vec<String>>,
+    /// What the device probe measured (set once, in the background, after start).
+    pub device: std::sync::OnceLock<crate::probe::DeviceProfile>,
     /// Per namespace: the workload statistics the cost model reads.
     pub tenant_stats: Box<[crate::stats::tenant::TenantStats]>,
     /// Compression settings and dictionaries read at start, by tenant directory name, until
@@ -372,6 +374,7 @@ impl Server {
             wal: wal.map(std::sync::OnceLock::from).unwrap_or_default(),
             storage: Default::default(),
             namespaces: Mutex::new(vec![String::new()]),
+            device: Default::default(),
             tenant_stats: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),
             saved_tenants: Mutex::new(Default::default()),
             config,

@@ -22,7 +22,8 @@ use crate::server::state::{now_ms, Server};
 const DRAIN_GIVE_UP: Duration = Duration::from_secs(10);
 
 /// A batch stops growing past this many value bytes (the rest waits for the next one): a
-/// batch is copied on its way to storage, and its memory counts against `maxmemory`.
+/// batch is copied on its way to storage, and its memory counts against `maxmemory`. The
+/// device probe's measure replaces it once known (enough bytes to amortise one sync).
 const BATCH_BYTES: usize = 1 << 20;
 
 pub fn run(
@@ -92,9 +93,10 @@ fn flush_batch(srv: &Server, tier: &StorageTier, taken: Vec<Taken>) -> Result<()
     // Tenant names by namespace, looked up once per batch.
     let mut tenants: Vec<(usize, String)> = Vec::new();
     let mut bytes = 0usize;
+    let cap = srv.device.get().map_or(BATCH_BYTES, |d| d.storage_batch_bytes());
     let mut taken = taken.into_iter();
     for t in taken.by_ref() {
-        if bytes >= BATCH_BYTES {
+        if bytes >= cap {
             // Back to the front of the line, with the rest, in order.
             let back: Vec<Taken> = std::iter::once(t).chain(taken.by_ref()).collect();
             tier.dirty.failed(back);
