@@ -1,6 +1,7 @@
 //! The `terrace` command line: parses arguments and dispatches to the crates' `run` functions.
 
 mod bench;
+mod cost;
 mod up;
 
 use std::path::PathBuf;
@@ -31,6 +32,10 @@ enum Command {
     /// Benchmarks (compression codecs, …).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Record a sampled trace of a tenant's commands and a sample of its data from an engine.
+    Record(cost::record::RecordArgs),
+    /// Replay a recorded trace against an engine (optionally loading its data sample first).
+    Replay(cost::replay::ReplayArgs),
 }
 
 #[derive(Args)]
@@ -240,6 +245,8 @@ fn main() -> ExitCode {
         Command::Proxy(args) => args.config().and_then(|c| Ok(terrace_proxy::run(c)?)),
         Command::Up(args) => up::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Record(args) => cost::record::run(args),
+        Command::Replay(args) => cost::replay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -109,3 +109,95 @@ fn workload_statistics_match_the_traffic_sent() {
     let e2 = common::err(&mut c, &["TERRACE.WORKLOAD", "nobody"]);
     assert!(e2.contains("no such tenant 'nobody'"), "{e2}");
 }
+
+fn terrace(args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(args).output().unwrap();
+    assert!(out.status.success(), "terrace {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// (name, key) of each line of a recorded trace.
+fn trace_ops(dir: &std::path::Path) -> Vec<(String, String)> {
+    let unhex = |s: &str| (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap() as char).collect::<String>();
+    std::fs::read_to_string(dir.join("trace.tsv")).unwrap().lines().map(|l| {
+        let args: Vec<&str> = l.split('\t').nth(3).unwrap().split(',').collect();
+        (unhex(args[0]), unhex(args[1]))
+    }).collect()
+}
+
+#[test]
+fn a_recorded_trace_keeps_the_mix_and_the_key_popularity_and_replays() {
+    let a = Engine::start(&["--threads", "1"]);
+    let b = Engine::start(&["--threads", "1"]);
+    let mut c = a.client();
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "shop"]);
+    const KEYS: usize = 2_000;
+    let value = "city:Lisbon;country:PT;population:545000;".repeat(3);
+    let mut p = redis::pipe();
+    for k in 0..KEYS {
+        p.cmd("SET").arg(format!("item:{k}")).arg(&value).ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    let out = common::temp_dir("record");
+    let trace_dir = out.join("trace");
+    let recorder = {
+        let (addr, dir) = (format!("127.0.0.1:{}", a.port), trace_dir.to_str().unwrap().to_string());
+        std::thread::spawn(move || terrace(&["record", "--tenant", "shop", "--seconds", "3", "--rate", "0.5", "--engine", &addr, "--out", &dir]))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let zipf = Zipf::new(KEYS, 0.99);
+    let mut rng = fastrand::Rng::with_seed(8);
+    let mut sent: std::collections::HashMap<String, usize> = Default::default();
+    let (mut gets, mut sets) = (0usize, 0usize);
+    let mut p = redis::pipe();
+    for _ in 0..20_000 {
+        let key = format!("item:{}", zipf.sample(&mut rng));
+        *sent.entry(key.clone()).or_default() += 1;
+        if rng.f64() < 0.8 {
+            p.cmd("GET").arg(&key).ignore();
+            gets += 1;
+        } else {
+            p.cmd("SET").arg(&key).arg(&value).ignore();
+            sets += 1;
+        }
+    }
+    p.query::<()>(&mut c).unwrap();
+    let stdout = String::from_utf8(recorder.join().unwrap().stdout).unwrap();
+    assert!(stdout.contains("recorded"), "{stdout}");
+    let ops = trace_ops(&trace_dir);
+    // Every command on a sampled key is in the trace, so each key's popularity is exact.
+    let mut traced: std::collections::HashMap<String, usize> = Default::default();
+    for (_, k) in &ops {
+        *traced.entry(k.clone()).or_default() += 1;
+    }
+    for (k, n) in &traced {
+        assert_eq!(sent.get(k), Some(n), "{k}: sent {:?}, traced {n}", sent.get(k));
+    }
+    let share = traced.len() as f64 / sent.len() as f64;
+    assert!((0.35..0.65).contains(&share), "rate 0.5 sampled {share:.2} of the keys used");
+    let traced_gets = ops.iter().filter(|(n, _)| n == "GET").count() as f64;
+    let mix = traced_gets / ops.len() as f64;
+    let sent_mix = gets as f64 / (gets + sets) as f64;
+    assert!((mix - sent_mix).abs() < 0.03, "GET share {mix:.3} in the trace, {sent_mix:.3} sent");
+    // The data sample holds the sampled keys with their values.
+    let data = std::fs::read_to_string(trace_dir.join("data.tsv")).unwrap();
+    let sampled = data.lines().count() as f64;
+    assert!((0.35..0.65).contains(&(sampled / KEYS as f64)), "{sampled} of {KEYS} keys in the data sample");
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(trace_dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["tenant"], "shop");
+    assert_eq!(meta["workload"]["keys"].as_u64().unwrap(), KEYS as u64);
+    // Replayed into another engine: the same commands arrive, with values of the recorded size.
+    let out = terrace(&["replay", "--trace", trace_dir.to_str().unwrap(), "--engine", &format!("127.0.0.1:{}", b.port), "--load", "--once"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(&format!("replayed {} commands", ops.len())) && text.contains("0 errors"), "{text}");
+    let mut cb = b.client();
+    let w = workload(&mut cb, "default");
+    let replayed_gets = w["reads"].as_u64().unwrap() as f64;
+    // Loading wrote the sample (RESTORE) and read it back once for values (GET).
+    let loaded = sampled;
+    assert_eq!(replayed_gets, traced_gets + loaded.min(20_000.0), "{w}");
+    assert_eq!(w["keys"].as_f64().unwrap(), sampled);
+    let some_key = &ops.iter().find(|(n, _)| n == "SET").unwrap().1;
+    let v: String = q(&mut cb, &["GET", some_key]);
+    assert_eq!(v.len(), value.len());
+}

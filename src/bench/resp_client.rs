@@ -33,7 +33,12 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 impl Client {
     pub fn connect(port: u16) -> anyhow::Result<Client> {
-        let stream = TcpStream::connect(("127.0.0.1", port)).with_context(|| format!("connecting to port {port}"))?;
+        Self::connect_to(&format!("127.0.0.1:{port}"))
+    }
+
+    /// Connects to `addr` (host:port).
+    pub fn connect_to(addr: &str) -> anyhow::Result<Client> {
+        let stream = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
         Ok(Client { stream, buf: vec![0; 1 << 20], start: 0, end: 0, out: Vec::with_capacity(1 << 16), pending: 0, errors: 0, last_error: None })
     }

@@ -732,9 +732,10 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
             spec,
         };
         let before = ctx.data.wal_count;
+        let reply_at = ctx.out.buf.len();
         let result = (spec.handler)(&mut ctx, argv);
         if ctx.conn.replay_now.is_none() {
-            crate::stats::observe(srv, ctx.conn.ns_base / crate::keyspace::NUM_DBS, spec, argv, now);
+            crate::stats::observe(srv, db, spec, argv, now, ctx.out.buf.len() - reply_at);
         }
         log_write(&mut ctx, spec, argv, result.is_ok(), before);
         if let Err(e) = &result {

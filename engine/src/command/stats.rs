@@ -2,8 +2,11 @@
 //! model — keys, memory, the PMem tier's placement and traffic (null without a tier), and
 //! the WAL's position and sync costs (null when off). `TERRACE.WORKLOAD tenant`: one
 //! tenant's workload statistics (rates, mix, bytes, access intervals, miss-ratio curve).
+//! `TERRACE.RECORD START tenant [RATE r] [MAX n] | READ | STOP | SAMPLE tenant cursor RATE r`:
+//! a sampled trace of the tenant's commands and a sample of its data (`stats::recorder`).
 
-use super::args::err;
+use super::args::{err, is, CmdError};
+use crate::stats::recorder;
 use super::{CmdResult, Ctx};
 
 pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
@@ -29,5 +32,88 @@ pub fn workload(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let tenant = ctx.srv.namespaces.lock()[ns].clone();
     let w = crate::stats::workload::Workload::gather(ctx.srv, ns, &tenant);
     ctx.out.bulk(w.to_json().to_string().as_bytes());
+    Ok(())
+}
+
+fn tenant_ns(ctx: &Ctx, name: &[u8]) -> Result<usize, CmdError> {
+    let name = String::from_utf8_lossy(name);
+    ctx.srv.tenant_namespace(&name).ok_or_else(|| err(format!("ERR no such tenant '{name}'")))
+}
+
+/// `RATE r` and `MAX n` / `COUNT n` options from `i` on.
+fn rate_and_max(argv: &[&[u8]], mut i: usize) -> Result<(f64, usize), CmdError> {
+    let (mut rate, mut max) = (1.0, recorder::DEFAULT_MAX);
+    while i < argv.len() {
+        let v = argv.get(i + 1).ok_or(CmdError::Syntax)?;
+        let text = std::str::from_utf8(v).map_err(|_| CmdError::Syntax)?;
+        if is(argv[i], "RATE") {
+            rate = text.parse().ok().filter(|r: &f64| *r > 0.0 && *r <= 1.0).ok_or_else(|| err("ERR RATE must be a number in (0, 1]"))?;
+        } else if is(argv[i], "MAX") {
+            max = text.parse().ok().filter(|n: &usize| *n > 0).ok_or_else(|| err("ERR MAX must be a positive integer"))?;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    Ok((rate, max))
+}
+
+pub fn record(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let rec = &ctx.srv.recorder;
+    match argv[1] {
+        s if is(s, "START") && argv.len() >= 3 => {
+            let ns = tenant_ns(ctx, argv[2])?;
+            let (rate, max) = rate_and_max(argv, 3)?;
+            rec.start(ns, rate, max).map_err(|e| err(format!("ERR {e}")))?;
+            ctx.out.ok();
+        }
+        s if is(s, "READ") && argv.len() == 2 => match rec.drain() {
+            Some(lines) => ctx.out.bulk(lines.as_bytes()),
+            None => return Err(err("ERR no recording is running")),
+        },
+        s if is(s, "STOP") && argv.len() == 2 => {
+            let (ns, rate, seconds, recorded, dropped, rest) = rec.stop().ok_or_else(|| err("ERR no recording is running"))?;
+            let tenant = ctx.srv.namespaces.lock().get(ns).cloned().unwrap_or_default();
+            let doc = serde_json::json!({
+                "tenant": if tenant.is_empty() { "default" } else { &tenant },
+                "rate": rate, "seconds": seconds, "recorded": recorded, "dropped": dropped, "rest": rest,
+            });
+            ctx.out.bulk(doc.to_string().as_bytes());
+        }
+        s if is(s, "SAMPLE") && argv.len() >= 4 => {
+            let ns = tenant_ns(ctx, argv[2])?;
+            let cursor: usize = std::str::from_utf8(argv[3]).ok().and_then(|c| c.parse().ok()).ok_or_else(|| err("ERR invalid cursor"))?;
+            let (rate, _) = rate_and_max(argv, 4)?;
+            let threshold = (rate * (1u64 << 24) as f64).round() as u64;
+            let ks = ctx.data.ks;
+            let per_ns = crate::keyspace::NUM_DBS * ks.shards_per_db();
+            if cursor >= per_ns {
+                return Err(err("ERR invalid cursor"));
+            }
+            let db = ns * crate::keyspace::NUM_DBS + cursor / ks.shards_per_db();
+            let id = (ns * per_ns + cursor) as u32;
+            let now = crate::server::state::now_ms();
+            let mut out = String::new();
+            let next = if cursor + 1 == per_ns { 0 } else { cursor + 1 };
+            out.push_str(&format!("{next}\n"));
+            let shard = ks.lock_one(id);
+            for e in shard.iter() {
+                if crate::stats::mrc::spatial(crate::keyspace::hash_bytes(e.key())) >= threshold {
+                    continue;
+                }
+                let dump = if e.is_encoded() {
+                    let v = super::decoded(ks, db, e)?.unwrap_or_default();
+                    super::dump::dump_value(crate::keyspace::ValueRef::Str(&v))
+                } else {
+                    super::dump::dump_value(e.value())
+                };
+                let pttl = e.expire().map_or(-1, |at| (at - now).max(1));
+                recorder::sample_line(&mut out, db, e.key(), pttl, &dump);
+            }
+            drop(shard);
+            ctx.out.bulk(out.as_bytes());
+        }
+        _ => return Err(CmdError::Syntax),
+    }
     Ok(())
 }

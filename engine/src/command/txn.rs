@@ -124,7 +124,7 @@ pub fn exec(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
         let r = (spec.handler)(ctx, &argv);
         super::log_write(ctx, spec, &argv, r.is_ok(), before);
         if ctx.conn.replay_now.is_none() {
-            crate::stats::observe(ctx.srv, ctx.data.db / crate::keyspace::NUM_DBS, spec, &argv, ctx.data.now);
+            crate::stats::observe(ctx.srv, ctx.data.db, spec, &argv, ctx.data.now, 0);
         }
         if let Err(e) = &r {
             ctx.out.error(&e.to_string());

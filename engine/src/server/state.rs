@@ -313,6 +313,8 @@ pub struct Server {
     pub namespaces: Mutex<Vec<String>>,
     /// What the device probe measured (set once, in the background, after start).
     pub device: std::sync::OnceLock<crate::probe::DeviceProfile>,
+    /// The running traffic recording (`TERRACE.RECORD`), if any.
+    pub recorder: crate::stats::recorder::Recorder,
     /// Per namespace: the workload statistics the cost model reads.
     pub tenant_stats: Box<[crate::stats::tenant::TenantStats]>,
     /// Compression settings and dictionaries read at start, by tenant directory name, until
@@ -375,6 +377,7 @@ impl Server {
             storage: Default::default(),
             namespaces: Mutex::new(vec![String::new()]),
             device: Default::default(),
+            recorder: Default::default(),
             tenant_stats: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),
             saved_tenants: Mutex::new(Default::default()),
             config,

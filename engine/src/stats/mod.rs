@@ -3,20 +3,34 @@
 //! one call the dispatcher makes per command.
 
 pub mod mrc;
+pub mod recorder;
 pub mod tenant;
 pub mod workload;
 
 use crate::command::table::CommandSpec;
 use crate::server::state::Server;
 
-/// Counts a data command `argv` run in namespace `ns` and notes its keys' references.
+/// Counts a data command `argv` run in database `db` and notes its keys' references (and,
+/// while its tenant is recorded, the command itself). `reply_len`: bytes of its reply.
 /// Connection and server commands (PING, INFO, CLIENT…) are not the tenant's workload.
 #[inline]
-pub fn observe(srv: &Server, ns: usize, spec: &CommandSpec, argv: &[&[u8]], now_ms: i64) {
+pub fn observe(srv: &Server, db: usize, spec: &CommandSpec, argv: &[&[u8]], now_ms: i64, reply_len: usize) {
     if spec.class == tenant::OTHER {
         return;
     }
+    let ns = db / crate::keyspace::NUM_DBS;
     let Some(t) = srv.tenant_stats.get(ns) else { return };
     t.count(spec.class, spec.write);
-    crate::command::table::for_each_key(spec, argv, |k| t.reference(crate::keyspace::hash_bytes(k), now_ms.max(0) as u64));
+    let recording = srv.recorder.recording() == Some(ns);
+    let threshold = if recording { srv.recorder.threshold().unwrap_or(0) } else { 0 };
+    let mut sampled = false;
+    crate::command::table::for_each_key(spec, argv, |k| {
+        let h = crate::keyspace::hash_bytes(k);
+        t.reference(h, now_ms.max(0) as u64);
+        sampled |= recording && mrc::spatial(h) < threshold;
+    });
+    if sampled {
+        let value_size = if spec.write { argv.iter().skip(2).map(|a| a.len()).max().unwrap_or(0) } else { reply_len };
+        srv.recorder.note(db, argv, value_size);
+    }
 }
