@@ -36,6 +36,8 @@ enum Command {
     Record(cost::record::RecordArgs),
     /// Replay a recorded trace against an engine (optionally loading its data sample first).
     Replay(cost::replay::ReplayArgs),
+    /// Measure candidate configurations on a recorded trace and cost them with the model.
+    CostEval(cost::eval::CostEvalArgs),
 }
 
 #[derive(Args)]
@@ -247,6 +249,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Record(args) => cost::record::run(args),
         Command::Replay(args) => cost::replay::run(args),
+        Command::CostEval(args) => cost::eval::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -201,3 +201,85 @@ fn a_recorded_trace_keeps_the_mix_and_the_key_popularity_and_replays() {
     let v: String = q(&mut cb, &["GET", some_key]);
     assert_eq!(v.len(), value.len());
 }
+
+fn advise(c: &mut redis::Connection, tenant: &str) -> serde_json::Value {
+    let text: String = q(c, &["TERRACE.ADVISE", tenant]);
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn cost_eval_on_a_tiny_trace_end_to_end() {
+    let cities: Vec<String> = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cities-sample.jsonl")).unwrap().lines().map(str::to_string).collect();
+    let a = Engine::start(&["--threads", "1"]);
+    let mut c = a.client();
+    let mut p = redis::pipe();
+    for (i, v) in cities.iter().enumerate() {
+        p.cmd("SET").arg(format!("city:{i}")).arg(v).ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    // Before any cost-eval: an estimate, said to be one.
+    let before = advise(&mut c, "default");
+    assert_eq!(before["advice"]["estimate"], true, "{before}");
+    assert_eq!(before["advice"]["current"], "raw", "{before}");
+    assert!(before["advice"]["reasons"].as_array().unwrap().iter().any(|r| r.as_str().unwrap().starts_with("estimate")));
+    // Traffic while recording.
+    let port = a.port;
+    let n = cities.len();
+    let traffic = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        let zipf = Zipf::new(n, 0.9);
+        let mut rng = fastrand::Rng::with_seed(3);
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(2500);
+        while std::time::Instant::now() < until {
+            let mut p = redis::pipe();
+            for _ in 0..200 {
+                let k = format!("city:{}", zipf.sample(&mut rng));
+                if rng.f64() < 0.9 { p.cmd("GET").arg(k).ignore(); } else { p.cmd("APPEND").arg(k).arg(" ").ignore(); }
+            }
+            p.query::<()>(&mut c).unwrap();
+        }
+    });
+    let dir = common::temp_dir("cost-eval");
+    let trace = dir.join("trace");
+    terrace(&["record", "--tenant", "default", "--seconds", "1.5", "--engine", &format!("127.0.0.1:{port}"), "--out", trace.to_str().unwrap()]);
+    traffic.join().unwrap();
+    let cands = dir.join("candidates.toml");
+    std::fs::write(&cands, "[measure]\nseconds = 0.3\np99_bound_us = 100000\n[[candidate]]\nname = \"raw\"\n[[candidate]]\nname = \"zstd\"\ncompression = \"zstd-dict\"\n[[candidate]]\nname = \"pmem\"\npmem = true\ndram_share = 0.2\n").unwrap();
+    let out = terrace(&["cost-eval", "--trace", trace.to_str().unwrap(), "--candidates", cands.to_str().unwrap(), "--json"]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = r["candidates"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let row = |name: &str| rows.iter().find(|x| x["name"] == name).unwrap();
+    for x in rows {
+        let e = &x["evaluation"];
+        assert!(x["capacity"]["max_perf"].as_f64().unwrap() > 1000.0, "{x}");
+        assert!(x["capacity"]["max_space"].as_f64().unwrap() > 0.0, "{x}");
+        let (pc, sc, cc) = (e["pc"].as_f64().unwrap(), e["sc"].as_f64().unwrap(), e["c"].as_f64().unwrap());
+        assert_eq!(cc, pc.max(sc));
+        assert!(!x["measured"]["runs"].as_array().unwrap().is_empty());
+    }
+    // Compression holds the cities in less DRAM; PMem moves most value bytes out of DRAM.
+    assert!(row("zstd")["capacity"]["max_space"].as_f64().unwrap() > 1.5 * row("raw")["capacity"]["max_space"].as_f64().unwrap(), "{r}");
+    assert!(row("pmem")["measured"]["pmem_per_byte"].as_f64().unwrap() > 0.3, "{r}");
+    assert!(row("pmem")["measured"]["dram_per_byte"].as_f64().unwrap() < row("raw")["measured"]["dram_per_byte"].as_f64().unwrap());
+    let cheapest = rows.iter().min_by(|a, b| a["evaluation"]["c"].as_f64().unwrap().total_cmp(&b["evaluation"]["c"].as_f64().unwrap())).unwrap();
+    assert_eq!(r["optimum"], cheapest["name"]);
+    assert_eq!(r["break_even"].as_array().unwrap().len(), 3);
+    assert!(trace.join("cost-eval.json").exists());
+    // Handed to the engine: the advisor now costs the measured configurations under the live load.
+    let after = advise(&mut c, "default");
+    assert_eq!(after["advice"]["estimate"], false, "{after}");
+    let names: Vec<&str> = after["advice"]["options"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["raw", "zstd", "pmem"]);
+    assert_eq!(after["advice"]["current"], "raw");
+    assert!(names.contains(&after["advice"]["recommended"].as_str().unwrap()));
+    let stored: String = q(&mut c, &["TERRACE.COSTEVAL", "GET", "default"]);
+    assert!(stored.contains("\"optimum\""));
+    // A bad candidates file is refused with the reason.
+    std::fs::write(&cands, "[[candidate]]\nname = \"x\"\ncache_ratio = 2\n").unwrap();
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(["cost-eval", "--trace", trace.to_str().unwrap(), "--candidates", cands.to_str().unwrap()]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cache_ratio"), "{}", String::from_utf8_lossy(&bad.stderr));
+    let e = common::err(&mut c, &["TERRACE.COSTEVAL", "SET", "default", "{\"x\":1}"]);
+    assert!(e.contains("candidates"), "{e}");
+}

@@ -101,7 +101,7 @@ fn setups_on(adapter: &str, storage: &[String], ring: &dyn Fn(&str) -> String) -
 
 /// Waits until a write-back engine's flusher has nothing left (the pre-load must not spill
 /// into the measured phases).
-fn wait_flushed(port: u16) -> anyhow::Result<()> {
+pub fn wait_flushed(port: u16) -> anyhow::Result<()> {
     let mut c = Client::connect(port)?;
     for _ in 0..6000 {
         let text = c.call(&[b"INFO", b"storage"])?.unwrap_or_default();

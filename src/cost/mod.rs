@@ -3,6 +3,8 @@
 //! `terrace cost-eval` over candidate configurations. The model itself is
 //! `terrace_engine::cost` (pure), shared with the engine's advisor.
 
+pub mod candidates;
+pub mod eval;
 pub mod record;
 pub mod replay;
 pub mod trace;

@@ -45,7 +45,7 @@ pub fn sample_values(addr: &str, data: &[Record]) -> anyhow::Result<HashMap<Vec<
     let mut c = Client::connect_to(addr)?;
     let mut out = HashMap::new();
     let mut db = None;
-    for r in data.iter().take(20_000) {
+    for r in data.iter().take(200_000) {
         if db != Some(r.db) {
             c.call(&[b"SELECT", r.db.to_string().as_bytes()])?;
             db = Some(r.db);

@@ -469,7 +469,8 @@ pub fn restore(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     };
     let meta = Meta { expire, flags: 0, version: ctx.data.ks.next_version(), access: stamp };
     let e = match value {
-        Restored::Str(v) => Entry::new_str(key, &v, &meta),
+        // Through the tenant's codec and tier placement, as SET does.
+        Restored::Str(v) => ctx.data.ks.new_str_entry(ctx.data.db, key, &v, &meta),
         Restored::Coll(c) => Entry::new_coll(key, c, &meta),
     };
     let list_like = matches!(e.kind(), crate::keyspace::Kind::List | crate::keyspace::Kind::ZSet);

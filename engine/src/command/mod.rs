@@ -3,6 +3,7 @@
 //! and the per-command statistics. One file per command family beside this one.
 
 pub mod acl;
+pub mod advise;
 pub mod args;
 pub mod bitmap;
 pub mod compact;

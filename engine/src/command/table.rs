@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{acl, compression, function, memcache, pubsub, script, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stats, stream, stream_group, string, txn, zset, Handler};
+use super::{acl, advise, compression, function, memcache, pubsub, script, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stats, stream, stream_group, string, txn, zset, Handler};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -151,6 +151,8 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("terrace.stats", 1, "admin noscript", NOKEY, "server", "Terrace: the engine's keys, memory and tier placement as JSON.", stats::stats),
         c("terrace.workload", 2, "admin noscript", NOKEY, "server", "Terrace: a tenant's workload statistics (rates, mix, bytes, access intervals, miss-ratio curve) as JSON.", stats::workload),
         c("terrace.record", -2, "admin noscript", NOKEY, "server", "Terrace: records a sampled trace of a tenant's commands and a sample of its data.", stats::record),
+        c("terrace.costeval", -3, "admin noscript", NOKEY, "server", "Terrace: keeps or answers a tenant's latest terrace cost-eval result.", advise::costeval),
+        c("terrace.advise", 2, "admin noscript", NOKEY, "server", "Terrace: the cost advisor's recommendation for a tenant as JSON.", advise::advise),
         c("terrace.compression", -2, "admin noscript", NOKEY, "server", "Terrace: compression statistics, advice and settings of a tenant.", compression::compression),
         // Memcached semantics for the proxy's Memcached front end.
         c("mc.get", -2, "readonly fast", (1, -1, 1), "string", "Terrace: Memcached get (value, flags, CAS unique, TTL) of keys.", memcache::get),

@@ -3,8 +3,10 @@
 //! the same numbers. `prices`: what cores and memory cost; `model`: PC, SC, C, CPQPS, CPGB,
 //! the optimum and the category; `tiered`: cache + storage with MR = f(CR) and the optimal
 //! cache ratio; `breakeven`: the adapted Five-Minute Rule; `features`: workload features →
-//! optimizations (Table 1).
+//! optimizations (Table 1); `advisor`: the advisor's choice among measured or estimated
+//! configurations under the live workload.
 
+pub mod advisor;
 pub mod breakeven;
 pub mod features;
 pub mod model;

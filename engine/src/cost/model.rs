@@ -25,7 +25,7 @@ pub struct Workload {
 }
 
 /// What one instance of a configuration was measured (or estimated) to sustain.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Capacity {
     /// MaxPerf: operations per second at saturation with p99 under the bound.
     pub max_perf: f64,

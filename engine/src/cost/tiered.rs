@@ -57,6 +57,18 @@ impl Curve {
         Curve { points }
     }
 
+    /// The curve of a cache that has run long enough to have seen every key: a measured curve
+    /// counts each key's first reference in its window as a miss even with the whole data set
+    /// cached; here the miss ratio with all data cached is 0 and the rest scaled to match
+    /// (`(MR − MR(1)) / (1 − MR(1))`).
+    pub fn steady_state(&self) -> Curve {
+        let floor = self.points.last().map_or(0.0, |p| p.1);
+        if floor <= 0.0 || floor >= 1.0 {
+            return self.clone();
+        }
+        Curve::new(self.points.iter().map(|&(c, m)| (c, ((m - floor) / (1.0 - floor)).max(0.0))).collect())
+    }
+
     pub fn points(&self) -> &[(f64, f64)] {
         &self.points
     }
@@ -139,6 +151,14 @@ mod tests {
         assert_eq!(c.points(), &[(0.0, 1.0), (0.25, 0.1), (0.5, 0.1), (0.75, 0.1), (1.0, 0.1)]);
         assert!((c.miss_ratio(0.125) - 0.55).abs() < 1e-12);
         assert_eq!(c.miss_ratio(2.0), 0.1);
+    }
+
+    #[test]
+    fn the_steady_state_drops_first_references() {
+        let c = Curve::new(vec![(0.5, 0.6), (1.0, 0.2)]).steady_state();
+        assert_eq!(c.miss_ratio(1.0), 0.0);
+        assert!((c.miss_ratio(0.5) - 0.5).abs() < 1e-12);
+        assert_eq!(c.miss_ratio(0.0), 1.0);
     }
 
     #[test]

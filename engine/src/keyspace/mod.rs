@@ -327,6 +327,7 @@ impl Keyspace {
                 c.shards_skipped += 1;
                 continue;
             };
+            c.table_bytes += shard.table_bytes() as u64;
             for e in shard.iter() {
                 c.keys += 1;
                 c.key_bytes += e.key().len() as u64;
@@ -379,6 +380,8 @@ pub struct NamespaceCensus {
     /// Compressed string values and their stored bytes (in either tier).
     pub encoded_values: u64,
     pub encoded_bytes: u64,
+    /// The shards' hash tables (buckets and control bytes).
+    pub table_bytes: u64,
     pub shards_skipped: u64,
 }
 

@@ -313,6 +313,8 @@ pub struct Server {
     pub namespaces: Mutex<Vec<String>>,
     /// What the device probe measured (set once, in the background, after start).
     pub device: std::sync::OnceLock<crate::probe::DeviceProfile>,
+    /// Tenants' latest `terrace cost-eval` results, by tenant name.
+    pub cost_evals: Mutex<HashMap<String, serde_json::Value>>,
     /// The running traffic recording (`TERRACE.RECORD`), if any.
     pub recorder: crate::stats::recorder::Recorder,
     /// Per namespace: the workload statistics the cost model reads.
@@ -378,6 +380,7 @@ impl Server {
             namespaces: Mutex::new(vec![String::new()]),
             device: Default::default(),
             recorder: Default::default(),
+            cost_evals: Mutex::new(HashMap::new()),
             tenant_stats: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),
             saved_tenants: Mutex::new(Default::default()),
             config,

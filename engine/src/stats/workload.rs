@@ -73,6 +73,7 @@ impl Workload {
             "bytes": {
                 "logical": self.logical_bytes.round(),
                 "entries": c.entry_bytes,
+                "table": c.table_bytes,
                 "keys": c.key_bytes,
                 "dram_values": c.dram_value_bytes,
                 "pmem_values": c.pmem_value_bytes,
