@@ -1,6 +1,7 @@
 //! `terrace bench …`: benchmarks that ship with the binary.
 
 pub mod burst;
+pub mod cost;
 pub mod compress;
 pub mod compress_e2e;
 pub mod resp_client;
@@ -27,6 +28,9 @@ pub enum BenchCommand {
     /// Elastic threading: a low rate, a burst as fast as possible, the low rate again, against
     /// --threads single, 2, elastic:2 and redis-server: throughput, p99 and CPU per second.
     Burst(burst::BurstArgs),
+    /// The cost framework's validation: for three workloads, costs predicted from a sampled
+    /// trace against costs measured on the full data, and the break-even intervals.
+    Cost(cost::CostArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -36,6 +40,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Wal(args) => wal::run(args),
         BenchCommand::Storage(args) => storage::run(args),
         BenchCommand::Burst(args) => burst::run(args),
+        BenchCommand::Cost(args) => cost::run(args),
     }
 }
 

@@ -33,6 +33,9 @@ pub struct CostEvalArgs {
     /// The tenant's QPS to cost (default: its 1-minute QPS when recorded).
     #[arg(long)]
     pub qps: Option<f64>,
+    /// The tenant's data size to cost, GB (default: its logical bytes when recorded).
+    #[arg(long)]
+    pub data_gb: Option<f64>,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -44,7 +47,7 @@ pub struct CostEvalArgs {
 /// What one candidate's test engine measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measured {
-    /// Operations per second on one core.
+    /// Operations per second one core sustains (per engine CPU-second at saturation).
     pub max_perf_per_core: f64,
     pub runs: Vec<Run>,
     pub dram_per_byte: f64,
@@ -95,6 +98,8 @@ fn measure(cand: &Candidate, i: usize, progress: &Progress, data: &[Record], ops
     let flags = cand.engine_flags(&dir, guess);
     let os: Vec<&std::ffi::OsStr> = flags.iter().map(std::ffi::OsStr::new).collect();
     let (mut child, port) = crate::bench::spawn_pinned_engine(&dir.join("data"), &os).with_context(|| format!("starting an engine with {flags:?}"))?;
+    // `taskset` execs the engine: the same process.
+    let child_pid = child.id();
     let result = (|| -> anyhow::Result<Measured> {
         let addr = format!("127.0.0.1:{port}");
         let mut c = Client::connect(port)?;
@@ -139,11 +144,11 @@ fn measure(cand: &Candidate, i: usize, progress: &Progress, data: &[Record], ops
         let flash = if cand.uses_storage() { (dir_bytes(&dir.join("data").join("storage")) as f64 - flash_empty).max(0.0) } else { 0.0 };
         let prepared = Arc::new(replay::prepare(ops, values.as_ref().unwrap()));
         progress.step(i, &cand.name, "warming up");
-        replay::closed_loop(&addr, &prepared, 1, (m.seconds / 4.0).max(0.25))?;
+        replay::closed_loop(&addr, &prepared, 1, replay::PIPELINE, (m.seconds / 4.0).max(0.25), None)?;
         let storage_reads = |c: &mut Client| if cand.uses_storage() { info(c, "storage", "storage_reads") } else { Ok(0.0) };
         let (h0, m0, s0) = (info(&mut c, "stats", "keyspace_hits")?, info(&mut c, "stats", "keyspace_misses")?, storage_reads(&mut c)?);
         progress.step(i, &cand.name, "measuring MaxPerf");
-        let (best, runs) = replay::max_perf(&addr, &prepared, m.seconds, m.p99_bound_us)?;
+        let (best, runs) = replay::max_perf(&addr, &prepared, m.seconds, m.p99_bound_us, Some(child_pid))?;
         let (h1, m1, s1) = (info(&mut c, "stats", "keyspace_hits")?, info(&mut c, "stats", "keyspace_misses")?, storage_reads(&mut c)?);
         let lookups = (h1 - h0) + (m1 - m0);
         Ok(Measured {
@@ -305,27 +310,39 @@ pub fn curve_of(meta: &Meta) -> Option<Curve> {
     (!pts.is_empty()).then(|| Curve::new(pts).steady_state())
 }
 
-pub fn run(args: CostEvalArgs) -> anyhow::Result<()> {
-    crate::bench::compress_e2e::pin_self_to(1);
-    let cands = candidates::read(&args.candidates)?;
-    let meta = read_meta(&args.trace)?;
-    let ops = read_trace(&args.trace)?;
-    let data = read_data(&args.trace)?;
+/// Measures every candidate on a trace's sample: (measurements in candidate order, the
+/// sample's logical bytes).
+pub fn measure_all(cands: &Candidates, ops: &[super::trace::Op], data: &[Record]) -> anyhow::Result<(Vec<Measured>, f64)> {
     if data.is_empty() {
-        anyhow::bail!("{}: the data sample is empty (record with a higher --rate?)", args.trace.display());
+        anyhow::bail!("the data sample is empty (record with a higher --rate?)");
+    }
+    if ops.is_empty() {
+        anyhow::bail!("the trace holds no commands (was the tenant busy while it was recorded?)");
     }
     let progress = Progress { total: cands.candidates.len() };
     let mut values = None;
     let mut logical = 0.0;
     let mut measured = Vec::new();
     for (i, c) in cands.candidates.iter().enumerate() {
-        let m = measure(c, i, &progress, &data, &ops, &mut values, &mut logical, &cands.measure).with_context(|| format!("candidate {}", c.name))?;
-        measured.push((c, m));
+        measured.push(measure(c, i, &progress, data, ops, &mut values, &mut logical, &cands.measure).with_context(|| format!("candidate {}", c.name))?);
     }
     eprintln!("\r\x1b[2K[{}] {} configurations measured", "#".repeat(20), cands.candidates.len());
-    let workload = tenant_workload(&meta, logical, data.len(), args.qps);
+    Ok((measured, logical))
+}
+
+pub fn run(args: CostEvalArgs) -> anyhow::Result<()> {
+    crate::bench::compress_e2e::pin_self_to(1);
+    let cands = candidates::read(&args.candidates)?;
+    let meta = read_meta(&args.trace)?;
+    let ops = read_trace(&args.trace)?;
+    let data = read_data(&args.trace)?;
+    let (measured, logical) = measure_all(&cands, &ops, &data).with_context(|| args.trace.display().to_string())?;
+    let mut workload = tenant_workload(&meta, logical, data.len(), args.qps);
+    if let Some(gb) = args.data_gb {
+        workload.data_bytes = gb * GB;
+    }
     let curve = curve_of(&meta);
-    let mut result = compute(&cands, measured, &workload, curve.as_ref());
+    let mut result = compute(&cands, cands.candidates.iter().zip(measured).collect(), &workload, curve.as_ref());
     result["tenant"] = json!(meta.tenant);
     result["trace"] = json!(args.trace.display().to_string());
     result["measured_at"] = json!(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));

@@ -101,21 +101,39 @@ pub fn prepare(ops: &[Op], values: &HashMap<Vec<u8>, Vec<u8>>) -> Prepared {
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Run {
     pub connections: usize,
+    /// Requests each connection has in flight (one pipelined batch).
+    pub pipeline: usize,
     pub qps: f64,
+    /// Latency of a batch, µs.
     pub p50_us: f64,
     pub p99_us: f64,
     pub errors: u64,
+    /// Commands per second of the engine's CPU time (all its threads), when its pid is known:
+    /// what one fully used core sustains, unaffected by time the machine gave to others.
+    pub per_cpu_second: Option<f64>,
 }
 
-/// `connections` clients, each sending one command at a time, for `seconds`; connection i
-/// takes the commands whose key hashes to it (so one key's commands keep their order), and
-/// starts over at the end of the trace.
-pub fn closed_loop(addr: &str, prepared: &Arc<Prepared>, connections: usize, seconds: f64) -> anyhow::Result<Run> {
+/// CPU time of every thread of process `pid`, seconds (from /proc/PID/task/*/schedstat).
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let mut ns = 0u64;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let text = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        ns += text.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Some(ns as f64 / 1e9)
+}
+
+/// `connections` clients, each sending `pipeline` commands at a time, for `seconds`;
+/// connection i takes the commands whose key hashes to it (so one key's commands keep their
+/// order), and starts over at the end of the trace. `engine_pid`: to count its CPU time.
+pub fn closed_loop(addr: &str, prepared: &Arc<Prepared>, connections: usize, pipeline: usize, seconds: f64, engine_pid: Option<u32>) -> anyhow::Result<Run> {
+    let pipeline = pipeline.max(1);
+    let cpu_start = engine_pid.and_then(cpu_seconds);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut handles = Vec::new();
     for t in 0..connections {
         let (stop, prepared, addr) = (stop.clone(), prepared.clone(), addr.to_string());
-        handles.push(std::thread::spawn(move || -> anyhow::Result<(Vec<u32>, u64)> {
+        handles.push(std::thread::spawn(move || -> anyhow::Result<(Vec<u32>, u64, u64)> {
             let mut c = Client::connect_to(&addr)?;
             let mine: Vec<usize> = (0..prepared.commands.len()).filter(|i| {
                 let args = &prepared.commands[*i].1;
@@ -124,27 +142,31 @@ pub fn closed_loop(addr: &str, prepared: &Arc<Prepared>, connections: usize, sec
             }).collect();
             let mut lat = Vec::with_capacity(1 << 16);
             let mut db = 0u8;
+            let mut sent = 0u64;
             if mine.is_empty() {
-                return Ok((lat, 0));
+                return Ok((lat, 0, 0));
             }
             'outer: loop {
-                for &i in &mine {
+                for batch in mine.chunks(pipeline) {
                     if stop.load(std::sync::atomic::Ordering::Relaxed) {
                         break 'outer;
                     }
-                    let (cdb, args) = &prepared.commands[i];
-                    if *cdb != db {
-                        c.call(&[b"SELECT", cdb.to_string().as_bytes()])?;
-                        db = *cdb;
-                    }
-                    let argv: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
                     let start = Instant::now();
-                    c.push(&argv);
+                    for &i in batch {
+                        let (cdb, args) = &prepared.commands[i];
+                        if *cdb != db {
+                            c.push(&[b"SELECT", cdb.to_string().as_bytes()]);
+                            db = *cdb;
+                        }
+                        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+                        c.push(&argv);
+                    }
                     c.flush()?;
                     lat.push(start.elapsed().as_micros() as u32);
+                    sent += batch.len() as u64;
                 }
             }
-            Ok((lat, c.errors))
+            Ok((lat, c.errors, sent))
         }));
     }
     let start = Instant::now();
@@ -152,35 +174,59 @@ pub fn closed_loop(addr: &str, prepared: &Arc<Prepared>, connections: usize, sec
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut lat = Vec::new();
     let mut errors = 0;
+    let mut sent = 0;
     for h in handles {
-        let (l, e) = h.join().map_err(|_| anyhow::anyhow!("a replay thread panicked"))??;
+        let (l, e, n) = h.join().map_err(|_| anyhow::anyhow!("a replay thread panicked"))??;
         lat.extend(l);
         errors += e;
+        sent += n;
     }
     let secs = start.elapsed().as_secs_f64();
+    let cpu = match (cpu_start, engine_pid.and_then(cpu_seconds)) {
+        (Some(a), Some(b)) if b > a => Some(b - a),
+        _ => None,
+    };
     lat.sort_unstable();
     let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0) as f64;
-    Ok(Run { connections, qps: lat.len() as f64 / secs, p50_us: pct(0.5), p99_us: pct(0.99), errors })
+    Ok(Run { connections, pipeline, qps: sent as f64 / secs, p50_us: pct(0.5), p99_us: pct(0.99), errors, per_cpu_second: cpu.map(|c| sent as f64 / c) })
 }
 
-/// MaxPerf: the highest QPS over growing connection counts whose p99 stays under `p99_bound_us`
-/// (stops when QPS no longer grows by 3% or the bound is passed); the runs made.
-pub fn max_perf(addr: &str, prepared: &Arc<Prepared>, seconds: f64, p99_bound_us: f64) -> anyhow::Result<(f64, Vec<Run>)> {
-    let mut runs = Vec::new();
-    let mut best = 0.0f64;
-    for connections in [1, 2, 4, 8, 16, 32] {
-        let run = closed_loop(addr, prepared, connections, seconds)?;
+/// Requests in flight per replay connection: enough that the engine, not the replaying
+/// client (which shares the machine), is what saturates.
+pub const PIPELINE: usize = 8;
+
+/// MaxPerf: over growing connection counts (stopping when QPS no longer grows by 3% or a
+/// batch's p99 passes `p99_bound_us`), the load with the highest QPS within the bound; its
+/// commands per engine CPU-second when the engine's pid is known (a saturated engine uses
+/// one core; on a shared machine wall-clock QPS also counts the time others took), else its
+/// QPS. 0 when even one connection is over the bound: no load meets it (infinite cost).
+pub fn max_perf(addr: &str, prepared: &Arc<Prepared>, seconds: f64, p99_bound_us: f64, engine_pid: Option<u32>) -> anyhow::Result<(f64, Vec<Run>)> {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut best: Option<Run> = None;
+    for connections in [1, 2, 4, 8, 16] {
+        let run = closed_loop(addr, prepared, connections, PIPELINE, seconds, engine_pid)?;
         runs.push(run);
         if run.p99_us > p99_bound_us {
             break;
         }
-        let grew = run.qps > best * 1.03;
-        best = best.max(run.qps);
+        let grew = best.is_none_or(|b| run.qps > b.qps * 1.03);
+        if best.is_none_or(|b| run.qps > b.qps) {
+            best = Some(run);
+        }
         if !grew {
             break;
         }
     }
-    Ok((best, runs))
+    let Some(best) = best else { return Ok((0.0, runs)) };
+    // Two more runs at the chosen load; the median of the three (shared machines are noisy).
+    let mut rates = vec![best.per_cpu_second.unwrap_or(best.qps)];
+    for _ in 0..2 {
+        let run = closed_loop(addr, prepared, best.connections, PIPELINE, seconds, engine_pid)?;
+        runs.push(run);
+        rates.push(run.per_cpu_second.unwrap_or(run.qps));
+    }
+    rates.sort_by(f64::total_cmp);
+    Ok((rates[1], runs))
 }
 
 #[derive(Args)]
@@ -228,7 +274,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         println!("replayed {} commands of tenant {} ({} skipped, {} errors)", prepared.commands.len(), meta.tenant, prepared.skipped, c.errors);
         return Ok(());
     }
-    let run = closed_loop(&args.engine, &prepared, args.connections, args.seconds)?;
+    let run = closed_loop(&args.engine, &prepared, args.connections, 1, args.seconds, None)?;
     println!("{} connections: {:.0} commands/s, p50 {:.0} µs, p99 {:.0} µs, {} errors ({} commands skipped)", run.connections, run.qps, run.p50_us, run.p99_us, run.errors, prepared.skipped);
     Ok(())
 }
