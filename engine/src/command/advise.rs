@@ -10,18 +10,13 @@
 use serde_json::{json, Value};
 
 use super::args::{err, is, CmdError};
+use super::stats::tenant_arg;
 use super::table::COMMANDS;
 use super::{CmdResult, Ctx};
 use crate::cost::advisor::{self, Device, Live, Setup};
 use crate::cost::{Capacity, Curve, Instance, Prices};
 use crate::server::state::Server;
 use crate::stats::workload::Workload;
-
-fn tenant_of(srv: &Server, name: &[u8]) -> Result<(usize, String), CmdError> {
-    let name = String::from_utf8_lossy(name).into_owned();
-    let ns = srv.tenant_namespace(&name).ok_or_else(|| err(format!("ERR no such tenant '{name}'")))?;
-    Ok((ns, if name.is_empty() { "default".into() } else { name }))
-}
 
 fn file_of(srv: &Server, tenant: &str) -> std::path::PathBuf {
     srv.config.data_dir.join("cost-eval").join(format!("{tenant}.json"))
@@ -40,7 +35,7 @@ pub fn cost_eval(srv: &Server, tenant: &str) -> Option<Value> {
 pub fn costeval(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     match (argv.len(), argv[1]) {
         (4, s) if is(s, "SET") => {
-            let (_, tenant) = tenant_of(ctx.srv, argv[2])?;
+            let (_, tenant) = tenant_arg(ctx.srv, argv[2])?;
             let v: Value = serde_json::from_slice(argv[3]).map_err(|e| err(format!("ERR the result is not JSON: {e}")))?;
             if !v["candidates"].is_array() {
                 return Err(err("ERR the result has no \"candidates\" array (is it terrace cost-eval's output?)"));
@@ -51,7 +46,7 @@ pub fn costeval(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.ok();
         }
         (3, s) if is(s, "GET") => {
-            let (_, tenant) = tenant_of(ctx.srv, argv[2])?;
+            let (_, tenant) = tenant_arg(ctx.srv, argv[2])?;
             match cost_eval(ctx.srv, &tenant) {
                 Some(v) => ctx.out.bulk(v.to_string().as_bytes()),
                 None => ctx.out.null(),
@@ -113,9 +108,8 @@ fn current_setup(srv: &Server, ns: usize) -> Setup {
 }
 
 pub fn advise(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let (ns, tenant) = tenant_of(ctx.srv, argv[1])?;
-    let name = ctx.srv.namespaces.lock()[ns].clone();
-    let w = Workload::gather(ctx.srv, ns, &name);
+    let (ns, tenant) = tenant_arg(ctx.srv, argv[1])?;
+    let w = Workload::gather(ctx.srv, ns);
     let l = live(ctx.srv, &w);
     let evaluated = cost_eval(ctx.srv, &tenant);
     let prices: Prices = evaluated.as_ref().and_then(|v| serde_json::from_value(v["prices"].clone()).ok()).unwrap_or_default();

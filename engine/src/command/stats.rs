@@ -27,17 +27,17 @@ pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn workload(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let name = String::from_utf8_lossy(argv[1]).into_owned();
-    let ns = ctx.srv.tenant_namespace(&name).ok_or_else(|| err(format!("ERR no such tenant '{name}'")))?;
-    let tenant = ctx.srv.namespaces.lock()[ns].clone();
-    let w = crate::stats::workload::Workload::gather(ctx.srv, ns, &tenant);
+    let (ns, _) = tenant_arg(ctx.srv, argv[1])?;
+    let w = crate::stats::workload::Workload::gather(ctx.srv, ns);
     ctx.out.bulk(w.to_json().to_string().as_bytes());
     Ok(())
 }
 
-fn tenant_ns(ctx: &Ctx, name: &[u8]) -> Result<usize, CmdError> {
-    let name = String::from_utf8_lossy(name);
-    ctx.srv.tenant_namespace(&name).ok_or_else(|| err(format!("ERR no such tenant '{name}'")))
+/// A tenant named in a command: its namespace and its name (`default` for the default one).
+pub fn tenant_arg(srv: &crate::server::state::Server, name: &[u8]) -> Result<(usize, String), CmdError> {
+    let name = String::from_utf8_lossy(name).into_owned();
+    let ns = srv.tenant_namespace(&name).ok_or_else(|| err(format!("ERR no such tenant '{name}'")))?;
+    Ok((ns, if name.is_empty() { "default".into() } else { name }))
 }
 
 /// `RATE r` and `MAX n` / `COUNT n` options from `i` on.
@@ -62,7 +62,7 @@ pub fn record(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let rec = &ctx.srv.recorder;
     match argv[1] {
         s if is(s, "START") && argv.len() >= 3 => {
-            let ns = tenant_ns(ctx, argv[2])?;
+            let (ns, _) = tenant_arg(ctx.srv, argv[2])?;
             let (rate, max) = rate_and_max(argv, 3)?;
             rec.start(ns, rate, max).map_err(|e| err(format!("ERR {e}")))?;
             ctx.out.ok();
@@ -81,7 +81,7 @@ pub fn record(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.bulk(doc.to_string().as_bytes());
         }
         s if is(s, "SAMPLE") && argv.len() >= 4 => {
-            let ns = tenant_ns(ctx, argv[2])?;
+            let (ns, _) = tenant_arg(ctx.srv, argv[2])?;
             let cursor: usize = std::str::from_utf8(argv[3]).ok().and_then(|c| c.parse().ok()).ok_or_else(|| err("ERR invalid cursor"))?;
             let (rate, _) = rate_and_max(argv, 4)?;
             let threshold = (rate * (1u64 << 24) as f64).round() as u64;

@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use super::mrc::spatial;
 
 /// Arguments longer than this are recorded as their length only.
 pub const KEEP_ARG: usize = 64;
@@ -65,11 +64,6 @@ impl Recorder {
         *g = Some(Recording { ns, threshold, rate, started: Instant::now(), lines: String::new(), held: 0, max, recorded: 0, dropped: 0 });
         self.active.store(ns + 1, Ordering::Relaxed);
         Ok(())
-    }
-
-    /// Whether a key of `hash` is in the sample.
-    pub fn samples(&self, hash: u64) -> bool {
-        self.inner.lock().as_ref().is_some_and(|r| spatial(hash) < r.threshold)
     }
 
     /// The running recording's threshold.

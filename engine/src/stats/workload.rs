@@ -32,7 +32,8 @@ pub struct Workload {
 }
 
 impl Workload {
-    pub fn gather(srv: &Server, ns: usize, tenant: &str) -> Workload {
+    pub fn gather(srv: &Server, ns: usize) -> Workload {
+        let tenant = srv.namespaces.lock().get(ns).cloned().unwrap_or_default();
         let stats = &srv.tenant_stats[ns];
         let rates = stats.rates();
         let census = srv.keyspace.namespace_census(ns);
@@ -45,15 +46,7 @@ impl Workload {
         let avg_record_bytes = if census.keys > 0 { logical_bytes / census.keys as f64 } else { 0.0 };
         let (mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve) =
             stats.with_mrc(|m| (m.mean_interval_ms(), m.median_interval_ms(), m.rate(), m.sampled_keys(), m.curve(census.keys as f64, CURVE_POINTS)));
-        Workload { tenant: tenant.to_string(), namespace: ns, rates, census, compression_ratio, logical_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve }
-    }
-
-    /// Miss ratio with `cr` of the keys cached, interpolated on the curve.
-    pub fn miss_ratio_at(&self, cr: f64) -> Option<f64> {
-        if self.curve.is_empty() || self.rates.reads + self.rates.writes == 0 {
-            return None;
-        }
-        Some(crate::cost::Curve::new(self.curve.iter().map(|p| (p.0, p.2)).collect()).miss_ratio(cr))
+        Workload { tenant, namespace: ns, rates, census, compression_ratio, logical_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve }
     }
 
     pub fn to_json(&self) -> Value {
