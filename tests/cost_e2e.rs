@@ -283,3 +283,49 @@ fn cost_eval_on_a_tiny_trace_end_to_end() {
     let e = common::err(&mut c, &["TERRACE.COSTEVAL", "SET", "default", "{\"x\":1}"]);
     assert!(e.contains("candidates"), "{e}");
 }
+
+#[test]
+fn recording_through_a_proxy_takes_every_engine() {
+    let e1 = Engine::start(&["--threads", "1"]);
+    let e2 = Engine::start(&["--threads", "1"]);
+    let proxy = common::Proxy::start(&[&e1, &e2], &[], &[]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    const KEYS: usize = 1_000;
+    for k in 0..KEYS {
+        let _: () = q(&mut c, &["SET", &format!("user:{k}"), "profile"]);
+    }
+    let dir = common::temp_dir("record-proxy").join("trace");
+    let recorder = {
+        let (addr, out) = (format!("127.0.0.1:{}", proxy.port), dir.to_str().unwrap().to_string());
+        std::thread::spawn(move || terrace(&["record", "--proxy", &addr, "--tenant", "default", "--seconds", "2", "--out", &out]))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut sent: std::collections::HashMap<String, usize> = Default::default();
+    let mut rng = fastrand::Rng::with_seed(4);
+    for _ in 0..3_000 {
+        let key = format!("user:{}", rng.usize(0..KEYS));
+        *sent.entry(key.clone()).or_default() += 1;
+        let _: Option<String> = q(&mut c, &["GET", &key]);
+    }
+    recorder.join().unwrap();
+    let ops = trace_ops(&dir);
+    assert_eq!(ops.len(), 3_000, "every GET, from both engines");
+    let mut traced: std::collections::HashMap<String, usize> = Default::default();
+    for (_, k) in &ops {
+        *traced.entry(k.clone()).or_default() += 1;
+    }
+    assert_eq!(traced, sent);
+    let times: Vec<u64> = std::fs::read_to_string(dir.join("trace.tsv")).unwrap().lines().map(|l| l.split('\t').next().unwrap().parse().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "merged in time order");
+    assert_eq!(std::fs::read_to_string(dir.join("data.tsv")).unwrap().lines().count(), KEYS);
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["engines"].as_array().unwrap().len(), 2);
+    assert_eq!(meta["workload"]["keys"].as_u64().unwrap(), KEYS as u64);
+    assert_eq!(meta["workload"]["reads"].as_f64().unwrap(), 3_000.0);
+    assert_eq!(meta["workload"]["mrc"]["points"].as_array().unwrap().len(), 40);
+    // Each engine held part of the keys.
+    for e in [&e1, &e2] {
+        let n: u64 = q(&mut e.client(), &["DBSIZE"]);
+        assert!(n > 0 && n < KEYS as u64);
+    }
+}

@@ -95,7 +95,7 @@ fn record_workload(spec: &Spec, args: &CostArgs, dir: &Path) -> anyhow::Result<P
         }
         let out = dir.join("full");
         let rec = {
-            let a = RecordArgs { tenant: "default".into(), seconds: args.seconds, out: out.clone(), engine: format!("127.0.0.1:{port}"), rate: 1.0 };
+            let a = RecordArgs { tenant: "default".into(), seconds: args.seconds, out: out.clone(), engine: format!("127.0.0.1:{port}"), proxy: None, password: None, rate: 1.0 };
             std::thread::spawn(move || record(&a))
         };
         std::thread::sleep(Duration::from_millis(300));

@@ -349,9 +349,16 @@ pub fn run(args: CostEvalArgs) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(&result)?;
     std::fs::write(args.trace.join("cost-eval.json"), &text)?;
     if args.json { println!("{text}") } else { print!("{}", table(&result)) }
-    let target = args.publish.clone().unwrap_or_else(|| meta.source.clone());
-    if target != "none" {
-        match Client::connect_to(&target).and_then(|mut c| c.call(&[b"TERRACE.COSTEVAL", b"SET", meta.tenant.as_bytes(), serde_json::to_string(&result)?.as_bytes()])) {
+    // Every engine holding the tenant gets the result (its advisor reads it).
+    let targets = match &args.publish {
+        Some(t) if t == "none" => Vec::new(),
+        Some(t) => vec![t.clone()],
+        None if !meta.engines.is_empty() => meta.engines.clone(),
+        None => vec![meta.source.clone()],
+    };
+    let body = serde_json::to_string(&result)?;
+    for target in targets {
+        match Client::connect_to(&target).and_then(|mut c| c.call(&[b"TERRACE.COSTEVAL", b"SET", meta.tenant.as_bytes(), body.as_bytes()])) {
             Ok(_) => eprintln!("result handed to the engine at {target} (TERRACE.ADVISE {} reads it)", meta.tenant),
             Err(e) => eprintln!("could not hand the result to {target}: {e:#} (it is in {})", args.trace.join("cost-eval.json").display()),
         }

@@ -1,5 +1,8 @@
 //! `terrace record`: a sampled trace of a tenant's commands and a sample of its data, taken
-//! from a live engine with `TERRACE.RECORD` (see `trace` for the files).
+//! with `TERRACE.RECORD` from a live engine, or from every engine behind a proxy (the proxy
+//! names them in `INFO proxy`; a tenant's namespace has its name on every engine). With several
+//! engines the traces are merged in time order, the data samples put together and the workload
+//! statistics summed (see `trace` for the files).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
+use serde_json::{json, Value};
 
 use super::trace::Meta;
 use crate::bench::resp_client::Client;
@@ -25,6 +29,12 @@ pub struct RecordArgs {
     /// The engine, host:port.
     #[arg(long, default_value = "127.0.0.1:7001")]
     pub engine: String,
+    /// A proxy, host:port: record from every engine behind it instead of `--engine`.
+    #[arg(long)]
+    pub proxy: Option<String>,
+    /// The tenant's password, to ask the proxy for its engines.
+    #[arg(long, env = "TERRACE_TENANT_PASSWORD")]
+    pub password: Option<String>,
     /// Share of the tenant's keys sampled (by key hash: a sampled key keeps all its commands).
     #[arg(long, default_value_t = 1.0)]
     pub rate: f64,
@@ -43,58 +53,143 @@ fn call(c: &mut Client, args: &[&str]) -> anyhow::Result<String> {
     Ok(c.call(&argv).with_context(|| args.join(" "))?.unwrap_or_default())
 }
 
+/// The engines behind the proxy at `proxy`, from its `INFO proxy`.
+pub fn engines_behind(proxy: &str, tenant: &str, password: Option<&str>) -> anyhow::Result<Vec<String>> {
+    let mut c = Client::connect_to(proxy)?;
+    if let Some(p) = password {
+        call(&mut c, &["AUTH", tenant, p])?;
+    }
+    let info = call(&mut c, &["INFO", "proxy"])?;
+    let engines: Vec<String> = info
+        .lines()
+        .filter(|l| l.starts_with("engine") && l.contains(":addr="))
+        .filter_map(|l| l.split(":addr=").nth(1)?.split(',').next().map(str::to_string))
+        .collect();
+    if engines.is_empty() {
+        anyhow::bail!("{proxy} listed no engines in INFO proxy (is it a Terrace proxy?)");
+    }
+    Ok(engines)
+}
+
+/// Workload statistics of one tenant over several engines: counts, rates and bytes summed,
+/// ratios recomputed, the miss-ratio curves averaged weighted by keys (each engine's curve is
+/// over the same shares of its own keys, and slots spread keys evenly).
+pub fn merge_workloads(parts: &[Value]) -> Value {
+    if parts.len() == 1 {
+        return parts[0].clone();
+    }
+    let sum = |path: &[&str]| -> f64 { parts.iter().map(|p| path.iter().fold(p, |v, k| &v[*k]).as_f64().unwrap_or(0.0)).sum() };
+    let mut w = parts[0].clone();
+    for k in ["qps_1s", "qps_1m", "peak_1s"] {
+        w[k] = json!(sum(&[k]));
+    }
+    for k in ["reads", "writes", "keys"] {
+        w[k] = json!(sum(&[k]) as u64);
+    }
+    for k in ["logical", "entries", "table", "keys", "dram_values", "pmem_values", "compressed_values", "compressed_stored"] {
+        w["bytes"][k] = json!(sum(&["bytes", k]) as u64);
+    }
+    let (reads, writes, keys) = (sum(&["reads"]), sum(&["writes"]), sum(&["keys"]));
+    w["read_ratio"] = json!(if reads + writes > 0.0 { reads / (reads + writes) } else { 1.0 });
+    w["avg_record_bytes"] = json!(if keys > 0.0 { sum(&["bytes", "logical"]) / keys } else { 0.0 });
+    w["burstiness"] = json!(if sum(&["qps_1m"]) > 0.0 { sum(&["peak_1s"]) / sum(&["qps_1m"]) } else { 1.0 });
+    let n = parts[0]["mrc"]["points"].as_array().map_or(0, |a| a.len());
+    let points: Vec<Value> = (0..n)
+        .map(|i| {
+            let (mut cache, mut mr) = (0.0, 0.0);
+            for p in parts {
+                let pt = &p["mrc"]["points"][i];
+                cache += pt[1].as_f64().unwrap_or(0.0);
+                mr += pt[2].as_f64().unwrap_or(1.0) * p["keys"].as_f64().unwrap_or(0.0);
+            }
+            json!([parts[0]["mrc"]["points"][i][0], cache, if keys > 0.0 { mr / keys } else { 1.0 }])
+        })
+        .collect();
+    w["mrc"]["points"] = json!(points);
+    w["engines"] = json!(parts.len());
+    w
+}
+
 pub fn record(args: &RecordArgs) -> anyhow::Result<Meta> {
     if !(args.rate > 0.0 && args.rate <= 1.0) {
         anyhow::bail!("--rate must be in (0, 1], got {}", args.rate);
     }
+    let engines = match &args.proxy {
+        Some(p) => engines_behind(p, &args.tenant, args.password.as_deref())?,
+        None => vec![args.engine.clone()],
+    };
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let mut c = Client::connect_to(&args.engine)?;
+    let mut clients = engines.iter().map(|e| Client::connect_to(e)).collect::<anyhow::Result<Vec<_>>>()?;
     let rate = args.rate.to_string();
-    let mut trace = std::io::BufWriter::new(std::fs::File::create(args.out.join("trace.tsv"))?);
-    call(&mut c, &["TERRACE.RECORD", "START", &args.tenant, "RATE", &rate])?;
+    for (c, e) in clients.iter_mut().zip(&engines) {
+        call(c, &["TERRACE.RECORD", "START", &args.tenant, "RATE", &rate]).with_context(|| e.clone())?;
+    }
     let start = Instant::now();
     let until = start + Duration::from_secs_f64(args.seconds);
     let mut last_print = start;
-    let mut lines = 0usize;
+    // (µs since the engine's start, line); engines started within a few ms of each other.
+    let mut lines: Vec<(u64, String)> = Vec::new();
+    let keep = |chunk: &str, lines: &mut Vec<(u64, String)>| {
+        for l in chunk.lines() {
+            let t = l.split('\t').next().and_then(|t| t.parse().ok()).unwrap_or(0);
+            lines.push((t, l.to_string()));
+        }
+    };
     while Instant::now() < until {
         std::thread::sleep(Duration::from_millis(100).min(until.saturating_duration_since(Instant::now())));
-        let chunk = call(&mut c, &["TERRACE.RECORD", "READ"])?;
-        lines += chunk.lines().count();
-        trace.write_all(chunk.as_bytes())?;
+        for c in clients.iter_mut() {
+            let chunk = call(c, &["TERRACE.RECORD", "READ"])?;
+            keep(&chunk, &mut lines);
+        }
         if last_print.elapsed() >= Duration::from_secs(1) {
-            eprint!("\r  {:>5.1} s  {lines} commands", start.elapsed().as_secs_f64());
+            eprint!("\r  {:>5.1} s  {} commands", start.elapsed().as_secs_f64(), lines.len());
             last_print = Instant::now();
         }
     }
-    let stop: serde_json::Value = serde_json::from_str(&call(&mut c, &["TERRACE.RECORD", "STOP"])?)?;
-    trace.write_all(stop["rest"].as_str().unwrap_or_default().as_bytes())?;
-    trace.flush()?;
+    let (mut recorded, mut dropped, mut seconds) = (0, 0, 0.0f64);
+    for c in clients.iter_mut() {
+        let stop: Value = serde_json::from_str(&call(c, &["TERRACE.RECORD", "STOP"])?)?;
+        keep(stop["rest"].as_str().unwrap_or_default(), &mut lines);
+        recorded += stop["recorded"].as_u64().unwrap_or(0);
+        dropped += stop["dropped"].as_u64().unwrap_or(0);
+        seconds = seconds.max(stop["seconds"].as_f64().unwrap_or(args.seconds));
+    }
     eprintln!();
-    // The data sample: the same keys (by hash), one shard per call.
+    lines.sort_by_key(|(t, _)| *t);
+    let mut trace = std::io::BufWriter::new(std::fs::File::create(args.out.join("trace.tsv"))?);
+    for (_, l) in &lines {
+        writeln!(trace, "{l}")?;
+    }
+    trace.flush()?;
+    // The data sample: the same keys (by hash), one shard per call, from every engine.
     let mut data = std::io::BufWriter::new(std::fs::File::create(args.out.join("data.tsv"))?);
-    let mut cursor = "0".to_string();
     let mut sampled_keys = 0u64;
-    loop {
-        let reply = call(&mut c, &["TERRACE.RECORD", "SAMPLE", &args.tenant, &cursor, "RATE", &rate])?;
-        let (next, body) = reply.split_once('\n').unwrap_or((&reply, ""));
-        sampled_keys += body.lines().count() as u64;
-        data.write_all(body.as_bytes())?;
-        if next == "0" {
-            break;
+    let mut workloads = Vec::new();
+    for c in clients.iter_mut() {
+        let mut cursor = "0".to_string();
+        loop {
+            let reply = call(c, &["TERRACE.RECORD", "SAMPLE", &args.tenant, &cursor, "RATE", &rate])?;
+            let (next, body) = reply.split_once('\n').unwrap_or((&reply, ""));
+            sampled_keys += body.lines().count() as u64;
+            data.write_all(body.as_bytes())?;
+            if next == "0" {
+                break;
+            }
+            cursor = next.to_string();
         }
-        cursor = next.to_string();
+        workloads.push(serde_json::from_str::<Value>(&call(c, &["TERRACE.WORKLOAD", &args.tenant])?)?);
     }
     data.flush()?;
-    let workload: serde_json::Value = serde_json::from_str(&call(&mut c, &["TERRACE.WORKLOAD", &args.tenant])?)?;
     let meta = Meta {
         tenant: args.tenant.clone(),
-        source: args.engine.clone(),
+        source: engines[0].clone(),
+        engines: engines.clone(),
         rate: args.rate,
-        seconds: stop["seconds"].as_f64().unwrap_or(args.seconds),
-        recorded: stop["recorded"].as_u64().unwrap_or(0),
-        dropped: stop["dropped"].as_u64().unwrap_or(0),
+        seconds,
+        recorded,
+        dropped,
         sampled_keys,
-        workload,
+        workload: merge_workloads(&workloads),
     };
     std::fs::write(args.out.join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
     Ok(meta)

@@ -12,7 +12,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Meta {
     pub tenant: String,
+    /// The engine recorded (the first, with several).
     pub source: String,
+    /// Every engine recorded (through a proxy: all behind it).
+    #[serde(default)]
+    pub engines: Vec<String>,
     pub rate: f64,
     pub seconds: f64,
     pub recorded: u64,
