@@ -62,45 +62,69 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// A random cyclic permutation of 0..n (Sattolo), so a pointer chase visits every slot.
-fn cycle(n: usize, rng: &mut fastrand::Rng) -> Vec<u64> {
-    let mut p: Vec<u64> = (0..n as u64).collect();
+/// Scratch memory mapped straight from the kernel: the probe's buffers (a few hundred MB for
+/// a moment) must not go through the counting allocator, where they would count in
+/// used_memory and trip maxmemory while the engine is already serving.
+struct Scratch(memmap2::MmapMut);
+
+impl Scratch {
+    fn new(bytes: usize) -> std::io::Result<Scratch> {
+        Ok(Scratch(memmap2::MmapMut::map_anon(bytes.max(8).next_multiple_of(8))?))
+    }
+
+    fn words(&mut self) -> &mut [u64] {
+        // SAFETY: the mapping is page-aligned, its length a multiple of 8, and any bit pattern
+        // is a valid u64.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<u64>(), self.0.len() / 8) }
+    }
+}
+
+/// A random cyclic permutation of 0..n (Sattolo): `next[i]`, so a pointer chase visits every slot.
+fn cycle(n: usize, rng: &mut fastrand::Rng) -> std::io::Result<Scratch> {
+    let mut order = Scratch::new(n * 8)?;
+    let p = order.words();
+    for (i, x) in p.iter_mut().enumerate() {
+        *x = i as u64;
+    }
     for i in (1..n).rev() {
         let j = rng.usize(0..i);
         p.swap(i, j);
     }
-    let mut next = vec![0u64; n];
+    let mut next = Scratch::new(n * 8)?;
+    let nx = next.words();
     for i in 0..n {
-        next[p[i] as usize] = p[(i + 1) % n];
+        nx[p[i] as usize] = p[(i + 1) % n];
     }
-    next
+    Ok(next)
 }
 
-pub fn probe_dram() -> Dram {
+pub fn probe_dram() -> std::io::Result<Dram> {
     let mut rng = fastrand::Rng::with_seed(1);
     // Slots a cache line apart, so each step misses the caches.
     let n = DRAM_BYTES / 64;
-    let idx = cycle(n, &mut rng);
-    let mut table = vec![0u64; n * 8];
-    for (i, nx) in idx.iter().enumerate() {
-        table[i * 8] = nx * 8;
+    let mut idx = cycle(n, &mut rng)?;
+    let mut table = Scratch::new(n * 64)?;
+    let t = table.words();
+    for (i, nx) in idx.words().iter().enumerate() {
+        t[i * 8] = nx * 8;
     }
     let start = Instant::now();
     let steps = 1_000_000;
     let mut at = 0u64;
     for _ in 0..steps {
-        at = table[at as usize];
+        at = t[at as usize];
     }
     std::hint::black_box(at);
     let random_read_ns = start.elapsed().as_nanos() as f64 / steps as f64;
-    let src = vec![1u8; DRAM_BYTES];
-    let mut dst = vec![0u8; DRAM_BYTES];
+    let mut src = Scratch::new(DRAM_BYTES)?;
+    src.0.fill(1);
+    let mut dst = Scratch::new(DRAM_BYTES)?;
     let start = Instant::now();
     for _ in 0..4 {
-        dst.copy_from_slice(std::hint::black_box(&src));
+        dst.0.copy_from_slice(std::hint::black_box(&src.0));
     }
-    std::hint::black_box(&dst);
-    Dram { random_read_ns, copy_gbps: 4.0 * DRAM_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9 }
+    std::hint::black_box(&dst.0);
+    Ok(Dram { random_read_ns, copy_gbps: 4.0 * DRAM_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9 })
 }
 
 /// The PMem path: a mapping of a scratch file in `dir`.
@@ -126,8 +150,8 @@ pub fn probe_mapped(dir: &Path) -> std::io::Result<Media> {
         }
         let sync_us = start.elapsed().as_secs_f64() * 1e6 / rounds as f64;
         let n = MAPPED_BYTES / 64;
-        let idx = cycle(n, &mut fastrand::Rng::with_seed(2));
-        for (i, nx) in idx.iter().enumerate() {
+        let mut idx = cycle(n, &mut fastrand::Rng::with_seed(2))?;
+        for (i, nx) in idx.words().iter().enumerate() {
             map[i * 64..i * 64 + 8].copy_from_slice(&(nx * 64).to_le_bytes());
         }
         let start = Instant::now();
@@ -196,7 +220,22 @@ pub fn cached_or_probe(pmem_dir: Option<&Path>, storage_dir: &Path) -> DevicePro
             }
         }
     }
+    // One engine probes at a time (engines started together would otherwise all measure at
+    // once, disturbing each other and what they serve); the others wait for its result.
+    let lock = cache.with_extension("lock");
+    let owned = std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).is_ok()
+        || std::fs::metadata(&lock).and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(60));
+    if !owned {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(200));
+            if let Some(p) = std::fs::read_to_string(&cache).ok().and_then(|t| serde_json::from_str::<DeviceProfile>(&t).ok()) {
+                return p;
+            }
+        }
+    }
     let p = probe(pmem_dir, storage_dir);
+    let _ = std::fs::remove_file(&lock);
     if let Ok(text) = serde_json::to_string(&p) {
         let tmp = cache.with_extension(format!("tmp{}", std::process::id()));
         if std::fs::write(&tmp, text).is_ok() {
@@ -208,7 +247,10 @@ pub fn cached_or_probe(pmem_dir: Option<&Path>, storage_dir: &Path) -> DevicePro
 
 pub fn probe(pmem_dir: Option<&Path>, storage_dir: &Path) -> DeviceProfile {
     let start = Instant::now();
-    let dram = probe_dram();
+    let dram = probe_dram().unwrap_or_else(|e| {
+        tracing::warn!("device probe of DRAM: {e}");
+        Dram { random_read_ns: 0.0, copy_gbps: 0.0 }
+    });
     let pmem = pmem_dir.and_then(|d| probe_mapped(d).map_err(|e| tracing::warn!("device probe of the PMem path {}: {e}", d.display())).ok());
     let storage = probe_file(storage_dir).map_err(|e| tracing::warn!("device probe of the storage path {}: {e}", storage_dir.display())).ok();
     DeviceProfile { dram, pmem, storage, measured_at: unix_now(), probe_seconds: start.elapsed().as_secs_f64() }
@@ -247,7 +289,8 @@ mod tests {
 
     #[test]
     fn a_cycle_visits_every_slot() {
-        let next = cycle(1000, &mut fastrand::Rng::with_seed(9));
+        let mut next = cycle(1000, &mut fastrand::Rng::with_seed(9)).unwrap();
+        let next = next.words();
         let mut seen = vec![false; 1000];
         let mut at = 0;
         for _ in 0..1000 {
