@@ -156,8 +156,10 @@ fn field(r: &Value, name: &str, path: &[&str]) -> f64 {
     row.and_then(|x| path.iter().fold(Some(x), |v, k| v.and_then(|v| v.get(*k))).and_then(Value::as_f64)).unwrap_or(f64::NAN)
 }
 
+/// A candidate's C; infinite when it has none (MaxPerf 0: no load met the p99 bound).
 fn c_of(r: &Value, name: &str) -> f64 {
-    r["candidates"].as_array().into_iter().flatten().find(|x| x["name"] == name).and_then(|x| x["evaluation"]["c"].as_f64()).unwrap_or(f64::INFINITY)
+    let c = field(r, name, &["evaluation", "c"]);
+    if c.is_nan() { f64::INFINITY } else { c }
 }
 
 fn break_even_s(r: &Value, a: &str, b: &str) -> String {

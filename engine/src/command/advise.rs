@@ -71,8 +71,6 @@ fn command_us(srv: &Server) -> f64 {
 
 fn live(srv: &Server, w: &Workload) -> Live {
     let c = &w.census;
-    let raw_encoded = w.compression_ratio.map_or(c.encoded_bytes as f64, |r| c.encoded_bytes as f64 / r.max(1e-6));
-    let values = (c.dram_value_bytes + c.pmem_value_bytes) as f64 - c.encoded_bytes as f64 + raw_encoded;
     let comp = srv.keyspace.compression(w.namespace).stats();
     // A codec's ratio: the tenant's own live ratio, else the recommender's last measurement.
     let codec = match (comp["codec"].as_str(), w.compression_ratio) {
@@ -90,7 +88,7 @@ fn live(srv: &Server, w: &Workload) -> Live {
         data_bytes: w.logical_bytes,
         keys: c.keys as f64,
         avg_record_bytes: w.avg_record_bytes,
-        value_share: if w.logical_bytes > 0.0 { (values / w.logical_bytes).clamp(0.0, 1.0) } else { 0.0 },
+        value_share: if w.logical_bytes > 0.0 { (w.value_bytes / w.logical_bytes).clamp(0.0, 1.0) } else { 0.0 },
         command_us: command_us(srv),
         burstiness: w.rates.burstiness(),
         codec,

@@ -84,7 +84,7 @@ pub fn record(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let (ns, _) = tenant_arg(ctx.srv, argv[2])?;
             let cursor: usize = std::str::from_utf8(argv[3]).ok().and_then(|c| c.parse().ok()).ok_or_else(|| err("ERR invalid cursor"))?;
             let (rate, _) = rate_and_max(argv, 4)?;
-            let threshold = (rate * (1u64 << 24) as f64).round() as u64;
+            let threshold = crate::stats::mrc::threshold_for(rate);
             let ks = ctx.data.ks;
             let per_ns = crate::keyspace::NUM_DBS * ks.shards_per_db();
             if cursor >= per_ns {

@@ -22,7 +22,7 @@ pub fn observe(srv: &Server, db: usize, spec: &CommandSpec, argv: &[&[u8]], now_
     let Some(t) = srv.tenant_stats.get(ns) else { return };
     t.count(spec.class, spec.write);
     let recording = srv.recorder.recording() == Some(ns);
-    let threshold = if recording { srv.recorder.threshold().unwrap_or(0) } else { 0 };
+    let threshold = if recording { srv.recorder.threshold() } else { 0 };
     let mut sampled = false;
     crate::command::table::for_each_key(spec, argv, |k| {
         let h = crate::keyspace::hash_bytes(k);

@@ -61,6 +61,11 @@ pub fn spatial(hash: u64) -> u64 {
     (hash >> 8) & (SPACE - 1)
 }
 
+/// The threshold on spatial values that samples a share `rate` of keys.
+pub fn threshold_for(rate: f64) -> u64 {
+    (rate.clamp(0.0, 1.0) * SPACE as f64).round() as u64
+}
+
 fn bucket_of(distance: f64) -> usize {
     if distance < LINEAR as f64 {
         distance as usize

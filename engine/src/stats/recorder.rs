@@ -6,7 +6,7 @@
 //! popularity; `sample_line` writes the same keys' data for the data sample.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -18,15 +18,15 @@ pub const KEEP_ARG: usize = 64;
 pub const DEFAULT_MAX: usize = 1_000_000;
 
 pub struct Recorder {
-    /// Namespace being recorded + 1 (0: none), checked without the lock.
+    /// Namespace being recorded + 1 (0: none), and its sampling threshold: read by every
+    /// command without the lock.
     active: AtomicUsize,
+    threshold: AtomicU64,
     inner: Mutex<Option<Recording>>,
 }
 
 pub struct Recording {
     pub ns: usize,
-    /// Sample keys whose spatial value is below this.
-    pub threshold: u64,
     pub rate: f64,
     started: Instant,
     lines: String,
@@ -44,7 +44,7 @@ fn hex(out: &mut String, b: &[u8]) {
 
 impl Default for Recorder {
     fn default() -> Recorder {
-        Recorder { active: AtomicUsize::new(0), inner: Mutex::new(None) }
+        Recorder { active: AtomicUsize::new(0), threshold: AtomicU64::new(0), inner: Mutex::new(None) }
     }
 }
 
@@ -60,15 +60,15 @@ impl Recorder {
         if let Some(r) = g.as_ref() {
             return Err(format!("a recording of namespace {} is already running", r.ns));
         }
-        let threshold = (rate.clamp(0.0, 1.0) * (1u64 << 24) as f64).round() as u64;
-        *g = Some(Recording { ns, threshold, rate, started: Instant::now(), lines: String::new(), held: 0, max, recorded: 0, dropped: 0 });
+        *g = Some(Recording { ns, rate, started: Instant::now(), lines: String::new(), held: 0, max, recorded: 0, dropped: 0 });
+        self.threshold.store(super::mrc::threshold_for(rate), Ordering::Relaxed);
         self.active.store(ns + 1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// The running recording's threshold.
-    pub fn threshold(&self) -> Option<u64> {
-        self.inner.lock().as_ref().map(|r| r.threshold)
+    /// The running recording's sampling threshold (compare with `mrc::spatial`).
+    pub fn threshold(&self) -> u64 {
+        self.threshold.load(Ordering::Relaxed)
     }
 
     /// Keeps one command: `time_us \t db \t value_size \t arg,arg,…` (hex; `#n`: n bytes elided).

@@ -22,6 +22,8 @@ pub struct Workload {
     pub compression_ratio: Option<f64>,
     /// Logical bytes: keys plus values at their raw size, plus the entries' own bytes.
     pub logical_bytes: f64,
+    /// Value bytes at their raw size (in either tier).
+    pub value_bytes: f64,
     pub avg_record_bytes: f64,
     pub mean_interval_ms: Option<f64>,
     pub median_interval_ms: Option<f64>,
@@ -43,10 +45,11 @@ impl Workload {
         // Entries (headers, keys, DRAM values, collections) and PMem values, with compressed
         // values counted at their raw size.
         let logical_bytes = (census.entry_bytes + census.pmem_value_bytes) as f64 - census.encoded_bytes as f64 + raw_encoded;
+        let value_bytes = (census.dram_value_bytes + census.pmem_value_bytes) as f64 - census.encoded_bytes as f64 + raw_encoded;
         let avg_record_bytes = if census.keys > 0 { logical_bytes / census.keys as f64 } else { 0.0 };
         let (mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve) =
             stats.with_mrc(|m| (m.mean_interval_ms(), m.median_interval_ms(), m.rate(), m.sampled_keys(), m.curve(census.keys as f64, CURVE_POINTS)));
-        Workload { tenant, namespace: ns, rates, census, compression_ratio, logical_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve }
+        Workload { tenant, namespace: ns, rates, census, compression_ratio, logical_bytes, value_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve }
     }
 
     pub fn to_json(&self) -> Value {
