@@ -29,6 +29,8 @@ enum Command {
     Engine(EngineArgs),
     /// Run the protocol proxy in front of engines.
     Proxy(ProxyArgs),
+    /// Run the web console and REST API (tenants, topology, cost advisor).
+    Console(ConsoleArgs),
     /// Benchmarks (compression codecs, …).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -38,6 +40,58 @@ enum Command {
     Replay(cost::replay::ReplayArgs),
     /// Measure candidate configurations on a recorded trace and cost them with the model.
     CostEval(cost::eval::CostEvalArgs),
+}
+
+#[derive(Args)]
+struct ConsoleArgs {
+    /// HTTP port [env: TERRACE_CONSOLE_PORT] [default: 8080]
+    #[arg(long)]
+    port: Option<u16>,
+    /// Address to listen on [env: TERRACE_CONSOLE_BIND] [default: 127.0.0.1]
+    #[arg(long)]
+    bind: Option<String>,
+    /// SQLite database file [env: TERRACE_CONSOLE_DB] [default: data/console.db]
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Engines of a new slot map, comma-separated host:port [env: TERRACE_CONSOLE_ENGINES] [default: 127.0.0.1:7001,127.0.0.1:7002]
+    #[arg(long)]
+    engines: Option<String>,
+    /// Proxies to push to, comma-separated host:port [env: TERRACE_CONSOLE_PROXIES] [default: 127.0.0.1:6379]
+    #[arg(long)]
+    proxies: Option<String>,
+    /// Milliseconds between reconcile passes [default: 2000]
+    #[arg(long)]
+    reconcile_ms: Option<u64>,
+    /// TOML configuration file; its [console] table is read.
+    #[arg(long, env = "TERRACE_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+impl ConsoleArgs {
+    fn config(self) -> anyhow::Result<terrace_console::ConsoleConfig> {
+        let list = |s: String| terrace_proxy::config::split_list(&s);
+        let flags = terrace_console::ConsoleSettings {
+            port: self.port,
+            bind: self.bind,
+            db: self.db,
+            engines: self.engines.map(list),
+            proxies: self.proxies.map(list),
+            reconcile_ms: self.reconcile_ms,
+            ..Default::default()
+        };
+        let file = match &self.config {
+            Some(p) => terrace_console::ConsoleSettings::from_file(p)?,
+            None => Default::default(),
+        };
+        Ok(flags.or(terrace_console::ConsoleSettings::from_env()?).or(file).resolve()?)
+    }
+}
+
+/// Prints the console's lines (URL, first-start password) in one write.
+fn announce(started: &terrace_console::Started) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(started.announce().as_bytes()).and_then(|_| out.flush());
 }
 
 #[derive(Args)]
@@ -245,6 +299,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Engine(args) => args.settings().and_then(|s| Ok(s.resolve()?)).and_then(|c| Ok(terrace_engine::run(c)?)),
         Command::Proxy(args) => args.config().and_then(|c| Ok(terrace_proxy::run(c)?)),
+        Command::Console(args) => args.config().and_then(|c| Ok(terrace_console::run(c, announce)?)),
         Command::Up(args) => up::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Record(args) => cost::record::run(args),

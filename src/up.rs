@@ -1,6 +1,8 @@
 //! `terrace up`: the whole appliance on embedded defaults — engines as supervised child
-//! processes (restarted with backoff if one dies) and the proxy in this process in front of
-//! them. SIGINT/SIGTERM stop the proxy, then the engines.
+//! processes (restarted with backoff if one dies), the proxy in this process in front of
+//! them, and the console on its own thread (it pushes tenants to the proxy as the proxy's
+//! admin, with a password made up for this run). SIGINT/SIGTERM stop the proxy and the
+//! console, then the engines.
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -31,6 +33,9 @@ pub struct UpArgs {
     /// Port of the first engine; the others follow.
     #[arg(long, default_value_t = 7001)]
     engine_port: u16,
+    /// Port of the web console and REST API (it listens on 127.0.0.1).
+    #[arg(long, default_value_t = 8080)]
+    console_port: u16,
 }
 
 /// One supervised engine process.
@@ -101,11 +106,30 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         args.memcache_port,
         addrs.join(", ")
     );
+    let admin_password = terrace_console::auth::random_hex(24);
+    let proxy_addr = format!("{}:{}", if args.bind == "0.0.0.0" { "127.0.0.1" } else { &args.bind }, args.port);
+    let console = terrace_console::ConsoleSettings {
+        port: Some(args.console_port),
+        db: Some(args.data_dir.join("console.db")),
+        engines: Some(addrs.clone()),
+        proxies: Some(vec![proxy_addr]),
+        proxy_admin_password: Some(admin_password.clone()),
+        ..Default::default()
+    }
+    .or(terrace_console::ConsoleSettings::from_env()?)
+    .resolve()?;
+    std::thread::Builder::new().name("terrace-console".into()).spawn(move || {
+        let announce = |s: &terrace_console::Started| eprint!("{}", s.announce());
+        if let Err(e) = terrace_console::run(console, announce) {
+            tracing::error!(error = %e, "the console stopped");
+        }
+    })?;
     let settings = terrace_proxy::ProxySettings {
         port: Some(args.port),
         memcache_port: Some(args.memcache_port),
         bind: Some(args.bind.clone()),
         engines: Some(addrs),
+        admin_password: Some(admin_password),
         ..Default::default()
     };
     let result = settings.resolve().map_err(anyhow::Error::from).and_then(|c| Ok(terrace_proxy::run(c)?));

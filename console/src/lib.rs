@@ -1,3 +1,97 @@
-//! Terrace console: the control plane (tenants, slot map, dictionaries, cost advisor, REST API).
-//!
-//! Not built yet; see the "Console" issue.
+//! Terrace console: the control plane. It keeps tenants and the slot map in its SQLite
+//! database, pushes them to proxies and engines and keeps them there (`reconcile`), and serves
+//! the operators' pages and the REST API (`web`): tenants, retraining, the cost advisor.
+
+pub mod auth;
+mod charts;
+pub mod config;
+pub mod db;
+mod nodes;
+mod ops;
+pub mod reconcile;
+pub mod tenants;
+mod views;
+mod web;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use config::{ConsoleConfig, ConsoleSettings};
+
+/// Everything the handlers and the reconcile loop share.
+pub struct Console {
+    pub db: db::Db,
+    pub config: ConsoleConfig,
+    pub state: parking_lot::Mutex<reconcile::State>,
+    /// Wakes the reconcile loop (a tenant changed).
+    pub wake: tokio::sync::Notify,
+    /// One reconcile pass at a time (the loop's and those run for a request).
+    pub pass_lock: tokio::sync::Mutex<()>,
+    pub limiter: auth::LoginLimiter,
+    /// Verified against when a login names an unknown user (same time as a known one).
+    pub dummy_hash: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    #[error(transparent)]
+    Db(#[from] db::DbError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// What a started console tells whoever started it.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub url: String,
+    /// Generated on the first start (no TERRACE_ADMIN_PASSWORD): shown once.
+    pub admin_password: Option<String>,
+}
+
+impl Started {
+    /// The lines `terrace console` and `terrace up` print.
+    pub fn announce(&self) -> String {
+        let mut s = String::new();
+        if let Some(p) = &self.admin_password {
+            s += &format!("terrace console admin password (first start; shown once, change it by starting with an empty database): {p}\n");
+        }
+        s + &format!("terrace console ready on {}\n", self.url)
+    }
+}
+
+/// Runs the console until SIGINT/SIGTERM; `ready` is called once it listens.
+pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result<(), ConsoleError> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(ConsoleError::Runtime)?;
+    rt.block_on(async move {
+        let addr = format!("{}:{}", config.bind, config.port);
+        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|source| ConsoleError::Bind { addr: addr.clone(), source })?;
+        let local = listener.local_addr().map_err(|source| ConsoleError::Bind { addr, source })?;
+        let db = db::open(&config.db).await?;
+        db::seed_topology(&db, &config.engines, &config.proxies).await?;
+        db::abandon_retrains(&db).await?;
+        let admin_password = auth::ensure_admin(&db, config.admin_password.as_deref()).await?;
+        let dummy_hash = tokio::task::spawn_blocking(|| auth::hash_password(&auth::random_hex(16))).await.expect("hashing does not panic");
+        let console = Arc::new(Console {
+            db,
+            config,
+            state: Default::default(),
+            wake: tokio::sync::Notify::new(),
+            pass_lock: tokio::sync::Mutex::new(()),
+            limiter: Default::default(),
+            dummy_hash,
+        });
+        tokio::spawn(reconcile::run(console.clone()));
+        let app = web::router(console).into_make_service_with_connect_info::<SocketAddr>();
+        ready(&Started { url: format!("http://{local}"), admin_password });
+        let stop = async {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+                return std::future::pending().await;
+            };
+            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        };
+        axum::serve(listener, app).with_graceful_shutdown(stop).await.map_err(|source| ConsoleError::Bind { addr: local.to_string(), source })
+    })
+}

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::slots::SlotMap;
 
@@ -15,7 +15,7 @@ fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
 }
 
 /// One `[[proxy.slots]]` entry: `engine` (index into `engines`) owns `range` ("first-last").
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlotRange {
     pub engine: usize,
@@ -23,11 +23,15 @@ pub struct SlotRange {
 }
 
 /// One `[[proxy.tenants]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantSettings {
     pub name: String,
     pub password: Option<String>,
+    /// The SHA-256 of the password, 64 hex digits, instead of the password (what the console
+    /// pushes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_sha256: Option<String>,
     /// A Memcached port of the tenant's own (Memcached has no AUTH in its text protocol).
     pub memcache_port: Option<u16>,
     /// Requests per second allowed through this proxy (token bucket).
@@ -61,6 +65,9 @@ pub struct ProxySettings {
     pub threads: Option<usize>,
     /// Password of the default tenant (`AUTH password`); none = no authentication.
     pub password: Option<String>,
+    /// Password of the `admin` user (`AUTH admin <password>`), who may replace engines, slots
+    /// and tenants live (`TERRACE.TOPOLOGY`, what the console does); none = no admin.
+    pub admin_password: Option<String>,
     /// How long a request may wait for an engine's reply.
     pub timeout_ms: Option<u64>,
     pub connect_timeout_ms: Option<u64>,
@@ -87,6 +94,7 @@ impl ProxySettings {
             engines: self.engines.or(other.engines),
             threads: self.threads.or(other.threads),
             password: self.password.or(other.password),
+            admin_password: self.admin_password.or(other.admin_password),
             timeout_ms: self.timeout_ms.or(other.timeout_ms),
             connect_timeout_ms: self.connect_timeout_ms.or(other.connect_timeout_ms),
             max_inflight: self.max_inflight.or(other.max_inflight),
@@ -98,7 +106,8 @@ impl ProxySettings {
     }
 
     /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_MEMCACHE_PORT, TERRACE_PROXY_METRICS_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
-    /// TERRACE_PROXY_THREADS, TERRACE_PROXY_PASSWORD, TERRACE_PROXY_TIMEOUT_MS.
+    /// TERRACE_PROXY_THREADS, TERRACE_PROXY_PASSWORD, TERRACE_PROXY_ADMIN_PASSWORD,
+    /// TERRACE_PROXY_TIMEOUT_MS.
     pub fn from_env() -> Result<ProxySettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         fn num<T: std::str::FromStr>(key: &str, v: Option<String>) -> Result<Option<T>, ConfigError> {
@@ -112,6 +121,7 @@ impl ProxySettings {
             engines: var("TERRACE_PROXY_ENGINES").map(|s| split_list(&s)),
             threads: num("TERRACE_PROXY_THREADS", var("TERRACE_PROXY_THREADS"))?,
             password: var("TERRACE_PROXY_PASSWORD"),
+            admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
             timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
             ..Default::default()
         })
@@ -180,8 +190,16 @@ impl ProxySettings {
             let valid = !t.name.is_empty()
                 && t.name.len() <= 64
                 && t.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
-            if !valid || t.name == crate::tenants::DEFAULT {
-                return Err(invalid("tenants", format!("'{}' is not a tenant name (1-64 letters, digits, '_', '-', '.'; not 'default')", t.name)));
+            if !valid || t.name == crate::tenants::DEFAULT || t.name == crate::tenants::ADMIN {
+                return Err(invalid("tenants", format!("'{}' is not a tenant name (1-64 letters, digits, '_', '-', '.'; not 'default' or 'admin')", t.name)));
+            }
+            if let Some(h) = &t.password_sha256 {
+                if t.password.is_some() {
+                    return Err(invalid("tenants", format!("tenant '{}' has both password and password_sha256", t.name)));
+                }
+                if crate::tenants::Password::from_sha256_hex(h).is_none() {
+                    return Err(invalid("tenants", format!("password_sha256 of tenant '{}' is not 64 hex digits", t.name)));
+                }
             }
             if tenants[..i].iter().any(|o| o.name == t.name) {
                 return Err(invalid("tenants", format!("tenant '{}' is listed twice", t.name)));
@@ -225,6 +243,7 @@ impl ProxySettings {
             engines,
             threads,
             password: self.password,
+            admin_password: self.admin_password.filter(|p| !p.is_empty()),
             timeout: Duration::from_millis(timeout_ms),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.unwrap_or(timeout_ms.min(1000))),
             max_inflight,
@@ -261,6 +280,7 @@ pub struct ProxyConfig {
     pub engines: Vec<String>,
     pub threads: usize,
     pub password: Option<String>,
+    pub admin_password: Option<String>,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub max_inflight: usize,
@@ -294,7 +314,7 @@ mod tests {
 
     #[test]
     fn tenants_are_checked() {
-        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), password: None, memcache_port: port, max_qps: None, max_memory: None, compression: None, compression_mode: None, compression_min_size: None, storage_mode: None };
+        let t = |name: &str, port: Option<u16>| TenantSettings { name: name.into(), memcache_port: port, ..Default::default() };
         let with = |ts: Vec<TenantSettings>| ProxySettings { tenants: Some(ts), ..Default::default() }.resolve();
         assert!(with(vec![t("shop", Some(11300)), t("blog", None)]).is_ok());
         let e = with(vec![t("shop", None), t("shop", None)]).unwrap_err().to_string();
@@ -302,6 +322,11 @@ mod tests {
         let e = with(vec![t("a", Some(1)), t("b", Some(1))]).unwrap_err().to_string();
         assert!(e.contains("memcache_port 1 of tenant 'b'"), "{e}");
         assert!(with(vec![t("default", None)]).is_err());
+        assert!(with(vec![t("admin", None)]).is_err());
+        let hashed = |h: &str| TenantSettings { password_sha256: Some(h.into()), ..t("h", None) };
+        assert!(with(vec![hashed(&"ab".repeat(32))]).is_ok());
+        let e = with(vec![hashed("abc")]).unwrap_err().to_string();
+        assert!(e.contains("password_sha256 of tenant 'h' is not 64 hex digits"), "{e}");
         assert!(with(vec![t("bad name", None)]).is_err());
     }
 

@@ -129,20 +129,13 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
                 }
             });
         }
-        // Tenant ports accept on their own tasks and pass connections to this loop.
+        // Tenant ports accept on their own tasks and pass connections to this loop; a topology
+        // change (reload, the console) opens new tenants' ports and closes removed ones.
         let (tenant_tx, mut tenant_rx) = mpsc::unbounded_channel();
+        let mut ports = TenantPorts::default();
         for (name, l) in tenant_listeners {
-            let l = TcpListener::from_std(l).expect("listener from std");
-            tracing::info!(tenant = %name, addr = ?l.local_addr().ok(), "tenant memcache port");
-            let tx = tenant_tx.clone();
-            tokio::spawn(async move {
-                loop {
-                    let accepted = l.accept().await;
-                    if tx.send((accepted, name.clone())).is_err() {
-                        return;
-                    }
-                }
-            });
+            let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+            ports.open(port, name, TcpListener::from_std(l).expect("listener from std"), &tenant_tx);
         }
         let mut next = 0usize;
         let mut hand_off = |sh: &Shared, accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, protocol| {
@@ -161,6 +154,7 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
                 r = listener.accept() => hand_off(&sh, r, Protocol::Redis),
                 r = mc_listener.accept() => hand_off(&sh, r, Protocol::Memcache(Arc::from(crate::tenants::DEFAULT))),
                 Some((r, tenant)) = tenant_rx.recv() => hand_off(&sh, r, Protocol::Memcache(tenant)),
+                _ = sh.topology_changed.notified() => ports.sync(&sh, &tenant_tx),
                 _ = recv(&mut sighup) => match sh.reload() {
                     Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
                     Err(e) => tracing::error!(error = %e, "SIGHUP: configuration not reloaded"),
@@ -174,6 +168,60 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     drop(handles);
     tracing::info!("proxy stopped");
     Ok(())
+}
+
+type TenantAccept = (std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, Arc<str>);
+
+/// Tenants' own Memcached listeners, by port.
+#[derive(Default)]
+struct TenantPorts {
+    open: std::collections::HashMap<u16, (Arc<str>, tokio::task::AbortHandle)>,
+}
+
+impl TenantPorts {
+    fn open(&mut self, port: u16, name: Arc<str>, l: TcpListener, tx: &mpsc::UnboundedSender<TenantAccept>) {
+        tracing::info!(tenant = %name, addr = ?l.local_addr().ok(), "tenant memcache port");
+        let tx = tx.clone();
+        let tenant = name.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let accepted = l.accept().await;
+                if tx.send((accepted, tenant.clone())).is_err() {
+                    return;
+                }
+            }
+        });
+        self.open.insert(port, (name, task.abort_handle()));
+    }
+
+    /// Makes the open ports those of the current topology's tenants. A port that cannot be
+    /// bound is logged and left closed (the rest of the topology stands).
+    fn sync(&mut self, sh: &Shared, tx: &mpsc::UnboundedSender<TenantAccept>) {
+        let topo = sh.topology();
+        let wanted: std::collections::HashMap<u16, Arc<str>> = topo.tenants.iter().filter_map(|t| Some((t.memcache_port?, t.name.clone()))).collect();
+        self.open.retain(|port, (name, task)| {
+            let keep = wanted.get(port) == Some(name);
+            if !keep {
+                task.abort();
+                tracing::info!(tenant = %name, port, "tenant memcache port closed");
+            }
+            keep
+        });
+        for (port, name) in wanted {
+            if self.open.contains_key(&port) {
+                continue;
+            }
+            let addr = format!("{}:{port}", sh.config.bind);
+            let bound = std::net::TcpListener::bind(&addr).and_then(|l| {
+                l.set_nonblocking(true)?;
+                TcpListener::from_std(l)
+            });
+            match bound {
+                Ok(l) => self.open(port, name, l, tx),
+                Err(e) => tracing::error!(tenant = %name, %addr, error = %e, "cannot open the tenant's memcache port"),
+            }
+        }
+    }
 }
 
 /// The /metrics page: command counters and latencies, clients, engine health.

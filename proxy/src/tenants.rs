@@ -10,9 +10,48 @@ use parking_lot::Mutex;
 /// The tenant of clients that do not say otherwise.
 pub const DEFAULT: &str = "default";
 
+/// The user who may change the topology (`AUTH admin <admin_password>`); not a tenant name.
+pub const ADMIN: &str = "admin";
+
+/// How a tenant's password is kept: as given in the configuration file, or as the SHA-256 of
+/// it (what the console pushes: it never holds the password itself, as Redis's ACL `#hash`).
+#[derive(Debug, Clone)]
+pub enum Password {
+    Plain(String),
+    Sha256([u8; 32]),
+}
+
+impl Password {
+    pub fn matches(&self, given: &[u8]) -> bool {
+        use sha2::Digest;
+        match self {
+            Password::Plain(p) => constant_time_eq(p.as_bytes(), given),
+            Password::Sha256(h) => constant_time_eq(h, &sha2::Sha256::digest(given)),
+        }
+    }
+
+    /// Parses 64 hex digits.
+    pub fn from_sha256_hex(hex: &str) -> Option<Password> {
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(Password::Sha256(out))
+    }
+}
+
+/// Compares without stopping at the first difference (the time taken does not tell how much
+/// of a guess was right).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 pub struct Tenant {
     pub name: Arc<str>,
-    pub password: Option<String>,
+    pub password: Option<Password>,
     /// The engine namespace (`TERRACE.NAMESPACE`); None for the default tenant.
     pub namespace: Option<Arc<str>>,
     pub memcache_port: Option<u16>,
@@ -33,7 +72,7 @@ struct Bucket {
 }
 
 impl Tenant {
-    pub fn new(name: &str, password: Option<String>, memcache_port: Option<u16>, max_qps: Option<u64>, max_memory: u64, cache_id: u32) -> Arc<Tenant> {
+    pub fn new(name: &str, password: Option<Password>, memcache_port: Option<u16>, max_qps: Option<u64>, max_memory: u64, cache_id: u32) -> Arc<Tenant> {
         let namespace = (name != DEFAULT).then(|| Arc::from(name));
         let tokens = max_qps.unwrap_or(0) as f64;
         Arc::new(Tenant {
@@ -79,7 +118,7 @@ impl Tenant {
 
     /// Whether `password` opens this tenant (a tenant without a password takes any).
     pub fn accepts(&self, password: &[u8]) -> bool {
-        self.password.as_ref().is_none_or(|p| p.as_bytes() == password)
+        self.password.as_ref().is_none_or(|p| p.matches(password))
     }
 }
 
@@ -99,5 +138,20 @@ mod tests {
         assert!((0..1000).all(|_| unlimited.admit()));
         assert!(unlimited.namespace.is_some());
         assert!(Tenant::new(DEFAULT, None, None, None, 0, 0).namespace.is_none());
+    }
+
+    #[test]
+    fn passwords_plain_and_hashed() {
+        let plain = Tenant::new("a", Some(Password::Plain("s3cret".into())), None, None, 0, 1);
+        assert!(plain.accepts(b"s3cret") && !plain.accepts(b"s3cre") && !plain.accepts(b"s3cret!"));
+        // sha256("s3cret")
+        let hashed = Password::from_sha256_hex("7d2c4a9a2c51c5f4e7cdae0a4bff0ea2ab1a47e6b0a4d3f3c7e0dd7a8a4a3f1b").unwrap();
+        assert!(!hashed.matches(b"s3cret"));
+        use sha2::Digest;
+        let hex: String = sha2::Sha256::digest(b"s3cret").iter().map(|b| format!("{b:02x}")).collect();
+        let hashed = Tenant::new("b", Password::from_sha256_hex(&hex), None, None, 0, 2);
+        assert!(hashed.accepts(b"s3cret") && !hashed.accepts(b"other"));
+        assert!(Password::from_sha256_hex("xyz").is_none());
+        assert!(Password::from_sha256_hex(&"g".repeat(64)).is_none());
     }
 }

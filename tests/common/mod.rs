@@ -449,3 +449,83 @@ impl Drop for Postgres {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The admin password the console tests' proxies and consoles share.
+pub const PROXY_ADMIN_PASSWORD: &str = "proxy-admin-pw";
+pub const CONSOLE_ADMIN_PASSWORD: &str = "console-admin-pw";
+
+impl Proxy {
+    /// A proxy on a given port with the admin user enabled (the console pushes to it; a
+    /// restart test brings it back on the same port).
+    pub fn start_admin_on(port: u16, engines: &[&Engine]) -> Proxy {
+        let list: Vec<String> = engines.iter().map(|e| format!("127.0.0.1:{}", e.port)).collect();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+        cmd.args(["proxy", "--port", &port.to_string(), "--memcache-port", "0", "--engines", &list.join(",")])
+            .env("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().expect("start terrace proxy");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut port_of = || -> u16 {
+            let line = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+            line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {line:?}"))
+        };
+        let port = port_of();
+        let memcache_port = port_of();
+        Proxy { child, port, memcache_port, metrics_url: None }
+    }
+}
+
+/// A running `terrace console` with its own database; killed on drop.
+pub struct Console {
+    pub child: Child,
+    pub url: String,
+    pub dir: PathBuf,
+}
+
+impl Console {
+    /// A console over `engines` pushing to `proxies`, reconciling every 300 ms.
+    pub fn start(engines: &[&Engine], proxies: &[&Proxy]) -> Console {
+        let dir = temp_dir("console");
+        let list = |ports: Vec<u16>| ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+        cmd.args(["console", "--port", "0", "--reconcile-ms", "300", "--db"])
+            .arg(dir.join("console.db"))
+            .args(["--engines", &list(engines.iter().map(|e| e.port).collect())])
+            .args(["--proxies", &list(proxies.iter().map(|p| p.port).collect())])
+            .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
+            .env("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().expect("start terrace console");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let url = loop {
+            let line = lines.next().and_then(|l| l.ok()).expect("the console's ready line");
+            if let Some(url) = line.strip_prefix("terrace console ready on ") {
+                break url.trim().to_string();
+            }
+        };
+        Console { child, url, dir }
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Polls `check` every 100 ms until it holds or `seconds` pass (then panics with `what`).
+pub fn eventually(seconds: u64, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within {seconds} s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

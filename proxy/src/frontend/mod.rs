@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::backend::{Backend, BackendLimits, BackendSpec};
 use crate::config::ProxyConfig;
-use crate::tenants::Tenant;
+use crate::tenants::{Password, Tenant};
 use crate::slots::SlotMap;
 
 /// Redis's client-query-buffer-limit, for both front ends.
@@ -75,7 +75,7 @@ pub struct Topology {
 impl Topology {
     pub fn new(config: &ProxyConfig) -> Arc<Topology> {
         let engine_up = config.engines.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
-        let mut tenants = vec![Tenant::new(crate::tenants::DEFAULT, config.password.clone(), None, None, 0, 0)];
+        let mut tenants = vec![Tenant::new(crate::tenants::DEFAULT, config.password.clone().map(Password::Plain), None, None, 0, 0)];
         for (i, t) in config.tenants.iter().enumerate() {
             let max_memory = t.max_memory.as_ref().and_then(crate::config::size_value).unwrap_or(0);
             let mut options = Vec::new();
@@ -91,7 +91,12 @@ impl Topology {
             if let Some(m) = &t.storage_mode {
                 options.push(("STORAGE-MODE", m.clone()));
             }
-            tenants.push(Tenant::new(&t.name, t.password.clone(), t.memcache_port, t.max_qps, max_memory, i as u32 + 1).with_namespace_options(options));
+            let password = match (&t.password, &t.password_sha256) {
+                (Some(p), _) => Some(Password::Plain(p.clone())),
+                (None, Some(h)) => Password::from_sha256_hex(h),
+                (None, None) => None,
+            };
+            tenants.push(Tenant::new(&t.name, password, t.memcache_port, t.max_qps, max_memory, i as u32 + 1).with_namespace_options(options));
         }
         Arc::new(Topology { engines: config.engines.clone(), slot_map: config.slot_map.clone(), engine_up, tenants })
     }
@@ -119,6 +124,22 @@ pub struct Shared {
     topology: parking_lot::RwLock<Arc<Topology>>,
     /// Bumped on every reload; reactors compare it with the topology they hold.
     generation: AtomicU64,
+    /// The topology as last set by `TERRACE.TOPOLOGY SET` (its document and digest), for the
+    /// console's reconcile loop; None while the configuration file's topology is in force.
+    pushed: parking_lot::Mutex<Option<(serde_json::Value, String)>>,
+    /// Woken when the topology changes (the control thread opens and closes tenants' ports).
+    pub topology_changed: tokio::sync::Notify,
+}
+
+/// What `TERRACE.TOPOLOGY SET` takes: the engines, who owns which slot, the tenants.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyDocument {
+    pub engines: Vec<String>,
+    #[serde(default)]
+    pub slots: Option<Vec<crate::config::SlotRange>>,
+    #[serde(default)]
+    pub tenants: Vec<crate::config::TenantSettings>,
 }
 
 impl Shared {
@@ -132,6 +153,8 @@ impl Shared {
             metrics: Default::default(),
             topology: parking_lot::RwLock::new(Topology::new(&config)),
             generation: AtomicU64::new(0),
+            pushed: parking_lot::Mutex::new(None),
+            topology_changed: tokio::sync::Notify::new(),
             near_cache: (!config.near_cache_ttl.is_zero())
                 .then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
             config,
@@ -151,14 +174,82 @@ impl Shared {
         };
         let file = crate::config::ProxySettings::from_file(path).map_err(|e| e.to_string())?;
         let fresh = overrides.clone().or(file).resolve().map_err(|e| e.to_string())?;
-        *self.topology.write() = Topology::new(&fresh);
+        self.install(&fresh);
+        *self.pushed.lock() = None;
+        tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), "reloaded engines, slots and tenants");
+        Ok(())
+    }
+
+    fn install(&self, fresh: &ProxyConfig) {
+        *self.topology.write() = Topology::new(fresh);
         self.generation.fetch_add(1, Ordering::Release);
         if let Some(c) = &self.near_cache {
             c.clear();
         }
-        tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), "reloaded engines, slots and tenants");
-        Ok(())
+        self.topology_changed.notify_one();
     }
+
+    /// `TERRACE.TOPOLOGY SET`: replaces engines, slot map and tenants with the document's (a
+    /// JSON `TopologyDocument`), validated as the configuration file is; an invalid document
+    /// changes nothing. Answers the digest the document is known by.
+    pub fn set_topology(&self, json: &[u8]) -> Result<String, String> {
+        let doc: TopologyDocument = serde_json::from_slice(json).map_err(|e| format!("invalid topology document: {e}"))?;
+        let settings = crate::config::ProxySettings {
+            engines: Some(doc.engines),
+            slots: doc.slots,
+            tenants: Some(doc.tenants),
+            port: Some(self.config.port),
+            memcache_port: Some(self.config.memcache_port),
+            password: self.config.password.clone(),
+            threads: Some(self.config.threads),
+            ..Default::default()
+        };
+        let fresh = settings.resolve().map_err(|e| e.to_string())?;
+        let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+        let digest = digest_of(json);
+        self.install(&fresh);
+        tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), %digest, "topology set by an admin");
+        *self.pushed.lock() = Some((value, digest.clone()));
+        Ok(digest)
+    }
+
+    /// `TERRACE.TOPOLOGY GET`: the topology in force as JSON — engines, slot ranges, tenants
+    /// (never their passwords), with the digest of the last document set (null while the
+    /// configuration file's topology is in force).
+    pub fn topology_json(&self) -> String {
+        let topo = self.topology();
+        let digest = self.pushed.lock().as_ref().map(|(_, d)| d.clone());
+        let tenants: Vec<serde_json::Value> = topo
+            .tenants
+            .iter()
+            .skip(1)
+            .map(|t| {
+                serde_json::json!({
+                    "name": &*t.name,
+                    "has_password": t.password.is_some(),
+                    "memcache_port": t.memcache_port,
+                    "max_qps": t.max_qps,
+                    "max_memory": t.max_memory,
+                    "namespace_options": t.namespace_options.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<std::collections::BTreeMap<_, _>>(),
+                })
+            })
+            .collect();
+        let up: Vec<bool> = topo.engine_up.iter().map(|u| u.load(Ordering::Relaxed)).collect();
+        serde_json::json!({
+            "digest": digest,
+            "engines": topo.engines,
+            "engine_up": up,
+            "slots": topo.slot_map.ranges().into_iter().map(|(e, first, last)| serde_json::json!({"engine": e, "range": format!("{first}-{last}")})).collect::<Vec<_>>(),
+            "tenants": tenants,
+        })
+        .to_string()
+    }
+}
+
+/// The digest a topology document is known by: SHA-256 of its bytes, hex.
+pub fn digest_of(json: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(json).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// When a request arrived, and what it was (for the metrics).

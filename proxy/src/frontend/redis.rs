@@ -65,6 +65,8 @@ struct Client {
     db: u32,
     resp3: bool,
     authed: bool,
+    /// Authenticated as `admin` (may run TERRACE.TOPOLOGY).
+    admin: bool,
     notify: Rc<Notify>,
     /// Replies to come, in request order; a request's last entry carries its timing.
     pending: VecDeque<(Pending, Option<Timing>)>,
@@ -92,6 +94,7 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
         db: 0,
         resp3: false,
         authed,
+        admin: false,
         notify: Rc::new(Notify::new()),
         pending: VecDeque::new(),
         current: "unknown",
@@ -261,6 +264,9 @@ impl Client {
                 (_, 1, Err(e)) => self.error(&format!("ERR reload failed: {e}")),
                 _ => self.error("ERR wrong number of arguments for 'terrace.reload' command"),
             };
+        }
+        if argv[0].eq_ignore_ascii_case(b"terrace.topology") {
+            return self.topology_command(argv);
         }
         let Some((index, spec)) = lookup(argv[0]) else {
             self.refuse_in_txn();
@@ -617,9 +623,32 @@ impl Client {
                 self.name = None;
                 self.tenant = self.rx.topology().default_tenant();
                 self.authed = self.tenant.password.is_none();
+                self.admin = false;
                 self.rx.shared.clients.lock().entry(self.id).and_modify(|c| c.1 = None);
                 self.ready(&b"+RESET\r\n"[..]);
             }
+        }
+    }
+
+    /// TERRACE.TOPOLOGY GET | SET <json>: the console's view of engines, slots and tenants
+    /// (`Shared::topology_json`, `Shared::set_topology`); only for the admin user.
+    fn topology_command(&mut self, argv: &[&[u8]]) {
+        if self.rx.shared.config.admin_password.is_none() {
+            return self.error("ERR admin commands are disabled (set the proxy's admin_password)");
+        }
+        if !self.admin {
+            return self.error("NOPERM this command needs the admin user (AUTH admin <password>)");
+        }
+        match argv {
+            [_, sub] if sub.eq_ignore_ascii_case(b"GET") => {
+                let json = self.rx.shared.topology_json();
+                self.reply_with(|w| w.bulk(json.as_bytes()))
+            }
+            [_, sub, doc] if sub.eq_ignore_ascii_case(b"SET") => match self.rx.shared.set_topology(doc) {
+                Ok(digest) => self.reply_with(|w| w.bulk(digest.as_bytes())),
+                Err(e) => self.error(&format!("ERR {}", e.replace(['\r', '\n'], " "))),
+            },
+            _ => self.error("ERR syntax error (TERRACE.TOPOLOGY GET | SET <json>)"),
         }
     }
 
@@ -627,6 +656,16 @@ impl Client {
     /// connection moves into that tenant's keyspace).
     fn authenticate(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), &'static str> {
         const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+        if user == Some(crate::tenants::ADMIN.as_bytes()) {
+            if let Some(p) = &self.rx.shared.config.admin_password {
+                if !crate::tenants::Password::Plain(p.clone()).matches(pass) {
+                    return Err(WRONGPASS);
+                }
+                self.admin = true;
+                self.authed = true;
+                return Ok(());
+            }
+        }
         let topo = self.rx.topology();
         let tenant = match user {
             None => {

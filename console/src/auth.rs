@@ -1,0 +1,180 @@
+//! Who may use the console: argon2id password hashes, sessions (a random token in an HttpOnly,
+//! SameSite=Strict cookie, only its SHA-256 stored), a CSRF token per session checked on every
+//! form, API tokens (`Authorization: Bearer`, stored hashed, revocable) and a limit on failed
+//! logins per client address.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+
+use crate::db::{self, Db, DbError};
+use crate::tenants::sha256_hex;
+
+pub const SESSION_COOKIE: &str = "terrace_session";
+pub const LOGIN_CSRF_COOKIE: &str = "terrace_login_csrf";
+pub const SESSION_SECONDS: i64 = 12 * 3600;
+/// Failed logins allowed per address per window.
+const LOGIN_FAILURES: u32 = 5;
+const LOGIN_WINDOW: Duration = Duration::from_secs(60);
+
+/// `bytes` random bytes as hex.
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).expect("the system's random source");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An argon2id PHC string (slow on purpose: run it off the reactor).
+pub fn hash_password(password: &str) -> String {
+    let mut salt = [0u8; 16];
+    getrandom::fill(&mut salt).expect("the system's random source");
+    let salt = SaltString::encode_b64(&salt).expect("16 bytes make a salt");
+    Argon2::default().hash_password(password.as_bytes(), &salt).expect("argon2 with default parameters").to_string()
+}
+
+pub fn verify_password(password: &str, phc: &str) -> bool {
+    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+}
+
+/// The first start: an `admin` user with the configured password or a generated one, which
+/// is answered so that it can be printed once.
+pub async fn ensure_admin(db: &Db, configured: Option<&str>) -> Result<Option<String>, DbError> {
+    if db::user_count(db).await? > 0 {
+        return Ok(None);
+    }
+    let password = configured.map(str::to_string).unwrap_or_else(|| random_hex(12));
+    let pw = password.clone();
+    let hash = tokio::task::spawn_blocking(move || hash_password(&pw)).await.expect("hashing does not panic");
+    db::add_user(db, "admin", &hash).await?;
+    Ok(configured.is_none().then_some(password))
+}
+
+/// A logged-in user's session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub user: String,
+    pub csrf: String,
+}
+
+/// Starts a session: answers the cookie's token.
+pub async fn login(db: &Db, user_id: i64) -> Result<String, DbError> {
+    let token = random_hex(32);
+    db::add_session(db, &sha256_hex(token.as_bytes()), user_id, &random_hex(16), db::now() + SESSION_SECONDS).await?;
+    Ok(token)
+}
+
+pub async fn session(db: &Db, token: &str) -> Result<Option<Session>, DbError> {
+    Ok(db::session(db, &sha256_hex(token.as_bytes())).await?.map(|(user, csrf)| Session { user, csrf }))
+}
+
+pub async fn logout(db: &Db, token: &str) -> Result<(), DbError> {
+    db::drop_session(db, &sha256_hex(token.as_bytes())).await
+}
+
+/// A new API token: (id, the token — shown once).
+pub async fn create_token(db: &Db, name: &str) -> Result<(i64, String), DbError> {
+    let token = format!("trc_{}", random_hex(24));
+    let id = db::add_token(db, name, &sha256_hex(token.as_bytes()), &token[..12]).await?;
+    Ok((id, token))
+}
+
+pub async fn token_valid(db: &Db, token: &str) -> Result<bool, DbError> {
+    db::token_valid(db, &sha256_hex(token.as_bytes())).await
+}
+
+/// Compares without stopping at the first difference.
+pub fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Failed logins per client address in a sliding window.
+#[derive(Default)]
+pub struct LoginLimiter {
+    failures: parking_lot::Mutex<HashMap<IpAddr, (u32, Instant)>>,
+}
+
+impl LoginLimiter {
+    /// Whether `ip` may try now; Err: seconds to wait.
+    pub fn check(&self, ip: IpAddr) -> Result<(), u64> {
+        let mut f = self.failures.lock();
+        match f.get(&ip) {
+            Some((n, since)) if *n >= LOGIN_FAILURES && since.elapsed() < LOGIN_WINDOW => Err((LOGIN_WINDOW - since.elapsed()).as_secs() + 1),
+            Some((_, since)) if since.elapsed() >= LOGIN_WINDOW => {
+                f.remove(&ip);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub fn failed(&self, ip: IpAddr) {
+        let mut f = self.failures.lock();
+        if f.len() > 100_000 {
+            f.retain(|_, (_, since)| since.elapsed() < LOGIN_WINDOW);
+        }
+        let e = f.entry(ip).or_insert((0, Instant::now()));
+        e.0 += 1;
+    }
+
+    pub fn succeeded(&self, ip: IpAddr) {
+        self.failures.lock().remove(&ip);
+    }
+}
+
+/// The value of one cookie in a `Cookie` header.
+pub fn cookie<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, the whole site.
+pub fn set_cookie(name: &str, value: &str, max_age: i64) -> String {
+    format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_hash_and_verify() {
+        let h = hash_password("correct horse");
+        assert!(h.starts_with("$argon2id$"), "{h}");
+        assert!(verify_password("correct horse", &h));
+        assert!(!verify_password("correct hors", &h));
+        assert!(!verify_password("x", "not a hash"));
+        assert_ne!(h, hash_password("correct horse"), "salted");
+    }
+
+    #[test]
+    fn limiter_blocks_after_failures_and_forgets_on_success() {
+        let l = LoginLimiter::default();
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        for _ in 0..LOGIN_FAILURES {
+            assert!(l.check(ip).is_ok());
+            l.failed(ip);
+        }
+        assert!(l.check(ip).is_err());
+        assert!(l.check("10.0.0.2".parse().unwrap()).is_ok());
+        l.succeeded(ip);
+        assert!(l.check(ip).is_ok());
+    }
+
+    #[test]
+    fn cookies_parse() {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(axum::http::header::COOKIE, "a=1; terrace_session=abc; b=2".parse().unwrap());
+        assert_eq!(cookie(&h, SESSION_COOKIE), Some("abc"));
+        assert_eq!(cookie(&h, "c"), None);
+        assert!(set_cookie("x", "y", 5).contains("HttpOnly; SameSite=Strict"));
+    }
+}

@@ -1,0 +1,220 @@
+//! Server-side SVG charts: line charts (miss-ratio curve, usage over time) and the PC-vs-SC
+//! scatter. Written here rather than with plotters: two small chart kinds, and SVG text needs
+//! no font metrics when the browser lays it out (plotters' backends measure text with a font
+//! engine). Every chart is a self-contained `<svg>` with an `id`, readable without JavaScript.
+
+use std::fmt::Write;
+
+const W: f64 = 560.0;
+const H: f64 = 300.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 28.0;
+const BOTTOM: f64 = 44.0;
+const COLORS: [&str; 6] = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"];
+
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A vertical line at `x` with a label.
+pub struct Marker {
+    pub x: f64,
+    pub label: String,
+}
+
+/// A labelled point of a scatter chart.
+pub struct Point {
+    pub x: f64,
+    pub y: f64,
+    pub label: String,
+    pub highlight: bool,
+}
+
+pub struct Axes<'a> {
+    pub id: &'a str,
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub x_fmt: fn(f64) -> String,
+    pub y_fmt: fn(f64) -> String,
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+}
+
+impl Frame {
+    fn of(xs: impl Iterator<Item = f64> + Clone, ys: impl Iterator<Item = f64> + Clone, y_from_zero: bool) -> Frame {
+        let fin = |it: &mut dyn Iterator<Item = f64>| it.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+        let (mut x0, mut x1) = fin(&mut xs.clone());
+        let (mut y0, mut y1) = fin(&mut ys.clone());
+        if !x0.is_finite() {
+            (x0, x1) = (0.0, 1.0);
+        }
+        if !y0.is_finite() {
+            (y0, y1) = (0.0, 1.0);
+        }
+        if y_from_zero {
+            y0 = y0.min(0.0);
+        }
+        if x1 <= x0 {
+            x1 = x0 + 1.0;
+        }
+        if y1 <= y0 {
+            y1 = y0 + if y0 == 0.0 { 1.0 } else { y0.abs() * 0.1 };
+        }
+        Frame { x0, x1, y0, y1: y1 + (y1 - y0) * 0.05 }
+    }
+
+    fn px(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / (self.x1 - self.x0) * (W - LEFT - RIGHT)
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        H - BOTTOM - (y - self.y0) / (self.y1 - self.y0) * (H - TOP - BOTTOM)
+    }
+}
+
+fn open(out: &mut String, a: &Axes, f: &Frame) {
+    let _ = write!(
+        out,
+        r##"<svg id="{id}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" aria-label="{t}"><title>{t}</title><rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/><text x="{cx}" y="18" text-anchor="middle" font-size="14" font-weight="600">{t}</text>"##,
+        id = esc(a.id),
+        t = esc(a.title),
+        cx = W / 2.0
+    );
+    for i in 0..=4 {
+        let fy = f.y0 + (f.y1 - f.y0) * i as f64 / 4.0;
+        let y = f.py(fy);
+        let _ = write!(out, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{l}</text>"##, x2 = W - RIGHT, tx = LEFT - 6.0, ty = y + 4.0, l = esc(&(a.y_fmt)(fy)));
+        let fx = f.x0 + (f.x1 - f.x0) * i as f64 / 4.0;
+        let x = f.px(fx);
+        let _ = write!(out, r##"<text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{l}</text>"##, ty = H - BOTTOM + 16.0, l = esc(&(a.x_fmt)(fx)));
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{b}" x2="{r}" y2="{b}" stroke="#111"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b}" stroke="#111"/><text x="{cx}" y="{xl}" text-anchor="middle" font-size="12">{x}</text><text x="14" y="{cy}" text-anchor="middle" font-size="12" transform="rotate(-90 14 {cy})">{y}</text>"##,
+        b = H - BOTTOM,
+        r = W - RIGHT,
+        cx = (LEFT + W - RIGHT) / 2.0,
+        xl = H - 8.0,
+        cy = (TOP + H - BOTTOM) / 2.0,
+        x = esc(a.x_label),
+        y = esc(a.y_label)
+    );
+}
+
+fn legend(out: &mut String, names: &[&str]) {
+    for (i, n) in names.iter().enumerate() {
+        let x = LEFT + 10.0 + i as f64 * 150.0;
+        let _ = write!(out, r##"<rect x="{x}" y="{y}" width="10" height="10" fill="{c}"/><text x="{tx}" y="{ty}" font-size="11">{n}</text>"##, y = TOP + 4.0, c = COLORS[i % COLORS.len()], tx = x + 14.0, ty = TOP + 13.0, n = esc(n));
+    }
+}
+
+/// A line chart; `markers` draw vertical lines (e.g. the optimal cache ratio).
+pub fn line(a: &Axes, series: &[Series], markers: &[Marker]) -> String {
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let f = Frame::of(all().map(|p| p.0).chain(markers.iter().map(|m| m.x)), all().map(|p| p.1), true);
+    let mut out = String::new();
+    open(&mut out, a, &f);
+    for (i, s) in series.iter().enumerate() {
+        let pts: Vec<String> = s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()).map(|p| format!("{:.1},{:.1}", f.px(p.0), f.py(p.1))).collect();
+        let _ = write!(out, r##"<polyline class="series" data-name="{n}" fill="none" stroke="{c}" stroke-width="2" points="{p}"/>"##, n = esc(&s.name), c = COLORS[i % COLORS.len()], p = pts.join(" "));
+    }
+    for m in markers {
+        let x = f.px(m.x);
+        let _ = write!(out, r##"<line class="marker" x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{b}" stroke="#111" stroke-dasharray="4 3"/><text x="{tx:.1}" y="{ty}" font-size="11">{l}</text>"##, b = H - BOTTOM, tx = x + 4.0, ty = TOP + 30.0, l = esc(&m.label));
+    }
+    if series.len() > 1 {
+        legend(&mut out, &series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>());
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// The PC-vs-SC chart: one point per configuration and the balance line PC = SC (a
+/// configuration on it uses its instances' CPU and memory alike; above it space decides the
+/// cost, below it performance).
+pub fn balance(a: &Axes, points: &[Point]) -> String {
+    let hi = points.iter().flat_map(|p| [p.x, p.y]).filter(|v| v.is_finite()).fold(0.0f64, f64::max);
+    let hi = if hi > 0.0 { hi } else { 1.0 };
+    let f = Frame::of([0.0, hi].into_iter(), [0.0, hi].into_iter(), true);
+    let mut out = String::new();
+    open(&mut out, a, &f);
+    let _ = write!(out, r##"<line class="balance" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#9ca3af" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#6b7280">PC = SC</text>"##, f.px(0.0), f.py(0.0), f.px(hi), f.py(hi), f.px(hi * 0.8) + 4.0, f.py(hi * 0.8) - 6.0);
+    for (i, p) in points.iter().enumerate() {
+        if !(p.x.is_finite() && p.y.is_finite()) {
+            continue;
+        }
+        let (x, y) = (f.px(p.x), f.py(p.y));
+        let r = if p.highlight { 7 } else { 5 };
+        let _ = write!(out, r##"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="{r}" fill="{c}"><title>{l}</title></circle><text x="{tx:.1}" y="{ty:.1}" font-size="11">{l}</text>"##, c = COLORS[i % COLORS.len()], tx = x + 8.0, ty = y - 6.0, l = esc(&p.label));
+    }
+    out.push_str("</svg>");
+    out
+}
+
+pub fn ratio(v: f64) -> String {
+    format!("{:.0}%", v * 100.0)
+}
+
+pub fn bytes(v: f64) -> String {
+    crate::views::human_bytes(v)
+}
+
+pub fn number(v: f64) -> String {
+    if v.abs() >= 1e6 || (v != 0.0 && v.abs() < 1e-2) {
+        format!("{v:.2e}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Unix seconds as HH:MM (UTC).
+pub fn clock(v: f64) -> String {
+    let s = v as i64 % 86400;
+    format!("{:02}:{:02}", s / 3600, s % 3600 / 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn axes(id: &'static str) -> Axes<'static> {
+        Axes { id, title: "T <&>", x_label: "x", y_label: "y", x_fmt: ratio, y_fmt: number }
+    }
+
+    #[test]
+    fn line_chart_draws_every_series_and_marker() {
+        let s = vec![Series { name: "mrc".into(), points: vec![(0.0, 1.0), (0.5, 0.3), (1.0, 0.0)] }];
+        let svg = line(&axes("mrc-chart"), &s, &[Marker { x: 0.5, label: "optimal 50%".into() }]);
+        assert!(svg.starts_with("<svg id=\"mrc-chart\"") && svg.ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert_eq!(svg.matches("class=\"marker\"").count(), 1);
+        assert!(svg.contains("T &lt;&amp;&gt;"), "titles are escaped");
+        assert!(!svg.contains("NaN"));
+        // Degenerate input (one point, no points) still draws a frame without NaN.
+        let svg = line(&axes("e"), &[Series { name: "x".into(), points: vec![(1.0, 1.0)] }], &[]);
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        assert!(!line(&axes("e"), &[], &[]).contains("NaN"));
+    }
+
+    #[test]
+    fn balance_chart_has_the_diagonal_and_points() {
+        let pts = vec![Point { x: 1.0, y: 2.0, label: "raw".into(), highlight: false }, Point { x: 0.5, y: f64::NAN, label: "bad".into(), highlight: true }];
+        let svg = balance(&axes("pcsc-chart"), &pts);
+        assert_eq!(svg.matches("class=\"point\"").count(), 1, "non-finite points are left out");
+        assert!(svg.contains("class=\"balance\""));
+    }
+}

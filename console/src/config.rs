@@ -1,0 +1,137 @@
+//! Console configuration: the `[console]` table of `terrace.toml`, `TERRACE_CONSOLE_*`
+//! environment variables and flags, merged as flag > env > file > default. Errors name the key.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+pub use terrace_engine::config::ConfigError;
+
+fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), reason: reason.into() }
+}
+
+/// Settings as given by one source; `None` means "not given here".
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSettings {
+    pub port: Option<u16>,
+    pub bind: Option<String>,
+    /// The SQLite database file.
+    pub db: Option<PathBuf>,
+    /// Engines (`host:port`) the slot map starts with when the database has none.
+    pub engines: Option<Vec<String>>,
+    /// Proxies (`host:port`) the console pushes the topology to.
+    pub proxies: Option<Vec<String>>,
+    /// The proxies' `admin_password`.
+    pub proxy_admin_password: Option<String>,
+    /// The console admin's password on first start (otherwise one is generated and printed).
+    pub admin_password: Option<String>,
+    /// How often the reconcile loop checks proxies and engines.
+    pub reconcile_ms: Option<u64>,
+}
+
+impl ConsoleSettings {
+    pub fn or(self, other: ConsoleSettings) -> ConsoleSettings {
+        ConsoleSettings {
+            port: self.port.or(other.port),
+            bind: self.bind.or(other.bind),
+            db: self.db.or(other.db),
+            engines: self.engines.or(other.engines),
+            proxies: self.proxies.or(other.proxies),
+            proxy_admin_password: self.proxy_admin_password.or(other.proxy_admin_password),
+            admin_password: self.admin_password.or(other.admin_password),
+            reconcile_ms: self.reconcile_ms.or(other.reconcile_ms),
+        }
+    }
+
+    /// TERRACE_CONSOLE_PORT, TERRACE_CONSOLE_BIND, TERRACE_CONSOLE_DB, TERRACE_CONSOLE_ENGINES
+    /// and TERRACE_CONSOLE_PROXIES (comma-separated), TERRACE_PROXY_ADMIN_PASSWORD,
+    /// TERRACE_ADMIN_PASSWORD.
+    pub fn from_env() -> Result<ConsoleSettings, ConfigError> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let list = |s: String| s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
+        Ok(ConsoleSettings {
+            port: var("TERRACE_CONSOLE_PORT").map(|p| p.parse().map_err(|_| invalid("TERRACE_CONSOLE_PORT", format!("'{p}' is not a port")))).transpose()?,
+            bind: var("TERRACE_CONSOLE_BIND"),
+            db: var("TERRACE_CONSOLE_DB").map(PathBuf::from),
+            engines: var("TERRACE_CONSOLE_ENGINES").map(list),
+            proxies: var("TERRACE_CONSOLE_PROXIES").map(list),
+            proxy_admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
+            admin_password: var("TERRACE_ADMIN_PASSWORD"),
+            reconcile_ms: None,
+        })
+    }
+
+    pub fn from_file(path: &std::path::Path) -> Result<ConsoleSettings, ConfigError> {
+        terrace_engine::config::read_table(path, "console")
+    }
+
+    pub fn resolve(self) -> Result<ConsoleConfig, ConfigError> {
+        let check = |key: &str, list: &[String]| -> Result<(), ConfigError> {
+            for a in list {
+                let ok = a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+                if !ok {
+                    return Err(invalid(key, format!("'{a}' is not host:port")));
+                }
+            }
+            Ok(())
+        };
+        let engines = self.engines.unwrap_or_else(|| vec!["127.0.0.1:7001".into(), "127.0.0.1:7002".into()]);
+        check("engines", &engines)?;
+        if engines.is_empty() || engines.len() > 1024 {
+            return Err(invalid("engines", "between 1 and 1024 engines"));
+        }
+        let proxies = self.proxies.unwrap_or_else(|| vec!["127.0.0.1:6379".into()]);
+        check("proxies", &proxies)?;
+        let reconcile_ms = self.reconcile_ms.unwrap_or(2000);
+        if !(100..=600_000).contains(&reconcile_ms) {
+            return Err(invalid("reconcile_ms", "between 100 and 600000"));
+        }
+        if let Some(p) = &self.admin_password {
+            if p.len() < 8 {
+                return Err(invalid("admin_password", "at least 8 characters"));
+            }
+        }
+        Ok(ConsoleConfig {
+            port: self.port.unwrap_or(8080),
+            bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
+            db: self.db.unwrap_or_else(|| PathBuf::from("data/console.db")),
+            engines,
+            proxies,
+            proxy_admin_password: self.proxy_admin_password.filter(|p| !p.is_empty()),
+            admin_password: self.admin_password,
+            reconcile: Duration::from_millis(reconcile_ms),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsoleConfig {
+    pub port: u16,
+    pub bind: String,
+    pub db: PathBuf,
+    pub engines: Vec<String>,
+    pub proxies: Vec<String>,
+    pub proxy_admin_password: Option<String>,
+    pub admin_password: Option<String>,
+    pub reconcile: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_errors_name_the_key() {
+        let c = ConsoleSettings::default().resolve().unwrap();
+        assert_eq!((c.port, c.bind.as_str()), (8080, "127.0.0.1"));
+        assert_eq!(c.db, PathBuf::from("data/console.db"));
+        let e = ConsoleSettings { proxies: Some(vec!["nope".into()]), ..Default::default() }.resolve().unwrap_err();
+        assert_eq!(e.to_string(), "invalid value for `proxies`: 'nope' is not host:port");
+        let e = ConsoleSettings { admin_password: Some("short".into()), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("`admin_password`"), "{e}");
+        let e = ConsoleSettings { reconcile_ms: Some(5), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("`reconcile_ms`"), "{e}");
+    }
+}

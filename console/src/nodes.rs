@@ -1,0 +1,80 @@
+//! Talking to proxies and engines: admin commands over RESP (the `redis` crate), with
+//! timeouts, so that a node that is down or slow costs the console a bounded wait.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("{addr}: {source}")]
+    Redis { addr: String, source: redis::RedisError },
+}
+
+pub struct Node {
+    pub addr: String,
+    conn: MultiplexedConnection,
+}
+
+const CONNECT: Duration = Duration::from_secs(2);
+
+impl Node {
+    /// Connects; `reply_timeout` bounds every command (a retraining run waits long).
+    pub async fn connect(addr: &str, reply_timeout: Duration) -> Result<Node, NodeError> {
+        let wrap = |source| NodeError::Redis { addr: addr.to_string(), source };
+        let client = redis::Client::open(format!("redis://{addr}/")).map_err(wrap)?;
+        let config = AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT)).set_response_timeout(Some(reply_timeout));
+        let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(wrap)?;
+        Ok(Node { addr: addr.to_string(), conn })
+    }
+
+    pub async fn engine(addr: &str) -> Result<Node, NodeError> {
+        Self::connect(addr, Duration::from_secs(5)).await
+    }
+
+    /// A proxy, authenticated as its admin user.
+    pub async fn proxy(addr: &str, admin_password: Option<&str>) -> Result<Node, NodeError> {
+        let mut n = Self::connect(addr, Duration::from_secs(5)).await?;
+        if let Some(p) = admin_password {
+            n.run::<()>(&["AUTH", "admin", p]).await?;
+        }
+        Ok(n)
+    }
+
+    pub async fn run<T: redis::FromRedisValue>(&mut self, args: &[&str]) -> Result<T, NodeError> {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })
+    }
+
+    /// A command answering JSON in a bulk string.
+    pub async fn json(&mut self, args: &[&str]) -> Result<serde_json::Value, NodeError> {
+        let text: String = self.run(args).await?;
+        Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+    }
+
+    /// INFO as field → value.
+    pub async fn info(&mut self, section: &str) -> Result<HashMap<String, String>, NodeError> {
+        let text: String = self.run(&["INFO", section]).await?;
+        Ok(parse_info(&text))
+    }
+}
+
+pub fn parse_info(text: &str) -> HashMap<String, String> {
+    text.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once(':')).map(|(k, v)| (k.to_string(), v.trim().to_string())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn info_fields() {
+        let m = super::parse_info("# Server\r\nrun_id:abc\r\nused_memory:12\r\n\r\n# Stats\r\nkeyspace_hits:3\r\n");
+        assert_eq!(m["run_id"], "abc");
+        assert_eq!(m["keyspace_hits"], "3");
+        assert_eq!(m.len(), 3);
+    }
+}

@@ -1,0 +1,184 @@
+//! The console's operations, shared by the pages and the REST API: tenants (stored, then
+//! pushed at once by a reconcile pass), retraining, statistics, advice and applying it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::db::{self, DbError};
+use crate::nodes::Node;
+use crate::reconcile;
+use crate::tenants::{Tenant, TenantInput};
+use crate::Console;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A tenant saved, and what pushing it met (engines down, an engine refusing a setting).
+pub struct Saved {
+    pub tenant: Tenant,
+    pub problems: Vec<String>,
+}
+
+async fn push(console: &Console) -> Vec<String> {
+    reconcile::pass(console).await
+}
+
+pub async fn tenant(console: &Console, name: &str) -> Result<Tenant, OpError> {
+    db::tenant(&console.db, name).await?.ok_or_else(|| OpError::NotFound(format!("no tenant '{name}'")))
+}
+
+pub async fn create_tenant(console: &Console, input: &TenantInput) -> Result<Saved, OpError> {
+    let t = input.apply(None, db::now()).map_err(|e| OpError::Invalid(e.to_string()))?;
+    check_port(console, &t)?;
+    db::save_tenant(&console.db, &t, true).await?.map_err(OpError::Conflict)?;
+    Ok(Saved { problems: push(console).await, tenant: t })
+}
+
+pub async fn update_tenant(console: &Console, name: &str, input: &TenantInput) -> Result<Saved, OpError> {
+    let current = tenant(console, name).await?;
+    if input.name.as_ref().is_some_and(|n| n != name) {
+        return Err(OpError::Invalid("name: a tenant cannot be renamed (its data lives under its name)".into()));
+    }
+    let t = input.apply(Some(&current), db::now()).map_err(|e| OpError::Invalid(e.to_string()))?;
+    check_port(console, &t)?;
+    db::save_tenant(&console.db, &t, false).await?.map_err(OpError::Conflict)?;
+    Ok(Saved { problems: push(console).await, tenant: t })
+}
+
+fn check_port(console: &Console, t: &Tenant) -> Result<(), OpError> {
+    if let Some(p) = t.memcache_port {
+        let taken = console.config.proxies.iter().chain(&console.config.engines).any(|a| a.rsplit_once(':').is_some_and(|(_, port)| port == p.to_string()));
+        if taken || p == console.config.port {
+            return Err(OpError::Conflict(format!("memcache_port {p} is a port of the appliance itself")));
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the tenant: the proxies stop accepting it, then its data is flushed from every
+/// engine. Answers the engines that could not be flushed (their data stays until retried).
+pub async fn delete_tenant(console: &Console, name: &str) -> Result<Vec<String>, OpError> {
+    if !db::delete_tenant(&console.db, name).await? {
+        return Err(OpError::NotFound(format!("no tenant '{name}'")));
+    }
+    let mut problems: Vec<String> = push(console).await.into_iter().filter(|p| p.starts_with("proxy")).collect();
+    let (engines, _) = db::topology(&console.db).await?;
+    for addr in &engines {
+        let flushed = async {
+            let mut n = Node::engine(addr).await?;
+            n.run::<()>(&["TERRACE.NAMESPACE", name]).await?;
+            n.run::<()>(&["FLUSHALL"]).await
+        }
+        .await;
+        if let Err(e) = flushed {
+            problems.push(format!("engine {addr}: data not flushed: {e}"));
+        }
+    }
+    Ok(problems)
+}
+
+/// Starts retraining the tenant's dictionary on every engine (one after another, each
+/// waiting for its run); answers the run's id. Progress is kept in the database.
+pub async fn retrain(console: &Arc<Console>, name: &str) -> Result<i64, OpError> {
+    let t = tenant(console, name).await?;
+    if t.compression == "none" {
+        return Err(OpError::Invalid(format!("tenant '{name}' has compression none: choose a codec before retraining")));
+    }
+    if db::last_retrain(&console.db, name).await?.is_some_and(|r| r.status == "running") {
+        return Err(OpError::Conflict(format!("a retraining run of tenant '{name}' is already running")));
+    }
+    let (engines, _) = db::topology(&console.db).await?;
+    let id = db::start_retrain(&console.db, name, engines.len()).await?;
+    let console = console.clone();
+    let name = name.to_string();
+    tokio::spawn(async move {
+        let mut result = serde_json::Map::new();
+        let mut ok = 0;
+        for (i, addr) in engines.iter().enumerate() {
+            let run = async {
+                let mut n = Node::connect(addr, Duration::from_secs(150)).await?;
+                n.json(&["TERRACE.RETRAIN", &name, "SYNC"]).await
+            }
+            .await;
+            let entry = match run {
+                Ok(stats) => {
+                    ok += 1;
+                    json!({"generation": stats["generation"], "trained_ratio": stats["trained_ratio"], "sample_values": stats["sample_values"]})
+                }
+                Err(e) => json!({"error": e.to_string()}),
+            };
+            result.insert(addr.clone(), entry);
+            let status = if i + 1 < engines.len() { "running" } else if ok > 0 { "done" } else { "failed" };
+            if let Err(e) = db::retrain_progress(&console.db, id, i + 1, &Value::Object(result.clone()), status).await {
+                tracing::warn!(error = %e, "cannot record retraining progress");
+            }
+        }
+    });
+    Ok(id)
+}
+
+/// Per engine: the tenant's workload (`TERRACE.WORKLOAD`) and compression state.
+pub async fn engine_stats(console: &Console, name: &str) -> Result<Value, OpError> {
+    tenant(console, name).await?;
+    let (engines, _) = db::topology(&console.db).await?;
+    let mut out = serde_json::Map::new();
+    for addr in &engines {
+        let got = async {
+            let mut n = Node::engine(addr).await?;
+            let workload = n.json(&["TERRACE.WORKLOAD", name]).await?;
+            let compression = n.json(&["TERRACE.COMPRESSION", "STATS", name]).await?;
+            Ok::<_, crate::nodes::NodeError>(json!({"workload": workload, "compression": compression}))
+        }
+        .await;
+        out.insert(addr.clone(), got.unwrap_or_else(|e| json!({"error": e.to_string()})));
+    }
+    Ok(Value::Object(out))
+}
+
+/// The advisor's answer for the tenant from the first engine that gives one: (engine,
+/// `TERRACE.ADVISE`, `TERRACE.WORKLOAD`).
+pub async fn advice(console: &Console, name: &str) -> Result<(String, Value, Value), OpError> {
+    tenant(console, name).await?;
+    let (engines, _) = db::topology(&console.db).await?;
+    let mut errors = Vec::new();
+    for addr in &engines {
+        let got = async {
+            let mut n = Node::engine(addr).await?;
+            let advise = n.json(&["TERRACE.ADVISE", name]).await?;
+            let workload = n.json(&["TERRACE.WORKLOAD", name]).await?;
+            Ok::<_, crate::nodes::NodeError>((advise, workload))
+        }
+        .await;
+        match got {
+            Ok((a, w)) => return Ok((addr.clone(), a, w)),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(OpError::Unavailable(format!("no engine answered: {}", errors.join("; "))))
+}
+
+/// Applies the advisor's recommendation: the tenant's compression and storage mode become the
+/// recommended configuration's.
+pub async fn apply_advice(console: &Console, name: &str) -> Result<(String, Saved), OpError> {
+    let (engine, advise, workload) = advice(console, name).await?;
+    let view = crate::views::AdvisorView::build(&engine, &advise, &workload);
+    let Some((compression, storage_mode)) = view.apply else {
+        return Err(OpError::Conflict(format!("tenant '{name}' already runs the recommended configuration ({})", view.recommended)));
+    };
+    let input = TenantInput { compression, storage_mode, ..Default::default() };
+    let saved = update_tenant(console, name, &input).await?;
+    Ok((view.recommended, saved))
+}

@@ -1,0 +1,226 @@
+//! The reconcile loop: the console's database is the truth for tenants and the slot map; this
+//! loop makes every proxy and engine agree with it, and re-pushes within one interval when one
+//! of them restarts. A proxy is checked by the digest of the document it was given
+//! (`TERRACE.TOPOLOGY GET`); an engine by its `run_id` (a restarted engine has a new one) and
+//! the digest of the tenants it was given. Each pass also reads the nodes' health for the
+//! Overview, and every `SAMPLE_EVERY` the tenants' usage for their charts.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::db::{self, Usage};
+use crate::nodes::{Node, NodeError};
+use crate::tenants::{sha256_hex, Tenant};
+use crate::Console;
+
+const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+
+/// What the console last saw of one proxy or engine.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NodeStatus {
+    pub address: String,
+    pub kind: &'static str,
+    pub up: bool,
+    /// Whether it holds the console's current topology and tenants.
+    pub in_sync: bool,
+    /// The last failure talking to it or applying to it.
+    pub error: Option<String>,
+    pub checked_at: i64,
+    pub pushed_at: Option<i64>,
+    pub run_id: Option<String>,
+    pub used_memory: Option<u64>,
+    pub pmem_bytes: Option<u64>,
+    pub ops_per_sec: Option<u64>,
+    pub hits: Option<u64>,
+    pub misses: Option<u64>,
+    pub clients: Option<u64>,
+}
+
+impl NodeStatus {
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let (h, m) = (self.hits?, self.misses?);
+        (h + m > 0).then(|| h as f64 / (h + m) as f64)
+    }
+}
+
+#[derive(Default)]
+pub struct State {
+    pub proxies: Vec<NodeStatus>,
+    pub engines: Vec<NodeStatus>,
+    /// Per engine address: (run_id, digest) last pushed.
+    pushed: HashMap<String, (String, String)>,
+    last_sample: Option<Instant>,
+}
+
+/// What the console wants every node to hold, and its digest.
+pub struct Desired {
+    pub engines: Vec<String>,
+    pub tenants: Vec<Tenant>,
+    pub document: String,
+    pub digest: String,
+}
+
+pub async fn desired(db: &db::Db) -> Result<Desired, db::DbError> {
+    let (engines, ranges) = db::topology(db).await?;
+    let tenants = db::tenants(db).await?;
+    let document = serde_json::json!({
+        "engines": engines,
+        "slots": ranges.iter().map(|(f, l, e)| serde_json::json!({"engine": e, "range": format!("{f}-{l}")})).collect::<Vec<_>>(),
+        "tenants": tenants.iter().map(Tenant::proxy_entry).collect::<Vec<_>>(),
+    })
+    .to_string();
+    let digest = sha256_hex(document.as_bytes());
+    Ok(Desired { engines, tenants, document, digest })
+}
+
+/// One pass over every node. Answers the errors it met (empty: everything holds the
+/// console's state).
+pub async fn pass(console: &Console) -> Vec<String> {
+    let _one_at_a_time = console.pass_lock.lock().await;
+    let want = match desired(&console.db).await {
+        Ok(d) => d,
+        Err(e) => return vec![e.to_string()],
+    };
+    let proxies = db::proxies(&console.db).await.unwrap_or_default();
+    let mut errors = Vec::new();
+    let mut proxy_status = Vec::new();
+    for addr in &proxies {
+        let s = check_proxy(console, addr, &want).await;
+        errors.extend(s.error.iter().map(|e| format!("proxy {addr}: {e}")));
+        proxy_status.push(s);
+    }
+    let mut engine_status = Vec::new();
+    for addr in &want.engines {
+        let last = console.state.lock().pushed.get(addr).cloned();
+        let (s, pushed) = check_engine(addr, &want, last).await;
+        errors.extend(s.error.iter().map(|e| format!("engine {addr}: {e}")));
+        if let Some(p) = pushed {
+            console.state.lock().pushed.insert(addr.clone(), p);
+        }
+        engine_status.push(s);
+    }
+    let sample = {
+        let mut st = console.state.lock();
+        st.proxies = proxy_status;
+        st.engines = engine_status;
+        let due = st.last_sample.is_none_or(|t| t.elapsed() >= SAMPLE_EVERY);
+        if due {
+            st.last_sample = Some(Instant::now());
+        }
+        due
+    };
+    if sample {
+        sample_usage(console, &want).await;
+    }
+    errors
+}
+
+async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatus {
+    let mut s = NodeStatus { address: addr.into(), kind: "proxy", checked_at: db::now(), ..Default::default() };
+    let result: Result<(), NodeError> = async {
+        let mut n = Node::proxy(addr, console.config.proxy_admin_password.as_deref()).await?;
+        s.up = true;
+        let info = n.info("all").await?;
+        s.ops_per_sec = info.get("instantaneous_ops_per_sec").and_then(|v| v.parse().ok());
+        s.clients = info.get("connected_clients").and_then(|v| v.parse().ok());
+        s.run_id = info.get("run_id").cloned();
+        let current = n.json(&["TERRACE.TOPOLOGY", "GET"]).await?;
+        if current["digest"].as_str() != Some(want.digest.as_str()) {
+            let _: String = n.run(&["TERRACE.TOPOLOGY", "SET", &want.document]).await?;
+            s.pushed_at = Some(db::now());
+            tracing::info!(proxy = addr, digest = %want.digest, "pushed the topology");
+        }
+        s.in_sync = true;
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        s.error = Some(e.to_string());
+    }
+    s
+}
+
+/// Checks one engine and pushes the tenants' settings when it restarted or they changed.
+/// Answers its status and, when it pushed, what it pushed for.
+async fn check_engine(addr: &str, want: &Desired, last: Option<(String, String)>) -> (NodeStatus, Option<(String, String)>) {
+    let mut s = NodeStatus { address: addr.into(), kind: "engine", checked_at: db::now(), ..Default::default() };
+    let mut pushed = None;
+    let result: Result<(), NodeError> = async {
+        let mut n = Node::engine(addr).await?;
+        s.up = true;
+        let info = n.info("all").await?;
+        let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok());
+        s.run_id = info.get("run_id").cloned();
+        s.used_memory = num("used_memory");
+        s.pmem_bytes = num("pmem_allocated_bytes");
+        s.ops_per_sec = num("instantaneous_ops_per_sec");
+        s.hits = num("keyspace_hits");
+        s.misses = num("keyspace_misses");
+        s.clients = num("connected_clients");
+        let now = (s.run_id.clone().unwrap_or_default(), want.digest.clone());
+        if last.as_ref() == Some(&now) {
+            s.in_sync = true;
+            return Ok(());
+        }
+        let mut refused = Vec::new();
+        for t in &want.tenants {
+            let mut args = vec!["TERRACE.NAMESPACE".to_string()];
+            args.extend(t.namespace_args(want.engines.len()));
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            if let Err(e) = n.run::<()>(&argv).await {
+                refused.push(format!("tenant '{}': {e}", t.name));
+            }
+        }
+        pushed = Some(now);
+        s.pushed_at = Some(db::now());
+        s.in_sync = refused.is_empty();
+        if !refused.is_empty() {
+            s.error = Some(refused.join("; "));
+        }
+        tracing::info!(engine = addr, tenants = want.tenants.len(), "pushed the tenants' settings");
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        s.error = Some(e.to_string());
+    }
+    (s, pushed)
+}
+
+/// Sums each tenant's keys, bytes and QPS over the engines into a usage sample.
+async fn sample_usage(console: &Console, want: &Desired) {
+    let mut totals: HashMap<&str, Usage> = HashMap::new();
+    let at = db::now();
+    for addr in &want.engines {
+        let Ok(mut n) = Node::engine(addr).await else { continue };
+        for t in &want.tenants {
+            let Ok(w) = n.json(&["TERRACE.WORKLOAD", &t.name]).await else { continue };
+            let u = totals.entry(&t.name).or_insert(Usage { at, keys: 0, logical_bytes: 0.0, stored_bytes: 0.0, qps: 0.0 });
+            u.keys += w["keys"].as_i64().unwrap_or(0);
+            u.logical_bytes += w["bytes"]["logical"].as_f64().unwrap_or(0.0);
+            u.stored_bytes += w["bytes"]["entries"].as_f64().unwrap_or(0.0) + w["bytes"]["table"].as_f64().unwrap_or(0.0);
+            u.qps += w["qps_1m"].as_f64().unwrap_or(0.0);
+        }
+    }
+    for (tenant, u) in totals {
+        if let Err(e) = db::add_usage(&console.db, tenant, &u).await {
+            tracing::warn!(error = %e, "cannot store a usage sample");
+        }
+    }
+}
+
+/// Runs passes every `interval`, and at once when woken (a tenant changed).
+pub async fn run(console: std::sync::Arc<Console>) {
+    loop {
+        let errors = pass(&console).await;
+        for e in errors {
+            tracing::debug!(error = %e, "reconcile");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(console.config.reconcile) => {}
+            _ = console.wake.notified() => {}
+        }
+    }
+}

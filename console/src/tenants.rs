@@ -1,0 +1,226 @@
+//! A tenant as the console keeps it: what an operator may set, how it is checked, and what it
+//! becomes for the proxy (a `[[proxy.tenants]]` entry with the password's hash) and for each
+//! engine (`TERRACE.NAMESPACE` options).
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+pub const COMPRESSIONS: [&str; 5] = ["none", "zstd", "zstd-dict", "pattern", "auto"];
+pub const COMPRESSION_MODES: [&str; 2] = ["eager", "lazy"];
+pub const STORAGE_MODES: [&str; 3] = ["cache", "write-through", "write-back"];
+
+/// A stored tenant. The password is kept only as its SHA-256 (what the proxy checks).
+#[derive(Debug, Clone, Serialize)]
+pub struct Tenant {
+    pub name: String,
+    #[serde(skip)]
+    pub password_sha256: Option<String>,
+    pub has_password: bool,
+    pub max_qps: Option<u64>,
+    pub max_memory: Option<u64>,
+    pub compression: String,
+    pub compression_mode: String,
+    pub storage_mode: String,
+    pub memcache_port: Option<u16>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// What a create or an update carries (JSON for the API, a form for the pages). Absent
+/// fields keep their value on update and take the default on create; `password: ""` removes
+/// the password, `max_memory` takes sizes ("100mb").
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantInput {
+    pub name: Option<String>,
+    pub password: Option<String>,
+    pub max_qps: Option<Limit>,
+    pub max_memory: Option<Limit>,
+    pub compression: Option<String>,
+    pub compression_mode: Option<String>,
+    pub storage_mode: Option<String>,
+    pub memcache_port: Option<Limit>,
+}
+
+/// A number, a size as text, or null/empty for "none".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Limit {
+    Number(u64),
+    Text(String),
+    None(()),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TenantError {
+    #[error("name: '{0}' is not a tenant name (1-64 letters, digits, '_', '-', '.'; not 'default' or 'admin')")]
+    Name(String),
+    #[error("name is required")]
+    NameMissing,
+    #[error("{field}: '{value}' is not one of {allowed}")]
+    Choice { field: &'static str, value: String, allowed: String },
+    #[error("{field}: '{value}' is not {what}")]
+    Number { field: &'static str, value: String, what: &'static str },
+}
+
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        && name != "default"
+        && name != "admin"
+}
+
+fn choice(field: &'static str, value: &str, allowed: &[&str]) -> Result<String, TenantError> {
+    if allowed.contains(&value) {
+        Ok(value.to_string())
+    } else {
+        Err(TenantError::Choice { field, value: value.into(), allowed: allowed.join(", ") })
+    }
+}
+
+impl Limit {
+    /// None: no limit.
+    fn value(&self, field: &'static str, sizes: bool) -> Result<Option<u64>, TenantError> {
+        let bad = |v: &str| TenantError::Number { field, value: v.to_string(), what: if sizes { "a size (examples: 100mb, 1gb)" } else { "a positive number" } };
+        match self {
+            Limit::None(()) => Ok(None),
+            Limit::Number(0) => Ok(None),
+            Limit::Number(n) => Ok(Some(*n)),
+            Limit::Text(t) if t.trim().is_empty() => Ok(None),
+            Limit::Text(t) if sizes => terrace_engine::config::parse_size(t).map(|n| (n > 0).then_some(n)).ok_or_else(|| bad(t)),
+            Limit::Text(t) => t.trim().parse::<u64>().map(|n| (n > 0).then_some(n)).map_err(|_| bad(t)),
+        }
+    }
+}
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl TenantInput {
+    /// The tenant this input makes of `base` (None: a new tenant), validated.
+    pub fn apply(&self, base: Option<&Tenant>, now: i64) -> Result<Tenant, TenantError> {
+        let name = match (base, &self.name) {
+            (Some(b), _) => b.name.clone(),
+            (None, None) => return Err(TenantError::NameMissing),
+            (None, Some(n)) if !valid_name(n.trim()) => return Err(TenantError::Name(n.clone())),
+            (None, Some(n)) => n.trim().to_string(),
+        };
+        let mut t = base.cloned().unwrap_or(Tenant {
+            name,
+            password_sha256: None,
+            has_password: false,
+            max_qps: None,
+            max_memory: None,
+            compression: "none".into(),
+            compression_mode: "eager".into(),
+            storage_mode: "cache".into(),
+            memcache_port: None,
+            created_at: now,
+            updated_at: now,
+        });
+        if let Some(p) = &self.password {
+            t.password_sha256 = (!p.is_empty()).then(|| sha256_hex(p.as_bytes()));
+        }
+        t.has_password = t.password_sha256.is_some();
+        if let Some(v) = &self.max_qps {
+            t.max_qps = v.value("max_qps", false)?;
+        }
+        if let Some(v) = &self.max_memory {
+            t.max_memory = v.value("max_memory", true)?;
+        }
+        if let Some(v) = &self.memcache_port {
+            t.memcache_port = match v.value("memcache_port", false)? {
+                None => None,
+                Some(p) if p <= 65535 => Some(p as u16),
+                Some(p) => return Err(TenantError::Number { field: "memcache_port", value: p.to_string(), what: "a port (1-65535)" }),
+            };
+        }
+        if let Some(v) = &self.compression {
+            t.compression = choice("compression", v, &COMPRESSIONS)?;
+        }
+        if let Some(v) = &self.compression_mode {
+            t.compression_mode = choice("compression_mode", v, &COMPRESSION_MODES)?;
+        }
+        if let Some(v) = &self.storage_mode {
+            t.storage_mode = choice("storage_mode", v, &STORAGE_MODES)?;
+        }
+        t.updated_at = now;
+        Ok(t)
+    }
+}
+
+impl Tenant {
+    /// The proxy's view (`[[proxy.tenants]]`, JSON).
+    pub fn proxy_entry(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name,
+            "password_sha256": self.password_sha256,
+            "memcache_port": self.memcache_port,
+            "max_qps": self.max_qps,
+            "max_memory": self.max_memory,
+            "compression": self.compression,
+            "compression_mode": self.compression_mode,
+            "storage_mode": self.storage_mode,
+        })
+    }
+
+    /// `TERRACE.NAMESPACE` arguments for one of `engines` engines (each holds an even share of
+    /// the data limit).
+    pub fn namespace_args(&self, engines: usize) -> Vec<String> {
+        let share = self.max_memory.map(|m| m.div_ceil(engines.max(1) as u64)).unwrap_or(0);
+        vec![
+            self.name.clone(),
+            "MAXMEMORY".into(),
+            share.to_string(),
+            "COMPRESSION".into(),
+            self.compression.clone(),
+            "COMPRESSION-MODE".into(),
+            self.compression_mode.clone(),
+            "STORAGE-MODE".into(),
+            self.storage_mode.clone(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(json: &str) -> TenantInput {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn create_validates_and_defaults() {
+        let t = input(r#"{"name":"shop","password":"pw","max_memory":"100mb","max_qps":500}"#).apply(None, 7).unwrap();
+        assert_eq!((t.name.as_str(), t.compression.as_str(), t.storage_mode.as_str()), ("shop", "none", "cache"));
+        assert_eq!(t.max_memory, Some(100 << 20));
+        assert_eq!(t.password_sha256.as_deref(), Some(sha256_hex(b"pw").as_str()));
+        assert!(t.has_password);
+        assert_eq!(input("{}").apply(None, 0).unwrap_err(), TenantError::NameMissing);
+        assert!(matches!(input(r#"{"name":"admin"}"#).apply(None, 0), Err(TenantError::Name(_))));
+        assert!(matches!(input(r#"{"name":"a b"}"#).apply(None, 0), Err(TenantError::Name(_))));
+        let e = input(r#"{"name":"x","compression":"gzip"}"#).apply(None, 0).unwrap_err();
+        assert_eq!(e.to_string(), "compression: 'gzip' is not one of none, zstd, zstd-dict, pattern, auto");
+        let e = input(r#"{"name":"x","max_memory":"lots"}"#).apply(None, 0).unwrap_err();
+        assert_eq!(e.to_string(), "max_memory: 'lots' is not a size (examples: 100mb, 1gb)");
+        let e = input(r#"{"name":"x","memcache_port":70000}"#).apply(None, 0).unwrap_err();
+        assert!(e.to_string().starts_with("memcache_port"), "{e}");
+        assert!(serde_json::from_str::<TenantInput>(r#"{"nmae":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn update_keeps_what_it_does_not_name() {
+        let t = input(r#"{"name":"shop","password":"pw","compression":"zstd"}"#).apply(None, 1).unwrap();
+        let u = input(r#"{"storage_mode":"write-back","max_qps":null}"#).apply(Some(&t), 2).unwrap();
+        assert_eq!((u.compression.as_str(), u.storage_mode.as_str(), u.has_password), ("zstd", "write-back", true));
+        assert_eq!((u.created_at, u.updated_at), (1, 2));
+        let cleared = input(r#"{"password":""}"#).apply(Some(&u), 3).unwrap();
+        assert!(!cleared.has_password && cleared.password_sha256.is_none());
+        assert_eq!(u.namespace_args(3)[..3], ["shop".to_string(), "MAXMEMORY".into(), "0".into()]);
+        let m = input(r#"{"max_memory":"3mb"}"#).apply(Some(&u), 4).unwrap();
+        assert_eq!(m.namespace_args(2)[2], (3u64 << 20).div_ceil(2).to_string());
+    }
+}

@@ -1,0 +1,453 @@
+//! What the pages show: askama templates (`templates/`) and the view models that turn engine
+//! JSON (`TERRACE.ADVISE`, `TERRACE.WORKLOAD`, `TERRACE.COMPRESSION STATS`) into tables and
+//! charts.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use serde_json::Value;
+use terrace_engine::cost::breakeven::{break_even, UnitCosts};
+
+use crate::charts::{self, Axes, Marker, Point, Series};
+use crate::db::{ApiToken, Retrain, Usage};
+use crate::reconcile::NodeStatus;
+use crate::tenants::{Tenant, COMPRESSIONS, COMPRESSION_MODES, STORAGE_MODES};
+
+pub fn human_bytes<T: std::borrow::Borrow<f64>>(v: T) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = *v.borrow();
+    let mut u = 0;
+    while v.abs() >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+pub fn opt_bytes(v: &Option<u64>) -> String {
+    v.map(|b| human_bytes(b as f64)).unwrap_or_else(|| "—".into())
+}
+
+pub fn opt_num(v: &Option<u64>) -> String {
+    v.map(|b| b.to_string()).unwrap_or_else(|| "—".into())
+}
+
+/// What every page's frame needs: the user and the CSRF token for its forms.
+pub struct Frame {
+    pub user: String,
+    pub csrf: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "login.html")]
+pub struct LoginPage {
+    pub csrf: String,
+    pub error: Option<String>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "overview.html")]
+pub struct OverviewPage {
+    pub frame: Frame,
+    pub proxies: Vec<NodeStatus>,
+    pub engines: Vec<NodeStatus>,
+    pub tenants: usize,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "tenants.html")]
+pub struct TenantsPage {
+    pub frame: Frame,
+    pub tenants: Vec<Tenant>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "tenant_form.html")]
+pub struct TenantFormPage {
+    pub frame: Frame,
+    /// None: a new tenant.
+    pub tenant: Option<Tenant>,
+    pub error: Option<String>,
+    pub compressions: &'static [&'static str],
+    pub compression_modes: &'static [&'static str],
+    pub storage_modes: &'static [&'static str],
+}
+
+impl TenantFormPage {
+    pub fn new(frame: Frame, tenant: Option<Tenant>, error: Option<String>) -> TenantFormPage {
+        TenantFormPage { frame, tenant, error, compressions: &COMPRESSIONS, compression_modes: &COMPRESSION_MODES, storage_modes: &STORAGE_MODES }
+    }
+
+    fn field(&self, f: impl Fn(&Tenant) -> String) -> String {
+        self.tenant.as_ref().map(f).unwrap_or_default()
+    }
+
+    pub fn max_memory(&self) -> String {
+        self.field(|t| t.max_memory.map(|m| m.to_string()).unwrap_or_default())
+    }
+
+    pub fn max_qps(&self) -> String {
+        self.field(|t| t.max_qps.map(|m| m.to_string()).unwrap_or_default())
+    }
+
+    pub fn memcache_port(&self) -> String {
+        self.field(|t| t.memcache_port.map(|m| m.to_string()).unwrap_or_default())
+    }
+
+    pub fn selected(&self, which: &str, value: &str) -> bool {
+        let current = match (&self.tenant, which) {
+            (Some(t), "compression") => t.compression.as_str(),
+            (Some(t), "compression_mode") => t.compression_mode.as_str(),
+            (Some(t), "storage_mode") => t.storage_mode.as_str(),
+            (None, "compression") => "none",
+            (None, "compression_mode") => "eager",
+            _ => "cache",
+        };
+        current == value
+    }
+}
+
+/// One dictionary generation of one engine.
+pub struct Generation {
+    pub engine: String,
+    pub slot: String,
+    pub codec: String,
+    /// Raw bytes per stored byte on held-out samples.
+    pub trained_ratio: String,
+    pub values: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "tenant.html")]
+pub struct TenantPage {
+    pub frame: Frame,
+    pub tenant: Tenant,
+    pub usage_svg: String,
+    pub latest: Option<Usage>,
+    pub compression_ratio: Option<f64>,
+    pub generations: Vec<Generation>,
+    pub retrain: Option<Retrain>,
+    pub advice: Option<AdvisorView>,
+    pub engine_errors: Vec<String>,
+}
+
+impl TenantPage {
+    pub fn retrain_running(&self) -> bool {
+        self.retrain.as_ref().is_some_and(|r| r.status == "running")
+    }
+
+    pub fn retrain_total(&self) -> i64 {
+        self.retrain.as_ref().map(|r| r.engines_total).unwrap_or(1)
+    }
+
+    pub fn retrain_done(&self) -> i64 {
+        self.retrain.as_ref().map(|r| r.engines_done).unwrap_or(0)
+    }
+
+    pub fn retrain_summary(&self) -> String {
+        let Some(r) = &self.retrain else { return String::new() };
+        let mut s = format!("{} — {} of {} engines", r.status, r.engines_done, r.engines_total);
+        if let Some(Value::Object(m)) = &r.result {
+            for (engine, v) in m {
+                if let Some(e) = v.get("error").and_then(Value::as_str) {
+                    s += &format!("; {engine}: {e}");
+                } else {
+                    let ratio = v.get("trained_ratio").and_then(Value::as_f64).filter(|r| *r > 0.0).map(|r| format!("{:.2}×", 1.0 / r)).unwrap_or_else(|| "—".into());
+                    let generation = v.get("generation").map(|g| g.to_string()).unwrap_or_default();
+                    s += &format!("; {engine}: generation {generation}, trained ratio {ratio}");
+                }
+            }
+        }
+        s
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "advisor.html")]
+pub struct AdvisorPage {
+    pub frame: Frame,
+    pub tenant: String,
+    pub advice: Option<AdvisorView>,
+    pub error: Option<String>,
+    pub message: Option<String>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "topology.html")]
+pub struct TopologyPage {
+    pub frame: Frame,
+    pub engines: Vec<String>,
+    pub ranges: Vec<(u16, u16, usize)>,
+    pub proxies: Vec<String>,
+    pub map_svg: String,
+}
+
+impl TopologyPage {
+    pub fn engine_address(&self, index: &usize) -> String {
+        self.engines.get(*index).cloned().unwrap_or_default()
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "tokens.html")]
+pub struct TokensPage {
+    pub frame: Frame,
+    pub tokens: Vec<ApiToken>,
+    /// A token just created: shown this once.
+    pub created: Option<String>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "error.html")]
+pub struct ErrorPage {
+    pub frame: Option<Frame>,
+    pub status: u16,
+    pub message: String,
+}
+
+/// One evaluated configuration in the advisor's table.
+pub struct OptionRow {
+    pub name: String,
+    pub setup: String,
+    pub cpqps: String,
+    pub cpgb: String,
+    pub pc: String,
+    pub sc: String,
+    pub c: String,
+    pub category: String,
+    pub instances: String,
+    pub recommended: bool,
+    pub current: bool,
+}
+
+pub struct BreakEvenRow {
+    pub slow: String,
+    pub interval: String,
+    pub meaning: String,
+}
+
+/// The cost advisor's view of one tenant (from one engine: each engine holds an even share of
+/// the slots, so each sees the same workload at its share of the rate and the data).
+pub struct AdvisorView {
+    pub engine: String,
+    pub category: String,
+    pub current: String,
+    pub recommended: String,
+    pub expected_change: String,
+    pub estimate: bool,
+    pub reasons: Vec<String>,
+    pub features: Vec<(String, String)>,
+    pub applicable: Vec<(String, String, String)>,
+    pub options: Vec<OptionRow>,
+    pub break_even: Vec<BreakEvenRow>,
+    pub pcsc_svg: String,
+    pub mrc_svg: String,
+    pub optimal_cache_ratio: Option<f64>,
+    /// What Apply sets on the tenant: (compression, storage mode), and what it cannot set.
+    pub apply: Option<(Option<String>, Option<String>)>,
+    pub apply_note: Option<String>,
+}
+
+fn num(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+fn fmt(v: &Value) -> String {
+    match v {
+        Value::Null => "—".into(),
+        Value::Number(n) => n.as_f64().map(charts::number).unwrap_or_default(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn setup_text(s: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = s["compression"].as_str() {
+        parts.push(format!("compression {c}"));
+    }
+    if s["pmem"].as_bool() == Some(true) {
+        parts.push("PMem tier".into());
+    }
+    if let Some(m) = s["storage_mode"].as_str() {
+        parts.push(format!("storage {m}"));
+    }
+    if parts.is_empty() {
+        "all in DRAM, raw".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+impl AdvisorView {
+    /// From an engine's `TERRACE.ADVISE` and `TERRACE.WORKLOAD` answers.
+    pub fn build(engine: &str, advise: &Value, workload: &Value) -> AdvisorView {
+        let a = &advise["advice"];
+        let recommended = a["recommended"].as_str().unwrap_or("").to_string();
+        let current = a["current"].as_str().unwrap_or("").to_string();
+        let empty = Vec::new();
+        let options_json = a["options"].as_array().unwrap_or(&empty);
+        let options: Vec<OptionRow> = options_json
+            .iter()
+            .map(|o| {
+                let e = &o["evaluation"];
+                let name = o["name"].as_str().unwrap_or("").to_string();
+                OptionRow {
+                    setup: setup_text(&o["setup"]),
+                    cpqps: fmt(&e["cpqps"]),
+                    cpgb: fmt(&e["cpgb"]),
+                    pc: fmt(&e["pc"]),
+                    sc: fmt(&e["sc"]),
+                    c: fmt(&e["c"]),
+                    category: fmt(&e["category"]),
+                    instances: fmt(&e["instances"]),
+                    recommended: name == recommended,
+                    current: name == current,
+                    name,
+                }
+            })
+            .collect();
+        let points: Vec<Point> = options_json
+            .iter()
+            .map(|o| Point {
+                x: num(&o["evaluation"]["pc"]).unwrap_or(f64::NAN),
+                y: num(&o["evaluation"]["sc"]).unwrap_or(f64::NAN),
+                label: o["name"].as_str().unwrap_or("").to_string(),
+                highlight: o["name"].as_str() == Some(recommended.as_str()),
+            })
+            .collect();
+        let pcsc_svg = charts::balance(
+            &Axes { id: "pcsc-chart", title: "Performance cost vs space cost", x_label: "PC (instance units)", y_label: "SC (instance units)", x_fmt: charts::number, y_fmt: charts::number },
+            &points,
+        );
+        let curve: Vec<(f64, f64)> = workload["mrc"]["points"].as_array().unwrap_or(&empty).iter().filter_map(|p| Some((p[0].as_f64()?, p[2].as_f64()?))).collect();
+        let optimal_cache_ratio = options_json.iter().filter(|o| o["name"].as_str() == Some(recommended.as_str())).find_map(|o| o["cache_ratio"].as_f64()).or_else(|| options_json.iter().find_map(|o| o["cache_ratio"].as_f64()));
+        let markers: Vec<Marker> = optimal_cache_ratio.map(|r| Marker { x: r, label: format!("optimal cache ratio {:.0}%", r * 100.0) }).into_iter().collect();
+        let mrc_svg = charts::line(
+            &Axes { id: "mrc-chart", title: "Miss-ratio curve (LRU, sampled)", x_label: "cache size / data size", y_label: "miss ratio", x_fmt: charts::ratio, y_fmt: charts::ratio },
+            &[Series { name: "miss ratio".into(), points: curve }],
+            &markers,
+        );
+        let record_bytes = workload["avg_record_bytes"].as_f64().unwrap_or(0.0);
+        let unit = |o: &Value| Some(UnitCosts { cpqps: o["evaluation"]["cpqps"].as_f64()?, cpgb: o["evaluation"]["cpgb"].as_f64()? });
+        let raw = options_json.iter().find(|o| o["name"].as_str() == Some("raw")).and_then(unit);
+        let mut break_even_rows = Vec::new();
+        if let Some(fast) = raw.filter(|_| record_bytes > 0.0) {
+            for o in options_json.iter().filter(|o| o["name"].as_str() != Some("raw")) {
+                let Some(slow) = unit(o) else { continue };
+                let b = break_even(fast, slow, record_bytes);
+                let (interval, meaning) = match b.seconds() {
+                    Some(s) => (format!("{s:.0} s"), format!("records read more often than every {s:.0} s are cheaper kept raw in DRAM")),
+                    None if slow.cpgb >= fast.cpgb => ("—".into(), "never cheaper per GB: keep every record raw in DRAM".into()),
+                    None => ("—".into(), "no dearer per operation: every record belongs there".into()),
+                };
+                break_even_rows.push(BreakEvenRow { slow: o["name"].as_str().unwrap_or("").to_string(), interval, meaning });
+            }
+        }
+        let f = &a["features"];
+        let mut features: Vec<(String, String)> = vec![
+            ("category".into(), fmt(&f["category"])),
+            ("read ratio".into(), f["read_ratio"].as_f64().map(charts::ratio).unwrap_or_else(|| "—".into())),
+            ("average record".into(), f["avg_record_bytes"].as_f64().map(human_bytes).unwrap_or_else(|| "—".into())),
+            ("burstiness (peak / mean QPS)".into(), fmt(&f["burstiness"])),
+            ("miss ratio at 20% cache".into(), f["miss_ratio_at_20"].as_f64().map(charts::ratio).unwrap_or_else(|| "—".into())),
+            ("compression ratio".into(), fmt(&f["compression_ratio"])),
+        ];
+        features.push(("QPS (1 min)".into(), fmt(&workload["qps_1m"])));
+        features.push(("keys".into(), fmt(&workload["keys"])));
+        features.push(("median access interval".into(), workload["access_interval_ms"]["median"].as_f64().map(|m| format!("{:.1} s", m / 1000.0)).unwrap_or_else(|| "—".into())));
+        let applicable = a["applicable"]
+            .as_array()
+            .unwrap_or(&empty)
+            .iter()
+            .map(|x| (fmt(&x["feature"]), fmt(&x["optimization"]), fmt(&x["reason"])))
+            .collect();
+        let rec = options_json.iter().find(|o| o["name"].as_str() == Some(recommended.as_str()));
+        let (apply, apply_note) = match rec {
+            Some(o) if recommended != current => {
+                let s = &o["setup"];
+                let note = (s["pmem"].as_bool() == Some(true)).then(|| "The PMem tier is an engine setting (pmem_path, dram_max): Apply sets the tenant's part; configure the engines for the rest.".to_string());
+                let compression = Some(s["compression"].as_str().unwrap_or("none").to_string());
+                let storage = Some(s["storage_mode"].as_str().unwrap_or("cache").to_string());
+                (Some((compression, storage)), note)
+            }
+            _ => (None, None),
+        };
+        AdvisorView {
+            engine: engine.to_string(),
+            category: fmt(&a["category"]),
+            current,
+            recommended,
+            expected_change: a["expected_change"].as_f64().map(|c| format!("{:+.1}%", c * 100.0)).unwrap_or_else(|| "—".into()),
+            estimate: a["estimate"].as_bool().unwrap_or(true),
+            reasons: a["reasons"].as_array().unwrap_or(&empty).iter().filter_map(|r| r.as_str().map(str::to_string)).collect(),
+            features,
+            applicable,
+            options,
+            break_even: break_even_rows,
+            pcsc_svg,
+            mrc_svg,
+            optimal_cache_ratio,
+            apply,
+            apply_note,
+        }
+    }
+}
+
+/// The usage chart of a tenant: logical and stored bytes over time.
+pub fn usage_chart(samples: &[Usage]) -> String {
+    let logical = Series { name: "logical bytes".into(), points: samples.iter().map(|u| (u.at as f64, u.logical_bytes)).collect() };
+    let stored = Series { name: "stored bytes".into(), points: samples.iter().map(|u| (u.at as f64, u.stored_bytes)).collect() };
+    charts::line(&Axes { id: "usage-chart", title: "Data over time", x_label: "time (UTC)", y_label: "bytes", x_fmt: charts::clock, y_fmt: charts::bytes }, &[logical, stored], &[])
+}
+
+/// The slot map as a bar: one colored span per range.
+pub fn slot_map_svg(ranges: &[(u16, u16, usize)]) -> String {
+    let colors = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"];
+    let mut out = String::from(r##"<svg id="slot-map" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 560 60" role="img" aria-label="slot map"><title>Slot map</title>"##);
+    for (first, last, engine) in ranges {
+        let x = 10.0 + *first as f64 / 16384.0 * 540.0;
+        let w = (*last as f64 - *first as f64 + 1.0) / 16384.0 * 540.0;
+        out += &format!(r##"<rect x="{x:.1}" y="10" width="{w:.1}" height="24" fill="{}"><title>slots {first}-{last}: engine {engine}</title></rect>"##, colors[engine % colors.len()]);
+        out += &format!(r##"<text x="{:.1}" y="50" font-size="11" text-anchor="middle">engine {engine}: {first}-{last}</text>"##, x + w / 2.0);
+    }
+    out + "</svg>"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advisor_view_reads_the_engine_json() {
+        let advise: Value = serde_json::json!({"advice": {"category": "space-critical", "current": "raw", "recommended": "storage tier (write-through)", "estimate": true, "expected_change": -0.5,
+            "reasons": ["a", "b"], "features": {"read_ratio": 0.9, "avg_record_bytes": 100.0},
+            "applicable": [{"feature": "space-critical", "optimization": "pmem-tier", "reason": "cheap"}],
+            "options": [
+                {"name": "raw", "cache_ratio": null, "setup": {"compression": null, "pmem": false, "storage_mode": null}, "evaluation": {"c": 1.0, "cpgb": 0.3, "cpqps": 6e-6, "pc": 0.2, "sc": 1.0, "instances": 1, "category": "space-critical"}},
+                {"name": "storage tier (write-through)", "cache_ratio": 0.2, "setup": {"compression": null, "pmem": false, "storage_mode": "write-through"}, "evaluation": {"c": 0.5, "cpgb": 0.01, "cpqps": 4e-5, "pc": 0.5, "sc": 0.4, "instances": 1, "category": "balanced"}}
+            ]}});
+        let workload = serde_json::json!({"avg_record_bytes": 100.0, "mrc": {"points": [[0.1, 10.0, 0.8], [0.2, 20.0, 0.5], [1.0, 100.0, 0.0]]}});
+        let v = AdvisorView::build("127.0.0.1:7001", &advise, &workload);
+        assert_eq!(v.options.len(), 2);
+        assert!(v.options[1].recommended && v.options[0].current);
+        assert_eq!(v.optimal_cache_ratio, Some(0.2));
+        assert!(v.mrc_svg.contains("optimal cache ratio 20%"));
+        assert_eq!(v.break_even.len(), 1);
+        // (4e-5 − 6e-6) / ((0.3 − 0.01) · 100 / 2^30) s
+        let expect = (4e-5 - 6e-6) / ((0.3 - 0.01) * 100.0 / (1u64 << 30) as f64);
+        assert_eq!(v.break_even[0].interval, format!("{expect:.0} s"));
+        assert_eq!(v.apply, Some((Some("none".into()), Some("write-through".into()))));
+        assert_eq!(v.expected_change, "-50.0%");
+    }
+
+    #[test]
+    fn bytes_are_human() {
+        assert_eq!(human_bytes(512.0), "512 B");
+        assert_eq!(human_bytes(1536.0), "1.5 KiB");
+        assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
+    }
+}

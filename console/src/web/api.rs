@@ -1,0 +1,202 @@
+//! The REST API under `/api/v1`: JSON in and out, the same operations as the pages, errors as
+//! `{"error": "…"}` with the matching status. Described by `/api/v1/openapi.json`.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::ApiUser;
+use crate::auth;
+use crate::db;
+use crate::ops::{self, OpError};
+use crate::tenants::TenantInput;
+use crate::Console;
+
+pub fn router() -> Router<Arc<Console>> {
+    Router::new()
+        .route("/openapi.json", get(openapi))
+        .route("/tenants", get(list_tenants).post(create_tenant))
+        .route("/tenants/{name}", get(get_tenant).patch(update_tenant).delete(delete_tenant))
+        .route("/tenants/{name}/retrain", post(retrain).get(last_retrain))
+        .route("/tenants/{name}/stats", get(stats))
+        .route("/tenants/{name}/advice", get(advice))
+        .route("/tenants/{name}/apply", post(apply))
+        .route("/topology", get(topology))
+        .route("/nodes", get(nodes))
+        .route("/tokens", get(list_tokens).post(create_token))
+        .route("/tokens/{id}", axum::routing::delete(revoke_token))
+        .fallback(|_: ApiUser| async { error(StatusCode::NOT_FOUND, "no such API route") })
+}
+
+pub fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+fn op_error(e: OpError) -> Response {
+    let status = match &e {
+        OpError::NotFound(_) => StatusCode::NOT_FOUND,
+        OpError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        OpError::Conflict(_) => StatusCode::CONFLICT,
+        OpError::Unavailable(_) => StatusCode::BAD_GATEWAY,
+        OpError::Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, &e.to_string())
+}
+
+/// `Json` whose rejections (malformed JSON, wrong content type, unknown fields) answer in the
+/// API's error shape.
+pub struct Body<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(r) => {
+                let status = match &r {
+                    JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    JsonRejection::JsonDataError(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                    _ => StatusCode::BAD_REQUEST,
+                };
+                Err(error(status, &r.body_text()))
+            }
+        }
+    }
+}
+
+async fn openapi(_: ApiUser) -> Response {
+    Json(super::openapi::document()).into_response()
+}
+
+async fn list_tenants(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    match db::tenants(&c.db).await {
+        Ok(t) => Json(json!({ "tenants": t })).into_response(),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+async fn get_tenant(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+    match ops::tenant(&c, &name).await {
+        Ok(t) => Json(json!({ "tenant": t })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+fn saved(status: StatusCode, s: ops::Saved) -> Response {
+    (status, Json(json!({ "tenant": s.tenant, "applied": s.problems.is_empty(), "problems": s.problems }))).into_response()
+}
+
+async fn create_tenant(_: ApiUser, State(c): State<Arc<Console>>, Body(input): Body<TenantInput>) -> Response {
+    match ops::create_tenant(&c, &input).await {
+        Ok(s) => saved(StatusCode::CREATED, s),
+        Err(e) => op_error(e),
+    }
+}
+
+async fn update_tenant(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>, Body(input): Body<TenantInput>) -> Response {
+    match ops::update_tenant(&c, &name, &input).await {
+        Ok(s) => saved(StatusCode::OK, s),
+        Err(e) => op_error(e),
+    }
+}
+
+async fn delete_tenant(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+    match ops::delete_tenant(&c, &name).await {
+        Ok(problems) => Json(json!({ "deleted": name, "problems": problems })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+async fn retrain(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+    match ops::retrain(&c, &name).await {
+        Ok(id) => (StatusCode::ACCEPTED, Json(json!({ "retrain": id, "status": "running" }))).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+async fn last_retrain(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+    if let Err(e) = ops::tenant(&c, &name).await {
+        return op_error(e);
+    }
+    match db::last_retrain(&c.db, &name).await {
+        Ok(r) => Json(json!({ "retrain": r })).into_response(),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+async fn stats(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+    let engines = match ops::engine_stats(&c, &name).await {
+        Ok(v) => v,
+        Err(e) => return op_error(e),
+    };
+    let usage = db::usage(&c.db, &name, db::now() - 24 * 3600).await.unwrap_or_default();
+    Json(json!({ "tenant": name, "engines": engines, "usage": usage })).into_response()
+}
+
+async fn advice(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+    match ops::advice(&c, &name).await {
+        Ok((engine, advise, workload)) => Json(json!({ "tenant": name, "engine": engine, "advise": advise, "workload": workload })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+async fn apply(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+    match ops::apply_advice(&c, &name).await {
+        Ok((recommended, s)) => Json(json!({ "applied_recommendation": recommended, "tenant": s.tenant, "applied": s.problems.is_empty(), "problems": s.problems })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+async fn topology(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    let (engines, ranges) = match db::topology(&c.db).await {
+        Ok(t) => t,
+        Err(e) => return op_error(e.into()),
+    };
+    let proxies = db::proxies(&c.db).await.unwrap_or_default();
+    let slots: Vec<Value> = ranges.iter().map(|(f, l, e)| json!({ "first": f, "last": l, "engine": e })).collect();
+    Json(json!({ "engines": engines, "slots": slots, "proxies": proxies })).into_response()
+}
+
+async fn nodes(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    let st = c.state.lock();
+    Json(json!({ "proxies": st.proxies, "engines": st.engines })).into_response()
+}
+
+async fn list_tokens(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    match db::tokens(&c.db).await {
+        Ok(t) => Json(json!({ "tokens": t })).into_response(),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewToken {
+    name: String,
+}
+
+async fn create_token(_: ApiUser, State(c): State<Arc<Console>>, Body(t): Body<NewToken>) -> Response {
+    let name = t.name.trim();
+    if name.is_empty() || name.len() > 64 {
+        return error(StatusCode::UNPROCESSABLE_ENTITY, "name: 1-64 characters");
+    }
+    match auth::create_token(&c.db, name).await {
+        Ok((id, token)) => (StatusCode::CREATED, Json(json!({ "id": id, "name": name, "token": token }))).into_response(),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+async fn revoke_token(_: ApiUser, State(c): State<Arc<Console>>, Path(id): Path<i64>) -> Response {
+    match db::revoke_token(&c.db, id).await {
+        Ok(true) => Json(json!({ "revoked": id })).into_response(),
+        Ok(false) => error(StatusCode::NOT_FOUND, &format!("no active token {id}")),
+        Err(e) => op_error(e.into()),
+    }
+}

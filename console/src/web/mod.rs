@@ -1,0 +1,110 @@
+//! HTTP: the router (pages, `/api/v1`, static assets), who is asking (session cookie or API
+//! token), and the headers every response carries.
+
+pub mod api;
+mod openapi;
+pub mod pages;
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::auth::{self, Session};
+use crate::Console;
+
+pub fn router(console: Arc<Console>) -> Router {
+    Router::new()
+        .route("/login", get(pages::login_form).post(pages::login))
+        .route("/logout", post(pages::logout))
+        .route("/", get(pages::overview))
+        .route("/tenants", get(pages::tenants))
+        .route("/tenants/new", get(pages::new_tenant_form).post(pages::create_tenant))
+        .route("/tenants/{name}", get(pages::tenant))
+        .route("/tenants/{name}/edit", get(pages::edit_tenant_form).post(pages::update_tenant))
+        .route("/tenants/{name}/delete", post(pages::delete_tenant))
+        .route("/tenants/{name}/retrain", post(pages::retrain))
+        .route("/tenants/{name}/advisor", get(pages::advisor))
+        .route("/tenants/{name}/apply", post(pages::apply))
+        .route("/topology", get(pages::topology))
+        .route("/tokens", get(pages::tokens).post(pages::create_token))
+        .route("/tokens/{id}/revoke", post(pages::revoke_token))
+        .route("/static/console.css", get(css))
+        .nest("/api/v1", api::router())
+        .fallback(pages::not_found)
+        .layer(axum::middleware::from_fn(security_headers))
+        .with_state(console)
+}
+
+async fn css() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "max-age=3600")], include_str!("../../static/console.css"))
+}
+
+/// No framing, no inline scripts, nothing from elsewhere.
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert("content-security-policy", HeaderValue::from_static("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'"));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    res
+}
+
+/// A logged-in user of the pages; anyone else is sent to the login page.
+pub struct PageUser(pub Session, pub String);
+
+impl FromRequestParts<Arc<Console>> for PageUser {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, console: &Arc<Console>) -> Result<Self, Self::Rejection> {
+        let Some(token) = auth::cookie(&parts.headers, auth::SESSION_COOKIE).map(str::to_string) else {
+            return Err(Redirect::to("/login").into_response());
+        };
+        match auth::session(&console.db, &token).await {
+            Ok(Some(s)) => Ok(PageUser(s, token)),
+            Ok(None) => Err(Redirect::to("/login").into_response()),
+            Err(e) => Err(pages::error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+        }
+    }
+}
+
+/// An API caller: a valid bearer token, or a session cookie (which must send its CSRF token
+/// in `X-CSRF-Token` on anything but GET).
+pub struct ApiUser;
+
+impl FromRequestParts<Arc<Console>> for ApiUser {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, console: &Arc<Console>) -> Result<Self, Self::Rejection> {
+        let unauthorized = |m: &str| api::error(StatusCode::UNAUTHORIZED, m);
+        if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
+            let token = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).unwrap_or("");
+            return match auth::token_valid(&console.db, token).await {
+                Ok(true) => Ok(ApiUser),
+                Ok(false) => Err(unauthorized("invalid or revoked API token")),
+                Err(e) => Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+            };
+        }
+        let Some(token) = auth::cookie(&parts.headers, auth::SESSION_COOKIE) else {
+            return Err(unauthorized("authentication required: an API token as `Authorization: Bearer <token>`"));
+        };
+        let session = match auth::session(&console.db, token).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return Err(unauthorized("session expired: log in again")),
+            Err(e) => return Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+        };
+        if parts.method != Method::GET && parts.method != Method::HEAD {
+            let sent = parts.headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
+            if !auth::same(sent, &session.csrf) {
+                return Err(api::error(StatusCode::FORBIDDEN, "CSRF token missing or wrong (send X-CSRF-Token with a session cookie)"));
+            }
+        }
+        Ok(ApiUser)
+    }
+}

@@ -1,0 +1,86 @@
+//! The OpenAPI 3.0 description of `/api/v1`, written out by hand (small, and it must match
+//! the routes in `api.rs`; a test walks the router against it).
+
+use serde_json::{json, Value};
+
+fn op(summary: &str, ok: &str, errors: &[&str]) -> Value {
+    let mut responses = serde_json::Map::new();
+    responses.insert(ok.to_string(), json!({ "description": "success", "content": { "application/json": { "schema": { "type": "object" } } } }));
+    for e in errors.iter().chain(&["401"]) {
+        responses.insert(e.to_string(), json!({ "$ref": "#/components/responses/Error" }));
+    }
+    json!({ "summary": summary, "responses": responses })
+}
+
+fn with_body(mut v: Value, schema: &str) -> Value {
+    v["requestBody"] = json!({ "required": true, "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } } });
+    v
+}
+
+pub fn document() -> Value {
+    let name = json!([{ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } }]);
+    let mut tenant = json!({
+        "get": op("A tenant's settings (never its password).", "200", &["404"]),
+        "patch": with_body(op("Change a tenant's settings; applied live to proxies and engines.", "200", &["404", "409", "422"]), "TenantInput"),
+        "delete": op("Delete a tenant: proxies refuse it, engines flush its data.", "200", &["404"]),
+    });
+    tenant["parameters"] = name.clone();
+    let sub = |v: Value| {
+        let mut v = v;
+        v["parameters"] = name.clone();
+        v
+    };
+    json!({
+        "openapi": "3.0.3",
+        "info": { "title": "Terrace console API", "version": "1", "description": "Tenants, their compression retraining, statistics and cost advice, and the topology. Authenticate with `Authorization: Bearer <token>` (tokens are created on the console's API tokens page)." },
+        "servers": [{ "url": "/api/v1" }],
+        "security": [{ "bearer": [] }],
+        "paths": {
+            "/tenants": {
+                "get": op("List tenants.", "200", &[]),
+                "post": with_body(op("Create a tenant; pushed to proxies and engines at once.", "201", &["409", "415", "422"]), "TenantInput"),
+            },
+            "/tenants/{name}": tenant,
+            "/tenants/{name}/retrain": sub(json!({
+                "post": op("Retrain the tenant's compression dictionary on every engine (background; poll GET).", "202", &["404", "409", "422"]),
+                "get": op("The last retraining run: progress and per-engine result.", "200", &["404"]),
+            })),
+            "/tenants/{name}/stats": sub(json!({ "get": op("Per-engine workload and compression statistics and usage samples.", "200", &["404"]) })),
+            "/tenants/{name}/advice": sub(json!({ "get": op("The cost advisor's evaluation and recommendation (TERRACE.ADVISE) with the workload (TERRACE.WORKLOAD).", "200", &["404", "502"]) })),
+            "/tenants/{name}/apply": sub(json!({ "post": op("Apply the recommended configuration to the tenant.", "200", &["404", "409", "502"]) })),
+            "/topology": { "get": op("Engines, the slot map and the proxies.", "200", &[]) },
+            "/nodes": { "get": op("Health and load of proxies and engines as last checked.", "200", &[]) },
+            "/tokens": {
+                "get": op("List API tokens (without the tokens).", "200", &[]),
+                "post": with_body(op("Create an API token; the answer shows it once.", "201", &["422"]), "NewToken"),
+            },
+            "/tokens/{id}": {
+                "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "integer" } }],
+                "delete": op("Revoke an API token.", "200", &["404"]),
+            },
+            "/openapi.json": { "get": op("This document.", "200", &[]) },
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "responses": { "Error": { "description": "failure", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } } },
+            "schemas": {
+                "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "string" } } },
+                "NewToken": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string", "maxLength": 64 } }, "additionalProperties": false },
+                "TenantInput": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "properties": {
+                        "name": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$", "description": "Create only." },
+                        "password": { "type": "string", "description": "Empty removes it. Stored as SHA-256, never shown." },
+                        "max_memory": { "oneOf": [{ "type": "integer" }, { "type": "string" }], "nullable": true, "description": "Bytes or a size (\"100mb\") over all engines; null or 0 = no limit." },
+                        "max_qps": { "oneOf": [{ "type": "integer" }, { "type": "string" }], "nullable": true },
+                        "compression": { "type": "string", "enum": crate::tenants::COMPRESSIONS },
+                        "compression_mode": { "type": "string", "enum": crate::tenants::COMPRESSION_MODES },
+                        "storage_mode": { "type": "string", "enum": crate::tenants::STORAGE_MODES },
+                        "memcache_port": { "oneOf": [{ "type": "integer" }, { "type": "string" }], "nullable": true },
+                    }
+                }
+            }
+        }
+    })
+}

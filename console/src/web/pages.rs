@@ -1,0 +1,321 @@
+//! The pages: server-rendered HTML (askama), forms with CSRF tokens, redirects after posts.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+
+use super::PageUser;
+use crate::auth::{self, Session};
+use crate::db;
+use crate::ops::{self, OpError};
+use crate::tenants::{Limit, TenantInput};
+use crate::views::*;
+use crate::Console;
+
+type Fields = Form<HashMap<String, String>>;
+
+fn frame(s: &Session) -> Frame {
+    Frame { user: s.user.clone(), csrf: s.csrf.clone() }
+}
+
+pub fn error_page(frame: Option<Frame>, status: StatusCode, message: &str) -> Response {
+    (status, ErrorPage { frame, status: status.as_u16(), message: message.to_string() }).into_response()
+}
+
+fn op_error(s: &Session, e: OpError) -> Response {
+    let status = match &e {
+        OpError::NotFound(_) => StatusCode::NOT_FOUND,
+        OpError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        OpError::Conflict(_) => StatusCode::CONFLICT,
+        OpError::Unavailable(_) => StatusCode::BAD_GATEWAY,
+        OpError::Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error_page(Some(frame(s)), status, &e.to_string())
+}
+
+/// Every form carries the session's CSRF token.
+fn csrf_ok(s: &Session, f: &HashMap<String, String>) -> Result<(), Response> {
+    match f.get("csrf") {
+        Some(t) if auth::same(t, &s.csrf) => Ok(()),
+        _ => Err(error_page(Some(frame(s)), StatusCode::FORBIDDEN, "The form's CSRF token is missing or wrong: reload the page and try again.")),
+    }
+}
+
+pub async fn not_found() -> Response {
+    error_page(None, StatusCode::NOT_FOUND, "No such page.")
+}
+
+pub async fn login_form(headers: HeaderMap) -> Response {
+    // Double-submit: the form's token must match the cookie's (no session exists yet).
+    let csrf = auth::cookie(&headers, auth::LOGIN_CSRF_COOKIE).filter(|c| c.len() == 32).map(str::to_string).unwrap_or_else(|| auth::random_hex(16));
+    ([(header::SET_COOKIE, auth::set_cookie(auth::LOGIN_CSRF_COOKIE, &csrf, 3600))], LoginPage { csrf, error: None }).into_response()
+}
+
+pub async fn login(State(console): State<Arc<Console>>, ConnectInfo(peer): ConnectInfo<SocketAddr>, headers: HeaderMap, Form(f): Fields) -> Response {
+    let cookie_csrf = auth::cookie(&headers, auth::LOGIN_CSRF_COOKIE).unwrap_or("").to_string();
+    let again = |status: StatusCode, error: &str| {
+        let csrf = auth::random_hex(16);
+        (status, [(header::SET_COOKIE, auth::set_cookie(auth::LOGIN_CSRF_COOKIE, &csrf, 3600))], LoginPage { csrf, error: Some(error.to_string()) }).into_response()
+    };
+    if cookie_csrf.is_empty() || !auth::same(f.get("csrf").map(String::as_str).unwrap_or(""), &cookie_csrf) {
+        return again(StatusCode::FORBIDDEN, "The form expired: try again.");
+    }
+    if let Err(wait) = console.limiter.check(peer.ip()) {
+        return again(StatusCode::TOO_MANY_REQUESTS, &format!("Too many failed logins: try again in {wait} s."));
+    }
+    let (user, password) = (f.get("user").cloned().unwrap_or_default(), f.get("password").cloned().unwrap_or_default());
+    let found = match db::user_by_name(&console.db, &user).await {
+        Ok(u) => u,
+        Err(e) => return error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    // An unknown user is verified against a dummy hash, so timing does not tell names apart.
+    let hash = found.as_ref().map(|(_, h)| h.clone());
+    let dummy = console.dummy_hash.clone();
+    let ok = tokio::task::spawn_blocking(move || match hash {
+        Some(h) => auth::verify_password(&password, &h),
+        None => !auth::verify_password(&password, &dummy) && false,
+    })
+    .await
+    .unwrap_or(false);
+    let Some((id, _)) = found.filter(|_| ok) else {
+        console.limiter.failed(peer.ip());
+        return again(StatusCode::UNAUTHORIZED, "Wrong user or password.");
+    };
+    console.limiter.succeeded(peer.ip());
+    match auth::login(&console.db, id).await {
+        Ok(token) => {
+            let mut res = Redirect::to("/").into_response();
+            res.headers_mut().append(header::SET_COOKIE, auth::set_cookie(auth::SESSION_COOKIE, &token, auth::SESSION_SECONDS).parse().expect("cookie"));
+            res.headers_mut().append(header::SET_COOKIE, auth::set_cookie(auth::LOGIN_CSRF_COOKIE, "", 0).parse().expect("cookie"));
+            res
+        }
+        Err(e) => error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+pub async fn logout(State(console): State<Arc<Console>>, PageUser(s, token): PageUser, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    let _ = auth::logout(&console.db, &token).await;
+    ([(header::SET_COOKIE, auth::set_cookie(auth::SESSION_COOKIE, "", 0))], Redirect::to("/login")).into_response()
+}
+
+pub async fn overview(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
+    let (proxies, engines) = {
+        let st = console.state.lock();
+        (st.proxies.clone(), st.engines.clone())
+    };
+    let tenants = db::tenants(&console.db).await.map(|t| t.len()).unwrap_or(0);
+    OverviewPage { frame: frame(&s), proxies, engines, tenants }.into_response()
+}
+
+pub async fn tenants(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
+    match db::tenants(&console.db).await {
+        Ok(tenants) => TenantsPage { frame: frame(&s), tenants }.into_response(),
+        Err(e) => op_error(&s, e.into()),
+    }
+}
+
+pub async fn new_tenant_form(PageUser(s, _): PageUser) -> Response {
+    TenantFormPage::new(frame(&s), None, None).into_response()
+}
+
+/// A form's fields as a create/update: empty optional fields mean "no limit"; an empty
+/// password on an edit keeps the password (the checkbox removes it).
+fn input_of(f: &HashMap<String, String>, create: bool) -> TenantInput {
+    let text = |k: &str| f.get(k).map(|v| v.trim().to_string());
+    let password = match (text("password").filter(|p| !p.is_empty()), f.contains_key("clear_password")) {
+        (Some(p), _) => Some(p),
+        (None, true) => Some(String::new()),
+        (None, false) => None,
+    };
+    TenantInput {
+        name: if create { text("name") } else { None },
+        password,
+        max_qps: text("max_qps").map(Limit::Text),
+        max_memory: text("max_memory").map(Limit::Text),
+        compression: text("compression"),
+        compression_mode: text("compression_mode"),
+        storage_mode: text("storage_mode"),
+        memcache_port: text("memcache_port").map(Limit::Text),
+    }
+}
+
+pub async fn create_tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match ops::create_tenant(&console, &input_of(&f, true)).await {
+        Ok(saved) => Redirect::to(&format!("/tenants/{}", saved.tenant.name)).into_response(),
+        Err(OpError::Db(e)) => op_error(&s, OpError::Db(e)),
+        Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, TenantFormPage::new(frame(&s), None, Some(e.to_string()))).into_response(),
+    }
+}
+
+pub async fn edit_tenant_form(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>) -> Response {
+    match ops::tenant(&console, &name).await {
+        Ok(t) => TenantFormPage::new(frame(&s), Some(t), None).into_response(),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+pub async fn update_tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match ops::update_tenant(&console, &name, &input_of(&f, false)).await {
+        Ok(_) => Redirect::to(&format!("/tenants/{name}")).into_response(),
+        Err(e @ (OpError::Invalid(_) | OpError::Conflict(_))) => {
+            let t = ops::tenant(&console, &name).await.ok();
+            (StatusCode::UNPROCESSABLE_ENTITY, TenantFormPage::new(frame(&s), t, Some(e.to_string()))).into_response()
+        }
+        Err(e) => op_error(&s, e),
+    }
+}
+
+pub async fn delete_tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match ops::delete_tenant(&console, &name).await {
+        Ok(problems) if problems.is_empty() => Redirect::to("/tenants").into_response(),
+        Ok(problems) => error_page(Some(frame(&s)), StatusCode::BAD_GATEWAY, &format!("Tenant '{name}' deleted, but: {}", problems.join("; "))),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+pub async fn tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>) -> Response {
+    let t = match ops::tenant(&console, &name).await {
+        Ok(t) => t,
+        Err(e) => return op_error(&s, e),
+    };
+    let samples = db::usage(&console.db, &name, db::now() - 6 * 3600).await.unwrap_or_default();
+    let stats = ops::engine_stats(&console, &name).await.unwrap_or_default();
+    let mut generations = Vec::new();
+    let mut engine_errors = Vec::new();
+    if let Some(m) = stats.as_object() {
+        for (engine, v) in m {
+            if let Some(e) = v["error"].as_str() {
+                engine_errors.push(format!("engine {engine}: {e}"));
+                continue;
+            }
+            let c = &v["compression"];
+            for g in c["generations"].as_array().into_iter().flatten() {
+                generations.push(Generation {
+                    engine: engine.clone(),
+                    slot: g["slot"].to_string(),
+                    codec: g["codec"].as_str().unwrap_or("").to_string(),
+                    trained_ratio: g["trained_ratio"].as_f64().filter(|r| *r > 0.0).map(|r| format!("{:.2}×", 1.0 / r)).unwrap_or_else(|| "—".into()),
+                    values: g["values"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "—".into()),
+                });
+            }
+        }
+    }
+    let ratios: Vec<f64> = stats.as_object().into_iter().flat_map(|m| m.values()).filter_map(|v| v["compression"]["live_ratio"].as_f64()).filter(|r| *r > 0.0).map(|r| 1.0 / r).collect();
+    let compression_ratio = (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
+    let advice = ops::advice(&console, &name).await.ok().map(|(e, a, w)| AdvisorView::build(&e, &a, &w));
+    let retrain = db::last_retrain(&console.db, &name).await.ok().flatten();
+    TenantPage {
+        frame: frame(&s),
+        usage_svg: usage_chart(&samples),
+        latest: samples.last().cloned(),
+        tenant: t,
+        compression_ratio,
+        generations,
+        retrain,
+        advice,
+        engine_errors,
+    }
+    .into_response()
+}
+
+pub async fn retrain(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match ops::retrain(&console, &name).await {
+        Ok(_) => Redirect::to(&format!("/tenants/{name}")).into_response(),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub struct AdvisorQuery {
+    applied: Option<String>,
+}
+
+pub async fn advisor(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Query(q): Query<AdvisorQuery>) -> Response {
+    if let Err(e) = ops::tenant(&console, &name).await {
+        return op_error(&s, e);
+    }
+    let message = q.applied.map(|a| format!("Applied: {a}. The engines use it from now on; the advice below is recomputed as the workload runs."));
+    match ops::advice(&console, &name).await {
+        Ok((engine, a, w)) => AdvisorPage { frame: frame(&s), tenant: name, advice: Some(AdvisorView::build(&engine, &a, &w)), error: None, message }.into_response(),
+        Err(e) => (StatusCode::BAD_GATEWAY, AdvisorPage { frame: frame(&s), tenant: name, advice: None, error: Some(e.to_string()), message }).into_response(),
+    }
+}
+
+pub async fn apply(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match ops::apply_advice(&console, &name).await {
+        Ok((recommended, saved)) if saved.problems.is_empty() => Redirect::to(&format!("/tenants/{name}/advisor?applied={}", urlencode(&recommended))).into_response(),
+        Ok((_, saved)) => error_page(Some(frame(&s)), StatusCode::BAD_GATEWAY, &format!("Saved, but not every node took it: {}", saved.problems.join("; "))),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
+pub async fn topology(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
+    let (engines, ranges) = match db::topology(&console.db).await {
+        Ok(t) => t,
+        Err(e) => return op_error(&s, e.into()),
+    };
+    let proxies = db::proxies(&console.db).await.unwrap_or_default();
+    TopologyPage { frame: frame(&s), map_svg: slot_map_svg(&ranges), engines, ranges, proxies }.into_response()
+}
+
+pub async fn tokens(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
+    match db::tokens(&console.db).await {
+        Ok(tokens) => TokensPage { frame: frame(&s), tokens, created: None }.into_response(),
+        Err(e) => op_error(&s, e.into()),
+    }
+}
+
+pub async fn create_token(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    let name = f.get("name").map(|n| n.trim().to_string()).unwrap_or_default();
+    if name.is_empty() || name.len() > 64 {
+        return error_page(Some(frame(&s)), StatusCode::UNPROCESSABLE_ENTITY, "A token needs a name of 1-64 characters.");
+    }
+    match auth::create_token(&console.db, &name).await {
+        Ok((_, token)) => {
+            let tokens = db::tokens(&console.db).await.unwrap_or_default();
+            TokensPage { frame: frame(&s), tokens, created: Some(token) }.into_response()
+        }
+        Err(e) => op_error(&s, e.into()),
+    }
+}
+
+pub async fn revoke_token(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(id): Path<i64>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match db::revoke_token(&console.db, id).await {
+        Ok(true) => Redirect::to("/tokens").into_response(),
+        Ok(false) => error_page(Some(frame(&s)), StatusCode::NOT_FOUND, "No such active token."),
+        Err(e) => op_error(&s, e.into()),
+    }
+}
