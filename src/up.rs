@@ -101,13 +101,18 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     eprintln!(
         "terrace up: proxy on {}:{} (Redis clients) and {}:{} (Memcached clients), engines on {}",
         args.bind,
-        args.port,
+        if args.port == 0 { "(ephemeral)".to_string() } else { args.port.to_string() },
         args.bind,
         args.memcache_port,
         addrs.join(", ")
     );
     let admin_password = terrace_console::auth::random_hex(24);
-    let proxy_addr = format!("{}:{}", if args.bind == "0.0.0.0" { "127.0.0.1" } else { &args.bind }, args.port);
+    // The console needs the proxy's port: an ephemeral one (port 0) is picked here.
+    let proxy_port = match args.port {
+        0 => std::net::TcpListener::bind((args.bind.as_str(), 0)).and_then(|l| l.local_addr()).context("cannot find a free port for the proxy")?.port(),
+        p => p,
+    };
+    let proxy_addr = format!("{}:{proxy_port}", if args.bind == "0.0.0.0" { "127.0.0.1" } else { &args.bind });
     let console = terrace_console::ConsoleSettings {
         port: Some(args.console_port),
         db: Some(args.data_dir.join("console.db")),
@@ -125,7 +130,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         }
     })?;
     let settings = terrace_proxy::ProxySettings {
-        port: Some(args.port),
+        port: Some(proxy_port),
         memcache_port: Some(args.memcache_port),
         bind: Some(args.bind.clone()),
         engines: Some(addrs),

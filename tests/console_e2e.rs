@@ -241,3 +241,45 @@ async fn reconcile_brings_a_tenant_back_after_the_proxy_and_an_engine_restart() 
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+#[test]
+fn the_proxy_takes_a_topology_only_from_its_admin() {
+    let e = Engine::start(&[]);
+    let plain = Proxy::start(&[&e], &[], &[]);
+    let mut c = plain.raw();
+    assert_eq!(c.cmd(&["TERRACE.TOPOLOGY", "GET"]), "-ERR admin commands are disabled (set the proxy's admin_password)\r\n");
+
+    let proxy = Proxy::start_admin_on(0, &[&e]);
+    let mut raw = proxy.raw();
+    assert_eq!(raw.cmd(&["TERRACE.TOPOLOGY", "GET"]), "-NOPERM this command needs the admin user (AUTH admin <password>)\r\n");
+    assert!(raw.cmd(&["AUTH", "admin", "wrong"]).starts_with("-WRONGPASS"));
+    assert_eq!(raw.cmd(&["TERRACE.TOPOLOGY", "SET", "{nope"]).lines().next().unwrap(), "-NOPERM this command needs the admin user (AUTH admin <password>)");
+    let mut c = proxy.client();
+    let _: () = q(&mut c, &["AUTH", "admin", PROXY_ADMIN_PASSWORD]);
+    let before: Value = serde_json::from_str(&q::<String>(&mut c, &["TERRACE.TOPOLOGY", "GET"])).unwrap();
+    assert_eq!(before["digest"], Value::Null, "the configuration file's topology: {before}");
+    assert!(err(&mut c, &["TERRACE.TOPOLOGY", "SET", "{nope"]).contains("invalid topology document"));
+    assert!(err(&mut c, &["TERRACE.TOPOLOGY", "SET", r#"{"engines":["x"]}"#]).contains("invalid value for `engines`: 'x' is not host:port"));
+    let bad_hash = json!({"engines": [format!("127.0.0.1:{}", e.port)], "tenants": [{"name": "t", "password_sha256": "abc"}]}).to_string();
+    assert!(err(&mut c, &["TERRACE.TOPOLOGY", "SET", &bad_hash]).contains("password_sha256 of tenant 't' is not 64 hex digits"));
+    let hash = {
+        use std::fmt::Write;
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(b"pw");
+        digest.iter().fold(String::new(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    };
+    let doc = json!({"engines": [format!("127.0.0.1:{}", e.port)], "tenants": [{"name": "t", "password_sha256": hash, "compression": "zstd"}]}).to_string();
+    let digest: String = q(&mut c, &["TERRACE.TOPOLOGY", "SET", &doc]);
+    assert_eq!(digest.len(), 64);
+    let after: Value = serde_json::from_str(&q::<String>(&mut c, &["TERRACE.TOPOLOGY", "GET"])).unwrap();
+    assert_eq!(after["digest"], digest.as_str());
+    assert_eq!(after["tenants"][0]["name"], "t");
+    assert_eq!(after["tenants"][0]["has_password"], true);
+    assert!(!after.to_string().contains(&hash), "the hash is not shown back: {after}");
+    // The tenant authenticates with the password whose hash was pushed.
+    let mut t = proxy.client();
+    let _: () = q(&mut t, &["AUTH", "t", "pw"]);
+    assert!(err(&mut t, &["AUTH", "t", "pw2"]).contains("WRONGPASS"));
+}

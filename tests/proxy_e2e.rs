@@ -470,8 +470,9 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
             break p;
         }
     };
+    let console_port = common::free_port();
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
-    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--data-dir"])
+    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
         .arg(&dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
@@ -488,6 +489,14 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
     let mut e1 = redis::Client::open(format!("redis://127.0.0.1:{}/", first + 1)).unwrap().get_connection().unwrap();
     assert_eq!(q::<Option<String>>(&mut e0, &["GET", "bar"]).as_deref(), Some("0"));
     assert_eq!(q::<Option<String>>(&mut e1, &["GET", "foo"]).as_deref(), Some("1"));
+    // The console runs too, with its database in the data directory.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::net::TcpStream::connect(("127.0.0.1", console_port)).is_ok() {
+        assert!(Instant::now() < deadline, "the console did not start");
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(http_get(&format!("http://127.0.0.1:{console_port}/login")).contains("id=\"login-form\""));
+    assert!(dir.join("console.db").exists());
     // A killed engine is restarted by the supervisor.
     let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<Value>(&mut e1); // the connection closes
     let deadline = Instant::now() + Duration::from_secs(10);

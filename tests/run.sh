@@ -12,6 +12,8 @@ command -v memccapable >/dev/null 2>&1 || apt_missing+=(libmemcached-tools)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_missing+=(python3-venv)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || apt_missing+=(postgresql)
 command -v runuser >/dev/null 2>&1 || apt_missing+=(util-linux)
+command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || apt_missing+=(chromium-driver)
 if ((${#apt_missing[@]})); then
   echo "tests/run.sh: installing ${apt_missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -22,6 +24,7 @@ fi
 # (each started by the test on its own port); memccapable checks the proxy's Memcached port.
 # PostgreSQL backs tests/storage_pg.rs: each test runs initdb + pg_ctl (as the postgres user)
 # in a temporary directory on a free port; the package's own cluster is not used.
+# Chromium and chromedriver run tests/console_browser.rs (the console's pages, headless).
 
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh

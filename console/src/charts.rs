@@ -146,7 +146,8 @@ pub fn line(a: &Axes, series: &[Series], markers: &[Marker]) -> String {
 /// cost, below it performance).
 pub fn balance(a: &Axes, points: &[Point]) -> String {
     let hi = points.iter().flat_map(|p| [p.x, p.y]).filter(|v| v.is_finite()).fold(0.0f64, f64::max);
-    let hi = if hi > 0.0 { hi } else { 1.0 };
+    // Headroom on the right so labels of the rightmost points fit.
+    let hi = if hi > 0.0 { hi * 1.1 } else { 1.0 };
     let f = Frame::of([0.0, hi].into_iter(), [0.0, hi].into_iter(), true);
     let mut out = String::new();
     open(&mut out, a, &f);
@@ -157,7 +158,11 @@ pub fn balance(a: &Axes, points: &[Point]) -> String {
         }
         let (x, y) = (f.px(p.x), f.py(p.y));
         let r = if p.highlight { 7 } else { 5 };
-        let _ = write!(out, r##"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="{r}" fill="{c}"><title>{l}</title></circle><text x="{tx:.1}" y="{ty:.1}" font-size="11">{l}</text>"##, c = COLORS[i % COLORS.len()], tx = x + 8.0, ty = y - 6.0, l = esc(&p.label));
+        // Labels alternate above and below their points (points often crowd one axis), and
+        // sit left of points near the right edge.
+        let (tx, anchor) = if x > W * 0.7 { (x - 8.0, "end") } else { (x + 8.0, "start") };
+        let ty = if i % 2 == 0 { y - 8.0 } else { y + 16.0 };
+        let _ = write!(out, r##"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="{r}" fill="{c}"><title>{l}</title></circle><text x="{tx:.1}" y="{ty:.1}" font-size="11" text-anchor="{anchor}">{l}</text>"##, c = COLORS[i % COLORS.len()], l = esc(&p.label));
     }
     out.push_str("</svg>");
     out

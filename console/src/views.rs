@@ -354,7 +354,7 @@ impl AdvisorView {
             ("average record".into(), f["avg_record_bytes"].as_f64().map(human_bytes).unwrap_or_else(|| "—".into())),
             ("burstiness (peak / mean QPS)".into(), fmt(&f["burstiness"])),
             ("miss ratio at 20% cache".into(), f["miss_ratio_at_20"].as_f64().map(charts::ratio).unwrap_or_else(|| "—".into())),
-            ("compression ratio".into(), fmt(&f["compression_ratio"])),
+            ("stored / raw bytes (compression)".into(), fmt(&f["compression_ratio"])),
         ];
         features.push(("QPS (1 min)".into(), fmt(&workload["qps_1m"])));
         features.push(("keys".into(), fmt(&workload["keys"])));

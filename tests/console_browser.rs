@@ -1,0 +1,185 @@
+//! The console in a real browser: headless Chromium driven through chromedriver (WebDriver,
+//! fantoccini). An operator logs in, creates a tenant, a Redis client authenticates as it
+//! through the proxy and writes real records, the Retrain button trains a dictionary on every
+//! engine, and the advisor page shows its charts and applies its recommendation. Screenshots
+//! go to `$CARGO_TARGET_TMPDIR/console-screenshots/`.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fantoccini::{ClientBuilder, Locator};
+
+/// chromedriver on a free port; killed on drop.
+struct Driver {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        let port = free_port();
+        let mut cmd = Command::new("chromedriver");
+        cmd.arg(format!("--port={port}")).stdout(Stdio::null()).stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let child = cmd.spawn().expect("chromedriver (Debian package chromium-driver; tests/run.sh installs it)");
+        eventually(20, "chromedriver listens", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+        Driver { child, port }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn browser(driver: &Driver, profile: &std::path::Path) -> fantoccini::Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,1800",
+                     format!("--user-data-dir={}", profile.display())],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a Chromium session through chromedriver")
+}
+
+async fn screenshot(c: &fantoccini::Client, name: &str) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = c.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+/// Waits for a navigation (a form post and its redirect) to land on `path`.
+async fn wait_for_path(c: &fantoccini::Client, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while c.current_url().await.unwrap().path() != path {
+        if Instant::now() > deadline {
+            let body = c.find(Locator::Css("body")).await.unwrap().text().await.unwrap();
+            panic!("not at {path} but {}: {body}", c.current_url().await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for an element to appear (the page a click leads to has loaded).
+async fn wait_for(c: &fantoccini::Client, css: &str) -> fantoccini::elements::Element {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(e) = c.find(Locator::Css(css)).await {
+            return e;
+        }
+        assert!(Instant::now() < deadline, "no {css} on {}", c.current_url().await.unwrap());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn text_of(c: &fantoccini::Client, css: &str) -> String {
+    c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_creates_a_tenant_retrains_it_and_reads_the_advisor() {
+    let (e1, e2) = (Engine::start(&[]), Engine::start(&[]));
+    let proxy = Proxy::start_admin_on(0, &[&e1, &e2]);
+    let console = Console::start(&[&e1, &e2], &[&proxy]);
+    let driver = Driver::start();
+    let profile = temp_dir("chromium-profile");
+    let c = browser(&driver, &profile).await;
+    let url = console.url.clone();
+
+    // Log in.
+    c.goto(&format!("{url}/")).await.unwrap();
+    assert!(c.current_url().await.unwrap().path().ends_with("/login"), "unauthenticated pages send to the login page");
+    c.find(Locator::Id("password")).await.unwrap().send_keys(CONSOLE_ADMIN_PASSWORD).await.unwrap();
+    c.find(Locator::Id("login")).await.unwrap().click().await.unwrap();
+    wait_for_path(&c, "/").await;
+    // The overview lists both engines and the proxy, up (the reconcile loop has checked them).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.find_all(Locator::Css("#engines td.ok, #proxies td.ok")).await.unwrap().len() < 3 {
+        assert!(Instant::now() < deadline, "the overview shows every node up: {}", text_of(&c, "main").await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c.refresh().await.unwrap();
+    }
+    screenshot(&c, "overview").await;
+
+    // Create a tenant through the form.
+    c.goto(&format!("{url}/tenants")).await.unwrap();
+    c.find(Locator::Id("new-tenant")).await.unwrap().click().await.unwrap();
+    wait_for_path(&c, "/tenants/new").await;
+    c.find(Locator::Id("name")).await.unwrap().send_keys("cities").await.unwrap();
+    c.find(Locator::Id("tenant-password")).await.unwrap().send_keys("city-pw").await.unwrap();
+    c.find(Locator::Css("#compression option[value='zstd-dict']")).await.unwrap().click().await.unwrap();
+    c.find(Locator::Id("save")).await.unwrap().click().await.unwrap();
+    wait_for_path(&c, "/tenants/cities").await;
+    assert!(text_of(&c, "dl.facts").await.contains("zstd-dict"));
+
+    // It reached the proxy: a Redis client authenticates as the tenant and writes records.
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    redis::cmd("AUTH").arg("cities").arg("city-pw").query::<()>(&mut con).expect("the new tenant authenticates through the proxy");
+    let records = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cities-sample.jsonl")).unwrap();
+    let mut pipe = redis::pipe();
+    for (i, line) in records.lines().enumerate() {
+        pipe.cmd("SET").arg(format!("city:{i}")).arg(line).ignore();
+        pipe.cmd("GET").arg(format!("city:{}", i / 2)).ignore();
+    }
+    pipe.query::<()>(&mut con).unwrap();
+
+    // Retrain: the button starts a run on every engine; the page shows its progress, then
+    // its result.
+    c.goto(&format!("{url}/tenants/cities")).await.unwrap();
+    assert!(c.find(Locator::Id("retrain-status")).await.is_err(), "no run yet");
+    c.find(Locator::Id("retrain")).await.unwrap().click().await.unwrap();
+    wait_for(&c, "#retrain-status").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        c.goto(&format!("{url}/tenants/cities")).await.unwrap();
+        let s = text_of(&c, "#retrain-status").await;
+        if !s.contains("running") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "retraining still running: {s}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(status.contains("done — 2 of 2 engines"), "{status}");
+    assert_eq!(status.matches("trained ratio").count(), 2, "a result per engine: {status}");
+    let generations = text_of(&c, "#generations").await;
+    assert!(generations.contains("zstd-dict"), "{generations}");
+    screenshot(&c, "tenant").await;
+
+    // The advisor page: features, the evaluated configurations, both charts.
+    c.find(Locator::Id("advisor-link")).await.unwrap().click().await.unwrap();
+    wait_for_path(&c, "/tenants/cities/advisor").await;
+    let options = c.find_all(Locator::Css("#options tbody tr")).await.unwrap();
+    assert!(options.len() >= 2, "evaluated configurations: {}", options.len());
+    assert!(text_of(&c, "#options").await.contains("zstd-dict (today)"));
+    let points = c.find_all(Locator::Css("svg#pcsc-chart circle.point")).await.unwrap();
+    assert_eq!(points.len(), options.len(), "one point per configuration on the PC-vs-SC chart");
+    let curve = c.find(Locator::Css("svg#mrc-chart polyline.series")).await.unwrap();
+    let pts = curve.attr("points").await.unwrap().unwrap_or_default();
+    assert!(pts.split(' ').count() >= 10, "the miss-ratio curve has its points: {pts}");
+    assert!(!text_of(&c, "#reasons").await.is_empty());
+    screenshot(&c, "advisor").await;
+
+    // Apply the recommendation, if it differs from today's configuration.
+    if let Ok(apply) = c.find(Locator::Id("apply")).await {
+        apply.click().await.unwrap();
+        let notice = wait_for(&c, "p.notice").await.text().await.unwrap();
+        assert!(notice.starts_with("Applied:"), "{notice}");
+    }
+    c.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+}
