@@ -148,6 +148,14 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!((body["tenant"]["compression"].as_str(), body["tenant"]["max_qps"].as_u64()), (Some("zstd"), Some(1000)));
     assert_eq!(compression_setting(&e1, "shop").as_deref(), Some("zstd"));
+    // A setting an engine cannot take is refused and nothing changes.
+    let (status, body) = api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"storage_mode": "write-back", "compression": "none"}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let e = body["error"].as_str().unwrap();
+    assert!(e.starts_with("not applied, nothing changed: engine 127.0.0.1:") && e.contains("this engine has no storage tier"), "{e}");
+    let (_, body) = get("/tenants/shop").await;
+    assert_eq!((body["tenant"]["storage_mode"].as_str(), body["tenant"]["compression"].as_str()), (Some("cache"), Some("zstd")));
+    assert_eq!(compression_setting(&e1, "shop").as_deref(), Some("zstd"));
     let (status, body) = api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"name": "other"}))).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let (status, body) = get("/tenants/shop/stats").await;
@@ -160,6 +168,21 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["slots"].as_array().unwrap().len(), 2, "{body}");
     assert_eq!(body["slots"][1]["first"], 8192);
+
+    // Every operation the OpenAPI document lists is routed (none answers "no such route").
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for method in ops.as_object().unwrap().keys().filter(|m| *m != "parameters") {
+            if method == "delete" {
+                continue; // deleting is exercised below, on purpose
+            }
+            let p = path.replace("{name}", "shop").replace("{id}", "999");
+            let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let body = (method != "get").then(|| json!({}));
+            let (status, body) = api(m, api_url(&p), &token, body).await;
+            assert_ne!(body["error"], "no such API route", "{method} {path}: {status}");
+            assert!(status != StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        }
+    }
 
     // Revoked tokens stop working.
     let (_, tokens) = get("/tokens").await;

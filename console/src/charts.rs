@@ -143,26 +143,55 @@ pub fn line(a: &Axes, series: &[Series], markers: &[Marker]) -> String {
 
 /// The PC-vs-SC chart: one point per configuration and the balance line PC = SC (a
 /// configuration on it uses its instances' CPU and memory alike; above it space decides the
-/// cost, below it performance).
+/// cost, below it performance). Both axes are logarithmic: a tenant's PC and SC often differ
+/// by orders of magnitude, and the balance line stays the diagonal. Points are named in a
+/// legend (labels beside points would collide when configurations cost alike).
 pub fn balance(a: &Axes, points: &[Point]) -> String {
-    let hi = points.iter().flat_map(|p| [p.x, p.y]).filter(|v| v.is_finite()).fold(0.0f64, f64::max);
-    // Headroom on the right so labels of the rightmost points fit.
-    let hi = if hi > 0.0 { hi * 1.1 } else { 1.0 };
-    let f = Frame::of([0.0, hi].into_iter(), [0.0, hi].into_iter(), true);
+    let finite: Vec<&Point> = points.iter().filter(|p| p.x.is_finite() && p.y.is_finite()).collect();
+    let positive = finite.iter().flat_map(|p| [p.x, p.y]).filter(|v| *v > 0.0);
+    let (lo, hi) = positive.fold((f64::INFINITY, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
+    let (d0, d1) = if hi > 0.0 { (lo.log10().floor(), hi.log10().ceil().max(lo.log10().floor() + 1.0)) } else { (-3.0, 0.0) };
+    let f = Frame { x0: d0, x1: d1, y0: d0, y1: d1 };
+    let log = |v: f64| if v > 0.0 { v.log10().clamp(d0, d1) } else { d0 };
     let mut out = String::new();
-    open(&mut out, a, &f);
-    let _ = write!(out, r##"<line class="balance" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#9ca3af" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#6b7280">PC = SC</text>"##, f.px(0.0), f.py(0.0), f.px(hi), f.py(hi), f.px(hi * 0.8) + 4.0, f.py(hi * 0.8) - 6.0);
+    let _ = write!(
+        out,
+        r##"<svg id="{id}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" aria-label="{t}"><title>{t}</title><rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/><text x="{cx}" y="18" text-anchor="middle" font-size="14" font-weight="600">{t}</text>"##,
+        id = esc(a.id),
+        t = esc(a.title),
+        cx = W / 2.0
+    );
+    let decades = (d1 - d0) as i32;
+    for i in 0..=decades {
+        let d = d0 + i as f64;
+        let (x, y) = (f.px(d), f.py(d));
+        let label = esc(&format!("1e{}", d as i32));
+        let _ = write!(out, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{label}</text>"##, x2 = W - RIGHT, tx = LEFT - 6.0, ty = y + 4.0);
+        let _ = write!(out, r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{b}" stroke="#e5e7eb"/><text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{label}</text>"##, b = H - BOTTOM, ty = H - BOTTOM + 16.0);
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{b}" x2="{r}" y2="{b}" stroke="#111"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b}" stroke="#111"/><text x="{cx}" y="{xl}" text-anchor="middle" font-size="12">{x} (log)</text><text x="14" y="{cy}" text-anchor="middle" font-size="12" transform="rotate(-90 14 {cy})">{y} (log)</text>"##,
+        b = H - BOTTOM,
+        r = W - RIGHT,
+        cx = (LEFT + W - RIGHT) / 2.0,
+        xl = H - 8.0,
+        cy = (TOP + H - BOTTOM) / 2.0,
+        x = esc(a.x_label),
+        y = esc(a.y_label)
+    );
+    let _ = write!(out, r##"<line class="balance" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#9ca3af" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#6b7280" text-anchor="end">PC = SC</text>"##, f.px(d0), f.py(d0), f.px(d1), f.py(d1), f.px(d1) - 4.0, f.py(d1) + 14.0);
     for (i, p) in points.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let (lx, ly) = (LEFT + 12.0, TOP + 14.0 + i as f64 * 15.0);
+        let star = if p.highlight { " ★" } else { "" };
+        let _ = write!(out, r##"<circle cx="{lx}" cy="{ly}" r="4" fill="{color}"/><text x="{tx}" y="{ty}" font-size="11">{l}{star}</text>"##, tx = lx + 8.0, ty = ly + 4.0, l = esc(&p.label));
         if !(p.x.is_finite() && p.y.is_finite()) {
             continue;
         }
-        let (x, y) = (f.px(p.x), f.py(p.y));
+        let (x, y) = (f.px(log(p.x)), f.py(log(p.y)));
         let r = if p.highlight { 7 } else { 5 };
-        // Labels alternate above and below their points (points often crowd one axis), and
-        // sit left of points near the right edge.
-        let (tx, anchor) = if x > W * 0.7 { (x - 8.0, "end") } else { (x + 8.0, "start") };
-        let ty = if i % 2 == 0 { y - 8.0 } else { y + 16.0 };
-        let _ = write!(out, r##"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="{r}" fill="{c}"><title>{l}</title></circle><text x="{tx:.1}" y="{ty:.1}" font-size="11" text-anchor="{anchor}">{l}</text>"##, c = COLORS[i % COLORS.len()], l = esc(&p.label));
+        let _ = write!(out, r##"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="{r}" fill="{color}" fill-opacity="0.85"><title>{l}: PC {px}, SC {py}</title></circle>"##, l = esc(&p.label), px = number(p.x), py = number(p.y));
     }
     out.push_str("</svg>");
     out

@@ -33,7 +33,22 @@ pub struct Saved {
 }
 
 async fn push(console: &Console) -> Vec<String> {
-    reconcile::pass(console).await
+    reconcile::pass(console).await.errors
+}
+
+/// Pushes a tenant just saved; if a node refuses it (not merely is down), `undo` restores
+/// what was stored before, that is pushed again, and the refusal is the error.
+async fn push_or_undo<F: std::future::Future<Output = Result<(), OpError>>>(console: &Console, undo: F) -> Result<Vec<String>, OpError> {
+    let outcome = reconcile::pass(console).await;
+    if outcome.refused.is_empty() {
+        return Ok(outcome.errors);
+    }
+    undo.await?;
+    let again = reconcile::pass(console).await;
+    if !again.refused.is_empty() {
+        tracing::warn!(refused = ?again.refused, "nodes still refuse the restored state");
+    }
+    Err(OpError::Invalid(format!("not applied, nothing changed: {}", outcome.refused.join("; "))))
 }
 
 pub async fn tenant(console: &Console, name: &str) -> Result<Tenant, OpError> {
@@ -44,7 +59,12 @@ pub async fn create_tenant(console: &Console, input: &TenantInput) -> Result<Sav
     let t = input.apply(None, db::now()).map_err(|e| OpError::Invalid(e.to_string()))?;
     check_port(console, &t)?;
     db::save_tenant(&console.db, &t, true).await?.map_err(OpError::Conflict)?;
-    Ok(Saved { problems: push(console).await, tenant: t })
+    let problems = push_or_undo(console, async {
+        db::delete_tenant(&console.db, &t.name).await?;
+        Ok(())
+    })
+    .await?;
+    Ok(Saved { problems, tenant: t })
 }
 
 pub async fn update_tenant(console: &Console, name: &str, input: &TenantInput) -> Result<Saved, OpError> {
@@ -55,7 +75,12 @@ pub async fn update_tenant(console: &Console, name: &str, input: &TenantInput) -
     let t = input.apply(Some(&current), db::now()).map_err(|e| OpError::Invalid(e.to_string()))?;
     check_port(console, &t)?;
     db::save_tenant(&console.db, &t, false).await?.map_err(OpError::Conflict)?;
-    Ok(Saved { problems: push(console).await, tenant: t })
+    let problems = push_or_undo(console, async {
+        db::save_tenant(&console.db, &current, false).await?.map_err(OpError::Conflict)?;
+        Ok(())
+    })
+    .await?;
+    Ok(Saved { problems, tenant: t })
 }
 
 fn check_port(console: &Console, t: &Tenant) -> Result<(), OpError> {

@@ -27,6 +27,10 @@ pub struct NodeStatus {
     pub in_sync: bool,
     /// The last failure talking to it or applying to it.
     pub error: Option<String>,
+    /// What it refused of the console's state (an engine without a storage tier refusing a
+    /// storage mode, a proxy refusing a port): not a node being down, a setting that cannot be.
+    #[serde(skip)]
+    pub refused: Vec<String>,
     pub checked_at: i64,
     pub pushed_at: Option<i64>,
     pub run_id: Option<String>,
@@ -75,20 +79,28 @@ pub async fn desired(db: &db::Db) -> Result<Desired, db::DbError> {
     Ok(Desired { engines, tenants, document, digest })
 }
 
-/// One pass over every node. Answers the errors it met (empty: everything holds the
-/// console's state).
-pub async fn pass(console: &Console) -> Vec<String> {
+/// What a pass met: every problem, and among them what nodes refused.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub errors: Vec<String>,
+    pub refused: Vec<String>,
+}
+
+/// One pass over every node (empty errors: everything holds the console's state).
+pub async fn pass(console: &Console) -> Outcome {
     let _one_at_a_time = console.pass_lock.lock().await;
     let want = match desired(&console.db).await {
         Ok(d) => d,
-        Err(e) => return vec![e.to_string()],
+        Err(e) => return Outcome { errors: vec![e.to_string()], refused: Vec::new() },
     };
     let proxies = db::proxies(&console.db).await.unwrap_or_default();
     let mut errors = Vec::new();
+    let mut refused = Vec::new();
     let mut proxy_status = Vec::new();
     for addr in &proxies {
         let s = check_proxy(console, addr, &want).await;
         errors.extend(s.error.iter().map(|e| format!("proxy {addr}: {e}")));
+        refused.extend(s.refused.iter().map(|e| format!("proxy {addr}: {e}")));
         proxy_status.push(s);
     }
     let mut engine_status = Vec::new();
@@ -96,6 +108,7 @@ pub async fn pass(console: &Console) -> Vec<String> {
         let last = console.state.lock().pushed.get(addr).cloned();
         let (s, pushed) = check_engine(addr, &want, last).await;
         errors.extend(s.error.iter().map(|e| format!("engine {addr}: {e}")));
+        refused.extend(s.refused.iter().map(|e| format!("engine {addr}: {e}")));
         if let Some(p) = pushed {
             console.state.lock().pushed.insert(addr.clone(), p);
         }
@@ -114,7 +127,7 @@ pub async fn pass(console: &Console) -> Vec<String> {
     if sample {
         sample_usage(console, &want).await;
     }
-    errors
+    Outcome { errors, refused }
 }
 
 async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatus {
@@ -128,7 +141,10 @@ async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatu
         s.run_id = info.get("run_id").cloned();
         let current = n.json(&["TERRACE.TOPOLOGY", "GET"]).await?;
         if current["digest"].as_str() != Some(want.digest.as_str()) {
-            let _: String = n.run(&["TERRACE.TOPOLOGY", "SET", &want.document]).await?;
+            if let Err(e) = n.run::<String>(&["TERRACE.TOPOLOGY", "SET", &want.document]).await {
+                s.refused.push(e.to_string());
+                return Err(e);
+            }
             s.pushed_at = Some(db::now());
             tracing::info!(proxy = addr, digest = %want.digest, "pushed the topology");
         }
@@ -179,6 +195,7 @@ async fn check_engine(addr: &str, want: &Desired, last: Option<(String, String)>
         if !refused.is_empty() {
             s.error = Some(refused.join("; "));
         }
+        s.refused = refused;
         tracing::info!(engine = addr, tenants = want.tenants.len(), "pushed the tenants' settings");
         Ok(())
     }
@@ -214,8 +231,8 @@ async fn sample_usage(console: &Console, want: &Desired) {
 /// Runs passes every `interval`, and at once when woken (a tenant changed).
 pub async fn run(console: std::sync::Arc<Console>) {
     loop {
-        let errors = pass(&console).await;
-        for e in errors {
+        let outcome = pass(&console).await;
+        for e in outcome.errors {
             tracing::debug!(error = %e, "reconcile");
         }
         tokio::select! {

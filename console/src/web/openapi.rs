@@ -1,5 +1,5 @@
 //! The OpenAPI 3.0 description of `/api/v1`, written out by hand (small, and it must match
-//! the routes in `api.rs`; a test walks the router against it).
+//! the routes in `api.rs`; `tests/console_e2e.rs` calls every operation it lists).
 
 use serde_json::{json, Value};
 
