@@ -134,4 +134,12 @@ mod tests {
         let e = ConsoleSettings { reconcile_ms: Some(5), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`reconcile_ms`"), "{e}");
     }
+
+    #[test]
+    fn the_packaged_example_is_valid() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/terrace.toml");
+        let c = ConsoleSettings::from_file(&path).unwrap().resolve().unwrap();
+        assert_eq!(c.db, PathBuf::from("/var/lib/terrace/console.db"));
+        assert_eq!(c.proxies, vec!["127.0.0.1:6379".to_string()]);
+    }
 }
