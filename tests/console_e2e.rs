@@ -156,6 +156,11 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     let (_, body) = get("/tenants/shop").await;
     assert_eq!((body["tenant"]["storage_mode"].as_str(), body["tenant"]["compression"].as_str()), (Some("cache"), Some("zstd")));
     assert_eq!(compression_setting(&e1, "shop").as_deref(), Some("zstd"));
+    let (status, body) = api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"tier_policy": "dram-only"}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "engines without a PMem tier refuse it: {body}");
+    assert!(body["error"].as_str().unwrap().contains("this engine has no PMem tier"), "{body}");
+    let (status, body) = api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"wal": "off", "tier_policy": "engine"}))).await;
+    assert_eq!((status, body["tenant"]["wal"].as_str()), (StatusCode::OK, Some("off")), "{body}");
     let (status, body) = api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"name": "other"}))).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let (status, body) = get("/tenants/shop/stats").await;

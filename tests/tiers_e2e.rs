@@ -416,3 +416,48 @@ fn warm_restart_serves_the_same_data_and_a_crash_starts_cold() {
     assert_eq!(stat(&mut c, "pmem_keys"), 0);
     assert!(err(&mut c, &["GET"]).contains("wrong number of arguments"));
 }
+
+#[test]
+fn a_tenant_can_keep_out_of_the_tier_or_have_its_own_policy() {
+    let e = start_tiered("8mb", "64kb", "dram-first", 2, &[]);
+    let v = "z".repeat(200);
+    let mut keep = e.client();
+    let _: () = q(&mut keep, &["TERRACE.NAMESPACE", "latency", "TIER-POLICY", "dram-only"]);
+    let mut own = e.client();
+    let _: () = q(&mut own, &["TERRACE.NAMESPACE", "bulk", "TIER-POLICY", "pmem-first"]);
+    let mut shared = e.client();
+    let _: () = q(&mut shared, &["TERRACE.NAMESPACE", "other"]);
+    for i in 0..300 {
+        let _: () = q(&mut keep, &["SET", &format!("k{i}"), &v]);
+        let _: () = q(&mut shared, &["SET", &format!("s{i}"), &v]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    for i in 300..900 {
+        let _: () = q(&mut keep, &["SET", &format!("k{i}"), &v]);
+        let _: () = q(&mut shared, &["SET", &format!("s{i}"), &v]);
+    }
+    // The engine's policy demoted the other tenant's cold values; the DRAM-only tenant's
+    // stayed in DRAM however cold.
+    assert!((0..300).filter(|i| tier_of(&mut shared, &format!("s{i}")) == "pmem").count() > 200);
+    assert_eq!((0..900).filter(|i| tier_of(&mut keep, &format!("k{i}")) == "pmem").count(), 0);
+    // A tenant with a policy of its own: pmem-first places its new values in PMem at once.
+    let _: () = q(&mut own, &["SET", "b", &v]);
+    assert_eq!(tier_of(&mut own, "b"), "pmem");
+    let _: () = q(&mut shared, &["SET", "fresh", &v]);
+    assert_eq!(tier_of(&mut shared, "fresh"), "dram", "the engine's dram-first for the others");
+    // Back to the engine's policy; a demoted value of a tenant that turns DRAM-only comes
+    // back on its first read.
+    let cold = (0..300).map(|i| format!("s{i}")).find(|k| tier_of(&mut shared, k) == "pmem").unwrap();
+    let _: () = q(&mut shared, &["TERRACE.NAMESPACE", "other", "TIER-POLICY", "dram-only"]);
+    assert_eq!(q::<String>(&mut shared, &["GET", &cold]), v);
+    assert_eq!(tier_of(&mut shared, &cold), "dram");
+    assert_eq!(err(&mut shared, &["TERRACE.NAMESPACE", "other", "TIER-POLICY", "fastest"]), "ResponseError: TIER-POLICY: 'fastest' is not one of engine, dram-only, dram-first, pmem-first, bidirectional");
+}
+
+#[test]
+fn without_a_tier_only_the_engine_policy_is_accepted() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "t", "TIER-POLICY", "engine"]);
+    assert_eq!(err(&mut c, &["TERRACE.NAMESPACE", "t", "TIER-POLICY", "dram-only"]), "ResponseError: this engine has no PMem tier (start it with `pmem_path`)");
+}

@@ -303,3 +303,28 @@ fn tenants_keep_their_namespaces_through_replay() {
     let _: () = q(&mut c, &["TERRACE.NAMESPACE", "zeta"]);
     assert_eq!(q::<String>(&mut c, &["GET", "k"]), "zeta's");
 }
+
+#[test]
+fn a_tenant_with_its_wal_off_is_not_logged() {
+    let dir = temp_dir("wal-tenant-off");
+    let flags = ["--wal", "always"];
+    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut durable = e.client();
+    let _: () = q(&mut durable, &["TERRACE.NAMESPACE", "durable"]);
+    let mut volatile = e.client();
+    let _: () = q(&mut volatile, &["TERRACE.NAMESPACE", "volatile", "WAL", "off"]);
+    let before = info_field(&mut durable, "wal", "wal_last_seq");
+    for i in 0..20 {
+        let _: () = q(&mut durable, &["SET", &format!("d{i}"), "x"]);
+        let _: () = q(&mut volatile, &["SET", &format!("v{i}"), "x"]);
+    }
+    assert_eq!(info_field(&mut durable, "wal", "wal_last_seq"), before + 20, "only the durable tenant's writes were logged");
+    assert!(common::err(&mut volatile, &["TERRACE.NAMESPACE", "volatile", "WAL", "maybe"]).contains("WAL must be engine or off"));
+    drop((durable, volatile));
+    e.restart(&flags); // SIGKILL
+    let mut c = e.client();
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "durable"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 20);
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "volatile"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0, "a cache tenant starts empty after a crash");
+}

@@ -142,6 +142,8 @@ fn tenant_of(r: &SqliteRow) -> Tenant {
         compression: r.get("compression"),
         compression_mode: r.get("compression_mode"),
         storage_mode: r.get("storage_mode"),
+        tier_policy: r.get("tier_policy"),
+        wal: r.get("wal"),
         memcache_port: r.get::<Option<i64>, _>("memcache_port").map(|v| v as u16),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
@@ -168,8 +170,8 @@ pub async fn save_tenant(db: &Db, t: &Tenant, create: bool) -> Result<Result<(),
         }
     }
     sqlx::query(
-        "INSERT OR REPLACE INTO tenants (name, password_sha256, max_qps, max_memory, compression, compression_mode, storage_mode, memcache_port, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO tenants (name, password_sha256, max_qps, max_memory, compression, compression_mode, storage_mode, tier_policy, wal, memcache_port, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&t.name)
     .bind(&t.password_sha256)
@@ -178,6 +180,8 @@ pub async fn save_tenant(db: &Db, t: &Tenant, create: bool) -> Result<Result<(),
     .bind(&t.compression)
     .bind(&t.compression_mode)
     .bind(&t.storage_mode)
+    .bind(&t.tier_policy)
+    .bind(&t.wal)
     .bind(t.memcache_port.map(|v| v as i64))
     .bind(t.created_at)
     .bind(t.updated_at)

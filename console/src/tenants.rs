@@ -8,6 +8,8 @@ use sha2::Digest;
 pub const COMPRESSIONS: [&str; 5] = ["none", "zstd", "zstd-dict", "pattern", "auto"];
 pub const COMPRESSION_MODES: [&str; 2] = ["eager", "lazy"];
 pub const STORAGE_MODES: [&str; 3] = ["cache", "write-through", "write-back"];
+pub const TIER_POLICIES: [&str; 5] = ["engine", "dram-only", "dram-first", "pmem-first", "bidirectional"];
+pub const WAL_MODES: [&str; 2] = ["engine", "off"];
 
 /// A stored tenant. The password is kept only as its SHA-256 (what the proxy checks).
 #[derive(Debug, Clone, Serialize)]
@@ -21,6 +23,11 @@ pub struct Tenant {
     pub compression: String,
     pub compression_mode: String,
     pub storage_mode: String,
+    /// Its use of the engines' PMem tier: `engine` (the engine's `tier_policy`), `dram-only`,
+    /// or a policy of its own.
+    pub tier_policy: String,
+    /// `engine` (its commands are logged when the engine has a WAL) or `off`.
+    pub wal: String,
     pub memcache_port: Option<u16>,
     pub created_at: i64,
     pub updated_at: i64,
@@ -39,6 +46,8 @@ pub struct TenantInput {
     pub compression: Option<String>,
     pub compression_mode: Option<String>,
     pub storage_mode: Option<String>,
+    pub tier_policy: Option<String>,
+    pub wal: Option<String>,
     pub memcache_port: Option<Limit>,
 }
 
@@ -116,6 +125,8 @@ impl TenantInput {
             compression: "none".into(),
             compression_mode: "eager".into(),
             storage_mode: "cache".into(),
+            tier_policy: "engine".into(),
+            wal: "engine".into(),
             memcache_port: None,
             created_at: now,
             updated_at: now,
@@ -146,6 +157,12 @@ impl TenantInput {
         if let Some(v) = &self.storage_mode {
             t.storage_mode = choice("storage_mode", v, &STORAGE_MODES)?;
         }
+        if let Some(v) = &self.tier_policy {
+            t.tier_policy = choice("tier_policy", v, &TIER_POLICIES)?;
+        }
+        if let Some(v) = &self.wal {
+            t.wal = choice("wal", v, &WAL_MODES)?;
+        }
         t.updated_at = now;
         Ok(t)
     }
@@ -163,6 +180,8 @@ impl Tenant {
             "compression": self.compression,
             "compression_mode": self.compression_mode,
             "storage_mode": self.storage_mode,
+            "tier_policy": self.tier_policy,
+            "wal": self.wal,
         })
     }
 
@@ -180,6 +199,10 @@ impl Tenant {
             self.compression_mode.clone(),
             "STORAGE-MODE".into(),
             self.storage_mode.clone(),
+            "TIER-POLICY".into(),
+            self.tier_policy.clone(),
+            "WAL".into(),
+            self.wal.clone(),
         ]
     }
 }

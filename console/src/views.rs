@@ -10,7 +10,7 @@ use terrace_engine::cost::breakeven::{break_even, UnitCosts};
 use crate::charts::{self, Axes, Marker, Point, Series};
 use crate::db::{ApiToken, Retrain, Usage};
 use crate::reconcile::NodeStatus;
-use crate::tenants::{Tenant, COMPRESSIONS, COMPRESSION_MODES, STORAGE_MODES};
+use crate::tenants::{Tenant, COMPRESSIONS, COMPRESSION_MODES, STORAGE_MODES, TIER_POLICIES, WAL_MODES};
 
 pub fn human_bytes<T: std::borrow::Borrow<f64>>(v: T) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -74,11 +74,13 @@ pub struct TenantFormPage {
     pub compressions: &'static [&'static str],
     pub compression_modes: &'static [&'static str],
     pub storage_modes: &'static [&'static str],
+    pub tier_policies: &'static [&'static str],
+    pub wal_modes: &'static [&'static str],
 }
 
 impl TenantFormPage {
     pub fn new(frame: Frame, tenant: Option<Tenant>, error: Option<String>) -> TenantFormPage {
-        TenantFormPage { frame, tenant, error, compressions: &COMPRESSIONS, compression_modes: &COMPRESSION_MODES, storage_modes: &STORAGE_MODES }
+        TenantFormPage { frame, tenant, error, compressions: &COMPRESSIONS, compression_modes: &COMPRESSION_MODES, storage_modes: &STORAGE_MODES, tier_policies: &TIER_POLICIES, wal_modes: &WAL_MODES }
     }
 
     fn field(&self, f: impl Fn(&Tenant) -> String) -> String {
@@ -102,9 +104,12 @@ impl TenantFormPage {
             (Some(t), "compression") => t.compression.as_str(),
             (Some(t), "compression_mode") => t.compression_mode.as_str(),
             (Some(t), "storage_mode") => t.storage_mode.as_str(),
+            (Some(t), "tier_policy") => t.tier_policy.as_str(),
+            (Some(t), "wal") => t.wal.as_str(),
             (None, "compression") => "none",
             (None, "compression_mode") => "eager",
-            _ => "cache",
+            (None, "storage_mode") => "cache",
+            _ => "engine",
         };
         current == value
     }

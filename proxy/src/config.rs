@@ -46,6 +46,11 @@ pub struct TenantSettings {
     pub compression_min_size: Option<u64>,
     /// How the engines' storage tier serves this tenant: cache | write-through | write-back.
     pub storage_mode: Option<String>,
+    /// Its use of the engines' PMem tier: engine | dram-only | dram-first | pmem-first |
+    /// bidirectional.
+    pub tier_policy: Option<String>,
+    /// engine (logged when the engines run a WAL) | off.
+    pub wal: Option<String>,
 }
 
 /// Settings as given by one source; `None` means "not given here".
@@ -227,6 +232,16 @@ impl ProxySettings {
             if let Some(m) = &t.storage_mode {
                 if !["cache", "write-through", "write-back"].contains(&m.as_str()) {
                     return Err(invalid("tenants", format!("storage_mode of tenant '{}': '{m}' is not cache, write-through or write-back", t.name)));
+                }
+            }
+            if let Some(p) = &t.tier_policy {
+                if p.parse::<terrace_engine::tier::TenantPolicy>().is_err() {
+                    return Err(invalid("tenants", format!("tier_policy of tenant '{}': '{p}' is not engine, dram-only, dram-first, pmem-first or bidirectional", t.name)));
+                }
+            }
+            if let Some(w) = &t.wal {
+                if !["engine", "off"].contains(&w.as_str()) {
+                    return Err(invalid("tenants", format!("wal of tenant '{}': '{w}' is not engine or off", t.name)));
                 }
             }
             if t.max_qps == Some(0) {

@@ -77,6 +77,8 @@ pub fn document() -> Value {
                         "compression": { "type": "string", "enum": crate::tenants::COMPRESSIONS },
                         "compression_mode": { "type": "string", "enum": crate::tenants::COMPRESSION_MODES },
                         "storage_mode": { "type": "string", "enum": crate::tenants::STORAGE_MODES },
+                        "tier_policy": { "type": "string", "enum": crate::tenants::TIER_POLICIES },
+                        "wal": { "type": "string", "enum": crate::tenants::WAL_MODES },
                         "memcache_port": { "oneOf": [{ "type": "integer" }, { "type": "string" }], "nullable": true },
                     }
                 }

@@ -143,6 +143,8 @@ fn input_of(f: &HashMap<String, String>, create: bool) -> TenantInput {
         compression: text("compression"),
         compression_mode: text("compression_mode"),
         storage_mode: text("storage_mode"),
+        tier_policy: text("tier_policy"),
+        wal: text("wal"),
         memcache_port: text("memcache_port").map(Limit::Text),
     }
 }

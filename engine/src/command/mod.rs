@@ -227,7 +227,7 @@ impl<'a> Data<'a> {
         let promote = |e: &mut Entry| {
             if e.in_pmem() {
                 in_pmem = true;
-                if let Some(dram) = ks.tier().and_then(|t| t.on_read(e)) {
+                if let Some(dram) = ks.tier().and_then(|t| t.on_read(db / crate::keyspace::NUM_DBS, e)) {
                     return Some(dram);
                 }
             }
@@ -767,7 +767,8 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
                 }
             }
         }
-        if data.wal_count > 0 {
+        let logged = srv.wal_off.get(conn.ns_base / crate::keyspace::NUM_DBS).is_none_or(|off| !off.load(Ordering::Relaxed));
+        if data.wal_count > 0 && logged {
             if let Some(wal) = srv.wal() {
                 let seq = wal.append(&data.wal_buf, data.wal_count);
                 if wal.mode.waits() {

@@ -140,16 +140,21 @@ pub fn select(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 /// TERRACE.NAMESPACE name [MAXMEMORY bytes] [COMPRESSION codec] [COMPRESSION-MODE mode]
-/// [COMPRESSION-MIN-SIZE bytes] — moves the connection into a tenant's namespace (its own 16
-/// databases), allocating it on first use, and sets the namespace's data limit (0: none;
-/// writes past it get OOM, for this namespace only) and its compression settings. The proxy
-/// sends it on every connection of a tenant. `default` is the namespace plain Redis clients use.
+/// [COMPRESSION-MIN-SIZE bytes] [STORAGE-MODE mode] [TIER-POLICY policy] [WAL engine|off] —
+/// moves the connection into a tenant's namespace (its own 16 databases), allocating it on
+/// first use, and sets the namespace's data limit (0: none; writes past it get OOM, for this
+/// namespace only), its compression settings, storage mode, use of the PMem tier (`engine`:
+/// the engine's `tier_policy`; `dram-only`; or a policy of its own) and whether its commands
+/// are logged. The proxy sends it on every connection of a tenant, the console to every engine.
+/// `default` is the namespace plain Redis clients use.
 pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if argv.len() % 2 != 0 {
         return Err(CmdError::Syntax);
     }
     let mut limit = None;
     let mut storage_mode = None;
+    let mut tier_policy = None;
+    let mut wal_off = None;
     let mut compression: Vec<(&str, String)> = Vec::new();
     for kv in argv[2..].chunks(2) {
         let value = String::from_utf8_lossy(kv[1]).into_owned();
@@ -167,6 +172,18 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 return Err(err("ERR this engine has no storage tier (start it with `storage = lsm` or `postgres`)"));
             }
             storage_mode = Some(mode);
+        } else if is(kv[0], "TIER-POLICY") {
+            let p: crate::tier::TenantPolicy = value.parse().map_err(|why| err(format!("ERR TIER-POLICY: {why}")))?;
+            if ctx.data.ks.tier().is_none() && p != crate::tier::TenantPolicy::Engine {
+                return Err(err("ERR this engine has no PMem tier (start it with `pmem_path`)"));
+            }
+            tier_policy = Some(p);
+        } else if is(kv[0], "WAL") {
+            wal_off = Some(match value.to_ascii_lowercase().as_str() {
+                "engine" | "on" => false,
+                "off" => true,
+                _ => return Err(err("ERR WAL must be engine or off")),
+            });
         } else {
             return Err(CmdError::Syntax);
         }
@@ -213,6 +230,12 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     if let (Some(mode), Some(tier)) = (storage_mode, ctx.srv.storage_tier()) {
         tier.set_mode(index, mode);
+    }
+    if let (Some(p), Some(tier)) = (tier_policy, ctx.data.ks.tier()) {
+        tier.set_tenant_policy(index, p);
+    }
+    if let (Some(off), Some(flag)) = (wal_off, ctx.srv.wal_off.get(index)) {
+        flag.store(off, Ordering::Relaxed);
     }
     if !compression.is_empty() {
         let t = ctx.data.ks.compression(index);

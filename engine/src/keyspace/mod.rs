@@ -131,18 +131,18 @@ impl Keyspace {
         if t.enabled() {
             let encoded = ENCODE_BUF.with(|b| {
                 let mut b = b.borrow_mut();
-                t.encode_for_write(value, &mut b).then(|| self.placed(entry::ENCODED_STR, key, &b, meta))
+                t.encode_for_write(value, &mut b).then(|| self.placed(db, entry::ENCODED_STR, key, &b, meta))
             });
             if let Some(e) = encoded {
                 return e;
             }
         }
-        self.placed(Kind::Str as u8, key, value, meta)
+        self.placed(db, Kind::Str as u8, key, value, meta)
     }
 
     /// A new string entry with `stored` bytes, in PMem if the tier admits it there.
-    fn placed(&self, kind_bits: u8, key: &[u8], stored: &[u8], meta: &Meta) -> Entry {
-        if let Some(e) = self.tier.as_ref().and_then(|t| t.place_new(kind_bits, key, stored, meta)) {
+    fn placed(&self, db: usize, kind_bits: u8, key: &[u8], stored: &[u8], meta: &Meta) -> Entry {
+        if let Some(e) = self.tier.as_ref().and_then(|t| t.place_new(db / NUM_DBS, kind_bits, key, stored, meta)) {
             return e;
         }
         if kind_bits == entry::ENCODED_STR {

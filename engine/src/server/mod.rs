@@ -75,7 +75,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let dict_root = config.data_dir.join("compression");
     let dictionaries = crate::compress::tenant::load_dir(&dict_root, &config.compression)?;
     let tier = match &config.tier {
-        Some(tc) => Some(Arc::new(crate::tier::Tier::new(crate::tier::arena::Arena::open(&tc.pmem_path, tc.pmem_size)?, tc.clone()))),
+        Some(tc) => Some(Arc::new(crate::tier::Tier::new(crate::tier::arena::Arena::open(&tc.pmem_path, tc.pmem_size)?, tc.clone(), config.namespaces))),
         None => None,
     };
     // The WAL is read before anything else so that recovery knows what the log holds; its

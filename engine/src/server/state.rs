@@ -315,6 +315,9 @@ pub struct Server {
     pub device: std::sync::OnceLock<crate::probe::DeviceProfile>,
     /// Tenants' latest `terrace cost-eval` results, by tenant name.
     pub cost_evals: Mutex<HashMap<String, serde_json::Value>>,
+    /// Per namespace: its commands are not logged (`TERRACE.NAMESPACE … WAL off`; a cache
+    /// tenant that may lose its writes since the last snapshot in a crash).
+    pub wal_off: Box<[std::sync::atomic::AtomicBool]>,
     /// The running traffic recording (`TERRACE.RECORD`), if any.
     pub recorder: crate::stats::recorder::Recorder,
     /// Per namespace: the workload statistics the cost model reads.
@@ -381,6 +384,7 @@ impl Server {
             device: Default::default(),
             recorder: Default::default(),
             cost_evals: Mutex::new(HashMap::new()),
+            wal_off: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),
             tenant_stats: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),
             saved_tenants: Mutex::new(Default::default()),
             config,

@@ -32,6 +32,9 @@ pub fn demote_batch(ks: &Keyspace, tier: &Tier, now: i64) -> Batch {
     let n = ks.num_shards();
     for _ in 0..n {
         let id = (tier.cursor.fetch_add(1, Ordering::Relaxed) % n) as u32;
+        if tier.policy_of(id as usize / ks.shards_per_db() / crate::keyspace::NUM_DBS).is_none() {
+            continue; // a DRAM-only tenant's shard
+        }
         let Some(mut shard) = ks.try_lock_one(id) else { continue };
         if shard.is_empty() {
             continue;

@@ -65,6 +65,56 @@ impl Policy {
     }
 }
 
+/// How one tenant uses the tier (`TERRACE.NAMESPACE … TIER-POLICY`): as the engine's
+/// `tier_policy` says, never (its values stay in DRAM), or by a policy of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantPolicy {
+    Engine,
+    DramOnly,
+    Own(Policy),
+}
+
+impl FromStr for TenantPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TenantPolicy, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "engine" => Ok(TenantPolicy::Engine),
+            "dram-only" => Ok(TenantPolicy::DramOnly),
+            other => other.parse().map(TenantPolicy::Own).map_err(|_| format!("'{s}' is not one of engine, dram-only, dram-first, pmem-first, bidirectional")),
+        }
+    }
+}
+
+impl TenantPolicy {
+    fn code(self) -> u8 {
+        match self {
+            TenantPolicy::Engine => 0,
+            TenantPolicy::DramOnly => 1,
+            TenantPolicy::Own(Policy::DramFirst) => 2,
+            TenantPolicy::Own(Policy::PmemFirst) => 3,
+            TenantPolicy::Own(Policy::Bidirectional) => 4,
+        }
+    }
+
+    fn of(code: u8) -> TenantPolicy {
+        match code {
+            1 => TenantPolicy::DramOnly,
+            2 => TenantPolicy::Own(Policy::DramFirst),
+            3 => TenantPolicy::Own(Policy::PmemFirst),
+            4 => TenantPolicy::Own(Policy::Bidirectional),
+            _ => TenantPolicy::Engine,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TenantPolicy::Engine => "engine",
+            TenantPolicy::DramOnly => "dram-only",
+            TenantPolicy::Own(p) => p.name(),
+        }
+    }
+}
+
 /// The tier's settings (`[engine]` keys of the same names).
 #[derive(Debug, Clone)]
 pub struct TierConfig {
@@ -100,11 +150,33 @@ pub struct Tier {
     pub full: AtomicBool,
     /// Round-robin position of demotion over shards.
     pub cursor: AtomicUsize,
+    /// Per namespace: its `TenantPolicy` code.
+    tenants: Box<[std::sync::atomic::AtomicU8]>,
 }
 
 impl Tier {
-    pub fn new(arena: Arc<Arena>, config: TierConfig) -> Tier {
-        Tier { arena, config, dram_values: Arc::new(AtomicI64::new(0)), counters: Counters::default(), full: AtomicBool::new(false), cursor: AtomicUsize::new(0) }
+    pub fn new(arena: Arc<Arena>, config: TierConfig, namespaces: usize) -> Tier {
+        let tenants = (0..namespaces.max(1)).map(|_| std::sync::atomic::AtomicU8::new(0)).collect();
+        Tier { arena, config, dram_values: Arc::new(AtomicI64::new(0)), counters: Counters::default(), full: AtomicBool::new(false), cursor: AtomicUsize::new(0), tenants }
+    }
+
+    pub fn set_tenant_policy(&self, ns: usize, p: TenantPolicy) {
+        if let Some(slot) = self.tenants.get(ns) {
+            slot.store(p.code(), Ordering::Relaxed);
+        }
+    }
+
+    pub fn tenant_policy(&self, ns: usize) -> TenantPolicy {
+        TenantPolicy::of(self.tenants.get(ns).map_or(0, |s| s.load(Ordering::Relaxed)))
+    }
+
+    /// The policy namespace `ns` follows; None: its values stay in DRAM.
+    pub fn policy_of(&self, ns: usize) -> Option<Policy> {
+        match self.tenant_policy(ns) {
+            TenantPolicy::Engine => Some(self.config.policy),
+            TenantPolicy::DramOnly => None,
+            TenantPolicy::Own(p) => Some(p),
+        }
     }
 
     pub fn dram_value_bytes(&self) -> u64 {
@@ -116,10 +188,11 @@ impl Tier {
         self.dram_value_bytes() > self.config.dram_max
     }
 
-    /// A new string entry under pmem-first: its stored bytes copied into the arena. None
-    /// (the caller keeps it in DRAM) for other policies, tiny values, or a full arena.
-    pub fn place_new(&self, kind_bits: u8, key: &[u8], stored: &[u8], meta: &Meta) -> Option<Entry> {
-        if self.config.policy != Policy::PmemFirst || stored.len() < MIN_PMEM_VALUE {
+    /// A new string entry of namespace `ns` under pmem-first: its stored bytes copied into the
+    /// arena. None (the caller keeps it in DRAM) for other policies, tiny values, or a full
+    /// arena.
+    pub fn place_new(&self, ns: usize, kind_bits: u8, key: &[u8], stored: &[u8], meta: &Meta) -> Option<Entry> {
+        if self.policy_of(ns) != Some(Policy::PmemFirst) || stored.len() < MIN_PMEM_VALUE {
             return None;
         }
         let Some(addr) = self.arena.alloc(stored.len()) else {
@@ -131,13 +204,19 @@ impl Tier {
         Some(Entry::new_pmem(kind_bits, key, addr, stored.len(), meta))
     }
 
-    /// Counts a read of `e`; returns its DRAM copy when the policy promotes it now.
-    pub fn on_read(&self, e: &mut Entry) -> Option<Entry> {
+    /// Counts a read of `e` (of namespace `ns`); returns its DRAM copy when the policy
+    /// promotes it now (a DRAM-only tenant's value found in PMem, demoted before the tenant
+    /// said so, comes back on its first read).
+    pub fn on_read(&self, ns: usize, e: &mut Entry) -> Option<Entry> {
         if !e.in_pmem() {
             return None;
         }
         let hits = e.note_pmem_hit();
-        if self.config.policy.promotes() && hits >= self.config.promote_hits {
+        let promote = match self.policy_of(ns) {
+            None => true,
+            Some(p) => p.promotes() && hits >= self.config.promote_hits,
+        };
+        if promote {
             self.counters.promotions.fetch_add(1, Ordering::Relaxed);
             return promoted(e);
         }

@@ -91,6 +91,12 @@ impl Topology {
             if let Some(m) = &t.storage_mode {
                 options.push(("STORAGE-MODE", m.clone()));
             }
+            if let Some(p) = &t.tier_policy {
+                options.push(("TIER-POLICY", p.clone()));
+            }
+            if let Some(w) = &t.wal {
+                options.push(("WAL", w.clone()));
+            }
             let password = match (&t.password, &t.password_sha256) {
                 (Some(p), _) => Some(Password::Plain(p.clone())),
                 (None, Some(h)) => Password::from_sha256_hex(h),
