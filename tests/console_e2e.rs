@@ -311,3 +311,32 @@ fn the_proxy_takes_a_topology_only_from_its_admin() {
     let _: () = q(&mut t, &["AUTH", "t", "pw"]);
     assert!(err(&mut t, &["AUTH", "t", "pw2"]).contains("WRONGPASS"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_changes_the_password_and_other_sessions_end() {
+    let e = Engine::start(&[]);
+    let proxy = Proxy::start_admin_on(0, &[&e]);
+    let console = Console::start(&[&e], &[&proxy]);
+    let url = console.url.clone();
+    let (first, csrf) = login(&url).await;
+    let (other, _) = login(&url).await;
+    let change = |current: &str, new: &str, repeat: &str| {
+        first.post(format!("{url}/account")).form(&[("csrf", csrf.as_str()), ("current", current), ("new", new), ("repeat", repeat)]).send()
+    };
+    assert_eq!(change(CONSOLE_ADMIN_PASSWORD, "short", "short").await.unwrap().status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(change(CONSOLE_ADMIN_PASSWORD, "new-password-1", "new-password-2").await.unwrap().status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(change("not-the-password", "new-password-1", "new-password-1").await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    let r = change(CONSOLE_ADMIN_PASSWORD, "new-password-1", "new-password-1").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("Password changed"));
+    // This session goes on; the other one ended; the old password no longer opens.
+    assert_eq!(first.get(format!("{url}/tenants")).send().await.unwrap().status(), StatusCode::OK);
+    assert_eq!(other.get(format!("{url}/tenants")).send().await.unwrap().status(), StatusCode::SEE_OTHER);
+    let c = browser();
+    let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
+    let r = c.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", CONSOLE_ADMIN_PASSWORD)]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
+    let r = c.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", "new-password-1")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+}

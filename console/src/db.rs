@@ -59,6 +59,15 @@ pub async fn user_by_name(db: &Db, name: &str) -> Result<Option<(i64, String)>, 
     Ok(sqlx::query("SELECT id, password_hash FROM users WHERE name = ?").bind(name).fetch_optional(db).await?.map(|r| (r.get(0), r.get(1))))
 }
 
+/// Replaces a user's password hash and ends the user's other sessions.
+pub async fn set_password(db: &Db, user_id: i64, password_hash: &str, keep_session: &str) -> Result<(), DbError> {
+    let mut tx = db.begin().await?;
+    sqlx::query("UPDATE users SET password_hash = ? WHERE id = ?").bind(password_hash).bind(user_id).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM sessions WHERE user_id = ? AND token_hash <> ?").bind(user_id).bind(keep_session).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 pub async fn add_session(db: &Db, token_hash: &str, user_id: i64, csrf: &str, expires_at: i64) -> Result<(), DbError> {
     sqlx::query("DELETE FROM sessions WHERE expires_at < ?").bind(now()).execute(db).await?;
     sqlx::query("INSERT INTO sessions (token_hash, user_id, csrf, expires_at) VALUES (?, ?, ?, ?)")

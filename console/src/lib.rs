@@ -55,7 +55,7 @@ impl Started {
     pub fn announce(&self) -> String {
         let mut s = String::new();
         if let Some(p) = &self.admin_password {
-            s += &format!("terrace console admin password (first start; shown once, change it by starting with an empty database): {p}\n");
+            s += &format!("terrace console admin password (first start; shown once, change it on the Account page): {p}\n");
         }
         s + &format!("terrace console ready on {}\n", self.url)
     }

@@ -206,6 +206,14 @@ pub struct TokensPage {
 }
 
 #[derive(Template, WebTemplate)]
+#[template(path = "account.html")]
+pub struct AccountPage {
+    pub frame: Frame,
+    pub message: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Template, WebTemplate)]
 #[template(path = "error.html")]
 pub struct ErrorPage {
     pub frame: Option<Frame>,

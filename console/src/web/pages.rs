@@ -321,3 +321,35 @@ pub async fn revoke_token(State(console): State<Arc<Console>>, PageUser(s, _): P
         Err(e) => op_error(&s, e.into()),
     }
 }
+
+pub async fn account(PageUser(s, _): PageUser) -> Response {
+    AccountPage { frame: frame(&s), message: None, error: None }.into_response()
+}
+
+/// Changes the logged-in user's password (the current one is asked again); other sessions of
+/// the user end.
+pub async fn change_password(State(console): State<Arc<Console>>, PageUser(s, token): PageUser, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    let again = |status: StatusCode, e: &str| (status, AccountPage { frame: frame(&s), message: None, error: Some(e.to_string()) }).into_response();
+    let field = |k: &str| f.get(k).cloned().unwrap_or_default();
+    let (current, new, repeat) = (field("current"), field("new"), field("repeat"));
+    if new.len() < 8 {
+        return again(StatusCode::UNPROCESSABLE_ENTITY, "The new password needs at least 8 characters.");
+    }
+    if new != repeat {
+        return again(StatusCode::UNPROCESSABLE_ENTITY, "The new password and its repetition differ.");
+    }
+    let Ok(Some((id, hash))) = db::user_by_name(&console.db, &s.user).await else {
+        return error_page(Some(frame(&s)), StatusCode::INTERNAL_SERVER_ERROR, "Cannot read the user.");
+    };
+    let checked = tokio::task::spawn_blocking(move || auth::verify_password(&current, &hash).then(|| auth::hash_password(&new))).await.ok().flatten();
+    let Some(new_hash) = checked else {
+        return again(StatusCode::UNAUTHORIZED, "The current password is wrong.");
+    };
+    match db::set_password(&console.db, id, &new_hash, &crate::tenants::sha256_hex(token.as_bytes())).await {
+        Ok(()) => AccountPage { frame: frame(&s), message: Some("Password changed; other sessions have ended.".into()), error: None }.into_response(),
+        Err(e) => op_error(&s, e.into()),
+    }
+}
