@@ -101,7 +101,15 @@ fn every_codec_round_trips_through_a_real_engine_and_saves_memory() {
         let stored = s["compressed_bytes"].as_u64().unwrap() + s["plain_bytes"].as_u64().unwrap();
         let ratio = stored as f64 / raw as f64;
         let used = namespace_bytes(&mut c);
-        if codec == "zstd" {
+        // `auto` picks by measured ratio and speed: under load (a busy CI machine) plain zstd
+        // can win on speed; then it is held to zstd's expectations.
+        let chosen = s["codec"].as_str().unwrap_or_default().to_string();
+        if codec == "auto" {
+            assert!(["zstd", "zstd-dict", "pattern"].contains(&chosen.as_str()), "auto chose {chosen:?}: {s:#}");
+        } else {
+            assert_eq!(chosen, codec, "{s:#}");
+        }
+        if chosen == "zstd" {
             assert!(ratio < 1.0, "{codec}: {ratio}");
         } else {
             assert_eq!(s["plain_values"], 0, "{codec}: every record shrinks: {s:#}");

@@ -295,11 +295,20 @@ fn recording_through_a_proxy_takes_every_engine() {
         let _: () = q(&mut c, &["SET", &format!("user:{k}"), "profile"]);
     }
     let dir = common::temp_dir("record-proxy").join("trace");
-    let recorder = {
-        let (addr, out) = (format!("127.0.0.1:{}", proxy.port), dir.to_str().unwrap().to_string());
-        std::thread::spawn(move || terrace(&["record", "--proxy", &addr, "--tenant", "default", "--seconds", "2", "--out", &out]))
-    };
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Recording runs until told to stop (SIGINT), so a slow machine cannot end it before the
+    // load does.
+    let mut recorder = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
+        .args(["record", "--proxy", &format!("127.0.0.1:{}", proxy.port), "--tenant", "default", "--seconds", "120", "--out", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first line says every engine records.
+    let mut stderr = std::io::BufReader::new(recorder.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+    assert!(line.starts_with("recording tenant default on "), "{line}");
+    let drain = std::thread::spawn(move || std::io::Read::read_to_end(&mut stderr, &mut Vec::new()));
     let mut sent: std::collections::HashMap<String, usize> = Default::default();
     let mut rng = fastrand::Rng::with_seed(4);
     for _ in 0..3_000 {
@@ -307,7 +316,9 @@ fn recording_through_a_proxy_takes_every_engine() {
         *sent.entry(key.clone()).or_default() += 1;
         let _: Option<String> = q(&mut c, &["GET", &key]);
     }
-    recorder.join().unwrap();
+    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
+    assert!(recorder.wait().unwrap().success(), "SIGINT ends a recording and keeps it");
+    let _ = drain.join();
     let ops = trace_ops(&dir);
     assert_eq!(ops.len(), 3_000, "every GET, from both engines");
     let mut traced: std::collections::HashMap<String, usize> = Default::default();

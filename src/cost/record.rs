@@ -20,7 +20,7 @@ pub struct RecordArgs {
     /// The tenant (`default` for the default namespace).
     #[arg(long)]
     pub tenant: String,
-    /// How long to record.
+    /// How long to record (SIGINT or SIGTERM ends it early; what was recorded is kept).
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
     /// Directory to write meta.json, trace.tsv and data.tsv into (created).
@@ -110,7 +110,19 @@ pub fn merge_workloads(parts: &[Value]) -> Value {
     w
 }
 
+/// Set by SIGINT/SIGTERM while recording: stop and write what was recorded.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn request_stop(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 pub fn record(args: &RecordArgs) -> anyhow::Result<Meta> {
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe {
+        libc::signal(libc::SIGINT, request_stop as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, request_stop as *const () as libc::sighandler_t);
+    }
     if !(args.rate > 0.0 && args.rate <= 1.0) {
         anyhow::bail!("--rate must be in (0, 1], got {}", args.rate);
     }
@@ -124,6 +136,7 @@ pub fn record(args: &RecordArgs) -> anyhow::Result<Meta> {
     for (c, e) in clients.iter_mut().zip(&engines) {
         call(c, &["TERRACE.RECORD", "START", &args.tenant, "RATE", &rate]).with_context(|| e.clone())?;
     }
+    eprintln!("recording tenant {} on {} (SIGINT ends it)", args.tenant, engines.join(", "));
     let start = Instant::now();
     let until = start + Duration::from_secs_f64(args.seconds);
     let mut last_print = start;
@@ -135,7 +148,7 @@ pub fn record(args: &RecordArgs) -> anyhow::Result<Meta> {
             lines.push((t, l.to_string()));
         }
     };
-    while Instant::now() < until {
+    while Instant::now() < until && !STOP.load(std::sync::atomic::Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100).min(until.saturating_duration_since(Instant::now())));
         for c in clients.iter_mut() {
             let chunk = call(c, &["TERRACE.RECORD", "READ"])?;
