@@ -169,6 +169,10 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     let (status, body) = get("/tenants/shop/advice").await;
     assert_eq!(status, StatusCode::OK);
     assert!(body["advise"]["advice"]["recommended"].is_string(), "{body}");
+    let (status, body) = get("/tenants/shop/advice?engine=1").await;
+    assert_eq!((status, body["engine"].as_str()), (StatusCode::OK, Some(format!("127.0.0.1:{}", e2.port).as_str())), "{body}");
+    let (status, body) = get("/tenants/shop/advice?engine=7").await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::NOT_FOUND, Some("no engine 7 (the slot map has 2)")));
     let (status, body) = get("/topology").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["slots"].as_array().unwrap().len(), 2, "{body}");

@@ -176,8 +176,17 @@ pub async fn engine_stats(console: &Console, name: &str) -> Result<Value, OpErro
 /// The advisor's answer for the tenant from the first engine that gives one: (engine,
 /// `TERRACE.ADVISE`, `TERRACE.WORKLOAD`).
 pub async fn advice(console: &Console, name: &str) -> Result<(String, Value, Value), OpError> {
+    advice_from(console, name, None).await
+}
+
+/// As `advice`, from engine `only` (its index in the slot map) when given.
+pub async fn advice_from(console: &Console, name: &str, only: Option<usize>) -> Result<(String, Value, Value), OpError> {
     tenant(console, name).await?;
     let (engines, _) = db::topology(&console.db).await?;
+    let engines: Vec<String> = match only {
+        Some(i) => vec![engines.get(i).cloned().ok_or_else(|| OpError::NotFound(format!("no engine {i} (the slot map has {})", engines.len())))?],
+        None => engines,
+    };
     let mut errors = Vec::new();
     for addr in &engines {
         let got = async {

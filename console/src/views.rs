@@ -178,6 +178,8 @@ pub struct AdvisorPage {
     pub advice: Option<AdvisorView>,
     pub error: Option<String>,
     pub message: Option<String>,
+    /// Every engine, for choosing whose view to show.
+    pub engines: Vec<String>,
 }
 
 #[derive(Template, WebTemplate)]

@@ -140,8 +140,13 @@ async fn stats(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<Strin
     Json(json!({ "tenant": name, "engines": engines, "usage": usage })).into_response()
 }
 
-async fn advice(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
-    match ops::advice(&c, &name).await {
+#[derive(serde::Deserialize)]
+struct EngineChoice {
+    engine: Option<usize>,
+}
+
+async fn advice(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>, axum::extract::Query(q): axum::extract::Query<EngineChoice>) -> Response {
+    match ops::advice_from(&c, &name, q.engine).await {
         Ok((engine, advise, workload)) => Json(json!({ "tenant": name, "engine": engine, "advise": advise, "workload": workload })).into_response(),
         Err(e) => op_error(e),
     }

@@ -46,7 +46,11 @@ pub fn document() -> Value {
                 "get": op("The last retraining run: progress and per-engine result.", "200", &["404"]),
             })),
             "/tenants/{name}/stats": sub(json!({ "get": op("Per-engine workload and compression statistics and usage samples.", "200", &["404"]) })),
-            "/tenants/{name}/advice": sub(json!({ "get": op("The cost advisor's evaluation and recommendation (TERRACE.ADVISE) with the workload (TERRACE.WORKLOAD).", "200", &["404", "502"]) })),
+            "/tenants/{name}/advice": sub(json!({ "get": {
+                "summary": "The cost advisor's evaluation and recommendation (TERRACE.ADVISE) with the workload (TERRACE.WORKLOAD), from the first engine that answers or from `engine` (its index in the slot map).",
+                "parameters": [{ "name": "engine", "in": "query", "required": false, "schema": { "type": "integer" } }],
+                "responses": op("", "200", &["404", "502"])["responses"].clone(),
+            } })),
             "/tenants/{name}/apply": sub(json!({ "post": op("Apply the recommended configuration to the tenant.", "200", &["404", "409", "502"]) })),
             "/topology": { "get": op("Engines, the slot map and the proxies.", "200", &[]) },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked.", "200", &[]) },

@@ -250,6 +250,8 @@ pub async fn retrain(State(console): State<Arc<Console>>, PageUser(s, _): PageUs
 #[derive(serde::Deserialize)]
 pub struct AdvisorQuery {
     applied: Option<String>,
+    /// Whose view (index in the slot map); the first engine that answers by default.
+    engine: Option<usize>,
 }
 
 pub async fn advisor(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Query(q): Query<AdvisorQuery>) -> Response {
@@ -257,9 +259,11 @@ pub async fn advisor(State(console): State<Arc<Console>>, PageUser(s, _): PageUs
         return op_error(&s, e);
     }
     let message = q.applied.map(|a| format!("Applied: {a}. The engines use it from now on; the advice below is recomputed as the workload runs."));
-    match ops::advice(&console, &name).await {
-        Ok((engine, a, w)) => AdvisorPage { frame: frame(&s), tenant: name, advice: Some(AdvisorView::build(&engine, &a, &w)), error: None, message }.into_response(),
-        Err(e) => (StatusCode::BAD_GATEWAY, AdvisorPage { frame: frame(&s), tenant: name, advice: None, error: Some(e.to_string()), message }).into_response(),
+    let engines = db::topology(&console.db).await.map(|t| t.0).unwrap_or_default();
+    match ops::advice_from(&console, &name, q.engine).await {
+        Ok((engine, a, w)) => AdvisorPage { frame: frame(&s), tenant: name, advice: Some(AdvisorView::build(&engine, &a, &w)), error: None, message, engines }.into_response(),
+        Err(e @ OpError::NotFound(_)) => op_error(&s, e),
+        Err(e) => (StatusCode::BAD_GATEWAY, AdvisorPage { frame: frame(&s), tenant: name, advice: None, error: Some(e.to_string()), message, engines }).into_response(),
     }
 }
 
