@@ -100,6 +100,43 @@ fn evicted_keys_come_back_from_storage() {
 }
 
 #[test]
+fn a_storage_backed_tenant_over_its_limit_evicts_its_own_keys() {
+    // The tenant's data limit is its cache's size: over it, the tenant's coldest keys leave the
+    // cache (storage has them) instead of writes being refused, and no other tenant loses any.
+    let e = Engine::start(&["--storage", "lsm"]);
+    let mut other = e.client();
+    let _: () = q(&mut other, &["TERRACE.NAMESPACE", "other"]);
+    for i in 0..100 {
+        let _: () = q(&mut other, &["SET", &format!("o{i}"), "x"]);
+    }
+    let mut c = e.client();
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "cached", "STORAGE-MODE", "write-through", "MAXMEMORY", "200kb"]);
+    let v = "v".repeat(500);
+    for chunk in (0..2000).collect::<Vec<_>>().chunks(100) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("SET").arg(format!("k{i}")).arg(format!("{i}:{v}")).ignore();
+        }
+        p.query::<()>(&mut c).unwrap();
+    }
+    let workload: serde_json::Value = serde_json::from_str(&q::<String>(&mut c, &["TERRACE.WORKLOAD", "cached"])).unwrap();
+    let cached = workload["bytes"]["entries"].as_f64().unwrap();
+    assert!(cached <= 200.0 * 1024.0 + 1024.0, "the cache holds at most its limit: {cached}");
+    assert!(workload["keys"].as_u64().unwrap() < 1000, "{workload}");
+    assert!(info_field(&mut c, "stats", "evicted_keys") > 1000);
+    for i in (0..2000).step_by(37) {
+        assert_eq!(q::<String>(&mut c, &["GET", &format!("k{i}")]), format!("{i}:{v}"), "k{i} from storage");
+    }
+    let _: () = q(&mut other, &["SELECT", "0"]);
+    assert_eq!(q::<i64>(&mut other, &["DBSIZE"]), 100, "other tenants keep every key");
+    // A tenant without storage behind it is refused past its limit, as before.
+    let mut plain = e.client();
+    let _: () = q(&mut plain, &["TERRACE.NAMESPACE", "plain", "STORAGE-MODE", "cache", "MAXMEMORY", "20kb"]);
+    let refused = (0..200).find_map(|i| redis::cmd("SET").arg(format!("p{i}")).arg(&v).query::<()>(&mut plain).err());
+    assert!(refused.expect("refused once full").to_string().contains("OOM"));
+}
+
+#[test]
 fn postgres_outage_errors_without_stale_reads_and_recovers() {
     let pg = Postgres::start();
     let url = pg.url();

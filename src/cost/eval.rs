@@ -124,13 +124,15 @@ fn measure(cand: &Candidate, i: usize, progress: &Progress, data: &[Record], ops
         }
         let full = info(&mut c, "memory", "used_memory")?;
         if let (true, Some(cr)) = (cand.uses_storage(), cand.cache_ratio) {
-            // Evict (1 − cr) of the cached entries' bytes (the storage engine's own memory,
-            // memtables and block cache, stays: it is part of this configuration's DRAM).
+            // The cache keeps cr of the entries' bytes: the tenant's data limit, which a
+            // storage-backed tenant enforces by evicting its own keys. (Not maxmemory: that
+            // also counts the storage engine's memtables and block cache, which grow during
+            // the replay and would squeeze the cache towards nothing.)
             let w: Value = serde_json::from_str(&c.call(&[b"TERRACE.WORKLOAD", b"default"])?.unwrap_or_default())?;
             let entries = w["bytes"]["entries"].as_f64().unwrap_or(full - empty);
-            let limit = (full - (1.0 - cr) * entries).max(empty + (1 << 20) as f64) as u64;
-            c.call(&[b"CONFIG", b"SET", b"maxmemory", limit.to_string().as_bytes()])?;
-            // A write makes the engine evict down to the limit.
+            let limit = ((cr * entries) as u64).max(1);
+            c.call(&[b"TERRACE.NAMESPACE", b"default", b"MAXMEMORY", limit.to_string().as_bytes()])?;
+            // A write makes the tenant evict down to the limit.
             c.call(&[b"SET", b"terrace:cost-eval:probe", b"1"])?;
             c.call(&[b"DEL", b"terrace:cost-eval:probe"])?;
         }

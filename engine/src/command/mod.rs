@@ -571,6 +571,36 @@ pub fn admit_memory(srv: &Server) -> bool {
     true
 }
 
+/// Whether namespace `ns` may grow. Over its data limit, a storage-backed tenant evicts its
+/// own coldest keys (they are in storage: the limit is its cache's size; LRU when the server
+/// does not evict); any other tenant's write is refused.
+pub fn admit_namespace(srv: &Server, ns: usize) -> bool {
+    let ks = &srv.keyspace;
+    if ks.namespace_admits(ns) {
+        return true;
+    }
+    if !srv.storage_tier().is_some_and(|t| t.backs(ns)) {
+        return false;
+    }
+    let policy = match srv.policy() {
+        eviction::Policy::NoEviction => eviction::Policy::AllKeysLru,
+        p => p,
+    };
+    let per_ns = (ks.shards_per_db() * crate::keyspace::NUM_DBS) as u32;
+    let shards = ns as u32 * per_ns..(ns as u32 + 1) * per_ns;
+    let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
+    let now = now_ms();
+    for _ in 0..100_000 {
+        if ks.namespace_admits(ns) {
+            return true;
+        }
+        if !eviction::evict_one_within(ks, shards.clone(), policy, samples, now, &mut evicted_to_wal(srv, now)) {
+            return false;
+        }
+    }
+    false
+}
+
 /// Executes one request on a connection and writes its reply into `out` (unless the client
 /// turned replies off with CLIENT REPLY).
 pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
@@ -650,7 +680,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
             return Outcome::Done;
         }
     }
-    if spec.denyoom && conn.replay_now.is_none() && !(admit_memory(srv) && srv.keyspace.namespace_admits(conn.ns_base / crate::keyspace::NUM_DBS)) {
+    if spec.denyoom && conn.replay_now.is_none() && !(admit_memory(srv) && admit_namespace(srv, conn.ns_base / crate::keyspace::NUM_DBS)) {
         srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
         if conn.multi.is_some() {

@@ -97,6 +97,7 @@ pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Resu
     // Keys read through are admitted: make room first, as a write would (reads alone must
     // not grow the cache past maxmemory; a read is never refused for memory).
     let _ = super::admit_memory(srv);
+    let _ = super::admit_namespace(srv, ns);
     // One batched read per database (a command's keys are in one, MOVE's in two).
     let mut rest = &wanted[..];
     while let Some(((db, _), _)) = rest.split_first() {

@@ -58,7 +58,13 @@ impl Policy {
 /// evicted (empty keyspace, or no volatile keys under a volatile policy). `evicted` hears of
 /// the removal (database, key) while the shard is still locked (the WAL logs it as a DEL).
 pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64, evicted: &mut dyn FnMut(usize, &[u8])) -> bool {
-    if policy == Policy::NoEviction {
+    evict_one_within(ks, 0..ks.num_shards() as u32, policy, samples, now, evicted)
+}
+
+/// As `evict_one`, among the shards of `shards` only (one namespace's: shard ids are
+/// database-major, a namespace's databases are consecutive).
+pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Policy, samples: usize, now: i64, evicted: &mut dyn FnMut(usize, &[u8])) -> bool {
+    if policy == Policy::NoEviction || shards.is_empty() {
         return false;
     }
     let has_candidates = |id: u32| {
@@ -66,10 +72,9 @@ pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64, evicte
         if policy.volatile_only() { s.volatile > 0 } else { !s.is_empty() }
     };
     // Usually keys sit in few databases: try random shards before listing the useful ones.
-    let n = ks.num_shards() as u32;
-    let mut candidates: Vec<u32> = (0..16).map(|_| fastrand::u32(..n)).filter(|&id| has_candidates(id)).collect();
+    let mut candidates: Vec<u32> = (0..16).map(|_| fastrand::u32(shards.clone())).filter(|&id| has_candidates(id)).collect();
     if candidates.is_empty() {
-        candidates = ks.all_shard_ids().filter(|&id| has_candidates(id)).collect();
+        candidates = shards.filter(|&id| has_candidates(id)).collect();
     }
     if candidates.is_empty() {
         return false;
