@@ -145,6 +145,8 @@ fn subsample(full: &Path, out: &Path, rate: f64) -> anyhow::Result<()> {
 fn costs(dir: &Path, cands: &Candidates, spec: &Spec) -> anyhow::Result<Value> {
     let meta = read_meta(dir)?;
     let (ops, data) = (read_trace(dir)?, read_data(dir)?);
+    let factor = crate::cost::footprint::factor(&meta, &data);
+    let (data, ops) = crate::cost::footprint::scale_up(&data, &ops, factor);
     let (measured, logical) = eval::measure_all(cands, &ops, &data)?;
     let mut w = eval::tenant_workload(&meta, logical, data.len(), Some(spec.qps));
     w.data_bytes = spec.data_gb * GB;

@@ -338,6 +338,11 @@ pub fn run(args: CostEvalArgs) -> anyhow::Result<()> {
     let meta = read_meta(&args.trace)?;
     let ops = read_trace(&args.trace)?;
     let data = read_data(&args.trace)?;
+    let factor = super::footprint::factor(&meta, &data);
+    if factor > 1 {
+        eprintln!("the sample holds 1/{factor} of the tenant's keys or less: replayed over {factor} replicas of it (see `footprint`)");
+    }
+    let (data, ops) = super::footprint::scale_up(&data, &ops, factor);
     let (measured, logical) = measure_all(&cands, &ops, &data).with_context(|| args.trace.display().to_string())?;
     let mut workload = tenant_workload(&meta, logical, data.len(), args.qps);
     if let Some(gb) = args.data_gb {

@@ -5,6 +5,7 @@
 
 pub mod candidates;
 pub mod eval;
+pub mod footprint;
 pub mod record;
 pub mod replay;
 pub mod trace;
