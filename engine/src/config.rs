@@ -52,7 +52,8 @@ impl Threads {
         Threads::Elastic(std::thread::available_parallelism().map_or(1, |n| n.get()).min(256))
     }
 
-    fn parse(s: &str) -> Option<Threads> {
+    /// `single`, `N`, `elastic` or `elastic:N` (the `threads` setting).
+    pub fn parse(s: &str) -> Option<Threads> {
         let count = |n: &str| n.parse::<usize>().ok().filter(|n| (1..=256).contains(n));
         match s {
             "single" => Some(Threads::Fixed(1)),

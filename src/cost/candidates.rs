@@ -74,6 +74,9 @@ pub struct Candidate {
     /// With `storage`: the share of the sample the cache keeps.
     pub cache_ratio: Option<f64>,
     pub wal: Option<String>,
+    /// The engine's reactor threads (`single`, `N`, `elastic:N`; default `single`). MaxPerf
+    /// is per engine CPU-second, so more threads pay only for what they use.
+    pub threads: Option<String>,
     /// This candidate's instance shape (default: the file's `[instance]`, with 16 GB of PMem
     /// for `pmem` and 200 GB of flash for `storage` added when it has none).
     pub instance: Option<Instance>,
@@ -99,7 +102,7 @@ impl Candidate {
 
     /// The engine flags (PMem file and storage directories under `dir`).
     pub fn engine_flags(&self, dir: &Path, sample_bytes: f64) -> Vec<String> {
-        let mut f: Vec<String> = vec!["--threads".into(), "single".into()];
+        let mut f: Vec<String> = vec!["--threads".into(), self.threads.clone().unwrap_or_else(|| "single".into())];
         let mut opt = |flag: &str, v: &Option<String>| {
             if let Some(v) = v {
                 f.push(flag.into());
@@ -147,6 +150,11 @@ pub fn read(path: &Path) -> anyhow::Result<Candidates> {
                 bail!("{}: candidate {}: dram_share must be in (0, 1] and needs pmem = true", path.display(), cand.name);
             }
         }
+        if let Some(t) = &cand.threads {
+            if terrace_engine::config::Threads::parse(t).is_none() {
+                bail!("{}: candidate {}: threads '{t}' is not single, a count from 1 to 256, elastic or elastic:N", path.display(), cand.name);
+            }
+        }
         if c.candidates.iter().filter(|o| o.name == cand.name).count() > 1 {
             bail!("{}: two candidates are named {}", path.display(), cand.name);
         }
@@ -177,6 +185,14 @@ mod tests {
         std::fs::write(&bad, "[[candidate]]\nname = \"a\"\ncodec = \"zstd\"\n").unwrap();
         let e = format!("{:#}", read(&bad).unwrap_err());
         assert!(e.contains("codec"), "{e}");
+        std::fs::write(&bad, "[[candidate]]\nname = \"a\"\nthreads = \"lots\"\n").unwrap();
+        let e = format!("{:#}", read(&bad).unwrap_err());
+        assert!(e.contains("threads 'lots'"), "{e}");
+        std::fs::write(&bad, "[[candidate]]\nname = \"two\"\nthreads = \"elastic:2\"\n").unwrap();
+        let two = read(&bad).unwrap();
+        let flags = two.candidates[0].engine_flags(Path::new("/tmp/x"), 1e6);
+        assert_eq!(flags[..2], ["--threads".to_string(), "elastic:2".to_string()]);
+        assert_eq!(c.candidates[0].engine_flags(Path::new("/tmp/x"), 1e6)[..2], ["--threads".to_string(), "single".to_string()]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -143,7 +143,7 @@ pub fn select(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 /// [COMPRESSION-MIN-SIZE bytes] [STORAGE-MODE mode] [TIER-POLICY policy] [WAL engine|off] —
 /// moves the connection into a tenant's namespace (its own 16 databases), allocating it on
 /// first use, and sets the namespace's data limit (0: none; writes past it get OOM, for this
-/// namespace only), its compression settings, storage mode, use of the PMem tier (`engine`:
+/// namespace only — a storage-backed one evicts its own keys instead), its compression settings, storage mode, use of the PMem tier (`engine`:
 /// the engine's `tier_policy`; `dram-only`; or a policy of its own) and whether its commands
 /// are logged. The proxy sends it on every connection of a tenant, the console to every engine.
 /// `default` is the namespace plain Redis clients use.
