@@ -124,6 +124,19 @@ fn a_storage_backed_tenant_over_its_limit_evicts_its_own_keys() {
     assert!(cached <= 200.0 * 1024.0 + 1024.0, "the cache holds at most its limit: {cached}");
     assert!(workload["keys"].as_u64().unwrap() < 1000, "{workload}");
     assert!(info_field(&mut c, "stats", "evicted_keys") > 1000);
+    // Storage holds all of it: the census counts the tenant's keys and bytes there (asking
+    // wakes it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let storage = loop {
+        let w: serde_json::Value = serde_json::from_str(&q::<String>(&mut c, &["TERRACE.WORKLOAD", "cached"])).unwrap();
+        if !w["bytes"]["storage"].is_null() {
+            break w["bytes"]["storage"].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no storage census: {w}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(storage["keys"], 2000, "{storage}");
+    assert!(storage["bytes"].as_u64().unwrap() > 2000 * 500, "{storage}");
     for i in (0..2000).step_by(37) {
         assert_eq!(q::<String>(&mut c, &["GET", &format!("k{i}")]), format!("{i}:{v}"), "k{i} from storage");
     }

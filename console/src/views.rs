@@ -133,6 +133,8 @@ pub struct TenantPage {
     pub usage_svg: String,
     pub latest: Option<Usage>,
     pub compression_ratio: Option<f64>,
+    /// Keys and bytes in the storage tier over the engines (storage-backed tenants).
+    pub storage: Option<(u64, u64)>,
     pub generations: Vec<Generation>,
     pub retrain: Option<Retrain>,
     pub advice: Option<AdvisorView>,

@@ -221,6 +221,11 @@ pub async fn tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUse
     }
     let ratios: Vec<f64> = stats.as_object().into_iter().flat_map(|m| m.values()).filter_map(|v| v["compression"]["live_ratio"].as_f64()).filter(|r| *r > 0.0).map(|r| 1.0 / r).collect();
     let compression_ratio = (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
+    let counted: Vec<(u64, u64)> = stats.as_object().into_iter().flat_map(|m| m.values()).filter_map(|v| {
+        let st = &v["workload"]["bytes"]["storage"];
+        Some((st["keys"].as_u64()?, st["bytes"].as_u64()?))
+    }).collect();
+    let storage = (!counted.is_empty()).then(|| counted.iter().fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1)));
     let advice = ops::advice(&console, &name).await.ok().map(|(e, a, w)| AdvisorView::build(&e, &a, &w));
     let retrain = db::last_retrain(&console.db, &name).await.ok().flatten();
     TenantPage {
@@ -229,6 +234,7 @@ pub async fn tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUse
         latest: samples.last().cloned(),
         tenant: t,
         compression_ratio,
+        storage,
         generations,
         retrain,
         advice,

@@ -115,6 +115,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         )));
     }
     let flusher_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let census_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The storage tier: opened before the WAL is replayed (write-back records mark keys dirty)
     // and before clients connect; its writer batches write-through, its flusher write-back.
     let storage_writer = match &srv.config.storage {
@@ -139,7 +140,12 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                 .name("terrace-storage-flusher".into())
                 .spawn(move || crate::storage::flusher::run(weak, t, &stop))
                 .expect("spawn the write-back flusher");
-            Some((tier, writer, flusher))
+            let (t, weak, stop) = (tier.clone(), Arc::downgrade(&srv), census_stop.clone());
+            let census = std::thread::Builder::new()
+                .name("terrace-storage-census".into())
+                .spawn(move || t.census.run(weak, t.clone(), &stop))
+                .expect("spawn the storage census");
+            Some((tier, writer, flusher, census))
         }
         None => None,
     };
@@ -330,7 +336,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         let _ = h.join();
     }
     let mut dirty_left = false;
-    if let Some((tier, writer, flusher)) = storage_writer {
+    if let Some((tier, writer, flusher, census)) = storage_writer {
+        census_stop.store(true, Ordering::SeqCst);
+        tier.census.wake();
+        let _ = census.join();
         // Write-back's dirty keys go to storage before the writer and the WAL stop.
         flusher_stop.store(true, Ordering::SeqCst);
         tier.flush_wake.notify_one();

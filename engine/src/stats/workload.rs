@@ -31,6 +31,9 @@ pub struct Workload {
     pub sampled_keys: usize,
     /// (cache ratio, cache keys, miss ratio); the ratio is of the tenant's keys.
     pub curve: Vec<(f64, f64, f64)>,
+    /// A storage-backed tenant: its keys and bytes in storage at the last census, and the
+    /// census's age in seconds (None: not backed, or not counted yet).
+    pub storage: Option<(u64, u64, f64)>,
 }
 
 impl Workload {
@@ -49,7 +52,15 @@ impl Workload {
         let avg_record_bytes = if census.keys > 0 { logical_bytes / census.keys as f64 } else { 0.0 };
         let (mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve) =
             stats.with_mrc(|m| (m.mean_interval_ms(), m.median_interval_ms(), m.rate(), m.sampled_keys(), m.curve(census.keys as f64, CURVE_POINTS)));
-        Workload { tenant, namespace: ns, rates, census, compression_ratio, logical_bytes, value_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve }
+        let storage = srv.storage_tier().filter(|t| t.backs(ns)).and_then(|t| {
+            let name = if tenant.is_empty() { "default" } else { tenant.as_str() };
+            let count = t.census.get(name);
+            if count.is_none() {
+                t.census.wake();
+            }
+            count.map(|c| (c.keys, c.bytes, c.at.elapsed().as_secs_f64()))
+        });
+        Workload { tenant, namespace: ns, rates, census, compression_ratio, logical_bytes, value_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve, storage }
     }
 
     pub fn to_json(&self) -> Value {
@@ -75,6 +86,7 @@ impl Workload {
                 "pmem_values": c.pmem_value_bytes,
                 "compressed_values": c.encoded_values,
                 "compressed_stored": c.encoded_bytes,
+                "storage": self.storage.map(|(keys, bytes, age)| json!({"keys": keys, "bytes": bytes, "counted_seconds_ago": age.round()})),
             },
             "shards_skipped": c.shards_skipped,
             "compression_ratio": self.compression_ratio.map(round),

@@ -10,6 +10,7 @@
 //! (each a single-threaded runtime) and plain threads (the flusher) can all call it: a
 //! connection pool must live on one runtime. `record` is how an entry becomes a stored value.
 
+pub mod census;
 pub mod dirty;
 pub mod flusher;
 pub mod lsm;

@@ -158,6 +158,8 @@ pub struct StorageTier {
     pub(crate) flush_wake: Condvar,
     pub(crate) flush_lock: Mutex<()>,
     pub last_flush_error: Mutex<Option<String>>,
+    /// Keys and bytes per tenant in storage, counted in the background.
+    pub census: super::census::Census,
 }
 
 impl StorageTier {
@@ -181,6 +183,7 @@ impl StorageTier {
             flush_wake: Condvar::new(),
             flush_lock: Mutex::new(()),
             last_flush_error: Mutex::new(None),
+            census: Default::default(),
         })
     }
 
