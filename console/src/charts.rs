@@ -84,7 +84,7 @@ impl Frame {
     }
 }
 
-fn open(out: &mut String, a: &Axes, f: &Frame) {
+fn header(out: &mut String, a: &Axes) {
     let _ = write!(
         out,
         r##"<svg id="{id}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" aria-label="{t}"><title>{t}</title><rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/><text x="{cx}" y="18" text-anchor="middle" font-size="14" font-weight="600">{t}</text>"##,
@@ -92,14 +92,10 @@ fn open(out: &mut String, a: &Axes, f: &Frame) {
         t = esc(a.title),
         cx = W / 2.0
     );
-    for i in 0..=4 {
-        let fy = f.y0 + (f.y1 - f.y0) * i as f64 / 4.0;
-        let y = f.py(fy);
-        let _ = write!(out, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{l}</text>"##, x2 = W - RIGHT, tx = LEFT - 6.0, ty = y + 4.0, l = esc(&(a.y_fmt)(fy)));
-        let fx = f.x0 + (f.x1 - f.x0) * i as f64 / 4.0;
-        let x = f.px(fx);
-        let _ = write!(out, r##"<text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{l}</text>"##, ty = H - BOTTOM + 16.0, l = esc(&(a.x_fmt)(fx)));
-    }
+}
+
+/// The two axes and their labels.
+fn axes(out: &mut String, x_label: &str, y_label: &str) {
     let _ = write!(
         out,
         r##"<line x1="{LEFT}" y1="{b}" x2="{r}" y2="{b}" stroke="#111"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b}" stroke="#111"/><text x="{cx}" y="{xl}" text-anchor="middle" font-size="12">{x}</text><text x="14" y="{cy}" text-anchor="middle" font-size="12" transform="rotate(-90 14 {cy})">{y}</text>"##,
@@ -108,9 +104,23 @@ fn open(out: &mut String, a: &Axes, f: &Frame) {
         cx = (LEFT + W - RIGHT) / 2.0,
         xl = H - 8.0,
         cy = (TOP + H - BOTTOM) / 2.0,
-        x = esc(a.x_label),
-        y = esc(a.y_label)
+        x = esc(x_label),
+        y = esc(y_label)
     );
+}
+
+/// Header, a linear grid with five ticks per axis, axes.
+fn open(out: &mut String, a: &Axes, f: &Frame) {
+    header(out, a);
+    for i in 0..=4 {
+        let fy = f.y0 + (f.y1 - f.y0) * i as f64 / 4.0;
+        let y = f.py(fy);
+        let _ = write!(out, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{l}</text>"##, x2 = W - RIGHT, tx = LEFT - 6.0, ty = y + 4.0, l = esc(&(a.y_fmt)(fy)));
+        let fx = f.x0 + (f.x1 - f.x0) * i as f64 / 4.0;
+        let x = f.px(fx);
+        let _ = write!(out, r##"<text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{l}</text>"##, ty = H - BOTTOM + 16.0, l = esc(&(a.x_fmt)(fx)));
+    }
+    axes(out, a.x_label, a.y_label);
 }
 
 fn legend(out: &mut String, names: &[&str]) {
@@ -154,13 +164,7 @@ pub fn balance(a: &Axes, points: &[Point]) -> String {
     let f = Frame { x0: d0, x1: d1, y0: d0, y1: d1 };
     let log = |v: f64| if v > 0.0 { v.log10().clamp(d0, d1) } else { d0 };
     let mut out = String::new();
-    let _ = write!(
-        out,
-        r##"<svg id="{id}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" aria-label="{t}"><title>{t}</title><rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/><text x="{cx}" y="18" text-anchor="middle" font-size="14" font-weight="600">{t}</text>"##,
-        id = esc(a.id),
-        t = esc(a.title),
-        cx = W / 2.0
-    );
+    header(&mut out, a);
     let decades = (d1 - d0) as i32;
     for i in 0..=decades {
         let d = d0 + i as f64;
@@ -169,17 +173,7 @@ pub fn balance(a: &Axes, points: &[Point]) -> String {
         let _ = write!(out, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{label}</text>"##, x2 = W - RIGHT, tx = LEFT - 6.0, ty = y + 4.0);
         let _ = write!(out, r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{b}" stroke="#e5e7eb"/><text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{label}</text>"##, b = H - BOTTOM, ty = H - BOTTOM + 16.0);
     }
-    let _ = write!(
-        out,
-        r##"<line x1="{LEFT}" y1="{b}" x2="{r}" y2="{b}" stroke="#111"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b}" stroke="#111"/><text x="{cx}" y="{xl}" text-anchor="middle" font-size="12">{x} (log)</text><text x="14" y="{cy}" text-anchor="middle" font-size="12" transform="rotate(-90 14 {cy})">{y} (log)</text>"##,
-        b = H - BOTTOM,
-        r = W - RIGHT,
-        cx = (LEFT + W - RIGHT) / 2.0,
-        xl = H - 8.0,
-        cy = (TOP + H - BOTTOM) / 2.0,
-        x = esc(a.x_label),
-        y = esc(a.y_label)
-    );
+    axes(&mut out, &format!("{} (log)", a.x_label), &format!("{} (log)", a.y_label));
     let _ = write!(out, r##"<line class="balance" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#9ca3af" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#6b7280" text-anchor="end">PC = SC</text>"##, f.px(d0), f.py(d0), f.px(d1), f.py(d1), f.px(d1) - 4.0, f.py(d1) + 14.0);
     for (i, p) in points.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];

@@ -26,6 +26,20 @@ pub enum OpError {
     Db(#[from] DbError),
 }
 
+impl OpError {
+    /// The HTTP status it answers with (pages and API alike).
+    pub fn status(&self) -> axum::http::StatusCode {
+        use axum::http::StatusCode;
+        match self {
+            OpError::NotFound(_) => StatusCode::NOT_FOUND,
+            OpError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            OpError::Conflict(_) => StatusCode::CONFLICT,
+            OpError::Unavailable(_) => StatusCode::BAD_GATEWAY,
+            OpError::Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
 /// A tenant saved, and what pushing it met (engines down, an engine refusing a setting).
 pub struct Saved {
     pub tenant: Tenant,

@@ -39,14 +39,7 @@ pub fn error(status: StatusCode, message: &str) -> Response {
 }
 
 fn op_error(e: OpError) -> Response {
-    let status = match &e {
-        OpError::NotFound(_) => StatusCode::NOT_FOUND,
-        OpError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        OpError::Conflict(_) => StatusCode::CONFLICT,
-        OpError::Unavailable(_) => StatusCode::BAD_GATEWAY,
-        OpError::Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    error(status, &e.to_string())
+    error(e.status(), &e.to_string())
 }
 
 /// `Json` whose rejections (malformed JSON, wrong content type, unknown fields) answer in the

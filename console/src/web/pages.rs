@@ -28,14 +28,7 @@ pub fn error_page(frame: Option<Frame>, status: StatusCode, message: &str) -> Re
 }
 
 fn op_error(s: &Session, e: OpError) -> Response {
-    let status = match &e {
-        OpError::NotFound(_) => StatusCode::NOT_FOUND,
-        OpError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        OpError::Conflict(_) => StatusCode::CONFLICT,
-        OpError::Unavailable(_) => StatusCode::BAD_GATEWAY,
-        OpError::Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    error_page(Some(frame(s)), status, &e.to_string())
+    error_page(Some(frame(s)), e.status(), &e.to_string())
 }
 
 /// Every form carries the session's CSRF token.
