@@ -195,12 +195,13 @@ pub fn closed_loop(addr: &str, prepared: &Arc<Prepared>, connections: usize, pip
 /// client (which shares the machine), is what saturates.
 pub const PIPELINE: usize = 8;
 
-/// MaxPerf: over growing connection counts (stopping when QPS no longer grows by 3% or a
-/// batch's p99 passes `p99_bound_us`), the load with the highest QPS within the bound; its
-/// commands per engine CPU-second when the engine's pid is known (a saturated engine uses
-/// one core; on a shared machine wall-clock QPS also counts the time others took), else its
-/// QPS. 0 when even one connection is over the bound: no load meets it (infinite cost).
-pub fn max_perf(addr: &str, prepared: &Arc<Prepared>, seconds: f64, p99_bound_us: f64, engine_pid: Option<u32>) -> anyhow::Result<(f64, Vec<Run>)> {
+/// MaxPerf's search: over growing connection counts (stopping when QPS no longer grows by 3%
+/// or a batch's p99 passes `p99_bound_us`), the run with the highest QPS within the bound
+/// (None: even one connection is over it — no load meets it, infinite cost) and every run.
+/// cost-eval then repeats the chosen load and keeps the median `rate`: commands per engine
+/// CPU-second when the engine's pid is known (a saturated engine uses one core; on a shared
+/// machine wall-clock QPS also counts the time others took), else QPS.
+pub fn search(addr: &str, prepared: &Arc<Prepared>, seconds: f64, p99_bound_us: f64, engine_pid: Option<u32>) -> anyhow::Result<(Option<Run>, Vec<Run>)> {
     let mut runs: Vec<Run> = Vec::new();
     let mut best: Option<Run> = None;
     for connections in [1, 2, 4, 8, 16] {
@@ -217,16 +218,17 @@ pub fn max_perf(addr: &str, prepared: &Arc<Prepared>, seconds: f64, p99_bound_us
             break;
         }
     }
-    let Some(best) = best else { return Ok((0.0, runs)) };
-    // Two more runs at the chosen load; the median of the three (shared machines are noisy).
-    let mut rates = vec![best.per_cpu_second.unwrap_or(best.qps)];
-    for _ in 0..2 {
-        let run = closed_loop(addr, prepared, best.connections, PIPELINE, seconds, engine_pid)?;
-        runs.push(run);
-        rates.push(run.per_cpu_second.unwrap_or(run.qps));
-    }
+    Ok((best, runs))
+}
+
+/// What a run counts for MaxPerf: per engine CPU-second when known, else QPS.
+pub fn rate(run: &Run) -> f64 {
+    run.per_cpu_second.unwrap_or(run.qps)
+}
+
+pub fn median(rates: &mut [f64]) -> f64 {
     rates.sort_by(f64::total_cmp);
-    Ok((rates[1], runs))
+    rates.get(rates.len() / 2).copied().unwrap_or(0.0)
 }
 
 #[derive(Args)]
