@@ -142,15 +142,27 @@ fn subsample(full: &Path, out: &Path, rate: f64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn costs(dir: &Path, cands: &Candidates, spec: &Spec) -> anyhow::Result<Value> {
-    let meta = read_meta(dir)?;
-    let (ops, data) = (read_trace(dir)?, read_data(dir)?);
-    let factor = crate::cost::footprint::factor(&meta, &data);
-    let (data, ops) = crate::cost::footprint::scale_up(&data, &ops, factor);
-    let (measured, logical) = eval::measure_all(cands, &ops, &data)?;
-    let mut w = eval::tenant_workload(&meta, logical, data.len(), Some(spec.qps));
-    w.data_bytes = spec.data_gb * GB;
-    Ok(eval::compute(cands, cands.candidates.iter().zip(measured).collect(), &w, eval::curve_of(&meta).as_ref()))
+/// The costs of every candidate on each trace directory, measured together (`measure_sets`).
+fn costs(dirs: &[&Path], cands: &Candidates, spec: &Spec) -> anyhow::Result<Vec<Value>> {
+    let mut loaded = Vec::new();
+    for dir in dirs {
+        let meta = read_meta(dir)?;
+        let (ops, data) = (read_trace(dir)?, read_data(dir)?);
+        let factor = crate::cost::footprint::factor(&meta, &data);
+        let (data, ops) = crate::cost::footprint::scale_up(&data, &ops, factor);
+        loaded.push((meta, ops, data));
+    }
+    let sets: Vec<_> = loaded.iter().map(|(_, ops, data)| (ops.as_slice(), data.as_slice())).collect();
+    let measured = eval::measure_sets(cands, &sets)?;
+    Ok(loaded
+        .iter()
+        .zip(measured)
+        .map(|((meta, _, data), (rows, logical))| {
+            let mut w = eval::tenant_workload(meta, logical, data.len(), Some(spec.qps));
+            w.data_bytes = spec.data_gb * GB;
+            eval::compute(cands, cands.candidates.iter().zip(rows).collect(), &w, eval::curve_of(meta).as_ref())
+        })
+        .collect())
 }
 
 fn field(r: &Value, name: &str, path: &[&str]) -> f64 {
@@ -187,10 +199,9 @@ pub fn run(args: CostArgs) -> anyhow::Result<()> {
         let full = record_workload(spec, &args, &dir)?;
         let sample = dir.join("sample");
         subsample(&full, &sample, args.sample_rate)?;
-        eprintln!("== {}: predicting from the {:.0}% sample", spec.name, args.sample_rate * 100.0);
-        let predicted = costs(&sample, &cands, spec)?;
-        eprintln!("== {}: measuring on the full data", spec.name);
-        let measured = costs(&full, &cands, spec)?;
+        eprintln!("== {}: the {:.0}% sample (prediction) and the full data (measurement), measured together", spec.name, args.sample_rate * 100.0);
+        let mut both = costs(&[&sample, &full], &cands, spec)?;
+        let (predicted, measured) = (both.remove(0), both.remove(0));
         let p_best = predicted["optimum"].as_str().unwrap_or("").to_string();
         let m_best = measured["optimum"].as_str().unwrap_or("").to_string();
         println!("\n{} — {:.0} QPS, {:.0} GB ({} keys recorded)", spec.name, spec.qps, spec.data_gb, read_data(&full)?.len());

@@ -345,46 +345,57 @@ pub fn curve_of(meta: &Meta) -> Option<Curve> {
 /// Measures every candidate on a trace's sample: (measurements in candidate order, the
 /// sample's logical bytes).
 pub fn measure_all(cands: &Candidates, ops: &[super::trace::Op], data: &[Record]) -> anyhow::Result<(Vec<Measured>, f64)> {
-    if data.is_empty() {
-        anyhow::bail!("the data sample is empty (record with a higher --rate?)");
+    Ok(measure_sets(cands, &[(ops, data)])?.remove(0))
+}
+
+/// `measure_all` for several traces at once (the validation bench: a sample and its full
+/// data). Every candidate's engine of every trace stays up until all are measured: the repeat
+/// runs go round them all in turn, so a slow spell of a shared machine falls on all of them
+/// alike rather than on whichever was being measured. Per trace: its rows and logical bytes.
+pub fn measure_sets(cands: &Candidates, sets: &[(&[super::trace::Op], &[Record])]) -> anyhow::Result<Vec<(Vec<Measured>, f64)>> {
+    for (ops, data) in sets {
+        if data.is_empty() {
+            anyhow::bail!("the data sample is empty (record with a higher --rate?)");
+        }
+        if ops.is_empty() {
+            anyhow::bail!("the trace holds no commands (was the tenant busy while it was recorded?)");
+        }
     }
-    if ops.is_empty() {
-        anyhow::bail!("the trace holds no commands (was the tenant busy while it was recorded?)");
-    }
-    let progress = Progress { total: cands.candidates.len() };
-    let mut values = None;
-    let mut logical = 0.0;
-    // Every candidate's engine stays up until all are measured: the repeat runs go round the
-    // candidates in turn, so a slow spell of a shared machine falls on all of them alike
-    // rather than on whichever was being measured.
-    let mut running = Vec::new();
-    for (i, c) in cands.candidates.iter().enumerate() {
-        running.push(start(c, i, &progress, data, ops, &mut values, &mut logical, &cands.measure).with_context(|| format!("candidate {}", c.name))?);
+    let n = cands.candidates.len();
+    let progress = Progress { total: n * sets.len() };
+    let mut running: Vec<Running> = Vec::new();
+    let mut logicals = Vec::new();
+    for (s, (ops, data)) in sets.iter().enumerate() {
+        let mut values = None;
+        let mut logical = 0.0;
+        for (i, c) in cands.candidates.iter().enumerate() {
+            running.push(start(c, s * n + i, &progress, data, ops, &mut values, &mut logical, &cands.measure).with_context(|| format!("candidate {}", c.name))?);
+        }
+        logicals.push(logical);
     }
     for round in 0..REPEATS {
-        for (i, (r, c)) in running.iter_mut().zip(&cands.candidates).enumerate() {
+        for (k, r) in running.iter_mut().enumerate() {
             let Some(best) = r.best else { continue };
-            progress.step(i, &c.name, &format!("MaxPerf run {} of {}", round + 2, REPEATS + 1));
-            let run = replay::closed_loop(&r.addr, &r.prepared, best.connections, replay::PIPELINE, cands.measure.seconds, Some(r.pid)).with_context(|| format!("candidate {}", c.name))?;
+            let name = &cands.candidates[k % n].name;
+            progress.step(k, name, &format!("MaxPerf run {} of {}", round + 2, REPEATS + 1));
+            let run = replay::closed_loop(&r.addr, &r.prepared, best.connections, replay::PIPELINE, cands.measure.seconds, Some(r.pid)).with_context(|| format!("candidate {name}"))?;
             r.rates.push(replay::rate(&run));
             r.measured.runs.push(run);
         }
     }
-    let measured = running
-        .iter_mut()
-        .map(|r| {
-            let mut m = r.measured.clone();
-            // The median of the runs at the chosen load; 0 (infinite cost) when no load met the bound.
-            m.max_perf_per_core = if r.best.is_some() { replay::median(&mut r.rates) } else { 0.0 };
-            m
-        })
-        .collect();
-    eprintln!("\r\x1b[2K[{}] {} configurations measured", "#".repeat(20), cands.candidates.len());
-    Ok((measured, logical))
+    let mut out: Vec<(Vec<Measured>, f64)> = logicals.into_iter().map(|l| (Vec::new(), l)).collect();
+    for (k, r) in running.iter_mut().enumerate() {
+        let mut m = r.measured.clone();
+        // The median of the runs at the chosen load; 0 (infinite cost) when no load met the bound.
+        m.max_perf_per_core = if r.best.is_some() { replay::median(&mut r.rates) } else { 0.0 };
+        out[k / n].0.push(m);
+    }
+    eprintln!("\r\x1b[2K[{}] {} configurations measured", "#".repeat(20), n * sets.len());
+    Ok(out)
 }
 
-/// Runs at the chosen load after the search's best, per candidate (the median of all is kept).
-const REPEATS: usize = 2;
+/// Runs at the chosen load after the search's best, per candidate (the median of the five is kept).
+const REPEATS: usize = 4;
 
 pub fn run(args: CostEvalArgs) -> anyhow::Result<()> {
     crate::bench::compress_e2e::pin_self_to(1);
