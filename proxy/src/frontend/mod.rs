@@ -130,9 +130,9 @@ pub struct Shared {
     topology: parking_lot::RwLock<Arc<Topology>>,
     /// Bumped on every reload; reactors compare it with the topology they hold.
     generation: AtomicU64,
-    /// The topology as last set by `TERRACE.TOPOLOGY SET` (its document and digest), for the
-    /// console's reconcile loop; None while the configuration file's topology is in force.
-    pushed: parking_lot::Mutex<Option<(serde_json::Value, String)>>,
+    /// The digest of the document last set by `TERRACE.TOPOLOGY SET`, for the console's
+    /// reconcile loop; None while the configuration file's topology is in force.
+    pushed: parking_lot::Mutex<Option<String>>,
     /// Woken when the topology changes (the control thread opens and closes tenants' ports).
     pub topology_changed: tokio::sync::Notify,
 }
@@ -211,11 +211,10 @@ impl Shared {
             ..Default::default()
         };
         let fresh = settings.resolve().map_err(|e| e.to_string())?;
-        let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| e.to_string())?;
         let digest = digest_of(json);
         self.install(&fresh);
         tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), %digest, "topology set by an admin");
-        *self.pushed.lock() = Some((value, digest.clone()));
+        *self.pushed.lock() = Some(digest.clone());
         Ok(digest)
     }
 
@@ -224,7 +223,7 @@ impl Shared {
     /// configuration file's topology is in force).
     pub fn topology_json(&self) -> String {
         let topo = self.topology();
-        let digest = self.pushed.lock().as_ref().map(|(_, d)| d.clone());
+        let digest = self.pushed.lock().clone();
         let tenants: Vec<serde_json::Value> = topo
             .tenants
             .iter()
