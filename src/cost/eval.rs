@@ -87,11 +87,24 @@ impl Progress {
     }
 }
 
-/// A candidate's test engine, loaded, measured for space and searched for its best load, kept
-/// running for the repeat runs (killed, its directory removed, on drop).
-struct Running {
+/// A test engine process and its directory: killed and removed on drop.
+struct TestEngine {
     child: std::process::Child,
     dir: std::path::PathBuf,
+}
+
+impl Drop for TestEngine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A candidate's test engine, loaded, measured for space and searched for its best load, kept
+/// running for the repeat runs.
+struct Running {
+    _engine: TestEngine,
     addr: String,
     pid: u32,
     prepared: Arc<replay::Prepared>,
@@ -99,14 +112,6 @@ struct Running {
     best: Option<Run>,
     rates: Vec<f64>,
     measured: Measured,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// Starts a candidate's engine, loads the sample, measures its bytes, warms it up and searches
@@ -121,9 +126,11 @@ fn start(cand: &Candidate, i: usize, progress: &Progress, data: &[Record], ops: 
     let guess = if *logical > 0.0 { *logical } else { data.iter().map(|r| (r.key.len() + r.dump.len()) as f64).sum() };
     let flags = cand.engine_flags(&dir, guess);
     let os: Vec<&std::ffi::OsStr> = flags.iter().map(std::ffi::OsStr::new).collect();
-    let (mut child, port) = crate::bench::spawn_pinned_engine(&dir.join("data"), &os).with_context(|| format!("starting an engine with {flags:?}"))?;
+    let (child, port) = crate::bench::spawn_pinned_engine(&dir.join("data"), &os).with_context(|| format!("starting an engine with {flags:?}"))?;
     // `taskset` execs the engine: the same process.
     let child_pid = child.id();
+    let engine = TestEngine { child, dir };
+    let dir = &engine.dir;
     let result = (|| -> anyhow::Result<(Arc<replay::Prepared>, Option<Run>, Measured, String)> {
         let addr = format!("127.0.0.1:{port}");
         let mut c = Client::connect(port)?;
@@ -190,15 +197,8 @@ fn start(cand: &Candidate, i: usize, progress: &Progress, data: &[Record], ops: 
         };
         Ok((prepared, best, measured, addr))
     })();
-    match result {
-        Ok((prepared, best, measured, addr)) => Ok(Running { child, dir, addr, pid: child_pid, prepared, rates: best.iter().map(replay::rate).collect(), best, measured }),
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = std::fs::remove_dir_all(&dir);
-            Err(e)
-        }
-    }
+    let (prepared, best, measured, addr) = result?;
+    Ok(Running { _engine: engine, addr, pid: child_pid, prepared, rates: best.iter().map(replay::rate).collect(), best, measured })
 }
 
 /// One candidate's row of the result.
