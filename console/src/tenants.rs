@@ -72,12 +72,10 @@ pub enum TenantError {
     Number { field: &'static str, value: String, what: &'static str },
 }
 
+/// A namespace name (`terrace_engine::server::namespaces::valid_name`) that is not one of the
+/// proxy's reserved users.
 pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
-        && name != "default"
-        && name != "admin"
+    terrace_engine::server::namespaces::valid_name(name) && name != "default" && name != "admin"
 }
 
 fn choice(field: &'static str, value: &str, allowed: &[&str]) -> Result<String, TenantError> {

@@ -192,10 +192,7 @@ impl ProxySettings {
         }
         let tenants = self.tenants.unwrap_or_default();
         for (i, t) in tenants.iter().enumerate() {
-            let valid = !t.name.is_empty()
-                && t.name.len() <= 64
-                && t.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
-            if !valid || t.name == crate::tenants::DEFAULT || t.name == crate::tenants::ADMIN {
+            if !terrace_engine::server::namespaces::valid_name(&t.name) || t.name == crate::tenants::DEFAULT || t.name == crate::tenants::ADMIN {
                 return Err(invalid("tenants", format!("'{}' is not a tenant name (1-64 letters, digits, '_', '-', '.'; not 'default' or 'admin')", t.name)));
             }
             if let Some(h) = &t.password_sha256 {

@@ -190,7 +190,7 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     let name = std::str::from_utf8(argv[1])
         .ok()
-        .filter(|n| !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)))
+        .filter(|n| crate::server::namespaces::valid_name(n))
         .ok_or_else(|| err("ERR namespace names are 1-64 characters of letters, digits, '_', '-' and '.'"))?;
     let index = {
         let mut names = ctx.srv.namespaces.lock();
