@@ -113,18 +113,6 @@ fn start_redis(cores: &str, exe: &str) -> anyhow::Result<Target> {
     anyhow::bail!("redis-server did not start")
 }
 
-/// CPU seconds a process has used (user + system), from /proc.
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz
-}
-
 /// The active reactor count (terrace) or 1 (redis).
 fn active_reactors(c: &mut Client) -> f64 {
     match c.call(&[b"INFO", b"threads"]) {
@@ -203,7 +191,7 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
     let mut active = Vec::new();
     let mut scaled = None;
     std::thread::sleep(start.saturating_duration_since(Instant::now()));
-    let mut last_cpu = cpu_seconds(pid);
+    let mut last_cpu = super::cpu_seconds(pid);
     for s in 0..total {
         let sec_end = start + Duration::from_secs(s + 1);
         let mut peak = active_reactors(&mut probe);
@@ -216,7 +204,7 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
                 scaled = Some(now - burst_at);
             }
         }
-        let c = cpu_seconds(pid);
+        let c = super::cpu_seconds(pid);
         cpu.push(c - last_cpu);
         last_cpu = c;
         active.push(peak);

@@ -97,18 +97,6 @@ fn settle(c: &mut Client) -> anyhow::Result<serde_json::Value> {
     }
 }
 
-/// CPU seconds (user + system) a process has used, from /proc/PID/stat.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz
-}
-
 fn key(i: usize) -> Vec<u8> {
     format!("rec:{i:08}").into_bytes()
 }
@@ -186,11 +174,11 @@ pub fn run(records: &[Vec<u8>], rounds: usize, ops: usize, pipeline: usize, only
                 s.retrains = stats(&mut c)?["retrains"].as_u64().unwrap_or(0);
             }
             let pid = s.child.id();
-            let cpu = cpu_seconds(pid);
+            let cpu = super::cpu_seconds(pid);
             let set = measure(&mut c, records, ops, pipeline, true)?;
-            let mid = cpu_seconds(pid);
+            let mid = super::cpu_seconds(pid);
             let get = measure(&mut c, records, ops, pipeline, false)?;
-            let end = cpu_seconds(pid);
+            let end = super::cpu_seconds(pid);
             if round > 0 {
                 s.set.push(set);
                 s.get.push(get);

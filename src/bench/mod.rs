@@ -68,6 +68,40 @@ pub fn spawn_pinned_engine(dir: &std::path::Path, flags: &[&std::ffi::OsStr]) ->
     Ok((child, port))
 }
 
+/// CPU seconds (user + system) a process has used, from /proc/PID/stat (0 once it is gone).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+/// Waits until a process is (nearly) idle — at most one clock tick of CPU in 100 ms — and returns
+/// how long that took: the work it deferred (flushes, compaction) after a measured phase, so
+/// that it neither spills into the next engine's phase on a shared core nor goes unpaid.
+pub fn wait_idle(pid: u32, give_up: std::time::Duration) -> std::time::Duration {
+    let start = std::time::Instant::now();
+    let window = std::time::Duration::from_millis(100);
+    // SAFETY: sysconf has no preconditions.
+    let tick = 1.0 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let mut last = cpu_seconds(pid);
+    while start.elapsed() < give_up {
+        std::thread::sleep(window);
+        let now = cpu_seconds(pid);
+        if now - last < 1.5 * tick {
+            // The window that showed it idle is not part of the work.
+            return start.elapsed().saturating_sub(window);
+        }
+        last = now;
+    }
+    start.elapsed()
+}
+
 /// The median of a round's measurements (0 for none).
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
@@ -79,6 +113,8 @@ pub fn median(v: &[f64]) -> f64 {
 /// sorted).
 pub struct ClosedLoop {
     pub per_sec: f64,
+    /// How long the run took.
+    pub seconds: f64,
     latencies: Vec<u32>,
 }
 
@@ -90,40 +126,63 @@ impl ClosedLoop {
     }
 }
 
-/// Runs `clients` connections to `port` for `seconds`, each sending one request at a time
-/// (`request(connection number, n-th request, client)`), as YCSB's clients do.
-pub fn closed_loop<F>(port: u16, clients: usize, seconds: f64, request: F) -> anyhow::Result<ClosedLoop>
+/// How long a closed loop runs.
+#[derive(Clone, Copy)]
+pub enum Until {
+    Seconds(f64),
+    /// This many requests in all (a load phase: every key once).
+    Requests(u64),
+}
+
+/// Runs `clients` connections to `port`, each sending one request at a time, as YCSB's
+/// clients do: `request(connection number, n, client)`, where n counts the connection's own
+/// requests from 1 (`Until::Seconds`) or numbers every request of the run from 0
+/// (`Until::Requests`: each n is sent once, by one connection).
+pub fn closed_loop<F>(port: u16, clients: usize, until: Until, request: F) -> anyhow::Result<ClosedLoop>
 where
     F: Fn(usize, u64, &mut resp_client::Client) -> anyhow::Result<()> + Send + Sync + 'static,
 {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
     let stop = Arc::new(AtomicBool::new(false));
+    let issued = Arc::new(AtomicU64::new(0));
     let request = Arc::new(request);
+    let start = std::time::Instant::now();
     let mut handles = Vec::new();
     for t in 0..clients {
-        let (stop, request) = (stop.clone(), request.clone());
+        let (stop, issued, request) = (stop.clone(), issued.clone(), request.clone());
         handles.push(std::thread::spawn(move || -> anyhow::Result<Vec<u32>> {
             let mut c = resp_client::Client::connect(port)?;
             let mut lat = Vec::with_capacity(1 << 16);
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                let start = std::time::Instant::now();
+            let mut own = 0u64;
+            loop {
+                let n = match until {
+                    Until::Seconds(_) if stop.load(Ordering::Relaxed) => break,
+                    Until::Seconds(_) => {
+                        own += 1;
+                        own
+                    }
+                    Until::Requests(total) => match issued.fetch_add(1, Ordering::Relaxed) {
+                        n if n < total => n,
+                        _ => break,
+                    },
+                };
+                let sent = std::time::Instant::now();
                 request(t, n, &mut c)?;
-                lat.push(start.elapsed().as_micros() as u32);
+                lat.push(sent.elapsed().as_micros() as u32);
             }
             Ok(lat)
         }));
     }
-    let start = std::time::Instant::now();
-    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
-    stop.store(true, Ordering::Relaxed);
+    if let Until::Seconds(seconds) = until {
+        std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+    }
     let mut latencies = Vec::new();
     for h in handles {
         latencies.extend(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??);
     }
     let secs = start.elapsed().as_secs_f64();
     latencies.sort_unstable();
-    Ok(ClosedLoop { per_sec: latencies.len() as f64 / secs, latencies })
+    Ok(ClosedLoop { per_sec: latencies.len() as f64 / secs, latencies, seconds: secs })
 }

@@ -2,15 +2,18 @@
 //! PostgreSQL when `--postgres-url` is given) in write-through, write-back, and write-back
 //! with each WAL mode (file, always, pmem with its ring on /dev/shm), side by side in one run.
 //!
-//! Engines pinned to core 0 with `taskset`, clients on core 1. Phases, each run on every
-//! engine in turn (order flipped every round): the load phase (`clients` connections each
-//! SETting new keys, one request at a time, as YCSB's load does), then YCSB A (50% GET / 50%
-//! SET) and B (95% / 5%) over the loaded keys with scrambled-zipfian keys. Prints the median
-//! throughput and p99 per phase and engine, and each against the cache alone.
+//! Engines pinned to core 0 with `taskset`, clients on core 1. First YCSB's load phase: every
+//! engine starts empty and is loaded with `keys` records by `clients` connections, one SET at
+//! a time, in YCSB's insert order (hashed by default); the load runs in slices of a tenth of
+//! the keys, engines taking turns (order flipped every slice). Then rounds of YCSB A (50% GET
+//! / 50% SET) and B (95% / 5%) over the loaded keys with scrambled-zipfian keys, each engine in
+//! turn. After every slice or phase the engine is left to flush what it deferred and go idle
+//! (engines share a core, and deferred work counts against the engine that deferred it).
+//! Prints throughput, p99, settling time and CPU per request per phase and engine, and each
+//! against the cache alone.
 
 use std::path::PathBuf;
 use std::process::Child;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use clap::Args;
@@ -20,14 +23,18 @@ use super::tiers::Zipf;
 
 #[derive(Args)]
 pub struct StorageArgs {
-    /// Keys loaded before the YCSB phases.
+    /// Records of the load phase (and the YCSB phases' key space).
     #[arg(long, default_value_t = 200_000)]
     keys: usize,
+    /// YCSB's `insertorder`: `hashed` (its default: keys in no order) or `ordered`.
+    #[arg(long, default_value = "hashed", value_parser = ["hashed", "ordered"])]
+    insert_order: String,
     #[arg(long, default_value_t = 32)]
     clients: usize,
     /// Seconds per phase per engine per round.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Rounds of the YCSB A and B phases.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
     #[arg(long, default_value_t = 100)]
@@ -38,6 +45,10 @@ pub struct StorageArgs {
     /// Where the engines' data directories go.
     #[arg(long, default_value = "/var/tmp")]
     dir: PathBuf,
+    /// Only these setups, named as the table prints them, comma-separated (e.g.
+    /// `"lsm write-through,lsm write-back"`); the cache alone always runs, as the baseline.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 struct Engine {
@@ -45,8 +56,36 @@ struct Engine {
     child: Child,
     port: u16,
     dir: PathBuf,
-    /// Per phase: requests/s and p99 µs of each round.
-    results: Vec<(Vec<f64>, Vec<f64>)>,
+    /// Per phase, each round's measurements.
+    results: Vec<Rounds>,
+}
+
+/// One phase's measurements on one engine, a value per round.
+#[derive(Clone, Default)]
+struct Rounds {
+    per_sec: Vec<f64>,
+    p99_us: Vec<f64>,
+    /// Seconds the engine took after the phase to flush what it deferred and go idle.
+    settle_s: Vec<f64>,
+    /// Requests over the phase plus its settling time: what the engine sustains.
+    sustained: Vec<f64>,
+    /// The engine's CPU time (all its threads, phase and settling) per request, µs.
+    cpu_us: Vec<f64>,
+}
+
+impl Engine {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits until the engine has flushed its dirty keys and its threads (flusher, the LSM's
+    /// flushes and compactions) are idle; returns how long that took.
+    fn settle(&self) -> anyhow::Result<f64> {
+        let start = std::time::Instant::now();
+        wait_flushed(self.port)?;
+        let flushed = start.elapsed();
+        Ok((flushed + super::wait_idle(self.pid(), std::time::Duration::from_secs(120))).as_secs_f64())
+    }
 }
 
 impl Drop for Engine {
@@ -58,26 +97,55 @@ impl Drop for Engine {
 }
 
 const PHASES: [(&str, f64); 3] = [("load", 0.0), ("YCSB A", 0.5), ("YCSB B", 0.95)];
+/// The load phase runs in this many slices, engines taking turns.
+const LOAD_SLICES: u64 = 10;
 
-fn key(i: u64) -> String {
-    format!("user{i:010}")
+/// Record `i`'s key, as YCSB names it: `user` and the record number, or a hash of it.
+fn key(i: u64, hashed: bool) -> String {
+    if hashed {
+        format!("user{}", super::tiers::fnv1a64(i))
+    } else {
+        format!("user{i:010}")
+    }
 }
 
-/// One timed phase: (requests/s, p99 µs). `get_share` 0 is the load phase (new keys).
-fn run_phase(port: u16, args: &StorageArgs, z: &Arc<Zipf>, get_share: f64, next_new: &Arc<AtomicU64>) -> anyhow::Result<(f64, f64)> {
-    let (value, z, next_new) = (vec![b'v'; args.value_size], z.clone(), next_new.clone());
-    let r = super::closed_loop(port, args.clients, args.seconds, move |_, _, c| {
+/// What one slice or phase measured on one engine.
+struct Measured {
+    requests: f64,
+    seconds: f64,
+    p99_us: f64,
+    settle_s: f64,
+    cpu_s: f64,
+}
+
+/// Runs one slice of the load phase (records `from..to`) or one timed YCSB phase
+/// (`get_share` of GETs), then lets the engine settle.
+fn run_phase(e: &Engine, args: &StorageArgs, z: &Arc<Zipf>, get_share: f64, from: u64, to: u64) -> anyhow::Result<Measured> {
+    let (value, z, hashed) = (vec![b'v'; args.value_size], z.clone(), args.insert_order == "hashed");
+    let until = if get_share == 0.0 { super::Until::Requests(to - from) } else { super::Until::Seconds(args.seconds) };
+    let cpu_before = super::cpu_seconds(e.pid());
+    let r = super::closed_loop(e.port, args.clients, until, move |_, n, c| {
         if get_share == 0.0 {
-            let k = key(next_new.fetch_add(1, Ordering::Relaxed));
-            c.call(&[b"SET", k.as_bytes(), &value])
+            c.call(&[b"SET", key(from + n, hashed).as_bytes(), &value])
         } else if fastrand::f64() < get_share {
-            c.call(&[b"GET", key(z.next()).as_bytes()])
+            c.call(&[b"GET", key(z.next(), hashed).as_bytes()])
         } else {
-            c.call(&[b"SET", key(z.next()).as_bytes(), &value])
+            c.call(&[b"SET", key(z.next(), hashed).as_bytes(), &value])
         }
         .map(drop)
     })?;
-    Ok((r.per_sec, r.percentile(99)))
+    let settle_s = e.settle()?;
+    Ok(Measured { requests: r.per_sec * r.seconds, seconds: r.seconds, p99_us: r.percentile(99), settle_s, cpu_s: super::cpu_seconds(e.pid()) - cpu_before })
+}
+
+impl Rounds {
+    fn push(&mut self, m: &Measured) {
+        self.per_sec.push(m.requests / m.seconds);
+        self.p99_us.push(m.p99_us);
+        self.settle_s.push(m.settle_s);
+        self.sustained.push(m.requests / (m.seconds + m.settle_s));
+        self.cpu_us.push(m.cpu_s * 1e6 / m.requests.max(1.0));
+    }
 }
 
 /// The configurations compared on one adapter (`storage` flags): write-through, write-back
@@ -97,6 +165,11 @@ fn setups_on(adapter: &str, storage: &[String], ring: &dyn Fn(&str) -> String) -
         (format!("{adapter} write-back + WAL always"), with("write-back", &["--wal", "always"])),
         (format!("{adapter} write-back + WAL pmem"), with("write-back", &["--wal", "pmem", "--wal-ring-path", &pmem_ring])),
     ]
+}
+
+/// The engines in turn, in order on even turns and in reverse on odd ones.
+fn turns(n: usize, turn: usize) -> Vec<usize> {
+    if turn % 2 == 0 { (0..n).collect() } else { (0..n).rev().collect() }
 }
 
 /// Waits until a write-back engine's flusher has nothing left (the pre-load must not spill
@@ -129,67 +202,87 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
         }
         setups.extend(pg);
     }
+    if !args.only.is_empty() {
+        setups.retain(|(name, _)| name == "cache only" || args.only.contains(name));
+    }
     println!(
-        "terrace bench storage: {} keys loaded, {} connections one request at a time, {} B values, {} s per phase, {} rounds",
-        args.keys, args.clients, args.value_size, args.seconds, args.rounds
+        "terrace bench storage: {} keys loaded in {} insert order, {} connections one request at a time, {} B values, YCSB A and B {} s per phase, {} rounds",
+        args.keys, args.insert_order, args.clients, args.value_size, args.seconds, args.rounds
     );
     let mut engines = Vec::new();
     for (i, (name, flags)) in setups.into_iter().enumerate() {
         let dir = args.dir.join(format!("terrace-bench-storage-{}-{i}", std::process::id()));
         let os: Vec<&std::ffi::OsStr> = flags.iter().map(std::ffi::OsStr::new).collect();
         let (child, port) = super::spawn_pinned_engine(&dir, &os)?;
-        // The YCSB phases read keys 0..keys: load them (pipelined, not measured).
-        let mut c = Client::connect(port)?;
-        let value = vec![b'v'; args.value_size];
-        for chunk in (0..args.keys as u64).collect::<Vec<_>>().chunks(500) {
-            for &k in chunk {
-                c.push(&[b"SET", key(k).as_bytes(), &value]);
-            }
-            c.flush()?;
-        }
-        wait_flushed(port)?;
-        eprintln!("{name}: loaded");
-        engines.push(Engine { name, child, port, dir, results: vec![(Vec::new(), Vec::new()); PHASES.len()] });
+        engines.push(Engine { name, child, port, dir, results: vec![Rounds::default(); PHASES.len()] });
     }
     let z = Arc::new(Zipf::new(args.keys, 0.99));
-    // New keys of the load phase start past the loaded ones.
-    let next_new = Arc::new(AtomicU64::new(args.keys as u64 * 10));
+    // The load phase, in slices; an engine's figures are over all its slices.
+    let slice = (args.keys as u64).div_ceil(LOAD_SLICES);
+    let mut loaded: Vec<Vec<Measured>> = engines.iter().map(|_| Vec::new()).collect();
+    for s in 0..LOAD_SLICES {
+        let (from, to) = (s * slice, ((s + 1) * slice).min(args.keys as u64));
+        for i in turns(engines.len(), s as usize) {
+            let m = run_phase(&engines[i], &args, &z, 0.0, from, to)?;
+            eprintln!("  {} load {from}..{to}: {:.0} req/s, settled in {:.2} s", engines[i].name, m.requests / m.seconds, m.settle_s);
+            loaded[i].push(m);
+        }
+    }
+    for (e, slices) in engines.iter_mut().zip(&loaded) {
+        let sum = |f: fn(&Measured) -> f64| slices.iter().map(f).sum::<f64>();
+        let p99s: Vec<f64> = slices.iter().map(|m| m.p99_us).collect();
+        let all = Measured { requests: sum(|m| m.requests), seconds: sum(|m| m.seconds), p99_us: super::median(&p99s), settle_s: sum(|m| m.settle_s), cpu_s: sum(|m| m.cpu_s) };
+        e.results[0].push(&all);
+    }
     for round in 0..args.rounds {
-        for (p, (_, get_share)) in PHASES.iter().enumerate() {
-            let order: Vec<usize> = if round % 2 == 0 { (0..engines.len()).collect() } else { (0..engines.len()).rev().collect() };
-            for i in order {
-                let (ops, p99) = run_phase(engines[i].port, &args, &z, *get_share, &next_new)?;
-                engines[i].results[p].0.push(ops);
-                engines[i].results[p].1.push(p99);
+        for (p, (phase, get_share)) in PHASES.iter().enumerate().skip(1) {
+            for i in turns(engines.len(), round) {
+                let m = run_phase(&engines[i], &args, &z, *get_share, 0, 0)?;
+                eprintln!("  {} {phase}: {:.0} req/s, p99 {:.0} µs, settled in {:.2} s", engines[i].name, m.requests / m.seconds, m.p99_us, m.settle_s);
+                engines[i].results[p].push(&m);
             }
         }
         eprintln!("round {} of {} done", round + 1, args.rounds);
     }
-    for e in &engines {
-        wait_flushed(e.port)?;
-    }
     let _ = std::fs::remove_file(ring("lsm"));
     let _ = std::fs::remove_file(ring("postgres"));
     println!();
-    println!("| engine | phase | req/s (median) | vs cache only | p99 µs |");
-    println!("|---|---|---|---|---|");
+    println!("| engine | phase | req/s (median) | vs cache only | p99 µs | settle s | req/s incl. settle | vs cache only | CPU µs/req |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (p, (phase, _)) in PHASES.iter().enumerate() {
-        let base = super::median(&engines[0].results[p].0);
+        let base = &engines[0].results[p];
+        let (base_ops, base_sustained) = (super::median(&base.per_sec), super::median(&base.sustained));
         for e in &engines {
-            let ops = super::median(&e.results[p].0);
-            println!("| {} | {} | {:.0} | {:.2}x | {:.0} |", e.name, phase, ops, ops / base, super::median(&e.results[p].1));
+            let r = &e.results[p];
+            let (ops, sustained) = (super::median(&r.per_sec), super::median(&r.sustained));
+            println!(
+                "| {} | {} | {:.0} | {:.2}x | {:.0} | {:.2} | {:.0} | {:.2}x | {:.1} |",
+                e.name,
+                phase,
+                ops,
+                ops / base_ops,
+                super::median(&r.p99_us),
+                super::median(&r.settle_s),
+                sustained,
+                sustained / base_sustained,
+                super::median(&r.cpu_us)
+            );
         }
     }
-    // The two targets, per adapter.
-    let ops = |name: &str, p: usize| engines.iter().find(|e| e.name == name).map(|e| super::median(&e.results[p].0));
+    // The two targets, per adapter, on the phase's own throughput and including what
+    // each engine deferred past it.
+    let medians = |name: &str, p: usize| {
+        engines.iter().find(|e| e.name == name).map(|e| (super::median(&e.results[p].per_sec), super::median(&e.results[p].sustained)))
+    };
     println!();
     for adapter in ["lsm", "postgres"] {
         for (p, (phase, _)) in PHASES.iter().enumerate() {
-            if let (Some(wb), Some(wt)) = (ops(&format!("{adapter} write-back"), p), ops(&format!("{adapter} write-through"), p)) {
-                println!("{adapter} {phase}: write-back / write-through = {:.2}x", wb / wt);
+            let ratio = |a: &str, b: &str| Some((medians(&format!("{adapter} {a}"), p)?, medians(&format!("{adapter} {b}"), p)?));
+            if let Some(((wb, wb_s), (wt, wt_s))) = ratio("write-back", "write-through") {
+                println!("{adapter} {phase}: write-back / write-through = {:.2}x ({:.2}x incl. settle)", wb / wt, wb_s / wt_s);
             }
-            if let (Some(pm), Some(al)) = (ops(&format!("{adapter} write-back + WAL pmem"), p), ops(&format!("{adapter} write-back + WAL always"), p)) {
-                println!("{adapter} {phase}: WAL pmem / WAL always = {:.2}x", pm / al);
+            if let Some(((pm, pm_s), (al, al_s))) = ratio("write-back + WAL pmem", "write-back + WAL always") {
+                println!("{adapter} {phase}: WAL pmem / WAL always = {:.2}x ({:.2}x incl. settle)", pm / al, pm_s / al_s);
             }
         }
     }

@@ -86,14 +86,19 @@ impl Zipf {
 
     /// A key index (scrambled rank).
     pub fn next(&self) -> u64 {
-        let r = self.rank(fastrand::f64());
-        // FNV-1a of the rank's bytes, as YCSB's ScrambledZipfianGenerator.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in r.to_le_bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        h % self.n
+        // As YCSB's ScrambledZipfianGenerator.
+        fnv1a64(self.rank(fastrand::f64())) % self.n
     }
+}
+
+/// FNV-1a of a number's bytes: YCSB's scrambling of zipfian ranks and of its "hashed" insert
+/// order.
+pub fn fnv1a64(x: u64) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in x.to_le_bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 struct Setup {

@@ -73,7 +73,7 @@ fn wal_syncs(port: u16) -> u64 {
 /// One timed load of SETs of new keys: (requests/s, p50 µs, p99 µs).
 fn run_load(port: u16, args: &WalArgs, round: usize) -> anyhow::Result<(f64, f64, f64)> {
     let value = vec![b'v'; args.value_size];
-    let r = super::closed_loop(port, args.clients, args.seconds, move |t, n, c| {
+    let r = super::closed_loop(port, args.clients, super::Until::Seconds(args.seconds), move |t, n, c| {
         let key = format!("load:{round}:{t}:{n}");
         c.call(&[b"SET", key.as_bytes(), &value]).map(drop)
     })?;

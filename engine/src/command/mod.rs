@@ -527,16 +527,32 @@ pub(crate) fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: b
     ctx.data.log(ctx.conn.ns_base, argv);
 }
 
-/// Logs a key's removal by eviction (under the shard's lock, so it is ordered with writes).
-fn evicted_to_wal(srv: &Server, now: i64) -> impl FnMut(usize, &[u8]) + '_ {
-    move |db, key| {
+/// What eviction tells the server and asks of it: a removal is logged to the WAL (under the
+/// shard's lock, so it is ordered with writes), and the write-back dirty set says whether a
+/// dirty-bit entry still waits for storage.
+struct Evictions<'a> {
+    srv: &'a Server,
+    now: i64,
+}
+
+fn evictions(srv: &Server, now: i64) -> Evictions<'_> {
+    Evictions { srv, now }
+}
+
+impl eviction::Observer for Evictions<'_> {
+    fn evicted(&mut self, db: usize, key: &[u8]) {
+        let srv = self.srv;
         // A storage-backed tenant's evicted key is still in storage: nothing to log.
         if srv.storage_tier().is_some_and(|t| t.backs(db / crate::keyspace::NUM_DBS)) {
             return;
         }
         if let Some(wal) = srv.wal() {
-            wal.append_one(now, db, db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS, &[b"DEL", key]);
+            wal.append_one(self.now, db, db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS, &[b"DEL", key]);
         }
+    }
+
+    fn still_dirty(&self, db: usize, key: &[u8]) -> bool {
+        self.srv.storage_tier().map_or(false, |t| t.dirty.contains(&(db, key.to_vec())))
     }
 }
 
@@ -547,7 +563,7 @@ pub fn admit_memory(srv: &Server) -> bool {
         if tier.over_budget() {
             let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
             let now = now_ms();
-            if !crate::tier::demote::make_room(&srv.keyspace, tier, srv.policy(), samples, now, &mut evicted_to_wal(srv, now)) {
+            if !crate::tier::demote::make_room(&srv.keyspace, tier, srv.policy(), samples, now, &mut evictions(srv, now)) {
                 return false;
             }
         }
@@ -560,7 +576,7 @@ pub fn admit_memory(srv: &Server) -> bool {
     let now = now_ms();
     let mut rounds = 0;
     while crate::alloc::used_memory() > max {
-        if !eviction::evict_one(&srv.keyspace, policy, samples, now, &mut evicted_to_wal(srv, now)) {
+        if !eviction::evict_one(&srv.keyspace, policy, samples, now, &mut evictions(srv, now)) {
             return false;
         }
         rounds += 1;
@@ -594,7 +610,7 @@ pub fn admit_namespace(srv: &Server, ns: usize) -> bool {
         if ks.namespace_admits(ns) {
             return true;
         }
-        if !eviction::evict_one_within(ks, shards.clone(), policy, samples, now, &mut evicted_to_wal(srv, now)) {
+        if !eviction::evict_one_within(ks, shards.clone(), policy, samples, now, &mut evictions(srv, now)) {
             return false;
         }
     }

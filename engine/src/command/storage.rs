@@ -264,10 +264,11 @@ pub(super) fn mark_write_back(srv: &Server, tier: &StorageTier, data: &mut Data,
     let since = wal.map_or(0, |w| w.last_assigned() + 1);
     let mut records = Vec::new();
     let mut count = 0u32;
+    let mut marked = 0;
     for (db, key) in &touched {
         let ns_base = db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS;
         let shard = data.guards.shard(srv.keyspace.shard_id(*db, key));
-        let size = match shard.peek(key, data.now) {
+        let size = match shard.mark_dirty(key, data.now) {
             Some(e) => {
                 if wal.is_some() {
                     let mut v = Vec::new();
@@ -289,8 +290,7 @@ pub(super) fn mark_write_back(srv: &Server, tier: &StorageTier, data: &mut Data,
                 0
             }
         };
-        shard.set_dirty(key, true);
-        tier.dirty.mark(&(*db, key.clone()), size, since);
+        marked = tier.dirty.mark(&(*db, key.clone()), size, since);
     }
     let seq = match wal {
         Some(wal) if count > 0 => {
@@ -299,7 +299,7 @@ pub(super) fn mark_write_back(srv: &Server, tier: &StorageTier, data: &mut Data,
         }
         _ => None,
     };
-    if tier.dirty.size().0 >= tier.write_back.flush_batch {
+    if marked >= tier.write_back.flush_batch {
         tier.flush_wake.notify_one();
     }
     seq

@@ -54,16 +54,26 @@ impl Policy {
     }
 }
 
+/// What eviction needs from the layers above the keyspace.
+pub trait Observer {
+    /// A key was removed (database, key), its shard still locked (the WAL logs it as a DEL).
+    fn evicted(&mut self, db: usize, key: &[u8]);
+    /// Whether an entry carrying the dirty bit still waits for storage. The bit is set by
+    /// write-back writes and cleared lazily, here: the flusher does not go back to the entry
+    /// (see `storage::dirty`). Asked under the entry's shard lock.
+    fn still_dirty(&self, db: usize, key: &[u8]) -> bool;
+}
+
 /// Evicts one key chosen by sampling `samples` candidates; returns false when nothing can be
-/// evicted (empty keyspace, or no volatile keys under a volatile policy). `evicted` hears of
-/// the removal (database, key) while the shard is still locked (the WAL logs it as a DEL).
-pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64, evicted: &mut dyn FnMut(usize, &[u8])) -> bool {
-    evict_one_within(ks, 0..ks.num_shards() as u32, policy, samples, now, evicted)
+/// evicted (empty keyspace, or no volatile keys under a volatile policy). `obs` hears of the
+/// removal while the shard is still locked, and says which dirty-bit entries are still dirty.
+pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64, obs: &mut dyn Observer) -> bool {
+    evict_one_within(ks, 0..ks.num_shards() as u32, policy, samples, now, obs)
 }
 
 /// As `evict_one`, among the shards of `shards` only (one namespace's: shard ids are
 /// database-major, a namespace's databases are consecutive).
-pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Policy, samples: usize, now: i64, evicted: &mut dyn FnMut(usize, &[u8])) -> bool {
+pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Policy, samples: usize, now: i64, obs: &mut dyn Observer) -> bool {
     if policy == Policy::NoEviction || shards.is_empty() {
         return false;
     }
@@ -86,12 +96,20 @@ pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Pol
     while sampled < samples.max(1) && tries < samples * 20 + 20 {
         tries += 1;
         let id = candidates[fastrand::usize(..candidates.len())];
-        let shard = ks.lock_one(id);
-        let Some(e) = shard.random_entry() else { continue };
-        if policy.volatile_only() && e.expire().is_none() || e.is_dirty() {
-            // Dirty (write-back) entries stay until storage has them.
+        let mut shard = ks.lock_one(id);
+        let Some(slot) = shard.random_bucket() else { continue };
+        let e = shard.bucket(slot).expect("an occupied bucket");
+        if policy.volatile_only() && e.expire().is_none() {
             continue;
         }
+        if e.is_dirty() {
+            if obs.still_dirty(id as usize / ks.shards_per_db(), e.key()) {
+                // Dirty (write-back) entries stay until storage has them.
+                continue;
+            }
+            shard.clear_dirty_at(slot);
+        }
+        let e = shard.bucket(slot).expect("an occupied bucket");
         sampled += 1;
         let score = match policy {
             Policy::AllKeysLru | Policy::VolatileLru => access::coldness(e.access(), false, now),
@@ -108,10 +126,56 @@ pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Pol
             let mut shard = ks.lock_one(id);
             if shard.remove(&key).is_some() {
                 shard.evicted_keys += 1;
-                evicted(id as usize / ks.shards_per_db(), &key);
+                obs.evicted(id as usize / ks.shards_per_db(), &key);
             }
             true
         }
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::entry::{Entry, Meta};
+
+    /// Records evictions; the keys in `dirty` are the ones storage has not taken yet.
+    struct Recorder {
+        dirty: std::collections::HashSet<Vec<u8>>,
+        evicted: Vec<Vec<u8>>,
+    }
+
+    impl Observer for Recorder {
+        fn evicted(&mut self, _db: usize, key: &[u8]) {
+            self.evicted.push(key.to_vec());
+        }
+        fn still_dirty(&self, _db: usize, key: &[u8]) -> bool {
+            self.dirty.contains(key)
+        }
+    }
+
+    #[test]
+    fn a_dirty_bit_protects_an_entry_until_storage_has_it_then_is_cleared() {
+        let ks = Keyspace::new(0, 1, &Default::default(), None, None);
+        let meta = Meta { expire: None, flags: 0, version: 1, access: 0 };
+        for k in [b"flushed".as_slice(), b"pending"] {
+            let mut e = Entry::new_str(k, b"value", &meta);
+            e.set_dirty(true);
+            ks.lock_one(ks.shard_id(0, k)).insert(e);
+        }
+        let mut obs = Recorder { dirty: [b"pending".to_vec()].into(), evicted: Vec::new() };
+        assert!(evict_one(&ks, Policy::AllKeysRandom, 5, 0, &mut obs));
+        assert_eq!(obs.evicted, vec![b"flushed".to_vec()], "only the key storage has");
+        // The pending key stays, however often eviction samples it.
+        for _ in 0..10 {
+            assert!(!evict_one(&ks, Policy::AllKeysRandom, 5, 0, &mut obs));
+        }
+        let shard = ks.lock_one(ks.shard_id(0, b"pending"));
+        assert!(shard.peek(b"pending", 0).is_some_and(|e| e.is_dirty()));
+        drop(shard);
+        // Once flushed, it goes too (its bit was stale).
+        obs.dirty.clear();
+        assert!(evict_one(&ks, Policy::AllKeysRandom, 5, 0, &mut obs));
+        assert_eq!(obs.evicted.len(), 2);
     }
 }

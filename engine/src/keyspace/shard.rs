@@ -226,11 +226,12 @@ impl Shard {
         }
     }
 
-    /// Sets or clears an entry's dirty bit (write-back); not a modification.
-    pub fn set_dirty(&mut self, key: &[u8], dirty: bool) {
-        if let Some(e) = self.table.find_mut(hash_bytes(key), |e| e.key() == key) {
-            e.set_dirty(dirty);
-        }
+    /// Sets an entry's dirty bit (a write-back write) and returns it unless it is expired, in
+    /// one lookup; not a modification.
+    pub fn mark_dirty(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
+        let e = self.table.find_mut(hash_bytes(key), |e| e.key() == key)?;
+        e.set_dirty(true);
+        Some(&*e).filter(|e| !is_expired(e.expire(), now))
     }
 
     /// Changes an entry's expiry keeping the volatile count right. The key must exist.
@@ -338,6 +339,11 @@ impl Shard {
 
     /// A random entry (uniform over occupied buckets), for RANDOMKEY and eviction sampling.
     pub fn random_entry(&self) -> Option<&Entry> {
+        self.random_bucket().and_then(|i| self.bucket(i))
+    }
+
+    /// The bucket of a random entry (None: the shard is empty).
+    pub fn random_bucket(&self) -> Option<usize> {
         if self.table.is_empty() {
             return None;
         }
@@ -345,11 +351,18 @@ impl Shard {
         // Load factor is at least 1/8 after growth; bound the probes anyway.
         for _ in 0..n.max(64) {
             let i = fastrand::usize(..n);
-            if let Some(e) = self.table.get_bucket(i) {
-                return Some(e);
+            if self.table.get_bucket(i).is_some() {
+                return Some(i);
             }
         }
-        self.table.iter().next()
+        (0..n).find(|&i| self.table.get_bucket(i).is_some())
+    }
+
+    /// Clears the dirty bit of the entry in bucket `idx` (one write-back found flushed).
+    pub fn clear_dirty_at(&mut self, idx: usize) {
+        if let Some(e) = self.table.get_bucket_mut(idx) {
+            e.set_dirty(false);
+        }
     }
 
     /// Sweeps up to `budget` buckets removing expired entries; returns (examined, expired).

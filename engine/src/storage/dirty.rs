@@ -7,6 +7,10 @@
 //! unchanged); a key written during its flush goes back in line. While a key is marked the
 //! cache is the truth for it: read-through must not fetch it from storage.
 //!
+//! This set is the truth; an entry's dirty bit is a hint that the flusher leaves set. Eviction,
+//! finding the bit, asks this set (under the shard's lock, which every marking write holds)
+//! and clears the bit if the key is no longer marked.
+//!
 //! Lock order: a shard's lock, then this set's.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -36,6 +40,32 @@ struct Inner {
     since: BTreeMap<u64, usize>,
 }
 
+impl Inner {
+    /// See `DirtySet::flushed`.
+    fn flushed(&mut self, taken: &Taken) -> bool {
+        let s = self;
+        let Some(m) = s.keys.get_mut(&taken.key) else {
+            return true;
+        };
+        if m.generation != taken.generation {
+            if !m.queued {
+                m.queued = true;
+                s.order.push_back(taken.key.clone());
+            }
+            return false;
+        }
+        let m = s.keys.remove(&taken.key).expect("present");
+        s.bytes -= m.bytes;
+        if let std::collections::btree_map::Entry::Occupied(mut o) = s.since.entry(m.since) {
+            *o.get_mut() -= 1;
+            if *o.get() == 0 {
+                o.remove();
+            }
+        }
+        true
+    }
+}
+
 /// A key the flusher took, with the generation it saw.
 pub struct Taken {
     pub key: CacheKey,
@@ -48,8 +78,9 @@ pub struct DirtySet {
 }
 
 impl DirtySet {
-    /// Marks `key` dirty with a value of about `bytes`, written at WAL position `seq`.
-    pub fn mark(&self, key: &CacheKey, bytes: usize, seq: u64) {
+    /// Marks `key` dirty with a value of about `bytes`, written at WAL position `seq`; returns
+    /// how many keys are marked.
+    pub fn mark(&self, key: &CacheKey, bytes: usize, seq: u64) -> usize {
         let mut s = self.inner.lock();
         s.generation += 1;
         let generation = s.generation;
@@ -80,6 +111,7 @@ impl DirtySet {
                 *s.since.entry(seq).or_default() += 1;
             }
         }
+        s.keys.len()
     }
 
     pub fn contains(&self, key: &CacheKey) -> bool {
@@ -113,28 +145,17 @@ impl DirtySet {
     }
 
     /// After `taken` was written: true if the key is clean now (nothing wrote it meanwhile);
-    /// otherwise it is back in line. The caller holds the key's shard lock.
+    /// otherwise it is back in line.
     pub fn flushed(&self, taken: &Taken) -> bool {
+        self.inner.lock().flushed(taken)
+    }
+
+    /// `flushed` for a whole written batch, under one lock.
+    pub fn flushed_all(&self, taken: &[Taken]) {
         let mut s = self.inner.lock();
-        let Some(m) = s.keys.get_mut(&taken.key) else {
-            return true;
-        };
-        if m.generation != taken.generation {
-            if !m.queued {
-                m.queued = true;
-                s.order.push_back(taken.key.clone());
-            }
-            return false;
+        for t in taken {
+            s.flushed(t);
         }
-        let m = s.keys.remove(&taken.key).expect("present");
-        s.bytes -= m.bytes;
-        if let std::collections::btree_map::Entry::Occupied(mut o) = s.since.entry(m.since) {
-            *o.get_mut() -= 1;
-            if *o.get() == 0 {
-                o.remove();
-            }
-        }
-        true
     }
 
     /// After a failed write: the keys go back to the front of the line, in their order.

@@ -46,8 +46,9 @@ pub trait StorageAdapter: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Values of `keys` (None: absent), in the same order.
     fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Values, StorageError>>;
-    /// Puts and deletes, atomically.
-    fn write<'a>(&'a self, tenant: &'a str, ops: &'a [Op]) -> BoxFut<'a, Result<(), StorageError>>;
+    /// Puts and deletes, atomically. The batch is handed over (an adapter that writes on
+    /// another thread moves it there rather than copying it).
+    fn write<'a>(&'a self, tenant: &'a str, ops: Vec<Op>) -> BoxFut<'a, Result<(), StorageError>>;
     /// Up to `limit` entries with keys after `after` (None: from the start), in key order —
     /// recovery and warm-up walk the tenant with it.
     fn scan<'a>(&'a self, tenant: &'a str, after: Option<&'a [u8]>, limit: usize) -> BoxFut<'a, Result<Pairs, StorageError>>;
@@ -89,7 +90,7 @@ impl Storage {
     }
 
     pub async fn write(&self, tenant: String, ops: Vec<Op>) -> Result<(), StorageError> {
-        self.run(move |a| Box::pin(async move { a.write(&tenant, &ops).await })).await
+        self.run(move |a| Box::pin(async move { a.write(&tenant, ops).await })).await
     }
 
     pub async fn scan(&self, tenant: String, after: Option<Vec<u8>>, limit: usize) -> Result<Pairs, StorageError> {

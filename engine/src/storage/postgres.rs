@@ -108,9 +108,9 @@ impl StorageAdapter for Postgres {
         })
     }
 
-    fn write<'a>(&'a self, tenant: &'a str, ops: &'a [Op]) -> BoxFut<'a, Result<(), StorageError>> {
+    fn write<'a>(&'a self, tenant: &'a str, ops: Vec<Op>) -> BoxFut<'a, Result<(), StorageError>> {
         Box::pin(async move {
-            let ops = coalesce(ops);
+            let ops = coalesce(&ops);
             let (mut put_keys, mut put_values, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
             for (k, v) in ops {
                 match v {

@@ -100,7 +100,7 @@ pub fn demote_batch(ks: &Keyspace, tier: &Tier, now: i64) -> Batch {
 /// Demotes until DRAM is under its budget (a write about to run). When the arena is full
 /// too, the eviction policy makes room; false when it cannot (noeviction: the write is
 /// refused, as with maxmemory).
-pub fn make_room(ks: &Keyspace, tier: &Tier, policy: crate::keyspace::eviction::Policy, samples: usize, now: i64, evicted: &mut dyn FnMut(usize, &[u8])) -> bool {
+pub fn make_room(ks: &Keyspace, tier: &Tier, policy: crate::keyspace::eviction::Policy, samples: usize, now: i64, obs: &mut dyn crate::keyspace::eviction::Observer) -> bool {
     for _ in 0..1024 {
         if !tier.over_budget() {
             return true;
@@ -114,7 +114,7 @@ pub fn make_room(ks: &Keyspace, tier: &Tier, policy: crate::keyspace::eviction::
             // thread catches up.
             return true;
         }
-        if !crate::keyspace::eviction::evict_one(ks, policy, samples, now, evicted) {
+        if !crate::keyspace::eviction::evict_one(ks, policy, samples, now, obs) {
             return false;
         }
     }
