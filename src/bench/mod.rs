@@ -76,9 +76,13 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    (ticks(11) + ticks(12)) * clock_tick()
+}
+
+/// Seconds per clock tick, the unit of /proc's CPU times.
+fn clock_tick() -> f64 {
     // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz
+    1.0 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
 /// Waits until a process is (nearly) idle — at most one clock tick of CPU in 100 ms — and returns
@@ -87,8 +91,7 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 pub fn wait_idle(pid: u32, give_up: std::time::Duration) -> std::time::Duration {
     let start = std::time::Instant::now();
     let window = std::time::Duration::from_millis(100);
-    // SAFETY: sysconf has no preconditions.
-    let tick = 1.0 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let tick = clock_tick();
     let mut last = cpu_seconds(pid);
     while start.elapsed() < give_up {
         std::thread::sleep(window);
@@ -119,6 +122,11 @@ pub struct ClosedLoop {
 }
 
 impl ClosedLoop {
+    /// Requests answered.
+    pub fn requests(&self) -> usize {
+        self.latencies.len()
+    }
+
     /// The `p`th percentile latency in µs.
     pub fn percentile(&self, p: usize) -> f64 {
         let l = &self.latencies;

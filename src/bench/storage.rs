@@ -135,7 +135,7 @@ fn run_phase(e: &Engine, args: &StorageArgs, z: &Arc<Zipf>, get_share: f64, from
         .map(drop)
     })?;
     let settle_s = e.settle()?;
-    Ok(Measured { requests: r.per_sec * r.seconds, seconds: r.seconds, p99_us: r.percentile(99), settle_s, cpu_s: super::cpu_seconds(e.pid()) - cpu_before })
+    Ok(Measured { requests: r.requests() as f64, seconds: r.seconds, p99_us: r.percentile(99), settle_s, cpu_s: super::cpu_seconds(e.pid()) - cpu_before })
 }
 
 impl Rounds {

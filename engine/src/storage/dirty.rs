@@ -41,22 +41,22 @@ struct Inner {
 }
 
 impl Inner {
-    /// See `DirtySet::flushed`.
+    /// After `taken` was written: true if the key is clean now (nothing wrote it meanwhile);
+    /// otherwise it is back in line.
     fn flushed(&mut self, taken: &Taken) -> bool {
-        let s = self;
-        let Some(m) = s.keys.get_mut(&taken.key) else {
+        let Some(m) = self.keys.get_mut(&taken.key) else {
             return true;
         };
         if m.generation != taken.generation {
             if !m.queued {
                 m.queued = true;
-                s.order.push_back(taken.key.clone());
+                self.order.push_back(taken.key.clone());
             }
             return false;
         }
-        let m = s.keys.remove(&taken.key).expect("present");
-        s.bytes -= m.bytes;
-        if let std::collections::btree_map::Entry::Occupied(mut o) = s.since.entry(m.since) {
+        let m = self.keys.remove(&taken.key).expect("present");
+        self.bytes -= m.bytes;
+        if let std::collections::btree_map::Entry::Occupied(mut o) = self.since.entry(m.since) {
             *o.get_mut() -= 1;
             if *o.get() == 0 {
                 o.remove();
@@ -144,8 +144,8 @@ impl DirtySet {
         out
     }
 
-    /// After `taken` was written: true if the key is clean now (nothing wrote it meanwhile);
-    /// otherwise it is back in line.
+    /// One key's `flushed_all`, with its answer (the flusher clears whole batches).
+    #[cfg(test)]
     pub fn flushed(&self, taken: &Taken) -> bool {
         self.inner.lock().flushed(taken)
     }
