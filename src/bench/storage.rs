@@ -10,7 +10,8 @@
 //! turn. After every slice or phase the engine is left to flush what it deferred and go idle
 //! (engines share a core, and deferred work counts against the engine that deferred it).
 //! Prints throughput, p99, settling time and CPU per request per phase and engine, and each
-//! against the cache alone.
+//! against the cache alone. The whole run is repeated, on fresh engines, for each connection
+//! count of `--clients` (8 and 32 by default).
 
 use std::path::PathBuf;
 use std::process::Child;
@@ -29,8 +30,11 @@ pub struct StorageArgs {
     /// YCSB's `insertorder`: `hashed` (its default: keys in no order) or `ordered`.
     #[arg(long, default_value = "hashed", value_parser = ["hashed", "ordered"])]
     insert_order: String,
-    #[arg(long, default_value_t = 32)]
-    clients: usize,
+    /// Connections (each one request at a time), comma-separated: the whole run (fresh
+    /// engines, load, YCSB) is repeated at each level. Group commit makes `wal = always`
+    /// cheaper per write the more connections wait on one fsync, so one level tells half the story.
+    #[arg(long, value_delimiter = ',', default_values_t = [8, 32])]
+    clients: Vec<usize>,
     /// Seconds per phase per engine per round.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -120,11 +124,11 @@ struct Measured {
 
 /// Runs one slice of the load phase (records `from..to`) or one timed YCSB phase
 /// (`get_share` of GETs), then lets the engine settle.
-fn run_phase(e: &Engine, args: &StorageArgs, z: &Arc<Zipf>, get_share: f64, from: u64, to: u64) -> anyhow::Result<Measured> {
+fn run_phase(e: &Engine, args: &StorageArgs, clients: usize, z: &Arc<Zipf>, get_share: f64, from: u64, to: u64) -> anyhow::Result<Measured> {
     let (value, z, hashed) = (vec![b'v'; args.value_size], z.clone(), args.insert_order == "hashed");
     let until = if get_share == 0.0 { super::Until::Requests(to - from) } else { super::Until::Seconds(args.seconds) };
     let cpu_before = super::cpu_seconds(e.pid());
-    let r = super::closed_loop(e.port, args.clients, until, move |_, n, c| {
+    let r = super::closed_loop(e.port, clients, until, move |_, n, c| {
         if get_share == 0.0 {
             c.call(&[b"SET", key(from + n, hashed).as_bytes(), &value])
         } else if fastrand::f64() < get_share {
@@ -189,6 +193,15 @@ pub fn wait_flushed(port: u16) -> anyhow::Result<()> {
 
 pub fn run(args: StorageArgs) -> anyhow::Result<()> {
     super::compress_e2e::pin_self_to(1);
+    anyhow::ensure!(!args.clients.is_empty() && !args.clients.contains(&0), "--clients needs one or more counts above 0");
+    for &clients in &args.clients {
+        run_with(&args, clients)?;
+    }
+    Ok(())
+}
+
+/// The whole run, on fresh engines, with `clients` connections.
+fn run_with(args: &StorageArgs, clients: usize) -> anyhow::Result<()> {
     let rings = format!("/dev/shm/terrace-bench-storage-{}", std::process::id());
     let ring = |adapter: &str| format!("{rings}-{adapter}.ring");
     let mut setups: Vec<(String, Vec<String>)> = vec![("cache only".into(), vec![])];
@@ -197,7 +210,7 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
         // A database per engine: engines sharing one would write each other's keys.
         let mut pg = setups_on("postgres", &["--storage".into(), "postgres".into(), "--storage-url".into(), url.clone()], &ring);
         for (i, (_, flags)) in pg.iter_mut().enumerate() {
-            let name = format!("terrace_bench_{}_{i}", std::process::id());
+            let name = format!("terrace_bench_{}_{clients}_{i}", std::process::id());
             flags[3] = terrace_engine::storage::postgres::create_database(url, &name)?;
         }
         setups.extend(pg);
@@ -207,11 +220,11 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
     }
     println!(
         "terrace bench storage: {} keys loaded in {} insert order, {} connections one request at a time, {} B values, YCSB A and B {} s per phase, {} rounds",
-        args.keys, args.insert_order, args.clients, args.value_size, args.seconds, args.rounds
+        args.keys, args.insert_order, clients, args.value_size, args.seconds, args.rounds
     );
     let mut engines = Vec::new();
     for (i, (name, flags)) in setups.into_iter().enumerate() {
-        let dir = args.dir.join(format!("terrace-bench-storage-{}-{i}", std::process::id()));
+        let dir = args.dir.join(format!("terrace-bench-storage-{}-{clients}-{i}", std::process::id()));
         let os: Vec<&std::ffi::OsStr> = flags.iter().map(std::ffi::OsStr::new).collect();
         let (child, port) = super::spawn_pinned_engine(&dir, &os)?;
         engines.push(Engine { name, child, port, dir, results: vec![Rounds::default(); PHASES.len()] });
@@ -223,7 +236,7 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
     for s in 0..LOAD_SLICES {
         let (from, to) = (s * slice, ((s + 1) * slice).min(args.keys as u64));
         for i in turns(engines.len(), s as usize) {
-            let m = run_phase(&engines[i], &args, &z, 0.0, from, to)?;
+            let m = run_phase(&engines[i], args, clients, &z, 0.0, from, to)?;
             eprintln!("  {} load {from}..{to}: {:.0} req/s, settled in {:.2} s", engines[i].name, m.requests / m.seconds, m.settle_s);
             loaded[i].push(m);
         }
@@ -237,7 +250,7 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
     for round in 0..args.rounds {
         for (p, (phase, get_share)) in PHASES.iter().enumerate().skip(1) {
             for i in turns(engines.len(), round) {
-                let m = run_phase(&engines[i], &args, &z, *get_share, 0, 0)?;
+                let m = run_phase(&engines[i], args, clients, &z, *get_share, 0, 0)?;
                 eprintln!("  {} {phase}: {:.0} req/s, p99 {:.0} µs, settled in {:.2} s", engines[i].name, m.requests / m.seconds, m.p99_us, m.settle_s);
                 engines[i].results[p].push(&m);
             }
@@ -279,12 +292,13 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
         for (p, (phase, _)) in PHASES.iter().enumerate() {
             let ratio = |a: &str, b: &str| Some((medians(&format!("{adapter} {a}"), p)?, medians(&format!("{adapter} {b}"), p)?));
             if let Some(((wb, wb_s), (wt, wt_s))) = ratio("write-back", "write-through") {
-                println!("{adapter} {phase}: write-back / write-through = {:.2}x ({:.2}x incl. settle)", wb / wt, wb_s / wt_s);
+                println!("{clients} connections, {adapter} {phase}: write-back / write-through = {:.2}x ({:.2}x incl. settle)", wb / wt, wb_s / wt_s);
             }
             if let Some(((pm, pm_s), (al, al_s))) = ratio("write-back + WAL pmem", "write-back + WAL always") {
-                println!("{adapter} {phase}: WAL pmem / WAL always = {:.2}x ({:.2}x incl. settle)", pm / al, pm_s / al_s);
+                println!("{clients} connections, {adapter} {phase}: WAL pmem / WAL always = {:.2}x ({:.2}x incl. settle)", pm / al, pm_s / al_s);
             }
         }
     }
+    println!();
     Ok(())
 }
