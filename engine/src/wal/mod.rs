@@ -132,6 +132,8 @@ pub struct Wal {
     /// Everything through this sequence number is obsolete and its segments are gone.
     pub pruned_through: AtomicU64,
     segment_size: u64,
+    /// `pmem` mode: how the ring's batches are made durable.
+    ring_persistence: Option<crate::mapped::Persistence>,
 }
 
 /// Through which sequence number write-back records are in storage.
@@ -163,6 +165,10 @@ struct Writer {
     /// sequence number of the batch there.
     copied: usize,
     copied_next: u64,
+    /// `pmem` mode's commits: the empty buffer that replaces the pending one, and the
+    /// framing buffer.
+    spare: Vec<u8>,
+    framed: Vec<u8>,
 }
 
 impl Wal {
@@ -183,6 +189,7 @@ impl Wal {
             first_unflushable: AtomicU64::new(u64::MAX),
             pruned_through: AtomicU64::new(0),
             segment_size,
+            ring_persistence: None,
         }
     }
 
@@ -243,10 +250,21 @@ impl Wal {
         if self.durable_seq() >= seq {
             return true;
         }
-        let mut spare = Vec::new();
-        let (payload, count, first, rotate) = self.take(&mut spare);
-        let mut framed = Vec::with_capacity(payload.len() + frame::HEADER);
-        if let Err(e) = write_all(self, &mut w, &mut framed, &payload, count, first, rotate) {
+        // The buffers go round (pending → written → spare → pending): no allocation per commit.
+        let mut spare = std::mem::take(&mut w.spare);
+        let (mut payload, count, first, rotate) = self.take(&mut spare);
+        let mut framed = std::mem::take(&mut w.framed);
+        let result = write_all(self, &mut w, &mut framed, &payload, count, first, rotate);
+        payload.clear();
+        // A huge batch's buffers are not kept.
+        if payload.capacity() > 1 << 20 {
+            payload = Vec::with_capacity(64 << 10);
+        }
+        if framed.capacity() > 1 << 20 {
+            framed = Vec::with_capacity(64 << 10);
+        }
+        (w.spare, w.framed) = (payload, framed);
+        if let Err(e) = result {
             self.poison(format!("WAL write failed: {e}"));
             return false;
         }
@@ -328,7 +346,7 @@ impl Wal {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let syncs = l(&c.syncs);
         format!(
-            "# WAL\r\nwal_mode:{}\r\nwal_last_seq:{}\r\nwal_durable_seq:{}\r\nwal_bytes:{}\r\nwal_batches:{}\r\nwal_records:{}\r\nwal_syncs:{}\r\nwal_sync_avg_us:{}\r\nwal_sync_max_us:{}\r\nwal_recovered_records:{}\r\nwal_pruned_through:{}\r\nwal_poisoned:{}\r\n\r\n",
+            "# WAL\r\nwal_mode:{}\r\nwal_last_seq:{}\r\nwal_durable_seq:{}\r\nwal_bytes:{}\r\nwal_batches:{}\r\nwal_records:{}\r\nwal_syncs:{}\r\nwal_sync_avg_us:{}\r\nwal_sync_max_us:{}\r\nwal_recovered_records:{}\r\nwal_pruned_through:{}\r\nwal_ring_persistence:{}\r\nwal_poisoned:{}\r\n\r\n",
             self.mode.name(),
             self.last_assigned(),
             self.durable_seq(),
@@ -340,6 +358,7 @@ impl Wal {
             l(&c.sync_max_micros),
             l(&self.recovered),
             l(&self.pruned_through),
+            self.ring_persistence.map_or("none", |p| p.name()),
             self.poisoned().unwrap_or_default(),
         )
     }
@@ -358,6 +377,7 @@ impl Wal {
             "sync_micros_total": l(&c.sync_micros),
             "sync_max_micros": l(&c.sync_max_micros),
             "pruned_through": l(&self.pruned_through),
+            "ring_persistence": self.ring_persistence.map(|p| p.name()),
             "poisoned": self.poisoned(),
         })
     }
@@ -439,6 +459,7 @@ pub fn open(config: &WalConfig, after: u64) -> Result<Opened, WalError> {
     let sync_handle = segment.file.try_clone().map_err(|source| segments::LogError::Io { path: segment.path.clone(), source })?;
     let mut wal = Wal::new(config.mode, last + 1, config.segment_size);
     wal.pruned_through = AtomicU64::new(read_pruned(&config.dir));
+    wal.ring_persistence = ring.as_ref().map(Ring::persistence);
     let copied = ring.as_ref().map(|r| r.head()).unwrap_or(0);
     let writer = Writer {
         dir: config.dir.clone(),
@@ -449,6 +470,8 @@ pub fn open(config: &WalConfig, after: u64) -> Result<Opened, WalError> {
         sync_handle: Some(sync_handle),
         copied,
         copied_next: last + 1,
+        spare: Vec::with_capacity(64 << 10),
+        framed: Vec::with_capacity(64 << 10),
     };
     let thread = if config.mode == Mode::Pmem {
         wal.inline = Some(Mutex::new(writer));
@@ -764,7 +787,7 @@ mod tests {
     #[test]
     fn a_failed_fsync_poisons_and_never_acknowledges() {
         let wal = Arc::new(Wal::new(Mode::Always, 1, 64 << 20));
-        let writer = Writer { dir: std::env::temp_dir(), segment: Box::new(Failing), ring: None, last_sync: Instant::now(), next: 1, sync_handle: None, copied: 0, copied_next: 1 };
+        let writer = Writer { dir: std::env::temp_dir(), segment: Box::new(Failing), ring: None, last_sync: Instant::now(), next: 1, sync_handle: None, copied: 0, copied_next: 1, spare: Vec::new(), framed: Vec::new() };
         let w2 = wal.clone();
         let t = std::thread::spawn(move || run(w2, writer));
         let seq = wal.append_one(1, 0, 0, &[b"SET", b"k", b"v"]);

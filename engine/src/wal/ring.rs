@@ -1,6 +1,7 @@
 //! The PMem ring (`wal = pmem`): batches are appended to a ring buffer in a mapped file and
-//! flushed (on a DAX mapping: CPU cache lines; here `msync` of the range) before the writes
-//! are acknowledged, which costs far less than an fsync. A background thread copies them in
+//! persisted before the writes are acknowledged — on a file that is memory (tmpfs standing in
+//! for PMem) by writing back the batch's cache lines, without a system call; on any other file
+//! by `msync` of the range (`mapped::Persistence`) — which costs far less than an fsync. A background thread copies them in
 //! bulk to the segment file; once the file is synced, the ring's tail moves past them.
 //!
 //! Layout: a 4 KiB header — magic, size, tail offset, tail sequence number, crc32 — then
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::MmapRaw;
 
-use crate::mapped::MapError;
+use crate::mapped::{MapError, Persistence};
 
 use super::frame::{self, Record};
 
@@ -31,6 +32,7 @@ pub enum RingError {
 
 pub struct Ring {
     map: MmapRaw,
+    persistence: Persistence,
     path: PathBuf,
     size: usize,
     head: usize,
@@ -48,7 +50,9 @@ impl Ring {
             MapError::Open(source) | MapError::Map(source) => RingError::Io { path: path.to_owned(), source },
             MapError::WrongSize { configured, actual } => RingError::WrongSize { path: path.to_owned(), configured, actual },
         })?;
-        let mut ring = Ring { map, path: path.to_owned(), size: size as usize, head: HEADER, tail: HEADER, tail_seq: 1 };
+        let persistence = Persistence::of(path);
+        tracing::info!(path = %path.display(), persisted_by = persistence.name(), "WAL ring mapped");
+        let mut ring = Ring { map, persistence, path: path.to_owned(), size: size as usize, head: HEADER, tail: HEADER, tail_seq: 1 };
         if let Some((tail, tail_seq)) = ring.read_header() {
             ring.tail = tail;
             ring.tail_seq = tail_seq;
@@ -80,7 +84,7 @@ impl Ring {
         let crc = crc32fast::hash(&h[..32]);
         h[32..36].copy_from_slice(&crc.to_le_bytes());
         self.write_at(0, &h);
-        self.map.flush_range(0, h.len())
+        self.persistence.persist(&self.map, 0, h.len())
     }
 
     fn write_at(&mut self, off: usize, b: &[u8]) {
@@ -131,7 +135,7 @@ impl Ring {
         self.tail_seq = next;
         // Clear the first header's worth so a stale batch can't look like the next one.
         self.write_at(HEADER, &[0u8; frame::HEADER]);
-        self.map.flush_range(HEADER, frame::HEADER)?;
+        self.persistence.persist(&self.map, HEADER, frame::HEADER)?;
         self.write_header()
     }
 
@@ -152,7 +156,7 @@ impl Ring {
         if self.head + framed.len() + frame::HEADER > self.size {
             if self.size - self.head >= WRAP.len() {
                 self.write_at(self.head, WRAP);
-                self.map.flush_range(self.head, WRAP.len())?;
+                self.persistence.persist(&self.map, self.head, WRAP.len())?;
             }
             self.head = HEADER;
         }
@@ -161,7 +165,7 @@ impl Ring {
         // that happens to follow.
         let end = self.head + framed.len();
         self.write_at(end, &[0u8; frame::HEADER]);
-        self.map.flush_range(self.head, framed.len() + frame::HEADER)?;
+        self.persistence.persist(&self.map, self.head, framed.len() + frame::HEADER)?;
         self.head = end;
         Ok(())
     }
@@ -190,6 +194,11 @@ impl Ring {
             out.push(&bytes[start..pos]);
         }
         out
+    }
+
+    /// How the ring's stores are made durable.
+    pub fn persistence(&self) -> Persistence {
+        self.persistence
     }
 
     /// Where the next batch goes (with `drain_to`: what a sync of the log file covers).
