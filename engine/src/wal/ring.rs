@@ -1,8 +1,9 @@
 //! The PMem ring (`wal = pmem`): batches are appended to a ring buffer in a mapped file and
 //! persisted before the writes are acknowledged — on a file that is memory (tmpfs standing in
 //! for PMem) by writing back the batch's cache lines, without a system call; on any other file
-//! by `msync` of the range (`mapped::Persistence`) — which costs far less than an fsync. A background thread copies them in
-//! bulk to the segment file; once the file is synced, the ring's tail moves past them.
+//! by `msync` of the range (`mapped::Persistence`) — which costs far less than an fsync. A
+//! background thread copies them in bulk to the segment file; once the file is synced, the
+//! ring's tail moves past them.
 //!
 //! Layout: a 4 KiB header — magic, size, tail offset, tail sequence number, crc32 — then
 //! framed batches one after the other. A batch that would cross the end starts over at the
