@@ -21,6 +21,13 @@ const PER_DOUBLING: f64 = 32.0;
 const BUCKETS: usize = LINEAR + 40 * PER_DOUBLING as usize;
 /// Access-interval buckets: 4 per doubling of milliseconds, up to 2^40 ms.
 const INTERVAL_BUCKETS: usize = 4 * 40 + 1;
+/// Reference-time slots in the Fenwick tree per sampled key: the clock runs through them
+/// before the live ones are renumbered (`compact`, an O(n) rebuild). 16 makes the tree of
+/// 8,192 samples 512 KiB + 4 bytes, just above mimalloc's large-object limit (512 KiB), so it
+/// gets pages of its own: at 4 (128 KiB) it shared a 4 MiB page with the keyspace's growing
+/// hash tables and kept that page resident after they had moved on — measured as +3 MB of
+/// RSS after loading 1,000,000 keys (BENCHMARKS, "Memory").
+const SLOTS_PER_SAMPLE: usize = 16;
 /// Sampled references after which every count is halved (older traffic fades).
 const AGE_EVERY: u64 = 1 << 21;
 
@@ -38,8 +45,6 @@ pub struct Mrc {
     heap: BinaryHeap<(u64, u64)>,
     /// Fenwick tree over reference times: 1 at each sampled key's latest reference.
     tree: Vec<i32>,
-    /// Key hash at each time slot (u64::MAX: none).
-    at_slot: Vec<u64>,
     clock: usize,
     /// Scaled reference counts by scaled reuse distance; cold (first) references apart.
     hist: Vec<f64>,
@@ -102,7 +107,6 @@ impl Mrc {
             keys: HashMap::default(),
             heap: BinaryHeap::new(),
             tree: Vec::new(),
-            at_slot: Vec::new(),
             clock: 0,
             hist: vec![0.0; BUCKETS],
             cold: 0.0,
@@ -164,10 +168,8 @@ impl Mrc {
         let mut live: Vec<(u32, u64)> = self.keys.iter().map(|(h, s)| (s.slot, *h)).collect();
         live.sort_unstable();
         self.tree.iter_mut().for_each(|t| *t = 0);
-        self.at_slot.iter_mut().for_each(|s| *s = u64::MAX);
         for (i, (_, h)) in live.iter().enumerate() {
             self.keys.get_mut(h).unwrap().slot = i as u32;
-            self.at_slot[i] = *h;
         }
         // Build the tree in O(n): every live slot holds 1.
         let n = self.tree.len();
@@ -209,7 +211,6 @@ impl Mrc {
                 self.heap.pop();
                 if let Some(s) = self.keys.remove(&h) {
                     self.tree_add(s.slot as usize, -1);
-                    self.at_slot[s.slot as usize] = u64::MAX;
                 }
             }
             self.threshold = v;
@@ -225,12 +226,10 @@ impl Mrc {
         if v >= self.threshold {
             return;
         }
-        if self.at_slot.is_empty() {
-            let cap = 4 * self.max_samples;
-            self.tree = vec![0; cap + 1];
-            self.at_slot = vec![u64::MAX; cap];
+        if self.tree.is_empty() {
+            self.tree = vec![0; SLOTS_PER_SAMPLE * self.max_samples + 1];
             self.keys.reserve(self.max_samples + 1);
-        } else if self.clock == self.at_slot.len() {
+        } else if self.clock == self.tree.len() - 1 {
             self.compact();
         }
         let now = self.clock;
@@ -245,7 +244,6 @@ impl Mrc {
                 s.last_ms = now_ms;
                 let distance = (self.tree_prefix(now) - self.tree_prefix(prev + 1)) as f64;
                 self.tree_add(prev, -1);
-                self.at_slot[prev] = u64::MAX;
                 self.hist[bucket_of(distance * weight)] += weight;
                 self.interval_hist[interval_bucket(gap)] += 1.0;
                 self.interval_sum_ms += gap as f64;
@@ -261,7 +259,6 @@ impl Mrc {
             }
         }
         self.tree_add(now, 1);
-        self.at_slot[now] = hash;
         self.since_aging += 1;
         if self.since_aging >= AGE_EVERY {
             self.since_aging = 0;
