@@ -754,7 +754,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
     }
     let (result, ready, block, close, hits, misses) = {
         let db = conn.db;
-        let now = conn.replay_now.unwrap_or_else(now_ms);
+        let now = conn.replay_now.unwrap_or_else(|| crate::server::state::now_ms_at(start));
         let mut ctx = Ctx {
             srv,
             conn,

@@ -492,7 +492,55 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// Wall-clock milliseconds at monotonic instant `at` (one the caller read anyway, e.g. a
+/// command's start): the thread's last wall-clock reading plus the monotonic time since,
+/// read again once that reading is 1 ms old — so a command costs one clock read instead of
+/// two, and a step of the system clock is followed within a millisecond.
+#[inline]
+pub fn now_ms_at(at: std::time::Instant) -> i64 {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+    thread_local! {
+        static ANCHOR: Cell<Option<(Instant, i64)>> = const { Cell::new(None) };
+    }
+    ANCHOR.with(|anchor| {
+        if let Some((then, unix_us)) = anchor.get() {
+            if let Some(since) = at.checked_duration_since(then) {
+                if since < Duration::from_millis(1) {
+                    return (unix_us + since.as_micros() as i64) / 1000;
+                }
+            }
+        }
+        let unix_us = now_us();
+        anchor.set(Some((at, unix_us)));
+        unix_us / 1000
+    })
+}
+
 /// Wall-clock time in microseconds since the epoch.
 pub fn now_us() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn wall_clock_at_an_instant_follows_the_system_clock() {
+        let close = |ms: i64| (ms - now_ms()).abs() <= 2;
+        let first = Instant::now();
+        let a = now_ms_at(first);
+        assert!(close(a), "{a} vs {}", now_ms());
+        // Within the millisecond: derived from the anchor, never behind it.
+        let b = now_ms_at(Instant::now());
+        assert!(b >= a && close(b));
+        // Past the millisecond: read again.
+        std::thread::sleep(Duration::from_millis(5));
+        let c = now_ms_at(Instant::now());
+        assert!(c >= a + 4 && close(c), "{c} after {a}");
+        // An instant before the anchor reads the clock rather than trusting the old reading.
+        assert!(close(now_ms_at(first)));
+    }
 }
