@@ -44,7 +44,7 @@ use tokio::sync::Notify;
 
 use crate::keyspace::{access, eviction, Collection, Entry, Guards, Keyspace, Kind, Meta, Shard, ShardIds};
 use crate::protocol::ReplyWriter;
-use crate::server::state::{now_ms, ClientInfo, Server};
+use crate::server::state::{now_ms, now_ms_at, ClientInfo, Server};
 pub use args::CmdError;
 use table::{CommandSpec, Lock, COMMANDS};
 
@@ -754,7 +754,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
     }
     let (result, ready, block, close, hits, misses) = {
         let db = conn.db;
-        let now = conn.replay_now.unwrap_or_else(|| crate::server::state::now_ms_at(start));
+        let now = conn.replay_now.unwrap_or_else(|| now_ms_at(start));
         let mut ctx = Ctx {
             srv,
             conn,

@@ -252,18 +252,10 @@ impl Wal {
         }
         // The buffers go round (pending → written → spare → pending): no allocation per commit.
         let mut spare = std::mem::take(&mut w.spare);
-        let (mut payload, count, first, rotate) = self.take(&mut spare);
+        let (payload, count, first, rotate) = self.take(&mut spare);
         let mut framed = std::mem::take(&mut w.framed);
         let result = write_all(self, &mut w, &mut framed, &payload, count, first, rotate);
-        payload.clear();
-        // A huge batch's buffers are not kept.
-        if payload.capacity() > 1 << 20 {
-            payload = Vec::with_capacity(64 << 10);
-        }
-        if framed.capacity() > 1 << 20 {
-            framed = Vec::with_capacity(64 << 10);
-        }
-        (w.spare, w.framed) = (payload, framed);
+        (w.spare, w.framed) = (recycled(payload), recycled(framed));
         if let Err(e) = result {
             self.poison(format!("WAL write failed: {e}"));
             return false;
@@ -610,8 +602,7 @@ fn run(wal: Arc<Wal>, mut w: Writer) {
         }
         let (payload, count, first, rotate) = wal.take(&mut spare);
         if wal.poisoned.load(Ordering::SeqCst) {
-            spare = payload;
-            spare.clear();
+            spare = recycled(payload);
             continue;
         }
         let result = write_all(&wal, &mut w, &mut framed, &payload, count, first, rotate);
@@ -632,9 +623,17 @@ fn run(wal: Arc<Wal>, mut w: Writer) {
                 tracing::warn!("WAL: pruning obsolete segments failed: {e}");
             }
         }
-        spare = payload;
-        spare.clear();
+        spare = recycled(payload);
     }
+}
+
+/// A written batch's buffer, emptied for the next one; a huge batch's buffer is not kept.
+fn recycled(mut buf: Vec<u8>) -> Vec<u8> {
+    if buf.capacity() > 1 << 20 {
+        return Vec::with_capacity(64 << 10);
+    }
+    buf.clear();
+    buf
 }
 
 /// Writes taken records, rotating the segment at a checkpoint among them.
