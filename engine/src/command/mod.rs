@@ -725,7 +725,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
     }
     conn.info.last_cmd.store(idx, Ordering::Relaxed);
     let ids = lock_ids(srv, spec, argv, conn.db);
-    let start = Instant::now();
+    let start = quanta::Instant::now();
     let mut guards = srv.keyspace.lock(ids);
     if !conn.read_through_present.is_empty() {
         // A key read through (or found) for this command was evicted meanwhile: running now
@@ -841,7 +841,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
 
 /// Counters and wake-ups after a command ran (locks already released); returns its duration
 /// in microseconds.
-pub fn finish(srv: &Server, idx: usize, start: Instant, failed: bool, hits: u64, misses: u64, ready: &[(usize, Vec<u8>)]) -> u64 {
+pub fn finish(srv: &Server, idx: usize, start: quanta::Instant, failed: bool, hits: u64, misses: u64, ready: &[(usize, Vec<u8>)]) -> u64 {
     let st = &srv.stats.per_command[idx];
     let micros = start.elapsed().as_micros() as u64;
     srv.stats.commands_processed.fetch_add(1, Ordering::Relaxed);

@@ -66,6 +66,9 @@ fn raise_fd_limit() {
 /// Runs the engine until SIGINT, SIGTERM or SHUTDOWN.
 pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     raise_fd_limit();
+    // Calibrates the TSC clock commands are timed with (up to 200 ms, once) before any
+    // client can wait on it.
+    let _ = quanta::Instant::now();
     let addr = format!("{}:{}", config.bind, config.port);
     let std_listener =
         std::net::TcpListener::bind(&addr).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;

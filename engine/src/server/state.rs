@@ -495,13 +495,14 @@ pub fn now_ms() -> i64 {
 /// Wall-clock milliseconds at monotonic instant `at` (one the caller read anyway, e.g. a
 /// command's start): the thread's last wall-clock reading plus the monotonic time since,
 /// read again once that reading is 1 ms old — so a command costs one clock read instead of
-/// two, and a step of the system clock is followed within a millisecond.
+/// two, and a step of the system clock is followed within a millisecond. `at` is a TSC
+/// reading (quanta): a command's clock reads are a rdtsc each, not a clock_gettime.
 #[inline]
-pub fn now_ms_at(at: std::time::Instant) -> i64 {
+pub fn now_ms_at(at: quanta::Instant) -> i64 {
     use std::cell::Cell;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     thread_local! {
-        static ANCHOR: Cell<Option<(Instant, i64)>> = const { Cell::new(None) };
+        static ANCHOR: Cell<Option<(quanta::Instant, i64)>> = const { Cell::new(None) };
     }
     ANCHOR.with(|anchor| {
         if let Some((then, unix_us)) = anchor.get() {
@@ -525,7 +526,8 @@ pub fn now_us() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
+    use quanta::Instant;
+    use std::time::Duration;
 
     #[test]
     fn wall_clock_at_an_instant_follows_the_system_clock() {
