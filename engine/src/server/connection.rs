@@ -178,6 +178,12 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
         if conn.receives_pushes() {
             crate::pubsub::drain_mailbox(&info, &mut out);
         }
+        if !out.is_empty() && here.is_some_and(|st| st.connections.load(Ordering::Relaxed) > 1) {
+            // Replies are written after every other connection this reactor found readable
+            // has run its commands, as Redis writes them before it sleeps: a client reading
+            // many connections is woken once per burst instead of once per reply.
+            tokio::task::yield_now().await;
+        }
         if !flush(&srv, &mut conn, &mut stream, &mut out).await {
             break;
         }
