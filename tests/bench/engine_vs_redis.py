@@ -7,7 +7,10 @@ flips every round. Prints the median requests/s of each server per row and the r
 
 Beside throughput, each row records the server's own CPU time per request (user + system, from
 /proc/PID/stat around the run): on a shared machine that number is much steadier than req/s,
-which also moves with how the two processes are scheduled.
+which also moves with how the two processes are scheduled. The last columns say how busy
+redis-benchmark itself was (its CPU time over the run's wall time, from getrusage): a row
+where the client is near 100% in both servers' runs measures the client's core, not the
+servers, and its req/s ratio is the client's noise; the CPU per request still compares them.
 
 Then memory: 1,000,000 SETs of 100-byte values under 16-byte keys, loaded with redis-cli --pipe;
 bytes per key from INFO used_memory and from the process RSS.
@@ -18,6 +21,7 @@ Usage: tests/bench/engine_vs_redis.py [--terrace target/release/terrace] [--roun
 
 import argparse
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -64,14 +68,22 @@ def rss(pid):
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def bench(port, test, size, pipeline, n):
+    """Requests/s, and the share of the run's wall time redis-benchmark spent on CPU."""
     cmd = ["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", test, "-d", str(size), "-c", "50",
            "-r", "1000000", "-n", str(n), "-P", str(pipeline), "--csv", "-q"]
+    cpu0, wall0 = children_cpu(), time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    busy = (children_cpu() - cpu0) / (time.monotonic() - wall0)
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
         if len(cells) > 1 and cells[0] != "test":
-            return float(cells[1])
+            return float(cells[1]), busy
     raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
 
 
@@ -164,17 +176,19 @@ def run_throughput(servers, args, tests, sizes, pipelines):
                 for test in tests:
                     for name, port, proc in order:
                         cpu0 = cpu_seconds(proc.pid)
-                        rps = bench(port, test, size, pipeline, n)
+                        rps, client_busy = bench(port, test, size, pipeline, n)
                         cpu_us = (cpu_seconds(proc.pid) - cpu0) * 1e6 / n
                         results.setdefault((test, size, pipeline, name), []).append(rps)
+                        results.setdefault((test, size, pipeline, name, "client"), []).append(client_busy)
                         results.setdefault((test, size, pipeline, name, "cpu"), []).append(cpu_us)
                         cli(port, "FLUSHALL")
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
 
     print()
-    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis | redis CPU µs/req | terrace CPU µs/req | CPU redis/terrace |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    ratios, cpu_ratios = [], []
+    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis | redis CPU µs/req | terrace CPU µs/req | CPU redis/terrace "
+          "| client busy (redis run) | client busy (terrace run) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios, cpu_ratios, client_bound = [], [], 0
     for pipeline in pipelines:
         for size in sizes:
             for test in tests:
@@ -184,10 +198,15 @@ def run_throughput(servers, args, tests, sizes, pipelines):
                 tc = statistics.median(results[(test, size, pipeline, "terrace", "cpu")])
                 ratios.append(t / r)
                 cpu_ratios.append(rc / tc if tc else float("nan"))
-                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} | {rc:.2f} | {tc:.2f} | {cpu_ratios[-1]:.2f} |")
+                rb = statistics.median(results[(test, size, pipeline, "redis", "client")])
+                tb = statistics.median(results[(test, size, pipeline, "terrace", "client")])
+                client_bound += rb >= 0.95 and tb >= 0.95
+                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} | {rc:.2f} | {tc:.2f} | {cpu_ratios[-1]:.2f} "
+                      f"| {rb:.0%} | {tb:.0%} |")
     print(f"\nthroughput: median ratio {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
     print(f"CPU per request (redis/terrace, > 1 means terrace is cheaper): median {statistics.median(cpu_ratios):.2f}, "
           f"lowest {min(cpu_ratios):.2f}")
+    print(f"rows where redis-benchmark was >= 95% busy in both runs (client-bound): {client_bound} of {len(ratios)}")
 
 
 if __name__ == "__main__":
