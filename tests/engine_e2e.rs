@@ -658,6 +658,38 @@ fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
 }
 
 #[test]
+fn pipelined_commands_are_counted_before_a_later_command_and_before_their_replies() {
+    // A connection adds up a run of the same command and publishes it in one go: INFO later
+    // in the same pipeline, and any connection once the replies are out, must see it all.
+    let e = Engine::start(&[]);
+    let mut raw = e.raw();
+    raw.send(b"SET a 1\r\nGET a\r\nGET a\r\nGET nope\r\nGET a\r\nINFO stats\r\nINFO commandstats\r\n");
+    let r = raw.read_available();
+    assert!(r.contains("keyspace_hits:3\r\n") && r.contains("keyspace_misses:1\r\n"), "{r}");
+    assert!(r.contains("cmdstat_get:calls=4,") && r.contains("cmdstat_set:calls=1,"), "{r}");
+    // The first INFO ran before the second: it is counted in the second's reply.
+    assert!(r.contains("cmdstat_info:calls=1,"), "{r}");
+    raw.send(b"GET a\r\nGET a\r\n");
+    raw.expect(b"$1\r\n1\r\n$1\r\n1\r\n");
+    let mut other = e.client();
+    let stats: String = q(&mut other, &["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_get:calls=6,"), "{stats}");
+    let stats: String = q(&mut other, &["INFO", "stats"]);
+    assert!(stats.contains("keyspace_hits:5\r\n"), "{stats}");
+    // Commands without replies (CLIENT REPLY OFF) are counted all the same.
+    raw.send(b"CLIENT REPLY OFF\r\nGET nope\r\nGET nope\r\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let stats: String = q(&mut other, &["INFO", "stats"]);
+        if stats.contains("keyspace_misses:3\r\n") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the unreplied GETs were never counted: {stats}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
 fn statistics_inside_transactions_and_memory_stats() {
     let e = Engine::start(&[]);
     let mut c = e.client();

@@ -31,6 +31,7 @@ pub mod stream_group;
 pub mod stream_rdb;
 pub mod string;
 pub mod table;
+pub mod tally;
 pub mod txn;
 pub mod zset;
 
@@ -98,6 +99,8 @@ pub struct Conn {
     /// One of them was evicted before the command got its locks, or has an unconfirmed
     /// write: the command did not run, and the connection reads through and runs it again.
     pub read_through_lost: bool,
+    /// Counters of the commands run, not yet in the server's statistics.
+    pub tally: tally::Tally,
 }
 
 /// What a write-through command's reply waits for, and what to undo if storage refuses it.
@@ -143,6 +146,7 @@ impl Conn {
             read_through_present: Vec::new(),
             read_through_checked: Vec::new(),
             read_through_lost: false,
+            tally: tally::Tally::default(),
         }
     }
 }
@@ -644,6 +648,8 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         w.error(&unknown_command_error(argv));
         return Outcome::Done;
     };
+    // Counts of an earlier, different command become visible before this one runs.
+    conn.tally.before(srv, idx);
     if !arity_ok(spec, argv.len()) {
         if conn.multi.is_some() {
             conn.multi_error = true;
@@ -824,7 +830,11 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
         }
         (result, data.ready, block, close, data.hits, data.misses)
     };
-    let micros = finish(srv, idx, start, result.is_err(), hits, misses, &ready);
+    let micros = start.elapsed().as_micros() as u64;
+    // Server and connection commands (INFO, CONFIG RESETSTAT…) are counted at once: one may
+    // read or reset the counters the next one adds to.
+    conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, micros, result.is_err(), hits, misses);
+    wake_ready(srv, &ready);
     srv.slowlog.maybe_record(argv, micros, &conn.info);
     if crate::tracking::any() {
         track_reads(srv, conn, spec, argv);
@@ -839,30 +849,13 @@ fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesM
     }
 }
 
-/// Counters and wake-ups after a command ran (locks already released); returns its duration
-/// in microseconds.
-pub fn finish(srv: &Server, idx: usize, start: quanta::Instant, failed: bool, hits: u64, misses: u64, ready: &[(usize, Vec<u8>)]) -> u64 {
-    let st = &srv.stats.per_command[idx];
-    let micros = start.elapsed().as_micros() as u64;
-    srv.stats.commands_processed.fetch_add(1, Ordering::Relaxed);
-    st.calls.fetch_add(1, Ordering::Relaxed);
-    st.usec.fetch_add(micros, Ordering::Relaxed);
-    if failed {
-        st.failed.fetch_add(1, Ordering::Relaxed);
-        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
-    }
-    if hits > 0 {
-        srv.stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
-    }
-    if misses > 0 {
-        srv.stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
-    }
+/// Wakes clients blocked on the keys a command made ready (locks already released).
+fn wake_ready(srv: &Server, ready: &[(usize, Vec<u8>)]) {
     if !ready.is_empty() && srv.blocking.any_waiting() {
         for (db, key) in ready {
             srv.blocking.signal(*db, key);
         }
     }
-    micros
 }
 
 pub use storage::{invalidate, read_through, tenant_of};

@@ -28,7 +28,12 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
     let _ = stream.set_nodelay(true);
     let (mut conn, mut inbuf) = match carried {
         Some(c) => (c.conn, c.inbuf),
-        None => (Conn::new(info.clone(), &srv), BytesMut::with_capacity(16 * 1024)),
+        None => {
+            let mut conn = Conn::new(info.clone(), &srv);
+            // Published in `flush`, before replies go out, and when the connection ends.
+            conn.tally = crate::command::tally::Tally::batched();
+            (conn, BytesMut::with_capacity(16 * 1024))
+        }
     };
     let here = srv.reactors.stats.get(reactor);
     if let Some(st) = here {
@@ -188,6 +193,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
             break;
         }
     }
+    conn.tally.publish(&srv);
     if let Some(st) = here {
         st.connections.fetch_sub(1, Ordering::Relaxed);
     }
@@ -263,6 +269,7 @@ async fn settle_storage(srv: &Server, conn: &mut Conn, out: &mut BytesMut) {
 /// connection must close, including when the WAL failed: replies to writes that are not in
 /// the log are never sent.
 async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+    conn.tally.publish(srv);
     settle_storage(srv, conn, out).await;
     if conn.wal_pending > 0 {
         let seq = std::mem::take(&mut conn.wal_pending);
