@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""A/B of engine builds (and optionally redis-server) on one redis-benchmark row.
+
+For comparing two builds of the engine, where engine_vs_redis.py compares the engine with
+Redis: each round starts every server afresh, pinned to core 0, runs the row with
+redis-benchmark pinned to core 1, and stops it; servers alternate within a round and the
+order flips every round. Per run it prints req/s, the server's CPU per request (user + system,
+and user alone, from /proc/PID/stat) and how busy redis-benchmark was (its CPU over the run's
+wall time): near 100% means the row measures the client's core, and only the CPU columns
+compare the servers.
+
+Usage: tests/bench/engine_ab.py [--rounds 3] [--test get] [--size 128] [--pipeline 16]
+       [--requests 2000000] [--preload] BIN [BIN ...]      (BIN "redis": redis-server)
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_vs_redis import bench, cli, free_port, wait_port  # noqa: E402
+
+
+def proc_cpu(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def start(binary, port):
+    if binary == "redis":
+        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"]
+    else:
+        cmd = [binary, "engine", "--port", str(port), "--threads", "1"]
+    proc = subprocess.Popen(["taskset", "-c", "0", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    cli(port, "PING")
+    return proc
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binaries", nargs="+")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--test", default="get")
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--pipeline", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=2_000_000)
+    ap.add_argument("--preload", action="store_true", help="fill 1,000,000 SETs first (GET then hits)")
+    args = ap.parse_args()
+    names = [b if b == "redis" else os.path.basename(b) for b in args.binaries]
+    print(f"{args.test.upper()} -d {args.size} -P {args.pipeline} -c 50 -r 1000000 -n {args.requests}"
+          f"{', preloaded' if args.preload else ''}; servers on core 0, redis-benchmark on core 1; {args.rounds} rounds")
+    print("| round | server | req/s | CPU µs/req | user µs/req | client busy |")
+    print("|---|---|---|---|---|---|")
+    results = {}
+    for rnd in range(args.rounds):
+        order = list(zip(names, args.binaries))
+        if rnd % 2:
+            order.reverse()
+        for name, binary in order:
+            port = free_port()
+            proc = start(binary, port)
+            try:
+                if args.preload:
+                    bench(port, "set", args.size, 16, 1_000_000)
+                u0, s0 = proc_cpu(proc.pid)
+                rps, busy = bench(port, args.test, args.size, args.pipeline, args.requests)
+                u1, s1 = proc_cpu(proc.pid)
+            finally:
+                proc.terminate()
+                proc.wait()
+            cpu = (u1 - u0 + s1 - s0) * 1e6 / args.requests
+            user = (u1 - u0) * 1e6 / args.requests
+            results.setdefault(name, []).append((rps, cpu, user))
+            print(f"| {rnd + 1} | {name} | {rps:,.0f} | {cpu:.3f} | {user:.3f} | {busy:.0%} |", flush=True)
+    print("\nmedians:")
+    print("| server | req/s | CPU µs/req | user µs/req |")
+    print("|---|---|---|---|")
+    for name in names:
+        rows = results[name]
+        print(f"| {name} | {statistics.median(r[0] for r in rows):,.0f} | {statistics.median(r[1] for r in rows):.3f} "
+              f"| {statistics.median(r[2] for r in rows):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
