@@ -187,7 +187,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
             // Replies are written after every other connection this reactor found readable
             // has run its commands, as Redis writes them before it sleeps: a client reading
             // many connections is woken once per burst instead of once per reply.
-            tokio::task::yield_now().await;
+            behind_ready_tasks().await;
         }
         if !flush(&srv, &mut conn, &mut stream, &mut out).await {
             break;
@@ -202,6 +202,23 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
     srv.monitors.remove(info.id);
     srv.tracking.disable(info.id);
     srv.clients.lock().remove(&info.id);
+}
+
+/// Lets the tasks already queued on this reactor run first, then continues. Unlike
+/// `tokio::task::yield_now`, which holds the wake-up until the I/O driver has been polled
+/// again (so connections that became readable meanwhile run first, and replies wait a whole
+/// round), this goes to the back of the run queue as it stands.
+async fn behind_ready_tasks() {
+    let mut queued = false;
+    std::future::poll_fn(|cx| {
+        if queued {
+            return std::task::Poll::Ready(());
+        }
+        queued = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// How a move went.
