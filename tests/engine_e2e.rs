@@ -6,7 +6,7 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{encode, err, q, Engine, RedisPort};
+use common::{encode, err, info_field, q, Engine, RedisPort};
 use redis::{cmd, Value};
 
 #[test]
@@ -514,6 +514,44 @@ fn malformed_input_gets_protocol_errors_and_close() {
     // The server is still fine.
     let mut c = e.client();
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+#[test]
+fn flushall_and_memory_purge_return_memory_to_the_system() {
+    // The allocator keeps freed pages for reuse; a cache that dropped its data must not stay
+    // at its peak resident size (Redis's jemalloc gives them back too).
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let rss = |c: &mut redis::Connection| info_field(c, "memory", "used_memory_rss");
+    let base = rss(&mut c);
+    let value = "v".repeat(2000);
+    let fill = |c: &mut redis::Connection| {
+        for chunk in 0..50 {
+            let mut p = redis::pipe();
+            for i in 0..1000 {
+                p.cmd("SET").arg(format!("k{chunk}:{i}")).arg(&value).ignore();
+            }
+            p.query::<()>(c).unwrap();
+        }
+    };
+    fill(&mut c);
+    let full = rss(&mut c);
+    assert!(full > base + 80_000_000, "100 MB of values: RSS {base} -> {full}");
+    assert_eq!(q::<String>(&mut c, &["FLUSHALL"]), "OK");
+    let flushed = rss(&mut c);
+    assert!(flushed < base + 30_000_000, "RSS {full} at the peak, still {flushed} after FLUSHALL (base {base})");
+    // Deleted one by one, the memory comes back on MEMORY PURGE.
+    fill(&mut c);
+    for chunk in 0..50 {
+        let mut p = redis::pipe();
+        for i in 0..1000 {
+            p.cmd("DEL").arg(format!("k{chunk}:{i}")).ignore();
+        }
+        p.query::<()>(&mut c).unwrap();
+    }
+    assert_eq!(q::<String>(&mut c, &["MEMORY", "PURGE"]), "OK");
+    let purged = rss(&mut c);
+    assert!(purged < base + 30_000_000, "RSS still {purged} after DEL and MEMORY PURGE (base {base})");
 }
 
 #[test]

@@ -80,6 +80,23 @@ static TUNE_ALLOCATOR: extern "C" fn() = {
     tune
 };
 
+/// Returns the calling thread's free allocator pages, and the arenas' purgeable memory, to
+/// the operating system now rather than when later allocations get round to it: after a
+/// FLUSHALL the resident size drops with the data, as with Redis's jemalloc. Pages other
+/// threads own are returned as those threads allocate again.
+pub fn purge() {
+    #[cfg(not(feature = "alloc-system"))]
+    // SAFETY: mi_collect has no preconditions; it walks this thread's own heap.
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
+    #[cfg(feature = "alloc-system")]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Live heap bytes requested through the counting allocator.
 pub fn used_memory() -> u64 {
     USED.load(Ordering::Relaxed) as u64

@@ -137,6 +137,7 @@ pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     } else if is(argv[1], "DOCTOR") && argv.len() == 2 {
         ctx.out.verbatim("Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n");
     } else if is(argv[1], "PURGE") && argv.len() == 2 {
+        crate::alloc::purge();
         ctx.out.ok();
     } else if is(argv[1], "HELP") {
         ctx.out.help(&["MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "DOCTOR", "MALLOC-STATS", "PURGE", "STATS", "USAGE <key> [SAMPLES <count>]", "HELP"]);

@@ -302,6 +302,7 @@ fn flush_db(ctx: &mut Ctx, db: usize) {
 pub fn flushdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     flush_mode(argv)?;
     flush_db(ctx, ctx.data.db);
+    crate::alloc::purge();
     if crate::tracking::any() {
         ctx.srv.tracking.invalidate_all(&ctx.srv.clients);
     }
@@ -315,6 +316,7 @@ pub fn flushall(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     for db in ctx.conn.ns_base..ctx.conn.ns_base + NUM_DBS {
         flush_db(ctx, db);
     }
+    crate::alloc::purge();
     if crate::tracking::any() {
         ctx.srv.tracking.invalidate_all(&ctx.srv.clients);
     }
