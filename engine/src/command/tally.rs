@@ -1,12 +1,12 @@
 //! A connection's command counters, published to the server's shared statistics in batches.
 //!
 //! Every command bumps its commandstats (calls, microseconds, failures), the commands-processed
-//! total and the keyspace hits/misses: five atomic read-modify-writes, a measurable share of a
-//! pipelined GET. A connection that runs the same command many times in a row (a pipeline)
-//! adds them up here and publishes once: when a different command is about to run (so INFO
-//! or CONFIG RESETSTAT in the same pipeline sees everything before it, as in Redis) and
-//! before its replies are written (so a client that read a reply, and anyone it tells, sees
-//! the command counted). Only data commands are batched: server and connection commands
+//! total and the keyspace hits/misses: four or five locked read-modify-writes, on cache lines
+//! every reactor thread shares. A connection that runs the same command many times in a row
+//! (a pipeline) adds them up here and publishes once: when a different command is about to
+//! run (so INFO or CONFIG RESETSTAT in the same pipeline sees everything before it, as in
+//! Redis) and before its replies are written (so a client that read a reply, and anyone it
+//! tells, sees the command counted). Only data commands are batched: server and connection commands
 //! (INFO, CONFIG RESETSTAT, PING…) are published as they finish, since one may read or reset
 //! the counters the next adds to. Connections not driven by a client's socket (script calls,
 //! WAL replay) publish every command at once.
