@@ -18,22 +18,18 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_redis import bench, cli, free_port, wait_port  # noqa: E402
+from engine_vs_redis import bench, cli, cpu_times, free_port, wait_port  # noqa: E402
 
 
-def proc_cpu(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
-def start(binary, port):
+def start(binary, port, data_dir):
+    """A fresh server pinned to core 0, with nothing to load from `data_dir`."""
     if binary == "redis":
-        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"]
+        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", data_dir]
     else:
-        cmd = [binary, "engine", "--port", str(port), "--threads", "1"]
+        cmd = [binary, "engine", "--port", str(port), "--threads", "1", "--data-dir", data_dir]
     proc = subprocess.Popen(["taskset", "-c", "0", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     cli(port, "PING")
@@ -62,16 +58,17 @@ def main():
             order.reverse()
         for name, binary in order:
             port = free_port()
-            proc = start(binary, port)
-            try:
-                if args.preload:
-                    bench(port, "set", args.size, 16, 1_000_000)
-                u0, s0 = proc_cpu(proc.pid)
-                rps, busy = bench(port, args.test, args.size, args.pipeline, args.requests)
-                u1, s1 = proc_cpu(proc.pid)
-            finally:
-                proc.terminate()
-                proc.wait()
+            with tempfile.TemporaryDirectory(prefix="terrace-ab-") as data_dir:
+                proc = start(binary, port, data_dir)
+                try:
+                    if args.preload:
+                        bench(port, "set", args.size, 16, 1_000_000)
+                    u0, s0 = cpu_times(proc.pid)
+                    rps, busy = bench(port, args.test, args.size, args.pipeline, args.requests)
+                    u1, s1 = cpu_times(proc.pid)
+                finally:
+                    proc.terminate()
+                    proc.wait()
             cpu = (u1 - u0 + s1 - s0) * 1e6 / args.requests
             user = (u1 - u0) * 1e6 / args.requests
             results.setdefault(name, []).append((rps, cpu, user))

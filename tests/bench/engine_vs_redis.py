@@ -87,9 +87,15 @@ def bench(port, test, size, pipeline, n):
     raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
 
 
-def cpu_seconds(pid):
+def cpu_times(pid):
+    """(user, system) CPU seconds of process `pid` so far."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid):
+    return sum(cpu_times(pid))
 
 
 def load_memory_dataset(port, path):
