@@ -186,6 +186,9 @@ struct EngineArgs {
     /// Elastic threads: how long load must stay below elastic_down to fold back, ms [env: TERRACE_ELASTIC_DOWN_MS] [default: 2000]
     #[arg(long)]
     elastic_down_ms: Option<u64>,
+    /// How long a reactor keeps polling its sockets after a read before it sleeps, µs; 0 never spins [env: TERRACE_IDLE_SPIN_US] [default: 50]
+    #[arg(long)]
+    idle_spin_us: Option<u64>,
     /// Data directory [env: TERRACE_DATA_DIR] [default: data]
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -258,6 +261,7 @@ impl EngineArgs {
             elastic_down: self.elastic_down,
             elastic_sample_ms: self.elastic_sample_ms,
             elastic_down_ms: self.elastic_down_ms,
+            idle_spin_us: self.idle_spin_us,
             data_dir: self.data_dir,
             compression: self.compression,
             compression_mode: self.compression_mode,

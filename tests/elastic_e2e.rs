@@ -165,6 +165,7 @@ fn the_controller_scales_up_under_load_and_back_down_when_quiet() {
     assert!(page.contains("terrace_engine_reactors_active 1"), "{page}");
     assert!(page.contains("terrace_engine_scale_ups_total "), "{page}");
     assert!(page.contains("terrace_engine_reactor_busy_ratio{reactor=\"1\"}"), "{page}");
+    assert!(page.contains("terrace_engine_reactor_spin_seconds_total{reactor=\"0\"}"), "{page}");
 }
 
 #[test]
@@ -181,4 +182,21 @@ fn fixed_threads_refuse_run_time_changes_and_bad_settings_are_named() {
     assert!(run(&["--threads", "elastic:0"]).contains("`threads`"));
     assert!(run(&["--threads", "elastic:2", "--elastic-up", "20", "--elastic-down", "30"]).contains("`elastic_down`"));
     assert!(run(&["--elastic-sample-ms", "1"]).contains("`elastic_sample_ms`"));
+    assert!(run(&["--idle-spin-us", "20000"]).contains("`idle_spin_us`"));
+}
+
+#[test]
+fn idle_spinning_is_reported_per_reactor_and_zero_turns_it_off() {
+    let e = Engine::start(&["--threads", "2", "--idle-spin-us", "0"]);
+    let mut c = e.client();
+    for i in 0..2000 {
+        let _: () = q(&mut c, &["SET", "k", &i.to_string()]);
+    }
+    let threads: String = q(&mut c, &["INFO", "threads"]);
+    for reactor in ["reactor0:", "reactor1:"] {
+        let line = threads.lines().find(|l| l.starts_with(reactor)).unwrap_or_else(|| panic!("{threads}"));
+        assert!(line.contains(",spin_ms=0,"), "{line}");
+    }
+    let stats: String = q(&mut c, &["TERRACE.STATS"]);
+    assert!(stats.contains("\"spin_ms\":0"), "{stats}");
 }

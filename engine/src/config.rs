@@ -83,6 +83,8 @@ pub struct EngineSettings {
     pub elastic_down: Option<u32>,
     pub elastic_sample_ms: Option<u64>,
     pub elastic_down_ms: Option<u64>,
+    /// How long a reactor keeps polling after a read before it sleeps, µs (0: never spins).
+    pub idle_spin_us: Option<u64>,
     pub data_dir: Option<PathBuf>,
     pub shard_bits: Option<u32>,
     /// Tenant namespaces an engine can hold (each with its own 16 databases).
@@ -158,6 +160,7 @@ impl EngineSettings {
             elastic_down: self.elastic_down.or(other.elastic_down),
             elastic_sample_ms: self.elastic_sample_ms.or(other.elastic_sample_ms),
             elastic_down_ms: self.elastic_down_ms.or(other.elastic_down_ms),
+            idle_spin_us: self.idle_spin_us.or(other.idle_spin_us),
             data_dir: self.data_dir.or(other.data_dir),
             shard_bits: self.shard_bits.or(other.shard_bits),
             namespaces: self.namespaces.or(other.namespaces),
@@ -220,6 +223,7 @@ impl EngineSettings {
             elastic_down: number(var("TERRACE_ELASTIC_DOWN"), "TERRACE_ELASTIC_DOWN")?,
             elastic_sample_ms: number(var("TERRACE_ELASTIC_SAMPLE_MS"), "TERRACE_ELASTIC_SAMPLE_MS")?,
             elastic_down_ms: number(var("TERRACE_ELASTIC_DOWN_MS"), "TERRACE_ELASTIC_DOWN_MS")?,
+            idle_spin_us: number(var("TERRACE_IDLE_SPIN_US"), "TERRACE_IDLE_SPIN_US")?,
             data_dir: var("TERRACE_DATA_DIR").map(PathBuf::from),
             shard_bits,
             namespaces: match var("TERRACE_NAMESPACES") {
@@ -337,6 +341,11 @@ impl EngineSettings {
             }
         };
         let elastic = resolve_elastic(threads, self.elastic_up, self.elastic_down, self.elastic_sample_ms, self.elastic_down_ms)?;
+        let idle_spin = match self.idle_spin_us {
+            None => d.idle_spin,
+            Some(us) if us <= MAX_IDLE_SPIN_US => std::time::Duration::from_micros(us),
+            Some(us) => return Err(ConfigError::Invalid { key: "idle_spin_us".into(), reason: format!("{us} is above {MAX_IDLE_SPIN_US} (microseconds; 0 turns spinning off)") }),
+        };
         let shard_bits = self.shard_bits.unwrap_or(d.shard_bits);
         if shard_bits > 8 {
             return Err(ConfigError::Invalid { key: "shard_bits".into(), reason: format!("{shard_bits} is above 8") });
@@ -371,6 +380,7 @@ impl EngineSettings {
             maxmemory_policy,
             threads,
             elastic,
+            idle_spin,
             data_dir,
             shard_bits,
             wal,
@@ -389,6 +399,8 @@ pub struct EngineConfig {
     pub maxmemory_policy: Policy,
     pub threads: Threads,
     pub elastic: crate::server::elastic::ElasticConfig,
+    /// How long a reactor polls after a read before it sleeps (zero: it never spins).
+    pub idle_spin: std::time::Duration,
     pub data_dir: PathBuf,
     /// log2 of shards per database.
     pub shard_bits: u32,
@@ -540,6 +552,12 @@ fn resolve_tier(
     Ok(Some(crate::tier::TierConfig { pmem_path, pmem_size, dram_max, policy, promote_hits }))
 }
 
+/// `idle_spin_us`'s default: the value Linux's ip-sysctl documentation recommends for socket
+/// busy polling (`net.core.busy_read`) with several sockets.
+pub const DEFAULT_IDLE_SPIN_US: u64 = 50;
+/// Past this, spinning would just be burning a core.
+const MAX_IDLE_SPIN_US: u64 = 10_000;
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
@@ -550,6 +568,7 @@ impl Default for EngineConfig {
             maxmemory_policy: Policy::NoEviction,
             threads: Threads::default_elastic(),
             elastic: Default::default(),
+            idle_spin: std::time::Duration::from_micros(DEFAULT_IDLE_SPIN_US),
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
             namespaces: 16,
@@ -612,6 +631,16 @@ mod tests {
         assert!(e.contains("maxmemory_policy"), "{e}");
         let bad = EngineSettings { maxmemory: Some(toml::Value::String("lots".into())), ..Default::default() };
         assert!(bad.resolve().unwrap_err().to_string().contains("`maxmemory`"));
+    }
+
+    #[test]
+    fn idle_spin_defaults_turns_off_at_zero_and_refuses_a_busy_loop() {
+        let spin = |us: Option<u64>| EngineSettings { idle_spin_us: us, ..Default::default() }.resolve().map(|c| c.idle_spin);
+        assert_eq!(spin(None).unwrap(), std::time::Duration::from_micros(DEFAULT_IDLE_SPIN_US));
+        assert!(spin(Some(0)).unwrap().is_zero());
+        assert_eq!(spin(Some(200)).unwrap(), std::time::Duration::from_micros(200));
+        let e = spin(Some(MAX_IDLE_SPIN_US + 1)).unwrap_err().to_string();
+        assert!(e.contains("`idle_spin_us`"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,7 @@ For comparing two builds of the engine, where engine_vs_redis.py compares the en
 Redis: each round starts every server afresh, pinned to core 0, runs the row with
 redis-benchmark pinned to core 1, and stops it; servers alternate within a round and the
 order flips every round. Per run it prints req/s, the server's CPU per request (user + system,
-and user alone, from /proc/PID/stat) and how busy redis-benchmark was (its CPU over the run's
+and user alone, from /proc/PID/stat; of it, the engine's idle spinning) and how busy redis-benchmark was (its CPU over the run's
 wall time): near 100% means the row measures the client's core, and only the CPU columns
 compare the servers.
 
@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_redis import bench, cli, cpu_times, free_port, wait_port  # noqa: E402
+from engine_vs_redis import bench, cli, cpu_times, free_port, spin_seconds, wait_port  # noqa: E402
 
 
 def start(binary, port, data_dir):
@@ -49,8 +49,8 @@ def main():
     names = [b if b == "redis" else os.path.basename(b) for b in args.binaries]
     print(f"{args.test.upper()} -d {args.size} -P {args.pipeline} -c 50 -r 1000000 -n {args.requests}"
           f"{', preloaded' if args.preload else ''}; servers on core 0, redis-benchmark on core 1; {args.rounds} rounds")
-    print("| round | server | req/s | CPU µs/req | user µs/req | client busy |")
-    print("|---|---|---|---|---|---|")
+    print("| round | server | req/s | CPU µs/req | user µs/req | spin µs/req | client busy |")
+    print("|---|---|---|---|---|---|---|")
     results = {}
     for rnd in range(args.rounds):
         order = list(zip(names, args.binaries))
@@ -64,22 +64,24 @@ def main():
                     if args.preload:
                         bench(port, "set", args.size, 16, 1_000_000)
                     u0, s0 = cpu_times(proc.pid)
+                    spin0 = spin_seconds(port)
                     rps, busy = bench(port, args.test, args.size, args.pipeline, args.requests)
                     u1, s1 = cpu_times(proc.pid)
+                    spin = (spin_seconds(port) - spin0) * 1e6 / args.requests
                 finally:
                     proc.terminate()
                     proc.wait()
             cpu = (u1 - u0 + s1 - s0) * 1e6 / args.requests
             user = (u1 - u0) * 1e6 / args.requests
-            results.setdefault(name, []).append((rps, cpu, user))
-            print(f"| {rnd + 1} | {name} | {rps:,.0f} | {cpu:.3f} | {user:.3f} | {busy:.0%} |", flush=True)
+            results.setdefault(name, []).append((rps, cpu, user, spin))
+            print(f"| {rnd + 1} | {name} | {rps:,.0f} | {cpu:.3f} | {user:.3f} | {spin:.3f} | {busy:.0%} |", flush=True)
     print("\nmedians:")
-    print("| server | req/s | CPU µs/req | user µs/req |")
-    print("|---|---|---|---|")
+    print("| server | req/s | CPU µs/req | user µs/req | spin µs/req |")
+    print("|---|---|---|---|---|")
     for name in names:
         rows = results[name]
         print(f"| {name} | {statistics.median(r[0] for r in rows):,.0f} | {statistics.median(r[1] for r in rows):.3f} "
-              f"| {statistics.median(r[2] for r in rows):.3f} |")
+              f"| {statistics.median(r[2] for r in rows):.3f} | {statistics.median(r[3] for r in rows):.3f} |")
 
 
 if __name__ == "__main__":

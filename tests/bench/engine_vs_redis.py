@@ -11,6 +11,8 @@ which also moves with how the two processes are scheduled. The last columns say 
 redis-benchmark itself was (its CPU time over the run's wall time, from getrusage): a row
 where the client is near 100% in both servers' runs measures the client's core, not the
 servers, and its req/s ratio is the client's noise; the CPU per request still compares them.
+The engine's CPU includes idle spinning (`idle_spin_us`: polling for the next request instead
+of sleeping); the "terrace spin" column says how much of it that was (INFO threads spin_ms).
 
 Then memory: 1,000,000 SETs of 100-byte values under 16-byte keys, loaded with redis-cli --pipe;
 bytes per key from INFO used_memory and from the process RSS.
@@ -92,6 +94,13 @@ def cpu_times(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def spin_seconds(port):
+    """The engine's reactors' idle spinning so far (INFO threads spin_ms); 0 for redis."""
+    text = cli(port, "INFO", "threads")
+    return sum(int(part.split("=")[1]) for part in text.replace("\r", "").replace("\n", ",").split(",")
+               if part.startswith("spin_ms=")) / 1000
 
 
 def cpu_seconds(pid):
@@ -181,9 +190,10 @@ def run_throughput(servers, args, tests, sizes, pipelines):
             for size in sizes:
                 for test in tests:
                     for name, port, proc in order:
-                        cpu0 = cpu_seconds(proc.pid)
+                        cpu0, spin0 = cpu_seconds(proc.pid), spin_seconds(port)
                         rps, client_busy = bench(port, test, size, pipeline, n)
                         cpu_us = (cpu_seconds(proc.pid) - cpu0) * 1e6 / n
+                        results.setdefault((test, size, pipeline, name, "spin"), []).append((spin_seconds(port) - spin0) * 1e6 / n)
                         results.setdefault((test, size, pipeline, name), []).append(rps)
                         results.setdefault((test, size, pipeline, name, "client"), []).append(client_busy)
                         results.setdefault((test, size, pipeline, name, "cpu"), []).append(cpu_us)
@@ -191,9 +201,9 @@ def run_throughput(servers, args, tests, sizes, pipelines):
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
 
     print()
-    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis | redis CPU µs/req | terrace CPU µs/req | CPU redis/terrace "
-          "| client busy (redis run) | client busy (terrace run) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis | redis CPU µs/req | terrace CPU µs/req | terrace spin µs/req "
+          "| CPU redis/terrace | client busy (redis run) | client busy (terrace run) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios, cpu_ratios, client_bound = [], [], 0
     for pipeline in pipelines:
         for size in sizes:
@@ -202,12 +212,13 @@ def run_throughput(servers, args, tests, sizes, pipelines):
                 t = statistics.median(results[(test, size, pipeline, "terrace")])
                 rc = statistics.median(results[(test, size, pipeline, "redis", "cpu")])
                 tc = statistics.median(results[(test, size, pipeline, "terrace", "cpu")])
+                ts = statistics.median(results[(test, size, pipeline, "terrace", "spin")])
                 ratios.append(t / r)
                 cpu_ratios.append(rc / tc if tc else float("nan"))
                 rb = statistics.median(results[(test, size, pipeline, "redis", "client")])
                 tb = statistics.median(results[(test, size, pipeline, "terrace", "client")])
                 client_bound += rb >= 0.95 and tb >= 0.95
-                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} | {rc:.2f} | {tc:.2f} | {cpu_ratios[-1]:.2f} "
+                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} | {rc:.2f} | {tc:.2f} | {ts:.2f} | {cpu_ratios[-1]:.2f} "
                       f"| {rb:.0%} | {tb:.0%} |")
     print(f"\nthroughput: median ratio {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
     print(f"CPU per request (redis/terrace, > 1 means terrace is cheaper): median {statistics.median(cpu_ratios):.2f}, "

@@ -95,6 +95,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
             Some(Ok(0) | Err(_)) => break,
             Some(Ok(n)) => n,
         };
+        super::spin::note_read();
         srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
         info.last_active_ms.store(srv.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         loop {

@@ -32,6 +32,7 @@ pub fn render(srv: &Server) -> String {
     gauge("terrace_engine_reactor_demand_ratio", "Share of the last sample a reactor ran or waited for a core.", "gauge", &per(&|st| st.demand_permille.load(Ordering::Relaxed) as f64 / 1000.0));
     gauge("terrace_engine_reactor_connections", "Connections a reactor serves.", "gauge", &per(&|st| st.connections.load(Ordering::Relaxed) as f64));
     gauge("terrace_engine_reactor_cpu_seconds_total", "CPU time of a reactor thread.", "counter", &per(&|st| st.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9));
+    gauge("terrace_engine_reactor_spin_seconds_total", "Of a reactor's CPU time, the part spent polling with nothing to do (idle_spin_us).", "counter", &per(&|st| st.spin_ns.load(Ordering::Relaxed) as f64 / 1e9));
     s
 }
 

@@ -12,6 +12,7 @@ pub mod cron;
 pub mod elastic;
 pub mod metrics;
 pub mod namespaces;
+pub mod spin;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -438,6 +439,9 @@ fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::Unbounde
     srv.reactors.started(index);
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
+        if !srv.config.idle_spin.is_zero() {
+            tokio::task::spawn_local(spin::run(srv.clone(), index, srv.config.idle_spin));
+        }
         while let Some(handoff) = rx.recv().await {
             let (std_stream, info, carried) = match handoff {
                 Handoff::New(s, info) => (s, info, None),
