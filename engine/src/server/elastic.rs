@@ -143,6 +143,35 @@ struct Sampled {
     contended_at: Option<Instant>,
 }
 
+/// What one sample says of a reactor.
+#[derive(Debug, PartialEq)]
+struct Reading {
+    /// Share of the interval it worked (CPU less spinning), and worked or waited for a CPU.
+    busy: f64,
+    demand: f64,
+    /// Whether it should sleep rather than spin.
+    spin_paused: bool,
+}
+
+impl Sampled {
+    /// Takes the reactor's counters now (`wait`: None when the kernel does not say) over an
+    /// interval of `wall`, and moves on to them.
+    fn next(&mut self, cpu: u64, wait: Option<u64>, spin: u64, now: Instant, wall: Duration) -> Reading {
+        let wall = wall.as_nanos().max(1) as f64;
+        let ran = cpu.saturating_sub(self.cpu).saturating_sub(spin.saturating_sub(self.spin)) as f64;
+        let waited = wait.map_or(0.0, |w| w.saturating_sub(self.wait) as f64);
+        if wait.is_none() || waited / wall > SPIN_CONTENDED {
+            self.contended_at = Some(now);
+        }
+        *self = Sampled { cpu, wait: wait.unwrap_or(self.wait), spin, ..*self };
+        Reading {
+            busy: (ran / wall).min(1.0),
+            demand: ((ran + waited) / wall).min(1.0),
+            spin_paused: self.contended_at.is_some_and(|t| now.duration_since(t) < SPIN_HOLD_OFF),
+        }
+    }
+}
+
 /// The reactors and the elastic state.
 pub struct Reactors {
     pub elastic: bool,
@@ -236,38 +265,26 @@ impl Reactors {
     /// that waited for a CPU, or whose wait cannot be read, stops spinning for a while.
     fn sample(&self, last: &mut [Sampled], now: Instant, wall: Duration) -> Vec<f64> {
         let active = self.active.load(Ordering::Relaxed);
-        let wall = wall.as_nanos().max(1) as f64;
         let mut demand = Vec::with_capacity(active);
         for (i, st) in self.stats.iter().enumerate() {
             if !st.clock_set.load(Ordering::Acquire) {
                 continue;
             }
             let (cpu, wait) = match schedstat(st.tid.load(Ordering::Relaxed)) {
-                Some(s) => s,
+                Some((cpu, wait)) => (cpu, Some(wait)),
                 None => match clock_ns(st.clock.load(Ordering::Relaxed) as libc::clockid_t) {
-                    Some(cpu) => {
-                        last[i].contended_at = Some(now);
-                        (cpu, last[i].wait)
-                    }
+                    Some(cpu) => (cpu, None),
                     None => continue,
                 },
             };
-            let spin = st.spin_ns.load(Ordering::Relaxed);
-            let ran = cpu.saturating_sub(last[i].cpu).saturating_sub(spin.saturating_sub(last[i].spin)) as f64;
-            let waited = wait.saturating_sub(last[i].wait) as f64;
-            let busy = (ran / wall).min(1.0);
-            let wants = ((ran + waited) / wall).min(1.0);
-            if waited / wall > SPIN_CONTENDED {
-                last[i].contended_at = Some(now);
-            }
-            st.spin_paused.store(last[i].contended_at.is_some_and(|t| now.duration_since(t) < SPIN_HOLD_OFF), Ordering::Relaxed);
-            last[i] = Sampled { cpu, wait, spin, ..last[i] };
+            let r = last[i].next(cpu, wait, st.spin_ns.load(Ordering::Relaxed), now, wall);
+            st.spin_paused.store(r.spin_paused, Ordering::Relaxed);
             st.cpu_ns.store(cpu, Ordering::Relaxed);
-            st.wait_ns.store(wait, Ordering::Relaxed);
-            st.busy_permille.store((busy * 1000.0) as u32, Ordering::Relaxed);
-            st.demand_permille.store((wants * 1000.0) as u32, Ordering::Relaxed);
+            st.wait_ns.store(last[i].wait, Ordering::Relaxed);
+            st.busy_permille.store((r.busy * 1000.0) as u32, Ordering::Relaxed);
+            st.demand_permille.store((r.demand * 1000.0) as u32, Ordering::Relaxed);
             if i < active {
-                demand.push(wants);
+                demand.push(r.demand);
             }
         }
         demand
@@ -402,6 +419,28 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn spinning_is_not_demand_and_a_contended_core_pauses_it_for_a_second() {
+        let t0 = Instant::now();
+        let at = |n: u64| t0 + ms(n);
+        let mut s = Sampled::default();
+        // 100 ms: 90 ms of CPU of which 60 spinning, 1 ms waiting for a CPU.
+        let r = s.next(90_000_000, Some(1_000_000), 60_000_000, at(100), ms(100));
+        assert!((r.busy - 0.30).abs() < 1e-9 && (r.demand - 0.31).abs() < 1e-9, "{r:?}");
+        assert!(!r.spin_paused);
+        // Next 100 ms: 30 ms waiting — other work wants the core.
+        let r = s.next(150_000_000, Some(31_000_000), 100_000_000, at(200), ms(100));
+        assert!((r.busy - 0.20).abs() < 1e-9 && (r.demand - 0.50).abs() < 1e-9, "{r:?}");
+        assert!(r.spin_paused);
+        // Quiet samples: still paused until a second has passed since the contended one.
+        let r = s.next(160_000_000, Some(31_000_000), 100_000_000, at(1100), ms(900));
+        assert!(r.spin_paused);
+        let r = s.next(170_000_000, Some(32_000_000), 100_000_000, at(1200), ms(100));
+        assert!(!r.spin_paused, "{r:?}");
+        // Without the kernel's run-queue wait there is no telling: no spinning.
+        assert!(s.next(180_000_000, None, 100_000_000, at(1300), ms(100)).spin_paused);
     }
 
     #[test]
