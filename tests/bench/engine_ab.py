@@ -5,9 +5,9 @@ For comparing two builds of the engine, where engine_vs_redis.py compares the en
 Redis: each round starts every server afresh, pinned to core 0, runs the row with
 redis-benchmark pinned to core 1, and stops it; servers alternate within a round and the
 order flips every round. Per run it prints req/s, the server's CPU per request (user + system,
-and user alone, from /proc/PID/stat; of it, the engine's idle spinning) and how busy redis-benchmark was (its CPU over the run's
-wall time): near 100% means the row measures the client's core, and only the CPU columns
-compare the servers.
+and user alone, from /proc/PID/stat; and how much of it the engine spent idle spinning) and
+how busy redis-benchmark was (its CPU over the run's wall time): near 100% means the row
+measures the client's core, and only the CPU columns compare the servers.
 
 Usage: tests/bench/engine_ab.py [--rounds 3] [--test get] [--size 128] [--pipeline 16]
        [--requests 2000000] [--preload] BIN [BIN ...]      (BIN "redis": redis-server)
