@@ -13,6 +13,11 @@ where the client is near 100% in both servers' runs measures the client's core, 
 servers, and its req/s ratio is the client's noise; the CPU per request still compares them.
 The engine's CPU includes idle spinning (`idle_spin_us`: polling for the next request instead
 of sleeping); the "terrace spin" column says how much of it that was (INFO threads spin_ms).
+"rounds ahead" counts the rounds in which terrace's run beat the redis run next to it in time.
+
+Unpipelined rows send 1,000,000 requests (~11 s per run), pipelined rows 2,000,000: at 300,000
+unpipelined requests (~3 s) single runs of either server moved by up to ±10% on this shared
+machine, which was more than the difference being measured.
 
 Then memory: 1,000,000 SETs of 100-byte values under 16-byte keys, loaded with redis-cli --pipe;
 bytes per key from INFO used_memory and from the process RSS.
@@ -186,7 +191,7 @@ def run_throughput(servers, args, tests, sizes, pipelines):
     for rnd in range(args.rounds):
         order = servers if rnd % 2 == 0 else list(reversed(servers))
         for pipeline in pipelines:
-            n = (2_000_000 if pipeline > 1 else 300_000) // (10 if args.quick else 1)
+            n = (2_000_000 if pipeline > 1 else 1_000_000) // (10 if args.quick else 1)
             for size in sizes:
                 for test in tests:
                     for name, port, proc in order:
@@ -201,15 +206,17 @@ def run_throughput(servers, args, tests, sizes, pipelines):
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
 
     print()
-    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis | redis CPU µs/req | terrace CPU µs/req | terrace spin µs/req "
-          "| CPU redis/terrace | client busy (redis run) | client busy (terrace run) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| test | -d | -P | redis req/s | terrace req/s | terrace/redis | rounds ahead | redis CPU µs/req | terrace CPU µs/req "
+          "| terrace spin µs/req | CPU redis/terrace | client busy (redis run) | client busy (terrace run) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios, cpu_ratios, client_bound = [], [], 0
     for pipeline in pipelines:
         for size in sizes:
             for test in tests:
                 r = statistics.median(results[(test, size, pipeline, "redis")])
                 t = statistics.median(results[(test, size, pipeline, "terrace")])
+                ahead = sum(tr > rr for tr, rr in zip(results[(test, size, pipeline, "terrace")],
+                                                      results[(test, size, pipeline, "redis")]))
                 rc = statistics.median(results[(test, size, pipeline, "redis", "cpu")])
                 tc = statistics.median(results[(test, size, pipeline, "terrace", "cpu")])
                 ts = statistics.median(results[(test, size, pipeline, "terrace", "spin")])
@@ -218,7 +225,8 @@ def run_throughput(servers, args, tests, sizes, pipelines):
                 rb = statistics.median(results[(test, size, pipeline, "redis", "client")])
                 tb = statistics.median(results[(test, size, pipeline, "terrace", "client")])
                 client_bound += rb >= 0.95 and tb >= 0.95
-                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} | {rc:.2f} | {tc:.2f} | {ts:.2f} | {cpu_ratios[-1]:.2f} "
+                print(f"| {test.upper()} | {size} | {pipeline} | {r:,.0f} | {t:,.0f} | {t / r:.2f} | {ahead}/{args.rounds} "
+                      f"| {rc:.2f} | {tc:.2f} | {ts:.2f} | {cpu_ratios[-1]:.2f} "
                       f"| {rb:.0%} | {tb:.0%} |")
     print(f"\nthroughput: median ratio {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
     print(f"CPU per request (redis/terrace, > 1 means terrace is cheaper): median {statistics.median(cpu_ratios):.2f}, "
