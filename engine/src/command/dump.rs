@@ -126,7 +126,7 @@ pub(crate) fn encode_object(value: ValueRef, key: Option<&[u8]>, out: &mut Vec<u
         }
         ValueRef::Coll(Collection::ZSet(z)) => {
             put_len(out, z.len());
-            for e in &z.tree {
+            for e in z.tree.iter() {
                 put_str(out, &e.member);
                 out.extend_from_slice(&e.score.to_le_bytes());
             }

@@ -1,7 +1,5 @@
 //! Sorted set commands.
 
-use std::ops::Bound;
-
 use super::args::{count, err, float, int, is, parse_f64, timeout, CmdError};
 use super::hash::{parse_cursor, random_picks, scan_page, write_scan};
 use super::keys::ScanOpts;
@@ -94,62 +92,68 @@ pub enum RangeBy {
     Lex(LexBound, LexBound),
 }
 
-/// Iterates the tree between two scores (ascending or descending).
-fn score_iter<'a>(z: &'a ZSet, min: f64, max: f64, rev: bool) -> Box<dyn Iterator<Item = &'a ScoredMember> + 'a> {
-    if min > max {
-        return Box::new(std::iter::empty());
-    }
-    let lo = if min == f64::NEG_INFINITY {
-        Bound::Unbounded
-    } else {
-        Bound::Included(ScoredMember { score: min, member: Box::default() })
-    };
-    let hi = if max == f64::INFINITY {
-        Bound::Unbounded
-    } else {
-        Bound::Excluded(ScoredMember { score: max.next_up(), member: Box::default() })
-    };
-    let r = z.tree.range((lo, hi));
-    if rev { Box::new(r.rev()) } else { Box::new(r) }
-}
-
-/// Selects elements; `min`/`max` are in ascending terms whatever `rev` is.
-pub fn select(z: &ZSet, by: &RangeBy, rev: bool, offset: i64, limit: i64) -> Vec<(Bytes, f64)> {
-    let take = |it: &mut dyn Iterator<Item = &ScoredMember>| -> Vec<(Bytes, f64)> {
-        if offset < 0 {
-            return Vec::new();
-        }
-        let it = it.skip(offset as usize);
-        let v: Box<dyn Iterator<Item = &ScoredMember>> =
-            if limit < 0 { Box::new(it) } else { Box::new(it.take(limit as usize)) };
-        v.map(|e| (e.member.clone(), e.score)).collect()
-    };
-    match by {
+/// What `by` covers, as ascending ranks `[start, end)`, in O(log n); `rev` reads a rank range
+/// from the end. `None` for lex bounds on a set whose scores differ: its members are then not
+/// in lex order and only a scan answers (Redis leaves that case unspecified; we filter every
+/// member, so the answer does not depend on the layout).
+fn span(z: &ZSet, by: &RangeBy, rev: bool) -> Option<(usize, usize)> {
+    let (start, end) = match by {
         RangeBy::Rank(s, e) => match super::args::range(*s, *e, z.len()) {
-            None => Vec::new(),
-            Some((s, e)) => {
-                let n = e - s + 1;
-                if rev {
-                    z.tree.iter().rev().skip(s).take(n).map(|e| (e.member.clone(), e.score)).collect()
-                } else {
-                    z.tree.iter().skip(s).take(n).map(|e| (e.member.clone(), e.score)).collect()
-                }
-            }
+            None => (0, 0),
+            Some((s, e)) if rev => (z.len() - 1 - e, z.len() - s),
+            Some((s, e)) => (s, e + 1),
         },
         RangeBy::Score(min, max) => {
-            let mut it = score_iter(z, min.v, max.v, rev).filter(|e| min.above_min(e.score) && max.below_max(e.score));
-            take(&mut it)
+            (z.tree.rank_by(|e| !min.above_min(e.score)), z.tree.rank_by(|e| max.below_max(e.score)))
         }
         RangeBy::Lex(min, max) => {
-            let fwd = z.tree.iter().filter(|e| min.above_min(&e.member) && max.below_max(&e.member));
-            if rev {
-                let mut it = z.tree.iter().rev().filter(|e| min.above_min(&e.member) && max.below_max(&e.member));
-                take(&mut it)
-            } else {
-                let mut it = fwd;
-                take(&mut it)
+            let (Some(first), Some(last)) = (z.tree.first(), z.tree.last()) else { return Some((0, 0)) };
+            if first.score.total_cmp(&last.score) != std::cmp::Ordering::Equal {
+                return None;
             }
+            (z.tree.rank_by(|e| !min.above_min(&e.member)), z.tree.rank_by(|e| max.below_max(&e.member)))
         }
+    };
+    Some((start, end.max(start)))
+}
+
+/// Every member within lex bounds, by a scan (for sets of mixed scores; see `span`).
+fn lex_scan<'a>(z: &'a ZSet, min: &'a LexBound, max: &'a LexBound, rev: bool) -> impl Iterator<Item = &'a ScoredMember> + 'a {
+    let from = if rev { z.len().saturating_sub(1) } else { 0 };
+    z.tree.iter_from(from, z.len(), rev).filter(move |e| min.above_min(&e.member) && max.below_max(&e.member))
+}
+
+/// How many elements `by` covers (ZCOUNT, ZLEXCOUNT), without visiting them.
+fn count_in(z: &ZSet, by: &RangeBy) -> usize {
+    match (span(z, by, false), by) {
+        (Some((start, end)), _) => end - start,
+        (None, RangeBy::Lex(min, max)) => lex_scan(z, min, max, false).count(),
+        (None, _) => unreachable!("only lex bounds need a scan"),
+    }
+}
+
+/// Selects elements; `min`/`max` are in ascending terms whatever `rev` is. `offset` and
+/// `limit` (LIMIT; -1: no limit) apply to score and lex ranges.
+pub fn select(z: &ZSet, by: &RangeBy, rev: bool, offset: i64, limit: i64) -> Vec<(Bytes, f64)> {
+    let pair = |e: &ScoredMember| (e.member.clone(), e.score);
+    if offset < 0 && !matches!(by, RangeBy::Rank(..)) {
+        return Vec::new();
+    }
+    let (skip, limit) = match by {
+        RangeBy::Rank(..) => (0, usize::MAX),
+        _ => (offset as usize, usize::try_from(limit).unwrap_or(usize::MAX)),
+    };
+    match (span(z, by, rev), by) {
+        (Some((start, end)), _) => {
+            let n = (end - start).saturating_sub(skip).min(limit);
+            if n == 0 {
+                return Vec::new();
+            }
+            let from = if rev { end - 1 - skip } else { start + skip };
+            z.tree.iter_from(from, n, rev).map(pair).collect()
+        }
+        (None, RangeBy::Lex(min, max)) => lex_scan(z, min, max, rev).skip(skip).take(limit).map(pair).collect(),
+        (None, _) => unreachable!("only lex bounds need a scan"),
     }
 }
 
@@ -301,14 +305,14 @@ pub fn zcard(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 pub fn zcount(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let by = RangeBy::Score(score_bound(argv[2])?, score_bound(argv[3])?);
-    let n = zset(&mut ctx.data, argv[1])?.map(|z| select(z, &by, false, 0, -1).len()).unwrap_or(0);
+    let n = zset(&mut ctx.data, argv[1])?.map(|z| count_in(z, &by)).unwrap_or(0);
     ctx.out.int(n as i64);
     Ok(())
 }
 
 pub fn zlexcount(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let by = RangeBy::Lex(lex_bound(argv[2])?, lex_bound(argv[3])?);
-    let n = zset(&mut ctx.data, argv[1])?.map(|z| select(z, &by, false, 0, -1).len()).unwrap_or(0);
+    let n = zset(&mut ctx.data, argv[1])?.map(|z| count_in(z, &by)).unwrap_or(0);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -498,7 +502,7 @@ pub fn zremrangebylex(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 fn pop_n(z: &mut ZSet, max: bool, n: usize) -> Vec<(Bytes, f64)> {
     let mut out = Vec::with_capacity(n.min(z.len()));
     for _ in 0..n {
-        let first = if max { z.tree.iter().next_back() } else { z.tree.iter().next() };
+        let first = if max { z.tree.last() } else { z.tree.first() };
         let Some(e) = first.cloned() else { break };
         z.remove(&e.member);
         out.push((e.member, e.score));

@@ -8,6 +8,7 @@
 pub mod access;
 pub mod entry;
 pub mod eviction;
+pub mod ranked;
 pub mod shard;
 pub mod stream;
 pub mod value;

@@ -5,12 +5,13 @@
 //! HRANDFIELD, ZRANDMEMBER) and cursor iteration by bucket index (HSCAN, SSCAN, ZSCAN).
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::LazyLock;
 
 use hashbrown::HashTable;
 
 use super::entry::Kind;
+use super::ranked::RankedSet;
 use super::stream::Stream;
 
 pub type Bytes = Box<[u8]>;
@@ -123,13 +124,19 @@ impl Ord for ScoredMember {
     }
 }
 
-/// A sorted set: member → score, plus the (score, member) order.
-///
-/// Rank queries walk the B-tree (O(rank)); an order-statistic tree is a later improvement.
+impl ScoredMember {
+    /// This element compared with `(score, member)`, in the set's order, without building one.
+    pub fn cmp_to(&self, score: f64, member: &[u8]) -> Ordering {
+        self.score.total_cmp(&score).then_with(|| (*self.member).cmp(member))
+    }
+}
+
+/// A sorted set: member → score, plus the (score, member) order with ranks (O(log n) rank,
+/// select and range counts, as Redis's skiplist gives them).
 #[derive(Clone, Default)]
 pub struct ZSet {
     pub dict: BytesMap<f64>,
-    pub tree: BTreeSet<ScoredMember>,
+    pub tree: RankedSet<ScoredMember>,
 }
 
 impl ZSet {
@@ -146,28 +153,30 @@ impl ZSet {
     pub fn insert(&mut self, m: &[u8], score: f64) -> Option<f64> {
         let score = if score == 0.0 { 0.0 } else { score }; // fold -0 into 0
         let old = self.dict.insert(m, score);
-        if let Some(o) = old {
-            if o.total_cmp(&score) == Ordering::Equal {
-                return old;
-            }
-            self.tree.remove(&ScoredMember { score: o, member: m.into() });
-        }
-        self.tree.insert(ScoredMember { score, member: m.into() });
+        let element = match old {
+            Some(o) if o.total_cmp(&score) == Ordering::Equal => return old,
+            // Rescored: the element moves, keeping its member's allocation.
+            Some(o) => match self.tree.remove_by(|e| e.cmp_to(o, m)) {
+                Some(e) => ScoredMember { score, member: e.member },
+                None => ScoredMember { score, member: m.into() },
+            },
+            None => ScoredMember { score, member: m.into() },
+        };
+        self.tree.insert(element);
         old
     }
     pub fn remove(&mut self, m: &[u8]) -> Option<f64> {
         let old = self.dict.remove(m)?;
-        self.tree.remove(&ScoredMember { score: old, member: m.into() });
+        self.tree.remove_by(|e| e.cmp_to(old, m));
         Some(old)
     }
     /// 0-based rank in ascending order.
     pub fn rank(&self, m: &[u8]) -> Option<usize> {
         let s = self.score(m)?;
-        let probe = ScoredMember { score: s, member: m.into() };
-        Some(self.tree.range(..&probe).count())
+        Some(self.tree.rank_by(|e| e.cmp_to(s, m) == Ordering::Less))
     }
     pub fn heap_size(&self) -> usize {
-        self.dict.heap_size() + self.tree.iter().map(|e| e.member.len() + 40).sum::<usize>()
+        self.dict.heap_size() + self.tree.heap_bytes() + self.tree.iter().map(|e| e.member.len()).sum::<usize>()
     }
 }
 
