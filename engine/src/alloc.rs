@@ -97,6 +97,19 @@ pub fn purge() {
     }
 }
 
+/// Returns memory freed longer ago than mimalloc's purge delay to the operating system,
+/// process-wide (mimalloc does this itself only on later allocator calls, so an engine that
+/// goes quiet after freeing a big block — a hash table that just doubled, say — would keep it
+/// resident). Cheap: the calling thread's small heap and the arenas' due purges. The cron
+/// calls it once a second.
+pub fn release_freed() {
+    #[cfg(not(feature = "alloc-system"))]
+    // SAFETY: mi_collect has no preconditions; unforced, it purges only what is due.
+    unsafe {
+        libmimalloc_sys::mi_collect(false);
+    }
+}
+
 /// Live heap bytes requested through the counting allocator.
 pub fn used_memory() -> u64 {
     USED.load(Ordering::Relaxed) as u64

@@ -1,5 +1,5 @@
 //! Periodic work (every 100 ms, as Redis's `hz 10`): active expiry, the ops/sec sample, and
-//! giving table memory back after mass deletions. It runs on the control thread and never
+//! giving table memory back after mass deletions (and freed memory to the OS once a second). It runs on the control thread and never
 //! waits for a shard lock, so a long script or transaction can't stall accepting clients.
 
 use std::sync::atomic::Ordering;
@@ -52,6 +52,7 @@ pub async fn run(srv: Arc<Server>) {
                     shard.maybe_shrink();
                 }
             }
+            crate::alloc::release_freed();
         }
     }
 }
