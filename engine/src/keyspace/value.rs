@@ -120,7 +120,7 @@ impl PartialOrd for ScoredMember {
 }
 impl Ord for ScoredMember {
     fn cmp(&self, o: &Self) -> Ordering {
-        self.score.total_cmp(&o.score).then_with(|| self.member.cmp(&o.member))
+        self.cmp_to(o.score, &o.member)
     }
 }
 
