@@ -125,6 +125,20 @@ def write_dataset(path, keys):
             f.write(b"*3\r\n$3\r\nSET\r\n$16\r\n" + key + b"\r\n$100\r\n" + value + b"\r\n")
 
 
+def start_pinned_pair(terrace_binary, data_dir):
+    """redis-server and `terrace engine --threads 1`, both pinned to core 0, on free ports:
+    [(name, port, process)] (not yet waited for)."""
+    for tool in ["redis-server", "redis-benchmark", "redis-cli", "taskset"]:
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} not found (apt-get install redis-server redis-tools util-linux)")
+    rport, tport = free_port(), free_port()
+    redis = subprocess.Popen(["taskset", "-c", "0", "redis-server", "--port", str(rport), "--save", "", "--appendonly", "no",
+                              "--dir", data_dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    terrace = subprocess.Popen(["taskset", "-c", "0", terrace_binary, "engine", "--port", str(tport), "--threads", "1",
+                                "--data-dir", data_dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return [("redis", rport, redis), ("terrace", tport, terrace)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--terrace", default="target/release/terrace")
@@ -136,21 +150,12 @@ def main():
     ap.add_argument("--sizes", default="128,1024", help="value sizes (-d)")
     ap.add_argument("--pipelines", default="16,1", help="pipeline depths (-P)")
     args = ap.parse_args()
-    for tool in ["redis-server", "redis-benchmark", "redis-cli", "taskset"]:
-        if not shutil.which(tool):
-            raise SystemExit(f"{tool} not found (apt-get install redis-server redis-tools util-linux)")
-
     tmp = tempfile.mkdtemp(prefix="terrace-bench-")
-    rport, tport = free_port(), free_port()
-    redis = subprocess.Popen(["taskset", "-c", "0", "redis-server", "--port", str(rport), "--save", "", "--appendonly", "no",
-                              "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    terrace = subprocess.Popen(["taskset", "-c", "0", args.terrace, "engine", "--port", str(tport), "--threads", "1",
-                                "--data-dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    servers = [("redis", rport, redis), ("terrace", tport, terrace)]
+    servers = start_pinned_pair(args.terrace, tmp)
     try:
         for _, port, _ in servers:
             wait_port(port)
-        version = cli(rport, "INFO", "server").split("redis_version:")[1].split()[0]
+        version = cli(servers[0][1], "INFO", "server").split("redis_version:")[1].split()[0]
         print(f"redis-server {version} vs terrace engine --threads 1; both pinned to core 0, "
               f"redis-benchmark pinned to core 1; -c 50 -r 1000000; {args.rounds} rounds, medians")
         tests = args.tests.split(",")

@@ -29,7 +29,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_redis import cli, cpu_seconds, free_port, info_field, load_memory_dataset, rss, wait_port  # noqa: E402
+from engine_vs_redis import (cli, cpu_seconds, info_field, load_memory_dataset, rss,  # noqa: E402
+                             start_pinned_pair, wait_port)
 
 QUERIES = [
     ("ZREVRANK", ["ZREVRANK", "lb", "element:__rand_int__"]),
@@ -70,16 +71,8 @@ def main():
     ap.add_argument("--members", type=int, default=1_000_000)
     ap.add_argument("--requests", type=int, default=200_000)
     args = ap.parse_args()
-    for tool in ["redis-server", "redis-benchmark", "redis-cli", "taskset"]:
-        if not shutil.which(tool):
-            raise SystemExit(f"{tool} not found (apt-get install redis-server redis-tools util-linux)")
     tmp = tempfile.mkdtemp(prefix="terrace-zbench-")
-    rport, tport = free_port(), free_port()
-    redis = subprocess.Popen(["taskset", "-c", "0", "redis-server", "--port", str(rport), "--save", "", "--appendonly", "no",
-                              "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    terrace = subprocess.Popen(["taskset", "-c", "0", args.terrace, "engine", "--port", str(tport), "--threads", "1",
-                                "--data-dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    servers = [("redis", rport, redis), ("terrace", tport, terrace)]
+    servers = start_pinned_pair(args.terrace, tmp)
     try:
         dataset = os.path.join(tmp, "leaderboard.resp")
         write_leaderboard(dataset, args.members)
