@@ -207,11 +207,8 @@ impl<T: Ord + Clone> Node<T> {
                 let i = n.seps.partition_point(|s| *s <= item);
                 let (inserted, split) = n.children[i].insert(item);
                 n.counts[i] += inserted as usize;
-                if let Some((sep, right, right_count)) = split {
-                    n.counts[i] -= right_count;
-                    n.seps.insert(i, sep);
-                    n.children.insert(i + 1, right);
-                    n.counts.insert(i + 1, right_count);
+                if let Some(split) = split {
+                    n.adopt(i, split);
                 }
                 let split = if n.children.len() > MAX { Some(self.split()) } else { None };
                 (inserted, split)
@@ -302,12 +299,17 @@ impl<T: Ord + Clone> Internal<T> {
             _ => unreachable!("siblings are at the same depth"),
         }
         if self.children[i].width() > MAX {
-            let (sep, right, right_count) = self.children[i].split();
-            self.counts[i] -= right_count;
-            self.seps.insert(i, sep);
-            self.children.insert(i + 1, right);
-            self.counts.insert(i + 1, right_count);
+            let split = self.children[i].split();
+            self.adopt(i, split);
         }
+    }
+
+    /// Takes in the right sibling that `children[i]` split off, just after it.
+    fn adopt(&mut self, i: usize, (sep, right, right_count): Split<T>) {
+        self.counts[i] -= right_count;
+        self.seps.insert(i, sep);
+        self.children.insert(i + 1, right);
+        self.counts.insert(i + 1, right_count);
     }
 }
 
