@@ -341,3 +341,22 @@ fn a_tenant_with_its_wal_off_is_not_logged() {
     let _: () = q(&mut c, &["TERRACE.NAMESPACE", "volatile"]);
     assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0, "a cache tenant starts empty after a crash");
 }
+
+/// A transaction mixing a write with a command that visits every shard (TERRACE.WORKLOAD
+/// takes a census) answers both, and its write is in the log: it survives a SIGKILL.
+#[test]
+fn exec_with_a_census_command_answers_and_logs_its_writes() {
+    let mut e = Engine::start(&["--wal", "always"]);
+    let mut c = e.client();
+    let replies: Vec<redis::Value> = redis::pipe().atomic().cmd("SET").arg("a").arg("1").cmd("TERRACE.WORKLOAD").arg("default").query(&mut c).expect("EXEC answers");
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[0], redis::Value::Okay);
+    let redis::Value::BulkString(doc) = &replies[1] else { panic!("TERRACE.WORKLOAD inside EXEC: {:?}", replies[1]) };
+    let doc: serde_json::Value = serde_json::from_slice(doc).unwrap();
+    assert_eq!(doc["keys"], 1, "the census inside EXEC sees the SET before it: {doc}");
+    // Other clients see the write; the connection is still listed and alive.
+    assert_eq!(q::<String>(&mut e.client(), &["GET", "a"]), "1");
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    e.restart(&["--wal", "always"]);
+    assert_eq!(q::<String>(&mut e.client(), &["GET", "a"]), "1", "the SET inside EXEC was logged");
+}

@@ -423,7 +423,7 @@ pub struct User {
 
 impl User {
     /// A new user as ACL SETUSER creates it: off, no passwords, no permissions.
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         User {
             name: name.to_string(),
             enabled: false,
@@ -437,7 +437,7 @@ impl User {
     }
 
     /// The default user: on, nopass, everything allowed.
-    fn default_user() -> Self {
+    pub(crate) fn default_user() -> Self {
         let mut u = User::new("default");
         for op in ["on", "nopass", "allkeys", "allchannels", "allcommands"] {
             u.apply(op).expect("valid default rules");

@@ -268,6 +268,15 @@ impl Engine {
         Self::spawn(cmd, data_dir)
     }
 
+    /// Starts an engine whose standard error (its log, and any panic message) goes to `log`.
+    pub fn start_logged(extra: &[&str], log: &std::path::Path) -> Engine {
+        let data_dir = temp_dir("engine");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+        let file = std::fs::File::create(log).expect("create the engine's log file");
+        cmd.args(["engine", "--port", "0", "--data-dir"]).arg(&data_dir).args(extra).stdout(Stdio::piped()).stderr(file);
+        Self::spawn(cmd, &data_dir)
+    }
+
     fn spawn(mut cmd: Command, data_dir: &std::path::Path) -> Engine {
         die_with_parent(&mut cmd);
         let mut child = cmd.spawn().expect("start terrace engine");

@@ -37,6 +37,12 @@ pub enum CmdError {
     Msg(String),
 }
 
+impl From<crate::keyspace::Undeclared> for CmdError {
+    fn from(e: crate::keyspace::Undeclared) -> Self {
+        CmdError::Msg(e.to_string())
+    }
+}
+
 pub fn err(msg: impl Into<String>) -> CmdError {
     CmdError::Msg(msg.into())
 }

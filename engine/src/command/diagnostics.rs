@@ -82,9 +82,9 @@ pub fn lolwut(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-fn memory_stats(ctx: &mut Ctx) {
+fn memory_stats(ctx: &mut Ctx) -> CmdResult {
     let used = crate::alloc::used_memory();
-    let totals = ctx.data.ks.totals_with(&mut ctx.data.guards);
+    let totals = ctx.data.totals()?;
     let dbs: Vec<(usize, usize, usize)> =
         (0..NUM_DBS)
             .map(|db| (db, totals.keys.get(ctx.conn.ns_base + db).copied().unwrap_or(0), totals.expires.get(ctx.conn.ns_base + db).copied().unwrap_or(0)))
@@ -116,6 +116,7 @@ fn memory_stats(ctx: &mut Ctx) {
         ctx.out.bulk(b"overhead.hashtable.expires");
         ctx.out.int(expires as i64 * 8);
     }
+    Ok(())
 }
 
 pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -129,7 +130,7 @@ pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             None => ctx.out.null(),
         }
     } else if is(argv[1], "STATS") && argv.len() == 2 {
-        memory_stats(ctx);
+        memory_stats(ctx)?;
     } else if is(argv[1], "MALLOC-STATS") && argv.len() == 2 {
         let mut s = String::new();
         let _ = write!(s, "Terrace uses mimalloc; live bytes requested through it: {}\n", crate::alloc::used_memory());

@@ -217,7 +217,7 @@ pub fn copy(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     shard.insert(copy);
     if matches!(kind, Kind::List | Kind::ZSet | Kind::Stream) {
-        ctx.data.ready.push((dst_db, dst.to_vec()));
+        ctx.data.fx.ready.push((dst_db, dst.to_vec()));
     }
     ctx.out.int(1);
     Ok(())
@@ -238,7 +238,7 @@ pub fn move_(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let kind = e.kind();
     ctx.data.shard_in(db, key).insert(e);
     if matches!(kind, Kind::List | Kind::ZSet | Kind::Stream) {
-        ctx.data.ready.push((db, key.to_vec()));
+        ctx.data.fx.ready.push((db, key.to_vec()));
     }
     ctx.out.int(1);
     Ok(())

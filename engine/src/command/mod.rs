@@ -1,6 +1,6 @@
-//! Command dispatch: lookup in the command table, arity, transactions' queueing, memory
-//! admission (eviction / OOM), locking the shards a command declares, running its handler,
-//! and the per-command statistics. One file per command family beside this one.
+//! Commands: what a handler sees (`Ctx`, the connection's `Conn`, the locked `Data`), lookup
+//! in the command table, and one file per command family. How a command is admitted, run
+//! and committed is `pipeline`, the one path for clients, EXEC, scripts and WAL replay.
 
 pub mod acl;
 pub mod advise;
@@ -19,6 +19,7 @@ pub mod keys;
 pub mod keyspecs;
 pub mod list;
 pub mod memcache;
+pub mod pipeline;
 pub mod pubsub;
 pub mod script;
 pub mod server;
@@ -40,12 +41,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::BytesMut;
 use tokio::sync::Notify;
 
-use crate::keyspace::{access, eviction, Collection, Entry, Guards, Keyspace, Kind, Meta, Shard, ShardIds};
+use crate::keyspace::{access, Collection, Entry, Guards, Keyspace, Kind, Meta, Shard, ShardIds};
 use crate::protocol::ReplyWriter;
-use crate::server::state::{now_ms, now_ms_at, ClientInfo, Server};
+use crate::server::state::{ClientInfo, Server};
 pub use args::CmdError;
 use table::{CommandSpec, Lock, COMMANDS};
 
@@ -78,8 +78,6 @@ pub struct Conn {
     pub subs: pubsub::Subscriptions,
     /// In MONITOR mode.
     pub monitor: bool,
-    /// Re-running a command after a wake-up (blocked or paused): MONITOR saw it already.
-    pub retrying: bool,
     /// CLIENT TRACKING options while tracking is on.
     pub tracking: Option<crate::tracking::Options>,
     /// CLIENT CACHING YES/NO for the next command.
@@ -91,14 +89,6 @@ pub struct Conn {
     pub replay_now: Option<i64>,
     /// Write-through batches the pending replies wait for (settled before they are sent).
     pub storage_waits: Vec<StorageWait>,
-    /// Keys read-through made sure the cache has for the next command: (database, key).
-    pub read_through_present: Vec<(usize, Vec<u8>)>,
-    /// Every key read-through looked at for the next command (it must not be pending when
-    /// the command runs).
-    pub read_through_checked: Vec<(usize, Vec<u8>)>,
-    /// One of them was evicted before the command got its locks, or has an unconfirmed
-    /// write: the command did not run, and the connection reads through and runs it again.
-    pub read_through_lost: bool,
     /// Counters of the commands run, not yet in the server's statistics.
     pub tally: tally::Tally,
 }
@@ -137,15 +127,11 @@ impl Conn {
             reply_skip: 0,
             subs: pubsub::Subscriptions::default(),
             monitor: false,
-            retrying: false,
             tracking: None,
             caching: None,
             wal_pending: 0,
             replay_now: None,
             storage_waits: Vec::new(),
-            read_through_present: Vec::new(),
-            read_through_checked: Vec::new(),
-            read_through_lost: false,
             tally: tally::Tally::default(),
         }
     }
@@ -178,6 +164,9 @@ pub enum Outcome {
     Block(BlockRequest),
     /// CLIENT PAUSE is in force for this command until this unix time (ms): retry then.
     Paused(i64),
+    /// A key read through from storage for this command was evicted, or written again and
+    /// not yet confirmed, before it got its locks: it did not run; read through again.
+    ReadAgain,
 }
 
 /// The locked part of the keyspace a command works on.
@@ -187,21 +176,21 @@ pub struct Data<'a> {
     pub db: usize,
     pub now: i64,
     pub lfu: bool,
-    /// Keys that became poppable (to wake blocked clients after the locks are released).
-    pub ready: Vec<(usize, Vec<u8>)>,
-    pub hits: u64,
-    pub misses: u64,
-    /// Of `hits`, reads served by a value in PMem.
-    pub pmem_hits: u64,
-    /// WAL records of the writes this command made (`wal::frame::put_record`), appended
-    /// while its locks are still held.
-    pub wal_buf: Vec<u8>,
-    pub wal_count: u32,
-    /// Keys written by this command in a write-through tenant: (database, key).
-    pub touched: Vec<(usize, Vec<u8>)>,
+    /// What the command did besides its reply (`pipeline::Effects`).
+    pub fx: pipeline::Effects,
 }
 
 impl<'a> Data<'a> {
+    /// The data a command holds `guards` of, in database `db`, at time `now`.
+    pub fn new(ks: &'a Keyspace, guards: Guards<'a>, db: usize, now: i64) -> Data<'a> {
+        Data { ks, guards, db, now, lfu: ks.lfu.load(Ordering::Relaxed), fx: pipeline::Effects::default() }
+    }
+
+    /// Releases the locks and hands over the effects.
+    pub fn release(self) -> pipeline::Effects {
+        self.fx
+    }
+
     #[inline]
     pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
         let id = self.ks.shard_id(self.db, key);
@@ -211,6 +200,22 @@ impl<'a> Data<'a> {
     pub fn shard_in(&mut self, db: usize, key: &[u8]) -> &mut Shard {
         let id = self.ks.shard_id(db, key);
         self.guards.shard(id)
+    }
+
+    /// Totals over every shard, visited one at a time (`Keyspace::visit`).
+    pub fn totals(&mut self) -> Result<crate::keyspace::Totals, crate::keyspace::Undeclared> {
+        self.ks.totals(&mut self.guards)
+    }
+
+    /// Namespace `ns`'s keys and bytes, visited one shard at a time (`Keyspace::visit`).
+    pub fn census(&mut self, ns: usize) -> Result<crate::keyspace::NamespaceCensus, crate::keyspace::Undeclared> {
+        self.ks.namespace_census(&mut self.guards, ns)
+    }
+
+    /// Reads one shard by id for a command that visits shards (`Keyspace::visit`); None if
+    /// another command held it for longer than `wait`.
+    pub fn visit<R>(&mut self, id: u32, wait: std::time::Duration, f: impl FnOnce(&Shard) -> R) -> Result<Option<R>, crate::keyspace::Undeclared> {
+        self.ks.visit(&mut self.guards, id, wait, f)
     }
 
     /// Looks a key up (lazy expiry) and stamps the access.
@@ -243,13 +248,13 @@ impl<'a> Data<'a> {
         };
         match self.guards.shard(id).get_rewriting(key, now, promote) {
             Some(e) => {
-                self.hits += 1;
-                self.pmem_hits += in_pmem as u64;
+                self.fx.hits += 1;
+                self.fx.pmem_hits += in_pmem as u64;
                 e.set_access(access::touched(e.access(), lfu, now));
                 Some(e)
             }
             None => {
-                self.misses += 1;
+                self.fx.misses += 1;
                 None
             }
         }
@@ -365,13 +370,17 @@ impl<'a> Data<'a> {
 
     /// Adds a WAL record for a write this command made, in its database.
     pub fn log(&mut self, ns_base: usize, argv: &[&[u8]]) {
-        crate::wal::frame::put_record(&mut self.wal_buf, self.now, self.db, ns_base, argv);
-        self.wal_count += 1;
+        self.fx.log(self.now, self.db, ns_base, argv);
     }
 
     /// Marks a list or sorted set key as having new elements for blocked clients.
     pub fn signal(&mut self, key: &[u8]) {
-        self.ready.push((self.db, key.to_vec()));
+        self.fx.ready.push((self.db, key.to_vec()));
+    }
+
+    /// Marks a key of database `db` as having new elements for blocked clients.
+    pub fn signal_in(&mut self, db: usize, key: Vec<u8>) {
+        self.fx.ready.push((db, key));
     }
 }
 
@@ -454,7 +463,7 @@ pub fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
 pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> ShardIds {
     let ks = &srv.keyspace;
     match spec.lock {
-        Lock::None => ShardIds::new(),
+        Lock::None | Lock::Visit => ShardIds::new(),
         Lock::Keys if spec.first == 1 && spec.last == 1 && spec.keys_from == table::KeysFrom::Range => std::iter::once(ks.shard_id(db, argv[1])).collect(),
         Lock::Db => ks.db_shard_ids(db).collect(),
         Lock::All => ks.all_shard_ids().collect(),
@@ -462,400 +471,5 @@ pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> 
     }
 }
 
-/// CLIENT TRACKING: remembers the keys a tracking client's read command used (default mode,
-/// subject to OPTIN/OPTOUT and CLIENT CACHING), and consumes the CACHING flag.
-pub fn track_reads(srv: &Server, conn: &mut Conn, spec: &CommandSpec, argv: &[&[u8]]) {
-    let Some(t) = &conn.tracking else { return };
-    let caching_cmd = spec.name == "client" && argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"caching"));
-    if spec.flags.contains(&"readonly") && !t.bcast {
-        let wanted = if t.optin {
-            conn.caching == Some(true)
-        } else if t.optout {
-            conn.caching != Some(false)
-        } else {
-            true
-        };
-        if wanted {
-            srv.tracking.remember(conn.info.id, table::key_positions(spec, argv).into_iter().map(|i| argv[i]));
-        }
-    }
-    if !caching_cmd && conn.multi.is_none() {
-        conn.caching = None;
-    }
-}
-
-/// What may run while a script is busy: SCRIPT KILL, SHUTDOWN, and the connection
-/// commands Redis flags `allow_busy`.
-fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
-    spec.flags.contains(&"allow_busy") || (spec.name == "script" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"kill")))
-}
-
-/// Re-reads the connection's user after an ACL change; false if the user was deleted (the
-/// connection must close).
-fn refresh_user(srv: &Server, conn: &mut Conn) -> bool {
-    conn.acl_gen = srv.acl.generation();
-    match srv.acl.user(&conn.user.name) {
-        Some(u) => {
-            conn.user = u;
-            true
-        }
-        None => false,
-    }
-}
-
-/// Logs a write command that ran, at the leaf: nothing if the WAL is off, the command is
-/// being replayed, failed or blocked, or its handler logged records itself (the commands an
-/// EXEC or a script ran; SPOP's SREM).
-pub(crate) fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before: u32) {
-    if !spec.write || !ok || ctx.block.is_some() || ctx.conn.replay_now.is_some() {
-        return;
-    }
-    if ctx.srv.storage_tier().is_some_and(|t| t.backs(ctx.data.db / crate::keyspace::NUM_DBS)) {
-        // A storage-backed tenant: the declared keys' after-images go to storage (and, for
-        // write-back, to the WAL) at the end, instead of the command.
-        let db = ctx.data.db;
-        for i in table::key_positions(spec, argv) {
-            ctx.data.touched.push((db, argv[i].to_vec()));
-        }
-        if spec.name == "move" {
-            // Its other database is not a declared key.
-            if let Some(to) = std::str::from_utf8(argv[2]).ok().and_then(|s| s.parse::<usize>().ok()).filter(|&d| d < crate::keyspace::NUM_DBS) {
-                ctx.data.touched.push((ctx.conn.ns_base + to, argv[1].to_vec()));
-            }
-        }
-        return;
-    }
-    if ctx.srv.wal().is_none() || ctx.data.wal_count != before {
-        return;
-    }
-    ctx.data.log(ctx.conn.ns_base, argv);
-}
-
-/// What eviction tells the server and asks of it: a removal is logged to the WAL (under the
-/// shard's lock, so it is ordered with writes), and the write-back dirty set says whether a
-/// dirty-bit entry still waits for storage.
-struct Evictions<'a> {
-    srv: &'a Server,
-    now: i64,
-}
-
-fn evictions(srv: &Server, now: i64) -> Evictions<'_> {
-    Evictions { srv, now }
-}
-
-impl eviction::Observer for Evictions<'_> {
-    fn evicted(&mut self, db: usize, key: &[u8]) {
-        let srv = self.srv;
-        // A storage-backed tenant's evicted key is still in storage: nothing to log.
-        if srv.storage_tier().is_some_and(|t| t.backs(db / crate::keyspace::NUM_DBS)) {
-            return;
-        }
-        if let Some(wal) = srv.wal() {
-            wal.append_one(self.now, db, db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS, &[b"DEL", key]);
-        }
-    }
-
-    fn still_dirty(&self, db: usize, key: &[u8]) -> bool {
-        self.srv.storage_tier().map_or(false, |t| t.dirty.contains(&(db, key.to_vec())))
-    }
-}
-
-/// Frees memory by eviction until under maxmemory; false if the command must be refused.
-pub fn admit_memory(srv: &Server) -> bool {
-    let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
-    if let Some(tier) = srv.keyspace.tier() {
-        if tier.over_budget() {
-            let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
-            let now = now_ms();
-            if !crate::tier::demote::make_room(&srv.keyspace, tier, srv.policy(), samples, now, &mut evictions(srv, now)) {
-                return false;
-            }
-        }
-    }
-    if max == 0 {
-        return true;
-    }
-    let policy = srv.policy();
-    let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
-    let now = now_ms();
-    let mut rounds = 0;
-    while crate::alloc::used_memory() > max {
-        if !eviction::evict_one(&srv.keyspace, policy, samples, now, &mut evictions(srv, now)) {
-            return false;
-        }
-        rounds += 1;
-        if rounds > 100_000 {
-            return false;
-        }
-    }
-    true
-}
-
-/// Whether namespace `ns` may grow. Over its data limit, a storage-backed tenant evicts its
-/// own coldest keys (they are in storage: the limit is its cache's size; LRU when the server
-/// does not evict); any other tenant's write is refused.
-pub fn admit_namespace(srv: &Server, ns: usize) -> bool {
-    let ks = &srv.keyspace;
-    if ks.namespace_admits(ns) {
-        return true;
-    }
-    if !srv.storage_tier().is_some_and(|t| t.backs(ns)) {
-        return false;
-    }
-    let policy = match srv.policy() {
-        eviction::Policy::NoEviction => eviction::Policy::AllKeysLru,
-        p => p,
-    };
-    let per_ns = (ks.shards_per_db() * crate::keyspace::NUM_DBS) as u32;
-    let shards = ns as u32 * per_ns..(ns as u32 + 1) * per_ns;
-    let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
-    let now = now_ms();
-    for _ in 0..100_000 {
-        if ks.namespace_admits(ns) {
-            return true;
-        }
-        if !eviction::evict_one_within(ks, shards.clone(), policy, samples, now, &mut evictions(srv, now)) {
-            return false;
-        }
-    }
-    false
-}
-
-/// Executes one request on a connection and writes its reply into `out` (unless the client
-/// turned replies off with CLIENT REPLY).
-pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
-    let before = out.len();
-    let outcome = execute_inner(srv, conn, argv, out);
-    if conn.reply_off {
-        out.truncate(before);
-    } else if conn.reply_skip > 0 {
-        out.truncate(before);
-        conn.reply_skip -= 1;
-    }
-    if let Some(w) = conn.storage_waits.last_mut().filter(|w| w.reply_at == usize::MAX) {
-        (w.reply_at, w.reply_end) = (before, out.len());
-    }
-    outcome
-}
-
-fn execute_inner(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
-    let mut w = ReplyWriter::new(out, conn.resp3);
-    let Some((idx, spec)) = lookup(argv[0]) else {
-        if conn.multi.is_some() {
-            conn.multi_error = true;
-        }
-        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
-        w.error(&unknown_command_error(argv));
-        return Outcome::Done;
-    };
-    // Counts of an earlier, different command become visible before this one runs.
-    conn.tally.before(srv, idx);
-    if !arity_ok(spec, argv.len()) {
-        if conn.multi.is_some() {
-            conn.multi_error = true;
-        }
-        srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
-        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
-        w.error(&CmdError::WrongArgs(spec.name).to_string());
-        return Outcome::Done;
-    }
-    if !conn.authenticated && !spec.no_auth {
-        if srv.acl.auth_required() {
-            w.error("NOAUTH Authentication required.");
-            return Outcome::Done;
-        }
-        conn.authenticated = true;
-    }
-    if conn.acl_gen != srv.acl.generation() && !refresh_user(srv, conn) {
-        return Outcome::Close;
-    }
-    if !conn.user.unrestricted {
-        if let Err(denied) = conn.user.check(idx, argv) {
-            srv.acl.log_denied(&denied, if conn.multi.is_some() { "multi" } else { "toplevel" }, &conn.user.name, server::client_line(srv, &conn.info));
-            if conn.multi.is_some() {
-                conn.multi_error = true;
-            }
-            srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
-            srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
-            w.error(&denied.error());
-            return Outcome::Done;
-        }
-    }
-    if !conn.resp3 && conn.subs.any() && !pubsub::allowed_while_subscribed(spec.name) {
-        w.error(&format!(
-            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            table::full_name(spec, argv)
-        ));
-        return Outcome::Done;
-    }
-    if srv.scripts.busy() && !allowed_while_busy(spec, argv) {
-        w.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.");
-        return Outcome::Done;
-    }
-    if let Some(until) = srv.paused_until(spec) {
-        return Outcome::Paused(until);
-    }
-    if spec.write {
-        if let Some(why) = srv.wal().and_then(|w| w.poisoned()) {
-            srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
-            w.error(&format!("MISCONF Errors writing to the WAL ({why}): write commands are refused"));
-            return Outcome::Done;
-        }
-    }
-    if spec.denyoom && conn.replay_now.is_none() && !(admit_memory(srv) && admit_namespace(srv, conn.ns_base / crate::keyspace::NUM_DBS)) {
-        srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
-        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
-        if conn.multi.is_some() {
-            conn.multi_error = true;
-        }
-        w.error("OOM command not allowed when used memory > 'maxmemory'.");
-        return Outcome::Done;
-    }
-    if spec.monitored && !conn.retrying && srv.monitors.active() {
-        srv.monitors.feed(conn.db, &conn.info.addr, argv);
-    }
-    if conn.multi.is_some() && !spec.txn_control {
-        if spec.no_multi {
-            conn.multi_error = true;
-            w.error("ERR Command not allowed inside a transaction");
-            return Outcome::Done;
-        }
-        conn.multi.as_mut().unwrap().push(argv.iter().map(|a| a.to_vec()).collect());
-        w.simple("QUEUED");
-        return Outcome::Done;
-    }
-    if srv.storage_tier().is_some_and(|t| t.backs(conn.db / crate::keyspace::NUM_DBS)) && matches!(spec.name, "flushall" | "flushdb" | "swapdb") {
-        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
-        w.error(&format!("ERR {} is not supported for a tenant with a storage tier yet", spec.name.to_ascii_uppercase()));
-        return Outcome::Done;
-    }
-    conn.info.last_cmd.store(idx, Ordering::Relaxed);
-    let ids = lock_ids(srv, spec, argv, conn.db);
-    let start = quanta::Instant::now();
-    let mut guards = srv.keyspace.lock(ids);
-    if !conn.read_through_present.is_empty() {
-        // A key read through (or found) for this command was evicted meanwhile: running now
-        // would take it for absent while storage has it. The connection reads it again.
-        let now = now_ms();
-        let present = std::mem::take(&mut conn.read_through_present);
-        let lost = present.iter().any(|(db, k)| {
-            let id = srv.keyspace.shard_id(*db, k);
-            guards.holds(id) && guards.shard(id).peek(k, now).is_none()
-        });
-        if lost {
-            conn.read_through_lost = true;
-            return Outcome::Done;
-        }
-    }
-    if !conn.read_through_checked.is_empty() {
-        // Another connection's write to one of these keys is not confirmed yet: wait for it
-        // (the connection does) rather than see or build on it.
-        let checked = std::mem::take(&mut conn.read_through_checked);
-        if let Some(tier) = srv.storage_tier() {
-            if checked.iter().any(|k| tier.pending_seq(k).is_some()) {
-                conn.read_through_lost = true;
-                return Outcome::Done;
-            }
-        }
-    }
-    let (result, ready, block, close, hits, misses) = {
-        let db = conn.db;
-        let now = conn.replay_now.unwrap_or_else(|| now_ms_at(start));
-        let mut ctx = Ctx {
-            srv,
-            conn,
-            out: w,
-            data: Data {
-                ks: &srv.keyspace,
-                guards,
-                db,
-                now,
-                lfu: srv.keyspace.lfu.load(Ordering::Relaxed),
-                ready: Vec::new(),
-                hits: 0,
-                misses: 0,
-                pmem_hits: 0,
-                wal_buf: Vec::new(),
-                wal_count: 0,
-                touched: Vec::new(),
-            },
-            block: None,
-            close: false,
-            in_exec: false,
-            spec,
-        };
-        let before = ctx.data.wal_count;
-        let reply_at = ctx.out.buf.len();
-        let result = (spec.handler)(&mut ctx, argv);
-        if ctx.conn.replay_now.is_none() {
-            crate::stats::observe(srv, db, spec, argv, now, ctx.out.buf.len() - reply_at);
-        }
-        log_write(&mut ctx, spec, argv, result.is_ok(), before);
-        if let Err(e) = &result {
-            ctx.out.error(&e.to_string());
-        }
-        if let Some(b) = &ctx.block {
-            // Register while the shards are still locked, so no push can slip in between.
-            srv.blocking.register(ctx.conn.info.id, b.db, &b.keys, &ctx.conn.block_notify);
-        }
-        let Ctx { mut data, block, close, conn, .. } = ctx;
-        if let Some(t) = srv.keyspace.tier() {
-            t.count_hits(data.hits - data.pmem_hits, data.pmem_hits);
-        }
-        // Still under the command's locks: the log and storage get writes in execution order.
-        if let Some(tier) = srv.storage_tier().filter(|t| t.backs(conn.ns_base / crate::keyspace::NUM_DBS)) {
-            // Storage-backed: no command records (write-through's durability is storage's;
-            // write-back logs after-images).
-            data.wal_buf.clear();
-            data.wal_count = 0;
-            if !data.touched.is_empty() {
-                let touched = std::mem::take(&mut data.touched);
-                if tier.writes_back(conn.ns_base / crate::keyspace::NUM_DBS) {
-                    if let Some(seq) = storage::mark_write_back(srv, tier, &mut data, touched) {
-                        conn.wal_pending = conn.wal_pending.max(seq);
-                    }
-                } else {
-                    conn.storage_waits.push(storage::queue_after_images(srv, tier, &mut data, touched));
-                }
-            }
-        }
-        let logged = srv.wal_off.get(conn.ns_base / crate::keyspace::NUM_DBS).is_none_or(|off| !off.load(Ordering::Relaxed));
-        if data.wal_count > 0 && logged {
-            if let Some(wal) = srv.wal() {
-                let seq = wal.append(&data.wal_buf, data.wal_count);
-                if wal.mode.waits() {
-                    conn.wal_pending = seq;
-                }
-            }
-        }
-        (result, data.ready, block, close, data.hits, data.misses)
-    };
-    let micros = start.elapsed().as_micros() as u64;
-    // Server and connection commands (INFO, CONFIG RESETSTAT…) are counted at once: one may
-    // read or reset the counters the next one adds to.
-    conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, micros, result.is_err(), hits, misses);
-    wake_ready(srv, &ready);
-    srv.slowlog.maybe_record(argv, micros, &conn.info);
-    if crate::tracking::any() {
-        track_reads(srv, conn, spec, argv);
-        srv.tracking.flush(&srv.clients, Some(conn.info.id));
-    }
-    if close {
-        return Outcome::Close;
-    }
-    match block {
-        Some(b) => Outcome::Block(b),
-        None => Outcome::Done,
-    }
-}
-
-/// Wakes clients blocked on the keys a command made ready (locks already released).
-fn wake_ready(srv: &Server, ready: &[(usize, Vec<u8>)]) {
-    if !ready.is_empty() && srv.blocking.any_waiting() {
-        for (db, key) in ready {
-            srv.blocking.signal(*db, key);
-        }
-    }
-}
-
+pub use pipeline::{admit_memory, admit_namespace, execute, execute_request, Request};
 pub use storage::{invalidate, read_through, tenant_of};

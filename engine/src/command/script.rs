@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use mlua::{Function, Lua, MultiValue, Value};
 
 use super::args::{err, int, is, subcommand_error, CmdError};
-use super::{arity_ok, lookup, txn, CmdResult, Ctx};
-use crate::acl::Denied;
+use super::pipeline::{nested, Nested, Origin};
+use super::{lookup, CmdResult, Ctx};
 use crate::scripting::{self, lua_to_reply, reply_to_lua, ScriptError};
 
 pub fn eval(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -31,7 +31,8 @@ fn error_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
-/// What `redis.call(...)` does: checks, runs the command, converts its reply.
+/// What `redis.call(...)` does: the command through the pipeline (admitted as a script's
+/// call, run on the script's locks), its reply converted to Lua.
 fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> mlua::Result<(bool, Value)> {
     let fail = |msg: &str| -> mlua::Result<(bool, Value)> { Ok((false, error_table(lua, msg)?)) };
     let argv = match scripting::call_args(&args) {
@@ -39,58 +40,26 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> ml
         Err(msg) => return fail(msg),
     };
     let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-    let Some((idx, spec)) = lookup(argv[0]) else {
-        return fail("ERR Unknown Redis command called from script");
-    };
-    if !arity_ok(spec, argv.len()) {
-        return fail("ERR Wrong number of args calling Redis command from script");
-    }
-    if spec.flags.contains(&"noscript") {
-        return fail("ERR This Redis command is not allowed from script");
-    }
-    if readonly && spec.write {
-        return fail("ERR Write commands are not allowed from read-only scripts.");
-    }
-    if let Err(denied) = ctx.conn.user.check(idx, &argv) {
-        let info = super::server::client_line(ctx.srv, &ctx.conn.info);
-        ctx.srv.acl.log_denied(&denied, "lua", &ctx.conn.user.name, info);
-        return fail(match denied {
-            Denied::Command(_) => "ERR The user executing the script can't run this command or subcommand",
-            Denied::Key(_) => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
-            Denied::Channel(_) => "ERR The user executing the script can't publish to the channel mentioned in the command",
-        });
-    }
-    if spec.monitored && ctx.srv.monitors.active() {
-        ctx.srv.monitors.feed(ctx.data.db, "lua", &argv);
-    }
-    let resp3 = scripting::resp_version(lua) == 3;
-    let (saved_resp3, saved_spec) = (ctx.out.resp3, ctx.spec);
-    ctx.out.resp3 = resp3;
-    ctx.spec = spec;
+    let saved_resp3 = ctx.out.resp3;
+    ctx.out.resp3 = scripting::resp_version(lua) == 3;
     let start_len = ctx.out.buf.len();
-    let started = std::time::Instant::now();
-    let before = ctx.data.wal_count;
-    let r = (spec.handler)(ctx, &argv);
-    super::log_write(ctx, spec, &argv, r.is_ok(), before);
-    if ctx.conn.replay_now.is_none() {
-        crate::stats::observe(ctx.srv, ctx.data.db, spec, &argv, ctx.data.now, 0);
-    }
-    if let Err(e) = &r {
-        ctx.out.error(&e.to_string());
-    }
+    let ran = nested(ctx, Origin::Script { readonly }, &argv);
     let reply = ctx.out.buf.split_off(start_len);
     ctx.out.resp3 = saved_resp3;
-    ctx.spec = saved_spec;
-    txn::run_stats(ctx.srv, idx, started, r.is_err());
-    if spec.write {
-        ctx.srv.scripts.wrote.store(true, Ordering::Relaxed);
+    match ran {
+        Nested::Refused(error) => fail(&error),
+        Nested::Ran => {
+            if lookup(argv[0]).is_some_and(|(_, spec)| spec.write) {
+                ctx.srv.scripts.wrote.store(true, Ordering::Relaxed);
+            }
+            let (v, _) = reply_to_lua(lua, &reply)?;
+            if let Some(e) = scripting::table_field(&v, "err") {
+                let msg = e.to_string().unwrap_or_default();
+                return fail(&msg);
+            }
+            Ok((true, v))
+        }
     }
-    let (v, _) = reply_to_lua(lua, &reply)?;
-    if let Some(e) = scripting::table_field(&v, "err") {
-        let msg = e.to_string().unwrap_or_default();
-        return fail(&msg);
-    }
-    Ok((true, v))
 }
 
 /// `name numkeys key... arg...` of EVAL and FCALL.

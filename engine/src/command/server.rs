@@ -274,7 +274,7 @@ pub fn swapdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 let ids: Vec<u32> = ks.db_shard_ids(db).collect();
                 for id in ids {
                     let keys: Vec<Vec<u8>> = ctx.data.guards.shard(id).iter().map(|e| e.key().to_vec()).collect();
-                    ctx.data.ready.extend(keys.into_iter().map(|k| (db, k)));
+                    ctx.data.fx.ready.extend(keys.into_iter().map(|k| (db, k)));
                 }
             }
         }
@@ -1261,7 +1261,7 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
 
 pub fn info(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sections: Vec<String> = argv[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
-    let totals = ctx.data.ks.totals_with(&mut ctx.data.guards);
+    let totals = ctx.data.totals()?;
     let text = info_text(ctx.srv, &totals, &sections, ctx.conn.ns_base);
     ctx.out.verbatim(&text);
     Ok(())

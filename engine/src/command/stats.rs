@@ -10,7 +10,7 @@ use crate::stats::recorder;
 use super::{CmdResult, Ctx};
 
 pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
-    let totals = ctx.data.ks.totals_with(&mut ctx.data.guards);
+    let totals = ctx.data.totals()?;
     let keys: u64 = totals.keys.iter().map(|&k| k as u64).sum();
     let tiers = ctx.srv.keyspace.tier().map(|t| t.to_json(keys));
     let doc = serde_json::json!({
@@ -28,7 +28,7 @@ pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 
 pub fn workload(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let (ns, _) = tenant_arg(ctx.srv, argv[1])?;
-    let w = crate::stats::workload::Workload::gather(ctx.srv, ns);
+    let w = crate::stats::workload::Workload::gather(ctx.srv, &mut ctx.data.guards, ns)?;
     ctx.out.bulk(w.to_json().to_string().as_bytes());
     Ok(())
 }
@@ -96,21 +96,23 @@ pub fn record(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let mut out = String::new();
             let next = if cursor + 1 == per_ns { 0 } else { cursor + 1 };
             out.push_str(&format!("{next}\n"));
-            let shard = ks.lock_one(id);
-            for e in shard.iter() {
-                if crate::stats::mrc::spatial(crate::keyspace::hash_bytes(e.key())) >= threshold {
-                    continue;
+            let sampled = ctx.data.visit(id, std::time::Duration::MAX, |shard| -> Result<(), CmdError> {
+                for e in shard.iter() {
+                    if crate::stats::mrc::spatial(crate::keyspace::hash_bytes(e.key())) >= threshold {
+                        continue;
+                    }
+                    let dump = if e.is_encoded() {
+                        let v = super::decoded(ks, db, e)?.unwrap_or_default();
+                        super::dump::dump_value(crate::keyspace::ValueRef::Str(&v))
+                    } else {
+                        super::dump::dump_value(e.value())
+                    };
+                    let pttl = e.expire().map_or(-1, |at| (at - now).max(1));
+                    recorder::sample_line(&mut out, db, e.key(), pttl, &dump);
                 }
-                let dump = if e.is_encoded() {
-                    let v = super::decoded(ks, db, e)?.unwrap_or_default();
-                    super::dump::dump_value(crate::keyspace::ValueRef::Str(&v))
-                } else {
-                    super::dump::dump_value(e.value())
-                };
-                let pttl = e.expire().map_or(-1, |at| (at - now).max(1));
-                recorder::sample_line(&mut out, db, e.key(), pttl, &dump);
-            }
-            drop(shard);
+                Ok(())
+            })?;
+            sampled.transpose()?;
             ctx.out.bulk(out.as_bytes());
         }
         _ => return Err(CmdError::Syntax),

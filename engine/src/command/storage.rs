@@ -38,18 +38,41 @@ fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
     }
 }
 
+/// What read-through did for a command: the keys it must still find when it runs, and
+/// every key it looked at (none may have an unconfirmed write then).
+#[derive(Debug, Default)]
+pub struct ReadThrough {
+    /// Keys the cache had, or was given from storage: (database, key).
+    present: Vec<CacheKey>,
+    /// Every key looked at.
+    checked: Vec<CacheKey>,
+}
+
+impl ReadThrough {
+    /// Under the command's locks: whether it must not run now. A key read through (or found)
+    /// was evicted meanwhile, so the command would take it for absent while storage has it;
+    /// or another connection's write to one of the keys is not confirmed yet, and the command
+    /// must not see or build on it. Either way the connection reads through again.
+    pub fn lost(&self, srv: &Server, guards: &mut crate::keyspace::Guards) -> bool {
+        let now = now_ms();
+        let evicted = self.present.iter().any(|(db, k)| {
+            let id = srv.keyspace.shard_id(*db, k);
+            guards.holds(id) && guards.shard(id).peek(k, now).is_none()
+        });
+        evicted || srv.storage_tier().is_some_and(|tier| self.checked.iter().any(|k| tier.pending_seq(k).is_some()))
+    }
+}
+
 /// Read-through: before a command runs, the keys it declares that the cache lacks are read
 /// from storage and admitted (a batched get per command). Err: storage could not be read,
 /// and the command must not run on a cache that may be missing its keys.
-pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Result<(), String> {
-    conn.read_through_present.clear();
-    conn.read_through_checked.clear();
+pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<ReadThrough, String> {
     let Some(tier) = srv.storage_tier() else {
-        return Ok(());
+        return Ok(ReadThrough::default());
     };
     let ns = conn.db / crate::keyspace::NUM_DBS;
     if !tier.backs(ns) || conn.replay_now.is_some() {
-        return Ok(());
+        return Ok(ReadThrough::default());
     }
     let mut wanted: Vec<CacheKey> = Vec::new();
     let mut writes = false;
@@ -83,7 +106,7 @@ pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Resu
         tier.admit_dirty(|| !super::admit_memory(srv)).await?;
     }
     if wanted.is_empty() {
-        return Ok(());
+        return Ok(ReadThrough::default());
     }
     let ks = &srv.keyspace;
     wanted.sort();
@@ -109,9 +132,8 @@ pub async fn read_through(srv: &Server, conn: &mut Conn, argv: &[&[u8]]) -> Resu
     // What the command will find: keys that must still be there when it runs (and still
     // confirmed: checked again under its locks).
     let now = now_ms();
-    conn.read_through_present = wanted.iter().filter(|(db, k)| ks.lock_one(ks.shard_id(*db, k)).peek(k, now).is_some()).cloned().collect();
-    conn.read_through_checked = wanted;
-    Ok(())
+    let present = wanted.iter().filter(|(db, k)| ks.lock_one(ks.shard_id(*db, k)).peek(k, now).is_some()).cloned().collect();
+    Ok(ReadThrough { present, checked: wanted })
 }
 
 /// Reads the keys of `wanted` the cache lacks from storage and admits them.

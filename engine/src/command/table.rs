@@ -18,6 +18,10 @@ pub enum Lock {
     Db,
     /// Every shard of every database.
     All,
+    /// No locks up front: the handler visits shards one at a time through `Data::visit`,
+    /// `Data::totals` or `Data::census` (INFO's key counts, a tenant's census, UNWATCH).
+    /// Inside EXEC or a script, which hold every shard, it reads through those locks.
+    Visit,
 }
 
 /// Key positions that (first, last, step) can't express.
@@ -145,14 +149,14 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("lcs", -3, "readonly", K12, "string", "Finds the longest common substring.", string::lcs),
         c("cas", -4, "write denyoom fast", K1, "string", "TierBase: sets a key to a new value if it holds the expected value.", string::cas),
         c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value.", string::cad),
-        c("terrace.namespace", -2, "fast no_multi", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace.", server::namespace),
+        c("terrace.namespace", -2, "fast no_multi noscript", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace.", server::namespace),
         c("terrace.retrain", -2, "admin noscript", NOKEY, "server", "Terrace: trains a new compression dictionary generation for a tenant.", compression::retrain),
         c("terrace.threads", -1, "admin noscript", NOKEY, "server", "Terrace: the reactors (elastic threading) and how many serve.", server::threads),
-        c("terrace.stats", 1, "admin noscript", NOKEY, "server", "Terrace: the engine's keys, memory and tier placement as JSON.", stats::stats),
-        c("terrace.workload", 2, "admin noscript", NOKEY, "server", "Terrace: a tenant's workload statistics (rates, mix, bytes, access intervals, miss-ratio curve) as JSON.", stats::workload),
-        c("terrace.record", -2, "admin noscript", NOKEY, "server", "Terrace: records a sampled trace of a tenant's commands and a sample of its data.", stats::record),
+        c("terrace.stats", 1, "admin noscript", NOKEY, "server", "Terrace: the engine's keys, memory and tier placement as JSON.", stats::stats).lock(Visit),
+        c("terrace.workload", 2, "admin noscript", NOKEY, "server", "Terrace: a tenant's workload statistics (rates, mix, bytes, access intervals, miss-ratio curve) as JSON.", stats::workload).lock(Visit),
+        c("terrace.record", -2, "admin noscript", NOKEY, "server", "Terrace: records a sampled trace of a tenant's commands and a sample of its data.", stats::record).lock(Visit),
         c("terrace.costeval", -3, "admin noscript", NOKEY, "server", "Terrace: keeps or answers a tenant's latest terrace cost-eval result.", advise::costeval),
-        c("terrace.advise", 2, "admin noscript", NOKEY, "server", "Terrace: the cost advisor's recommendation for a tenant as JSON.", advise::advise),
+        c("terrace.advise", 2, "admin noscript", NOKEY, "server", "Terrace: the cost advisor's recommendation for a tenant as JSON.", advise::advise).lock(Visit),
         c("terrace.compression", -2, "admin noscript", NOKEY, "server", "Terrace: compression statistics, advice and settings of a tenant.", compression::compression),
         // Memcached semantics for the proxy's Memcached front end.
         c("mc.get", -2, "readonly fast", (1, -1, 1), "string", "Terrace: Memcached get (value, flags, CAS unique, TTL) of keys.", memcache::get),
@@ -344,9 +348,9 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         // transactions
         c("multi", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Starts a transaction.", txn::multi),
         c("exec", 1, "noscript loading stale skip_slowlog", NOKEY, "transaction", "Executes all commands in a transaction.", txn::exec).lock(All),
-        c("discard", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Discards a transaction.", txn::discard),
+        c("discard", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Discards a transaction.", txn::discard).lock(Visit),
         c("watch", -2, "noscript loading stale fast allow_busy", KALL, "transaction", "Monitors changes to keys to determine the execution of a transaction.", txn::watch),
-        c("unwatch", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Forgets about watched keys of a transaction.", txn::unwatch),
+        c("unwatch", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Forgets about watched keys of a transaction.", txn::unwatch).lock(Visit),
         // connection and server
         c("ping", -1, "fast", NOKEY, "connection", "Returns the server's liveliness response.", server::ping),
         c("echo", 2, "fast loading stale", NOKEY, "connection", "Returns the given string.", server::echo),
@@ -360,7 +364,7 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("swapdb", 3, "write fast", NOKEY, "server", "Swaps two Redis databases.", server::swapdb).lock(All),
         c("flushdb", -1, "write", NOKEY, "server", "Remove all keys from the current database.", server::flushdb).lock(Db),
         c("flushall", -1, "write", NOKEY, "server", "Removes all keys from all databases.", server::flushall).lock(All),
-        c("info", -1, "loading stale", NOKEY, "server", "Returns information and statistics about the server.", server::info),
+        c("info", -1, "loading stale", NOKEY, "server", "Returns information and statistics about the server.", server::info).lock(Visit),
         c("config", -2, "admin noscript loading stale", NOKEY, "server", "A container for server configuration commands.", config::config),
         c("time", 1, "loading stale fast", NOKEY, "server", "Returns the server time.", server::time),
         c("save", 1, "admin noscript no_async_loading no_multi", NOKEY, "server", "Synchronously saves the database(s) to disk.", server::save).lock(All),

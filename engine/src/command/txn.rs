@@ -5,12 +5,11 @@
 //! epoch (see `Shard::touch`); any write, deletion, expiry or flush moves it on.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use super::args::err;
-use super::{lookup, CmdResult, Conn, Ctx};
+use super::pipeline::{nested, Nested, Origin};
+use super::{CmdResult, Conn, Ctx};
 use crate::keyspace::Keyspace;
-use crate::server::state::Server;
 
 /// A watched key: (db, key, epoch at WATCH, whether it existed then).
 pub type Watched = (usize, Vec<u8>, u64, bool);
@@ -31,7 +30,7 @@ pub fn discard(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
         return Err(err("ERR DISCARD without MULTI"));
     }
     end_multi(ctx.conn);
-    release_watches(&ctx.srv.keyspace, ctx.conn);
+    release_watches_with(&ctx.srv.keyspace, &mut ctx.data.guards, ctx.conn);
     ctx.out.ok();
     Ok(())
 }
@@ -42,10 +41,22 @@ pub fn end_multi(conn: &mut Conn) {
     conn.info.in_multi.store(false, Ordering::Relaxed);
 }
 
-/// Drops a connection's WATCH registrations (caller holds no shard locks).
+/// Drops a connection's WATCH registrations when it closes (it holds no shard locks).
 pub fn release_watches(ks: &Keyspace, conn: &mut Conn) {
+    let mut none = crate::keyspace::Guards::none();
+    release_watches_with(ks, &mut none, conn);
+}
+
+/// Drops a connection's WATCH registrations through a command's guards (`Keyspace::visit`:
+/// the shards it holds, or each shard alone when it holds none).
+fn release_watches_with(ks: &Keyspace, guards: &mut crate::keyspace::Guards, conn: &mut Conn) {
     for (db, key, _, _) in conn.watched.drain(..) {
-        ks.lock_one(ks.shard_id(db, &key)).unwatch(&key);
+        let id = ks.shard_id(db, &key);
+        if ks.visit_mut(guards, id, |s| s.unwatch(&key)).is_err() {
+            // Unreachable for UNWATCH and DISCARD (they lock nothing); the registration
+            // then stays until the key is next touched, which only costs a stale epoch.
+            tracing::warn!("a WATCH registration could not be released");
+        }
     }
 }
 
@@ -67,7 +78,7 @@ pub fn watch(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn unwatch(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
-    release_watches(&ctx.srv.keyspace, ctx.conn);
+    release_watches_with(&ctx.srv.keyspace, &mut ctx.data.guards, ctx.conn);
     ctx.out.ok();
     Ok(())
 }
@@ -106,47 +117,17 @@ pub fn exec(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     }
     ctx.srv.dirty.fetch_add(1, Ordering::Relaxed);
     ctx.out.array_len(queued.len());
-    let exec_spec = ctx.spec;
     ctx.in_exec = true;
     for cmd in &queued {
         let argv: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
-        let (idx, spec) = lookup(argv[0]).expect("validated when queued");
-        ctx.spec = spec;
-        let start = Instant::now();
-        // Permissions may have changed since the command was queued.
-        if let Err(denied) = ctx.conn.user.check(idx, &argv) {
-            let info = super::server::client_line(ctx.srv, &ctx.conn.info);
-            ctx.srv.acl.log_denied(&denied, "multi", &ctx.conn.user.name, info);
-            ctx.out.error(&denied.error());
-            continue;
-        }
-        let before = ctx.data.wal_count;
-        let r = (spec.handler)(ctx, &argv);
-        super::log_write(ctx, spec, &argv, r.is_ok(), before);
-        if ctx.conn.replay_now.is_none() {
-            crate::stats::observe(ctx.srv, ctx.data.db, spec, &argv, ctx.data.now, 0);
-        }
-        if let Err(e) = &r {
-            ctx.out.error(&e.to_string());
-        }
-        run_stats(ctx.srv, idx, start, r.is_err());
-        if ctx.conn.tracking.is_some() {
-            super::track_reads(ctx.srv, ctx.conn, spec, &argv);
+        // Admitted again: permissions (or the WAL) may have changed since it was queued.
+        if let Nested::Refused(error) = nested(ctx, Origin::Exec, &argv) {
+            ctx.out.error(&error);
         }
         if ctx.close {
             break;
         }
     }
     ctx.in_exec = false;
-    ctx.spec = exec_spec;
     Ok(())
-}
-
-pub(crate) fn run_stats(srv: &Server, idx: usize, start: Instant, failed: bool) {
-    let st = &srv.stats.per_command[idx];
-    st.calls.fetch_add(1, Ordering::Relaxed);
-    st.usec.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-    if failed {
-        st.failed.fetch_add(1, Ordering::Relaxed);
-    }
 }

@@ -80,7 +80,16 @@ thread_local! {
 /// The shards a command holds, sorted by global shard id.
 pub struct Guards<'a> {
     held: SmallVec<[(u32, MutexGuard<'a, Shard>); 4]>,
+    /// Where a command that reached a shard it did not lock was sent instead (`shard`,
+    /// `pair`): two empty shards, whose contents are dropped with the guards.
+    stray: Option<Box<[Shard; 2]>>,
 }
+
+/// A command reached a shard it neither holds nor may lock: its table entry does not declare
+/// the key, or it holds some shards and locking another would break the lock order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("ERR internal error: the command reached a shard it did not declare in the command table")]
+pub struct Undeclared;
 
 impl Keyspace {
     /// A keyspace whose tenants start with `compression` settings, keeping dictionary files
@@ -281,7 +290,33 @@ impl Keyspace {
             ids.sort_unstable();
             ids.dedup();
         }
-        Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect() }
+        Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect(), stray: None }
+    }
+
+    /// Reads shard `id` for a command that visits shards one at a time (a census, a sample,
+    /// totals): through the command's locks when it holds the shard (EXEC and scripts hold
+    /// every shard), else by locking that shard alone when the command holds none, waiting
+    /// at most `wait` (None: it stayed busy). A command that holds some shards but not this
+    /// one gets `Undeclared`: locking another would break the lock order.
+    pub fn visit<R>(&self, guards: &mut Guards, id: u32, wait: std::time::Duration, f: impl FnOnce(&Shard) -> R) -> Result<Option<R>, Undeclared> {
+        if guards.holds(id) {
+            return Ok(Some(f(guards.shard(id))));
+        }
+        if !guards.held.is_empty() {
+            return Err(Undeclared);
+        }
+        Ok(self.shards[id as usize].try_lock_for(wait).map(|s| f(&s)))
+    }
+
+    /// As `visit`, changing the shard; waits for it.
+    pub fn visit_mut<R>(&self, guards: &mut Guards, id: u32, f: impl FnOnce(&mut Shard) -> R) -> Result<R, Undeclared> {
+        if guards.holds(id) {
+            return Ok(f(guards.shard(id)));
+        }
+        if !guards.held.is_empty() {
+            return Err(Undeclared);
+        }
+        Ok(f(&mut self.shards[id as usize].lock()))
     }
 
     /// Locks one shard by id (background work: expiry, eviction, stats).
@@ -306,28 +341,33 @@ impl Keyspace {
         self.version.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Totals over every shard, locking each in turn (no command locks may be held).
-    pub fn totals(&self) -> Totals {
-        assert_not_holding_guards();
-        let mut t = Totals::default();
-        for (id, s) in self.shards.iter().enumerate() {
-            t.add(id >> self.shard_bits, &s.lock());
-        }
-        t
-    }
-
-    /// Namespace `ns`'s keys and bytes by where they live, locking one shard at a time (no
-    /// command locks may be held). Shards a command holds for long are skipped
-    /// (`shards_skipped`) rather than waited for.
-    pub fn namespace_census(&self, ns: usize) -> NamespaceCensus {
-        assert_not_holding_guards();
+    /// Namespace `ns`'s keys and bytes by where they live, visiting one shard at a time
+    /// (`visit`). Shards another command holds for long are skipped (`shards_skipped`)
+    /// rather than waited for.
+    pub fn namespace_census(&self, guards: &mut Guards, ns: usize) -> Result<NamespaceCensus, Undeclared> {
         let per_ns = NUM_DBS << self.shard_bits;
         let mut c = NamespaceCensus::default();
         for id in ns * per_ns..((ns + 1) * per_ns).min(self.shards.len()) {
-            let Some(shard) = self.shards[id].try_lock_for(std::time::Duration::from_millis(50)) else {
-                c.shards_skipped += 1;
-                continue;
-            };
+            let counted = self.visit(guards, id as u32, std::time::Duration::from_millis(50), |shard| c.count(shard))?;
+            c.shards_skipped += counted.is_none() as u64;
+        }
+        Ok(c)
+    }
+
+    /// Totals over every shard, visited one at a time (`visit`; a shard is waited for).
+    pub fn totals(&self, guards: &mut Guards) -> Result<Totals, Undeclared> {
+        let mut t = Totals::default();
+        for id in self.all_shard_ids() {
+            self.visit(guards, id, std::time::Duration::MAX, |s| t.add(id as usize >> self.shard_bits, s))?;
+        }
+        Ok(t)
+    }
+}
+
+impl NamespaceCensus {
+    fn count(&mut self, shard: &Shard) {
+        let c = self;
+        {
             c.table_bytes += shard.table_bytes() as u64;
             for e in shard.iter() {
                 c.keys += 1;
@@ -342,21 +382,6 @@ impl Keyspace {
                     c.encoded_bytes += e.pmem().map(|p| p.1).unwrap_or_else(|| e.dram_value_size()) as u64;
                 }
             }
-        }
-        c
-    }
-
-    /// Totals read through a command's guards when they hold every shard (EXEC), else by
-    /// locking each shard in turn.
-    pub fn totals_with(&self, guards: &mut Guards) -> Totals {
-        if guards.held.len() == self.shards.len() {
-            let mut t = Totals::default();
-            for (id, s) in guards.held.iter() {
-                t.add(*id as usize >> self.shard_bits, s);
-            }
-            t
-        } else {
-            self.totals()
         }
     }
 }
@@ -412,27 +437,54 @@ impl Totals {
 }
 
 impl<'a> Guards<'a> {
-    /// The held shard with this id. Panics if the command did not declare it: a bug in the
-    /// command table's key specification, never an input error.
+    /// No locks: what a command that visits shards one at a time (`Keyspace::visit`) starts
+    /// with, and what background work passes to the same functions.
+    pub fn none() -> Guards<'a> {
+        Guards { held: SmallVec::new(), stray: None }
+    }
+
+    /// The held shard with this id. A shard the command did not lock is a bug in its command
+    /// table entry: debug builds stop there; release builds hand out an empty stray shard
+    /// instead of a wrong one, and the pipeline fails the command (`take_stray`).
     #[inline]
     pub fn shard(&mut self, id: u32) -> &mut Shard {
-        if self.held.len() == 1 {
-            debug_assert_eq!(self.held[0].0, id);
+        if self.held.len() == 1 && self.held[0].0 == id {
             return &mut self.held[0].1;
         }
-        let i = self.held.binary_search_by_key(&id, |(i, _)| *i).expect("shard not locked by command");
-        &mut self.held[i].1
+        match self.held.binary_search_by_key(&id, |(i, _)| *i) {
+            Ok(i) => &mut self.held[i].1,
+            Err(_) => &mut self.strayed(id)[0],
+        }
+    }
+
+    #[cold]
+    fn strayed(&mut self, id: u32) -> &mut [Shard; 2] {
+        debug_assert!(false, "shard {id} is not locked by the command: its command table entry does not declare the key");
+        tracing::error!(shard = id, "a command reached a shard it did not lock (a command table bug); the command fails");
+        self.stray.get_or_insert_with(Default::default)
+    }
+
+    /// Whether the command reached a shard it did not lock since the last call: it must fail
+    /// (what it did there is dropped).
+    pub fn take_stray(&mut self) -> bool {
+        self.stray.take().is_some()
     }
 
     pub fn holds(&self, id: u32) -> bool {
         self.held.binary_search_by_key(&id, |(i, _)| *i).is_ok()
     }
 
-    /// Two distinct held shards at once (RENAME, SMOVE, LMOVE across shards).
+    /// Two distinct held shards at once (RENAME, SMOVE, LMOVE across shards). The same id
+    /// twice, or one not held, is a command bug handled as in `shard`.
     pub fn pair(&mut self, a: u32, b: u32) -> (&mut Shard, &mut Shard) {
-        assert_ne!(a, b);
-        let ia = self.held.binary_search_by_key(&a, |(i, _)| *i).expect("shard not locked");
-        let ib = self.held.binary_search_by_key(&b, |(i, _)| *i).expect("shard not locked");
+        let found = |id: u32| self.held.binary_search_by_key(&id, |(i, _)| *i).ok();
+        let (ia, ib) = match (found(a), found(b)) {
+            (Some(ia), Some(ib)) if ia != ib => (ia, ib),
+            _ => {
+                let [x, y] = self.strayed(a);
+                return (x, y);
+            }
+        };
         if ia < ib {
             let (l, r) = self.held.split_at_mut(ib);
             (&mut l[ia].1, &mut r[0].1)

@@ -118,14 +118,19 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
             // locks, both steps run again.
             let mut attempts = 0;
             let outcome = loop {
-                if srv.storage_tier().is_some() {
+                let read = if srv.storage_tier().is_some() {
                     let buf: &[u8] = &inbuf;
                     let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
-                    if let Err(why) = command::read_through(&srv, &mut conn, &argv).await {
-                        ReplyWriter::new(&mut out, conn.resp3).error(&why);
-                        break Ok(Outcome::Done);
+                    match command::read_through(&srv, &conn, &argv).await {
+                        Ok(read) => Some(read),
+                        Err(why) => {
+                            ReplyWriter::new(&mut out, conn.resp3).error(&why);
+                            break Ok(Outcome::Done);
+                        }
                     }
-                }
+                } else {
+                    None
+                };
                 let outcome = {
                     let buf: &[u8] = &inbuf;
                     let mut stack: [&[u8]; 16] = [&[]; 16];
@@ -139,12 +144,13 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                         heap = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
                         &heap
                     };
-                    match command::execute(&srv, &mut conn, argv, &mut out) {
+                    let request = command::Request { argv, read_through: read.as_ref(), retry: false };
+                    match command::execute_request(&srv, &mut conn, &request, &mut out) {
                         o @ (Outcome::Block(_) | Outcome::Paused(_)) => Err((o, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>())),
                         other => Ok(other),
                     }
                 };
-                if !std::mem::take(&mut conn.read_through_lost) {
+                if !matches!(outcome, Ok(Outcome::ReadAgain)) {
                     break outcome;
                 }
                 attempts += 1;
@@ -344,12 +350,11 @@ async fn wait_and_retry(
                 }
             }
             Outcome::Close => return false,
-            Outcome::Done => return flush(srv, conn, stream, out).await,
+            // (Only a request read through from storage is read again.)
+            Outcome::Done | Outcome::ReadAgain => return flush(srv, conn, stream, out).await,
         }
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-        conn.retrying = was_blocked;
-        outcome = command::execute(srv, conn, &args, out);
-        conn.retrying = false;
+        outcome = command::execute_request(srv, conn, &command::Request { argv: &args, read_through: None, retry: was_blocked }, out);
     }
 }
 

@@ -37,11 +37,12 @@ pub struct Workload {
 }
 
 impl Workload {
-    pub fn gather(srv: &Server, ns: usize) -> Workload {
+    /// The workload of namespace `ns`, its census visited through a command's `guards`.
+    pub fn gather(srv: &Server, guards: &mut crate::keyspace::Guards, ns: usize) -> Result<Workload, crate::keyspace::Undeclared> {
         let tenant = srv.namespaces.lock().get(ns).cloned().unwrap_or_default();
         let stats = &srv.tenant_stats[ns];
         let rates = stats.rates();
-        let census = srv.keyspace.namespace_census(ns);
+        let census = srv.keyspace.namespace_census(guards, ns)?;
         let comp = srv.keyspace.compression(ns).stats();
         let compression_ratio = comp["live_ratio"].as_f64().filter(|_| census.encoded_values > 0);
         let raw_encoded = compression_ratio.map(|r| census.encoded_bytes as f64 / r.max(1e-6)).unwrap_or(census.encoded_bytes as f64);
@@ -60,7 +61,7 @@ impl Workload {
             }
             count.map(|c| (c.keys, c.bytes, c.at.elapsed().as_secs_f64()))
         });
-        Workload { tenant, namespace: ns, rates, census, compression_ratio, logical_bytes, value_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve, storage }
+        Ok(Workload { tenant, namespace: ns, rates, census, compression_ratio, logical_bytes, value_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve, storage })
     }
 
     pub fn to_json(&self) -> Value {

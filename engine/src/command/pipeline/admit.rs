@@ -1,0 +1,353 @@
+//! Admission: whether a command may run now, decided from its metadata, the caller and what
+//! the server says through `Gate`. Pure: no locks, no I/O, no counters; the driver acts on
+//! the verdict (queues, counts, logs ACL denials, writes the error). The same rules serve a
+//! client's request, EXEC's queued commands and a script's `redis.call`, each with the checks
+//! Redis makes in that place.
+
+use crate::acl::{Denied, User};
+use crate::command::table::{self, CommandSpec};
+
+/// Who asks for a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A client's request, or a WAL record being replayed (`Caller::replaying`).
+    Client,
+    /// A command queued in MULTI, run by EXEC.
+    Exec,
+    /// `redis.call`/`redis.pcall` from a script or a library function; `readonly` for
+    /// EVAL_RO, EVALSHA_RO and FCALL_RO.
+    Script { readonly: bool },
+}
+
+/// What admission needs to know about the connection.
+pub struct Caller<'a> {
+    pub authenticated: bool,
+    pub in_multi: bool,
+    /// Subscribed over RESP2: only (un)subscribing, PING, QUIT and RESET may run.
+    pub subscribed_resp2: bool,
+    /// Replaying the WAL: the log's state is reproduced exactly (no memory admission).
+    pub replaying: bool,
+    pub user: &'a User,
+    pub namespace: usize,
+}
+
+/// What admission asks of the server, only when a rule needs it.
+pub trait Gate {
+    fn auth_required(&self) -> bool;
+    fn script_busy(&self) -> bool;
+    /// Until when CLIENT PAUSE holds this command back (unix ms), if it does.
+    fn paused_until(&self, spec: &CommandSpec) -> Option<i64>;
+    /// Why the WAL refuses writes, if it is poisoned.
+    fn wal_poisoned(&self) -> Option<String>;
+    /// Whether namespace `ns` is backed by a storage tier.
+    fn storage_backed(&self, ns: usize) -> bool;
+    /// Makes room for a command that may grow memory (demotion, eviction); false: refuse.
+    fn make_room(&self, ns: usize) -> bool;
+}
+
+/// What admission decided.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Run,
+    /// Inside MULTI: queue it for EXEC.
+    Queue,
+    /// CLIENT PAUSE holds it until this unix time (ms).
+    Pause(i64),
+    Refuse(Refusal),
+}
+
+/// Why a command was refused. Each has Redis's error text for its origin.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such command (decided by the driver, before admission).
+    Unknown,
+    Arity,
+    NoAuth,
+    Denied(Denied),
+    Subscribed,
+    Busy,
+    WalPoisoned(String),
+    Oom,
+    NotInMulti,
+    NotInScript,
+    WriteInReadonlyScript,
+    /// FLUSHALL, FLUSHDB and SWAPDB in a storage-backed tenant.
+    NotWithStorage,
+}
+
+/// Decides whether command `idx` (`spec`, found by `argv[0]`) may run for `caller`. An
+/// unknown name never gets here: its driver refuses it as `Refusal::Unknown`.
+pub fn admit(origin: Origin, idx: usize, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller, gate: &impl Gate) -> Verdict {
+    use Refusal::*;
+    if !super::super::arity_ok(spec, argv.len()) {
+        return Verdict::Refuse(Arity);
+    }
+    if let Origin::Script { readonly } = origin {
+        if spec.flags.contains(&"noscript") {
+            return Verdict::Refuse(NotInScript);
+        }
+        if readonly && spec.write {
+            return Verdict::Refuse(WriteInReadonlyScript);
+        }
+    }
+    if origin == Origin::Client && !caller.authenticated && !spec.no_auth && gate.auth_required() {
+        return Verdict::Refuse(NoAuth);
+    }
+    if !caller.user.unrestricted {
+        if let Err(denied) = caller.user.check(idx, argv) {
+            return Verdict::Refuse(Denied(denied));
+        }
+    }
+    if origin == Origin::Client {
+        if caller.subscribed_resp2 && !crate::command::pubsub::allowed_while_subscribed(spec.name) {
+            return Verdict::Refuse(Subscribed);
+        }
+        if gate.script_busy() && !allowed_while_busy(spec, argv) {
+            return Verdict::Refuse(Busy);
+        }
+        if let Some(until) = gate.paused_until(spec) {
+            return Verdict::Pause(until);
+        }
+    }
+    if spec.write {
+        if let Some(why) = gate.wal_poisoned() {
+            return Verdict::Refuse(WalPoisoned(why));
+        }
+    }
+    if origin == Origin::Client {
+        if spec.denyoom && !caller.replaying && !gate.make_room(caller.namespace) {
+            return Verdict::Refuse(Oom);
+        }
+        if caller.in_multi && !spec.txn_control {
+            return if spec.no_multi { Verdict::Refuse(NotInMulti) } else { Verdict::Queue };
+        }
+    }
+    if matches!(spec.name, "flushall" | "flushdb" | "swapdb") && gate.storage_backed(caller.namespace) {
+        return Verdict::Refuse(NotWithStorage);
+    }
+    Verdict::Run
+}
+
+/// What may run while a script is busy: SCRIPT KILL, SHUTDOWN, and the connection commands
+/// Redis flags `allow_busy`.
+fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
+    spec.flags.contains(&"allow_busy") || (spec.name == "script" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"kill")))
+}
+
+impl Refusal {
+    /// The error reply, in Redis's words for the origin.
+    pub fn error(&self, origin: Origin, spec: Option<&CommandSpec>, argv: &[&[u8]]) -> String {
+        let script = matches!(origin, Origin::Script { .. });
+        match self {
+            Refusal::Unknown if script => "ERR Unknown Redis command called from script".into(),
+            Refusal::Unknown => super::super::unknown_command_error(argv),
+            Refusal::Arity if script => "ERR Wrong number of args calling Redis command from script".into(),
+            Refusal::Arity => super::super::CmdError::WrongArgs(spec.map_or("", |s| s.name)).to_string(),
+            Refusal::NoAuth => "NOAUTH Authentication required.".into(),
+            Refusal::Denied(d) if script => match d {
+                Denied::Command(_) => "ERR The user executing the script can't run this command or subcommand".into(),
+                Denied::Key(_) => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments".into(),
+                Denied::Channel(_) => "ERR The user executing the script can't publish to the channel mentioned in the command".into(),
+            },
+            Refusal::Denied(d) => d.error(),
+            Refusal::Subscribed => format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                spec.map_or_else(String::new, |s| table::full_name(s, argv))
+            ),
+            Refusal::Busy => "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.".into(),
+            Refusal::WalPoisoned(why) => format!("MISCONF Errors writing to the WAL ({why}): write commands are refused"),
+            Refusal::Oom => "OOM command not allowed when used memory > 'maxmemory'.".into(),
+            Refusal::NotInMulti => "ERR Command not allowed inside a transaction".into(),
+            Refusal::NotInScript => "ERR This Redis command is not allowed from script".into(),
+            Refusal::WriteInReadonlyScript => "ERR Write commands are not allowed from read-only scripts.".into(),
+            Refusal::NotWithStorage => {
+                format!("ERR {} is not supported for a tenant with a storage tier yet", spec.map_or("", |s| s.name).to_ascii_uppercase())
+            }
+        }
+    }
+
+    /// Whether a transaction being queued is aborted by it (EXEC answers EXECABORT).
+    pub fn aborts_multi(&self) -> bool {
+        matches!(self, Refusal::Unknown | Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::NotInMulti)
+    }
+
+    /// Whether it counts in the command's `rejected_calls`.
+    pub fn counts_rejected(&self) -> bool {
+        matches!(self, Refusal::Arity | Refusal::Denied(_) | Refusal::Oom)
+    }
+
+    /// Whether it counts in `total_error_replies`.
+    pub fn counts_error_reply(&self) -> bool {
+        matches!(self, Refusal::Unknown | Refusal::Arity | Refusal::Denied(_) | Refusal::WalPoisoned(_) | Refusal::Oom | Refusal::NotWithStorage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::lookup;
+
+    /// A server as admission sees it, with every answer settable.
+    #[derive(Default)]
+    struct FakeGate {
+        auth_required: bool,
+        busy: bool,
+        paused_until: Option<i64>,
+        poisoned: Option<String>,
+        storage_backed: bool,
+        full: bool,
+    }
+
+    impl Gate for FakeGate {
+        fn auth_required(&self) -> bool {
+            self.auth_required
+        }
+        fn script_busy(&self) -> bool {
+            self.busy
+        }
+        fn paused_until(&self, spec: &CommandSpec) -> Option<i64> {
+            self.paused_until.filter(|_| spec.write)
+        }
+        fn wal_poisoned(&self) -> Option<String> {
+            self.poisoned.clone()
+        }
+        fn storage_backed(&self, _ns: usize) -> bool {
+            self.storage_backed
+        }
+        fn make_room(&self, _ns: usize) -> bool {
+            !self.full
+        }
+    }
+
+    fn verdict(origin: Origin, caller: &Caller, gate: &FakeGate, argv: &[&str]) -> Verdict {
+        let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        let (idx, spec) = lookup(argv[0]).expect("a known command");
+        admit(origin, idx, spec, &argv, caller, gate)
+    }
+
+    fn caller(user: &User) -> Caller<'_> {
+        Caller { authenticated: true, in_multi: false, subscribed_resp2: false, replaying: false, user, namespace: 0 }
+    }
+
+    #[test]
+    fn wrong_arity_is_refused_everywhere() {
+        let user = User::default_user();
+        let gate = FakeGate::default();
+        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
+            assert_eq!(verdict(origin, &caller(&user), &gate, &["get"]), Verdict::Refuse(Refusal::Arity));
+            assert_eq!(verdict(origin, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
+        }
+        let script = Origin::Script { readonly: false };
+        assert_eq!(Refusal::Unknown.error(script, None, &[b"nosuch"]), "ERR Unknown Redis command called from script");
+        assert!(Refusal::Unknown.error(Origin::Client, None, &[b"nosuch"]).starts_with("ERR unknown command 'nosuch'"));
+    }
+
+    #[test]
+    fn multi_queues_what_may_be_queued_and_refuses_the_rest() {
+        let user = User::default_user();
+        let gate = FakeGate::default();
+        let c = Caller { in_multi: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["set", "k", "v"]), Verdict::Queue);
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["exec"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["watch", "k"]), Verdict::Run);
+        let refused = verdict(Origin::Client, &c, &gate, &["terrace.namespace", "t"]);
+        assert_eq!(refused, Verdict::Refuse(Refusal::NotInMulti));
+        assert!(Refusal::NotInMulti.aborts_multi());
+        // EXEC runs what it queued, whatever the connection's MULTI state says.
+        assert_eq!(verdict(Origin::Exec, &c, &gate, &["set", "k", "v"]), Verdict::Run);
+    }
+
+    #[test]
+    fn authentication_busy_scripts_and_pause_apply_to_clients_only() {
+        let user = User::default_user();
+        let gate = FakeGate { auth_required: true, ..FakeGate::default() };
+        let anonymous = Caller { authenticated: false, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &anonymous, &gate, &["get", "k"]), Verdict::Refuse(Refusal::NoAuth));
+        assert_eq!(verdict(Origin::Client, &anonymous, &gate, &["auth", "pw"]), Verdict::Run);
+        let open = FakeGate::default();
+        assert_eq!(verdict(Origin::Client, &anonymous, &open, &["get", "k"]), Verdict::Run);
+
+        let busy = FakeGate { busy: true, ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &caller(&user), &busy, &["get", "k"]), Verdict::Refuse(Refusal::Busy));
+        assert_eq!(verdict(Origin::Client, &caller(&user), &busy, &["script", "kill"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Script { readonly: false }, &caller(&user), &busy, &["get", "k"]), Verdict::Run);
+
+        let paused = FakeGate { paused_until: Some(42), ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &caller(&user), &paused, &["set", "k", "v"]), Verdict::Pause(42));
+        assert_eq!(verdict(Origin::Client, &caller(&user), &paused, &["get", "k"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Exec, &caller(&user), &paused, &["set", "k", "v"]), Verdict::Run);
+    }
+
+    #[test]
+    fn subscribed_resp2_clients_may_only_subscribe_and_ping() {
+        let user = User::default_user();
+        let c = Caller { subscribed_resp2: true, ..caller(&user) };
+        let gate = FakeGate::default();
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["get", "k"]), Verdict::Refuse(Refusal::Subscribed));
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["ping"]), Verdict::Run);
+        let argv: [&[u8]; 2] = [b"get", b"k"];
+        assert!(Refusal::Subscribed.error(Origin::Client, lookup(b"get").map(|l| l.1), &argv).starts_with("ERR Can't execute 'get'"));
+    }
+
+    #[test]
+    fn acl_rules_are_checked_in_every_origin_with_its_words() {
+        let mut user = User::new("alice");
+        for rule in ["on", "nopass", "+get", "~k*"] {
+            user.apply(rule).unwrap();
+        }
+        let gate = FakeGate::default();
+        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
+            assert_eq!(verdict(origin, &caller(&user), &gate, &["get", "k1"]), Verdict::Run);
+            let Verdict::Refuse(r @ Refusal::Denied(_)) = verdict(origin, &caller(&user), &gate, &["set", "k1", "v"]) else { panic!("SET allowed") };
+            assert!(r.aborts_multi() && r.counts_rejected());
+            let Verdict::Refuse(key @ Refusal::Denied(_)) = verdict(origin, &caller(&user), &gate, &["get", "other"]) else { panic!("key allowed") };
+            if origin == Origin::Client {
+                assert!(key.error(origin, None, &[]).starts_with("NOPERM"));
+            } else if origin != Origin::Exec {
+                assert!(key.error(origin, None, &[]).contains("can't access at least one of the keys"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_poisoned_wal_refuses_writes_from_every_origin() {
+        let user = User::default_user();
+        let gate = FakeGate { poisoned: Some("disk full".into()), ..FakeGate::default() };
+        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
+            assert_eq!(verdict(origin, &caller(&user), &gate, &["set", "k", "v"]), Verdict::Refuse(Refusal::WalPoisoned("disk full".into())));
+            assert_eq!(verdict(origin, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
+        }
+    }
+
+    #[test]
+    fn memory_admission_refuses_growth_but_not_replay() {
+        let user = User::default_user();
+        let full = FakeGate { full: true, ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &caller(&user), &full, &["set", "k", "v"]), Verdict::Refuse(Refusal::Oom));
+        assert_eq!(verdict(Origin::Client, &caller(&user), &full, &["del", "k"]), Verdict::Run);
+        let replay = Caller { replaying: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &replay, &full, &["set", "k", "v"]), Verdict::Run);
+    }
+
+    #[test]
+    fn scripts_refuse_noscript_commands_and_read_only_scripts_refuse_writes() {
+        let user = User::default_user();
+        let gate = FakeGate::default();
+        let ro = Origin::Script { readonly: true };
+        assert_eq!(verdict(ro, &caller(&user), &gate, &["set", "k", "v"]), Verdict::Refuse(Refusal::WriteInReadonlyScript));
+        assert_eq!(verdict(ro, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
+        for noscript in [&["multi"][..], &["terrace.workload", "default"], &["terrace.namespace", "t"], &["eval", "return 1", "0"]] {
+            assert_eq!(verdict(Origin::Script { readonly: false }, &caller(&user), &gate, noscript), Verdict::Refuse(Refusal::NotInScript), "{noscript:?}");
+        }
+    }
+
+    #[test]
+    fn storage_backed_tenants_refuse_whole_database_commands() {
+        let user = User::default_user();
+        let gate = FakeGate { storage_backed: true, ..FakeGate::default() };
+        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
+            assert_eq!(verdict(origin, &caller(&user), &gate, &["flushall"]), Verdict::Refuse(Refusal::NotWithStorage));
+        }
+        assert_eq!(Refusal::NotWithStorage.error(Origin::Client, lookup(b"flushall").map(|l| l.1), &[b"flushall"]), "ERR FLUSHALL is not supported for a tenant with a storage tier yet");
+    }
+}

@@ -1,0 +1,69 @@
+//! The commit stage: a command's effects, made visible in order. Under its locks (so the
+//! log and storage see writes in execution order): a blocked client's registration for its
+//! keys, the PMem tier's hit counters, write-through's queued after-images or write-back's
+//! dirty marks, and the WAL records. After the locks are released: the command's counters,
+//! blocked clients woken on ready keys, the slow log, tracking invalidations.
+
+use std::sync::atomic::Ordering;
+
+use super::Effects;
+use crate::command::table::CommandSpec;
+use crate::command::{storage, BlockRequest, CmdResult, Conn, Data};
+use crate::keyspace::NUM_DBS;
+use crate::server::state::Server;
+
+/// Commits what must be ordered with other writes; the caller still holds the locks.
+pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockRequest>, data: &mut Data) {
+    if let Some(b) = block {
+        // Registered while the shards are still locked, so no push can slip in between.
+        srv.blocking.register(conn.info.id, b.db, &b.keys, &conn.block_notify);
+    }
+    if let Some(t) = srv.keyspace.tier() {
+        let fx = &data.fx;
+        t.count_hits(fx.hits - fx.pmem_hits, fx.pmem_hits);
+    }
+    let ns = conn.ns_base / NUM_DBS;
+    if let Some(tier) = srv.storage_tier().filter(|t| t.backs(ns)) {
+        // Storage-backed: no command records (write-through's durability is storage's;
+        // write-back logs after-images).
+        data.fx.wal_buf.clear();
+        data.fx.wal_count = 0;
+        if !data.fx.touched.is_empty() {
+            let touched = std::mem::take(&mut data.fx.touched);
+            if tier.writes_back(ns) {
+                if let Some(seq) = storage::mark_write_back(srv, tier, data, touched) {
+                    conn.wal_pending = conn.wal_pending.max(seq);
+                }
+            } else {
+                conn.storage_waits.push(storage::queue_after_images(srv, tier, data, touched));
+            }
+        }
+    }
+    let fx = &data.fx;
+    let logged = srv.wal_off.get(ns).is_none_or(|off| !off.load(Ordering::Relaxed));
+    if fx.wal_count > 0 && logged {
+        if let Some(wal) = srv.wal() {
+            let seq = wal.append(&fx.wal_buf, fx.wal_count);
+            if wal.mode.waits() {
+                conn.wal_pending = seq;
+            }
+        }
+    }
+}
+
+/// Commits the rest once the locks are released.
+pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, idx: usize, spec: &CommandSpec, argv: &[&[u8]], result: &CmdResult, fx: &Effects, micros: u64) {
+    // Server and connection commands (INFO, CONFIG RESETSTAT…) are counted at once: one may
+    // read or reset the counters the next one adds to.
+    conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, micros, result.is_err(), fx.hits, fx.misses);
+    if !fx.ready.is_empty() && srv.blocking.any_waiting() {
+        for (db, key) in &fx.ready {
+            srv.blocking.signal(*db, key);
+        }
+    }
+    srv.slowlog.maybe_record(argv, micros, &conn.info);
+    if crate::tracking::any() {
+        super::run::track_reads(srv, conn, spec, argv);
+        srv.tracking.flush(&srv.clients, Some(conn.info.id));
+    }
+}

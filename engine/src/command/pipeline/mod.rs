@@ -1,0 +1,193 @@
+//! The one path every command takes, whoever asks for it: a client's request (`execute`),
+//! a WAL record being replayed (`execute` on the replay connection), EXEC's queued commands
+//! and a script's `redis.call` (`run::nested`, on the outer command's locks). Three stages:
+//!
+//! 1. `admit` — pure: whether the command may run now (arity, authentication, ACL, pub/sub
+//!    context, busy script, CLIENT PAUSE, a poisoned WAL, memory, MULTI queuing), with
+//!    Redis's error for each refusal in the words of its origin.
+//! 2. `run` — the handler under the locks the command declared, gathering its `Effects`
+//!    (WAL records or storage after-images, ready keys, hits and misses).
+//! 3. `commit` — the effects, in order: what must be ordered with other writes under the
+//!    locks (blocked-client registration, storage, WAL), the rest after them (counters,
+//!    waking blocked clients, slow log, tracking).
+
+mod admit;
+mod commit;
+mod effects;
+mod memory;
+mod run;
+
+pub use admit::{admit, Caller, Gate, Origin, Refusal, Verdict};
+pub use effects::Effects;
+pub use memory::{admit_memory, admit_namespace};
+pub(crate) use run::{nested, Nested};
+
+use std::sync::atomic::Ordering;
+
+use bytes::BytesMut;
+
+use super::storage::ReadThrough;
+use super::table::CommandSpec;
+use super::{lock_ids, lookup, Conn, Ctx, Data, Outcome};
+use crate::keyspace::NUM_DBS;
+use crate::protocol::ReplyWriter;
+use crate::server::state::{now_ms_at, Server};
+
+/// One request from a client, with what the connection did for it before.
+pub struct Request<'r> {
+    pub argv: &'r [&'r [u8]],
+    /// The keys read through from storage for it (checked again under its locks).
+    pub read_through: Option<&'r ReadThrough>,
+    /// Run again after a blocked wait: MONITOR was shown it the first time.
+    pub retry: bool,
+}
+
+/// Executes one request on a connection and writes its reply into `out` (unless the client
+/// turned replies off with CLIENT REPLY).
+pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
+    execute_request(srv, conn, &Request { argv, read_through: None, retry: false }, out)
+}
+
+/// As `execute`, for a request read through from storage or run again after a wait.
+pub fn execute_request(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMut) -> Outcome {
+    let before = out.len();
+    let outcome = execute_inner(srv, conn, req, out);
+    if conn.reply_off {
+        out.truncate(before);
+    } else if conn.reply_skip > 0 {
+        out.truncate(before);
+        conn.reply_skip -= 1;
+    }
+    if let Some(w) = conn.storage_waits.last_mut().filter(|w| w.reply_at == usize::MAX) {
+        (w.reply_at, w.reply_end) = (before, out.len());
+    }
+    outcome
+}
+
+fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMut) -> Outcome {
+    let argv = req.argv;
+    let mut w = ReplyWriter::new(out, conn.resp3);
+    let Some((idx, spec)) = lookup(argv[0]) else {
+        account(srv, conn, None, &Refusal::Unknown, Origin::Client);
+        w.error(&Refusal::Unknown.error(Origin::Client, None, argv));
+        return Outcome::Done;
+    };
+    // Counts of an earlier, different command become visible before this one runs.
+    conn.tally.before(srv, idx);
+    if conn.acl_gen != srv.acl.generation() && !refresh_user(srv, conn) {
+        return Outcome::Close;
+    }
+    let verdict = admit(Origin::Client, idx, spec, argv, &caller(conn), &ServerGate(srv));
+    match verdict {
+        Verdict::Refuse(r) => {
+            account(srv, conn, Some(idx), &r, Origin::Client);
+            w.error(&r.error(Origin::Client, Some(spec), argv));
+            return Outcome::Done;
+        }
+        Verdict::Pause(until) => return Outcome::Paused(until),
+        Verdict::Queue | Verdict::Run => {}
+    }
+    if spec.monitored && !req.retry && srv.monitors.active() {
+        srv.monitors.feed(conn.db, &conn.info.addr, argv);
+    }
+    if verdict == Verdict::Queue {
+        if let Some(queue) = conn.multi.as_mut() {
+            queue.push(argv.iter().map(|a| a.to_vec()).collect());
+        }
+        w.simple("QUEUED");
+        return Outcome::Done;
+    }
+    conn.info.last_cmd.store(idx, Ordering::Relaxed);
+    let ids = lock_ids(srv, spec, argv, conn.db);
+    let start = quanta::Instant::now();
+    let mut guards = srv.keyspace.lock(ids);
+    if req.read_through.is_some_and(|rt| rt.lost(srv, &mut guards)) {
+        return Outcome::ReadAgain;
+    }
+    let (db, now) = (conn.db, conn.replay_now.unwrap_or_else(|| now_ms_at(start)));
+    let mut ctx = Ctx { srv, conn, out: w, data: Data::new(&srv.keyspace, guards, db, now), block: None, close: false, in_exec: false, spec };
+    let result = run::run(&mut ctx, spec, argv);
+    let Ctx { mut data, block, close, conn, .. } = ctx;
+    commit::under_locks(srv, conn, block.as_ref(), &mut data);
+    let fx = data.release();
+    let micros = start.elapsed().as_micros() as u64;
+    commit::after_locks(srv, conn, idx, spec, argv, &result, &fx, micros);
+    if close {
+        return Outcome::Close;
+    }
+    match block {
+        Some(b) => Outcome::Block(b),
+        None => Outcome::Done,
+    }
+}
+
+/// The connection as admission sees it.
+fn caller(conn: &Conn) -> Caller<'_> {
+    Caller {
+        authenticated: conn.authenticated,
+        in_multi: conn.multi.is_some(),
+        subscribed_resp2: !conn.resp3 && conn.subs.any(),
+        replaying: conn.replay_now.is_some(),
+        user: &conn.user,
+        namespace: conn.ns_base / NUM_DBS,
+    }
+}
+
+/// The server as admission sees it.
+struct ServerGate<'a>(&'a Server);
+
+impl Gate for ServerGate<'_> {
+    fn auth_required(&self) -> bool {
+        self.0.acl.auth_required()
+    }
+    fn script_busy(&self) -> bool {
+        self.0.scripts.busy()
+    }
+    fn paused_until(&self, spec: &CommandSpec) -> Option<i64> {
+        self.0.paused_until(spec)
+    }
+    fn wal_poisoned(&self) -> Option<String> {
+        self.0.wal().and_then(|w| w.poisoned())
+    }
+    fn storage_backed(&self, ns: usize) -> bool {
+        self.0.storage_tier().is_some_and(|t| t.backs(ns))
+    }
+    fn make_room(&self, ns: usize) -> bool {
+        admit_memory(self.0) && admit_namespace(self.0, ns)
+    }
+}
+
+/// Counts a refusal, logs an ACL denial, and marks a transaction being queued as aborted.
+fn account(srv: &Server, conn: &mut Conn, idx: Option<usize>, refusal: &Refusal, origin: Origin) {
+    if let Refusal::Denied(denied) = refusal {
+        let context = match origin {
+            Origin::Script { .. } => "lua",
+            Origin::Exec => "multi",
+            Origin::Client if conn.multi.is_some() => "multi",
+            Origin::Client => "toplevel",
+        };
+        srv.acl.log_denied(denied, context, &conn.user.name, super::server::client_line(srv, &conn.info));
+    }
+    if origin == Origin::Client && conn.multi.is_some() && refusal.aborts_multi() {
+        conn.multi_error = true;
+    }
+    if let Some(idx) = idx.filter(|_| refusal.counts_rejected()) {
+        srv.stats.per_command[idx].rejected.fetch_add(1, Ordering::Relaxed);
+    }
+    if refusal.counts_error_reply() {
+        srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Re-reads the connection's user after an ACL change; false if the user was deleted (the
+/// connection must close).
+fn refresh_user(srv: &Server, conn: &mut Conn) -> bool {
+    conn.acl_gen = srv.acl.generation();
+    match srv.acl.user(&conn.user.name) {
+        Some(u) => {
+            conn.user = u;
+            true
+        }
+        None => false,
+    }
+}

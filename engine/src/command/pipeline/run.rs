@@ -1,0 +1,120 @@
+//! The run stage: a command's handler on the locks its caller holds, and what every origin
+//! does around it — workload statistics with the reply's real size, the WAL record of a
+//! write (or a storage-backed tenant's touched keys), the error reply. `nested` is the whole
+//! pipeline for a command run inside another (EXEC's queue, a script's `redis.call`):
+//! admission for its origin, this stage, its own counters and client-tracking reads.
+
+use super::admit::{admit, Origin, Refusal, Verdict};
+use super::{account, caller, ServerGate};
+use crate::command::table::{self, CommandSpec};
+use crate::command::{lookup, CmdResult, Conn, Ctx};
+use crate::keyspace::NUM_DBS;
+use crate::server::state::Server;
+
+/// Runs a command's handler as every origin does, on the locks `ctx` holds.
+pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> CmdResult {
+    let outer = std::mem::replace(&mut ctx.spec, spec);
+    let wal_before = ctx.data.fx.wal_count;
+    let reply_at = ctx.out.buf.len();
+    let mut result = (spec.handler)(ctx, argv);
+    if ctx.conn.replay_now.is_none() {
+        crate::stats::observe(ctx.srv, ctx.data.db, spec, argv, ctx.data.now, ctx.out.buf.len() - reply_at);
+    }
+    // Logged as the handler ended, so replay reproduces exactly what it did.
+    log_write(ctx, spec, argv, result.is_ok(), wal_before);
+    if ctx.data.guards.take_stray() {
+        // It reached a shard it did not declare (a command table bug): what it did there
+        // was dropped, so it fails rather than answer as if it had worked.
+        ctx.out.buf.truncate(reply_at);
+        result = Err(crate::keyspace::Undeclared.into());
+    }
+    if let Err(e) = &result {
+        ctx.out.error(&e.to_string());
+    }
+    ctx.spec = outer;
+    result
+}
+
+/// What a command run inside another came to.
+pub(crate) enum Nested {
+    /// It ran; its reply (or its error) is in the output.
+    Ran,
+    /// Admission refused it, with this error; nothing was written.
+    Refused(String),
+}
+
+/// Runs a command inside another one (EXEC, a script), on the outer command's locks.
+pub(crate) fn nested(ctx: &mut Ctx, origin: Origin, argv: &[&[u8]]) -> Nested {
+    let srv = ctx.srv;
+    let Some((idx, spec)) = lookup(argv[0]) else {
+        account(srv, ctx.conn, None, &Refusal::Unknown, origin);
+        return Nested::Refused(Refusal::Unknown.error(origin, None, argv));
+    };
+    // Never `Queue` or `Pause` for these origins: they apply to a client's own requests.
+    if let Verdict::Refuse(r) = admit(origin, idx, spec, argv, &caller(ctx.conn), &ServerGate(srv)) {
+        account(srv, ctx.conn, Some(idx), &r, origin);
+        return Nested::Refused(r.error(origin, Some(spec), argv));
+    }
+    if matches!(origin, Origin::Script { .. }) && spec.monitored && srv.monitors.active() {
+        srv.monitors.feed(ctx.data.db, "lua", argv);
+    }
+    let started = quanta::Instant::now();
+    let result = run(ctx, spec, argv);
+    let micros = started.elapsed().as_micros() as u64;
+    // Keyspace hits and misses are the outer command's, counted once with it.
+    ctx.conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, micros, result.is_err(), 0, 0);
+    if ctx.conn.tracking.is_some() {
+        track_reads(srv, ctx.conn, spec, argv);
+    }
+    Nested::Ran
+}
+
+/// Logs a write command that ran, at the leaf: nothing if the WAL is off, the command is
+/// being replayed, failed or blocked, or its handler logged records itself (SPOP's SREM).
+/// A storage-backed tenant's declared keys are noted instead: their after-images go to
+/// storage (and, for write-back, to the WAL) when the command commits.
+fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before: u32) {
+    if !spec.write || !ok || ctx.block.is_some() || ctx.conn.replay_now.is_some() {
+        return;
+    }
+    if ctx.srv.storage_tier().is_some_and(|t| t.backs(ctx.data.db / NUM_DBS)) {
+        let db = ctx.data.db;
+        for i in table::key_positions(spec, argv) {
+            ctx.data.fx.touched.push((db, argv[i].to_vec()));
+        }
+        if spec.name == "move" {
+            // Its other database is not a declared key.
+            if let Some(to) = std::str::from_utf8(argv[2]).ok().and_then(|s| s.parse::<usize>().ok()).filter(|&d| d < NUM_DBS) {
+                ctx.data.fx.touched.push((ctx.conn.ns_base + to, argv[1].to_vec()));
+            }
+        }
+        return;
+    }
+    if ctx.srv.wal().is_none() || ctx.data.fx.wal_count != before {
+        return;
+    }
+    let (now, db) = (ctx.data.now, ctx.data.db);
+    ctx.data.fx.log(now, db, ctx.conn.ns_base, argv);
+}
+
+/// CLIENT TRACKING: remembers the keys a tracking client's read command used (default mode,
+/// subject to OPTIN/OPTOUT and CLIENT CACHING), and consumes the CACHING flag.
+pub(crate) fn track_reads(srv: &Server, conn: &mut Conn, spec: &CommandSpec, argv: &[&[u8]]) {
+    let Some(t) = &conn.tracking else { return };
+    let caching_cmd = spec.name == "client" && argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"caching"));
+    if spec.flags.contains(&"readonly") && !t.bcast {
+        let wanted = if t.optin {
+            conn.caching == Some(true)
+        } else if t.optout {
+            conn.caching != Some(false)
+        } else {
+            true
+        };
+        if wanted {
+            srv.tracking.remember(conn.info.id, table::key_positions(spec, argv).into_iter().map(|i| argv[i]));
+        }
+    }
+    if !caching_cmd && conn.multi.is_none() {
+        conn.caching = None;
+    }
+}
