@@ -29,4 +29,7 @@ fi
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh
 
+# The engine's layers only look down (ARCHITECTURE.md "Layers").
+python3 tests/layers.py
+
 cargo test --workspace "$@"

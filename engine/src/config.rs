@@ -398,7 +398,7 @@ pub struct EngineConfig {
     pub maxmemory: u64,
     pub maxmemory_policy: Policy,
     pub threads: Threads,
-    pub elastic: crate::server::elastic::ElasticConfig,
+    pub elastic: ElasticConfig,
     /// How long a reactor polls after a read before it sleeps (zero: it never spins).
     pub idle_spin: std::time::Duration,
     pub data_dir: PathBuf,
@@ -434,8 +434,8 @@ pub struct StorageConfig {
 
 /// Write-back's knobs, defaulted; zero is refused where it would stall or spin.
 /// The elastic controller's knobs, checked (`up` above `down`, percents, a sample interval).
-fn resolve_elastic(threads: Threads, up: Option<u32>, down: Option<u32>, sample_ms: Option<u64>, down_ms: Option<u64>) -> Result<crate::server::elastic::ElasticConfig, ConfigError> {
-    let mut cfg = crate::server::elastic::ElasticConfig { max: threads.reactors(), ..Default::default() };
+fn resolve_elastic(threads: Threads, up: Option<u32>, down: Option<u32>, sample_ms: Option<u64>, down_ms: Option<u64>) -> Result<ElasticConfig, ConfigError> {
+    let mut cfg = ElasticConfig { max: threads.reactors(), ..Default::default() };
     let invalid = |key: &str, reason: String| ConfigError::Invalid { key: key.into(), reason };
     if let Some(p) = up {
         if !(1..=100).contains(&p) {
@@ -673,3 +673,27 @@ mod tests {
         assert_eq!((s.port, s.maxmemory), (7005, 1 << 30));
     }
 }
+
+/// The elastic-threading controller's knobs (`server::elastic`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElasticConfig {
+    /// Reactors allowed (the CPU allotment).
+    pub max: usize,
+    /// Busy share above which every active reactor must stay (`up_samples` samples in a row)
+    /// for another to be woken (`elastic_up`, percent).
+    pub up_busy: f64,
+    pub up_samples: u32,
+    /// Busy share below which every active reactor must stay for `down_after` for one to be
+    /// folded back (`elastic_down`, percent; `elastic_down_ms`).
+    pub down_busy: f64,
+    pub down_after: std::time::Duration,
+    /// How often reactors are sampled (`elastic_sample_ms`).
+    pub sample: std::time::Duration,
+}
+
+impl Default for ElasticConfig {
+    fn default() -> Self {
+        ElasticConfig { max: 1, up_busy: 0.8, up_samples: 2, down_busy: 0.3, down_after: std::time::Duration::from_secs(2), sample: std::time::Duration::from_millis(100) }
+    }
+}
+

@@ -8,6 +8,8 @@
 
 pub mod acl;
 pub mod alloc;
+pub mod clients;
+pub mod clock;
 pub mod command;
 pub mod compress;
 pub mod config;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::server::state::{now_us, ClientInfo};
+use crate::clients::ClientInfo;
+use crate::clock::now_us;
 
 #[derive(Default)]
 pub struct Monitors {

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use crate::command::args::glob_match;
 use crate::protocol::ReplyWriter;
-use crate::server::state::ClientInfo;
+use crate::clients::ClientInfo;
 
 /// Pending pub/sub output allowed per client before it is disconnected (Redis's hard limit).
 pub const MAILBOX_LIMIT: usize = 32 * 1024 * 1024;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::protocol::ReplyWriter;
-use crate::server::state::ClientInfo;
+use crate::clients::ClientInfo;
 
 /// Clients with tracking on, in this process: the write path only notes keys when non-zero.
 static TRACKING_CLIENTS: AtomicUsize = AtomicUsize::new(0);

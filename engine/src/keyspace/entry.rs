@@ -28,42 +28,9 @@
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
+pub use super::value::Kind;
 use super::value::Collection;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Kind {
-    Str = 0,
-    List = 1,
-    Hash = 2,
-    Set = 3,
-    ZSet = 4,
-    Stream = 5,
-}
-
-impl Kind {
-    pub(crate) fn from_bits(b: u8) -> Kind {
-        match b & 7 {
-            0 => Kind::Str,
-            1 => Kind::List,
-            2 => Kind::Hash,
-            3 => Kind::Set,
-            4 => Kind::ZSet,
-            5 => Kind::Stream,
-            _ => Kind::Str,
-        }
-    }
-    pub fn type_name(self) -> &'static str {
-        match self {
-            Kind::Str => "string",
-            Kind::List => "list",
-            Kind::Hash => "hash",
-            Kind::Set => "set",
-            Kind::ZSet => "zset",
-            Kind::Stream => "stream",
-        }
-    }
-}
 
 /// Where an entry's value lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

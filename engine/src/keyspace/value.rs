@@ -10,7 +10,6 @@ use std::sync::LazyLock;
 
 use hashbrown::HashTable;
 
-use super::entry::Kind;
 use super::ranked::RankedSet;
 use super::stream::Stream;
 
@@ -287,5 +286,41 @@ mod tests {
         assert_eq!(order, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
         assert_eq!(z.remove(b"a"), Some(2.0));
         assert_eq!(z.tree.len(), 2);
+    }
+}
+
+/// What a key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Str = 0,
+    List = 1,
+    Hash = 2,
+    Set = 3,
+    ZSet = 4,
+    Stream = 5,
+}
+
+impl Kind {
+    pub(crate) fn from_bits(b: u8) -> Kind {
+        match b & 7 {
+            0 => Kind::Str,
+            1 => Kind::List,
+            2 => Kind::Hash,
+            3 => Kind::Set,
+            4 => Kind::ZSet,
+            5 => Kind::Stream,
+            _ => Kind::Str,
+        }
+    }
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Kind::Str => "string",
+            Kind::List => "list",
+            Kind::Hash => "hash",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::Stream => "stream",
+        }
     }
 }

@@ -14,6 +14,7 @@
 //!   replies flushed, not blocked. It hands its socket, state and unparsed input to the
 //!   target reactor, so nothing is lost, duplicated or reordered.
 
+pub use crate::config::ElasticConfig;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,29 +35,6 @@ pub struct Carried {
     pub conn: crate::command::Conn,
     /// Bytes read but not yet executed (a pipeline's rest, a partial request).
     pub inbuf: bytes::BytesMut,
-}
-
-/// The controller's knobs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ElasticConfig {
-    /// Reactors allowed (the CPU allotment).
-    pub max: usize,
-    /// Busy share above which every active reactor must stay (`up_samples` samples in a row)
-    /// for another to be woken (`elastic_up`, percent).
-    pub up_busy: f64,
-    pub up_samples: u32,
-    /// Busy share below which every active reactor must stay for `down_after` for one to be
-    /// folded back (`elastic_down`, percent; `elastic_down_ms`).
-    pub down_busy: f64,
-    pub down_after: Duration,
-    /// How often reactors are sampled (`elastic_sample_ms`).
-    pub sample: Duration,
-}
-
-impl Default for ElasticConfig {
-    fn default() -> Self {
-        ElasticConfig { max: 1, up_busy: 0.8, up_samples: 2, down_busy: 0.3, down_after: Duration::from_secs(2), sample: Duration::from_millis(100) }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

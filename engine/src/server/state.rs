@@ -2,13 +2,15 @@
 //! the client registry and the blocked-client registry.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+pub use crate::clients::ClientInfo;
+pub use crate::clock::{now_ms, now_ms_at, now_us};
 use crate::command::table::{CommandSpec, COMMANDS};
 use crate::config::EngineConfig;
 use crate::keyspace::eviction::Policy;
@@ -36,132 +38,6 @@ pub struct Stats {
     pub per_command: Vec<CommandStat>,
     /// Commands per second, sampled by the cron.
     pub instantaneous_ops: AtomicU64,
-}
-
-/// What the registry knows of a connected client (CLIENT LIST, CLIENT KILL).
-pub struct ClientInfo {
-    pub id: u64,
-    /// The connection's socket, for CLIENT KILL and shutdown.
-    pub fd: i32,
-    pub addr: String,
-    pub laddr: String,
-    pub created: Instant,
-    pub name: Mutex<Option<String>>,
-    /// The ACL user the connection is authenticated as.
-    pub user: Mutex<String>,
-    pub db: AtomicUsize,
-    /// Index of the last command run (usize::MAX: none yet).
-    pub last_cmd: AtomicUsize,
-    /// Milliseconds since the server started, at the client's last request.
-    pub last_active_ms: AtomicU64,
-    pub resp: AtomicU8,
-    pub no_evict: AtomicBool,
-    pub in_multi: AtomicBool,
-    pub blocked: AtomicBool,
-    pub killed: AtomicBool,
-    /// CLIENT UNBLOCK request: 0 none, 1 reply as a timeout, 2 reply with an error.
-    pub unblock: AtomicU8,
-    /// Woken to make the connection notice `killed` or `unblock`.
-    pub wake: Notify,
-    /// Pub/sub messages waiting to be written, and the signal that some arrived.
-    pub mailbox: Mutex<bytes::BytesMut>,
-    pub mailbox_notify: Notify,
-    /// Subscriptions: channels, patterns, shard channels (CLIENT LIST).
-    pub sub: AtomicUsize,
-    pub psub: AtomicUsize,
-    pub ssub: AtomicUsize,
-    /// In MONITOR mode (CLIENT LIST flag O).
-    pub monitor: AtomicBool,
-    /// Another client redirects its tracking invalidations here.
-    pub push_target: AtomicBool,
-    /// The reactor serving the connection, and the one it is asked to move to (usize::MAX:
-    /// none), with the waker of an idle connection's task (a plain slot, not a `Notify`: it
-    /// is polled on every read, and must cost next to nothing).
-    pub reactor: AtomicUsize,
-    pub move_to: AtomicUsize,
-    relocate: Mutex<Option<std::task::Waker>>,
-}
-
-impl ClientInfo {
-    /// Asks the connection to move to reactor `to` at its next safe point.
-    pub fn request_move(&self, to: usize) {
-        self.move_to.store(to, Ordering::Release);
-        if let Some(w) = self.relocate.lock().take() {
-            w.wake();
-        }
-    }
-
-    /// Resolves once a move is asked for.
-    pub fn move_requested(&self) -> impl std::future::Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            if self.move_to.load(Ordering::Acquire) != usize::MAX {
-                return std::task::Poll::Ready(());
-            }
-            {
-                let mut slot = self.relocate.lock();
-                if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                    *slot = Some(cx.waker().clone());
-                }
-            }
-            if self.move_to.load(Ordering::Acquire) != usize::MAX {
-                std::task::Poll::Ready(())
-            } else {
-                std::task::Poll::Pending
-            }
-        })
-    }
-
-    pub fn new(id: u64, fd: i32, addr: String, laddr: String, last_active_ms: u64) -> ClientInfo {
-        ClientInfo {
-            id,
-            fd,
-            addr,
-            laddr,
-            created: Instant::now(),
-            name: Mutex::new(None),
-            user: Mutex::new("default".to_string()),
-            db: AtomicUsize::new(0),
-            last_cmd: AtomicUsize::new(usize::MAX),
-            last_active_ms: AtomicU64::new(last_active_ms),
-            resp: AtomicU8::new(2),
-            no_evict: AtomicBool::new(false),
-            in_multi: AtomicBool::new(false),
-            blocked: AtomicBool::new(false),
-            killed: AtomicBool::new(false),
-            unblock: AtomicU8::new(0),
-            wake: Notify::new(),
-            mailbox: Mutex::new(bytes::BytesMut::new()),
-            mailbox_notify: Notify::new(),
-            sub: AtomicUsize::new(0),
-            psub: AtomicUsize::new(0),
-            ssub: AtomicUsize::new(0),
-            reactor: AtomicUsize::new(0),
-            move_to: AtomicUsize::new(usize::MAX),
-            relocate: Mutex::new(None),
-            monitor: AtomicBool::new(false),
-            push_target: AtomicBool::new(false),
-        }
-    }
-
-    /// Asks the connection to close at its next wake-up (without the registry lock, so
-    /// without shutting the socket down: the connection is woken through its mailbox).
-    pub fn request_kill(&self) {
-        self.killed.store(true, Ordering::SeqCst);
-        self.wake.notify_one();
-        self.mailbox_notify.notify_one();
-    }
-
-    /// Marks the client killed, wakes it if it is parked (blocked, paused) and shuts its
-    /// socket down so a pending read returns. Only called with the client registry locked:
-    /// a connection leaves the registry before its socket closes, so `fd` is still its own.
-    fn kill_locked(&self) {
-        self.killed.store(true, Ordering::SeqCst);
-        self.wake.notify_one();
-        // SAFETY: shutdown(2) on a descriptor this connection still owns (see above).
-        unsafe {
-            libc::shutdown(self.fd, libc::SHUT_RDWR);
-        }
-    }
 }
 
 /// Clients blocked on keys (BLPOP & co.), by (db, key), oldest first.
@@ -486,70 +362,3 @@ impl Server {
     }
 }
 
-/// Wall-clock time in milliseconds since the epoch.
-#[inline]
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-/// Wall-clock milliseconds at monotonic instant `at` (one the caller read anyway, e.g. a
-/// command's start): the thread's last wall-clock reading plus the monotonic time since,
-/// read again once that reading is 1 ms old — so a command costs one clock read instead of
-/// two, and a step of the system clock is followed within a millisecond. `at` is a TSC
-/// reading (quanta): a command's clock reads are a rdtsc each, not a clock_gettime.
-#[inline]
-pub fn now_ms_at(at: quanta::Instant) -> i64 {
-    use std::cell::Cell;
-    use std::time::Duration;
-    thread_local! {
-        static ANCHOR: Cell<Option<(quanta::Instant, i64)>> = const { Cell::new(None) };
-    }
-    ANCHOR.with(|anchor| {
-        if let Some((then, unix_us)) = anchor.get() {
-            if let Some(since) = at.checked_duration_since(then) {
-                if since < Duration::from_millis(1) {
-                    return (unix_us + since.as_micros() as i64) / 1000;
-                }
-            }
-        }
-        let unix_us = now_us();
-        anchor.set(Some((at, unix_us)));
-        unix_us / 1000
-    })
-}
-
-/// Wall-clock time in microseconds since the epoch.
-pub fn now_us() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use quanta::Instant;
-    use std::time::Duration;
-
-    #[test]
-    fn wall_clock_at_an_instant_follows_the_system_clock() {
-        // The wall clock read before and after a call brackets what it returns (1 ms of
-        // rounding either way), however long the thread was descheduled in between.
-        let bracketed = |f: &dyn Fn() -> i64| {
-            let lo = now_ms();
-            let x = f();
-            let hi = now_ms();
-            assert!(lo - 1 <= x && x <= hi + 1, "{x} not within {lo}..={hi}");
-            x
-        };
-        let first = Instant::now();
-        let a = bracketed(&|| now_ms_at(first));
-        // Within the millisecond: derived from the anchor, never behind it.
-        let b = bracketed(&|| now_ms_at(Instant::now()));
-        assert!(b >= a);
-        // Past the millisecond: read again.
-        std::thread::sleep(Duration::from_millis(5));
-        let c = bracketed(&|| now_ms_at(Instant::now()));
-        assert!(c >= a + 4, "{c} after {a}");
-        // An instant before the anchor reads the clock rather than trusting the old reading.
-        bracketed(&|| now_ms_at(first));
-    }
-}

@@ -127,7 +127,7 @@ pub fn run_background(ks: &Keyspace, tier: &Tier, stop: &std::sync::atomic::Atom
     let low = tier.config.dram_max - tier.config.dram_max / 32;
     while !stop.load(Ordering::Relaxed) {
         if tier.dram_value_bytes() > low {
-            let b = demote_batch(ks, tier, crate::server::state::now_ms());
+            let b = demote_batch(ks, tier, crate::clock::now_ms());
             if b.demoted == 0 {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }

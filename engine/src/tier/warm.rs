@@ -80,7 +80,7 @@ pub fn save(ks: &Keyspace, arena: &Arena, namespaces: &[String], wal_seq: u64) -
     for n in namespaces {
         out.bytes(n.as_bytes()).map_err(io)?;
     }
-    let now = crate::server::state::now_ms();
+    let now = crate::clock::now_ms();
     let mut written = 0;
     let mut frozen = Vec::new();
     let per_db = ks.shards_per_db();
@@ -173,7 +173,7 @@ pub fn load(ks: &Keyspace, arena: &Arena) -> Option<Loaded> {
     for _ in 0..r.u64()? {
         loaded.namespaces.push(String::from_utf8_lossy(r.bytes()?).into_owned());
     }
-    let now = crate::server::state::now_ms();
+    let now = crate::clock::now_ms();
     while r.take(1)? == [1] {
         let db = u16::from_le_bytes(r.take(2)?.try_into().ok()?) as usize;
         let (kind_bits, in_pmem) = (r.take(1)?[0], r.take(1)?[0] == 1);

@@ -1,0 +1,136 @@
+//! A connected client as the rest of the engine sees it (`ClientInfo`): its identity and
+//! address, what CLIENT LIST shows, its mailbox for pub/sub messages and MONITOR lines, and
+//! the flags other threads set to kill, unblock or move it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// What the registry knows of a connected client (CLIENT LIST, CLIENT KILL).
+pub struct ClientInfo {
+    pub id: u64,
+    /// The connection's socket, for CLIENT KILL and shutdown.
+    pub fd: i32,
+    pub addr: String,
+    pub laddr: String,
+    pub created: Instant,
+    pub name: Mutex<Option<String>>,
+    /// The ACL user the connection is authenticated as.
+    pub user: Mutex<String>,
+    pub db: AtomicUsize,
+    /// Index of the last command run (usize::MAX: none yet).
+    pub last_cmd: AtomicUsize,
+    /// Milliseconds since the server started, at the client's last request.
+    pub last_active_ms: AtomicU64,
+    pub resp: AtomicU8,
+    pub no_evict: AtomicBool,
+    pub in_multi: AtomicBool,
+    pub blocked: AtomicBool,
+    pub killed: AtomicBool,
+    /// CLIENT UNBLOCK request: 0 none, 1 reply as a timeout, 2 reply with an error.
+    pub unblock: AtomicU8,
+    /// Woken to make the connection notice `killed` or `unblock`.
+    pub wake: Notify,
+    /// Pub/sub messages waiting to be written, and the signal that some arrived.
+    pub mailbox: Mutex<bytes::BytesMut>,
+    pub mailbox_notify: Notify,
+    /// Subscriptions: channels, patterns, shard channels (CLIENT LIST).
+    pub sub: AtomicUsize,
+    pub psub: AtomicUsize,
+    pub ssub: AtomicUsize,
+    /// In MONITOR mode (CLIENT LIST flag O).
+    pub monitor: AtomicBool,
+    /// Another client redirects its tracking invalidations here.
+    pub push_target: AtomicBool,
+    /// The reactor serving the connection, and the one it is asked to move to (usize::MAX:
+    /// none), with the waker of an idle connection's task (a plain slot, not a `Notify`: it
+    /// is polled on every read, and must cost next to nothing).
+    pub reactor: AtomicUsize,
+    pub move_to: AtomicUsize,
+    relocate: Mutex<Option<std::task::Waker>>,
+}
+
+impl ClientInfo {
+    /// Asks the connection to move to reactor `to` at its next safe point.
+    pub fn request_move(&self, to: usize) {
+        self.move_to.store(to, Ordering::Release);
+        if let Some(w) = self.relocate.lock().take() {
+            w.wake();
+        }
+    }
+
+    /// Resolves once a move is asked for.
+    pub fn move_requested(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.move_to.load(Ordering::Acquire) != usize::MAX {
+                return std::task::Poll::Ready(());
+            }
+            {
+                let mut slot = self.relocate.lock();
+                if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *slot = Some(cx.waker().clone());
+                }
+            }
+            if self.move_to.load(Ordering::Acquire) != usize::MAX {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+    }
+
+    pub fn new(id: u64, fd: i32, addr: String, laddr: String, last_active_ms: u64) -> ClientInfo {
+        ClientInfo {
+            id,
+            fd,
+            addr,
+            laddr,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            user: Mutex::new("default".to_string()),
+            db: AtomicUsize::new(0),
+            last_cmd: AtomicUsize::new(usize::MAX),
+            last_active_ms: AtomicU64::new(last_active_ms),
+            resp: AtomicU8::new(2),
+            no_evict: AtomicBool::new(false),
+            in_multi: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            unblock: AtomicU8::new(0),
+            wake: Notify::new(),
+            mailbox: Mutex::new(bytes::BytesMut::new()),
+            mailbox_notify: Notify::new(),
+            sub: AtomicUsize::new(0),
+            psub: AtomicUsize::new(0),
+            ssub: AtomicUsize::new(0),
+            reactor: AtomicUsize::new(0),
+            move_to: AtomicUsize::new(usize::MAX),
+            relocate: Mutex::new(None),
+            monitor: AtomicBool::new(false),
+            push_target: AtomicBool::new(false),
+        }
+    }
+
+    /// Asks the connection to close at its next wake-up (without the registry lock, so
+    /// without shutting the socket down: the connection is woken through its mailbox).
+    pub fn request_kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+        self.mailbox_notify.notify_one();
+    }
+
+    /// Marks the client killed, wakes it if it is parked (blocked, paused) and shuts its
+    /// socket down so a pending read returns. Only called with the client registry locked:
+    /// a connection leaves the registry before its socket closes, so `fd` is still its own.
+    pub(crate) fn kill_locked(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+        // SAFETY: shutdown(2) on a descriptor this connection still owns (see above).
+        unsafe {
+            libc::shutdown(self.fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
