@@ -21,6 +21,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of the largest variant costs nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run the whole appliance on embedded defaults: two engines and the proxy.

@@ -51,6 +51,7 @@ fn spawn(cmd: &[String]) -> std::io::Result<Child> {
     c.args(&cmd[1..]).stdout(std::process::Stdio::null());
     // Engines die with the appliance even if it is killed without a chance to stop them.
     #[cfg(target_os = "linux")]
+    // SAFETY: pre_exec's closure only calls prctl, which is async-signal-safe.
     unsafe {
         use std::os::unix::process::CommandExt;
         c.pre_exec(|| {
@@ -141,6 +142,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     stopping.store(true, Ordering::SeqCst);
     for e in &engines {
         if let Some(mut child) = e.child.lock().unwrap().take() {
+            // SAFETY: kill(2) on the pid of a child this process started and has not reaped.
             unsafe {
                 libc::kill(child.id() as i32, libc::SIGTERM);
             }

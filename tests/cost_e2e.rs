@@ -316,6 +316,7 @@ fn recording_through_a_proxy_takes_every_engine() {
         *sent.entry(key.clone()).or_default() += 1;
         let _: Option<String> = q(&mut c, &["GET", &key]);
     }
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
     unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
     assert!(recorder.wait().unwrap().success(), "SIGINT ends a recording and keeps it");
     let _ = drain.join();

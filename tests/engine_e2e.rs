@@ -433,7 +433,7 @@ fn server_commands() {
     let mut raw = e.raw();
     assert_eq!(raw.cmd(&["SELECT", "2"]), "+OK\r\n");
     assert_eq!(raw.cmd(&["RESET"]), "+RESET\r\n");
-    assert_eq!(raw.cmd(&["CLIENT", "INFO"]).contains("db=0"), true);
+    assert!(raw.cmd(&["CLIENT", "INFO"]).contains("db=0"));
     assert!(raw.cmd(&["DEBUG", "SLEEP", "0"]).starts_with("+OK"));
 }
 

@@ -34,13 +34,15 @@ impl Memcached {
         let mut cmd = Command::new("memcached");
         cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-u", "root"]).stdout(Stdio::null()).stderr(Stdio::null());
         common::die_with_parent(&mut cmd);
-        let child = cmd.spawn().expect("start memcached (apt-get install memcached)");
+        let mut child = cmd.spawn().expect("start memcached (apt-get install memcached)");
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Memcached { child, port };
             }
             thread::sleep(Duration::from_millis(20));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("memcached did not start");
     }
 

@@ -491,7 +491,7 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
     assert_eq!(q::<Option<String>>(&mut e1, &["GET", "foo"]).as_deref(), Some("1"));
     // The console runs too, with its database in the data directory.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !std::net::TcpStream::connect(("127.0.0.1", console_port)).is_ok() {
+    while std::net::TcpStream::connect(("127.0.0.1", console_port)).is_err() {
         assert!(Instant::now() < deadline, "the console did not start");
         thread::sleep(Duration::from_millis(50));
     }
@@ -505,6 +505,7 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
         thread::sleep(Duration::from_millis(50));
     }
     // SIGINT stops the proxy and both engines.
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
@@ -588,6 +589,7 @@ fn reload_moves_slots_without_dropping_clients() {
     assert_eq!(q::<String>(&mut c, &["GET", "foo"]), "after");
     // SIGHUP does the same: back to one engine.
     std::fs::write(&cfg, &one).unwrap();
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
     unsafe {
         libc::kill(proxy.child.id() as i32, libc::SIGHUP);
     }

@@ -135,13 +135,18 @@ fn start_redis_in(dir: &std::path::Path) -> (std::process::Child, Connection) {
     cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"]).arg(dir);
     cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
     common::die_with_parent(&mut cmd);
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    let connection = loop {
         if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection() {
-            return (child, c);
+            break c;
         }
-        assert!(std::time::Instant::now() < deadline, "redis-server did not start");
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("redis-server did not start");
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    };
+    (child, connection)
 }

@@ -98,6 +98,7 @@ fn crash_rounds_then(mode_flags: &[&str], rounds: usize, after_restart: impl Fn(
     for round in 0..rounds {
         let pid = e.child.id() as i32;
         let after = Duration::from_millis(30 + fastrand::u64(..250));
+        // SAFETY: kill(2) on the pid of the engine this test started (the closure runs once).
         acked = load_until_killed(e.port, threads, &acked, round, after, || unsafe {
             libc::kill(pid, libc::SIGKILL);
         });
@@ -209,6 +210,7 @@ fn torn_tails_are_cut_and_reported_and_the_log_goes_on() {
         let _: () = q(&mut c, &["SET", &format!("k{i}"), &format!("v{i}")]);
     }
     drop(c);
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
     unsafe { libc::kill(e.child.id() as i32, libc::SIGKILL) };
     let _ = e.child.wait();
     // A batch cut short by the crash: half a header of garbage after the last good batch.

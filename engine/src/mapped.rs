@@ -76,6 +76,7 @@ impl Persistence {
 fn is_memory_filesystem(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: an all-zero statfs is a valid value (plain integers), filled by statfs below.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: a valid C string and a statfs to fill.
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
@@ -84,7 +85,7 @@ fn is_memory_filesystem(path: &Path) -> bool {
     // RAMFS_MAGIC from linux/magic.h (the libc crate has TMPFS_MAGIC only).
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     let kind = st.f_type as i64;
-    kind == libc::TMPFS_MAGIC as i64 || kind == RAMFS_MAGIC
+    kind == libc::TMPFS_MAGIC || kind == RAMFS_MAGIC
 }
 
 #[cfg(not(target_os = "linux"))]

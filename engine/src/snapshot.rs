@@ -152,9 +152,14 @@ fn in_snapshots(srv: &Server, db: usize) -> bool {
     srv.storage_tier().is_none_or(|t| !t.backs(db / crate::keyspace::NUM_DBS))
 }
 
+/// What writes one shard into a snapshot.
+type ShardWriter<'f> = dyn FnMut(&Shard) -> Result<(), SnapshotError> + 'f;
+/// `visit(shard id, f)`: runs `f` on a shard, locked or held by the caller.
+type ShardVisitor<'v> = dyn for<'f> FnMut(u32, &mut ShardWriter<'f>) -> Result<(), SnapshotError> + 'v;
+
 /// Writes a snapshot. `visit(shard id, f)` runs `f` on a shard (locked or held by the caller).
 /// Each database's key count (RESIZEDB) is a hint taken in a first pass.
-fn write_snapshot(srv: &Server, visit: &mut dyn FnMut(u32, &mut dyn FnMut(&Shard) -> Result<(), SnapshotError>) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
+fn write_snapshot(srv: &Server, visit: &mut ShardVisitor) -> Result<(), SnapshotError> {
     let data_dir = &srv.config.data_dir;
     std::fs::create_dir_all(data_dir).map_err(|source| SnapshotError::Io { path: data_dir.into(), source })?;
     let tmp = data_dir.join(format!("temp-{}.rdb", std::process::id()));

@@ -168,7 +168,7 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
                 for _ in 0..pipeline {
                     n = n.wrapping_add(1);
                     let key = &keys[(n % 100_000) as usize];
-                    if n % 2 == 0 {
+                    if n.is_multiple_of(2) {
                         c.push(&[b"GET", key]);
                     } else {
                         c.push(&[b"SET", key, &value]);

@@ -167,7 +167,7 @@ fn costs(dirs: &[&Path], cands: &Candidates, spec: &Spec) -> anyhow::Result<Vec<
 
 fn field(r: &Value, name: &str, path: &[&str]) -> f64 {
     let row = r["candidates"].as_array().into_iter().flatten().find(|x| x["name"] == name);
-    row.and_then(|x| path.iter().fold(Some(x), |v, k| v.and_then(|v| v.get(*k))).and_then(Value::as_f64)).unwrap_or(f64::NAN)
+    row.and_then(|x| path.iter().try_fold(x, |v, k| v.get(*k)).and_then(Value::as_f64)).unwrap_or(f64::NAN)
 }
 
 /// A candidate's C; infinite when it has none (MaxPerf 0: no load met the p99 bound).
@@ -205,7 +205,7 @@ pub fn run(args: CostArgs) -> anyhow::Result<()> {
         let p_best = predicted["optimum"].as_str().unwrap_or("").to_string();
         let m_best = measured["optimum"].as_str().unwrap_or("").to_string();
         println!("\n{} — {:.0} QPS, {:.0} GB ({} keys recorded)", spec.name, spec.qps, spec.data_gb, read_data(&full)?.len());
-        println!("{:<20} {:>17} {:>15} {:>12} {:>12} {:>8}  {}", "configuration", "MaxPerf/core p|m", "MaxSpace GB p|m", "C predicted", "C measured", "error", "category (measured)");
+        println!("{:<20} {:>17} {:>15} {:>12} {:>12} {:>8}  category (measured)", "configuration", "MaxPerf/core p|m", "MaxSpace GB p|m", "C predicted", "C measured", "error");
         for c in &cands.candidates {
             let (p, m) = (c_of(&predicted, &c.name), c_of(&measured, &c.name));
             let cat = measured["candidates"].as_array().into_iter().flatten().find(|x| x["name"] == c.name.as_str()).and_then(|x| x["evaluation"]["category"].as_str()).unwrap_or("").to_string();

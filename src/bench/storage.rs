@@ -173,7 +173,7 @@ fn setups_on(adapter: &str, storage: &[String], ring: &dyn Fn(&str) -> String) -
 
 /// The engines in turn, in order on even turns and in reverse on odd ones.
 fn turns(n: usize, turn: usize) -> Vec<usize> {
-    if turn % 2 == 0 { (0..n).collect() } else { (0..n).rev().collect() }
+    if turn.is_multiple_of(2) { (0..n).collect() } else { (0..n).rev().collect() }
 }
 
 /// Waits until a write-back engine's flusher has nothing left (the pre-load must not spill

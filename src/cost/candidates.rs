@@ -141,12 +141,12 @@ pub fn read(path: &Path) -> anyhow::Result<Candidates> {
             bail!("{}: candidate {} has no name", path.display(), i + 1);
         }
         if let Some(r) = cand.cache_ratio {
-            if !(r > 0.0 && r <= 1.0) || !cand.uses_storage() {
+            if !(r > 0.0 && r <= 1.0 && cand.uses_storage()) {
                 bail!("{}: candidate {}: cache_ratio must be in (0, 1] and needs storage", path.display(), cand.name);
             }
         }
         if let Some(s) = cand.dram_share {
-            if !(s > 0.0 && s <= 1.0) || !cand.pmem {
+            if !(s > 0.0 && s <= 1.0 && cand.pmem) {
                 bail!("{}: candidate {}: dram_share must be in (0, 1] and needs pmem = true", path.display(), cand.name);
             }
         }

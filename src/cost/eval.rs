@@ -311,7 +311,7 @@ pub fn table(result: &Value) -> String {
     let mut s = String::new();
     let w = &result["workload"];
     let _ = writeln!(s, "workload: {:.0} QPS, {:.0}% reads, {:.2} GB, {:.0} B per record", w["qps"].as_f64().unwrap_or(0.0), w["read_ratio"].as_f64().unwrap_or(0.0) * 100.0, w["data_bytes"].as_f64().unwrap_or(0.0) / GB, w["avg_record_bytes"].as_f64().unwrap_or(0.0));
-    let _ = writeln!(s, "{:<22} {:>11} {:>10} {:>11} {:>9} {:>8} {:>8} {:>8}  {}", "configuration", "MaxPerf/s", "MaxSpace", "CPQPS", "CPGB", "PC", "SC", "C", "category");
+    let _ = writeln!(s, "{:<22} {:>11} {:>10} {:>11} {:>9} {:>8} {:>8} {:>8}  category", "configuration", "MaxPerf/s", "MaxSpace", "CPQPS", "CPGB", "PC", "SC", "C");
     for r in result["candidates"].as_array().into_iter().flatten() {
         let e = &r["evaluation"];
         let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);

@@ -61,6 +61,7 @@ impl Engine {
 
     /// Stops the engine cleanly (SIGTERM, as systemd does) and waits for it to exit.
     pub fn stop(&mut self) {
+        // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let start = Instant::now();
         while self.child.try_wait().unwrap().is_none() {
@@ -393,6 +394,7 @@ impl Postgres {
 
     fn as_postgres(&self, program: &str, args: &[&str]) -> std::process::Output {
         let exe = self.bin.join(program);
+        // SAFETY: geteuid has no preconditions.
         let mut cmd = if unsafe { libc::geteuid() } == 0 {
             let mut c = Command::new("runuser");
             c.args(["-u", "postgres", "--"]).arg(&exe);
@@ -405,6 +407,7 @@ impl Postgres {
 
     pub fn start() -> Postgres {
         let dir = temp_dir("pg");
+        // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             let ok = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status().unwrap().success();
             assert!(ok, "chown the PostgreSQL directory to postgres");

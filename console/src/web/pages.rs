@@ -32,6 +32,7 @@ fn op_error(s: &Session, e: OpError) -> Response {
 }
 
 /// Every form carries the session's CSRF token.
+#[allow(clippy::result_large_err)] // the error is the page to answer with, built once per refusal
 fn csrf_ok(s: &Session, f: &HashMap<String, String>) -> Result<(), Response> {
     match f.get("csrf") {
         Some(t) if auth::same(t, &s.csrf) => Ok(()),

@@ -204,7 +204,7 @@ fn read_field(v: &[u8], off: u64, t: FieldType) -> i64 {
 }
 
 fn write_field(v: &mut Vec<u8>, off: u64, t: FieldType, value: i64) {
-    let need = ((off + t.bits as u64 + 7) / 8) as usize;
+    let need = (off + t.bits as u64).div_ceil(8) as usize;
     if v.len() < need {
         v.resize(need, 0);
     }

@@ -142,7 +142,7 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 ctx.out.bulk(v.as_bytes());
             }
         }
-        "SET" if argv.len() >= 4 && argv.len() % 2 == 0 => {
+        "SET" if argv.len() >= 4 && argv.len().is_multiple_of(2) => {
             let pairs: Vec<(String, String)> = argv[2..]
                 .chunks(2)
                 .map(|p| (String::from_utf8_lossy(p[0]).to_ascii_lowercase(), String::from_utf8_lossy(p[1]).into_owned()))

@@ -50,9 +50,7 @@ pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 /// LATENCY: Terrace does not run Redis's latency monitor; the event lists are always empty.
 pub fn latency(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    if is(argv[1], "LATEST") && argv.len() == 2 {
-        ctx.out.array_len(0);
-    } else if is(argv[1], "HISTORY") && argv.len() == 3 {
+    if (is(argv[1], "LATEST") && argv.len() == 2) || (is(argv[1], "HISTORY") && argv.len() == 3) {
         ctx.out.array_len(0);
     } else if is(argv[1], "RESET") {
         ctx.out.int(0);
@@ -133,7 +131,7 @@ pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         memory_stats(ctx)?;
     } else if is(argv[1], "MALLOC-STATS") && argv.len() == 2 {
         let mut s = String::new();
-        let _ = write!(s, "Terrace uses mimalloc; live bytes requested through it: {}\n", crate::alloc::used_memory());
+        let _ = writeln!(s, "Terrace uses mimalloc; live bytes requested through it: {}", crate::alloc::used_memory());
         ctx.out.verbatim(&s);
     } else if is(argv[1], "DOCTOR") && argv.len() == 2 {
         ctx.out.verbatim("Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n");

@@ -23,7 +23,7 @@ fn hash<'a>(data: &'a mut Data, key: &[u8]) -> Result<Option<&'a mut BytesMap<By
 }
 
 fn hset_generic(ctx: &mut Ctx, argv: &[&[u8]], reply_ok: bool) -> CmdResult {
-    if argv.len() % 2 != 0 {
+    if !argv.len().is_multiple_of(2) {
         return Err(CmdError::WrongArgs(ctx.spec.name));
     }
     let key = argv[1];

@@ -14,7 +14,7 @@ const P: u32 = 14;
 const REGISTERS: usize = 1 << P;
 const Q: u32 = 64 - P;
 const HDR: usize = 16;
-const DENSE_SIZE: usize = HDR + (REGISTERS * 6 + 7) / 8;
+const DENSE_SIZE: usize = HDR + (REGISTERS * 6).div_ceil(8);
 const ALPHA_INF: f64 = 0.721_347_520_444_481_7;
 
 fn not_hll() -> CmdError {

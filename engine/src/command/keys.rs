@@ -299,7 +299,7 @@ pub fn scan(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             if let Some(e) = s.bucket(bucket) {
                 if !crate::keyspace::is_expired(e.expire(), now)
                     && opts.matches(e.key())
-                    && opts.kind.map_or(true, |k| k == e.kind())
+                    && opts.kind.is_none_or(|k| k == e.kind())
                 {
                     found.push(e.key().to_vec());
                 }
@@ -374,7 +374,7 @@ impl<'a> ScanOpts<'a> {
     }
 
     pub fn matches(&self, key: &[u8]) -> bool {
-        self.pattern.map_or(true, |p| glob_match(p, key, false))
+        self.pattern.is_none_or(|p| glob_match(p, key, false))
     }
 }
 

@@ -62,8 +62,11 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> ml
     }
 }
 
+/// A script's KEYS and ARGV.
+pub(crate) type KeysAndArgs<'a, 'b> = (&'b [&'a [u8]], &'b [&'a [u8]]);
+
 /// `name numkeys key... arg...` of EVAL and FCALL.
-pub(crate) fn keys_and_args<'a, 'b>(argv: &'b [&'a [u8]]) -> Result<(&'b [&'a [u8]], &'b [&'a [u8]]), CmdError> {
+pub(crate) fn keys_and_args<'a, 'b>(argv: &'b [&'a [u8]]) -> Result<KeysAndArgs<'a, 'b>, CmdError> {
     let numkeys = int(argv[2])?;
     if numkeys < 0 {
         return Err(err("ERR Number of keys can't be negative"));

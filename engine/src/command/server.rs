@@ -148,7 +148,7 @@ pub fn select(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 /// are logged. The proxy sends it on every connection of a tenant, the console to every engine.
 /// `default` is the namespace plain Redis clients use.
 pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    if argv.len() % 2 != 0 {
+    if !argv.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let mut limit = None;
@@ -510,7 +510,7 @@ fn client_tracking(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         // Prefixes accumulate across calls, as in Redis.
         let mut all = old.prefixes.clone();
-        all.extend(opts.prefixes.drain(..));
+        all.append(&mut opts.prefixes);
         opts.prefixes = all;
         opts.prefixes.dedup();
     }
@@ -729,7 +729,7 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
             let mut s = String::new();
             for c in clients_sorted(ctx.srv) {
-                if filter_ids.as_ref().map_or(true, |ids| ids.contains(&c.id)) {
+                if filter_ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
                     s.push_str(&client_line(ctx.srv, &c));
                     s.push('\n');
                 }
@@ -777,7 +777,7 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                     if !["normal", "master", "replica", "slave", "pubsub"].contains(&v.to_ascii_lowercase().as_str()) {
                         return Err(err(format!("ERR Unknown client type '{v}'")));
                     }
-                    if v.to_ascii_lowercase() != "normal" {
+                    if !v.eq_ignore_ascii_case("normal") {
                         id = Some(0);
                     }
                 } else {
@@ -787,11 +787,11 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let me = ctx.conn.info.id;
             let mut killed = 0;
             for c in clients_sorted(ctx.srv) {
-                if id.map_or(true, |i| i == c.id)
-                    && addr.as_ref().map_or(true, |a| *a == c.addr)
-                    && laddr.as_ref().map_or(true, |a| *a == c.laddr)
-                    && user.as_ref().map_or(true, |u| *u == *c.user.lock())
-                    && maxage.map_or(true, |m| c.created.elapsed().as_secs() as i64 >= m)
+                if id.is_none_or(|i| i == c.id)
+                    && addr.as_ref().is_none_or(|a| *a == c.addr)
+                    && laddr.as_ref().is_none_or(|a| *a == c.laddr)
+                    && user.as_ref().is_none_or(|u| *u == *c.user.lock())
+                    && maxage.is_none_or(|m| c.created.elapsed().as_secs() as i64 >= m)
                     && !(skipme && c.id == me)
                 {
                     if c.id == me {
@@ -1173,7 +1173,9 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n\r\n");
     }
     if want("cpu") {
+        // SAFETY: an all-zero rusage is a valid value (integers and timevals).
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage fills the rusage it is given.
         unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
         let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
         let _ = write!(s, "# CPU\r\nused_cpu_sys:{:.6}\r\nused_cpu_user:{:.6}\r\n\r\n", t(ru.ru_stime), t(ru.ru_utime));

@@ -78,7 +78,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[&[u8]], read_only: bool) -> CmdResult {
         },
     };
     // BY with no '*' means "don't sort" (for a sorted set, keep its order).
-    let dont_sort = by.map_or(false, |p| !p.contains(&b'*'));
+    let dont_sort = by.is_some_and(|p| !p.contains(&b'*'));
     if !dont_sort {
         let mut keyed: Vec<(Bytes, Option<Vec<u8>>)> = elems
             .into_iter()

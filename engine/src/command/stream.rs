@@ -372,7 +372,7 @@ pub fn parse_read_args<'a>(argv: &[&'a [u8]], xreadgroup: bool) -> Result<ReadAr
         } else if is(o, "STREAMS") && more > 0 {
             a.keys_at = i + 1;
             let n = argv.len() - a.keys_at;
-            if n % 2 != 0 {
+            if !n.is_multiple_of(2) {
                 let (name, symbol) = if xreadgroup { ("xreadgroup", '>') } else { ("xread", '$') };
                 return Err(err(format!(
                     "ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{symbol}' must be specified."

@@ -165,7 +165,7 @@ pub fn mget(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn mset(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return Err(CmdError::WrongArgs(ctx.spec.name));
     }
     for kv in argv[1..].chunks(2) {
@@ -176,7 +176,7 @@ pub fn mset(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn msetnx(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return Err(CmdError::WrongArgs(ctx.spec.name));
     }
     if argv[1..].chunks(2).any(|kv| ctx.data.exists(kv[0])) {
@@ -239,11 +239,10 @@ pub fn getex(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.data.delete(key);
         }
         ExpireOpt::At(t) => ctx.data.shard(key).set_expire(key, Some(t)),
-        ExpireOpt::Persist => {
-            if ctx.data.peek(key).and_then(|e| e.expire()).is_some() {
+        ExpireOpt::Persist
+            if ctx.data.peek(key).and_then(|e| e.expire()).is_some() => {
                 ctx.data.shard(key).set_expire(key, None);
             }
-        }
         _ => {}
     }
     Ok(())
@@ -433,7 +432,7 @@ pub fn lcs(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if want_len && want_idx {
         return Err(err("ERR If you want both the length and indexes, please just use IDX."));
     }
-    let cells = (a.len() + 1).checked_mul(b.len() + 1).unwrap_or(usize::MAX);
+    let cells = (a.len() + 1).saturating_mul(b.len() + 1);
     if cells >= MAX_STRING / 4 {
         return Err(err("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"));
     }
@@ -451,7 +450,9 @@ pub fn lcs(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let total = dp[a.len() * w + b.len()] as usize;
     // Walk back from the end collecting the LCS and its matching ranges.
     let mut out = vec![0u8; total];
-    let mut matches: Vec<((usize, usize), (usize, usize), usize)> = Vec::new();
+    // (range in a, range in b, length), ranges inclusive.
+    type Match = ((usize, usize), (usize, usize), usize);
+    let mut matches: Vec<Match> = Vec::new();
     let (mut i, mut j, mut idx) = (a.len(), b.len(), total);
     let mut cur: Option<((usize, usize), (usize, usize))> = None;
     while i > 0 && j > 0 {

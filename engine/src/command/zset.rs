@@ -200,13 +200,13 @@ pub fn zadd(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         i += 1;
     }
     let pairs = &argv[i..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     if nx && xx {
         return Err(err("ERR XX and NX options at the same time are not compatible"));
     }
-    if (gt && nx) || (lt && nx) || (gt && lt) {
+    if (gt as u8 + lt as u8 + nx as u8) > 1 {
         return Err(err("ERR GT, LT, and/or NX options at the same time are not compatible"));
     }
     if incr && pairs.len() > 2 {

@@ -38,6 +38,7 @@ impl Fsst {
         // SAFETY: compress_into writes at most 2 bytes per input byte (all escapes), which
         // `reserve` guaranteed, and returns how many it initialized.
         let n = unsafe { self.compressor.compress_into(raw, spare) };
+        // SAFETY: `n` bytes after the old length were initialized by compress_into (above).
         unsafe { out.set_len(out.len() + n) };
     }
 

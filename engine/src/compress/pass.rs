@@ -95,7 +95,7 @@ impl Pass {
     fn walk(&mut self, shard: &mut Shard, t: &std::sync::Arc<TenantCompression>, ns: usize, lfu: bool, now: i64, start: Instant, budget: Duration) -> bool {
         let n = shard.num_buckets();
         while self.bucket < n {
-            if self.bucket % 32 == 0 && start.elapsed() >= budget {
+            if self.bucket.is_multiple_of(32) && start.elapsed() >= budget {
                 return false;
             }
             let idx = self.bucket;

@@ -191,6 +191,7 @@ pub struct ZstdDict {
 // SAFETY: CDict and DDict are immutable after creation; zstd documents them as usable from
 // several threads at once (read-only).
 unsafe impl Sync for ZstdDict {}
+// SAFETY: as for Sync: the dictionaries own their zstd objects and have no thread affinity.
 unsafe impl Send for ZstdDict {}
 
 impl ZstdDict {

@@ -120,9 +120,20 @@ unsafe fn read_varint(mut p: *const u8) -> (usize, *const u8) {
 
 /// A keyspace entry (thin, owning pointer). `Send` because it is only reached through its
 /// shard's lock.
+///
+/// Layout invariant, relied on by every `unsafe` block below: the pointer is one allocation
+/// of `total_size()` bytes with alignment 1, written once by `build_body`: the tag byte, a
+/// 3-byte access stamp, a 6-byte version (`FIXED` bytes), the key length as a varint, the
+/// value length as a varint (strings and PMem references), an 8-byte expiry if HAS_EXPIRE,
+/// 4-byte flags if HAS_FLAGS, the key, then the value area: a string's bytes, a collection's
+/// `Box` pointer, or a PMem reference (8-byte address, 1-byte hit counter). Only `rebuild`,
+/// `renamed` and `Drop` free it.
 pub struct Entry(NonNull<u8>);
 
+// SAFETY: an Entry owns its allocation and its collection or PMem range exclusively (no
+// shared interior state); it is only reached through its shard's lock.
 unsafe impl Send for Entry {}
+// SAFETY: as for Send: `&Entry` only reads, and writes need `&mut Entry`.
 unsafe impl Sync for Entry {}
 
 struct Parsed {
@@ -162,6 +173,8 @@ impl Entry {
             + if has_flags { 4 } else { 0 }
             + key.len()
             + area;
+        // SAFETY: `size` counts every field written below (same terms as the sum above), so each
+        // write stays inside the fresh allocation; `alloc` failure is handled.
         unsafe {
             let base = alloc(Self::layout(size));
             let Some(nn) = NonNull::new(base) else { handle_alloc_error(Self::layout(size)) };
@@ -249,10 +262,13 @@ impl Entry {
 
     #[inline]
     fn tag(&self) -> u8 {
+        // SAFETY: the tag byte is the first byte of every entry's allocation.
         unsafe { *self.0.as_ptr() }
     }
 
     fn parsed(&self) -> Parsed {
+        // SAFETY: the varints and optional fields are read exactly as `build_body` wrote them,
+        // inside the entry's allocation (layout invariant above).
         unsafe {
             let base = self.0.as_ptr() as *const u8;
             let tag = *base;
@@ -294,6 +310,8 @@ impl Entry {
             return None;
         }
         let p = self.parsed();
+        // SAFETY: the entry is in PMem, so its value area holds an 8-byte address (IN_PMEM set
+        // only by `build_body` with a `Body::Pmem`).
         Some((unsafe { self.pmem_addr(p.val_off) }, p.val_len))
     }
 
@@ -309,6 +327,7 @@ impl Entry {
             return 0;
         }
         let p = self.parsed();
+        // SAFETY: a PMem entry's value area is the 8-byte address then the hit counter byte.
         unsafe { *self.0.as_ptr().add(p.val_off + 8) }
     }
 
@@ -318,6 +337,7 @@ impl Entry {
             return 0;
         }
         let p = self.parsed();
+        // SAFETY: as in `pmem_hits`; `&mut self` makes the write exclusive.
         unsafe {
             let c = self.0.as_ptr().add(p.val_off + 8);
             *c = (*c).saturating_add(1);
@@ -328,6 +348,8 @@ impl Entry {
     /// The value as laid out: inline bytes (or a collection pointer), or a PMem reference.
     fn body(&self) -> Body<'_> {
         let p = self.parsed();
+        // SAFETY: offsets from `parsed` lie inside the entry's allocation (layout invariant above); a PMem address
+        // and length are the range the entry owns in the mapping.
         unsafe {
             if self.in_pmem() {
                 Body::Pmem { addr: self.pmem_addr(p.val_off), len: p.val_len, hits: *self.0.as_ptr().add(p.val_off + 8) }
@@ -339,6 +361,7 @@ impl Entry {
 
     /// The value's bytes in PMem (a string's stored bytes or a frozen collection).
     pub fn pmem_bytes(&self) -> Option<&[u8]> {
+        // SAFETY: the entry owns this range of the mapping while it lives.
         // SAFETY: the entry owns this range of the mapping while it lives.
         self.pmem().map(|(addr, len)| unsafe { std::slice::from_raw_parts(addr, len) })
     }
@@ -373,6 +396,7 @@ impl Entry {
 
     /// Marks or clears the dirty bit in place.
     pub fn set_dirty(&mut self, dirty: bool) {
+        // SAFETY: the tag byte is the entry's own; `&mut self` makes the write exclusive.
         unsafe {
             let tag = self.0.as_ptr();
             *tag = if dirty { *tag | DIRTY } else { *tag & !DIRTY };
@@ -387,11 +411,14 @@ impl Entry {
     #[inline]
     pub fn key(&self) -> &[u8] {
         let p = self.parsed();
+        // SAFETY: the key lies at `key_off..key_off + key_len` inside the entry's allocation (layout invariant above).
         unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(p.key_off), p.key_len) }
     }
 
     pub fn value(&self) -> ValueRef<'_> {
         let p = self.parsed();
+        // SAFETY: the value area lies inside the entry's allocation (layout invariant above) (or is the PMem range the entry
+        // owns); a collection entry's area holds the pointer `new_coll` boxed, live until drop.
         unsafe {
             let v = if self.in_pmem() { self.pmem_addr(p.val_off) as *mut u8 } else { self.0.as_ptr().add(p.val_off) };
             if self.in_pmem() && self.kind() != Kind::Str {
@@ -444,6 +471,8 @@ impl Entry {
             return None;
         }
         let p = self.parsed();
+        // SAFETY: a DRAM collection entry's value area holds the Box pointer `new_coll` made;
+        // `&mut self` makes the returned borrow exclusive.
         unsafe { Some(&mut *self.coll_ptr(self.0.as_ptr().add(p.val_off))) }
     }
 
@@ -453,6 +482,7 @@ impl Entry {
         }
         let p = self.parsed();
         let mut raw = [0u8; 8];
+        // SAFETY: HAS_EXPIRE is set, so 8 bytes at `expire_off` lie inside the entry's allocation (layout invariant above).
         unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr().add(p.expire_off), raw.as_mut_ptr(), 8) };
         Some(i64::from_le_bytes(raw))
     }
@@ -463,6 +493,7 @@ impl Entry {
         }
         let p = self.parsed();
         let mut raw = [0u8; 4];
+        // SAFETY: HAS_FLAGS is set, so 4 bytes at `flags_off` lie inside the entry's allocation (layout invariant above).
         unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr().add(p.flags_off), raw.as_mut_ptr(), 4) };
         u32::from_le_bytes(raw)
     }
@@ -470,6 +501,7 @@ impl Entry {
     #[inline]
     pub fn access(&self) -> u32 {
         let mut raw = [0u8; 4];
+        // SAFETY: bytes 1..4 of every entry are its access stamp.
         unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr().add(1), raw.as_mut_ptr(), 3) };
         u32::from_le_bytes(raw)
     }
@@ -477,17 +509,20 @@ impl Entry {
     #[inline]
     pub fn set_access(&mut self, stamp: u32) {
         let raw = stamp.to_le_bytes();
+        // SAFETY: bytes 1..4 of every entry are its access stamp; `&mut self` is exclusive.
         unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), self.0.as_ptr().add(1), 3) };
     }
 
     pub fn version(&self) -> u64 {
         let mut raw = [0u8; 8];
+        // SAFETY: bytes 4..10 of every entry are its version.
         unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr().add(4), raw.as_mut_ptr(), 6) };
         u64::from_le_bytes(raw)
     }
 
     pub fn set_version(&mut self, v: u64) {
         let raw = (v & MAX_VERSION).to_le_bytes();
+        // SAFETY: bytes 4..10 of every entry are its version; `&mut self` is exclusive.
         unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), self.0.as_ptr().add(4), 6) };
     }
 
@@ -500,6 +535,7 @@ impl Entry {
         match (self.expire(), expire) {
             (Some(_), Some(e)) => {
                 let p = self.parsed();
+                // SAFETY: the entry has an expiry field (checked above): 8 bytes at `expire_off`.
                 unsafe { std::ptr::copy_nonoverlapping(e.to_le_bytes().as_ptr(), self.0.as_ptr().add(p.expire_off), 8) };
             }
             (None, None) => {}
@@ -515,6 +551,7 @@ impl Entry {
     pub fn set_flags(&mut self, flags: u32) {
         if (self.flags() != 0) == (flags != 0) && flags != 0 {
             let p = self.parsed();
+            // SAFETY: the entry has a flags field (checked above): 4 bytes at `flags_off`.
             unsafe { std::ptr::copy_nonoverlapping(flags.to_le_bytes().as_ptr(), self.0.as_ptr().add(p.flags_off), 4) };
         } else if self.flags() != flags {
             let mut meta = self.meta();
@@ -534,6 +571,8 @@ impl Entry {
     /// Frees the allocation without dropping a collection it points to.
     fn free_shell(self) {
         let size = self.total_size();
+        // SAFETY: the allocation was made with this layout (`total_size` re-derives `size`);
+        // `forget` below keeps Drop from freeing it, or the collection, again.
         unsafe { dealloc(self.0.as_ptr(), Self::layout(size)) };
         std::mem::forget(self);
     }
@@ -596,6 +635,8 @@ impl Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         let size = self.total_size();
+        // SAFETY: the allocation was made with this layout; a collection pointer came from
+        // `Box::into_raw` in `new_coll` and is dropped once, here; a PMem range is released once.
         unsafe {
             if let Some((addr, len)) = self.pmem() {
                 crate::tier::arena::release(addr, len);

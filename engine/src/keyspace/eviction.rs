@@ -117,7 +117,7 @@ pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Pol
             Policy::VolatileTtl => u64::MAX - e.expire().unwrap_or(i64::MAX).max(0) as u64,
             _ => 0,
         };
-        if best.as_ref().map_or(true, |(b, _, _)| score > *b) {
+        if best.as_ref().is_none_or(|(b, _, _)| score > *b) {
             best = Some((score, id, e.key().to_vec()));
         }
     }

@@ -29,6 +29,9 @@ enum Node<T> {
     Internal(Internal<T>),
 }
 
+/// The internal nodes on the way down, each with the child taken.
+type Path<'a, T> = Vec<(&'a Internal<T>, usize)>;
+
 #[derive(Clone)]
 struct Internal<T> {
     /// `seps[i]` is greater than every item under `children[..=i]` and at most every item
@@ -156,7 +159,7 @@ impl<T: Ord + Clone> RankedSet<T> {
 
     /// The internal nodes on the way to the leaf holding rank `rank`, that leaf, and the
     /// position in it.
-    fn descend(&self, mut rank: usize) -> (Vec<(&Internal<T>, usize)>, &[T], usize) {
+    fn descend(&self, mut rank: usize) -> (Path<'_, T>, &[T], usize) {
         let mut path = Vec::new();
         let mut node = &self.root;
         loop {

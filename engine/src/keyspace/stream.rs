@@ -159,6 +159,9 @@ pub enum TrimStrategy {
     MinId(StreamId),
 }
 
+/// An entry's ID and its field-value list.
+pub type StreamEntry<'a> = (StreamId, &'a [Bytes]);
+
 #[derive(Clone, Debug, Default)]
 pub struct Stream {
     entries: BTreeMap<StreamId, Box<[Bytes]>>,
@@ -411,7 +414,7 @@ impl Stream {
 
     /// The live entries grouped by node, each with the node's first ID (its "master" ID in
     /// Redis's listpacks); empty nodes are left out. For RDB serialization.
-    pub fn nodes_with_entries(&self) -> Vec<(StreamId, Vec<(StreamId, &[Bytes])>)> {
+    pub fn nodes_with_entries(&self) -> Vec<(StreamId, Vec<StreamEntry<'_>>)> {
         self.nodes
             .iter()
             .map(|n| (n.first, self.entries.range(n.first..=n.last).map(|(id, f)| (*id, &**f)).collect::<Vec<_>>()))

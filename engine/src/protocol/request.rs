@@ -108,9 +108,7 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
         v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
     }
     if neg {
-        if v > i64::MAX as u64 + 1 {
-            None
-        } else if digits == b"0" {
+        if v > i64::MAX as u64 + 1 || digits == b"0" {
             None
         } else {
             Some((v as i64).wrapping_neg())

@@ -136,8 +136,8 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                     let mut stack: [&[u8]; 16] = [&[]; 16];
                     let heap: Vec<&[u8]>;
                     let argv: &[&[u8]] = if req.args.len() <= 16 {
-                        for i in 0..req.args.len() {
-                            stack[i] = req.arg(buf, i);
+                        for (i, slot) in stack.iter_mut().enumerate().take(req.args.len()) {
+                            *slot = req.arg(buf, i);
                         }
                         &stack[..req.args.len()]
                     } else {

@@ -28,14 +28,14 @@ pub async fn run(srv: Arc<Server>) {
         }
         // Tenant memory and the DRAM budget: collections that grew in place are measured
         // again, a slice a tick.
-        srv.keyspace.remeasure_slice(Duration::from_millis(5), n % 20 == 0);
+        srv.keyspace.remeasure_slice(Duration::from_millis(5), n.is_multiple_of(20));
         // Compression: cold values, old dictionary generations, the census.
         compression.run_slice(&srv.keyspace, now_ms(), Duration::from_millis(5));
         if crate::tracking::any() {
             srv.tracking.flush(&srv.clients, None);
         }
         n += 1;
-        if n % 10 == 0 {
+        if n.is_multiple_of(10) {
             for t in srv.keyspace.compressions() {
                 t.check_drift();
             }

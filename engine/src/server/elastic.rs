@@ -481,6 +481,7 @@ mod tests {
         std::hint::black_box(x);
         assert!(clock_ns(id).unwrap() > a);
         // The kernel's schedstat for this thread: CPU time so far (run-queue wait beside it).
+        // SAFETY: gettid has no preconditions.
         let (cpu, _wait) = schedstat(unsafe { libc::gettid() } as i64).expect("schedstat");
         assert!(cpu > 0);
     }

@@ -55,6 +55,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
 
 /// Raises the open-file limit to its hard maximum so many clients can connect.
 fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit on a zeroed rlimit (plain integers) of our own process.
     unsafe {
         let mut rl: libc::rlimit = std::mem::zeroed();
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {

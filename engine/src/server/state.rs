@@ -44,8 +44,13 @@ pub struct Stats {
 #[derive(Default)]
 pub struct BlockRegistry {
     waiting: AtomicUsize,
-    map: Mutex<HashMap<(usize, Vec<u8>), Vec<(u64, Arc<Notify>)>>>,
+    map: Mutex<HashMap<DbKey, Vec<Waiter>>>,
 }
+
+/// A key in a physical database.
+type DbKey = (usize, Vec<u8>);
+/// A blocked client waiting on a key: its id and how to wake it.
+type Waiter = (u64, Arc<Notify>);
 
 impl BlockRegistry {
     pub fn register(&self, client: u64, db: usize, keys: &[Vec<u8>], notify: &Arc<Notify>) {

@@ -57,6 +57,7 @@ pub struct Arena {
 // SAFETY: the mapping is shared memory; every byte range is owned by exactly one entry (or
 // is free), and entries are only reached under their shard's lock.
 unsafe impl Send for Arena {}
+// SAFETY: as for Send: the arena's own state is behind locks and atomics.
 unsafe impl Sync for Arena {}
 
 /// Mapped arenas of this process, by address range, for `release`.
@@ -263,6 +264,7 @@ mod tests {
         let a = Arena::open(&p, 4 << 20).unwrap();
         a.start_cold().unwrap();
         let addr = a.alloc(300).unwrap();
+        // SAFETY: `alloc` returned a 300-byte range of the mapping that nothing else uses.
         unsafe { std::ptr::copy_nonoverlapping([7u8; 300].as_ptr(), addr, 300) };
         assert_eq!(a.usage().values, 300);
         release(addr, 300);

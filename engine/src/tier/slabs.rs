@@ -309,7 +309,7 @@ impl Slabs {
             }
             None => {
                 let count = len.div_ceil(self.slab_size);
-                if off % self.slab_size != 0 || !self.slabs[id..id + count].iter().all(|s| matches!(s, Slab::Free)) {
+                if !off.is_multiple_of(self.slab_size) || !self.slabs[id..id + count].iter().all(|s| matches!(s, Slab::Free)) {
                     return false;
                 }
                 self.slabs[id] = Slab::Large { slabs: count as u32 };

@@ -89,14 +89,16 @@ pub enum WalError {
 }
 
 /// Records waiting for the writer.
+/// A checkpoint: (the last sequence number the snapshot covers, where in the pending payload
+/// the records after it start, how many records precede that point).
+type Checkpoint = (u64, usize, u32);
+
 struct Pending {
     payload: Vec<u8>,
     count: u32,
     /// Sequence number of the first pending record.
     first: u64,
-    /// A checkpoint: (the last sequence number the snapshot covers, where in `payload` the
-    /// records after it start, how many records precede that point).
-    rotate: Option<(u64, usize, u32)>,
+    rotate: Option<Checkpoint>,
 }
 
 #[derive(Default)]
@@ -227,7 +229,7 @@ impl Wal {
     }
 
     /// Takes everything pending: (payload, count, first sequence number, checkpoint).
-    fn take(&self, spare: &mut Vec<u8>) -> (Vec<u8>, u32, u64, Option<(u64, usize, u32)>) {
+    fn take(&self, spare: &mut Vec<u8>) -> (Vec<u8>, u32, u64, Option<Checkpoint>) {
         let mut p = self.pending.lock();
         let payload = std::mem::replace(&mut p.payload, std::mem::take(spare));
         let (count, first) = (p.count, p.first);
@@ -637,7 +639,7 @@ fn recycled(mut buf: Vec<u8>) -> Vec<u8> {
 }
 
 /// Writes taken records, rotating the segment at a checkpoint among them.
-fn write_all(wal: &Wal, w: &mut Writer, framed: &mut Vec<u8>, payload: &[u8], count: u32, first: u64, rotate: Option<(u64, usize, u32)>) -> std::io::Result<()> {
+fn write_all(wal: &Wal, w: &mut Writer, framed: &mut Vec<u8>, payload: &[u8], count: u32, first: u64, rotate: Option<Checkpoint>) -> std::io::Result<()> {
     match rotate {
         Some((seq, at, before)) => {
             write_batch(wal, w, framed, &payload[..at], before, first)?;

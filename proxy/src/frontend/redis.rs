@@ -273,7 +273,7 @@ impl Client {
             return self.error(&unknown_command_error(argv));
         };
         self.current = spec.name;
-        if !arity_ok(spec, argv.len()) || (spec.name == "mset" && argv.len() % 2 == 0) {
+        if !arity_ok(spec, argv.len()) || (spec.name == "mset" && argv.len().is_multiple_of(2)) {
             self.refuse_in_txn();
             return self.error(&format!("ERR wrong number of arguments for '{}' command", full_name(spec, argv)));
         }

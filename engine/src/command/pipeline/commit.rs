@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::Effects;
 use crate::command::table::CommandSpec;
-use crate::command::{storage, BlockRequest, CmdResult, Conn, Data};
+use crate::command::{storage, BlockRequest, Conn, Data};
 use crate::keyspace::NUM_DBS;
 use crate::server::state::Server;
 
@@ -51,11 +51,21 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
     }
 }
 
+/// A command that ran: what the rest of its commit needs.
+pub(crate) struct Ran<'a> {
+    pub idx: usize,
+    pub spec: &'a CommandSpec,
+    pub argv: &'a [&'a [u8]],
+    pub failed: bool,
+    pub micros: u64,
+}
+
 /// Commits the rest once the locks are released.
-pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, idx: usize, spec: &CommandSpec, argv: &[&[u8]], result: &CmdResult, fx: &Effects, micros: u64) {
+pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, ran: &Ran, fx: &Effects) {
+    let Ran { idx, spec, argv, failed, micros } = *ran;
     // Server and connection commands (INFO, CONFIG RESETSTAT…) are counted at once: one may
     // read or reset the counters the next one adds to.
-    conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, micros, result.is_err(), fx.hits, fx.misses);
+    conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, micros, failed, fx.hits, fx.misses);
     if !fx.ready.is_empty() && srv.blocking.any_waiting() {
         for (db, key) in &fx.ready {
             srv.blocking.signal(*db, key);
