@@ -73,7 +73,10 @@ fn fails_to_start(args: &[&str]) -> String {
 
 fn namespace_bytes(c: &mut redis::Connection) -> u64 {
     let info: String = q(c, &["INFO", "memory"]);
-    info.lines().find_map(|l| l.strip_prefix("terrace_namespace_data_bytes:")).and_then(|v| v.trim().parse().ok()).expect("INFO memory names the namespace's bytes")
+    info.lines()
+        .find_map(|l| l.strip_prefix("terrace_namespace_data_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("INFO memory names the namespace's bytes")
 }
 
 #[test]
@@ -310,11 +313,7 @@ fn proxy_tenants_carry_their_compression_settings_to_the_engines() {
     let airports = records("airports-sample.jsonl");
     let engines = [Engine::start(&[]), Engine::start(&[])];
     let cfg = temp_dir("compress-proxy").join("terrace.toml");
-    std::fs::write(
-        &cfg,
-        "[[proxy.tenants]]\nname = \"shop\"\npassword = \"pw\"\ncompression = \"pattern\"\ncompression_min_size = 16\n",
-    )
-    .unwrap();
+    std::fs::write(&cfg, "[[proxy.tenants]]\nname = \"shop\"\npassword = \"pw\"\ncompression = \"pattern\"\ncompression_min_size = 16\n").unwrap();
     let proxy = common::Proxy::start(&[&engines[0], &engines[1]], &["--config", cfg.to_str().unwrap()], &[]);
     let mut shop = redis::Client::open(format!("redis://shop:pw@127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
     write_all(&mut shop, "a", &airports);

@@ -24,9 +24,20 @@ fn browser() -> reqwest::Client {
 async fn login(url: &str) -> (reqwest::Client, String) {
     let c = browser();
     let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
-    let r = c.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", CONSOLE_ADMIN_PASSWORD)]).send().await.unwrap();
+    let r = c
+        .post(format!("{url}/login"))
+        .form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", CONSOLE_ADMIN_PASSWORD)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "login redirects to the overview");
-    let cookie = r.headers().get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).find(|c| c.starts_with("terrace_session=")).expect("a session cookie");
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("terrace_session="))
+        .expect("a session cookie");
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     let tokens = c.get(format!("{url}/tokens")).send().await.unwrap().text().await.unwrap();
     let csrf = csrf_of(&tokens);
@@ -149,7 +160,8 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     assert_eq!((body["tenant"]["compression"].as_str(), body["tenant"]["max_qps"].as_u64()), (Some("zstd"), Some(1000)));
     assert_eq!(compression_setting(&e1, "shop").as_deref(), Some("zstd"));
     // A setting an engine cannot take is refused and nothing changes.
-    let (status, body) = api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"storage_mode": "write-back", "compression": "none"}))).await;
+    let (status, body) =
+        api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"storage_mode": "write-back", "compression": "none"}))).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let e = body["error"].as_str().unwrap();
     assert!(e.starts_with("not applied, nothing changed: engine 127.0.0.1:") && e.contains("this engine has no storage tier"), "{e}");
@@ -235,7 +247,17 @@ async fn reconcile_brings_a_tenant_back_after_the_proxy_and_an_engine_restart() 
     // Through the pages this time: the form posts and redirects to the tenant's page.
     let r = session
         .post(format!("{}/tenants/new", console.url))
-        .form(&[("csrf", csrf.as_str()), ("name", "blog"), ("password", "pw1"), ("compression", "zstd"), ("compression_mode", "eager"), ("storage_mode", "cache"), ("max_memory", ""), ("max_qps", ""), ("memcache_port", "")])
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("name", "blog"),
+            ("password", "pw1"),
+            ("compression", "zstd"),
+            ("compression_mode", "eager"),
+            ("storage_mode", "cache"),
+            ("max_memory", ""),
+            ("max_qps", ""),
+            ("memcache_port", ""),
+        ])
         .send()
         .await
         .unwrap();
@@ -338,7 +360,12 @@ async fn the_admin_changes_the_password_and_other_sessions_end() {
     assert_eq!(other.get(format!("{url}/tenants")).send().await.unwrap().status(), StatusCode::SEE_OTHER);
     let c = browser();
     let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
-    let r = c.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", CONSOLE_ADMIN_PASSWORD)]).send().await.unwrap();
+    let r = c
+        .post(format!("{url}/login"))
+        .form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", CONSOLE_ADMIN_PASSWORD)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
     let r = c.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", "new-password-1")]).send().await.unwrap();

@@ -16,7 +16,15 @@ impl Zipf {
         let w: Vec<f64> = (1..=n).map(|r| 1.0 / (r as f64).powf(theta)).collect();
         let total: f64 = w.iter().sum();
         let mut acc = 0.0;
-        Zipf { cdf: w.iter().map(|x| { acc += x / total; acc }).collect() }
+        Zipf {
+            cdf: w
+                .iter()
+                .map(|x| {
+                    acc += x / total;
+                    acc
+                })
+                .collect(),
+        }
     }
 
     fn sample(&self, rng: &mut fastrand::Rng) -> usize {
@@ -119,10 +127,14 @@ fn terrace(args: &[&str]) -> std::process::Output {
 /// (name, key) of each line of a recorded trace.
 fn trace_ops(dir: &std::path::Path) -> Vec<(String, String)> {
     let unhex = |s: &str| (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap() as char).collect::<String>();
-    std::fs::read_to_string(dir.join("trace.tsv")).unwrap().lines().map(|l| {
-        let args: Vec<&str> = l.split('\t').nth(3).unwrap().split(',').collect();
-        (unhex(args[0]), unhex(args[1]))
-    }).collect()
+    std::fs::read_to_string(dir.join("trace.tsv"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let args: Vec<&str> = l.split('\t').nth(3).unwrap().split(',').collect();
+            (unhex(args[0]), unhex(args[1]))
+        })
+        .collect()
 }
 
 #[test]
@@ -209,7 +221,8 @@ fn advise(c: &mut redis::Connection, tenant: &str) -> serde_json::Value {
 
 #[test]
 fn cost_eval_on_a_tiny_trace_end_to_end() {
-    let cities: Vec<String> = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cities-sample.jsonl")).unwrap().lines().map(str::to_string).collect();
+    let cities: Vec<String> =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cities-sample.jsonl")).unwrap().lines().map(str::to_string).collect();
     let a = Engine::start(&["--threads", "1"]);
     let mut c = a.client();
     let mut p = redis::pipe();
@@ -234,7 +247,11 @@ fn cost_eval_on_a_tiny_trace_end_to_end() {
             let mut p = redis::pipe();
             for _ in 0..200 {
                 let k = format!("city:{}", zipf.sample(&mut rng));
-                if rng.f64() < 0.9 { p.cmd("GET").arg(k).ignore(); } else { p.cmd("APPEND").arg(k).arg(" ").ignore(); }
+                if rng.f64() < 0.9 {
+                    p.cmd("GET").arg(k).ignore();
+                } else {
+                    p.cmd("APPEND").arg(k).arg(" ").ignore();
+                }
             }
             p.query::<()>(&mut c).unwrap();
         }
@@ -277,7 +294,10 @@ fn cost_eval_on_a_tiny_trace_end_to_end() {
     assert!(stored.contains("\"optimum\""));
     // A bad candidates file is refused with the reason.
     std::fs::write(&cands, "[[candidate]]\nname = \"x\"\ncache_ratio = 2\n").unwrap();
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(["cost-eval", "--trace", trace.to_str().unwrap(), "--candidates", cands.to_str().unwrap()]).output().unwrap();
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
+        .args(["cost-eval", "--trace", trace.to_str().unwrap(), "--candidates", cands.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cache_ratio"), "{}", String::from_utf8_lossy(&bad.stderr));
     let e = common::err(&mut c, &["TERRACE.COSTEVAL", "SET", "default", "{\"x\":1}"]);

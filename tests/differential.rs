@@ -706,10 +706,30 @@ fn large_sorted_sets_match_redis() {
                 let (lo, hi) = (score_bound(&mut rng), score_bound(&mut rng));
                 vec![s("ZRANGEBYSCORE"), s("z"), lo, hi, s("WITHSCORES"), s("LIMIT"), rng.i64(-1..300).to_string(), rng.i64(-1..40).to_string()]
             }
-            9 => vec![s("ZREVRANGEBYSCORE"), s("z"), score_bound(&mut rng), score_bound(&mut rng), s("LIMIT"), rng.u32(0..300).to_string(), rng.u32(0..40).to_string()],
+            9 => vec![
+                s("ZREVRANGEBYSCORE"),
+                s("z"),
+                score_bound(&mut rng),
+                score_bound(&mut rng),
+                s("LIMIT"),
+                rng.u32(0..300).to_string(),
+                rng.u32(0..40).to_string(),
+            ],
             10 => vec![s("ZCOUNT"), s("z"), score_bound(&mut rng), score_bound(&mut rng)],
-            11 => vec![s("ZRANGE"), s("z"), score_bound(&mut rng), score_bound(&mut rng), s("BYSCORE"), s("REV"), s("LIMIT"), rng.u32(0..100).to_string(), s("10")],
-            12 => vec![s("ZRANGEBYLEX"), s("lex"), lex_bound(&mut rng), lex_bound(&mut rng), s("LIMIT"), rng.u32(0..200).to_string(), rng.i64(-1..30).to_string()],
+            11 => vec![
+                s("ZRANGE"),
+                s("z"),
+                score_bound(&mut rng),
+                score_bound(&mut rng),
+                s("BYSCORE"),
+                s("REV"),
+                s("LIMIT"),
+                rng.u32(0..100).to_string(),
+                s("10"),
+            ],
+            12 => {
+                vec![s("ZRANGEBYLEX"), s("lex"), lex_bound(&mut rng), lex_bound(&mut rng), s("LIMIT"), rng.u32(0..200).to_string(), rng.i64(-1..30).to_string()]
+            }
             13 => vec![s("ZREVRANGEBYLEX"), s("lex"), lex_bound(&mut rng), lex_bound(&mut rng), s("LIMIT"), rng.u32(0..200).to_string(), s("20")],
             14 => vec![s("ZLEXCOUNT"), s("lex"), lex_bound(&mut rng), lex_bound(&mut rng)],
             // Removals take a few members at a time, so the sets stay large.
@@ -764,11 +784,7 @@ fn assert_same_replies(lines: &[Vec<String>]) -> usize {
         read_reply(&mut tr, &mut b);
         count += 1;
         if a != b {
-            mismatches.push(format!(
-                "{line}\n    redis:   {:?}\n    terrace: {:?}",
-                String::from_utf8_lossy(&a),
-                String::from_utf8_lossy(&b)
-            ));
+            mismatches.push(format!("{line}\n    redis:   {:?}\n    terrace: {:?}", String::from_utf8_lossy(&a), String::from_utf8_lossy(&b)));
         }
     }
     assert!(mismatches.is_empty(), "{} of {count} replies differ:\n{}", mismatches.len(), mismatches.join("\n"));

@@ -118,7 +118,8 @@ fn multi_and_blocked_clients_survive_migrations() {
 fn the_controller_scales_up_under_load_and_back_down_when_quiet() {
     // Low thresholds, so the test does not depend on how much CPU a shared machine gives.
     let metrics_port = common::free_port().to_string();
-    let e = Engine::start(&["--threads", "elastic:2", "--elastic-up", "20", "--elastic-down", "5", "--elastic-down-ms", "500", "--metrics-port", &metrics_port]);
+    let e =
+        Engine::start(&["--threads", "elastic:2", "--elastic-up", "20", "--elastic-down", "5", "--elastic-down-ms", "500", "--metrics-port", &metrics_port]);
     let mut c = e.client();
     assert_eq!(info_field(&mut c, "threads", "reactors_active"), 1, "one reactor while quiet");
     let port = e.port;
@@ -175,7 +176,12 @@ fn fixed_threads_refuse_run_time_changes_and_bad_settings_are_named() {
     assert!(common::err(&mut c, &["TERRACE.THREADS", "ACTIVE", "1"]).contains("fixed number of threads"));
     assert_eq!(info_field(&mut c, "threads", "reactors_active"), 2);
     let run = |flags: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(["engine", "--port", "0", "--data-dir"]).arg(common::temp_dir("elastic-bad")).args(flags).output().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
+            .args(["engine", "--port", "0", "--data-dir"])
+            .arg(common::temp_dir("elastic-bad"))
+            .args(flags)
+            .output()
+            .unwrap();
         assert!(!out.status.success(), "{flags:?} started");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };

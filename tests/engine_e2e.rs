@@ -332,7 +332,9 @@ fn transactions_and_watch() {
     raw.send(b"MULTI\r\nSET t 1\r\nINCR t\r\nLPUSH t x\r\nEXEC\r\n");
     raw.expect(b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n:2\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
     raw.send(b"MULTI\r\nSET t 1\r\nNOSUCHCMD\r\nEXEC\r\n");
-    raw.expect(b"+OK\r\n+QUEUED\r\n-ERR unknown command 'NOSUCHCMD', with args beginning with: \r\n-EXECABORT Transaction discarded because of previous errors.\r\n");
+    raw.expect(
+        b"+OK\r\n+QUEUED\r\n-ERR unknown command 'NOSUCHCMD', with args beginning with: \r\n-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
     raw.send(b"MULTI\r\nGET t\r\nGET t x\r\nEXEC\r\n");
     raw.expect(b"+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'get' command\r\n-EXECABORT Transaction discarded because of previous errors.\r\n");
     raw.send(b"EXEC\r\nDISCARD\r\nMULTI\r\nMULTI\r\nWATCH x\r\nDISCARD\r\n");
@@ -379,7 +381,16 @@ fn server_commands() {
     assert_eq!(q::<String>(&mut c, &["PING", "hi"]), "hi");
     assert_eq!(q::<String>(&mut c, &["ECHO", "x"]), "x");
     let info: String = q(&mut c, &["INFO"]);
-    for field in ["redis_version:7.0", "terrace_version:", "used_memory:", "used_memory_rss:", "maxmemory_policy:noeviction", "connected_clients:", "keyspace_hits:", "cluster_enabled:0"] {
+    for field in [
+        "redis_version:7.0",
+        "terrace_version:",
+        "used_memory:",
+        "used_memory_rss:",
+        "maxmemory_policy:noeviction",
+        "connected_clients:",
+        "keyspace_hits:",
+        "cluster_enabled:0",
+    ] {
         assert!(info.contains(field), "INFO lacks {field}");
     }
     let used: u64 = info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap();
@@ -565,9 +576,7 @@ fn eviction_under_maxmemory() {
         p.query::<()>(&mut c).unwrap();
     }
     let info: String = q(&mut c, &["INFO"]);
-    let field = |name: &str| -> u64 {
-        info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap().trim().parse().unwrap()
-    };
+    let field = |name: &str| -> u64 { info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap().trim().parse().unwrap() };
     assert!(field("evicted_keys") > 5_000, "{info}");
     assert!(field("used_memory") <= 8 * 1024 * 1024 + 64 * 1024, "used {}", field("used_memory"));
     let n: u64 = q(&mut c, &["DBSIZE"]);
@@ -650,18 +659,12 @@ fn configuration_sources_and_errors() {
     assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "maxmemory-policy"]), vec!["maxmemory-policy", "volatile-lru"]);
     drop(e);
     // Bad values exit non-zero with a message naming the key.
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
-        .args(["engine", "--port", "0", "--maxmemory-policy", "sometimes"])
-        .output()
-        .unwrap();
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(["engine", "--port", "0", "--maxmemory-policy", "sometimes"]).output().unwrap();
     assert!(!bad.status.success());
     let msg = String::from_utf8_lossy(&bad.stderr);
     assert!(msg.contains("maxmemory_policy") && msg.contains("sometimes"), "{msg}");
     std::fs::write(&file, "[engine]\nmaxmemroy = 1\n").unwrap();
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
-        .args(["engine", "--port", "0", "--config", file.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(["engine", "--port", "0", "--config", file.to_str().unwrap()]).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("maxmemroy"));
 }
@@ -940,8 +943,7 @@ fn streams_groups_and_blocking_reads() {
     let url = e.url();
     let group_reader = thread::spawn(move || {
         let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let v: Value = cmd("XREADGROUP").arg("GROUP").arg("g").arg("bob").arg("BLOCK").arg("5000")
-            .arg("STREAMS").arg("s").arg(">").query(&mut c).unwrap();
+        let v: Value = cmd("XREADGROUP").arg("GROUP").arg("g").arg("bob").arg("BLOCK").arg("5000").arg("STREAMS").arg("s").arg(">").query(&mut c).unwrap();
         v
     });
     thread::sleep(Duration::from_millis(200));
@@ -985,7 +987,10 @@ fn acl_users_permissions_and_auth() {
     );
     assert!(err(&mut admin, &["ACL", "SETUSER", "app", "+nosuch"]).contains("Unknown command or category name in ACL"));
     let line: Vec<String> = q(&mut admin, &["ACL", "LIST"]);
-    assert!(line.iter().any(|l| l.starts_with("user app on #") && l.ends_with("~cache:* %R~ro:* resetchannels -@all +get +set +client|id +multi +exec")), "{line:?}");
+    assert!(
+        line.iter().any(|l| l.starts_with("user app on #") && l.ends_with("~cache:* %R~ro:* resetchannels -@all +get +set +client|id +multi +exec")),
+        "{line:?}"
+    );
 
     // A client authenticated as `app` may run what its rules allow, and nothing else.
     let mut app = e.client();
@@ -1255,11 +1260,7 @@ fn snapshots_survive_a_restart() {
 
     // A corrupt file stops the engine with an error naming it, rather than starting empty.
     std::fs::write(e.data_dir.join("dump.rdb"), b"REDIS0010garbage-garbage").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"))
-        .args(["engine", "--port", "0", "--data-dir"])
-        .arg(&e.data_dir)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(["engine", "--port", "0", "--data-dir"]).arg(&e.data_dir).output().unwrap();
     assert!(!out.status.success());
     let msg = String::from_utf8_lossy(&out.stderr);
     assert!(msg.contains("dump.rdb") && msg.contains("not a valid RDB file"), "{msg}");

@@ -609,7 +609,7 @@ fn near_cache_serves_hot_keys_within_its_ttl() {
     let mut direct = r.engines[owner("hot")].client();
     let _: () = q(&mut c, &["SET", "hot", "v1"]);
     assert_eq!(q::<String>(&mut c, &["GET", "hot"]), "v1"); // miss: cached now
-    // Changed behind the proxy's back: the cached reply is served until the TTL passes.
+                                                            // Changed behind the proxy's back: the cached reply is served until the TTL passes.
     let _: () = q(&mut direct, &["SET", "hot", "v2"]);
     assert_eq!(q::<String>(&mut c, &["GET", "hot"]), "v1");
     thread::sleep(Duration::from_millis(700));

@@ -64,11 +64,18 @@ fn contents(c: &mut Connection) -> Vec<(String, Value)> {
     out.push(("stream".into(), q(c, &["XRANGE", "stream", "-", "+"])));
     out.push(("stream groups".into(), q(c, &["XINFO", "GROUPS", "stream"])));
     let pending: Vec<(String, String, i64, i64)> = cmd("XPENDING").arg("stream").arg("g").arg("-").arg("+").arg(10).query(c).unwrap();
-    out.push(("stream pending".into(), Value::Array(pending.into_iter().map(|(id, who, _, n)| Value::BulkString(format!("{id} {who} {n}").into_bytes())).collect())));
+    out.push((
+        "stream pending".into(),
+        Value::Array(pending.into_iter().map(|(id, who, _, n)| Value::BulkString(format!("{id} {who} {n}").into_bytes())).collect()),
+    ));
     let info: Vec<Value> = cmd("XINFO").arg("STREAM").arg("stream").query(c).unwrap();
     // length, last-generated-id, max-deleted-entry-id, entries-added, recorded-first-entry-id
     let keep = ["length", "last-generated-id", "max-deleted-entry-id", "entries-added", "recorded-first-entry-id"];
-    let picked: Vec<Value> = info.chunks(2).filter(|kv| matches!(&kv[0], Value::BulkString(k) if keep.contains(&std::str::from_utf8(k).unwrap()))).flat_map(|kv| kv.to_vec()).collect();
+    let picked: Vec<Value> = info
+        .chunks(2)
+        .filter(|kv| matches!(&kv[0], Value::BulkString(k) if keep.contains(&std::str::from_utf8(k).unwrap())))
+        .flat_map(|kv| kv.to_vec())
+        .collect();
     out.push(("stream info".into(), Value::Array(picked)));
     let ttl: i64 = cmd("TTL").arg("ttl").query(c).unwrap();
     out.push(("ttl".into(), Value::Boolean((900..=1000).contains(&ttl))));

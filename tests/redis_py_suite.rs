@@ -18,13 +18,8 @@ const MIN_PASSED: usize = 410;
 const MIN_PASSED_PROXY: usize = 335;
 
 fn known_failures() -> BTreeSet<String> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/redis-py-known-failures.txt"))
-        .expect("read known failures");
-    text.lines()
-        .map(|l| l.split('#').next().unwrap().trim())
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/redis-py-known-failures.txt")).expect("read known failures");
+    text.lines().map(|l| l.split('#').next().unwrap().trim()).filter(|l| !l.is_empty()).map(str::to_string).collect()
 }
 
 /// Runs test_commands.py against `port`: (passed count, names of failed tests, pytest output).

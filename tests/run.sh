@@ -29,7 +29,13 @@ fi
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh
 
-# The engine's layers only look down (ARCHITECTURE.md "Layers").
+# Style and lints: formatted as rustfmt.toml says, clippy clean (crate lints in Cargo.toml's
+# [workspace.lints]), and the engine's layers only look down (ARCHITECTURE.md "Layers").
+for component in rustfmt clippy; do
+  cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1 || rustup component add "$component"
+done
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 python3 tests/layers.py
 
 cargo test --workspace "$@"

@@ -187,7 +187,13 @@ fn postgres_outage_errors_without_stale_reads_and_recovers() {
 #[test]
 fn bad_storage_settings_are_named() {
     let run = |flags: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_terrace")).args(["engine", "--port", "0", "--data-dir"]).arg(temp_dir("storage-bad")).args(flags).stderr(Stdio::piped()).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_terrace"))
+            .args(["engine", "--port", "0", "--data-dir"])
+            .arg(temp_dir("storage-bad"))
+            .args(flags)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
         assert!(!out.status.success(), "{flags:?} started");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
@@ -214,7 +220,22 @@ fn model_based_random_operations_across_evictions_and_restarts() {
 #[test]
 fn model_based_random_operations_with_write_back() {
     random_operations_against_a_model(
-        &["--storage", "lsm", "--storage-mode", "write-back", "--wal", "always", "--wal-segment-size", "64kb", "--flush-interval-ms", "20", "--maxmemory", "40mb", "--maxmemory-policy", "allkeys-random"],
+        &[
+            "--storage",
+            "lsm",
+            "--storage-mode",
+            "write-back",
+            "--wal",
+            "always",
+            "--wal-segment-size",
+            "64kb",
+            "--flush-interval-ms",
+            "20",
+            "--maxmemory",
+            "40mb",
+            "--maxmemory-policy",
+            "allkeys-random",
+        ],
         10000,
     );
 }
@@ -367,7 +388,10 @@ fn a_write_is_visible_to_others_only_once_storage_took_it() {
     // The write cannot be confirmed before the lock goes (about 1.2 s after `start`): a reader
     // that saw it must have waited as long.
     assert!(written_at >= std::time::Duration::from_millis(800), "the write waited for the lock ({written_at:?})");
-    assert!(got == "v1" || read_at >= std::time::Duration::from_millis(800), "read {got:?} at {read_at:?}, before the write could be confirmed (at {written_at:?})");
+    assert!(
+        got == "v1" || read_at >= std::time::Duration::from_millis(800),
+        "read {got:?} at {read_at:?}, before the write could be confirmed (at {written_at:?})"
+    );
     assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v2");
 }
 
@@ -429,11 +453,7 @@ fn write_back_rides_out_a_postgres_outage_and_a_kill() {
     let mut refused = None;
     for i in 0..2000 {
         let k = format!("outage{i}");
-        match redis::cmd("SET")
-            .arg(&k)
-            .arg(format!("{i}{value}"))
-            .query::<()>(&mut c)
-        {
+        match redis::cmd("SET").arg(&k).arg(format!("{i}{value}")).query::<()>(&mut c) {
             Ok(()) => acked.push((k, format!("{i}{value}"))),
             Err(e) => {
                 refused = Some(e.to_string());
@@ -442,20 +462,10 @@ fn write_back_rides_out_a_postgres_outage_and_a_kill() {
         }
     }
     let refused = refused.expect("writes are refused once dirty_max is reached");
-    assert!(
-        refused.contains("write-back backlog full") && refused.contains("dirty_max"),
-        "{refused}"
-    );
-    assert!(
-        acked.len() > 150,
-        "writes were acknowledged during the outage until the bound: {}",
-        acked.len()
-    );
+    assert!(refused.contains("write-back backlog full") && refused.contains("dirty_max"), "{refused}");
+    assert!(acked.len() > 150, "writes were acknowledged during the outage until the bound: {}", acked.len());
     let bytes = info_field(&mut c, "storage", "dirty_bytes");
-    assert!(
-        bytes <= 256 * 1024 + 4096,
-        "dirty bytes stay bounded: {bytes}"
-    );
+    assert!(bytes <= 256 * 1024 + 4096, "dirty bytes stay bounded: {bytes}");
     let mut errors = 0;
     for _ in 0..100 {
         errors = info_field(&mut c, "storage", "flush_errors");
@@ -489,10 +499,6 @@ fn write_back_rides_out_a_postgres_outage_and_a_kill() {
         }
     }
     assert_eq!(q::<String>(&mut o, &["HGET", "h", "f"]), "2");
-    assert_eq!(
-        q::<Option<String>>(&mut o, &["GET", "k0"]),
-        None,
-        "the deletion reached storage"
-    );
+    assert_eq!(q::<Option<String>>(&mut o, &["GET", "k0"]), None, "the deletion reached storage");
     assert_eq!(q::<String>(&mut o, &["GET", "after"]), "yes");
 }

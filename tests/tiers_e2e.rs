@@ -445,7 +445,8 @@ fn a_tenant_can_keep_out_of_the_tier_or_have_its_own_policy() {
     assert_eq!(tier_of(&mut own, "b"), "pmem");
     // Written and looked at in one transaction: DRAM is over its budget here, and the
     // background demoter may move the new value at any moment after the write.
-    let (fresh,): (String,) = redis::pipe().atomic().cmd("SET").arg("fresh").arg(&v).ignore().cmd("DEBUG").arg("OBJECT").arg("fresh").query(&mut shared).unwrap();
+    let (fresh,): (String,) =
+        redis::pipe().atomic().cmd("SET").arg("fresh").arg(&v).ignore().cmd("DEBUG").arg("OBJECT").arg("fresh").query(&mut shared).unwrap();
     assert!(fresh.ends_with("tier:dram"), "the engine's dram-first for the others: {fresh}");
     // Back to the engine's policy; a demoted value of a tenant that turns DRAM-only comes
     // back on its first read.
@@ -453,7 +454,10 @@ fn a_tenant_can_keep_out_of_the_tier_or_have_its_own_policy() {
     let _: () = q(&mut shared, &["TERRACE.NAMESPACE", "other", "TIER-POLICY", "dram-only"]);
     assert_eq!(q::<String>(&mut shared, &["GET", &cold]), v);
     assert_eq!(tier_of(&mut shared, &cold), "dram");
-    assert_eq!(err(&mut shared, &["TERRACE.NAMESPACE", "other", "TIER-POLICY", "fastest"]), "ResponseError: TIER-POLICY: 'fastest' is not one of engine, dram-only, dram-first, pmem-first, bidirectional");
+    assert_eq!(
+        err(&mut shared, &["TERRACE.NAMESPACE", "other", "TIER-POLICY", "fastest"]),
+        "ResponseError: TIER-POLICY: 'fastest' is not one of engine, dram-only, dram-first, pmem-first, bidirectional"
+    );
 }
 
 #[test]

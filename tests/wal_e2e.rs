@@ -350,7 +350,8 @@ fn a_tenant_with_its_wal_off_is_not_logged() {
 fn exec_with_a_census_command_answers_and_logs_its_writes() {
     let mut e = Engine::start(&["--wal", "always"]);
     let mut c = e.client();
-    let replies: Vec<redis::Value> = redis::pipe().atomic().cmd("SET").arg("a").arg("1").cmd("TERRACE.WORKLOAD").arg("default").query(&mut c).expect("EXEC answers");
+    let replies: Vec<redis::Value> =
+        redis::pipe().atomic().cmd("SET").arg("a").arg("1").cmd("TERRACE.WORKLOAD").arg("default").query(&mut c).expect("EXEC answers");
     assert_eq!(replies.len(), 2, "{replies:?}");
     assert_eq!(replies[0], redis::Value::Okay);
     let redis::Value::BulkString(doc) = &replies[1] else { panic!("TERRACE.WORKLOAD inside EXEC: {:?}", replies[1]) };

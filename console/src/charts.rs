@@ -115,7 +115,14 @@ fn open(out: &mut String, a: &Axes, f: &Frame) {
     for i in 0..=4 {
         let fy = f.y0 + (f.y1 - f.y0) * i as f64 / 4.0;
         let y = f.py(fy);
-        let _ = write!(out, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{l}</text>"##, x2 = W - RIGHT, tx = LEFT - 6.0, ty = y + 4.0, l = esc(&(a.y_fmt)(fy)));
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{l}</text>"##,
+            x2 = W - RIGHT,
+            tx = LEFT - 6.0,
+            ty = y + 4.0,
+            l = esc(&(a.y_fmt)(fy))
+        );
         let fx = f.x0 + (f.x1 - f.x0) * i as f64 / 4.0;
         let x = f.px(fx);
         let _ = write!(out, r##"<text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{l}</text>"##, ty = H - BOTTOM + 16.0, l = esc(&(a.x_fmt)(fx)));
@@ -126,7 +133,15 @@ fn open(out: &mut String, a: &Axes, f: &Frame) {
 fn legend(out: &mut String, names: &[&str]) {
     for (i, n) in names.iter().enumerate() {
         let x = LEFT + 10.0 + i as f64 * 150.0;
-        let _ = write!(out, r##"<rect x="{x}" y="{y}" width="10" height="10" fill="{c}"/><text x="{tx}" y="{ty}" font-size="11">{n}</text>"##, y = TOP + 4.0, c = COLORS[i % COLORS.len()], tx = x + 14.0, ty = TOP + 13.0, n = esc(n));
+        let _ = write!(
+            out,
+            r##"<rect x="{x}" y="{y}" width="10" height="10" fill="{c}"/><text x="{tx}" y="{ty}" font-size="11">{n}</text>"##,
+            y = TOP + 4.0,
+            c = COLORS[i % COLORS.len()],
+            tx = x + 14.0,
+            ty = TOP + 13.0,
+            n = esc(n)
+        );
     }
 }
 
@@ -138,11 +153,24 @@ pub fn line(a: &Axes, series: &[Series], markers: &[Marker]) -> String {
     open(&mut out, a, &f);
     for (i, s) in series.iter().enumerate() {
         let pts: Vec<String> = s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()).map(|p| format!("{:.1},{:.1}", f.px(p.0), f.py(p.1))).collect();
-        let _ = write!(out, r##"<polyline class="series" data-name="{n}" fill="none" stroke="{c}" stroke-width="2" points="{p}"/>"##, n = esc(&s.name), c = COLORS[i % COLORS.len()], p = pts.join(" "));
+        let _ = write!(
+            out,
+            r##"<polyline class="series" data-name="{n}" fill="none" stroke="{c}" stroke-width="2" points="{p}"/>"##,
+            n = esc(&s.name),
+            c = COLORS[i % COLORS.len()],
+            p = pts.join(" ")
+        );
     }
     for m in markers {
         let x = f.px(m.x);
-        let _ = write!(out, r##"<line class="marker" x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{b}" stroke="#111" stroke-dasharray="4 3"/><text x="{tx:.1}" y="{ty}" font-size="11">{l}</text>"##, b = H - BOTTOM, tx = x + 4.0, ty = TOP + 30.0, l = esc(&m.label));
+        let _ = write!(
+            out,
+            r##"<line class="marker" x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{b}" stroke="#111" stroke-dasharray="4 3"/><text x="{tx:.1}" y="{ty}" font-size="11">{l}</text>"##,
+            b = H - BOTTOM,
+            tx = x + 4.0,
+            ty = TOP + 30.0,
+            l = esc(&m.label)
+        );
     }
     if series.len() > 1 {
         legend(&mut out, &series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>());
@@ -170,22 +198,54 @@ pub fn balance(a: &Axes, points: &[Point]) -> String {
         let d = d0 + i as f64;
         let (x, y) = (f.px(d), f.py(d));
         let label = esc(&format!("1e{}", d as i32));
-        let _ = write!(out, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{label}</text>"##, x2 = W - RIGHT, tx = LEFT - 6.0, ty = y + 4.0);
-        let _ = write!(out, r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{b}" stroke="#e5e7eb"/><text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{label}</text>"##, b = H - BOTTOM, ty = H - BOTTOM + 16.0);
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{label}</text>"##,
+            x2 = W - RIGHT,
+            tx = LEFT - 6.0,
+            ty = y + 4.0
+        );
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{b}" stroke="#e5e7eb"/><text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{label}</text>"##,
+            b = H - BOTTOM,
+            ty = H - BOTTOM + 16.0
+        );
     }
     axes(&mut out, &format!("{} (log)", a.x_label), &format!("{} (log)", a.y_label));
-    let _ = write!(out, r##"<line class="balance" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#9ca3af" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#6b7280" text-anchor="end">PC = SC</text>"##, f.px(d0), f.py(d0), f.px(d1), f.py(d1), f.px(d1) - 4.0, f.py(d1) + 14.0);
+    let _ = write!(
+        out,
+        r##"<line class="balance" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#9ca3af" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#6b7280" text-anchor="end">PC = SC</text>"##,
+        f.px(d0),
+        f.py(d0),
+        f.px(d1),
+        f.py(d1),
+        f.px(d1) - 4.0,
+        f.py(d1) + 14.0
+    );
     for (i, p) in points.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let (lx, ly) = (LEFT + 12.0, TOP + 14.0 + i as f64 * 15.0);
         let star = if p.highlight { " ★" } else { "" };
-        let _ = write!(out, r##"<circle cx="{lx}" cy="{ly}" r="4" fill="{color}"/><text x="{tx}" y="{ty}" font-size="11">{l}{star}</text>"##, tx = lx + 8.0, ty = ly + 4.0, l = esc(&p.label));
+        let _ = write!(
+            out,
+            r##"<circle cx="{lx}" cy="{ly}" r="4" fill="{color}"/><text x="{tx}" y="{ty}" font-size="11">{l}{star}</text>"##,
+            tx = lx + 8.0,
+            ty = ly + 4.0,
+            l = esc(&p.label)
+        );
         if !(p.x.is_finite() && p.y.is_finite()) {
             continue;
         }
         let (x, y) = (f.px(log(p.x)), f.py(log(p.y)));
         let r = if p.highlight { 7 } else { 5 };
-        let _ = write!(out, r##"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="{r}" fill="{color}" fill-opacity="0.85"><title>{l}: PC {px}, SC {py}</title></circle>"##, l = esc(&p.label), px = number(p.x), py = number(p.y));
+        let _ = write!(
+            out,
+            r##"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="{r}" fill="{color}" fill-opacity="0.85"><title>{l}: PC {px}, SC {py}</title></circle>"##,
+            l = esc(&p.label),
+            px = number(p.x),
+            py = number(p.y)
+        );
     }
     out.push_str("</svg>");
     out

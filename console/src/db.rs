@@ -30,11 +30,8 @@ pub async fn open(path: &Path) -> Result<Db, DbError> {
         .foreign_keys(true)
         .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
         .busy_timeout(std::time::Duration::from_secs(5));
-    let pool = SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options)
-        .await
-        .map_err(|source| DbError::Open { path: path.display().to_string(), source })?;
+    let pool =
+        SqlitePoolOptions::new().max_connections(4).connect_with(options).await.map_err(|source| DbError::Open { path: path.display().to_string(), source })?;
     sqlx::migrate!("../migrations").run(&pool).await?;
     Ok(pool)
 }
@@ -173,7 +170,12 @@ pub async fn save_tenant(db: &Db, t: &Tenant, create: bool) -> Result<Result<(),
         return Ok(Err(format!("tenant '{}' already exists", t.name)));
     }
     if let Some(p) = t.memcache_port {
-        let other: Option<String> = sqlx::query("SELECT name FROM tenants WHERE memcache_port = ? AND name <> ?").bind(p as i64).bind(&t.name).fetch_optional(db).await?.map(|r| r.get(0));
+        let other: Option<String> = sqlx::query("SELECT name FROM tenants WHERE memcache_port = ? AND name <> ?")
+            .bind(p as i64)
+            .bind(&t.name)
+            .fetch_optional(db)
+            .await?
+            .map(|r| r.get(0));
         if let Some(o) = other {
             return Ok(Err(format!("memcache_port {p} is already tenant '{o}''s")));
         }
@@ -229,7 +231,12 @@ pub async fn seed_topology(db: &Db, engines: &[String], proxies: &[String]) -> R
             sqlx::query("INSERT INTO engines (idx, address) VALUES (?, ?)").bind(i as i64).bind(a).execute(&mut *tx).await?;
             let first = i * 16384 / n;
             let last = (i + 1) * 16384 / n - 1;
-            sqlx::query("INSERT INTO slot_ranges (first_slot, last_slot, engine) VALUES (?, ?, ?)").bind(first as i64).bind(last as i64).bind(i as i64).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO slot_ranges (first_slot, last_slot, engine) VALUES (?, ?, ?)")
+                .bind(first as i64)
+                .bind(last as i64)
+                .bind(i as i64)
+                .execute(&mut *tx)
+                .await?;
         }
     }
     let have: i64 = sqlx::query("SELECT COUNT(*) FROM proxies").fetch_one(&mut *tx).await?.get(0);
@@ -273,7 +280,11 @@ pub async fn add_usage(db: &Db, tenant: &str, u: &Usage) -> Result<(), DbError> 
 }
 
 pub async fn usage(db: &Db, tenant: &str, since: i64) -> Result<Vec<Usage>, DbError> {
-    let rows = sqlx::query("SELECT at, keys, logical_bytes, stored_bytes, qps FROM usage_samples WHERE tenant = ? AND at >= ? ORDER BY at").bind(tenant).bind(since).fetch_all(db).await?;
+    let rows = sqlx::query("SELECT at, keys, logical_bytes, stored_bytes, qps FROM usage_samples WHERE tenant = ? AND at >= ? ORDER BY at")
+        .bind(tenant)
+        .bind(since)
+        .fetch_all(db)
+        .await?;
     Ok(rows.iter().map(|r| Usage { at: r.get(0), keys: r.get(1), logical_bytes: r.get(2), stored_bytes: r.get(3), qps: r.get(4) }).collect())
 }
 
@@ -315,10 +326,12 @@ pub async fn retrain_progress(db: &Db, id: i64, done: usize, result: &serde_json
 }
 
 pub async fn last_retrain(db: &Db, tenant: &str) -> Result<Option<Retrain>, DbError> {
-    let row = sqlx::query("SELECT id, tenant, started_at, finished_at, engines_total, engines_done, status, result FROM retrains WHERE tenant = ? ORDER BY id DESC LIMIT 1")
-        .bind(tenant)
-        .fetch_optional(db)
-        .await?;
+    let row = sqlx::query(
+        "SELECT id, tenant, started_at, finished_at, engines_total, engines_done, status, result FROM retrains WHERE tenant = ? ORDER BY id DESC LIMIT 1",
+    )
+    .bind(tenant)
+    .fetch_optional(db)
+    .await?;
     Ok(row.map(|r| Retrain {
         id: r.get(0),
         tenant: r.get(1),
@@ -333,9 +346,11 @@ pub async fn last_retrain(db: &Db, tenant: &str) -> Result<Option<Retrain>, DbEr
 
 /// Runs left "running" by a console that stopped: they will not finish.
 pub async fn abandon_retrains(db: &Db) -> Result<(), DbError> {
-    sqlx::query("UPDATE retrains SET status = 'failed', finished_at = ?, result = '{\"error\":\"the console restarted during the run\"}' WHERE status = 'running'")
-        .bind(now())
-        .execute(db)
-        .await?;
+    sqlx::query(
+        "UPDATE retrains SET status = 'failed', finished_at = ?, result = '{\"error\":\"the console restarted during the run\"}' WHERE status = 'running'",
+    )
+    .bind(now())
+    .execute(db)
+    .await?;
     Ok(())
 }

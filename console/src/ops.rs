@@ -160,7 +160,13 @@ pub async fn retrain(console: &Arc<Console>, name: &str) -> Result<i64, OpError>
                 Err(e) => json!({"error": e.to_string()}),
             };
             result.insert(addr.clone(), entry);
-            let status = if i + 1 < engines.len() { "running" } else if ok > 0 { "done" } else { "failed" };
+            let status = if i + 1 < engines.len() {
+                "running"
+            } else if ok > 0 {
+                "done"
+            } else {
+                "failed"
+            };
             if let Err(e) = db::retrain_progress(&console.db, id, i + 1, &Value::Object(result.clone()), status).await {
                 tracing::warn!(error = %e, "cannot record retraining progress");
             }

@@ -89,7 +89,8 @@ fn choice(field: &'static str, value: &str, allowed: &[&str]) -> Result<String, 
 impl Limit {
     /// None: no limit.
     fn value(&self, field: &'static str, sizes: bool) -> Result<Option<u64>, TenantError> {
-        let bad = |v: &str| TenantError::Number { field, value: v.to_string(), what: if sizes { "a size (examples: 100mb, 1gb)" } else { "a positive number" } };
+        let bad =
+            |v: &str| TenantError::Number { field, value: v.to_string(), what: if sizes { "a size (examples: 100mb, 1gb)" } else { "a positive number" } };
         match self {
             Limit::None(()) => Ok(None),
             Limit::Number(0) => Ok(None),

@@ -80,7 +80,16 @@ pub struct TenantFormPage {
 
 impl TenantFormPage {
     pub fn new(frame: Frame, tenant: Option<Tenant>, error: Option<String>) -> TenantFormPage {
-        TenantFormPage { frame, tenant, error, compressions: &COMPRESSIONS, compression_modes: &COMPRESSION_MODES, storage_modes: &STORAGE_MODES, tier_policies: &TIER_POLICIES, wal_modes: &WAL_MODES }
+        TenantFormPage {
+            frame,
+            tenant,
+            error,
+            compressions: &COMPRESSIONS,
+            compression_modes: &COMPRESSION_MODES,
+            storage_modes: &STORAGE_MODES,
+            tier_policies: &TIER_POLICIES,
+            wal_modes: &WAL_MODES,
+        }
     }
 
     fn field(&self, f: impl Fn(&Tenant) -> String) -> String {
@@ -162,7 +171,8 @@ impl TenantPage {
                 if let Some(e) = v.get("error").and_then(Value::as_str) {
                     s += &format!("; {engine}: {e}");
                 } else {
-                    let ratio = v.get("trained_ratio").and_then(Value::as_f64).filter(|r| *r > 0.0).map(|r| format!("{:.2}×", 1.0 / r)).unwrap_or_else(|| "—".into());
+                    let ratio =
+                        v.get("trained_ratio").and_then(Value::as_f64).filter(|r| *r > 0.0).map(|r| format!("{:.2}×", 1.0 / r)).unwrap_or_else(|| "—".into());
                     let generation = v.get("generation").map(|g| g.to_string()).unwrap_or_default();
                     s += &format!("; {engine}: generation {generation}, trained ratio {ratio}");
                 }
@@ -337,14 +347,33 @@ impl AdvisorView {
             })
             .collect();
         let pcsc_svg = charts::balance(
-            &Axes { id: "pcsc-chart", title: "Performance cost vs space cost", x_label: "PC (instance units)", y_label: "SC (instance units)", x_fmt: charts::number, y_fmt: charts::number },
+            &Axes {
+                id: "pcsc-chart",
+                title: "Performance cost vs space cost",
+                x_label: "PC (instance units)",
+                y_label: "SC (instance units)",
+                x_fmt: charts::number,
+                y_fmt: charts::number,
+            },
             &points,
         );
-        let curve: Vec<(f64, f64)> = workload["mrc"]["points"].as_array().unwrap_or(&empty).iter().filter_map(|p| Some((p[0].as_f64()?, p[2].as_f64()?))).collect();
-        let optimal_cache_ratio = options_json.iter().filter(|o| o["name"].as_str() == Some(recommended.as_str())).find_map(|o| o["cache_ratio"].as_f64()).or_else(|| options_json.iter().find_map(|o| o["cache_ratio"].as_f64()));
+        let curve: Vec<(f64, f64)> =
+            workload["mrc"]["points"].as_array().unwrap_or(&empty).iter().filter_map(|p| Some((p[0].as_f64()?, p[2].as_f64()?))).collect();
+        let optimal_cache_ratio = options_json
+            .iter()
+            .filter(|o| o["name"].as_str() == Some(recommended.as_str()))
+            .find_map(|o| o["cache_ratio"].as_f64())
+            .or_else(|| options_json.iter().find_map(|o| o["cache_ratio"].as_f64()));
         let markers: Vec<Marker> = optimal_cache_ratio.map(|r| Marker { x: r, label: format!("optimal cache ratio {:.0}%", r * 100.0) }).into_iter().collect();
         let mrc_svg = charts::line(
-            &Axes { id: "mrc-chart", title: "Miss-ratio curve (LRU, sampled)", x_label: "cache size / data size", y_label: "miss ratio", x_fmt: charts::ratio, y_fmt: charts::ratio },
+            &Axes {
+                id: "mrc-chart",
+                title: "Miss-ratio curve (LRU, sampled)",
+                x_label: "cache size / data size",
+                y_label: "miss ratio",
+                x_fmt: charts::ratio,
+                y_fmt: charts::ratio,
+            },
             &[Series { name: "miss ratio".into(), points: curve }],
             &markers,
         );
@@ -375,18 +404,19 @@ impl AdvisorView {
         ];
         features.push(("QPS (1 min)".into(), fmt(&workload["qps_1m"])));
         features.push(("keys".into(), fmt(&workload["keys"])));
-        features.push(("median access interval".into(), workload["access_interval_ms"]["median"].as_f64().map(|m| format!("{:.1} s", m / 1000.0)).unwrap_or_else(|| "—".into())));
-        let applicable = a["applicable"]
-            .as_array()
-            .unwrap_or(&empty)
-            .iter()
-            .map(|x| (fmt(&x["feature"]), fmt(&x["optimization"]), fmt(&x["reason"])))
-            .collect();
+        features.push((
+            "median access interval".into(),
+            workload["access_interval_ms"]["median"].as_f64().map(|m| format!("{:.1} s", m / 1000.0)).unwrap_or_else(|| "—".into()),
+        ));
+        let applicable =
+            a["applicable"].as_array().unwrap_or(&empty).iter().map(|x| (fmt(&x["feature"]), fmt(&x["optimization"]), fmt(&x["reason"]))).collect();
         let rec = options_json.iter().find(|o| o["name"].as_str() == Some(recommended.as_str()));
         let (apply, apply_note) = match rec {
             Some(o) if recommended != current => {
                 let s = &o["setup"];
-                let note = (s["pmem"].as_bool() == Some(true)).then(|| "The PMem tier is an engine setting (pmem_path, dram_max): Apply sets the tenant's part; configure the engines for the rest.".to_string());
+                let note = (s["pmem"].as_bool() == Some(true)).then(|| {
+                    "The PMem tier is an engine setting (pmem_path, dram_max): Apply sets the tenant's part; configure the engines for the rest.".to_string()
+                });
                 let compression = Some(s["compression"].as_str().unwrap_or("none").to_string());
                 let storage = Some(s["storage_mode"].as_str().unwrap_or("cache").to_string());
                 (Some((compression, storage)), note)
@@ -418,17 +448,26 @@ impl AdvisorView {
 pub fn usage_chart(samples: &[Usage]) -> String {
     let logical = Series { name: "logical bytes".into(), points: samples.iter().map(|u| (u.at as f64, u.logical_bytes)).collect() };
     let stored = Series { name: "stored bytes".into(), points: samples.iter().map(|u| (u.at as f64, u.stored_bytes)).collect() };
-    charts::line(&Axes { id: "usage-chart", title: "Data over time", x_label: "time (UTC)", y_label: "bytes", x_fmt: charts::clock, y_fmt: charts::bytes }, &[logical, stored], &[])
+    charts::line(
+        &Axes { id: "usage-chart", title: "Data over time", x_label: "time (UTC)", y_label: "bytes", x_fmt: charts::clock, y_fmt: charts::bytes },
+        &[logical, stored],
+        &[],
+    )
 }
 
 /// The slot map as a bar: one colored span per range.
 pub fn slot_map_svg(ranges: &[(u16, u16, usize)]) -> String {
     let colors = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"];
-    let mut out = String::from(r##"<svg id="slot-map" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 560 60" role="img" aria-label="slot map"><title>Slot map</title>"##);
+    let mut out = String::from(
+        r##"<svg id="slot-map" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 560 60" role="img" aria-label="slot map"><title>Slot map</title>"##,
+    );
     for (first, last, engine) in ranges {
         let x = 10.0 + *first as f64 / 16384.0 * 540.0;
         let w = (*last as f64 - *first as f64 + 1.0) / 16384.0 * 540.0;
-        out += &format!(r##"<rect x="{x:.1}" y="10" width="{w:.1}" height="24" fill="{}"><title>slots {first}-{last}: engine {engine}</title></rect>"##, colors[engine % colors.len()]);
+        out += &format!(
+            r##"<rect x="{x:.1}" y="10" width="{w:.1}" height="24" fill="{}"><title>slots {first}-{last}: engine {engine}</title></rect>"##,
+            colors[engine % colors.len()]
+        );
         out += &format!(r##"<text x="{:.1}" y="50" font-size="11" text-anchor="middle">engine {engine}: {first}-{last}</text>"##, x + w / 2.0);
     }
     out + "</svg>"
@@ -441,12 +480,12 @@ mod tests {
     #[test]
     fn advisor_view_reads_the_engine_json() {
         let advise: Value = serde_json::json!({"advice": {"category": "space-critical", "current": "raw", "recommended": "storage tier (write-through)", "estimate": true, "expected_change": -0.5,
-            "reasons": ["a", "b"], "features": {"read_ratio": 0.9, "avg_record_bytes": 100.0},
-            "applicable": [{"feature": "space-critical", "optimization": "pmem-tier", "reason": "cheap"}],
-            "options": [
-                {"name": "raw", "cache_ratio": null, "setup": {"compression": null, "pmem": false, "storage_mode": null}, "evaluation": {"c": 1.0, "cpgb": 0.3, "cpqps": 6e-6, "pc": 0.2, "sc": 1.0, "instances": 1, "category": "space-critical"}},
-                {"name": "storage tier (write-through)", "cache_ratio": 0.2, "setup": {"compression": null, "pmem": false, "storage_mode": "write-through"}, "evaluation": {"c": 0.5, "cpgb": 0.01, "cpqps": 4e-5, "pc": 0.5, "sc": 0.4, "instances": 1, "category": "balanced"}}
-            ]}});
+        "reasons": ["a", "b"], "features": {"read_ratio": 0.9, "avg_record_bytes": 100.0},
+        "applicable": [{"feature": "space-critical", "optimization": "pmem-tier", "reason": "cheap"}],
+        "options": [
+            {"name": "raw", "cache_ratio": null, "setup": {"compression": null, "pmem": false, "storage_mode": null}, "evaluation": {"c": 1.0, "cpgb": 0.3, "cpqps": 6e-6, "pc": 0.2, "sc": 1.0, "instances": 1, "category": "space-critical"}},
+            {"name": "storage tier (write-through)", "cache_ratio": 0.2, "setup": {"compression": null, "pmem": false, "storage_mode": "write-through"}, "evaluation": {"c": 0.5, "cpgb": 0.01, "cpqps": 4e-5, "pc": 0.5, "sc": 0.4, "instances": 1, "category": "balanced"}}
+        ]}});
         let workload = serde_json::json!({"avg_record_bytes": 100.0, "mrc": {"points": [[0.1, 10.0, 0.8], [0.2, 20.0, 0.5], [1.0, 100.0, 0.0]]}});
         let v = AdvisorView::build("127.0.0.1:7001", &advise, &workload);
         assert_eq!(v.options.len(), 2);

@@ -20,8 +20,27 @@ use crate::command::table::{key_positions, CommandSpec, COMMANDS, INDEX};
 
 /// Command categories, in the order Redis lists them.
 pub const CATEGORIES: &[&str] = &[
-    "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap", "hyperloglog", "geo", "stream",
-    "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection", "transaction", "scripting",
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
 ];
 
 /// Commands Redis marks @dangerous beyond the admin ones.
@@ -307,8 +326,7 @@ impl Selector {
     }
 
     fn key_allowed(&self, key: &[u8], need: u8) -> bool {
-        self.all_keys
-            || self.keys.iter().any(|k| k.perm & need == need && crate::command::args::glob_match(&k.pattern, key, false))
+        self.all_keys || self.keys.iter().any(|k| k.perm & need == need && crate::command::args::glob_match(&k.pattern, key, false))
     }
 
     /// Checks a request against this selector.
@@ -398,11 +416,7 @@ impl Selector {
 
     /// The selector as ACL LIST shows it (keys, channels, commands).
     fn describe(&self) -> String {
-        [self.describe_keys(), self.describe_channels(true), self.describe_commands()]
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-            .join(" ")
+        [self.describe_keys(), self.describe_channels(true), self.describe_commands()].into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join(" ")
     }
 }
 
@@ -771,10 +785,7 @@ mod tests {
     #[test]
     fn rules_describe_as_written() {
         let u = user(&["reset", "on", ">p1", "~cache:*", "%R~r:*", "&ch*", "+@set", "+get", "-hset", "+get"]);
-        assert_eq!(
-            u.describe(),
-            format!("user u on sanitize-payload #{} ~cache:* %R~r:* resetchannels &ch* -@all +@set -hset +get", hash_password(b"p1"))
-        );
+        assert_eq!(u.describe(), format!("user u on sanitize-payload #{} ~cache:* %R~r:* resetchannels &ch* -@all +@set -hset +get", hash_password(b"p1")));
         assert_eq!(User::default_user().describe(), "user default on nopass ~* &* +@all");
         let sel = user(&["(+set %W~app*)"]);
         assert!(sel.describe().ends_with("(%W~app* resetchannels -@all +set)"), "{}", sel.describe());

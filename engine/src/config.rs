@@ -138,10 +138,9 @@ fn number<T: FromStr>(v: Option<String>, key: &str) -> Result<Option<T>, ConfigE
 fn size_of(key: &str, v: toml::Value) -> Result<u64, ConfigError> {
     match v {
         toml::Value::Integer(n) if n >= 0 => Ok(n as u64),
-        toml::Value::String(s) => parse_size(&s).ok_or_else(|| ConfigError::Invalid {
-            key: key.into(),
-            reason: format!("'{s}' is not a size (examples: 0, 100mb, 1gb)"),
-        }),
+        toml::Value::String(s) => {
+            parse_size(&s).ok_or_else(|| ConfigError::Invalid { key: key.into(), reason: format!("'{s}' is not a size (examples: 0, 100mb, 1gb)") })
+        }
         v => Err(ConfigError::Invalid { key: key.into(), reason: format!("{v} is not a size") }),
     }
 }
@@ -199,17 +198,11 @@ impl EngineSettings {
     pub fn from_env() -> Result<EngineSettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let port = match var("TERRACE_PORT") {
-            Some(p) => Some(p.parse().map_err(|_| ConfigError::Invalid {
-                key: "TERRACE_PORT".into(),
-                reason: format!("'{p}' is not a port number"),
-            })?),
+            Some(p) => Some(p.parse().map_err(|_| ConfigError::Invalid { key: "TERRACE_PORT".into(), reason: format!("'{p}' is not a port number") })?),
             None => None,
         };
         let shard_bits = match var("TERRACE_SHARD_BITS") {
-            Some(p) => Some(p.parse().map_err(|_| ConfigError::Invalid {
-                key: "TERRACE_SHARD_BITS".into(),
-                reason: format!("'{p}' is not a number"),
-            })?),
+            Some(p) => Some(p.parse().map_err(|_| ConfigError::Invalid { key: "TERRACE_SHARD_BITS".into(), reason: format!("'{p}' is not a number") })?),
             None => None,
         };
         Ok(EngineSettings {
@@ -227,19 +220,15 @@ impl EngineSettings {
             data_dir: var("TERRACE_DATA_DIR").map(PathBuf::from),
             shard_bits,
             namespaces: match var("TERRACE_NAMESPACES") {
-                Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
-                    key: "TERRACE_NAMESPACES".into(),
-                    reason: format!("'{n}' is not a number"),
-                })?),
+                Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid { key: "TERRACE_NAMESPACES".into(), reason: format!("'{n}' is not a number") })?),
                 None => None,
             },
             compression: var("TERRACE_COMPRESSION"),
             compression_mode: var("TERRACE_COMPRESSION_MODE"),
             compression_min_size: match var("TERRACE_COMPRESSION_MIN_SIZE") {
-                Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
-                    key: "TERRACE_COMPRESSION_MIN_SIZE".into(),
-                    reason: format!("'{n}' is not a byte count"),
-                })?),
+                Some(n) => Some(
+                    n.parse().map_err(|_| ConfigError::Invalid { key: "TERRACE_COMPRESSION_MIN_SIZE".into(), reason: format!("'{n}' is not a byte count") })?,
+                ),
                 None => None,
             },
             pmem_path: var("TERRACE_PMEM_PATH").map(PathBuf::from),
@@ -258,10 +247,10 @@ impl EngineSettings {
             flush_interval_ms: number(var("TERRACE_FLUSH_INTERVAL_MS"), "TERRACE_FLUSH_INTERVAL_MS")?,
             flush_batch: number(var("TERRACE_FLUSH_BATCH"), "TERRACE_FLUSH_BATCH")?,
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
-                Some(n) => Some(n.parse().map_err(|_| ConfigError::Invalid {
-                    key: "TERRACE_PROMOTE_HITS".into(),
-                    reason: format!("'{n}' is not a count from 1 to 255"),
-                })?),
+                Some(n) => Some(
+                    n.parse()
+                        .map_err(|_| ConfigError::Invalid { key: "TERRACE_PROMOTE_HITS".into(), reason: format!("'{n}' is not a count from 1 to 255") })?,
+                ),
                 None => None,
             },
             ..Default::default()
@@ -344,7 +333,12 @@ impl EngineSettings {
         let idle_spin = match self.idle_spin_us {
             None => d.idle_spin,
             Some(us) if us <= MAX_IDLE_SPIN_US => std::time::Duration::from_micros(us),
-            Some(us) => return Err(ConfigError::Invalid { key: "idle_spin_us".into(), reason: format!("{us} is above {MAX_IDLE_SPIN_US} (microseconds; 0 turns spinning off)") }),
+            Some(us) => {
+                return Err(ConfigError::Invalid {
+                    key: "idle_spin_us".into(),
+                    reason: format!("{us} is above {MAX_IDLE_SPIN_US} (microseconds; 0 turns spinning off)"),
+                })
+            }
         };
         let shard_bits = self.shard_bits.unwrap_or(d.shard_bits);
         if shard_bits > 8 {
@@ -464,7 +458,12 @@ fn resolve_elastic(threads: Threads, up: Option<u32>, down: Option<u32>, sample_
     Ok(cfg)
 }
 
-fn resolve_write_back(dirty_max: Option<toml::Value>, timeout_ms: Option<u64>, interval_ms: Option<u64>, batch: Option<usize>) -> Result<crate::storage::tier::WriteBackConfig, ConfigError> {
+fn resolve_write_back(
+    dirty_max: Option<toml::Value>,
+    timeout_ms: Option<u64>,
+    interval_ms: Option<u64>,
+    batch: Option<usize>,
+) -> Result<crate::storage::tier::WriteBackConfig, ConfigError> {
     let mut wb = crate::storage::tier::WriteBackConfig::default();
     let invalid = |key: &str, reason: &str| ConfigError::Invalid { key: key.into(), reason: reason.into() };
     if let Some(v) = dirty_max {
@@ -491,7 +490,13 @@ fn resolve_write_back(dirty_max: Option<toml::Value>, timeout_ms: Option<u64>, i
     Ok(wb)
 }
 
-fn resolve_storage(kind: Option<String>, url: Option<String>, mode: Option<String>, data_dir: &std::path::Path, write_back: crate::storage::tier::WriteBackConfig) -> Result<Option<StorageConfig>, ConfigError> {
+fn resolve_storage(
+    kind: Option<String>,
+    url: Option<String>,
+    mode: Option<String>,
+    data_dir: &std::path::Path,
+    write_back: crate::storage::tier::WriteBackConfig,
+) -> Result<Option<StorageConfig>, ConfigError> {
     let invalid = |key: &str, reason: String| ConfigError::Invalid { key: key.into(), reason };
     let mode = match mode {
         Some(m) => m.parse().map_err(|r| invalid("storage_mode", r))?,
@@ -521,7 +526,8 @@ fn resolve_tier(
     promote_hits: Option<u8>,
 ) -> Result<Option<crate::tier::TierConfig>, ConfigError> {
     let Some(pmem_path) = path else {
-        let given = [("pmem_size", size.is_some()), ("dram_max", dram_max.is_some()), ("tier_policy", policy.is_some()), ("promote_hits", promote_hits.is_some())];
+        let given =
+            [("pmem_size", size.is_some()), ("dram_max", dram_max.is_some()), ("tier_policy", policy.is_some()), ("promote_hits", promote_hits.is_some())];
         if let Some((key, _)) = given.iter().find(|(_, set)| *set) {
             return Err(ConfigError::Invalid { key: (*key).into(), reason: "the PMem tier is off: set `pmem_path` too".into() });
         }
@@ -693,7 +699,13 @@ pub struct ElasticConfig {
 
 impl Default for ElasticConfig {
     fn default() -> Self {
-        ElasticConfig { max: 1, up_busy: 0.8, up_samples: 2, down_busy: 0.3, down_after: std::time::Duration::from_secs(2), sample: std::time::Duration::from_millis(100) }
+        ElasticConfig {
+            max: 1,
+            up_busy: 0.8,
+            up_samples: 2,
+            down_busy: 0.3,
+            down_after: std::time::Duration::from_secs(2),
+            sample: std::time::Duration::from_millis(100),
+        }
     }
 }
-

@@ -48,7 +48,11 @@ pub enum Persistence {
 impl Persistence {
     /// The persistence of the file at `path` (by its filesystem); `Msync` when unsure.
     pub fn of(path: &Path) -> Persistence {
-        if cache_lines::supported() && is_memory_filesystem(path) { Persistence::CacheLines } else { Persistence::Msync }
+        if cache_lines::supported() && is_memory_filesystem(path) {
+            Persistence::CacheLines
+        } else {
+            Persistence::Msync
+        }
     }
 
     pub fn name(self) -> &'static str {

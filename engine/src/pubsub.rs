@@ -13,9 +13,9 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use parking_lot::Mutex;
 
+use crate::clients::ClientInfo;
 use crate::command::args::glob_match;
 use crate::protocol::ReplyWriter;
-use crate::clients::ClientInfo;
 
 /// Pending pub/sub output allowed per client before it is disconnected (Redis's hard limit).
 pub const MAILBOX_LIMIT: usize = 32 * 1024 * 1024;

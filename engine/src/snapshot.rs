@@ -7,7 +7,6 @@
 //! file is not a single instant (Redis forks for that; we don't). The file is written to a
 //! temporary name, synced, and renamed over `dump.rdb`.
 
-
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -103,9 +102,7 @@ fn write_entry(out: &mut Vec<u8>, ks: &Keyspace, db: usize, e: &Entry, now: i64)
         out.extend_from_slice(&t.to_le_bytes());
     }
     let decoded = match e.value() {
-        ValueRef::Encoded(_) => ks
-            .string(db, e)
-            .map_err(|source| SnapshotError::Undecodable { key: String::from_utf8_lossy(e.key()).into_owned(), source })?,
+        ValueRef::Encoded(_) => ks.string(db, e).map_err(|source| SnapshotError::Undecodable { key: String::from_utf8_lossy(e.key()).into_owned(), source })?,
         _ => None,
     };
     let value = match &decoded {
@@ -328,19 +325,14 @@ pub fn load(srv: &Server, keys: bool) -> Result<Loaded, SnapshotError> {
             }
             crate::command::function::OP_FUNCTION2 => {
                 let code = String::from_utf8_lossy(&r.string().map_err(bad)?).into_owned();
-                let (name, lib) = crate::scripting::with_vm(&srv.scripts, |vm| vm.check_library(&code))
-                    .map_err(|e| corrupt(format!("function library: {e}")))?;
+                let (name, lib) =
+                    crate::scripting::with_vm(&srv.scripts, |vm| vm.check_library(&code)).map_err(|e| corrupt(format!("function library: {e}")))?;
                 srv.scripts.functions.add(&name, lib, true).map_err(|e| corrupt(format!("function library '{name}': {e}")))?;
             }
             t => {
                 let key = r.string().map_err(bad)?;
-                let value = decode_value(&mut r, t).map_err(|e| {
-                    corrupt(format!(
-                        "key '{}': {}",
-                        String::from_utf8_lossy(&key),
-                        e.to_string().trim_start_matches("ERR ")
-                    ))
-                })?;
+                let value = decode_value(&mut r, t)
+                    .map_err(|e| corrupt(format!("key '{}': {}", String::from_utf8_lossy(&key), e.to_string().trim_start_matches("ERR "))))?;
                 let exp = expire.take();
                 if !keys || exp.is_some_and(|t| t <= now) {
                     continue;

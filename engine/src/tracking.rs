@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::protocol::ReplyWriter;
 use crate::clients::ClientInfo;
+use crate::protocol::ReplyWriter;
 
 /// Clients with tracking on, in this process: the write path only notes keys when non-zero.
 static TRACKING_CLIENTS: AtomicUsize = AtomicUsize::new(0);
@@ -141,11 +141,8 @@ impl Tracking {
         let clients = self.clients.lock();
         for (id, t) in clients.iter() {
             if t.opts.bcast {
-                let hits: Vec<Vec<u8>> = pending
-                    .iter()
-                    .filter(|k| t.opts.prefixes.is_empty() || t.opts.prefixes.iter().any(|p| k.starts_with(p)))
-                    .cloned()
-                    .collect();
+                let hits: Vec<Vec<u8>> =
+                    pending.iter().filter(|k| t.opts.prefixes.is_empty() || t.opts.prefixes.iter().any(|p| k.starts_with(p))).cloned().collect();
                 if !hits.is_empty() {
                     per_client.entry(*id).or_default().extend(hits);
                 }

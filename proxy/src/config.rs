@@ -233,7 +233,10 @@ impl ProxySettings {
             }
             if let Some(p) = &t.tier_policy {
                 if p.parse::<terrace_engine::tier::TenantPolicy>().is_err() {
-                    return Err(invalid("tenants", format!("tier_policy of tenant '{}': '{p}' is not engine, dram-only, dram-first, pmem-first or bidirectional", t.name)));
+                    return Err(invalid(
+                        "tenants",
+                        format!("tier_policy of tenant '{}': '{p}' is not engine, dram-only, dram-first, pmem-first or bidirectional", t.name),
+                    ));
                 }
             }
             if let Some(w) = &t.wal {
@@ -317,10 +320,7 @@ mod tests {
         assert_eq!(c.engines.len(), 2);
         let bad = ProxySettings { engines: Some(vec!["nohost".into()]), ..Default::default() };
         assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `engines`: 'nohost' is not host:port");
-        let bad = ProxySettings {
-            slots: Some(vec![SlotRange { engine: 0, range: "0-100".into() }]),
-            ..Default::default()
-        };
+        let bad = ProxySettings { slots: Some(vec![SlotRange { engine: 0, range: "0-100".into() }]), ..Default::default() };
         assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `slots`: slot 101 is not assigned to any engine");
     }
 
@@ -347,11 +347,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("terrace-proxy-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("terrace.toml");
-        std::fs::write(
-            &path,
-            "[engine]\nport = 7001\n[proxy]\nport = 7000\nengines = [\"10.0.0.1:7001\"]\n[[proxy.slots]]\nengine = 0\nrange = \"0-16383\"\n",
-        )
-        .unwrap();
+        std::fs::write(&path, "[engine]\nport = 7001\n[proxy]\nport = 7000\nengines = [\"10.0.0.1:7001\"]\n[[proxy.slots]]\nengine = 0\nrange = \"0-16383\"\n")
+            .unwrap();
         let file = ProxySettings::from_file(&path).unwrap();
         let flags = ProxySettings { port: Some(7100), ..Default::default() };
         let c = flags.or(file).resolve().unwrap();

@@ -142,11 +142,7 @@ pub fn info_sections(stats: &BTreeMap<Key, Stat>, tenant: &str, protocol: &str) 
     for (k, s) in stats.iter().filter(|(k, _)| &*k.tenant == tenant && k.protocol == protocol) {
         let usec = (s.latency.mean() * s.latency.len() as f64) as u64;
         let per = if s.calls > 0 { usec as f64 / s.calls as f64 } else { 0.0 };
-        let _ = write!(
-            cmd,
-            "cmdstat_{}:calls={},usec={usec},usec_per_call={per:.2},rejected_calls=0,failed_calls={}\r\n",
-            k.command, s.calls, s.errors
-        );
+        let _ = write!(cmd, "cmdstat_{}:calls={},usec={usec},usec_per_call={per:.2},rejected_calls=0,failed_calls={}\r\n", k.command, s.calls, s.errors);
         let h = &s.latency;
         let _ = write!(
             lat,

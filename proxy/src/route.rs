@@ -90,9 +90,7 @@ pub fn classify(spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
         "select" => Kind::Local(Local::Select),
         "reset" => Kind::Local(Local::Reset),
         "client" => match sub(argv).as_str() {
-            "id" | "setname" | "getname" | "setinfo" | "info" | "list" | "no-evict" | "no-touch" | "help" => {
-                Kind::Local(Local::Client)
-            }
+            "id" | "setname" | "getname" | "setinfo" | "info" | "list" | "no-evict" | "no-touch" | "help" => Kind::Local(Local::Client),
             _ => Kind::Refused("this CLIENT subcommand is not supported through the Terrace proxy"),
         },
         "mget" => Kind::Split(Split::Mget),

@@ -76,12 +76,7 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
         senders.push(tx);
         let shared = shared.clone();
         let rt = runtime()?;
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("terrace-proxy-{i}"))
-                .spawn(move || reactor(rt, shared, rx))
-                .expect("spawn reactor thread"),
-        );
+        handles.push(std::thread::Builder::new().name(format!("terrace-proxy-{i}")).spawn(move || reactor(rt, shared, rx)).expect("spawn reactor thread"));
     }
 
     let rt = runtime()?;
@@ -240,7 +235,11 @@ fn render_metrics(sh: &Shared) -> String {
     }
     let topo = sh.topology();
     for (addr, up) in topo.engines.iter().zip(&topo.engine_up) {
-        gauges.push((format!("terrace_proxy_engine_up{{engine=\"{addr}\"}}"), "Whether the proxy is connected to the engine.", up.load(Ordering::Relaxed) as u8 as f64));
+        gauges.push((
+            format!("terrace_proxy_engine_up{{engine=\"{addr}\"}}"),
+            "Whether the proxy is connected to the engine.",
+            up.load(Ordering::Relaxed) as u8 as f64,
+        ));
     }
     crate::metrics::prometheus(&sh.metrics.snapshot(), &gauges)
 }

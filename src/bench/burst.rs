@@ -221,7 +221,12 @@ fn run_schedule(t: &Target, args: &BurstArgs) -> anyhow::Result<(Vec<Second>, Op
             let mut l = std::mem::take(&mut lat[s]);
             l.sort_unstable();
             let p99 = if l.is_empty() { 0.0 } else { l[(l.len() * 99 / 100).min(l.len() - 1)] as f64 };
-            Second { ops: ops[s].load(Ordering::Relaxed) as f64, p99_us: p99, cpu: cpu.get(s).copied().unwrap_or(0.0), active: active.get(s).copied().unwrap_or(1.0) }
+            Second {
+                ops: ops[s].load(Ordering::Relaxed) as f64,
+                p99_us: p99,
+                cpu: cpu.get(s).copied().unwrap_or(0.0),
+                active: active.get(s).copied().unwrap_or(1.0),
+            }
         })
         .collect();
     Ok((seconds, scaled))
@@ -301,7 +306,18 @@ pub fn run(args: BurstArgs) -> anyhow::Result<()> {
     let ups: Vec<String> = results[2].1.iter().map(|d| d.map_or("never".into(), |d| format!("{} ms", d.as_millis()))).collect();
     println!();
     println!("elastic:2 scale-up after the burst began: {}", ups.join(", "));
-    let series: Vec<(String, Vec<Second>)> = names.iter().enumerate().map(|(i, n)| (n.clone(), (0..total).map(|s| Second { ops: med(i, s, |x| x.ops), p99_us: med(i, s, |x| x.p99_us), cpu: med(i, s, |x| x.cpu), active: med(i, s, |x| x.active) }).collect())).collect();
+    let series: Vec<(String, Vec<Second>)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            (
+                n.clone(),
+                (0..total)
+                    .map(|s| Second { ops: med(i, s, |x| x.ops), p99_us: med(i, s, |x| x.p99_us), cpu: med(i, s, |x| x.cpu), active: med(i, s, |x| x.active) })
+                    .collect(),
+            )
+        })
+        .collect();
     std::fs::write(&args.svg, svg(&series, args.low_seconds as usize, args.burst_seconds as usize))?;
     println!("plot: {}", args.svg.display());
     Ok(())
@@ -336,7 +352,13 @@ fn svg(series: &[(String, Vec<Second>)], low: usize, burst: usize) -> String {
     for (i, (name, _)) in series.iter().enumerate() {
         let ly = h - 12.0;
         let lx = left + 200.0 * i as f64;
-        out += &format!("<rect x=\"{lx}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{name}</text>\n", ly - 4.0, COLORS[i % 4], lx + 18.0, ly);
+        out += &format!(
+            "<rect x=\"{lx}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{name}</text>\n",
+            ly - 4.0,
+            COLORS[i % 4],
+            lx + 18.0,
+            ly
+        );
     }
     out + "</svg>\n"
 }

@@ -65,15 +65,25 @@ fn start(setup: &'static Setup, tag: usize) -> anyhow::Result<Server> {
     let dir = std::env::temp_dir().join(format!("terrace-bench-compress-{}-{tag}", std::process::id()));
     let flags: Vec<&std::ffi::OsStr> = ["--compression", setup.codec, "--compression-mode", setup.mode].into_iter().map(std::ffi::OsStr::new).collect();
     let (child, port) = super::spawn_pinned_engine(&dir, &flags)?;
-    Ok(Server { setup, child, port, dir, set: Vec::new(), get: Vec::new(), set_cpu: Vec::new(), get_cpu: Vec::new(), used_memory: 0, data_bytes: 0, cold_data_bytes: None, retrains: 0 })
+    Ok(Server {
+        setup,
+        child,
+        port,
+        dir,
+        set: Vec::new(),
+        get: Vec::new(),
+        set_cpu: Vec::new(),
+        get_cpu: Vec::new(),
+        used_memory: 0,
+        data_bytes: 0,
+        cold_data_bytes: None,
+        retrains: 0,
+    })
 }
 
 fn info_field(c: &mut Client, section: &str, name: &str) -> anyhow::Result<u64> {
     let text = c.call(&[b"INFO", section.as_bytes()])?.unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("INFO {section} has no {name}"))
+    text.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).and_then(|v| v.trim().parse().ok()).with_context(|| format!("INFO {section} has no {name}"))
 }
 
 fn stats(c: &mut Client) -> anyhow::Result<serde_json::Value> {
@@ -152,7 +162,14 @@ pub fn run(records: &[Vec<u8>], rounds: usize, ops: usize, pipeline: usize, only
             eprintln!("{}:{} pid {}", s.setup.codec, s.setup.mode, s.child.id());
         }
     }
-    println!("\nend to end: {} records, {} SET + {} GET per round, pipeline {}, {} rounds; engines on core 0, client on core 1", records.len(), ops, ops, pipeline, rounds);
+    println!(
+        "\nend to end: {} records, {} SET + {} GET per round, pipeline {}, {} rounds; engines on core 0, client on core 1",
+        records.len(),
+        ops,
+        ops,
+        pipeline,
+        rounds
+    );
     for s in servers.iter_mut() {
         let mut c = Client::connect(s.port)?;
         load(&mut c, records, 64)?;
@@ -203,7 +220,20 @@ pub fn run(records: &[Vec<u8>], rounds: usize, ops: usize, pipeline: usize, only
     let base = |mode: &str| servers.iter().find(|s| s.setup.codec == "none" && s.setup.mode == mode).expect("a none engine per mode");
     println!(
         "{:<10} {:<6} {:>10} {:>7} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>12} {:>12} {:>7} {:>8}",
-        "codec", "mode", "SET req/s", "x none", "GET req/s", "x none", "SET µs", "x none", "GET µs", "x none", "used_memory", "data B/val", "x none", "retrains"
+        "codec",
+        "mode",
+        "SET req/s",
+        "x none",
+        "GET req/s",
+        "x none",
+        "SET µs",
+        "x none",
+        "GET µs",
+        "x none",
+        "used_memory",
+        "data B/val",
+        "x none",
+        "retrains"
     );
     for s in &servers {
         let b = base(s.setup.mode);

@@ -77,7 +77,12 @@ fn zipf_cdf(n: usize, theta: f64) -> Vec<f64> {
     let w: Vec<f64> = (1..=n).map(|r| 1.0 / (r as f64).powf(theta)).collect();
     let total: f64 = w.iter().sum();
     let mut acc = 0.0;
-    w.iter().map(|x| { acc += x / total; acc }).collect()
+    w.iter()
+        .map(|x| {
+            acc += x / total;
+            acc
+        })
+        .collect()
 }
 
 /// A source engine loaded with the workload's data and driven while it is recorded.
@@ -95,7 +100,15 @@ fn record_workload(spec: &Spec, args: &CostArgs, dir: &Path) -> anyhow::Result<P
         }
         let out = dir.join("full");
         let rec = {
-            let a = RecordArgs { tenant: "default".into(), seconds: args.seconds, out: out.clone(), engine: format!("127.0.0.1:{port}"), proxy: None, password: None, rate: 1.0 };
+            let a = RecordArgs {
+                tenant: "default".into(),
+                seconds: args.seconds,
+                out: out.clone(),
+                engine: format!("127.0.0.1:{port}"),
+                proxy: None,
+                password: None,
+                rate: 1.0,
+            };
             std::thread::spawn(move || record(&a))
         };
         std::thread::sleep(Duration::from_millis(300));
@@ -134,8 +147,13 @@ fn subsample(full: &Path, out: &Path, rate: f64) -> anyhow::Result<()> {
         let h = k.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3));
         ((h >> 11) as f64 / (1u64 << 53) as f64) < rate
     };
-    let trace: String = std::fs::read_to_string(full.join("trace.tsv"))?.lines().filter(|l| l.split('\t').nth(3).and_then(|a| a.split(',').nth(1)).is_some_and(keep)).map(|l| format!("{l}\n")).collect();
-    let data: String = std::fs::read_to_string(full.join("data.tsv"))?.lines().filter(|l| l.split('\t').nth(1).is_some_and(keep)).map(|l| format!("{l}\n")).collect();
+    let trace: String = std::fs::read_to_string(full.join("trace.tsv"))?
+        .lines()
+        .filter(|l| l.split('\t').nth(3).and_then(|a| a.split(',').nth(1)).is_some_and(keep))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let data: String =
+        std::fs::read_to_string(full.join("data.tsv"))?.lines().filter(|l| l.split('\t').nth(1).is_some_and(keep)).map(|l| format!("{l}\n")).collect();
     std::fs::write(out.join("trace.tsv"), trace)?;
     std::fs::write(out.join("data.tsv"), data)?;
     std::fs::copy(full.join("meta.json"), out.join("meta.json"))?;
@@ -173,18 +191,28 @@ fn field(r: &Value, name: &str, path: &[&str]) -> f64 {
 /// A candidate's C; infinite when it has none (MaxPerf 0: no load met the p99 bound).
 fn c_of(r: &Value, name: &str) -> f64 {
     let c = field(r, name, &["evaluation", "c"]);
-    if c.is_nan() { f64::INFINITY } else { c }
+    if c.is_nan() {
+        f64::INFINITY
+    } else {
+        c
+    }
 }
 
 fn break_even_s(r: &Value, a: &str, b: &str) -> String {
-    r["break_even"].as_array().into_iter().flatten().find(|p| (p["fast"] == a && p["slow"] == b) || (p["fast"] == b && p["slow"] == a)).map(|p| {
-        let be = &p["break_even"];
-        match be["kind"].as_str() {
-            Some("interval") => format!("{:.0} s ({} fast)", be["seconds"].as_f64().unwrap_or(0.0), p["fast"].as_str().unwrap_or("")),
-            Some("always-fast") => format!("always {}", p["fast"].as_str().unwrap_or("")),
-            _ => format!("always {}", p["slow"].as_str().unwrap_or("")),
-        }
-    }).unwrap_or_else(|| "-".into())
+    r["break_even"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| (p["fast"] == a && p["slow"] == b) || (p["fast"] == b && p["slow"] == a))
+        .map(|p| {
+            let be = &p["break_even"];
+            match be["kind"].as_str() {
+                Some("interval") => format!("{:.0} s ({} fast)", be["seconds"].as_f64().unwrap_or(0.0), p["fast"].as_str().unwrap_or("")),
+                Some("always-fast") => format!("always {}", p["fast"].as_str().unwrap_or("")),
+                _ => format!("always {}", p["slow"].as_str().unwrap_or("")),
+            }
+        })
+        .unwrap_or_else(|| "-".into())
 }
 
 pub fn run(args: CostArgs) -> anyhow::Result<()> {
@@ -205,23 +233,53 @@ pub fn run(args: CostArgs) -> anyhow::Result<()> {
         let p_best = predicted["optimum"].as_str().unwrap_or("").to_string();
         let m_best = measured["optimum"].as_str().unwrap_or("").to_string();
         println!("\n{} — {:.0} QPS, {:.0} GB ({} keys recorded)", spec.name, spec.qps, spec.data_gb, read_data(&full)?.len());
-        println!("{:<20} {:>17} {:>15} {:>12} {:>12} {:>8}  category (measured)", "configuration", "MaxPerf/core p|m", "MaxSpace GB p|m", "C predicted", "C measured", "error");
+        println!(
+            "{:<20} {:>17} {:>15} {:>12} {:>12} {:>8}  category (measured)",
+            "configuration", "MaxPerf/core p|m", "MaxSpace GB p|m", "C predicted", "C measured", "error"
+        );
         for c in &cands.candidates {
             let (p, m) = (c_of(&predicted, &c.name), c_of(&measured, &c.name));
-            let cat = measured["candidates"].as_array().into_iter().flatten().find(|x| x["name"] == c.name.as_str()).and_then(|x| x["evaluation"]["category"].as_str()).unwrap_or("").to_string();
+            let cat = measured["candidates"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|x| x["name"] == c.name.as_str())
+                .and_then(|x| x["evaluation"]["category"].as_str())
+                .unwrap_or("")
+                .to_string();
             let perf = |r: &Value| field(r, &c.name, &["capacity", "max_perf"]) / 1000.0;
             let space = |r: &Value| field(r, &c.name, &["capacity", "max_space"]) / GB;
-            println!("{:<20} {:>7.0}k|{:>7.0}k {:>7.2}|{:>7.2} {:>12.4} {:>12.4} {:>+7.1}%  {cat}{}", c.name, perf(&predicted), perf(&measured), space(&predicted), space(&measured), p, m, (p / m - 1.0) * 100.0, if c.name == m_best { "  ← measured cheapest" } else { "" });
+            println!(
+                "{:<20} {:>7.0}k|{:>7.0}k {:>7.2}|{:>7.2} {:>12.4} {:>12.4} {:>+7.1}%  {cat}{}",
+                c.name,
+                perf(&predicted),
+                perf(&measured),
+                space(&predicted),
+                space(&measured),
+                p,
+                m,
+                (p / m - 1.0) * 100.0,
+                if c.name == m_best { "  ← measured cheapest" } else { "" }
+            );
         }
         let err = (c_of(&predicted, &p_best) / c_of(&measured, &p_best) - 1.0) * 100.0;
-        println!("predicted cheapest: {p_best}; measured cheapest: {m_best} → {}; predicted cost of it {err:+.1}% off", if p_best == m_best { "same" } else { "DIFFERENT" });
+        println!(
+            "predicted cheapest: {p_best}; measured cheapest: {m_best} → {}; predicted cost of it {err:+.1}% off",
+            if p_best == m_best { "same" } else { "DIFFERENT" }
+        );
         summary.push((spec.name, p_best == m_best, err));
         fulls.push((spec.name, measured));
     }
     println!("\nbreak-even intervals (full data, this machine) against the paper's:");
     println!("{:<24} {:>22} {:>22} {:>22}", "workload", "Raw↔PMem (98 s)", "Raw↔Compr. (184 s)", "PMem↔Compr. (264 s)");
     for (name, m) in &fulls {
-        println!("{:<24} {:>22} {:>22} {:>22}", name, break_even_s(m, "raw", "pmem dram-first"), break_even_s(m, "raw", "zstd-dict"), break_even_s(m, "pmem dram-first", "zstd-dict"));
+        println!(
+            "{:<24} {:>22} {:>22} {:>22}",
+            name,
+            break_even_s(m, "raw", "pmem dram-first"),
+            break_even_s(m, "raw", "zstd-dict"),
+            break_even_s(m, "pmem dram-first", "zstd-dict")
+        );
     }
     println!("\nsummary:");
     for (name, same, err) in summary {

@@ -1,9 +1,9 @@
 //! `terrace bench …`: benchmarks that ship with the binary.
 
 pub mod burst;
-pub mod cost;
 pub mod compress;
 pub mod compress_e2e;
+pub mod cost;
 pub mod resp_client;
 pub mod storage;
 pub mod tiers;
@@ -109,7 +109,11 @@ pub fn wait_idle(pid: u32, give_up: std::time::Duration) -> std::time::Duration 
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    if s.is_empty() { 0.0 } else { s[s.len() / 2] }
+    if s.is_empty() {
+        0.0
+    } else {
+        s[s.len() / 2]
+    }
 }
 
 /// What a closed-loop load measured: requests per second and each request's latency (µs,

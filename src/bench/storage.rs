@@ -173,7 +173,11 @@ fn setups_on(adapter: &str, storage: &[String], ring: &dyn Fn(&str) -> String) -
 
 /// The engines in turn, in order on even turns and in reverse on odd ones.
 fn turns(n: usize, turn: usize) -> Vec<usize> {
-    if turn.is_multiple_of(2) { (0..n).collect() } else { (0..n).rev().collect() }
+    if turn.is_multiple_of(2) {
+        (0..n).collect()
+    } else {
+        (0..n).rev().collect()
+    }
 }
 
 /// Waits until a write-back engine's flusher has nothing left (the pre-load must not spill
@@ -244,7 +248,13 @@ fn run_with(args: &StorageArgs, clients: usize) -> anyhow::Result<()> {
     for (e, slices) in engines.iter_mut().zip(&loaded) {
         let sum = |f: fn(&Measured) -> f64| slices.iter().map(f).sum::<f64>();
         let p99s: Vec<f64> = slices.iter().map(|m| m.p99_us).collect();
-        let all = Measured { requests: sum(|m| m.requests), seconds: sum(|m| m.seconds), p99_us: super::median(&p99s), settle_s: sum(|m| m.settle_s), cpu_s: sum(|m| m.cpu_s) };
+        let all = Measured {
+            requests: sum(|m| m.requests),
+            seconds: sum(|m| m.seconds),
+            p99_us: super::median(&p99s),
+            settle_s: sum(|m| m.settle_s),
+            cpu_s: sum(|m| m.cpu_s),
+        };
         e.results[0].push(&all);
     }
     for round in 0..args.rounds {
@@ -284,9 +294,8 @@ fn run_with(args: &StorageArgs, clients: usize) -> anyhow::Result<()> {
     }
     // The two targets, per adapter, on the phase's own throughput and including what
     // each engine deferred past it.
-    let medians = |name: &str, p: usize| {
-        engines.iter().find(|e| e.name == name).map(|e| (super::median(&e.results[p].per_sec), super::median(&e.results[p].sustained)))
-    };
+    let medians =
+        |name: &str, p: usize| engines.iter().find(|e| e.name == name).map(|e| (super::median(&e.results[p].per_sec), super::median(&e.results[p].sustained)));
     println!();
     for adapter in ["lsm", "postgres"] {
         for (p, (phase, _)) in PHASES.iter().enumerate() {

@@ -188,7 +188,9 @@ fn tier_hits(c: &mut Client) -> anyhow::Result<(u64, u64)> {
 /// (VmRSS, RssAnon) in bytes.
 fn rss(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * 1024;
+    let kb = |name: &str| {
+        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * 1024
+    };
     (kb("VmRSS:"), kb("RssAnon:"))
 }
 
@@ -270,11 +272,8 @@ pub fn run(args: TiersArgs) -> anyhow::Result<()> {
     for e in &engines {
         let (vm, anon) = rss(e.child.id());
         let ops = super::median(&e.ops);
-        let share = if e.setup.tier.is_none() {
-            "100%".to_string()
-        } else {
-            format!("{:.1}%", 100.0 * e.dram_hits as f64 / (e.dram_hits + e.pmem_hits).max(1) as f64)
-        };
+        let share =
+            if e.setup.tier.is_none() { "100%".to_string() } else { format!("{:.1}%", 100.0 * e.dram_hits as f64 / (e.dram_hits + e.pmem_hits).max(1) as f64) };
         println!(
             "| {} | {:.0} | {:.2}x | {:.0} | {} | {} | {} | {:.2}x |",
             e.setup.name,

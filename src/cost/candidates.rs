@@ -118,7 +118,14 @@ impl Candidate {
         if self.pmem {
             let pmem_size = ((sample_bytes * 4.0) as u64).max(64 << 20);
             let dram = ((sample_bytes * self.dram_share.unwrap_or(0.2)) as u64).max(64 << 10);
-            f.extend(["--pmem-path".into(), dir.join("pmem").display().to_string(), "--pmem-size".into(), pmem_size.to_string(), "--dram-max".into(), dram.to_string()]);
+            f.extend([
+                "--pmem-path".into(),
+                dir.join("pmem").display().to_string(),
+                "--pmem-size".into(),
+                pmem_size.to_string(),
+                "--dram-max".into(),
+                dram.to_string(),
+            ]);
         }
         if self.uses_storage() {
             f.extend(["--maxmemory-policy".into(), "allkeys-lru".into()]);
@@ -168,7 +175,14 @@ mod tests {
 
     #[test]
     fn the_example_parses_and_bad_files_name_the_problem() {
-        let text = include_str!("candidates.rs").lines().skip_while(|l| !l.contains("```toml")).skip(1).take_while(|l| !l.contains("```")).map(|l| l.trim_start_matches("//! ").trim_start_matches("//!")).collect::<Vec<_>>().join("\n");
+        let text = include_str!("candidates.rs")
+            .lines()
+            .skip_while(|l| !l.contains("```toml"))
+            .skip(1)
+            .take_while(|l| !l.contains("```"))
+            .map(|l| l.trim_start_matches("//! ").trim_start_matches("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
         let c: Candidates = toml::from_str(&text).unwrap();
         assert_eq!(c.candidates.len(), 4);
         assert_eq!(c.candidates[3].cache_ratio, Some(0.2));

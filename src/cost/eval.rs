@@ -59,15 +59,24 @@ pub struct Measured {
 
 fn info(c: &mut Client, section: &str, field: &str) -> anyhow::Result<f64> {
     let text = c.call(&[b"INFO", section.as_bytes()])?.unwrap_or_default();
-    text.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':'))).and_then(|v| v.trim().parse().ok()).with_context(|| format!("INFO {section} has no {field}"))
+    text.lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("INFO {section} has no {field}"))
 }
 
 fn dir_bytes(p: &Path) -> u64 {
-    std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| match e.metadata() {
-        Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-        Ok(m) => m.len(),
-        Err(_) => 0,
-    }).sum()).unwrap_or(0)
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Logical bytes of the sample: keys plus values at their raw size (read back when the sample
@@ -117,7 +126,16 @@ struct Running {
 /// Starts a candidate's engine, loads the sample, measures its bytes, warms it up and searches
 /// for its best load (its first MaxPerf run).
 #[allow(clippy::too_many_arguments)]
-fn start(cand: &Candidate, i: usize, progress: &Progress, data: &[Record], ops: &[super::trace::Op], values: &mut Option<std::collections::HashMap<Vec<u8>, Vec<u8>>>, logical: &mut f64, m: &candidates::Measure) -> anyhow::Result<Running> {
+fn start(
+    cand: &Candidate,
+    i: usize,
+    progress: &Progress,
+    data: &[Record],
+    ops: &[super::trace::Op],
+    values: &mut Option<std::collections::HashMap<Vec<u8>, Vec<u8>>>,
+    logical: &mut f64,
+    m: &candidates::Measure,
+) -> anyhow::Result<Running> {
     let dir = std::env::temp_dir().join(format!("terrace-cost-eval-{}-{i}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
@@ -221,7 +239,11 @@ pub fn max_space(inst: &Instance, m: &Measured) -> f64 {
             space = space.min(have_gb * GB / per_byte);
         }
     }
-    if space.is_finite() { space } else { inst.dram_gb * GB }
+    if space.is_finite() {
+        space
+    } else {
+        inst.dram_gb * GB
+    }
 }
 
 /// The tenant's workload to cost: QPS, mix and data size scaled up from the sample.
@@ -243,7 +265,11 @@ pub fn compute(cands: &Candidates, measured: Vec<(&Candidate, Measured)>, worklo
             let instance_cost = instance.cost(&cands.prices);
             let capacity = Capacity { max_perf: m.max_perf_per_core * instance.cores, max_space: max_space(&instance, &m) };
             let evaluation = evaluate(workload, &capacity, instance_cost, cands.prices.replication);
-            let setup = terrace_engine::cost::advisor::Setup { compression: c.compression.clone(), pmem: c.pmem, storage_mode: c.uses_storage().then(|| c.storage_mode.clone().unwrap_or_else(|| "write-through".into())) };
+            let setup = terrace_engine::cost::advisor::Setup {
+                compression: c.compression.clone(),
+                pmem: c.pmem,
+                storage_mode: c.uses_storage().then(|| c.storage_mode.clone().unwrap_or_else(|| "write-through".into())),
+            };
             Row { name: c.name.clone(), setup, instance, instance_cost, measured: m, capacity, evaluation }
         })
         .collect();
@@ -310,14 +336,37 @@ pub fn table(result: &Value) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let w = &result["workload"];
-    let _ = writeln!(s, "workload: {:.0} QPS, {:.0}% reads, {:.2} GB, {:.0} B per record", w["qps"].as_f64().unwrap_or(0.0), w["read_ratio"].as_f64().unwrap_or(0.0) * 100.0, w["data_bytes"].as_f64().unwrap_or(0.0) / GB, w["avg_record_bytes"].as_f64().unwrap_or(0.0));
-    let _ = writeln!(s, "{:<22} {:>11} {:>10} {:>11} {:>9} {:>8} {:>8} {:>8}  category", "configuration", "MaxPerf/s", "MaxSpace", "CPQPS", "CPGB", "PC", "SC", "C");
+    let _ = writeln!(
+        s,
+        "workload: {:.0} QPS, {:.0}% reads, {:.2} GB, {:.0} B per record",
+        w["qps"].as_f64().unwrap_or(0.0),
+        w["read_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+        w["data_bytes"].as_f64().unwrap_or(0.0) / GB,
+        w["avg_record_bytes"].as_f64().unwrap_or(0.0)
+    );
+    let _ = writeln!(
+        s,
+        "{:<22} {:>11} {:>10} {:>11} {:>9} {:>8} {:>8} {:>8}  category",
+        "configuration", "MaxPerf/s", "MaxSpace", "CPQPS", "CPGB", "PC", "SC", "C"
+    );
     for r in result["candidates"].as_array().into_iter().flatten() {
         let e = &r["evaluation"];
         let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
         let best = result["optimum"] == r["name"];
-        let _ = writeln!(s, "{:<22} {:>11.0} {:>8.2}GB {:>11.3e} {:>9.4} {:>8.4} {:>8.4} {:>8.4}  {}{}",
-            r["name"].as_str().unwrap_or(""), f(&r["capacity"]["max_perf"]), f(&r["capacity"]["max_space"]) / GB, f(&e["cpqps"]), f(&e["cpgb"]), f(&e["pc"]), f(&e["sc"]), f(&e["c"]), e["category"].as_str().unwrap_or(""), if best { "  ← cheapest" } else { "" });
+        let _ = writeln!(
+            s,
+            "{:<22} {:>11.0} {:>8.2}GB {:>11.3e} {:>9.4} {:>8.4} {:>8.4} {:>8.4}  {}{}",
+            r["name"].as_str().unwrap_or(""),
+            f(&r["capacity"]["max_perf"]),
+            f(&r["capacity"]["max_space"]) / GB,
+            f(&e["cpqps"]),
+            f(&e["cpgb"]),
+            f(&e["pc"]),
+            f(&e["sc"]),
+            f(&e["c"]),
+            e["category"].as_str().unwrap_or(""),
+            if best { "  ← cheapest" } else { "" }
+        );
     }
     let _ = writeln!(s, "\nbreak-even intervals (records accessed more often than this belong in the first):");
     for p in result["break_even"].as_array().into_iter().flatten() {
@@ -331,8 +380,16 @@ pub fn table(result: &Value) -> String {
     }
     let t = &result["tiered"];
     if let Some(opt) = t.get("optimum") {
-        let _ = writeln!(s, "\ntiered ({} in front of {}): optimal cache ratio {:.2} (miss ratio {:.3}), C = {:.4} against {:.4} for the best single configuration",
-            t["cache"].as_str().unwrap_or(""), t["storage"].as_str().unwrap_or(""), opt["cache_ratio"].as_f64().unwrap_or(0.0), opt["miss_ratio"].as_f64().unwrap_or(0.0), opt["total"].as_f64().unwrap_or(0.0), t["best_single_tier"].as_f64().unwrap_or(0.0));
+        let _ = writeln!(
+            s,
+            "\ntiered ({} in front of {}): optimal cache ratio {:.2} (miss ratio {:.3}), C = {:.4} against {:.4} for the best single configuration",
+            t["cache"].as_str().unwrap_or(""),
+            t["storage"].as_str().unwrap_or(""),
+            opt["cache_ratio"].as_f64().unwrap_or(0.0),
+            opt["miss_ratio"].as_f64().unwrap_or(0.0),
+            opt["total"].as_f64().unwrap_or(0.0),
+            t["best_single_tier"].as_f64().unwrap_or(0.0)
+        );
     }
     s
 }
@@ -369,7 +426,8 @@ pub fn measure_sets(cands: &Candidates, sets: &[(&[super::trace::Op], &[Record])
         let mut values = None;
         let mut logical = 0.0;
         for (i, c) in cands.candidates.iter().enumerate() {
-            running.push(start(c, s * n + i, &progress, data, ops, &mut values, &mut logical, &cands.measure).with_context(|| format!("candidate {}", c.name))?);
+            running
+                .push(start(c, s * n + i, &progress, data, ops, &mut values, &mut logical, &cands.measure).with_context(|| format!("candidate {}", c.name))?);
         }
         logicals.push(logical);
     }
@@ -378,7 +436,8 @@ pub fn measure_sets(cands: &Candidates, sets: &[(&[super::trace::Op], &[Record])
             let Some(best) = r.best else { continue };
             let name = &cands.candidates[k % n].name;
             progress.step(k, name, &format!("MaxPerf run {} of {}", round + 2, REPEATS + 1));
-            let run = replay::closed_loop(&r.addr, &r.prepared, best.connections, replay::PIPELINE, cands.measure.seconds, Some(r.pid)).with_context(|| format!("candidate {name}"))?;
+            let run = replay::closed_loop(&r.addr, &r.prepared, best.connections, replay::PIPELINE, cands.measure.seconds, Some(r.pid))
+                .with_context(|| format!("candidate {name}"))?;
             r.rates.push(replay::rate(&run));
             r.measured.runs.push(run);
         }
@@ -420,7 +479,11 @@ pub fn run(args: CostEvalArgs) -> anyhow::Result<()> {
     result["measured_at"] = json!(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));
     let text = serde_json::to_string_pretty(&result)?;
     std::fs::write(args.trace.join("cost-eval.json"), &text)?;
-    if args.json { println!("{text}") } else { print!("{}", table(&result)) }
+    if args.json {
+        println!("{text}")
+    } else {
+        print!("{}", table(&result))
+    }
     // Every engine holding the tenant gets the result (its advisor reads it).
     let targets = match &args.publish {
         Some(t) if t == "none" => Vec::new(),

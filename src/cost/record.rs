@@ -42,9 +42,16 @@ pub struct RecordArgs {
 
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let meta = record(&args)?;
-    println!("recorded {} commands on {} sampled keys of tenant {} in {:.1} s (rate {}{}) into {}",
-        meta.recorded, meta.sampled_keys, meta.tenant, meta.seconds, meta.rate,
-        if meta.dropped > 0 { format!(", {} dropped", meta.dropped) } else { String::new() }, args.out.display());
+    println!(
+        "recorded {} commands on {} sampled keys of tenant {} in {:.1} s (rate {}{}) into {}",
+        meta.recorded,
+        meta.sampled_keys,
+        meta.tenant,
+        meta.seconds,
+        meta.rate,
+        if meta.dropped > 0 { format!(", {} dropped", meta.dropped) } else { String::new() },
+        args.out.display()
+    );
     Ok(())
 }
 

@@ -17,7 +17,23 @@ use super::trace::{read_data, read_meta, read_trace, Arg, Op, Record};
 use crate::bench::resp_client::Client;
 
 /// Commands not replayed.
-const SKIPPED: &[&[u8]] = &[b"BLPOP", b"BRPOP", b"BLMOVE", b"BRPOPLPUSH", b"BLMPOP", b"BZPOPMIN", b"BZPOPMAX", b"BZMPOP", b"XREAD", b"XREADGROUP", b"EVALSHA", b"EVALSHA_RO", b"FCALL", b"FCALL_RO", b"WAIT"];
+const SKIPPED: &[&[u8]] = &[
+    b"BLPOP",
+    b"BRPOP",
+    b"BLMOVE",
+    b"BRPOPLPUSH",
+    b"BLMPOP",
+    b"BZPOPMIN",
+    b"BZPOPMAX",
+    b"BZMPOP",
+    b"XREAD",
+    b"XREADGROUP",
+    b"EVALSHA",
+    b"EVALSHA_RO",
+    b"FCALL",
+    b"FCALL_RO",
+    b"WAIT",
+];
 
 /// Restores `data` (pipelined, REPLACE) into the engine at `addr`.
 pub fn load(addr: &str, data: &[Record]) -> anyhow::Result<()> {
@@ -135,11 +151,13 @@ pub fn closed_loop(addr: &str, prepared: &Arc<Prepared>, connections: usize, pip
         let (stop, prepared, addr) = (stop.clone(), prepared.clone(), addr.to_string());
         handles.push(std::thread::spawn(move || -> anyhow::Result<(Vec<u32>, u64, u64)> {
             let mut c = Client::connect_to(&addr)?;
-            let mine: Vec<usize> = (0..prepared.commands.len()).filter(|i| {
-                let args = &prepared.commands[*i].1;
-                let h = args.get(1).map(|k| k.iter().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(*b as u64))).unwrap_or(*i as u64);
-                (h % connections as u64) as usize == t
-            }).collect();
+            let mine: Vec<usize> = (0..prepared.commands.len())
+                .filter(|i| {
+                    let args = &prepared.commands[*i].1;
+                    let h = args.get(1).map(|k| k.iter().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(*b as u64))).unwrap_or(*i as u64);
+                    (h % connections as u64) as usize == t
+                })
+                .collect();
             let mut lat = Vec::with_capacity(1 << 16);
             let mut db = 0u8;
             let mut sent = 0u64;
@@ -277,6 +295,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let run = closed_loop(&args.engine, &prepared, args.connections, 1, args.seconds, None)?;
-    println!("{} connections: {:.0} commands/s, p50 {:.0} µs, p99 {:.0} µs, {} errors ({} commands skipped)", run.connections, run.qps, run.p50_us, run.p99_us, run.errors, prepared.skipped);
+    println!(
+        "{} connections: {:.0} commands/s, p50 {:.0} µs, p99 {:.0} µs, {} errors ({} commands skipped)",
+        run.connections, run.qps, run.p50_us, run.p99_us, run.errors, prepared.skipped
+    );
     Ok(())
 }

@@ -6,8 +6,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// A running `terrace engine` with its own data directory; killed (and the directory
@@ -88,7 +88,6 @@ impl Engine {
         let old = std::mem::replace(self, next);
         std::mem::forget(old); // its process is gone and its directory is ours now
     }
-
 }
 
 impl Drop for Engine {
@@ -308,9 +307,7 @@ impl Proxy {
         if !engines.is_empty() {
             cmd.args(["--engines", engines]);
         }
-        cmd.args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        cmd.args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
         die_with_parent(&mut cmd);
         for (k, v) in env {
             cmd.env(k, v);
@@ -324,12 +321,10 @@ impl Proxy {
         };
         let port = port_of("redis");
         let memcache_port = port_of("memcache");
-        let metrics_url = extra
-            .contains(&"--metrics-port")
-            .then(|| lines.next().and_then(|l| l.ok()).unwrap_or_default().rsplit(' ').next().unwrap_or_default().to_string());
+        let metrics_url =
+            extra.contains(&"--metrics-port").then(|| lines.next().and_then(|l| l.ok()).unwrap_or_default().rsplit(' ').next().unwrap_or_default().to_string());
         Proxy { child, port, memcache_port, metrics_url }
     }
-
 
     /// A raw connection to the Memcached port.
     pub fn memcache(&self) -> Raw {

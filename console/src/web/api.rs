@@ -147,7 +147,9 @@ async fn advice(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<Stri
 
 async fn apply(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
     match ops::apply_advice(&c, &name).await {
-        Ok((recommended, s)) => Json(json!({ "applied_recommendation": recommended, "tenant": s.tenant, "applied": s.problems.is_empty(), "problems": s.problems })).into_response(),
+        Ok((recommended, s)) => {
+            Json(json!({ "applied_recommendation": recommended, "tenant": s.tenant, "applied": s.problems.is_empty(), "problems": s.problems })).into_response()
+        }
         Err(e) => op_error(e),
     }
 }

@@ -54,7 +54,8 @@ pub async fn login(State(console): State<Arc<Console>>, ConnectInfo(peer): Conne
     let cookie_csrf = auth::cookie(&headers, auth::LOGIN_CSRF_COOKIE).unwrap_or("").to_string();
     let again = |status: StatusCode, error: &str| {
         let csrf = auth::random_hex(16);
-        (status, [(header::SET_COOKIE, auth::set_cookie(auth::LOGIN_CSRF_COOKIE, &csrf, 3600))], LoginPage { csrf, error: Some(error.to_string()) }).into_response()
+        (status, [(header::SET_COOKIE, auth::set_cookie(auth::LOGIN_CSRF_COOKIE, &csrf, 3600))], LoginPage { csrf, error: Some(error.to_string()) })
+            .into_response()
     };
     if cookie_csrf.is_empty() || !auth::same(f.get("csrf").map(String::as_str).unwrap_or(""), &cookie_csrf) {
         return again(StatusCode::FORBIDDEN, "The form expired: try again.");
@@ -216,12 +217,24 @@ pub async fn tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUse
             }
         }
     }
-    let ratios: Vec<f64> = stats.as_object().into_iter().flat_map(|m| m.values()).filter_map(|v| v["compression"]["live_ratio"].as_f64()).filter(|r| *r > 0.0).map(|r| 1.0 / r).collect();
+    let ratios: Vec<f64> = stats
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(|v| v["compression"]["live_ratio"].as_f64())
+        .filter(|r| *r > 0.0)
+        .map(|r| 1.0 / r)
+        .collect();
     let compression_ratio = (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
-    let counted: Vec<(u64, u64)> = stats.as_object().into_iter().flat_map(|m| m.values()).filter_map(|v| {
-        let st = &v["workload"]["bytes"]["storage"];
-        Some((st["keys"].as_u64()?, st["bytes"].as_u64()?))
-    }).collect();
+    let counted: Vec<(u64, u64)> = stats
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(|v| {
+            let st = &v["workload"]["bytes"]["storage"];
+            Some((st["keys"].as_u64()?, st["bytes"].as_u64()?))
+        })
+        .collect();
     let storage = (!counted.is_empty()).then(|| counted.iter().fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1)));
     let advice = ops::advice(&console, &name).await.ok().map(|(e, a, w)| AdvisorView::build(&e, &a, &w));
     let retrain = db::last_retrain(&console.db, &name).await.ok().flatten();
@@ -264,9 +277,12 @@ pub async fn advisor(State(console): State<Arc<Console>>, PageUser(s, _): PageUs
     let message = q.applied.map(|a| format!("Applied: {a}. The engines use it from now on; the advice below is recomputed as the workload runs."));
     let engines = db::topology(&console.db).await.map(|t| t.0).unwrap_or_default();
     match ops::advice_from(&console, &name, q.engine).await {
-        Ok((engine, a, w)) => AdvisorPage { frame: frame(&s), tenant: name, advice: Some(AdvisorView::build(&engine, &a, &w)), error: None, message, engines }.into_response(),
+        Ok((engine, a, w)) => {
+            AdvisorPage { frame: frame(&s), tenant: name, advice: Some(AdvisorView::build(&engine, &a, &w)), error: None, message, engines }.into_response()
+        }
         Err(e @ OpError::NotFound(_)) => op_error(&s, e),
-        Err(e) => (StatusCode::BAD_GATEWAY, AdvisorPage { frame: frame(&s), tenant: name, advice: None, error: Some(e.to_string()), message, engines }).into_response(),
+        Err(e) => (StatusCode::BAD_GATEWAY, AdvisorPage { frame: frame(&s), tenant: name, advice: None, error: Some(e.to_string()), message, engines })
+            .into_response(),
     }
 }
 
@@ -275,7 +291,9 @@ pub async fn apply(State(console): State<Arc<Console>>, PageUser(s, _): PageUser
         return r;
     }
     match ops::apply_advice(&console, &name).await {
-        Ok((recommended, saved)) if saved.problems.is_empty() => Redirect::to(&format!("/tenants/{name}/advisor?applied={}", urlencode(&recommended))).into_response(),
+        Ok((recommended, saved)) if saved.problems.is_empty() => {
+            Redirect::to(&format!("/tenants/{name}/advisor?applied={}", urlencode(&recommended))).into_response()
+        }
         Ok((_, saved)) => error_page(Some(frame(&s)), StatusCode::BAD_GATEWAY, &format!("Saved, but not every node took it: {}", saved.problems.join("; "))),
         Err(e) => op_error(&s, e),
     }

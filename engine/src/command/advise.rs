@@ -41,7 +41,9 @@ pub fn costeval(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 return Err(err("ERR the result has no \"candidates\" array (is it terrace cost-eval's output?)"));
             }
             let path = file_of(ctx.srv, &tenant);
-            std::fs::create_dir_all(path.parent().unwrap()).and_then(|_| std::fs::write(&path, argv[3])).map_err(|e| err(format!("ERR writing {}: {e}", path.display())))?;
+            std::fs::create_dir_all(path.parent().unwrap())
+                .and_then(|_| std::fs::write(&path, argv[3]))
+                .map_err(|e| err(format!("ERR writing {}: {e}", path.display())))?;
             ctx.srv.cost_evals.lock().insert(tenant, v);
             ctx.out.ok();
         }
@@ -66,7 +68,11 @@ fn command_us(srv: &Server) -> f64 {
             usec += st.usec.load(std::sync::atomic::Ordering::Relaxed);
         }
     }
-    if calls == 0 { 1.0 } else { usec as f64 / calls as f64 }
+    if calls == 0 {
+        1.0
+    } else {
+        usec as f64 / calls as f64
+    }
 }
 
 fn live(srv: &Server, w: &Workload) -> Live {
@@ -79,7 +85,14 @@ fn live(srv: &Server, w: &Workload) -> Live {
             cs.iter()
                 .filter(|c| c["error"].is_null() && c["codec"] != "none")
                 .min_by(|a, b| a["ratio"].as_f64().unwrap_or(1.0).total_cmp(&b["ratio"].as_f64().unwrap_or(1.0)))
-                .map(|c| (c["codec"].as_str().unwrap_or("").to_string(), c["ratio"].as_f64().unwrap_or(1.0), c["encode_us"].as_f64().unwrap_or(2.0), c["decode_us"].as_f64().unwrap_or(1.0)))
+                .map(|c| {
+                    (
+                        c["codec"].as_str().unwrap_or("").to_string(),
+                        c["ratio"].as_f64().unwrap_or(1.0),
+                        c["encode_us"].as_f64().unwrap_or(2.0),
+                        c["decode_us"].as_f64().unwrap_or(1.0),
+                    )
+                })
         }),
     };
     Live {

@@ -79,21 +79,83 @@ pub fn count(arg: &[u8]) -> Result<usize, CmdError> {
 
 /// Subcommands of container commands with their arity (as in Redis 7.0's command table).
 pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
-    ("client", &[("id", 2), ("getname", 2), ("setname", 3), ("setinfo", 4), ("info", 2), ("list", -2), ("kill", -3),
-        ("unblock", -3), ("reply", 3), ("pause", -3), ("unpause", 2), ("getredir", 2), ("trackinginfo", 2), ("tracking", -3), ("caching", 3),
-        ("no-evict", 3), ("help", 2)]),
+    (
+        "client",
+        &[
+            ("id", 2),
+            ("getname", 2),
+            ("setname", 3),
+            ("setinfo", 4),
+            ("info", 2),
+            ("list", -2),
+            ("kill", -3),
+            ("unblock", -3),
+            ("reply", 3),
+            ("pause", -3),
+            ("unpause", 2),
+            ("getredir", 2),
+            ("trackinginfo", 2),
+            ("tracking", -3),
+            ("caching", 3),
+            ("no-evict", 3),
+            ("help", 2),
+        ],
+    ),
     ("object", &[("encoding", 3), ("freq", 3), ("idletime", 3), ("refcount", 3), ("help", 2)]),
     ("config", &[("get", -3), ("set", -4), ("resetstat", 2), ("rewrite", 2), ("help", 2)]),
     ("command", &[("count", 2), ("list", -2), ("info", -2), ("docs", -2), ("getkeys", -4), ("getkeysandflags", -4), ("help", 2)]),
     ("slowlog", &[("get", -2), ("len", 2), ("reset", 2), ("help", 2)]),
     ("latency", &[("latest", 2), ("history", 3), ("reset", -2), ("doctor", 2), ("help", 2)]),
-    ("acl", &[("cat", -2), ("deluser", -3), ("dryrun", -4), ("genpass", -2), ("getuser", 3), ("list", 2), ("load", 2),
-        ("log", -2), ("save", 2), ("setuser", -3), ("users", 2), ("whoami", 2), ("help", 2)]),
-    ("cluster", &[("addslots", -3), ("addslotsrange", -4), ("bumpepoch", 2), ("count-failure-reports", 3),
-        ("countkeysinslot", 3), ("delslots", -3), ("delslotsrange", -4), ("failover", -2), ("flushslots", 2), ("forget", 3),
-        ("getkeysinslot", 4), ("help", 2), ("info", 2), ("keyslot", 3), ("links", 2), ("meet", -4), ("myid", 2), ("nodes", 2),
-        ("replicas", 3), ("replicate", 3), ("reset", -2), ("saveconfig", 2), ("set-config-epoch", 3), ("setslot", -4),
-        ("shards", 2), ("slaves", 3), ("slots", 2)]),
+    (
+        "acl",
+        &[
+            ("cat", -2),
+            ("deluser", -3),
+            ("dryrun", -4),
+            ("genpass", -2),
+            ("getuser", 3),
+            ("list", 2),
+            ("load", 2),
+            ("log", -2),
+            ("save", 2),
+            ("setuser", -3),
+            ("users", 2),
+            ("whoami", 2),
+            ("help", 2),
+        ],
+    ),
+    (
+        "cluster",
+        &[
+            ("addslots", -3),
+            ("addslotsrange", -4),
+            ("bumpepoch", 2),
+            ("count-failure-reports", 3),
+            ("countkeysinslot", 3),
+            ("delslots", -3),
+            ("delslotsrange", -4),
+            ("failover", -2),
+            ("flushslots", 2),
+            ("forget", 3),
+            ("getkeysinslot", 4),
+            ("help", 2),
+            ("info", 2),
+            ("keyslot", 3),
+            ("links", 2),
+            ("meet", -4),
+            ("myid", 2),
+            ("nodes", 2),
+            ("replicas", 3),
+            ("replicate", 3),
+            ("reset", -2),
+            ("saveconfig", 2),
+            ("set-config-epoch", 3),
+            ("setslot", -4),
+            ("shards", 2),
+            ("slaves", 3),
+            ("slots", 2),
+        ],
+    ),
     ("module", &[("help", 2), ("list", 2), ("load", -3), ("loadex", -3), ("unload", 3)]),
     ("pubsub", &[("channels", -2), ("numpat", 2), ("numsub", -2), ("shardchannels", -2), ("shardnumsub", -2), ("help", 2)]),
     ("function", &[("delete", 3), ("dump", 2), ("flush", -2), ("help", 2), ("kill", 2), ("list", -2), ("load", -3), ("restore", -3), ("stats", 2)]),
@@ -116,10 +178,7 @@ pub fn subcommand_error(cmd: &str, argv: &[&[u8]]) -> CmdError {
             let n = argv.len() as i32;
             let ok = if *arity >= 0 { n == *arity } else { n >= -arity };
             if ok {
-                err(format!(
-                    "ERR unknown subcommand or wrong number of arguments for '{shown}'. Try {} HELP.",
-                    cmd.to_ascii_uppercase()
-                ))
+                err(format!("ERR unknown subcommand or wrong number of arguments for '{shown}'. Try {} HELP.", cmd.to_ascii_uppercase()))
             } else {
                 err(format!("ERR wrong number of arguments for '{cmd}|{sub}' command"))
             }
@@ -205,7 +264,11 @@ pub fn range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 /// Glob-style pattern matching as Redis's `stringmatchlen` (`* ? [abc] [^a] [a-z] \x`).
 pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
     fn eq(a: u8, b: u8, nocase: bool) -> bool {
-        if nocase { a.eq_ignore_ascii_case(&b) } else { a == b }
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
     }
     fn m(p: &[u8], s: &[u8], nocase: bool, depth: usize) -> bool {
         if depth > 1000 {
@@ -262,11 +325,7 @@ pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
                                 std::mem::swap(&mut a, &mut b);
                             }
                             let c = s[si];
-                            let (c, a, b) = if nocase {
-                                (c.to_ascii_lowercase(), a.to_ascii_lowercase(), b.to_ascii_lowercase())
-                            } else {
-                                (c, a, b)
-                            };
+                            let (c, a, b) = if nocase { (c.to_ascii_lowercase(), a.to_ascii_lowercase(), b.to_ascii_lowercase()) } else { (c, a, b) };
                             if c >= a && c <= b {
                                 matched = true;
                             }

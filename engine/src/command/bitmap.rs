@@ -227,11 +227,7 @@ enum Overflow {
 
 /// Applies overflow handling; None when FAIL trips.
 fn fit(t: FieldType, wide: i128, ov: Overflow) -> Option<i64> {
-    let (min, max): (i128, i128) = if t.signed {
-        (-(1i128 << (t.bits - 1)), (1i128 << (t.bits - 1)) - 1)
-    } else {
-        (0, (1i128 << t.bits) - 1)
-    };
+    let (min, max): (i128, i128) = if t.signed { (-(1i128 << (t.bits - 1)), (1i128 << (t.bits - 1)) - 1) } else { (0, (1i128 << t.bits) - 1) };
     if wide >= min && wide <= max {
         return Some(wide as i64);
     }

@@ -69,10 +69,7 @@ pub fn compression(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     if argv.len() < 3 {
-        return Err(err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try TERRACE.COMPRESSION HELP.",
-            String::from_utf8_lossy(sub)
-        )));
+        return Err(err(format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try TERRACE.COMPRESSION HELP.", String::from_utf8_lossy(sub))));
     }
     let t = tenant(ctx.srv, argv[2])?;
     let json = if is(sub, "STATS") && argv.len() == 3 {
@@ -92,10 +89,7 @@ pub fn compression(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         t.settings().to_json()
     } else {
-        return Err(err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try TERRACE.COMPRESSION HELP.",
-            String::from_utf8_lossy(sub)
-        )));
+        return Err(err(format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try TERRACE.COMPRESSION HELP.", String::from_utf8_lossy(sub))));
     };
     ctx.out.bulk(json.to_string().as_bytes());
     Ok(())

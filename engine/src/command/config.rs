@@ -143,10 +143,8 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
         }
         "SET" if argv.len() >= 4 && argv.len().is_multiple_of(2) => {
-            let pairs: Vec<(String, String)> = argv[2..]
-                .chunks(2)
-                .map(|p| (String::from_utf8_lossy(p[0]).to_ascii_lowercase(), String::from_utf8_lossy(p[1]).into_owned()))
-                .collect();
+            let pairs: Vec<(String, String)> =
+                argv[2..].chunks(2).map(|p| (String::from_utf8_lossy(p[0]).to_ascii_lowercase(), String::from_utf8_lossy(p[1]).into_owned())).collect();
             for (k, v) in &pairs {
                 if let Err(reason) = set_param(ctx.srv, k, v) {
                     if reason == "unknown" {
@@ -165,7 +163,16 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 c.rejected.store(0, Ordering::Relaxed);
                 c.failed.store(0, Ordering::Relaxed);
             }
-            for a in [&st.keyspace_hits, &st.keyspace_misses, &st.total_error_replies, &st.commands_processed, &st.connections_received, &st.net_input_bytes, &st.net_output_bytes, &st.rejected_connections] {
+            for a in [
+                &st.keyspace_hits,
+                &st.keyspace_misses,
+                &st.total_error_replies,
+                &st.commands_processed,
+                &st.connections_received,
+                &st.net_input_bytes,
+                &st.net_output_bytes,
+                &st.rejected_connections,
+            ] {
                 a.store(0, Ordering::Relaxed);
             }
             ctx.out.ok();
@@ -175,9 +182,7 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let lines = ["CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GET <pattern>", "SET <directive> <value>", "RESETSTAT", "HELP"];
             ctx.out.help(&lines);
         }
-        _ => {
-            return Err(super::args::subcommand_error("config", argv))
-        }
+        _ => return Err(super::args::subcommand_error("config", argv)),
     }
     Ok(())
 }

@@ -17,7 +17,11 @@ pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 if n < -1 {
                     return Err(err("ERR count should be greater than or equal to -1"));
                 }
-                if n == -1 { usize::MAX } else { n as usize }
+                if n == -1 {
+                    usize::MAX
+                } else {
+                    n as usize
+                }
             }
         };
         let entries = log.entries.lock();
@@ -57,7 +61,14 @@ pub fn latency(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     } else if is(argv[1], "DOCTOR") && argv.len() == 2 {
         ctx.out.verbatim("Dave, no latency spike was observed during the lifetime of this Terrace instance, not in the slightest bit. I honestly think you ought to sleep better.\n");
     } else if is(argv[1], "HELP") {
-        ctx.out.help(&["LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "LATEST", "HISTORY <event>", "RESET [<event> ...]", "DOCTOR", "HELP"]);
+        ctx.out.help(&[
+            "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "LATEST",
+            "HISTORY <event>",
+            "RESET [<event> ...]",
+            "DOCTOR",
+            "HELP",
+        ]);
     } else {
         return Err(subcommand_error("latency", argv));
     }
@@ -83,11 +94,10 @@ pub fn lolwut(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 fn memory_stats(ctx: &mut Ctx) -> CmdResult {
     let used = crate::alloc::used_memory();
     let totals = ctx.data.totals()?;
-    let dbs: Vec<(usize, usize, usize)> =
-        (0..NUM_DBS)
-            .map(|db| (db, totals.keys.get(ctx.conn.ns_base + db).copied().unwrap_or(0), totals.expires.get(ctx.conn.ns_base + db).copied().unwrap_or(0)))
-            .filter(|d| d.1 > 0)
-            .collect();
+    let dbs: Vec<(usize, usize, usize)> = (0..NUM_DBS)
+        .map(|db| (db, totals.keys.get(ctx.conn.ns_base + db).copied().unwrap_or(0), totals.expires.get(ctx.conn.ns_base + db).copied().unwrap_or(0)))
+        .filter(|d| d.1 > 0)
+        .collect();
     let keys: usize = dbs.iter().map(|d| d.1).sum();
     let table_bytes = totals.table_bytes;
     ctx.out.map_len(10 + dbs.len());
@@ -139,7 +149,15 @@ pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         crate::alloc::purge();
         ctx.out.ok();
     } else if is(argv[1], "HELP") {
-        ctx.out.help(&["MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "DOCTOR", "MALLOC-STATS", "PURGE", "STATS", "USAGE <key> [SAMPLES <count>]", "HELP"]);
+        ctx.out.help(&[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "MALLOC-STATS",
+            "PURGE",
+            "STATS",
+            "USAGE <key> [SAMPLES <count>]",
+            "HELP",
+        ]);
     } else {
         return Err(subcommand_error("memory", argv));
     }
@@ -184,10 +202,7 @@ pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         ctx.out.help(&["DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "OBJECT <key>", "SET-ACTIVE-EXPIRE <0|1>", "SLEEP <seconds>", "HELP"]);
     } else {
         // DEBUG is not a container command in Redis: one text for every bad subcommand.
-        return Err(err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(argv[1])
-        )));
+        return Err(err(format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.", String::from_utf8_lossy(argv[1]))));
     }
     Ok(())
 }

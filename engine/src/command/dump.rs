@@ -34,9 +34,27 @@ const T_SET_LISTPACK: u8 = 20;
 
 /// Whether `t` is an object type this module reads.
 pub(crate) fn readable_type(t: u8) -> bool {
-    matches!(t, T_STRING | T_LIST | T_SET | T_ZSET | T_HASH | T_ZSET2 | T_LIST_ZIPLIST | T_SET_INTSET | T_ZSET_ZIPLIST
-        | T_HASH_ZIPLIST | T_LIST_QUICKLIST | T_HASH_LISTPACK | T_ZSET_LISTPACK | T_LIST_QUICKLIST_2 | T_SET_LISTPACK
-        | stream_rdb::T_STREAM_LISTPACKS | stream_rdb::T_STREAM_LISTPACKS_2 | stream_rdb::T_STREAM_LISTPACKS_3)
+    matches!(
+        t,
+        T_STRING
+            | T_LIST
+            | T_SET
+            | T_ZSET
+            | T_HASH
+            | T_ZSET2
+            | T_LIST_ZIPLIST
+            | T_SET_INTSET
+            | T_ZSET_ZIPLIST
+            | T_HASH_ZIPLIST
+            | T_LIST_QUICKLIST
+            | T_HASH_LISTPACK
+            | T_ZSET_LISTPACK
+            | T_LIST_QUICKLIST_2
+            | T_SET_LISTPACK
+            | stream_rdb::T_STREAM_LISTPACKS
+            | stream_rdb::T_STREAM_LISTPACKS_2
+            | stream_rdb::T_STREAM_LISTPACKS_3
+    )
 }
 
 /// CRC-64/Jones (reflected, poly 0xad93d23594c935a9), as Redis's crc64.c.
@@ -346,8 +364,8 @@ pub(crate) fn decode_value(r: &mut Reader, t: u8) -> Result<Restored, CmdError> 
         }
         T_HASH_ZIPLIST | T_HASH_LISTPACK | T_ZSET_ZIPLIST | T_ZSET_LISTPACK => {
             let blob = r.string()?;
-            let items = if matches!(t, T_HASH_ZIPLIST | T_ZSET_ZIPLIST) { compact::ziplist(&blob) } else { compact::listpack(&blob) }
-                .map_err(|_| bad_payload())?;
+            let items =
+                if matches!(t, T_HASH_ZIPLIST | T_ZSET_ZIPLIST) { compact::ziplist(&blob) } else { compact::listpack(&blob) }.map_err(|_| bad_payload())?;
             if items.len() % 2 != 0 {
                 return Err(bad_payload());
             }

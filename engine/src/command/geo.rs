@@ -145,11 +145,10 @@ pub fn geoadd(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let (mut added, mut changed) = (0, 0);
     for (m, score) in points {
         match z.score(m) {
-            Some(old) if !nx
-                && old != score => {
-                    z.insert(m, score);
-                    changed += 1;
-                }
+            Some(old) if !nx && old != score => {
+                z.insert(m, score);
+                changed += 1;
+            }
             Some(_) => {}
             None if !xx => {
                 z.insert(m, score);
@@ -322,11 +321,7 @@ fn run_search(ctx: &mut Ctx, key: &[u8], mut s: Search) -> CmdResult {
         None => Vec::new(),
     };
     if let Some(m) = &s.from_member {
-        let score = members
-            .iter()
-            .find(|(mm, _)| &**mm == m.as_slice())
-            .map(|(_, sc)| *sc)
-            .ok_or_else(|| err("ERR could not decode requested zset member"))?;
+        let score = members.iter().find(|(mm, _)| &**mm == m.as_slice()).map(|(_, sc)| *sc).ok_or_else(|| err("ERR could not decode requested zset member"))?;
         s.center = Some(decode(score as u64));
     }
     let (clon, clat) = s.center.expect("center set by the caller");

@@ -35,7 +35,11 @@ fn hset_generic(ctx: &mut Ctx, argv: &[&[u8]], reply_ok: bool) -> CmdResult {
         }
     }
     ctx.data.modified(key);
-    if reply_ok { ctx.out.ok() } else { ctx.out.int(added) }
+    if reply_ok {
+        ctx.out.ok()
+    } else {
+        ctx.out.int(added)
+    }
     Ok(())
 }
 
@@ -114,7 +118,11 @@ pub fn hstrlen(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 fn hgetall_generic(ctx: &mut Ctx, key: &[u8], fields: bool, values: bool) -> CmdResult {
     let Some(h) = hash(&mut ctx.data, key)? else {
-        if fields && values { ctx.out.map_len(0) } else { ctx.out.array_len(0) }
+        if fields && values {
+            ctx.out.map_len(0)
+        } else {
+            ctx.out.array_len(0)
+        }
         return Ok(());
     };
     if fields && values {
@@ -170,7 +178,11 @@ pub fn hincrbyfloat(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     };
     let n = cur.and_then(|c| {
         let n = c + by;
-        if n.is_finite() { Ok(n) } else { Err(err("ERR increment would produce NaN or Infinity")) }
+        if n.is_finite() {
+            Ok(n)
+        } else {
+            Err(err("ERR increment would produce NaN or Infinity"))
+        }
     });
     let s = n.map(format_double);
     if let Ok(s) = &s {
@@ -208,9 +220,7 @@ pub fn random_picks<V: Clone>(map: &BytesMap<V>, count: i64) -> Vec<(Bytes, V)> 
     let len = map.len();
     if count < 0 {
         let n = count.unsigned_abs() as usize;
-        return (0..n)
-            .filter_map(|_| map.random_bucket().and_then(|b| map.bucket(b)).map(|(k, v)| (k.clone(), v.clone())))
-            .collect();
+        return (0..n).filter_map(|_| map.random_bucket().and_then(|b| map.bucket(b)).map(|(k, v)| (k.clone(), v.clone()))).collect();
     }
     let n = count as usize;
     if n >= len {
@@ -243,7 +253,11 @@ pub fn hrandfield(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
     }
     let Some(h) = hash(&mut ctx.data, argv[1])? else {
-        if count.is_some() { ctx.out.array_len(0) } else { ctx.out.null() }
+        if count.is_some() {
+            ctx.out.array_len(0)
+        } else {
+            ctx.out.null()
+        }
         return Ok(());
     };
     match count {
@@ -286,7 +300,11 @@ pub fn scan_page<V>(map: &BytesMap<V>, cursor: usize, opts: &ScanOpts, mut emit:
             break;
         }
     }
-    if b >= n { 0 } else { b }
+    if b >= n {
+        0
+    } else {
+        b
+    }
 }
 
 /// Parses a collection SCAN cursor.

@@ -97,11 +97,19 @@ fn ttl_generic(ctx: &mut Ctx, argv: &[&[u8]], ms: bool, absolute: bool) -> CmdRe
         Some(e) => match e.expire() {
             None => -1,
             Some(at) if absolute => {
-                if ms { at } else { at / 1000 }
+                if ms {
+                    at
+                } else {
+                    at / 1000
+                }
             }
             Some(at) => {
                 let ttl = (at - now).max(0);
-                if ms { ttl } else { (ttl + 500) / 1000 }
+                if ms {
+                    ttl
+                } else {
+                    (ttl + 500) / 1000
+                }
             }
         },
     };
@@ -145,7 +153,11 @@ fn rename_generic(ctx: &mut Ctx, argv: &[&[u8]], nx: bool) -> CmdResult {
         return Err(CmdError::NoSuchKey);
     }
     if src == dst {
-        if nx { ctx.out.int(0) } else { ctx.out.ok() }
+        if nx {
+            ctx.out.int(0)
+        } else {
+            ctx.out.ok()
+        }
         return Ok(());
     }
     if nx && ctx.data.exists(dst) {
@@ -160,7 +172,11 @@ fn rename_generic(ctx: &mut Ctx, argv: &[&[u8]], nx: bool) -> CmdResult {
     if list_like {
         ctx.data.signal(dst);
     }
-    if nx { ctx.out.int(1) } else { ctx.out.ok() }
+    if nx {
+        ctx.out.int(1)
+    } else {
+        ctx.out.ok()
+    }
     Ok(())
 }
 
@@ -271,10 +287,7 @@ pub fn keys(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 const BUCKET_BITS: u32 = 40;
 
 pub fn scan(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let cursor: u64 = std::str::from_utf8(argv[1])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| err("ERR invalid cursor"))?;
+    let cursor: u64 = std::str::from_utf8(argv[1]).ok().and_then(|s| s.parse().ok()).ok_or_else(|| err("ERR invalid cursor"))?;
     let opts = ScanOpts::parse(&argv[2..], true)?;
     let per_db = ctx.data.ks.shards_per_db() as u64;
     let mut shard = (cursor >> BUCKET_BITS) & 0xFF;
@@ -297,10 +310,7 @@ pub fn scan(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         let n = s.num_buckets();
         while bucket < n {
             if let Some(e) = s.bucket(bucket) {
-                if !crate::keyspace::is_expired(e.expire(), now)
-                    && opts.matches(e.key())
-                    && opts.kind.is_none_or(|k| k == e.kind())
-                {
+                if !crate::keyspace::is_expired(e.expire(), now) && opts.matches(e.key()) && opts.kind.is_none_or(|k| k == e.kind()) {
                     found.push(e.key().to_vec());
                 }
             }

@@ -86,7 +86,11 @@ fn pop_generic(ctx: &mut Ctx, argv: &[&[u8]], e: End) -> CmdResult {
     let n = argv.get(2).map(|a| count(a)).transpose()?;
     let key = argv[1];
     let Some(l) = list(&mut ctx.data, key)? else {
-        if n.is_some() { ctx.out.null_array() } else { ctx.out.null() }
+        if n.is_some() {
+            ctx.out.null_array()
+        } else {
+            ctx.out.null()
+        }
         return Ok(());
     };
     match n {
@@ -251,7 +255,9 @@ pub fn lpos(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         if is(argv[i], "RANK") {
             rank = int(v)?;
             if rank == 0 || rank == i64::MIN {
-                return Err(err("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
+                return Err(err(
+                    "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
+                ));
             }
         } else if is(argv[i], "COUNT") {
             let c = int(v)?;
@@ -357,13 +363,7 @@ pub fn block_or_timeout(ctx: &mut Ctx, keys: Vec<Vec<u8>>, t: Option<std::time::
         }
         return;
     }
-    ctx.block = Some(BlockRequest {
-        keys,
-        db: ctx.data.db,
-        deadline: t.map(|d| Instant::now() + d),
-        timeout_reply: reply,
-        retry_argv: None,
-    });
+    ctx.block = Some(BlockRequest { keys, db: ctx.data.db, deadline: t.map(|d| Instant::now() + d), timeout_reply: reply, retry_argv: None });
 }
 
 fn bpop(ctx: &mut Ctx, argv: &[&[u8]], e: End) -> CmdResult {
@@ -409,10 +409,7 @@ pub fn brpoplpush(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 /// Parses `numkeys key... LEFT|RIGHT [COUNT n]` (also MIN|MAX for the zset variant via `dir`).
-pub fn parse_mpop<'a, D>(
-    args: &[&'a [u8]],
-    dir: impl Fn(&[u8]) -> Result<D, CmdError>,
-) -> Result<(Vec<&'a [u8]>, D, usize), CmdError> {
+pub fn parse_mpop<'a, D>(args: &[&'a [u8]], dir: impl Fn(&[u8]) -> Result<D, CmdError>) -> Result<(Vec<&'a [u8]>, D, usize), CmdError> {
     let nk = numkeys(args)?;
     let keys = args[1..=nk].to_vec();
     let rest = &args[nk + 1..];

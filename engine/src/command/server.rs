@@ -47,7 +47,9 @@ pub fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(
         Some(u) => String::from_utf8_lossy(u).into_owned(),
         None => {
             if acl.default_user().nopass {
-                return Err(err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+                return Err(err(
+                    "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+                ));
             }
             "default".to_string()
         }
@@ -213,12 +215,7 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 }
                 names.len() - 1
             }
-            None => {
-                return Err(err(format!(
-                    "ERR this engine holds at most {} namespaces (config `namespaces`)",
-                    ctx.data.ks.dbs() / NUM_DBS
-                )))
-            }
+            None => return Err(err(format!("ERR this engine holds at most {} namespaces (config `namespaces`)", ctx.data.ks.dbs() / NUM_DBS))),
         }
     };
     if (index + 1) * NUM_DBS > ctx.data.ks.dbs() {
@@ -405,9 +402,9 @@ pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 pub fn cluster(_ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if is(argv[0], "CLUSTER") {
         let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
-        let known = super::args::SUBCOMMANDS.iter().any(|(c, subs)| *c == "cluster" && subs.iter().any(|(s, a)| {
-            *s == sub && ((*a >= 0 && argv.len() as i32 == *a) || (*a < 0 && argv.len() as i32 >= -*a))
-        }));
+        let known = super::args::SUBCOMMANDS.iter().any(|(c, subs)| {
+            *c == "cluster" && subs.iter().any(|(s, a)| *s == sub && ((*a >= 0 && argv.len() as i32 == *a) || (*a < 0 && argv.len() as i32 >= -*a)))
+        });
         if !known {
             return Err(super::args::subcommand_error("cluster", argv));
         }
@@ -503,10 +500,14 @@ fn client_tracking(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     if let Some(old) = &ctx.conn.tracking {
         if old.bcast != opts.bcast {
-            return Err(err("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
+            return Err(err(
+                "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.",
+            ));
         }
         if (old.optin, old.optout) != (opts.optin, opts.optout) && (old.optin || old.optout) {
-            return Err(err("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
+            return Err(err(
+                "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.",
+            ));
         }
         // Prefixes accumulate across calls, as in Redis.
         let mut all = old.prefixes.clone();
@@ -887,10 +888,21 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         ("HELP", 2) => {
             let lines = [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GETNAME", "ID", "INFO", "KILL <ip:port> | KILL <option> <value> [...]",
-                "LIST [TYPE <type>] [ID <id> ...]", "NO-EVICT (ON|OFF)", "PAUSE <timeout> [WRITE|ALL]", "REPLY (ON|OFF|SKIP)", "SETNAME <name>",
-                "UNBLOCK <clientid> [TIMEOUT|ERROR]", "UNPAUSE", "GETREDIR", "TRACKINGINFO",
-                "SETINFO <LIB-NAME|LIB-VER> <value>", "HELP",
+                "GETNAME",
+                "ID",
+                "INFO",
+                "KILL <ip:port> | KILL <option> <value> [...]",
+                "LIST [TYPE <type>] [ID <id> ...]",
+                "NO-EVICT (ON|OFF)",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "REPLY (ON|OFF|SKIP)",
+                "SETNAME <name>",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "UNPAUSE",
+                "GETREDIR",
+                "TRACKINGINFO",
+                "SETINFO <LIB-NAME|LIB-VER> <value>",
+                "HELP",
             ];
             ctx.out.help(&lines);
         }
@@ -1021,11 +1033,8 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
         }
         "DOCS" => {
-            let specs: Vec<&CommandSpec> = if argv.len() == 2 {
-                COMMANDS.iter().collect()
-            } else {
-                argv[2..].iter().filter_map(|n| super::lookup(n).map(|(_, c)| c)).collect()
-            };
+            let specs: Vec<&CommandSpec> =
+                if argv.len() == 2 { COMMANDS.iter().collect() } else { argv[2..].iter().filter_map(|n| super::lookup(n).map(|(_, c)| c)).collect() };
             ctx.out.map_len(specs.len());
             for c in specs {
                 write_command_docs(ctx, c);
@@ -1060,12 +1069,20 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
         }
         "HELP" => {
-            let lines = ["COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "(no subcommand)", "COUNT", "DOCS [<command-name> ...]", "GETKEYS <full-command>", "GETKEYSANDFLAGS <full-command>", "INFO [<command-name> ...]", "LIST", "HELP"];
+            let lines = [
+                "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "(no subcommand)",
+                "COUNT",
+                "DOCS [<command-name> ...]",
+                "GETKEYS <full-command>",
+                "GETKEYSANDFLAGS <full-command>",
+                "INFO [<command-name> ...]",
+                "LIST",
+                "HELP",
+            ];
             ctx.out.help(&lines);
         }
-        _ => {
-            return Err(super::args::subcommand_error("command", argv))
-        }
+        _ => return Err(super::args::subcommand_error("command", argv)),
     }
     Ok(())
 }
@@ -1283,7 +1300,10 @@ pub fn threads(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             if !reactors.elastic {
                 return Err(err("ERR the engine runs a fixed number of threads (--threads elastic[:max] to change it at run time)"));
             }
-            let n = int(argv[2]).ok().filter(|&n| n >= 1 && n as usize <= reactors.count()).ok_or_else(|| err(format!("ERR the active reactor count must be from 1 to {}", reactors.count())))?;
+            let n = int(argv[2])
+                .ok()
+                .filter(|&n| n >= 1 && n as usize <= reactors.count())
+                .ok_or_else(|| err(format!("ERR the active reactor count must be from 1 to {}", reactors.count())))?;
             let moved = reactors.set_active(ctx.srv, n as usize);
             ctx.out.int(moved as i64);
             Ok(())

@@ -89,7 +89,11 @@ pub fn spop(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let n = argv.get(2).map(|a| count(a)).transpose()?;
     let key = argv[1];
     let Some(s) = set(&mut ctx.data, key)? else {
-        if n.is_some() { ctx.out.set_len(0) } else { ctx.out.null() }
+        if n.is_some() {
+            ctx.out.set_len(0)
+        } else {
+            ctx.out.null()
+        }
         return Ok(());
     };
     let popped = match n {
@@ -132,7 +136,11 @@ pub fn srandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
     }
     let Some(s) = set(&mut ctx.data, argv[1])? else {
-        if c.is_some() { ctx.out.array_len(0) } else { ctx.out.null() }
+        if c.is_some() {
+            ctx.out.array_len(0)
+        } else {
+            ctx.out.null()
+        }
         return Ok(());
     };
     match c {
@@ -211,11 +219,7 @@ fn combine(data: &mut Data, keys: &[&[u8]], op: Op) -> Result<Vec<Bytes>, CmdErr
         }
         Op::Diff => match &sets[0] {
             None => Vec::new(),
-            Some(first) => first
-                .iter()
-                .filter(|(m, _)| !sets[1..].iter().flatten().any(|s| s.contains(m)))
-                .map(|(m, _)| m.clone())
-                .collect(),
+            Some(first) => first.iter().filter(|(m, _)| !sets[1..].iter().flatten().any(|s| s.contains(m))).map(|(m, _)| m.clone()).collect(),
         },
     })
 }

@@ -6,8 +6,8 @@
 //! a sampled trace of the tenant's commands and a sample of its data (`stats::recorder`).
 
 use super::args::{err, is, CmdError};
-use crate::stats::recorder;
 use super::{CmdResult, Ctx};
+use crate::stats::recorder;
 
 pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     let totals = ctx.data.totals()?;

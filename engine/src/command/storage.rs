@@ -29,11 +29,7 @@ pub fn tenant_of(srv: &Server, db: usize) -> String {
 fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
     match spec.name {
         "setex" | "psetex" | "mset" => true,
-        "set" => !argv[3..].iter().any(|a| {
-            ["nx", "xx", "get", "keepttl"]
-                .iter()
-                .any(|o| a.eq_ignore_ascii_case(o.as_bytes()))
-        }),
+        "set" => !argv[3..].iter().any(|a| ["nx", "xx", "get", "keepttl"].iter().any(|o| a.eq_ignore_ascii_case(o.as_bytes()))),
         _ => false,
     }
 }
@@ -137,12 +133,7 @@ pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<R
 }
 
 /// Reads the keys of `wanted` the cache lacks from storage and admits them.
-async fn read_keys(
-    srv: &Server,
-    tier: &crate::storage::tier::StorageTier,
-    db: usize,
-    wanted: &[Vec<u8>],
-) -> Result<(), String> {
+async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: usize, wanted: &[Vec<u8>]) -> Result<(), String> {
     let ks = &srv.keyspace;
     let lfu = ks.lfu.load(Ordering::Relaxed);
     for _attempt in 0..10 {
@@ -153,8 +144,7 @@ async fn read_keys(
             .iter()
             .filter_map(|k| {
                 let shard = ks.lock_one(ks.shard_id(db, k));
-                (shard.peek(k, now).is_none() && !tier.dirty.contains(&(db, k.clone())))
-                    .then(|| (k.clone(), shard.mods))
+                (shard.peek(k, now).is_none() && !tier.dirty.contains(&(db, k.clone()))).then(|| (k.clone(), shard.mods))
             })
             .collect();
         if missing.is_empty() {
@@ -162,21 +152,12 @@ async fn read_keys(
         }
         // Writes queued before this point are in storage before it is read.
         tier.wait(tier.last_queued()).await.ok();
-        let storage_keys = missing
-            .iter()
-            .map(|(k, _)| crate::storage::tier::storage_key(db % crate::keyspace::NUM_DBS, k))
-            .collect();
-        tier.counters
-            .reads
-            .fetch_add(missing.len() as u64, Ordering::Relaxed);
-        let values = tier
-            .storage
-            .get(tenant_of(srv, db), storage_keys)
-            .await
-            .map_err(|e| {
-                tier.counters.read_errors.fetch_add(1, Ordering::Relaxed);
-                e.to_string()
-            })?;
+        let storage_keys = missing.iter().map(|(k, _)| crate::storage::tier::storage_key(db % crate::keyspace::NUM_DBS, k)).collect();
+        tier.counters.reads.fetch_add(missing.len() as u64, Ordering::Relaxed);
+        let values = tier.storage.get(tenant_of(srv, db), storage_keys).await.map_err(|e| {
+            tier.counters.read_errors.fetch_add(1, Ordering::Relaxed);
+            e.to_string()
+        })?;
         let mut changed = false;
         // Our own inserts change their shard's count too: (count seen, count after ours).
         let mut ours: std::collections::HashMap<u32, (u64, u64)> = std::collections::HashMap::new();
@@ -184,17 +165,11 @@ async fn read_keys(
             let entry = match value {
                 None => None,
                 Some(bytes) => {
-                    let stored = crate::storage::record::decode(&bytes)
-                        .map_err(|e| format!("key '{}': {e}", String::from_utf8_lossy(key)))?;
+                    let stored = crate::storage::record::decode(&bytes).map_err(|e| format!("key '{}': {e}", String::from_utf8_lossy(key)))?;
                     if crate::keyspace::is_expired(stored.expire, now) {
                         None
                     } else {
-                        let meta = Meta {
-                            expire: stored.expire,
-                            flags: stored.flags,
-                            version: ks.next_version(),
-                            access: access::new_stamp(lfu, now),
-                        };
+                        let meta = Meta { expire: stored.expire, flags: stored.flags, version: ks.next_version(), access: access::new_stamp(lfu, now) };
                         Some(match stored.value {
                             dump::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
                             dump::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
@@ -227,20 +202,13 @@ async fn read_keys(
 /// storage (which did not take the write).
 pub fn invalidate(srv: &Server, keys: &[(usize, Vec<u8>)]) {
     for (db, key) in keys {
-        srv.keyspace
-            .lock_one(srv.keyspace.shard_id(*db, key))
-            .remove(key);
+        srv.keyspace.lock_one(srv.keyspace.shard_id(*db, key)).remove(key);
     }
 }
 
 /// Queues the after-images of the keys a write-through command wrote (their stored form, or
 /// their deletion) — the command's locks are still held.
-pub(super) fn queue_after_images(
-    srv: &Server,
-    tier: &crate::storage::tier::StorageTier,
-    data: &mut Data,
-    mut touched: Vec<(usize, Vec<u8>)>,
-) -> StorageWait {
+pub(super) fn queue_after_images(srv: &Server, tier: &crate::storage::tier::StorageTier, data: &mut Data, mut touched: Vec<(usize, Vec<u8>)>) -> StorageWait {
     touched.sort();
     touched.dedup();
     let mut ops = Vec::with_capacity(touched.len());
@@ -257,21 +225,9 @@ pub(super) fn queue_after_images(
             }
             None => None,
         };
-        ops.push((
-            tenant_of(srv, *db),
-            (
-                crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key),
-                value,
-            ),
-            (*db, key.clone()),
-        ));
+        ops.push((tenant_of(srv, *db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value), (*db, key.clone())));
     }
-    StorageWait {
-        seq: tier.enqueue(ops),
-        reply_at: usize::MAX,
-        reply_end: usize::MAX,
-        keys: touched,
-    }
+    StorageWait { seq: tier.enqueue(ops), reply_at: usize::MAX, reply_end: usize::MAX, keys: touched }
 }
 
 /// Write-back, after a command ran (its locks still held): logs the after-images of the keys
@@ -329,12 +285,7 @@ pub(super) fn mark_write_back(srv: &Server, tier: &StorageTier, data: &mut Data,
 
 /// Replays a write-back after-image (`WB_RECORD`): the key gets the logged value (or is
 /// deleted) and is dirty, so the flusher writes it to storage again.
-pub fn replay_write_back(
-    srv: &Server,
-    db: usize,
-    argv: &[Vec<u8>],
-    now: i64,
-) -> Result<(), String> {
+pub fn replay_write_back(srv: &Server, db: usize, argv: &[Vec<u8>], now: i64) -> Result<(), String> {
     let key = argv.get(1).ok_or("a write-back record without a key")?;
     let ks = &srv.keyspace;
     let mut shard = ks.lock_one(ks.shard_id(db, key));
@@ -345,12 +296,8 @@ pub fn replay_write_back(
         }
         Some(bytes) => {
             let stored = crate::storage::record::decode(bytes).map_err(|e| e.to_string())?;
-            let meta = Meta {
-                expire: stored.expire,
-                flags: stored.flags,
-                version: ks.next_version(),
-                access: access::new_stamp(ks.lfu.load(Ordering::Relaxed), now),
-            };
+            let meta =
+                Meta { expire: stored.expire, flags: stored.flags, version: ks.next_version(), access: access::new_stamp(ks.lfu.load(Ordering::Relaxed), now) };
             let mut e = match stored.value {
                 dump::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
                 dump::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
@@ -376,20 +323,11 @@ pub fn relog_dirty(srv: &Server, tier: &StorageTier, guards: &mut crate::keyspac
     let mut count = 0u32;
     for (db, key) in tier.dirty.keys() {
         let ns_base = db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS;
-        match guards
-            .shard(srv.keyspace.shard_id(db, &key))
-            .peek(&key, now)
-        {
+        match guards.shard(srv.keyspace.shard_id(db, &key)).peek(&key, now) {
             Some(e) => {
                 let mut v = Vec::new();
                 if crate::storage::record::encode(&srv.keyspace, db, e, &mut v).is_ok() {
-                    crate::wal::frame::put_record(
-                        &mut records,
-                        now,
-                        db,
-                        ns_base,
-                        &[WB_RECORD, &key, &v],
-                    );
+                    crate::wal::frame::put_record(&mut records, now, db, ns_base, &[WB_RECORD, &key, &v]);
                     count += 1;
                 }
             }

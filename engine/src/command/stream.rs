@@ -374,9 +374,7 @@ pub fn parse_read_args<'a>(argv: &[&'a [u8]], xreadgroup: bool) -> Result<ReadAr
             let n = argv.len() - a.keys_at;
             if !n.is_multiple_of(2) {
                 let (name, symbol) = if xreadgroup { ("xreadgroup", '>') } else { ("xread", '$') };
-                return Err(err(format!(
-                    "ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{symbol}' must be specified."
-                )));
+                return Err(err(format!("ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{symbol}' must be specified.")));
             }
             a.nkeys = n / 2;
             break;
@@ -634,11 +632,7 @@ pub fn xinfo(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn no_group_for_key(group: &[u8], key: &[u8]) -> CmdError {
-    err(format!(
-        "NOGROUP No such consumer group '{}' for key name '{}'",
-        String::from_utf8_lossy(group),
-        String::from_utf8_lossy(key)
-    ))
+    err(format!("NOGROUP No such consumer group '{}' for key name '{}'", String::from_utf8_lossy(group), String::from_utf8_lossy(key)))
 }
 
 fn xinfo_stream(out: &mut ReplyWriter, s: &Stream, opts: &[&[u8]]) -> CmdResult {

@@ -9,11 +9,7 @@ use crate::keyspace::{Collection, Kind};
 use crate::protocol::ReplyWriter;
 
 fn no_key_or_group(key: &[u8], group: &[u8]) -> CmdError {
-    err(format!(
-        "NOGROUP No such key '{}' or consumer group '{}'",
-        String::from_utf8_lossy(key),
-        String::from_utf8_lossy(group)
-    ))
+    err(format!("NOGROUP No such key '{}' or consumer group '{}'", String::from_utf8_lossy(key), String::from_utf8_lossy(group)))
 }
 
 /// XREADGROUP with `>`: delivers entries after the group's last ID to `consumer`, advancing
@@ -241,12 +237,8 @@ pub fn xpending(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         None if start <= end => g.pel.range(start..=end).map(|(id, _)| *id).collect(),
         None => Vec::new(),
     };
-    let rows: Vec<_> = ids
-        .into_iter()
-        .map(|id| (id, &g.pel[&id]))
-        .filter(|(_, p)| min_idle == 0 || now - p.delivery_time >= min_idle)
-        .take(count as usize)
-        .collect();
+    let rows: Vec<_> =
+        ids.into_iter().map(|id| (id, &g.pel[&id])).filter(|(_, p)| min_idle == 0 || now - p.delivery_time >= min_idle).take(count as usize).collect();
     out.array_len(rows.len());
     for (id, p) in rows {
         out.array_len(4);

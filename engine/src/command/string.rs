@@ -239,10 +239,9 @@ pub fn getex(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.data.delete(key);
         }
         ExpireOpt::At(t) => ctx.data.shard(key).set_expire(key, Some(t)),
-        ExpireOpt::Persist
-            if ctx.data.peek(key).and_then(|e| e.expire()).is_some() => {
-                ctx.data.shard(key).set_expire(key, None);
-            }
+        ExpireOpt::Persist if ctx.data.peek(key).and_then(|e| e.expire()).is_some() => {
+            ctx.data.shard(key).set_expire(key, None);
+        }
         _ => {}
     }
     Ok(())
@@ -440,11 +439,7 @@ pub fn lcs(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let mut dp = vec![0u32; cells];
     for i in 1..=a.len() {
         for j in 1..=b.len() {
-            dp[i * w + j] = if a[i - 1] == b[j - 1] {
-                dp[(i - 1) * w + j - 1] + 1
-            } else {
-                dp[(i - 1) * w + j].max(dp[i * w + j - 1])
-            };
+            dp[i * w + j] = if a[i - 1] == b[j - 1] { dp[(i - 1) * w + j - 1] + 1 } else { dp[(i - 1) * w + j].max(dp[i * w + j - 1]) };
         }
     }
     let total = dp[a.len() * w + b.len()] as usize;
@@ -544,4 +539,3 @@ pub fn cad(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     ctx.out.int(matches as i64);
     Ok(())
 }
-

@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{acl, advise, compression, function, memcache, pubsub, script, bitmap, config, diagnostics, dump, geo, hash, hll, keys, list, server, set, sort, stats, stream, stream_group, string, txn, zset, Handler};
+use super::{
+    acl, advise, bitmap, compression, config, diagnostics, dump, function, geo, hash, hll, keys, list, memcache, pubsub, script, server, set, sort, stats,
+    stream, stream_group, string, txn, zset, Handler,
+};
 use crate::protocol::parse_i64;
 
 /// Which shards a command locks.
@@ -132,7 +135,15 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("psetex", 4, "write denyoom", K1, "string", "Sets both string value and expiration time in milliseconds of a key.", string::psetex),
         c("mget", -2, "readonly fast", KALL, "string", "Atomically returns the string values of one or more keys.", string::mget),
         c("mset", -3, "write denyoom", (1, -1, 2), "string", "Atomically creates or modifies the string values of one or more keys.", string::mset),
-        c("msetnx", -3, "write denyoom", (1, -1, 2), "string", "Atomically modifies the string values of one or more keys only when all keys don't exist.", string::msetnx),
+        c(
+            "msetnx",
+            -3,
+            "write denyoom",
+            (1, -1, 2),
+            "string",
+            "Atomically modifies the string values of one or more keys only when all keys don't exist.",
+            string::msetnx,
+        ),
         c("getset", 3, "write denyoom fast", K1, "string", "Returns the previous string value of a key after setting it to a new value.", string::getset),
         c("getdel", 2, "write fast", K1, "string", "Returns the string value of a key after deleting the key.", string::getdel),
         c("getex", -2, "write fast", K1, "string", "Returns the string value of a key after setting its expiration time.", string::getex),
@@ -149,24 +160,83 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("lcs", -3, "readonly", K12, "string", "Finds the longest common substring.", string::lcs),
         c("cas", -4, "write denyoom fast", K1, "string", "TierBase: sets a key to a new value if it holds the expected value.", string::cas),
         c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value.", string::cad),
-        c("terrace.namespace", -2, "fast no_multi noscript", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace.", server::namespace),
-        c("terrace.retrain", -2, "admin noscript", NOKEY, "server", "Terrace: trains a new compression dictionary generation for a tenant.", compression::retrain),
+        c(
+            "terrace.namespace",
+            -2,
+            "fast no_multi noscript",
+            NOKEY,
+            "connection",
+            "Terrace: moves the connection into a tenant's namespace.",
+            server::namespace,
+        ),
+        c(
+            "terrace.retrain",
+            -2,
+            "admin noscript",
+            NOKEY,
+            "server",
+            "Terrace: trains a new compression dictionary generation for a tenant.",
+            compression::retrain,
+        ),
         c("terrace.threads", -1, "admin noscript", NOKEY, "server", "Terrace: the reactors (elastic threading) and how many serve.", server::threads),
         c("terrace.stats", 1, "admin noscript", NOKEY, "server", "Terrace: the engine's keys, memory and tier placement as JSON.", stats::stats).lock(Visit),
-        c("terrace.workload", 2, "admin noscript", NOKEY, "server", "Terrace: a tenant's workload statistics (rates, mix, bytes, access intervals, miss-ratio curve) as JSON.", stats::workload).lock(Visit),
-        c("terrace.record", -2, "admin noscript", NOKEY, "server", "Terrace: records a sampled trace of a tenant's commands and a sample of its data.", stats::record).lock(Visit),
+        c(
+            "terrace.workload",
+            2,
+            "admin noscript",
+            NOKEY,
+            "server",
+            "Terrace: a tenant's workload statistics (rates, mix, bytes, access intervals, miss-ratio curve) as JSON.",
+            stats::workload,
+        )
+        .lock(Visit),
+        c(
+            "terrace.record",
+            -2,
+            "admin noscript",
+            NOKEY,
+            "server",
+            "Terrace: records a sampled trace of a tenant's commands and a sample of its data.",
+            stats::record,
+        )
+        .lock(Visit),
         c("terrace.costeval", -3, "admin noscript", NOKEY, "server", "Terrace: keeps or answers a tenant's latest terrace cost-eval result.", advise::costeval),
-        c("terrace.advise", 2, "admin noscript", NOKEY, "server", "Terrace: the cost advisor's recommendation for a tenant as JSON.", advise::advise).lock(Visit),
-        c("terrace.compression", -2, "admin noscript", NOKEY, "server", "Terrace: compression statistics, advice and settings of a tenant.", compression::compression),
+        c("terrace.advise", 2, "admin noscript", NOKEY, "server", "Terrace: the cost advisor's recommendation for a tenant as JSON.", advise::advise)
+            .lock(Visit),
+        c(
+            "terrace.compression",
+            -2,
+            "admin noscript",
+            NOKEY,
+            "server",
+            "Terrace: compression statistics, advice and settings of a tenant.",
+            compression::compression,
+        ),
         // Memcached semantics for the proxy's Memcached front end.
         c("mc.get", -2, "readonly fast", (1, -1, 1), "string", "Terrace: Memcached get (value, flags, CAS unique, TTL) of keys.", memcache::get),
         c("mc.gat", -3, "write fast", (2, -1, 1), "string", "Terrace: Memcached get-and-touch.", memcache::gat),
-        c("mc.store", 7, "write denyoom", (2, 2, 1), "string", "Terrace: Memcached set/add/replace/append/prepend, with an optional CAS compare.", memcache::store),
+        c(
+            "mc.store",
+            7,
+            "write denyoom",
+            (2, 2, 1),
+            "string",
+            "Terrace: Memcached set/add/replace/append/prepend, with an optional CAS compare.",
+            memcache::store,
+        ),
         c("mc.arith", 8, "write denyoom fast", K1, "string", "Terrace: Memcached incr/decr.", memcache::arith),
         c("mc.delete", 3, "write fast", K1, "string", "Terrace: Memcached delete, with an optional CAS compare.", memcache::delete),
         c("mc.touch", 3, "write fast", K1, "string", "Terrace: Memcached touch.", memcache::touch),
         // bitmaps
-        c("setbit", 4, "write denyoom", K1, "bitmap", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", bitmap::setbit),
+        c(
+            "setbit",
+            4,
+            "write denyoom",
+            K1,
+            "bitmap",
+            "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.",
+            bitmap::setbit,
+        ),
         c("getbit", 3, "readonly fast", K1, "bitmap", "Returns a bit value by offset.", bitmap::getbit),
         c("bitcount", -2, "readonly", K1, "bitmap", "Counts the number of set bits (population counting) in a string.", bitmap::bitcount),
         c("bitpos", -3, "readonly", K1, "bitmap", "Finds the first set (1) or clear (0) bit in a string.", bitmap::bitpos),
@@ -175,13 +245,29 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("bitfield_ro", -2, "readonly fast", K1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
         // HyperLogLog
         c("pfadd", -2, "write denyoom fast", K1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", hll::pfadd),
-        c("pfcount", -2, "readonly", KALL, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", hll::pfcount),
+        c(
+            "pfcount",
+            -2,
+            "readonly",
+            KALL,
+            "hyperloglog",
+            "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).",
+            hll::pfcount,
+        ),
         c("pfmerge", -2, "write denyoom", KALL, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hll::pfmerge),
         // keys
         c("del", -2, "write", KALL, "keyspace", "Deletes one or more keys.", keys::del),
         c("unlink", -2, "write fast", KALL, "keyspace", "Asynchronously deletes one or more keys.", keys::del),
         c("exists", -2, "readonly fast", KALL, "keyspace", "Determines whether one or more keys exist.", keys::exists),
-        c("touch", -2, "readonly fast", KALL, "keyspace", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", keys::touch),
+        c(
+            "touch",
+            -2,
+            "readonly fast",
+            KALL,
+            "keyspace",
+            "Returns the number of existing keys out of those specified after updating the time they were last accessed.",
+            keys::touch,
+        ),
         c("expire", -3, "write fast", K1, "keyspace", "Sets the expiration time of a key in seconds.", keys::expire),
         c("pexpire", -3, "write fast", K1, "keyspace", "Sets the expiration time of a key in milliseconds.", keys::pexpire),
         c("expireat", -3, "write fast", K1, "keyspace", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat),
@@ -200,7 +286,17 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("scan", -2, "readonly", NOKEY, "keyspace", "Iterates over the key names in the database.", keys::scan).lock(Db),
         c("randomkey", 1, "readonly", NOKEY, "keyspace", "Returns a random key name from the database.", keys::randomkey).lock(Db),
         c("dbsize", 1, "readonly fast", NOKEY, "keyspace", "Returns the number of keys in the database.", keys::dbsize).lock(Db),
-        c("sort", -2, "write denyoom movablekeys", K1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort).lock(Db).first_and_store(),
+        c(
+            "sort",
+            -2,
+            "write denyoom movablekeys",
+            K1,
+            "generic",
+            "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.",
+            sort::sort,
+        )
+        .lock(Db)
+        .first_and_store(),
         c("sort_ro", -2, "readonly movablekeys", K1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sort::sort_ro).lock(Db),
         c("dump", 2, "readonly", K1, "keyspace", "Returns a serialized representation of the value stored at a key.", dump::dump),
         c("restore", -4, "write denyoom", K1, "keyspace", "Creates a key from the serialized representation of a value.", dump::restore),
@@ -223,11 +319,44 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("lmove", 5, "write denyoom", K12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove),
         c("rpoplpush", 3, "write denyoom", K12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush),
         c("lmpop", -4, "write", NOKEY, "list", "Returns multiple elements from a list after removing them.", list::lmpop).numkeys_at(1),
-        c("blpop", -3, "write blocking noscript", (1, -2, 1), "list", "Removes and returns the first element in a list, or blocks until one is available.", list::blpop),
-        c("brpop", -3, "write blocking noscript", (1, -2, 1), "list", "Removes and returns the last element in a list, or blocks until one is available.", list::brpop),
-        c("blmove", 6, "write denyoom blocking noscript", K12, "list", "Pops an element from a list, pushes it to another list and returns it; blocks until an element is available.", list::blmove),
-        c("brpoplpush", 4, "write denyoom blocking noscript", K12, "list", "Pops an element from a list, pushes it to another list and returns it; blocks until one is available.", list::brpoplpush),
-        c("blmpop", -5, "write blocking", NOKEY, "list", "Pops the first element from one of multiple lists; blocks until one is available.", list::blmpop).numkeys_at(2),
+        c(
+            "blpop",
+            -3,
+            "write blocking noscript",
+            (1, -2, 1),
+            "list",
+            "Removes and returns the first element in a list, or blocks until one is available.",
+            list::blpop,
+        ),
+        c(
+            "brpop",
+            -3,
+            "write blocking noscript",
+            (1, -2, 1),
+            "list",
+            "Removes and returns the last element in a list, or blocks until one is available.",
+            list::brpop,
+        ),
+        c(
+            "blmove",
+            6,
+            "write denyoom blocking noscript",
+            K12,
+            "list",
+            "Pops an element from a list, pushes it to another list and returns it; blocks until an element is available.",
+            list::blmove,
+        ),
+        c(
+            "brpoplpush",
+            4,
+            "write denyoom blocking noscript",
+            K12,
+            "list",
+            "Pops an element from a list, pushes it to another list and returns it; blocks until one is available.",
+            list::brpoplpush,
+        ),
+        c("blmpop", -5, "write blocking", NOKEY, "list", "Pops the first element from one of multiple lists; blocks until one is available.", list::blmpop)
+            .numkeys_at(2),
         // hashes
         c("hset", -4, "write denyoom fast", K1, "hash", "Creates or modifies the value of a field in a hash.", hash::hset),
         c("hsetnx", 4, "write denyoom fast", K1, "hash", "Sets the value of a field in a hash only when the field doesn't exist.", hash::hsetnx),
@@ -277,39 +406,128 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("zrange", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a range of indexes.", zset::zrange),
         c("zrangestore", -5, "write denyoom", K12, "sortedset", "Stores a range of members from sorted set in a key.", zset::zrangestore),
         c("zrangebyscore", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a range of scores.", zset::zrangebyscore),
-        c("zrevrangebyscore", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a range of scores in reverse order.", zset::zrevrangebyscore),
+        c(
+            "zrevrangebyscore",
+            -4,
+            "readonly",
+            K1,
+            "sortedset",
+            "Returns members in a sorted set within a range of scores in reverse order.",
+            zset::zrevrangebyscore,
+        ),
         c("zrangebylex", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a lexicographical range.", zset::zrangebylex),
-        c("zrevrangebylex", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a lexicographical range in reverse order.", zset::zrevrangebylex),
+        c(
+            "zrevrangebylex",
+            -4,
+            "readonly",
+            K1,
+            "sortedset",
+            "Returns members in a sorted set within a lexicographical range in reverse order.",
+            zset::zrevrangebylex,
+        ),
         c("zrevrange", -4, "readonly", K1, "sortedset", "Returns members in a sorted set within a range of indexes in reverse order.", zset::zrevrange),
         c("zremrangebyrank", 4, "write", K1, "sortedset", "Removes members in a sorted set within a range of indexes.", zset::zremrangebyrank),
         c("zremrangebyscore", 4, "write", K1, "sortedset", "Removes members in a sorted set within a range of scores.", zset::zremrangebyscore),
         c("zremrangebylex", 4, "write", K1, "sortedset", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex),
         c("zpopmin", -2, "write fast", K1, "sortedset", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin),
         c("zpopmax", -2, "write fast", K1, "sortedset", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax),
-        c("bzpopmin", -3, "write fast blocking noscript", (1, -2, 1), "sortedset", "Removes and returns the member with the lowest score from one or more sorted sets, or blocks.", zset::bzpopmin),
-        c("bzpopmax", -3, "write fast blocking noscript", (1, -2, 1), "sortedset", "Removes and returns the member with the highest score from one or more sorted sets, or blocks.", zset::bzpopmax),
-        c("zmpop", -4, "write", NOKEY, "sortedset", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", zset::zmpop).numkeys_at(1),
-        c("bzmpop", -5, "write blocking", NOKEY, "sortedset", "Removes and returns a member by score from one or more sorted sets, or blocks.", zset::bzmpop).numkeys_at(2),
+        c(
+            "bzpopmin",
+            -3,
+            "write fast blocking noscript",
+            (1, -2, 1),
+            "sortedset",
+            "Removes and returns the member with the lowest score from one or more sorted sets, or blocks.",
+            zset::bzpopmin,
+        ),
+        c(
+            "bzpopmax",
+            -3,
+            "write fast blocking noscript",
+            (1, -2, 1),
+            "sortedset",
+            "Removes and returns the member with the highest score from one or more sorted sets, or blocks.",
+            zset::bzpopmax,
+        ),
+        c(
+            "zmpop",
+            -4,
+            "write",
+            NOKEY,
+            "sortedset",
+            "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.",
+            zset::zmpop,
+        )
+        .numkeys_at(1),
+        c("bzmpop", -5, "write blocking", NOKEY, "sortedset", "Removes and returns a member by score from one or more sorted sets, or blocks.", zset::bzmpop)
+            .numkeys_at(2),
         c("zrandmember", -2, "readonly", K1, "sortedset", "Returns one or more random members from a sorted set.", zset::zrandmember),
         c("zscan", -3, "readonly", K1, "sortedset", "Iterates over members and scores of a sorted set.", zset::zscan),
         c("zunion", -3, "readonly", NOKEY, "sortedset", "Returns the union of multiple sorted sets.", zset::zunion).numkeys_at(1),
         c("zinter", -3, "readonly", NOKEY, "sortedset", "Returns the intersect of multiple sorted sets.", zset::zinter).numkeys_at(1),
         c("zdiff", -3, "readonly", NOKEY, "sortedset", "Returns the difference between multiple sorted sets.", zset::zdiff).numkeys_at(1),
         c("zunionstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the union of multiple sorted sets in a key.", zset::zunionstore).dest_numkeys(),
-        c("zinterstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore).dest_numkeys(),
-        c("zdiffstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore).dest_numkeys(),
-        c("zintercard", -3, "readonly", NOKEY, "sortedset", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard).numkeys_at(1),
+        c("zinterstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore)
+            .dest_numkeys(),
+        c("zdiffstore", -4, "write denyoom", (1, 1, 1), "sortedset", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore)
+            .dest_numkeys(),
+        c("zintercard", -3, "readonly", NOKEY, "sortedset", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard)
+            .numkeys_at(1),
         // geo (sorted sets with geohash scores)
         c("geoadd", -5, "write denyoom", K1, "geo", "Adds one or more members to a geospatial index.", geo::geoadd),
         c("geohash", -2, "readonly", K1, "geo", "Returns members from a geospatial index as geohash strings.", geo::geohash),
         c("geopos", -2, "readonly", K1, "geo", "Returns the longitude and latitude of members from a geospatial index.", geo::geopos),
         c("geodist", -4, "readonly", K1, "geo", "Returns the distance between two members of a geospatial index.", geo::geodist),
-        c("georadius", -6, "write denyoom movablekeys", K1, "geo", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", geo::georadius).lock(Db).first_and_store(),
-        c("georadius_ro", -6, "readonly", K1, "geo", "Returns members from a geospatial index that are within a distance from a coordinate.", geo::georadius_ro),
-        c("georadiusbymember", -5, "write denyoom movablekeys", K1, "geo", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", geo::georadiusbymember).lock(Db).first_and_store(),
-        c("georadiusbymember_ro", -5, "readonly", K1, "geo", "Returns members from a geospatial index that are within a distance from a member.", geo::georadiusbymember_ro),
+        c(
+            "georadius",
+            -6,
+            "write denyoom movablekeys",
+            K1,
+            "geo",
+            "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.",
+            geo::georadius,
+        )
+        .lock(Db)
+        .first_and_store(),
+        c(
+            "georadius_ro",
+            -6,
+            "readonly",
+            K1,
+            "geo",
+            "Returns members from a geospatial index that are within a distance from a coordinate.",
+            geo::georadius_ro,
+        ),
+        c(
+            "georadiusbymember",
+            -5,
+            "write denyoom movablekeys",
+            K1,
+            "geo",
+            "Queries a geospatial index for members within a distance from a member, optionally stores the result.",
+            geo::georadiusbymember,
+        )
+        .lock(Db)
+        .first_and_store(),
+        c(
+            "georadiusbymember_ro",
+            -5,
+            "readonly",
+            K1,
+            "geo",
+            "Returns members from a geospatial index that are within a distance from a member.",
+            geo::georadiusbymember_ro,
+        ),
         c("geosearch", -7, "readonly", K1, "geo", "Queries a geospatial index for members inside an area of a box or a circle.", geo::geosearch),
-        c("geosearchstore", -8, "write denyoom", K12, "geo", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", geo::geosearchstore),
+        c(
+            "geosearchstore",
+            -8,
+            "write denyoom",
+            K12,
+            "geo",
+            "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.",
+            geo::geosearchstore,
+        ),
         // streams
         c("xadd", -5, "write denyoom fast", K1, "stream", "Appends a new message to a stream. Creates the key if it doesn't exist.", stream::xadd),
         c("xrange", -4, "readonly", K1, "stream", "Returns the messages from a stream within a range of IDs.", stream::xrange),
@@ -318,39 +536,158 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("xdel", -3, "write fast", K1, "stream", "Returns the number of messages after removing them from a stream.", stream::xdel),
         c("xtrim", -4, "write", K1, "stream", "Deletes messages from the beginning of a stream.", stream::xtrim),
         c("xsetid", -3, "write denyoom fast", K1, "stream", "An internal command for replicating stream values.", stream::xsetid),
-        c("xread", -4, "readonly blocking", NOKEY, "stream", "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", stream::xread).after_streams(),
-        c("xreadgroup", -7, "write blocking", NOKEY, "stream", "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.", stream::xreadgroup).after_streams(),
+        c(
+            "xread",
+            -4,
+            "readonly blocking",
+            NOKEY,
+            "stream",
+            "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.",
+            stream::xread,
+        )
+        .after_streams(),
+        c(
+            "xreadgroup",
+            -7,
+            "write blocking",
+            NOKEY,
+            "stream",
+            "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.",
+            stream::xreadgroup,
+        )
+        .after_streams(),
         c("xinfo", -2, "readonly", (2, 2, 1), "stream", "A container for stream introspection commands.", stream::xinfo),
         c("xgroup", -2, "write denyoom", (2, 2, 1), "stream", "A container for consumer groups commands.", stream_group::xgroup),
-        c("xack", -4, "write fast", K1, "stream", "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.", stream_group::xack),
-        c("xpending", -3, "readonly", K1, "stream", "Returns the information and entries from a stream consumer group's pending entries list.", stream_group::xpending),
-        c("xclaim", -6, "write fast", K1, "stream", "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", stream_group::xclaim),
-        c("xautoclaim", -6, "write fast", K1, "stream", "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.", stream_group::xautoclaim),
+        c(
+            "xack",
+            -4,
+            "write fast",
+            K1,
+            "stream",
+            "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.",
+            stream_group::xack,
+        ),
+        c(
+            "xpending",
+            -3,
+            "readonly",
+            K1,
+            "stream",
+            "Returns the information and entries from a stream consumer group's pending entries list.",
+            stream_group::xpending,
+        ),
+        c(
+            "xclaim",
+            -6,
+            "write fast",
+            K1,
+            "stream",
+            "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.",
+            stream_group::xclaim,
+        ),
+        c(
+            "xautoclaim",
+            -6,
+            "write fast",
+            K1,
+            "stream",
+            "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.",
+            stream_group::xautoclaim,
+        ),
         // pub/sub
         c("subscribe", -2, "pubsub noscript loading stale", NOKEY, "pubsub", "Listens for messages published to channels.", pubsub::subscribe),
         c("unsubscribe", -1, "pubsub noscript loading stale", NOKEY, "pubsub", "Stops listening to messages posted to channels.", pubsub::unsubscribe),
-        c("psubscribe", -2, "pubsub noscript loading stale", NOKEY, "pubsub", "Listens for messages published to channels that match one or more patterns.", pubsub::psubscribe),
-        c("punsubscribe", -1, "pubsub noscript loading stale", NOKEY, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", pubsub::punsubscribe),
+        c(
+            "psubscribe",
+            -2,
+            "pubsub noscript loading stale",
+            NOKEY,
+            "pubsub",
+            "Listens for messages published to channels that match one or more patterns.",
+            pubsub::psubscribe,
+        ),
+        c(
+            "punsubscribe",
+            -1,
+            "pubsub noscript loading stale",
+            NOKEY,
+            "pubsub",
+            "Stops listening to messages published to channels that match one or more patterns.",
+            pubsub::punsubscribe,
+        ),
         c("ssubscribe", -2, "pubsub noscript loading stale", NOKEY, "pubsub", "Listens for messages published to shard channels.", pubsub::ssubscribe),
         c("sunsubscribe", -1, "pubsub noscript loading stale", NOKEY, "pubsub", "Stops listening to messages posted to shard channels.", pubsub::sunsubscribe),
         c("publish", 3, "pubsub loading stale fast", NOKEY, "pubsub", "Posts a message to a channel.", pubsub::publish),
         c("spublish", 3, "pubsub loading stale fast", NOKEY, "pubsub", "Post a message to a shard channel", pubsub::spublish),
         c("pubsub", -2, "", NOKEY, "pubsub", "A container for Pub/Sub commands.", pubsub::pubsub),
         // scripting
-        c("eval", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Executes a server-side Lua script.", script::eval).numkeys_at(2).lock(All),
-        c("evalsha", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Executes a server-side Lua script by SHA1 digest.", script::evalsha).numkeys_at(2).lock(All),
-        c("eval_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Executes a read-only server-side Lua script.", script::eval_ro).numkeys_at(2).lock(All),
-        c("evalsha_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", script::evalsha_ro).numkeys_at(2).lock(All),
-        c("fcall", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Invokes a function.", function::fcall).numkeys_at(2).lock(All),
-        c("fcall_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Invokes a read-only function.", function::fcall_ro).numkeys_at(2).lock(All),
+        c(
+            "eval",
+            -3,
+            "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom",
+            NOKEY,
+            "scripting",
+            "Executes a server-side Lua script.",
+            script::eval,
+        )
+        .numkeys_at(2)
+        .lock(All),
+        c(
+            "evalsha",
+            -3,
+            "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom",
+            NOKEY,
+            "scripting",
+            "Executes a server-side Lua script by SHA1 digest.",
+            script::evalsha,
+        )
+        .numkeys_at(2)
+        .lock(All),
+        c(
+            "eval_ro",
+            -3,
+            "readonly noscript skip_monitor no_mandatory_keys stale",
+            NOKEY,
+            "scripting",
+            "Executes a read-only server-side Lua script.",
+            script::eval_ro,
+        )
+        .numkeys_at(2)
+        .lock(All),
+        c(
+            "evalsha_ro",
+            -3,
+            "readonly noscript skip_monitor no_mandatory_keys stale",
+            NOKEY,
+            "scripting",
+            "Executes a read-only server-side Lua script by SHA1 digest.",
+            script::evalsha_ro,
+        )
+        .numkeys_at(2)
+        .lock(All),
+        c("fcall", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Invokes a function.", function::fcall)
+            .numkeys_at(2)
+            .lock(All),
+        c("fcall_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Invokes a read-only function.", function::fcall_ro)
+            .numkeys_at(2)
+            .lock(All),
         c("function", -2, "noscript", NOKEY, "scripting", "A container for function commands.", function::function),
         c("script", -2, "noscript", NOKEY, "scripting", "A container for Lua scripts management commands.", script::script),
         // transactions
         c("multi", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Starts a transaction.", txn::multi),
         c("exec", 1, "noscript loading stale skip_slowlog", NOKEY, "transaction", "Executes all commands in a transaction.", txn::exec).lock(All),
         c("discard", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Discards a transaction.", txn::discard).lock(Visit),
-        c("watch", -2, "noscript loading stale fast allow_busy", KALL, "transaction", "Monitors changes to keys to determine the execution of a transaction.", txn::watch),
-        c("unwatch", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Forgets about watched keys of a transaction.", txn::unwatch).lock(Visit),
+        c(
+            "watch",
+            -2,
+            "noscript loading stale fast allow_busy",
+            KALL,
+            "transaction",
+            "Monitors changes to keys to determine the execution of a transaction.",
+            txn::watch,
+        ),
+        c("unwatch", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Forgets about watched keys of a transaction.", txn::unwatch)
+            .lock(Visit),
         // connection and server
         c("ping", -1, "fast", NOKEY, "connection", "Returns the server's liveliness response.", server::ping),
         c("echo", 2, "fast loading stale", NOKEY, "connection", "Returns the given string.", server::echo),
@@ -377,16 +714,64 @@ pub static COMMANDS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
         c("slowlog", -2, "admin loading stale", NOKEY, "server", "A container for slow log commands.", diagnostics::slowlog),
         c("latency", -2, "admin noscript loading stale", NOKEY, "server", "A container for latency diagnostics commands.", diagnostics::latency),
         c("lolwut", -1, "readonly fast", NOKEY, "server", "Displays computer art and the Redis version", diagnostics::lolwut),
-        c("wait", 3, "noscript", NOKEY, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", server::wait),
+        c(
+            "wait",
+            3,
+            "noscript",
+            NOKEY,
+            "generic",
+            "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.",
+            server::wait,
+        ),
         c("cluster", -2, "", NOKEY, "cluster", "A container for Redis Cluster commands.", server::cluster),
-        c("readonly", 1, "loading stale fast", NOKEY, "cluster", "Enables read-only queries for a connection to a Redis Cluster replica node.", server::cluster),
-        c("readwrite", 1, "loading stale fast", NOKEY, "cluster", "Enables read-write queries for a connection to a Reids Cluster replica node.", server::cluster),
+        c(
+            "readonly",
+            1,
+            "loading stale fast",
+            NOKEY,
+            "cluster",
+            "Enables read-only queries for a connection to a Redis Cluster replica node.",
+            server::cluster,
+        ),
+        c(
+            "readwrite",
+            1,
+            "loading stale fast",
+            NOKEY,
+            "cluster",
+            "Enables read-write queries for a connection to a Reids Cluster replica node.",
+            server::cluster,
+        ),
         c("asking", 1, "fast", NOKEY, "cluster", "Signals that a cluster client is following an -ASK redirect.", server::cluster),
         c("module", -2, "admin noscript", NOKEY, "server", "A container for module commands.", server::module),
-        c("replicaof", 3, "admin noscript stale no_async_loading", NOKEY, "server", "Configures a server as replica of another, or promotes it to a master.", server::replicaof),
-        c("slaveof", 3, "admin noscript stale no_async_loading", NOKEY, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", server::replicaof),
+        c(
+            "replicaof",
+            3,
+            "admin noscript stale no_async_loading",
+            NOKEY,
+            "server",
+            "Configures a server as replica of another, or promotes it to a master.",
+            server::replicaof,
+        ),
+        c(
+            "slaveof",
+            3,
+            "admin noscript stale no_async_loading",
+            NOKEY,
+            "server",
+            "Sets a Redis server as a replica of another, or promotes it to being a master.",
+            server::replicaof,
+        ),
         c("monitor", 1, "admin noscript loading stale", NOKEY, "server", "Listens for all requests received by the server in real-time.", server::monitor),
-        c("shutdown", -1, "admin noscript loading stale no_multi allow_busy", NOKEY, "server", "Synchronously saves the database(s) to disk and shuts down the Redis server.", server::shutdown),
+        c(
+            "shutdown",
+            -1,
+            "admin noscript loading stale no_multi allow_busy",
+            NOKEY,
+            "server",
+            "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+            server::shutdown,
+        ),
     ]
 });
 
@@ -399,10 +784,8 @@ pub static INDEX: LazyLock<HashMap<&'static str, usize, foldhash::fast::RandomSt
 /// subcommand of a container command, else the command's name.
 pub fn full_name(spec: &CommandSpec, argv: &[&[u8]]) -> String {
     let sub = argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
-    let known = super::args::SUBCOMMANDS
-        .iter()
-        .find(|(c, _)| *c == spec.name)
-        .is_some_and(|(_, subs)| sub.as_ref().is_some_and(|s| subs.iter().any(|(n, _)| n == s)));
+    let known =
+        super::args::SUBCOMMANDS.iter().find(|(c, _)| *c == spec.name).is_some_and(|(_, subs)| sub.as_ref().is_some_and(|s| subs.iter().any(|(n, _)| n == s)));
     match sub {
         Some(s) if known => format!("{}|{s}", spec.name),
         _ => spec.name.to_string(),
@@ -432,9 +815,7 @@ pub fn for_each_key(spec: &CommandSpec, argv: &[&[u8]], mut f: impl FnMut(&[u8])
 
 pub fn key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
     let argc = argv.len() as i32;
-    let numkeys = |at: usize| -> usize {
-        argv.get(at).and_then(|a| parse_i64(a)).filter(|n| *n > 0).map(|n| n as usize).unwrap_or(0)
-    };
+    let numkeys = |at: usize| -> usize { argv.get(at).and_then(|a| parse_i64(a)).filter(|n| *n > 0).map(|n| n as usize).unwrap_or(0) };
     match spec.keys_from {
         KeysFrom::NumKeysAt(at) => {
             let n = numkeys(at);

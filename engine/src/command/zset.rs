@@ -40,10 +40,18 @@ fn score_bound(a: &[u8]) -> Result<ScoreBound, CmdError> {
 
 impl ScoreBound {
     fn above_min(&self, s: f64) -> bool {
-        if self.excl { s > self.v } else { s >= self.v }
+        if self.excl {
+            s > self.v
+        } else {
+            s >= self.v
+        }
     }
     fn below_max(&self, s: f64) -> bool {
-        if self.excl { s < self.v } else { s <= self.v }
+        if self.excl {
+            s < self.v
+        } else {
+            s <= self.v
+        }
     }
 }
 
@@ -103,9 +111,7 @@ fn span(z: &ZSet, by: &RangeBy, rev: bool) -> Option<(usize, usize)> {
             Some((s, e)) if rev => (z.len() - 1 - e, z.len() - s),
             Some((s, e)) => (s, e + 1),
         },
-        RangeBy::Score(min, max) => {
-            (z.tree.rank_by(|e| !min.above_min(e.score)), z.tree.rank_by(|e| max.below_max(e.score)))
-        }
+        RangeBy::Score(min, max) => (z.tree.rank_by(|e| !min.above_min(e.score)), z.tree.rank_by(|e| max.below_max(e.score))),
         RangeBy::Lex(min, max) => {
             let (Some(first), Some(last)) = (z.tree.first(), z.tree.last()) else { return Some((0, 0)) };
             if first.score.total_cmp(&last.score) != std::cmp::Ordering::Equal {
@@ -215,7 +221,11 @@ pub fn zadd(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let scores: Vec<f64> = pairs.chunks(2).map(|p| float(p[0])).collect::<Result<_, _>>()?;
     let key = argv[1];
     if xx && zset(&mut ctx.data, key)?.is_none() {
-        if incr { ctx.out.null() } else { ctx.out.int(0) }
+        if incr {
+            ctx.out.null()
+        } else {
+            ctx.out.int(0)
+        }
         return Ok(());
     }
     let z = as_z(ctx.data.coll_or_create(key, Kind::ZSet, new_zset)?);
@@ -629,7 +639,11 @@ pub fn zrandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
     }
     let Some(z) = zset(&mut ctx.data, argv[1])? else {
-        if c.is_some() { ctx.out.array_len(0) } else { ctx.out.null() }
+        if c.is_some() {
+            ctx.out.array_len(0)
+        } else {
+            ctx.out.null()
+        }
         return Ok(());
     };
     match c {
@@ -690,7 +704,11 @@ fn aggregate(a: f64, b: f64, agg: Agg) -> f64 {
     match agg {
         Agg::Sum => {
             let s = a + b;
-            if s.is_nan() { 0.0 } else { s }
+            if s.is_nan() {
+                0.0
+            } else {
+                s
+            }
         }
         Agg::Min => a.min(b),
         Agg::Max => a.max(b),
@@ -739,7 +757,11 @@ fn setop(ctx: &mut Ctx, args: &[&[u8]], op: SetOp, store: bool, cmd: &str) -> Re
     }
     let weigh = |s: f64, w: f64| {
         let v = s * w;
-        if v.is_nan() { 0.0 } else { v }
+        if v.is_nan() {
+            0.0
+        } else {
+            v
+        }
     };
     let mut acc: BytesMap<f64> = BytesMap::new();
     match op {

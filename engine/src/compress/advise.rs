@@ -72,7 +72,11 @@ pub fn advise<S: AsRef<[u8]>>(sample: &[S], reads: u64, writes: u64, cpu_budget_
         let mut fit = Vec::new();
         let mut test = Vec::new();
         for (i, s) in sample.iter().enumerate() {
-            if i % 3 == 2 { test.push(s.as_ref()) } else { fit.push(s.as_ref()) }
+            if i % 3 == 2 {
+                test.push(s.as_ref())
+            } else {
+                fit.push(s.as_ref())
+            }
         }
         (fit, test)
     };
@@ -146,7 +150,10 @@ mod tests {
     #[test]
     fn structured_records_get_a_trained_codec_and_random_bytes_none() {
         let recs: Vec<Vec<u8>> = (0..600)
-            .map(|i| format!(r#"{{"id":{},"name":"user {}","zone":"{}","score":{}.{:02}}}"#, 1000 + i * 7, i, ["eu", "us", "ap"][i % 3], i % 50, i % 100).into_bytes())
+            .map(|i| {
+                format!(r#"{{"id":{},"name":"user {}","zone":"{}","score":{}.{:02}}}"#, 1000 + i * 7, i, ["eu", "us", "ap"][i % 3], i % 50, i % 100)
+                    .into_bytes()
+            })
             .collect();
         let a = advise(&recs, 90, 10, 1000.0);
         assert!(matches!(a.choice, Some(CodecKind::Pattern) | Some(CodecKind::ZstdDict)), "{:?}", a.to_json());

@@ -113,8 +113,8 @@ impl Fsst {
         }
         // Symbols the crate cannot index (which its trainer never emits) still trip an
         // assertion inside it; that one is caught.
-        let built = std::panic::catch_unwind(|| Compressor::rebuild_from(&syms, &lens))
-            .map_err(|_| CodecError::BadDictionary("FSST symbol table out of order"))?;
+        let built =
+            std::panic::catch_unwind(|| Compressor::rebuild_from(&syms, &lens)).map_err(|_| CodecError::BadDictionary("FSST symbol table out of order"))?;
         Ok(Self::wrap(built))
     }
 }

@@ -17,7 +17,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{CodecKind, CodecError};
+use super::{CodecError, CodecKind};
 
 const MAGIC: &[u8; 8] = b"TRCDICT1";
 

@@ -124,11 +124,7 @@ pub fn load_dir(root: &std::path::Path, base: &Settings) -> Result<std::collecti
         let settings = match std::fs::read(&settings_path) {
             Err(_) => None,
             Ok(bytes) => {
-                let corrupt = |reason: String| store::StoreError::Corrupt {
-                    tenant: tenant.clone(),
-                    path: settings_path.display().to_string(),
-                    reason,
-                };
+                let corrupt = |reason: String| store::StoreError::Corrupt { tenant: tenant.clone(), path: settings_path.display().to_string(), reason };
                 let v: Value = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
                 Some(Settings::from_json(&v, base).map_err(corrupt)?)
             }
@@ -272,7 +268,11 @@ impl TenantCompression {
 
     pub fn name(&self) -> String {
         let n = self.name.read();
-        if n.is_empty() { "default".into() } else { n.clone() }
+        if n.is_empty() {
+            "default".into()
+        } else {
+            n.clone()
+        }
     }
 
     pub fn set_name(&self, name: &str) {
@@ -505,7 +505,11 @@ impl TenantCompression {
         let (fit, held): (Vec<&[u8]>, Vec<&[u8]>) = {
             let (mut fit, mut held) = (Vec::new(), Vec::new());
             for (i, v) in sample.iter().enumerate() {
-                if i % 5 == 4 { held.push(&v[..]) } else { fit.push(&v[..]) }
+                if i % 5 == 4 {
+                    held.push(&v[..])
+                } else {
+                    fit.push(&v[..])
+                }
             }
             (fit, held)
         };
@@ -539,9 +543,7 @@ impl TenantCompression {
         let number = self.gens.read().last_number + 1;
         let slot = (number % SLOTS) as u8;
         if self.gens.read().slots[slot as usize].is_some() {
-            return Err(format!(
-                "dictionary slot {slot} still holds a live generation; the re-encode pass has not caught up (try again later)"
-            ));
+            return Err(format!("dictionary slot {slot} still holds a live generation; the re-encode pass has not caught up (try again later)"));
         }
         if let Some(root) = &self.root {
             let name = self.name.read().clone();

@@ -269,9 +269,7 @@ mod tests {
     }
 
     fn samples() -> Vec<Vec<u8>> {
-        (0..400)
-            .map(|i| format!("{{\"id\":{i},\"name\":\"user-{}\",\"city\":\"Hangzhou\",\"score\":{}}}", i * 7, i % 13).into_bytes())
-            .collect()
+        (0..400).map(|i| format!("{{\"id\":{i},\"name\":\"user-{}\",\"city\":\"Hangzhou\",\"score\":{}}}", i * 7, i % 13).into_bytes()).collect()
     }
 
     #[test]

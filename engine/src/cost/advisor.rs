@@ -99,7 +99,8 @@ fn option(name: &str, setup: Setup, cap: Capacity, inst: &Instance, prices: &Pri
 pub fn estimate(l: &Live, d: &Device, prices: &Prices, inst: &Instance) -> Vec<Choice> {
     let base_us = l.command_us + REQUEST_OVERHEAD_US;
     let raw_perf = inst.cores * 1e6 / base_us;
-    let mut out = vec![option("raw", Setup::default(), Capacity { max_perf: raw_perf, max_space: inst.dram_gb * GB / RAW_DRAM_PER_BYTE }, inst, prices, l, None)];
+    let mut out =
+        vec![option("raw", Setup::default(), Capacity { max_perf: raw_perf, max_space: inst.dram_gb * GB / RAW_DRAM_PER_BYTE }, inst, prices, l, None)];
     if let Some((codec, ratio, enc, dec)) = &l.codec {
         let per = RAW_DRAM_PER_BYTE * (1.0 - l.value_share + l.value_share * ratio);
         let us = base_us + l.read_ratio * dec + (1.0 - l.read_ratio) * enc;
@@ -114,7 +115,15 @@ pub fn estimate(l: &Live, d: &Device, prices: &Prices, inst: &Instance) -> Vec<C
         let lines = (l.avg_record_bytes * l.value_share / 64.0).ceil().max(1.0);
         let extra_us = miss * lines * (pmem_ns - d.dram_read_ns).max(0.0) / 1000.0;
         let space = (pinst.dram_gb * GB / dram_per).min(pinst.pmem_gb * GB / pmem_per.max(1e-9));
-        out.push(option("pmem dram-first", Setup { pmem: true, ..Setup::default() }, Capacity { max_perf: pinst.cores * 1e6 / (base_us + extra_us), max_space: space }, &pinst, prices, l, None));
+        out.push(option(
+            "pmem dram-first",
+            Setup { pmem: true, ..Setup::default() },
+            Capacity { max_perf: pinst.cores * 1e6 / (base_us + extra_us), max_space: space },
+            &pinst,
+            prices,
+            l,
+            None,
+        ));
     }
     if let (Some(read_us), Some(curve)) = (d.storage_read_us, l.curve.as_ref()) {
         // The tiered model: raw DRAM in front of the storage tier, at its best cache ratio.
@@ -137,7 +146,15 @@ pub fn estimate(l: &Live, d: &Device, prices: &Prices, inst: &Instance) -> Vec<C
             max_perf: sinst.cores * 1e6 / (base_us * (1.0 - opt.miss_ratio) + miss_us * opt.miss_ratio),
             max_space: (sinst.dram_gb * GB / (RAW_DRAM_PER_BYTE * opt.cache_ratio.max(1e-3))).min(sinst.flash_gb * GB / 1.5),
         };
-        let o = option("storage tier (write-through)", Setup { storage_mode: Some("write-through".into()), ..Setup::default() }, cap, &sinst, prices, l, Some(opt.cache_ratio));
+        let o = option(
+            "storage tier (write-through)",
+            Setup { storage_mode: Some("write-through".into()), ..Setup::default() },
+            cap,
+            &sinst,
+            prices,
+            l,
+            Some(opt.cache_ratio),
+        );
         out.push(o);
     }
     out
@@ -147,7 +164,14 @@ pub fn estimate(l: &Live, d: &Device, prices: &Prices, inst: &Instance) -> Vec<C
 pub fn from_measured(measured: &[(String, Setup, Capacity, f64)], l: &Live, prices: &Prices) -> Vec<Choice> {
     measured
         .iter()
-        .map(|(name, setup, cap, cost)| Choice { name: name.clone(), setup: setup.clone(), capacity: *cap, instance_cost: *cost, evaluation: evaluate(&workload(l), cap, *cost, prices.replication), cache_ratio: None })
+        .map(|(name, setup, cap, cost)| Choice {
+            name: name.clone(),
+            setup: setup.clone(),
+            capacity: *cap,
+            instance_cost: *cost,
+            evaluation: evaluate(&workload(l), cap, *cost, prices.replication),
+            cache_ratio: None,
+        })
         .collect()
 }
 
@@ -174,21 +198,42 @@ pub fn advise(l: &Live, current: &Setup, options: Vec<Choice>, estimate: bool) -
     let e = &cur.unwrap_or(best).evaluation;
     reasons.push(format!(
         "{}: serving {:.0} QPS takes {:.3} units of instances (PC), holding {:.2} GB takes {:.3} (SC)",
-        category.name(), l.qps, e.pc, l.data_bytes / GB, e.sc
+        category.name(),
+        l.qps,
+        e.pc,
+        l.data_bytes / GB,
+        e.sc
     ));
     for a in &applicable {
         reasons.push(format!("{} → {}: {}", a.feature, a.optimization.name(), a.reason));
     }
     let change = cur.map(|c| best.evaluation.c / c.evaluation.c - 1.0);
     match (cur, change) {
-        (Some(c), Some(ch)) if c.name != best.name => reasons.push(format!("{} costs {:.4} against {:.4} today ({:+.0}%)", best.name, best.evaluation.c, c.evaluation.c, ch * 100.0)),
-        (Some(_), _) => reasons.push(format!("the current configuration ({}) is already the cheapest of those {}", best.name, if estimate { "estimated" } else { "measured" })),
+        (Some(c), Some(ch)) if c.name != best.name => {
+            reasons.push(format!("{} costs {:.4} against {:.4} today ({:+.0}%)", best.name, best.evaluation.c, c.evaluation.c, ch * 100.0))
+        }
+        (Some(_), _) => reasons.push(format!(
+            "the current configuration ({}) is already the cheapest of those {}",
+            best.name,
+            if estimate { "estimated" } else { "measured" }
+        )),
         (None, _) => reasons.push("the current configuration is not among those evaluated".into()),
     }
     if estimate {
-        reasons.push("estimate: no cost-eval results for this tenant; capacities come from live statistics, the device probe and the advisor's constants".into());
+        reasons
+            .push("estimate: no cost-eval results for this tenant; capacities come from live statistics, the device probe and the advisor's constants".into());
     }
-    Advice { category, estimate, current: cur.map(|c| c.name.clone()), recommended: best.name.clone(), expected_change: change, features: f, applicable, reasons, options }
+    Advice {
+        category,
+        estimate,
+        current: cur.map(|c| c.name.clone()),
+        recommended: best.name.clone(),
+        expected_change: change,
+        features: f,
+        applicable,
+        reasons,
+        options,
+    }
 }
 
 #[cfg(test)]
@@ -196,8 +241,26 @@ mod tests {
     use super::*;
 
     fn live(qps: f64, gb: f64) -> Live {
-        let curve = Curve::new((1..=20).map(|i| { let cr = i as f64 / 20.0; (cr, (0.05 / cr).min(1.0)) }).collect());
-        Live { qps, read_ratio: 0.9, data_bytes: gb * GB, keys: gb * GB / 200.0, avg_record_bytes: 200.0, value_share: 0.8, command_us: 1.0, burstiness: 1.2, codec: Some(("zstd-dict".into(), 0.3, 3.0, 1.0)), curve: Some(curve) }
+        let curve = Curve::new(
+            (1..=20)
+                .map(|i| {
+                    let cr = i as f64 / 20.0;
+                    (cr, (0.05 / cr).min(1.0))
+                })
+                .collect(),
+        );
+        Live {
+            qps,
+            read_ratio: 0.9,
+            data_bytes: gb * GB,
+            keys: gb * GB / 200.0,
+            avg_record_bytes: 200.0,
+            value_share: 0.8,
+            command_us: 1.0,
+            burstiness: 1.2,
+            codec: Some(("zstd-dict".into(), 0.3, 3.0, 1.0)),
+            curve: Some(curve),
+        }
     }
 
     fn dev() -> Device {
@@ -231,7 +294,8 @@ mod tests {
         let quiet = advise(&live(10_000.0, 30.0), &Setup::default(), from_measured(&m, &live(10_000.0, 30.0), &p), false);
         assert_eq!(quiet.recommended, "zstd");
         assert!((quiet.expected_change.unwrap() - (30.0 / 9.0) / (30.0 / 3.0) + 1.0).abs() < 1e-9);
-        let busy = advise(&live(600_000.0, 1.0), &Setup { compression: Some("zstd".into()), ..Setup::default() }, from_measured(&m, &live(600_000.0, 1.0), &p), false);
+        let busy =
+            advise(&live(600_000.0, 1.0), &Setup { compression: Some("zstd".into()), ..Setup::default() }, from_measured(&m, &live(600_000.0, 1.0), &p), false);
         assert_eq!(busy.current.as_deref(), Some("zstd"));
         assert_eq!(busy.recommended, "raw");
         assert!(!busy.estimate);

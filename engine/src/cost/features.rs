@@ -82,11 +82,19 @@ pub fn applicable(f: &Features) -> Vec<Applies> {
             add(Optimization::Compression, "space-critical, compressible values", format!("the best codec stores the sample in {:.0}% of its size", r * 100.0));
         }
         if let Some(mr) = f.miss_ratio_at_20.filter(|m| *m <= SKEWED_MISS_AT_20) {
-            let (opt, how) = if write_share >= WRITE_HEAVY { (Optimization::WriteBack, "write-heavy: write-back") } else { (Optimization::WriteThrough, "read-mostly: write-through") };
+            let (opt, how) = if write_share >= WRITE_HEAVY {
+                (Optimization::WriteBack, "write-heavy: write-back")
+            } else {
+                (Optimization::WriteThrough, "read-mostly: write-through")
+            };
             add(opt, "space-critical, skewed access", format!("with 20% of the data cached {:.0}% of reads would miss; {how}", mr * 100.0));
         }
         if f.avg_record_bytes >= LARGE_RECORD {
-            add(Optimization::PmemTier, "space-critical, large records", format!("records average {:.0} bytes, so values dominate the keys and index kept in DRAM", f.avg_record_bytes));
+            add(
+                Optimization::PmemTier,
+                "space-critical, large records",
+                format!("records average {:.0} bytes, so values dominate the keys and index kept in DRAM", f.avg_record_bytes),
+            );
         } else {
             add(Optimization::PmemTier, "space-critical", "PMem costs 0.38× DRAM per GB".to_string());
         }

@@ -123,7 +123,11 @@ pub fn balance_point(pc: impl Fn(f64) -> f64, sc: impl Fn(f64) -> f64) -> f64 {
     let (mut lo, mut hi) = (0.0, 1.0);
     for _ in 0..100 {
         let mid = 0.5 * (lo + hi);
-        if gap(mid) < 0.0 { lo = mid } else { hi = mid }
+        if gap(mid) < 0.0 {
+            lo = mid
+        } else {
+            hi = mid
+        }
     }
     0.5 * (lo + hi)
 }

@@ -83,7 +83,11 @@ impl Curve {
             return self.points[i - 1].1;
         }
         let (a, b) = (self.points[i - 1], self.points[i]);
-        if b.0 == a.0 { b.1 } else { a.1 + (b.1 - a.1) * (cr - a.0) / (b.0 - a.0) }
+        if b.0 == a.0 {
+            b.1
+        } else {
+            a.1 + (b.1 - a.1) * (cr - a.0) / (b.0 - a.0)
+        }
     }
 }
 
@@ -163,7 +167,14 @@ mod tests {
 
     #[test]
     fn a_skewed_curve_wants_a_small_cache_and_costs_less_than_a_uniform_one() {
-        let skewed = Curve::new((1..=20).map(|i| { let cr = i as f64 / 20.0; (cr, 0.02 / cr.max(0.02)) }).collect());
+        let skewed = Curve::new(
+            (1..=20)
+                .map(|i| {
+                    let cr = i as f64 / 20.0;
+                    (cr, 0.02 / cr.max(0.02))
+                })
+                .collect(),
+        );
         // Storage much cheaper per GB, cache much cheaper per operation.
         let t = Tiered { pc_cache: 1.0, pc_miss: 0.5, sc_cache: 20.0, pc_storage: 5.0, sc_storage: 0.4 };
         let opt = t.optimum(&skewed);

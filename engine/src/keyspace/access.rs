@@ -53,7 +53,11 @@ pub fn lfu_touch(stamp: u32, now_ms: i64) -> u32 {
 
 /// A stamp for a fresh entry under the current policy.
 pub fn new_stamp(lfu: bool, now_ms: i64) -> u32 {
-    if lfu { lfu_new(now_ms) } else { lru_clock(now_ms) }
+    if lfu {
+        lfu_new(now_ms)
+    } else {
+        lru_clock(now_ms)
+    }
 }
 
 /// Seconds since the last access under either policy (LFU stamps keep minutes).
@@ -70,12 +74,20 @@ pub fn idle_secs(stamp: u32, lfu: bool, now_ms: i64) -> u64 {
 /// How cold a stamp is (higher: colder) — what eviction and demotion pick victims by: LRU
 /// idle seconds, or 255 minus the decayed LFU counter.
 pub fn coldness(stamp: u32, lfu: bool, now_ms: i64) -> u64 {
-    if lfu { 255 - lfu_decayed(stamp, now_ms) as u64 } else { idle_seconds(stamp, now_ms) }
+    if lfu {
+        255 - lfu_decayed(stamp, now_ms) as u64
+    } else {
+        idle_seconds(stamp, now_ms)
+    }
 }
 
 /// The stamp after an access under the current policy.
 pub fn touched(stamp: u32, lfu: bool, now_ms: i64) -> u32 {
-    if lfu { lfu_touch(stamp, now_ms) } else { lru_clock(now_ms) }
+    if lfu {
+        lfu_touch(stamp, now_ms)
+    } else {
+        lru_clock(now_ms)
+    }
 }
 
 #[cfg(test)]

@@ -28,9 +28,8 @@
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
-pub use super::value::Kind;
 use super::value::Collection;
-
+pub use super::value::Kind;
 
 /// Where an entry's value lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,13 +165,7 @@ impl Entry {
             Body::Inline(v) => (if kind == Kind::Str { varint_len(v.len()) } else { 0 }, v.len()),
             Body::Pmem { len, .. } => (varint_len(len), PMEM_REF),
         };
-        let size = FIXED
-            + varint_len(key.len())
-            + val_len_field
-            + if has_exp { 8 } else { 0 }
-            + if has_flags { 4 } else { 0 }
-            + key.len()
-            + area;
+        let size = FIXED + varint_len(key.len()) + val_len_field + if has_exp { 8 } else { 0 } + if has_flags { 4 } else { 0 } + key.len() + area;
         // SAFETY: `size` counts every field written below (same terms as the sum above), so each
         // write stays inside the fresh allocation; `alloc` failure is handled.
         unsafe {
@@ -368,7 +361,11 @@ impl Entry {
 
     /// Bytes of this entry's value held in DRAM (0 for a value in PMem).
     pub fn dram_value_size(&self) -> usize {
-        if self.in_pmem() { 0 } else { self.heap_size() - self.header_size() }
+        if self.in_pmem() {
+            0
+        } else {
+            self.heap_size() - self.header_size()
+        }
     }
 
     /// Bytes before the value: tag, stamps, lengths, expiry, flags and key.

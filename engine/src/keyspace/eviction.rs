@@ -79,7 +79,11 @@ pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Pol
     }
     let has_candidates = |id: u32| {
         let s = ks.lock_one(id);
-        if policy.volatile_only() { s.volatile > 0 } else { !s.is_empty() }
+        if policy.volatile_only() {
+            s.volatile > 0
+        } else {
+            !s.is_empty()
+        }
     };
     // Usually keys sit in few databases: try random shards before listing the useful ones.
     let mut candidates: Vec<u32> = (0..16).map(|_| fastrand::u32(shards.clone())).filter(|&id| has_candidates(id)).collect();

@@ -44,10 +44,7 @@ thread_local! {
 /// Locking a shard directly while holding a command's guards would deadlock (the locks are
 /// not reentrant); fail loudly instead.
 fn assert_not_holding_guards() {
-    assert!(
-        !HOLDING_GUARDS.with(|h| h.get()),
-        "a shard was locked directly while the command holds its shard locks (use the command's Guards)"
-    );
+    assert!(!HOLDING_GUARDS.with(|h| h.get()), "a shard was locked directly while the command holds its shard locks (use the command's Guards)");
 }
 
 pub struct Keyspace {

@@ -119,9 +119,7 @@ impl Shard {
 
     /// Looks a key up without expiring it (expired entries are reported as absent).
     pub fn peek(&self, key: &[u8], now: i64) -> Option<&Entry> {
-        self.table
-            .find(hash_bytes(key), |e| e.key() == key)
-            .filter(|e| !is_expired(e.expire(), now))
+        self.table.find(hash_bytes(key), |e| e.key() == key).filter(|e| !is_expired(e.expire(), now))
     }
 
     /// Looks a key up, removing it first if it is expired (lazy expiry).

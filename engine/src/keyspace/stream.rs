@@ -202,7 +202,11 @@ impl Stream {
             return Box::new(std::iter::empty());
         }
         let r = self.entries.range(start..=end).map(|(id, f)| (id, &**f));
-        if rev { Box::new(r.rev()) } else { Box::new(r) }
+        if rev {
+            Box::new(r.rev())
+        } else {
+            Box::new(r)
+        }
     }
 
     pub fn first_entry(&self) -> Option<(&StreamId, &[Bytes])> {

@@ -237,7 +237,13 @@ impl Collection {
         let small = self.len() <= 128;
         match self {
             Collection::List(_) => "quicklist",
-            Collection::Hash(_) => if small { "listpack" } else { "hashtable" },
+            Collection::Hash(_) => {
+                if small {
+                    "listpack"
+                } else {
+                    "hashtable"
+                }
+            }
             Collection::Set(s) => {
                 if s.len() <= 512 && s.iter().all(|(k, _)| crate::protocol::parse_i64(k).is_some()) {
                     "intset"
@@ -245,7 +251,13 @@ impl Collection {
                     "hashtable"
                 }
             }
-            Collection::ZSet(_) => if small { "listpack" } else { "skiplist" },
+            Collection::ZSet(_) => {
+                if small {
+                    "listpack"
+                } else {
+                    "skiplist"
+                }
+            }
             Collection::Stream(_) => "stream",
         }
     }

@@ -57,7 +57,11 @@ pub fn reply_to_lua(lua: &Lua, buf: &[u8]) -> mlua::Result<(Value, usize)> {
                         t.raw_seti(i + 1, v)?;
                     }
                 }
-                if buf[0] == b'~' { single(lua, "set", Value::Table(t))? } else { Value::Table(t) }
+                if buf[0] == b'~' {
+                    single(lua, "set", Value::Table(t))?
+                } else {
+                    Value::Table(t)
+                }
             }
         }
         b'%' => {
@@ -95,10 +99,18 @@ pub fn lua_to_reply(out: &mut ReplyWriter, v: &Value, resp3: bool, depth: usize)
     match v {
         Value::Nil => out.null(),
         Value::Boolean(true) => {
-            if resp3 { out.boolean(true) } else { out.int(1) }
+            if resp3 {
+                out.boolean(true)
+            } else {
+                out.int(1)
+            }
         }
         Value::Boolean(false) => {
-            if resp3 { out.boolean(false) } else { out.null() }
+            if resp3 {
+                out.boolean(false)
+            } else {
+                out.null()
+            }
         }
         Value::Integer(i) => out.int(*i),
         Value::Number(n) => out.int(*n as i64),

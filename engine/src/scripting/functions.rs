@@ -88,7 +88,11 @@ pub fn load(lua: &Lua, redis: &Table, body: &str) -> Result<BTreeMap<String, Loa
             let fail = |m: &str| mlua::Error::RuntimeError(m.to_string());
             let (name, callback, flags) = match args.len() {
                 1 => {
-                    let Some(Value::Table(t)) = args.front() else { return Err(fail("ERR calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).")) };
+                    let Some(Value::Table(t)) = args.front() else {
+                        return Err(fail(
+                            "ERR calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).",
+                        ));
+                    };
                     let name: Option<String> = t.raw_get("function_name").ok();
                     let cb: Option<Function> = t.raw_get("callback").ok();
                     let flags: Option<Table> = t.raw_get("flags").ok();

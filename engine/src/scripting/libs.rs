@@ -87,7 +87,9 @@ fn num(v: &Value) -> mlua::Result<f64> {
     match v {
         Value::Integer(i) => Ok(*i as f64),
         Value::Number(n) => Ok(*n),
-        Value::String(s) => s.to_str().ok().and_then(|s| s.trim().parse::<f64>().ok()).ok_or_else(|| mlua::Error::RuntimeError("bad argument (number expected)".into())),
+        Value::String(s) => {
+            s.to_str().ok().and_then(|s| s.trim().parse::<f64>().ok()).ok_or_else(|| mlua::Error::RuntimeError("bad argument (number expected)".into()))
+        }
         _ => Err(mlua::Error::RuntimeError("bad argument (number expected)".into())),
     }
 }
@@ -440,10 +442,9 @@ pub fn script_line(lua: &Lua) -> Option<usize> {
 /// The error reply for a failed script: the error text, then where it happened.
 pub fn error_reply_text(v: &Value, sha: &str, chunk: &str) -> String {
     let (err, line) = match v {
-        Value::Table(t) => (
-            t.raw_get::<Option<String>>("err").ok().flatten().unwrap_or_else(|| "ERR unknown error".into()),
-            t.raw_get::<Option<i64>>("line").ok().flatten(),
-        ),
+        Value::Table(t) => {
+            (t.raw_get::<Option<String>>("err").ok().flatten().unwrap_or_else(|| "ERR unknown error".into()), t.raw_get::<Option<i64>>("line").ok().flatten())
+        }
         other => (format!("ERR {}", other.to_string().unwrap_or_default()), None),
     };
     match line {
@@ -743,9 +744,7 @@ impl<'a> StructFmt<'a> {
                 b'd' => StructItem::Double,
                 b'c' => StructItem::Chars(self.number()),
                 b's' => StructItem::ZString,
-                other => {
-                    return Err(mlua::Error::RuntimeError(format!("bad argument #1 to '{}' (invalid format option '{}')", self.func, other as char)))
-                }
+                other => return Err(mlua::Error::RuntimeError(format!("bad argument #1 to '{}' (invalid format option '{}')", self.func, other as char))),
             };
             return Ok(Some(item));
         }
@@ -884,7 +883,10 @@ pub fn struct_table(lua: &Lua) -> mlua::Result<Table> {
                         pos += n;
                     }
                     StructItem::ZString => {
-                        let end = data[pos.min(data.len())..].iter().position(|&b| b == 0).ok_or_else(|| mlua::Error::RuntimeError("unfinished string in data".into()))?;
+                        let end = data[pos.min(data.len())..]
+                            .iter()
+                            .position(|&b| b == 0)
+                            .ok_or_else(|| mlua::Error::RuntimeError("unfinished string in data".into()))?;
                         vals.push(Value::String(lua.create_string(&data[pos..pos + end])?));
                         pos += end + 1;
                     }

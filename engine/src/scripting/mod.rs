@@ -67,8 +67,7 @@ impl ScriptCache {
     }
     /// Whether a script has been running longer than the busy threshold.
     pub fn busy(&self) -> bool {
-        self.running.load(Ordering::Relaxed)
-            && crate::clock::now_ms() - self.started_ms.load(Ordering::Relaxed) > BUSY_THRESHOLD_MS
+        self.running.load(Ordering::Relaxed) && crate::clock::now_ms() - self.started_ms.load(Ordering::Relaxed) > BUSY_THRESHOLD_MS
     }
 }
 

@@ -155,7 +155,8 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
                 }
                 attempts += 1;
                 if attempts == 20 {
-                    ReplyWriter::new(&mut out, conn.resp3).error("ERR a key kept changing (evicted, or written again) while it was read from storage; try again");
+                    ReplyWriter::new(&mut out, conn.resp3)
+                        .error("ERR a key kept changing (evicted, or written again) while it was read from storage; try again");
                     break Ok(Outcome::Done);
                 }
             };

@@ -27,12 +27,29 @@ pub fn render(srv: &Server) -> String {
     gauge("terrace_engine_connection_migrations_total", "Connections moved between reactors.", "counter", &one(r.migrations.load(Ordering::Relaxed) as f64));
     gauge("terrace_engine_scale_ups_total", "Reactors woken by the elastic controller.", "counter", &one(r.scale_ups.load(Ordering::Relaxed) as f64));
     gauge("terrace_engine_scale_downs_total", "Reactors folded back by the elastic controller.", "counter", &one(r.scale_downs.load(Ordering::Relaxed) as f64));
-    let per = |f: &dyn Fn(&super::elastic::ReactorStats) -> f64| r.stats.iter().enumerate().map(|(i, st)| (format!("{{reactor=\"{i}\"}}"), f(st))).collect::<Vec<_>>();
-    gauge("terrace_engine_reactor_busy_ratio", "Share of the last sample a reactor spent on CPU.", "gauge", &per(&|st| st.busy_permille.load(Ordering::Relaxed) as f64 / 1000.0));
-    gauge("terrace_engine_reactor_demand_ratio", "Share of the last sample a reactor ran or waited for a core.", "gauge", &per(&|st| st.demand_permille.load(Ordering::Relaxed) as f64 / 1000.0));
+    let per = |f: &dyn Fn(&super::elastic::ReactorStats) -> f64| {
+        r.stats.iter().enumerate().map(|(i, st)| (format!("{{reactor=\"{i}\"}}"), f(st))).collect::<Vec<_>>()
+    };
+    gauge(
+        "terrace_engine_reactor_busy_ratio",
+        "Share of the last sample a reactor spent on CPU.",
+        "gauge",
+        &per(&|st| st.busy_permille.load(Ordering::Relaxed) as f64 / 1000.0),
+    );
+    gauge(
+        "terrace_engine_reactor_demand_ratio",
+        "Share of the last sample a reactor ran or waited for a core.",
+        "gauge",
+        &per(&|st| st.demand_permille.load(Ordering::Relaxed) as f64 / 1000.0),
+    );
     gauge("terrace_engine_reactor_connections", "Connections a reactor serves.", "gauge", &per(&|st| st.connections.load(Ordering::Relaxed) as f64));
     gauge("terrace_engine_reactor_cpu_seconds_total", "CPU time of a reactor thread.", "counter", &per(&|st| st.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9));
-    gauge("terrace_engine_reactor_spin_seconds_total", "Of a reactor's CPU time, the part spent polling with nothing to do (idle_spin_us).", "counter", &per(&|st| st.spin_ns.load(Ordering::Relaxed) as f64 / 1e9));
+    gauge(
+        "terrace_engine_reactor_spin_seconds_total",
+        "Of a reactor's CPU time, the part spent polling with nothing to do (idle_spin_us).",
+        "counter",
+        &per(&|st| st.spin_ns.load(Ordering::Relaxed) as f64 / 1e9),
+    );
     s
 }
 

@@ -72,8 +72,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     // client can wait on it.
     let _ = quanta::Instant::now();
     let addr = format!("{}:{}", config.bind, config.port);
-    let std_listener =
-        std::net::TcpListener::bind(&addr).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
+    let std_listener = std::net::TcpListener::bind(&addr).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
     std_listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
     let local = std_listener.local_addr().map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
     let threads = config.threads.reactors();
@@ -100,7 +99,9 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let rdb_keys = warm.is_none();
     let loaded = crate::snapshot::load(&srv, rdb_keys)?;
     // Namespaces created after that snapshot (the WAL's records of them may be pruned).
-    if let Some(recorded) = namespaces::load(&srv.config.data_dir).map_err(|e| ServerError::Recovery(format!("{}: {e}", namespaces::path(&srv.config.data_dir).display())))? {
+    if let Some(recorded) =
+        namespaces::load(&srv.config.data_dir).map_err(|e| ServerError::Recovery(format!("{}: {e}", namespaces::path(&srv.config.data_dir).display())))?
+    {
         let mut names = srv.namespaces.lock();
         if recorded.starts_with(&names) {
             *names = recorded;
@@ -126,8 +127,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let storage_writer = match &srv.config.storage {
         Some(sc) => {
             let storage = match &sc.backend {
-                crate::config::StorageBackend::Lsm(dir) => crate::storage::Storage::new(std::sync::Arc::new(crate::storage::lsm::LsmAdapter(crate::storage::lsm::Lsm::open(dir)?)))
-                    .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?,
+                crate::config::StorageBackend::Lsm(dir) => {
+                    crate::storage::Storage::new(std::sync::Arc::new(crate::storage::lsm::LsmAdapter(crate::storage::lsm::Lsm::open(dir)?)))
+                        .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?
+                }
                 crate::config::StorageBackend::Postgres(url) => crate::storage::postgres::connect(url)?,
             };
             let tier = crate::storage::tier::StorageTier::new(storage, sc.mode, srv.config.namespaces, sc.write_back.clone());
@@ -201,7 +204,11 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     // The device probe (cached per machine): in the background, so start-up does not wait.
     {
         let weak = Arc::downgrade(&srv);
-        let pmem_dir = srv.config.tier.as_ref().and_then(|t| t.pmem_path.parent().map(|p| if p.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { p.to_path_buf() }));
+        let pmem_dir = srv
+            .config
+            .tier
+            .as_ref()
+            .and_then(|t| t.pmem_path.parent().map(|p| if p.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { p.to_path_buf() }));
         let storage_dir = match srv.config.storage.as_ref().map(|s| &s.backend) {
             Some(crate::config::StorageBackend::Lsm(dir)) => dir.clone(),
             _ => srv.config.data_dir.clone(),
@@ -234,12 +241,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         senders.push(tx);
         let srv = srv.clone();
         let rt = runtime()?;
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("terrace-reactor-{i}"))
-                .spawn(move || reactor(rt, srv, rx, i))
-                .expect("spawn reactor thread"),
-        );
+        handles.push(std::thread::Builder::new().name(format!("terrace-reactor-{i}")).spawn(move || reactor(rt, srv, rx, i)).expect("spawn reactor thread"));
     }
     srv.reactors.attach(senders);
     let elastic_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

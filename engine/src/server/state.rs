@@ -248,7 +248,8 @@ impl Server {
         let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
-        let reactors = super::elastic::Reactors::new(config.threads.reactors(), matches!(config.threads, crate::config::Threads::Elastic(_)), config.elastic.clone());
+        let reactors =
+            super::elastic::Reactors::new(config.threads.reactors(), matches!(config.threads, crate::config::Threads::Elastic(_)), config.elastic.clone());
         Arc::new_cyclic(|me| Server {
             reactors,
             me: me.clone(),
@@ -366,4 +367,3 @@ impl Server {
         *self.runtime.policy.lock()
     }
 }
-

@@ -89,11 +89,19 @@ fn bucket_bounds(i: usize) -> (f64, f64) {
 }
 
 fn interval_bucket(ms: u64) -> usize {
-    if ms == 0 { 0 } else { (1 + ((ms as f64).log2() * 4.0) as usize).min(INTERVAL_BUCKETS - 1) }
+    if ms == 0 {
+        0
+    } else {
+        (1 + ((ms as f64).log2() * 4.0) as usize).min(INTERVAL_BUCKETS - 1)
+    }
 }
 
 fn interval_upper_ms(i: usize) -> f64 {
-    if i == 0 { 1.0 } else { (i as f64 / 4.0).exp2() }
+    if i == 0 {
+        1.0
+    } else {
+        (i as f64 / 4.0).exp2()
+    }
 }
 
 impl Mrc {
@@ -408,11 +416,13 @@ mod tests {
             acc += x / total;
             cdf.push(acc);
         }
-        (0..n).map(|_| {
-            let u = rng.f64();
-            let r = cdf.partition_point(|c| *c < u) as u64;
-            r.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (keys * 4)
-        }).collect()
+        (0..n)
+            .map(|_| {
+                let u = rng.f64();
+                let r = cdf.partition_point(|c| *c < u) as u64;
+                r.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (keys * 4)
+            })
+            .collect()
     }
 
     fn mae(trace: &[u64], max_samples: usize) -> (f64, f64) {
@@ -446,14 +456,17 @@ mod tests {
         let hot = zipf_trace(50_000, 1_000_000, 0.99, &mut rng);
         // A sequential scan over 150k other keys interleaved: 30% of references.
         let mut scan = 0u64;
-        let trace: Vec<u64> = hot.into_iter().map(|k| {
-            if rng.f64() < 0.3 {
-                scan = (scan + 1) % 150_000;
-                1_000_000_000 + scan
-            } else {
-                k
-            }
-        }).collect();
+        let trace: Vec<u64> = hot
+            .into_iter()
+            .map(|k| {
+                if rng.f64() < 0.3 {
+                    scan = (scan + 1) % 150_000;
+                    1_000_000_000 + scan
+                } else {
+                    k
+                }
+            })
+            .collect();
         let (err, rate) = mae(&trace, 8192);
         eprintln!("scan-mixed: mean absolute error {err:.4} at rate {rate:.4}");
         assert!(err <= 0.02, "scan-mixed: mean absolute error {err:.4} at rate {rate:.4}");

@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-
 /// Arguments longer than this are recorded as their length only.
 pub const KEEP_ARG: usize = 64;
 /// Entries kept until drained (a recording that is not drained drops the rest, counted).

@@ -60,12 +60,20 @@ pub struct Rates {
 impl Rates {
     pub fn read_ratio(&self) -> f64 {
         let all = self.reads + self.writes;
-        if all == 0 { 1.0 } else { self.reads as f64 / all as f64 }
+        if all == 0 {
+            1.0
+        } else {
+            self.reads as f64 / all as f64
+        }
     }
 
     /// Peak second over the minute's mean (1 when idle).
     pub fn burstiness(&self) -> f64 {
-        if self.qps_1m > 0.0 { self.peak_1s / self.qps_1m } else { 1.0 }
+        if self.qps_1m > 0.0 {
+            self.peak_1s / self.qps_1m
+        } else {
+            1.0
+        }
     }
 }
 

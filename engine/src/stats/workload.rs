@@ -61,7 +61,22 @@ impl Workload {
             }
             count.map(|c| (c.keys, c.bytes, c.at.elapsed().as_secs_f64()))
         });
-        Ok(Workload { tenant, namespace: ns, rates, census, compression_ratio, logical_bytes, value_bytes, avg_record_bytes, mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve, storage })
+        Ok(Workload {
+            tenant,
+            namespace: ns,
+            rates,
+            census,
+            compression_ratio,
+            logical_bytes,
+            value_bytes,
+            avg_record_bytes,
+            mean_interval_ms,
+            median_interval_ms,
+            sample_rate,
+            sampled_keys,
+            curve,
+            storage,
+        })
     }
 
     pub fn to_json(&self) -> Value {

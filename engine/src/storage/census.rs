@@ -71,7 +71,12 @@ impl Census {
             let tenants: Vec<String> = match srv.upgrade() {
                 Some(s) => {
                     let names = s.namespaces.lock().clone();
-                    names.iter().enumerate().filter(|(i, _)| tier.backs(*i)).map(|(_, n)| if n.is_empty() { "default".to_string() } else { n.clone() }).collect()
+                    names
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| tier.backs(*i))
+                        .map(|(_, n)| if n.is_empty() { "default".to_string() } else { n.clone() })
+                        .collect()
                 }
                 None => return,
             };

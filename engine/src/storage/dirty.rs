@@ -97,15 +97,7 @@ impl DirtySet {
                 }
             }
             None => {
-                s.keys.insert(
-                    key.clone(),
-                    Marked {
-                        generation,
-                        bytes,
-                        since: seq,
-                        queued: true,
-                    },
-                );
+                s.keys.insert(key.clone(), Marked { generation, bytes, since: seq, queued: true });
                 s.order.push_back(key.clone());
                 s.bytes += bytes;
                 *s.since.entry(seq).or_default() += 1;
@@ -135,10 +127,7 @@ impl DirtySet {
             };
             if let Some(m) = s.keys.get_mut(&key) {
                 m.queued = false;
-                out.push(Taken {
-                    generation: m.generation,
-                    key,
-                });
+                out.push(Taken { generation: m.generation, key });
             }
         }
         out
@@ -204,11 +193,7 @@ mod tests {
         assert!(!d.flushed(&taken[0]), "written meanwhile");
         assert!(d.flushed(&taken[1]));
         assert_eq!(d.size(), (1, 31));
-        assert_eq!(
-            d.oldest_since(),
-            Some(5),
-            "a is dirty since its first unflushed write"
-        );
+        assert_eq!(d.oldest_since(), Some(5), "a is dirty since its first unflushed write");
         let again = d.take(10);
         assert_eq!(again.len(), 1);
         assert!(d.flushed(&again[0]));

@@ -26,22 +26,14 @@ const DRAIN_GIVE_UP: Duration = Duration::from_secs(10);
 /// device probe's measure replaces it once known (enough bytes to amortise one sync).
 const BATCH_BYTES: usize = 1 << 20;
 
-pub fn run(
-    srv: std::sync::Weak<Server>,
-    tier: Arc<StorageTier>,
-    stop: &std::sync::atomic::AtomicBool,
-) {
+pub fn run(srv: std::sync::Weak<Server>, tier: Arc<StorageTier>, stop: &std::sync::atomic::AtomicBool) {
     let cfg = tier.write_back.clone();
     let mut backoff = Duration::ZERO;
     let mut stopping_since: Option<Instant> = None;
     loop {
         {
             let mut guard = tier.flush_lock.lock();
-            let wait = if backoff.is_zero() {
-                cfg.flush_interval
-            } else {
-                backoff
-            };
+            let wait = if backoff.is_zero() { cfg.flush_interval } else { backoff };
             let full = tier.dirty.size().0 >= cfg.flush_batch;
             if !full && !stop.load(Ordering::SeqCst) {
                 tier.flush_wake.wait_for(&mut guard, wait);
@@ -69,16 +61,11 @@ pub fn run(
             match flush_batch(&srv, &tier, taken) {
                 Ok(()) => backoff = Duration::ZERO,
                 Err(()) => {
-                    backoff =
-                        (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
+                    backoff = (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
                     break;
                 }
             }
-            if !full
-                || tier.dirty.size().0 < cfg.flush_batch
-                    && !stopping
-                    && tier.dirty.size().1 < cfg.dirty_max as usize / 2
-            {
+            if !full || tier.dirty.size().0 < cfg.flush_batch && !stopping && tier.dirty.size().1 < cfg.dirty_max as usize / 2 {
                 break;
             }
         }

@@ -80,7 +80,10 @@ impl Storage {
     }
 
     /// Runs `f` on the storage runtime; awaitable from any runtime.
-    async fn run<T: Send + 'static>(&self, f: impl for<'a> FnOnce(&'a dyn StorageAdapter) -> BoxFut<'a, Result<T, StorageError>> + Send + 'static) -> Result<T, StorageError> {
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl for<'a> FnOnce(&'a dyn StorageAdapter) -> BoxFut<'a, Result<T, StorageError>> + Send + 'static,
+    ) -> Result<T, StorageError> {
         let a = self.adapter.clone();
         self.rt.spawn(async move { f(&*a).await }).await.map_err(|e| StorageError::Backend(format!("storage task failed: {e}")))?
     }

@@ -135,7 +135,12 @@ impl StorageAdapter for Postgres {
                 .map_err(classify)?;
             }
             if !deletes.is_empty() {
-                sqlx::query("DELETE FROM terrace_kv WHERE tenant = $1 AND key = ANY($2)").bind(tenant).bind(&deletes).execute(&mut *tx).await.map_err(classify)?;
+                sqlx::query("DELETE FROM terrace_kv WHERE tenant = $1 AND key = ANY($2)")
+                    .bind(tenant)
+                    .bind(&deletes)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(classify)?;
             }
             tx.commit().await.map_err(classify)
         })
@@ -144,7 +149,10 @@ impl StorageAdapter for Postgres {
     fn scan<'a>(&'a self, tenant: &'a str, after: Option<&'a [u8]>, limit: usize) -> BoxFut<'a, Result<Pairs, StorageError>> {
         Box::pin(async move {
             let rows = match after {
-                Some(a) => sqlx::query("SELECT key, value FROM terrace_kv WHERE tenant = $1 AND key > $2 ORDER BY key LIMIT $3").bind(tenant).bind(a).bind(limit as i64),
+                Some(a) => sqlx::query("SELECT key, value FROM terrace_kv WHERE tenant = $1 AND key > $2 ORDER BY key LIMIT $3")
+                    .bind(tenant)
+                    .bind(a)
+                    .bind(limit as i64),
                 None => sqlx::query("SELECT key, value FROM terrace_kv WHERE tenant = $1 ORDER BY key LIMIT $2").bind(tenant).bind(limit as i64),
             }
             .fetch_all(&self.pool)
@@ -161,7 +169,8 @@ mod tests {
 
     #[test]
     fn coalescing_keeps_the_last_write_per_key() {
-        let ops: Vec<Op> = vec![(b"a".to_vec(), Some(b"1".to_vec())), (b"b".to_vec(), Some(b"x".to_vec())), (b"a".to_vec(), None), (b"b".to_vec(), Some(b"y".to_vec()))];
+        let ops: Vec<Op> =
+            vec![(b"a".to_vec(), Some(b"1".to_vec())), (b"b".to_vec(), Some(b"x".to_vec())), (b"a".to_vec(), None), (b"b".to_vec(), Some(b"y".to_vec()))];
         let kept = coalesce(&ops);
         assert_eq!(kept, vec![&ops[2], &ops[3]]);
     }

@@ -216,8 +216,12 @@ impl StorageTier {
                 let last = self.last_flush_error.lock().clone().map(|e| format!(" (last flush error: {e})")).unwrap_or_default();
                 let ms = self.write_back.dirty_timeout.as_millis();
                 return Err(match why {
-                    Blocked::Bytes(bytes) => format!("ERR write-back backlog full: {bytes} dirty bytes reached dirty_max ({max}) and storage did not catch up within {ms} ms{last}"),
-                    Blocked::Memory => format!("OOM command not allowed when used memory > 'maxmemory': the rest is write-back data storage has not taken yet (waited {ms} ms){last}"),
+                    Blocked::Bytes(bytes) => {
+                        format!("ERR write-back backlog full: {bytes} dirty bytes reached dirty_max ({max}) and storage did not catch up within {ms} ms{last}")
+                    }
+                    Blocked::Memory => format!(
+                        "OOM command not allowed when used memory > 'maxmemory': the rest is write-back data storage has not taken yet (waited {ms} ms){last}"
+                    ),
                 });
             }
         }
@@ -231,7 +235,11 @@ impl StorageTier {
     /// The sequence number of the unconfirmed write `key` waits for, if any.
     pub fn pending_seq(&self, key: &CacheKey) -> Option<u64> {
         let p = self.pending.lock();
-        if p.is_empty() { None } else { p.get(key).copied() }
+        if p.is_empty() {
+            None
+        } else {
+            p.get(key).copied()
+        }
     }
 
     /// The mode of namespace `ns`.

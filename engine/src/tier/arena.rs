@@ -88,7 +88,13 @@ impl Arena {
         })?;
         let slab_size = slab_size_for(size);
         let n = (size as usize - HEADER) / slab_size;
-        let mut arena = Arena { map, path: path.to_owned(), slabs: Mutex::new(Slabs::new(n, slab_size)), id: AtomicU64::new(0), previous: Header { id: 0, clean_stamp: 0 } };
+        let mut arena = Arena {
+            map,
+            path: path.to_owned(),
+            slabs: Mutex::new(Slabs::new(n, slab_size)),
+            id: AtomicU64::new(0),
+            previous: Header { id: 0, clean_stamp: 0 },
+        };
         arena.previous = arena.read_header().unwrap_or(Header { id: 0, clean_stamp: 0 });
         arena.id = AtomicU64::new(arena.previous.id);
         let arena = Arc::new(arena);

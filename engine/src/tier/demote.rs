@@ -100,7 +100,14 @@ pub fn demote_batch(ks: &Keyspace, tier: &Tier, now: i64) -> Batch {
 /// Demotes until DRAM is under its budget (a write about to run). When the arena is full
 /// too, the eviction policy makes room; false when it cannot (noeviction: the write is
 /// refused, as with maxmemory).
-pub fn make_room(ks: &Keyspace, tier: &Tier, policy: crate::keyspace::eviction::Policy, samples: usize, now: i64, obs: &mut dyn crate::keyspace::eviction::Observer) -> bool {
+pub fn make_room(
+    ks: &Keyspace,
+    tier: &Tier,
+    policy: crate::keyspace::eviction::Policy,
+    samples: usize,
+    now: i64,
+    obs: &mut dyn crate::keyspace::eviction::Observer,
+) -> bool {
     for _ in 0..1024 {
         if !tier.over_budget() {
             return true;

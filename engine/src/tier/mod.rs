@@ -157,7 +157,15 @@ pub struct Tier {
 impl Tier {
     pub fn new(arena: Arc<Arena>, config: TierConfig, namespaces: usize) -> Tier {
         let tenants = (0..namespaces.max(1)).map(|_| std::sync::atomic::AtomicU8::new(0)).collect();
-        Tier { arena, config, dram_values: Arc::new(AtomicI64::new(0)), counters: Counters::default(), full: AtomicBool::new(false), cursor: AtomicUsize::new(0), tenants }
+        Tier {
+            arena,
+            config,
+            dram_values: Arc::new(AtomicI64::new(0)),
+            counters: Counters::default(),
+            full: AtomicBool::new(false),
+            cursor: AtomicUsize::new(0),
+            tenants,
+        }
     }
 
     pub fn set_tenant_policy(&self, ns: usize, p: TenantPolicy) {

@@ -24,7 +24,9 @@ enum Slab {
         hint: u32,
     },
     /// First slab of a run of `slabs` whole slabs holding one large value.
-    Large { slabs: u32 },
+    Large {
+        slabs: u32,
+    },
     /// A slab inside a large run.
     LargeTail,
 }
@@ -48,7 +50,11 @@ impl Usage {
     /// Share of assigned space not holding value bytes (slot rounding and free slots in
     /// partly used slabs): what the arena loses to fragmentation.
     pub fn fragmentation(&self) -> f64 {
-        if self.assigned == 0 { 0.0 } else { 1.0 - self.values as f64 / self.assigned as f64 }
+        if self.assigned == 0 {
+            0.0
+        } else {
+            1.0 - self.values as f64 / self.assigned as f64
+        }
     }
 }
 

@@ -308,7 +308,11 @@ impl Wal {
     }
 
     pub fn poisoned(&self) -> Option<String> {
-        if self.poisoned.load(Ordering::Relaxed) { self.why.lock().clone() } else { None }
+        if self.poisoned.load(Ordering::Relaxed) {
+            self.why.lock().clone()
+        } else {
+            None
+        }
     }
 
     fn poison(&self, why: String) {
@@ -788,7 +792,18 @@ mod tests {
     #[test]
     fn a_failed_fsync_poisons_and_never_acknowledges() {
         let wal = Arc::new(Wal::new(Mode::Always, 1, 64 << 20));
-        let writer = Writer { dir: std::env::temp_dir(), segment: Box::new(Failing), ring: None, last_sync: Instant::now(), next: 1, sync_handle: None, copied: 0, copied_next: 1, spare: Vec::new(), framed: Vec::new() };
+        let writer = Writer {
+            dir: std::env::temp_dir(),
+            segment: Box::new(Failing),
+            ring: None,
+            last_sync: Instant::now(),
+            next: 1,
+            sync_handle: None,
+            copied: 0,
+            copied_next: 1,
+            spare: Vec::new(),
+            framed: Vec::new(),
+        };
         let w2 = wal.clone();
         let t = std::thread::spawn(move || run(w2, writer));
         let seq = wal.append_one(1, 0, 0, &[b"SET", b"k", b"v"]);

@@ -69,11 +69,8 @@ fn sum_keyspaces(parts: &[&[u8]]) -> Vec<(usize, DbTotals)> {
 pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> String {
     let sh = &rx.shared;
     let mut s = String::new();
-    let stats = if sections.iter().any(|s| EXTRA.contains(s)) {
-        crate::metrics::info_sections(&sh.metrics.snapshot(), "default", "redis")
-    } else {
-        Default::default()
-    };
+    let stats =
+        if sections.iter().any(|s| EXTRA.contains(s)) { crate::metrics::info_sections(&sh.metrics.snapshot(), "default", "redis") } else { Default::default() };
     for sec in sections {
         match *sec {
             "server" => {
@@ -114,8 +111,7 @@ pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> Stri
                 let topo = rx.topology();
                 let ranges = topo.slot_map.ranges();
                 for (i, addr) in topo.engines.iter().enumerate() {
-                    let slots: Vec<String> =
-                        ranges.iter().filter(|r| r.0 == i).map(|r| format!("{}-{}", r.1, r.2)).collect();
+                    let slots: Vec<String> = ranges.iter().filter(|r| r.0 == i).map(|r| format!("{}-{}", r.1, r.2)).collect();
                     let status = if rx.engine_up(i) { "up" } else { "down" };
                     s += &format!("engine{i}:addr={addr},slots={},status={status}\r\n", slots.join(" "));
                 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use crate::backend::{Backend, BackendLimits, BackendSpec};
 use crate::config::ProxyConfig;
-use crate::tenants::{Password, Tenant};
 use crate::slots::SlotMap;
+use crate::tenants::{Password, Tenant};
 
 /// Redis's client-query-buffer-limit, for both front ends.
 const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
@@ -161,8 +161,7 @@ impl Shared {
             generation: AtomicU64::new(0),
             pushed: parking_lot::Mutex::new(None),
             topology_changed: tokio::sync::Notify::new(),
-            near_cache: (!config.near_cache_ttl.is_zero())
-                .then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
+            near_cache: (!config.near_cache_ttl.is_zero()).then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
             config,
         })
     }
@@ -287,11 +286,8 @@ pub struct Reactor {
 impl Reactor {
     /// Must be called inside the thread's `LocalSet`: it opens the database-0 connections.
     pub fn new(shared: Arc<Shared>) -> Rc<Reactor> {
-        let limits = Rc::new(BackendLimits {
-            connect_timeout: shared.config.connect_timeout,
-            timeout: shared.config.timeout,
-            max_inflight: shared.config.max_inflight,
-        });
+        let limits =
+            Rc::new(BackendLimits { connect_timeout: shared.config.connect_timeout, timeout: shared.config.timeout, max_inflight: shared.config.max_inflight });
         let recorder = shared.metrics.recorder();
         let topo = RefCell::new((shared.generation.load(Ordering::Acquire), shared.topology()));
         let r = Rc::new(Reactor { shared, limits, pools: RefCell::new(HashMap::new()), topo, recorder });

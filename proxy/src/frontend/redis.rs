@@ -20,13 +20,13 @@ use terrace_engine::command::{arity_ok, lookup, unknown_command_error};
 use terrace_engine::protocol::{Limits, ReplyWriter, RequestParser};
 
 use super::{info, Reactor, Timing};
-use tokio::time::Instant;
 use crate::backend::{send, Backend, Slot};
-use crate::tenants::Tenant;
-use std::sync::Arc;
 use crate::merge::{self, Merge};
 use crate::resp;
 use crate::route::{self, Kind, Local, Split, Target, Txn};
+use crate::tenants::Tenant;
+use std::sync::Arc;
+use tokio::time::Instant;
 
 const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 const NUM_DBS: i64 = 16;
@@ -405,8 +405,7 @@ impl Client {
     async fn scan(&mut self, argv: &[&[u8]]) {
         let n = self.engines();
         let cursor = std::str::from_utf8(argv[1]).ok().and_then(|c| c.parse::<u128>().ok());
-        let Some((engine, own)) = cursor.map(|c| merge::decode_scan_cursor(c, n)).filter(|(_, own)| *own <= u64::MAX as u128)
-        else {
+        let Some((engine, own)) = cursor.map(|c| merge::decode_scan_cursor(c, n)).filter(|(_, own)| *own <= u64::MAX as u128) else {
             return self.error("ERR invalid cursor");
         };
         // The engine's own cursor there; the engines after it from their start, in case it
@@ -437,19 +436,17 @@ impl Client {
                 }
                 self.send_to(e, raw).await;
             }
-            Txn::Multi => {
-                match &self.pin {
-                    Some((p, _)) => {
-                        let e = p.spec.engine;
-                        self.send_to(e, raw).await;
-                        self.txn = Some(TxnState { placed: true, buffered: Vec::new(), dirty: false });
-                    }
-                    None => {
-                        self.txn = Some(TxnState { placed: false, buffered: Vec::new(), dirty: false });
-                        self.ready(&b"+OK\r\n"[..]);
-                    }
+            Txn::Multi => match &self.pin {
+                Some((p, _)) => {
+                    let e = p.spec.engine;
+                    self.send_to(e, raw).await;
+                    self.txn = Some(TxnState { placed: true, buffered: Vec::new(), dirty: false });
                 }
-            }
+                None => {
+                    self.txn = Some(TxnState { placed: false, buffered: Vec::new(), dirty: false });
+                    self.ready(&b"+OK\r\n"[..]);
+                }
+            },
             Txn::Unwatch => match &self.pin {
                 Some((p, _)) => {
                     let e = p.spec.engine;
@@ -797,17 +794,19 @@ impl Client {
             ("help", 2) => self.reply_with(|w| {
                 w.help(&[
                     "CLIENT <subcommand> [<arg> ...]. Subcommands through the Terrace proxy are:",
-                    "GETNAME", "    Return the name of the current connection.",
-                    "ID", "    Return the ID of the current connection.",
-                    "INFO", "    Return information about the current client connection.",
-                    "LIST", "    Return information about the proxy's client connections.",
-                    "SETNAME <name>", "    Assign the name <name> to the current connection.",
+                    "GETNAME",
+                    "    Return the name of the current connection.",
+                    "ID",
+                    "    Return the ID of the current connection.",
+                    "INFO",
+                    "    Return information about the current client connection.",
+                    "LIST",
+                    "    Return information about the proxy's client connections.",
+                    "SETNAME <name>",
+                    "    Assign the name <name> to the current connection.",
                 ])
             }),
-            _ => self.error(&format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(argv[1])
-            )),
+            _ => self.error(&format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.", String::from_utf8_lossy(argv[1]))),
         }
     }
 

@@ -348,6 +348,9 @@ mod tests {
         for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
             assert_eq!(verdict(origin, &caller(&user), &gate, &["flushall"]), Verdict::Refuse(Refusal::NotWithStorage));
         }
-        assert_eq!(Refusal::NotWithStorage.error(Origin::Client, lookup(b"flushall").map(|l| l.1), &[b"flushall"]), "ERR FLUSHALL is not supported for a tenant with a storage tier yet");
+        assert_eq!(
+            Refusal::NotWithStorage.error(Origin::Client, lookup(b"flushall").map(|l| l.1), &[b"flushall"]),
+            "ERR FLUSHALL is not supported for a tenant with a storage tier yet"
+        );
     }
 }

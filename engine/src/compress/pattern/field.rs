@@ -113,10 +113,7 @@ impl FieldType {
 
         let ints = values.iter().filter(|v| parse_int(v).is_some()).count();
         if ints * 10 >= values.len() * 9 {
-            let cost = values
-                .iter()
-                .map(|v| parse_int(v).map(|n| varint_size(zigzag(n) + 1)).unwrap_or(1 + text_cost(v)))
-                .sum();
+            let cost = values.iter().map(|v| parse_int(v).map(|n| varint_size(zigzag(n) + 1)).unwrap_or(1 + text_cost(v))).sum();
             candidates.push((cost, FieldType::Int));
         }
         let decs: Vec<Option<(i64, u8)>> = values.iter().map(|v| parse_decimal(v)).collect();

@@ -195,12 +195,7 @@ impl PatternCodec {
         if !used(Stage::Ppm) {
             codec.ppm = None;
         }
-        codec.templates = matchers
-            .into_iter()
-            .zip(types)
-            .zip(stages)
-            .map(|((matcher, fields), stage)| Tmpl { matcher, fields, stage })
-            .collect();
+        codec.templates = matchers.into_iter().zip(types).zip(stages).map(|((matcher, fields), stage)| Tmpl { matcher, fields, stage }).collect();
         let unmatched = assigned.iter().filter(|t| t.is_none()).count();
         let report = TrainReport { templates: codec.templates.len(), unmatched_share: unmatched as f64 / all.len() as f64 };
         Ok((codec, report))

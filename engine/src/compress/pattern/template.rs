@@ -34,7 +34,31 @@ pub struct Template {
 }
 
 fn is_delim(b: u8) -> bool {
-    matches!(b, b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b'"' | b'\'' | b':' | b',' | b';' | b'=' | b'|' | b'&' | b'?' | b'/' | b'\\' | b' ' | b'\t' | b'\r' | b'\n')
+    matches!(
+        b,
+        b'{' | b'}'
+            | b'['
+            | b']'
+            | b'('
+            | b')'
+            | b'<'
+            | b'>'
+            | b'"'
+            | b'\''
+            | b':'
+            | b','
+            | b';'
+            | b'='
+            | b'|'
+            | b'&'
+            | b'?'
+            | b'/'
+            | b'\\'
+            | b' '
+            | b'\t'
+            | b'\r'
+            | b'\n'
+    )
 }
 
 /// Cuts a record into tokens: each delimiter byte alone, runs of other bytes together.
@@ -393,10 +417,7 @@ mod tests {
         let samples: Vec<&[u8]> = recs.iter().map(|r| r.as_bytes()).collect();
         let ts = learn(&samples, 8);
         assert_eq!(ts.len(), 1, "{ts:?}");
-        assert_eq!(
-            ts[0].parts,
-            vec![lit(r#"{"id":"#), Part::Gap, lit(r#","name":""#), Part::Gap, lit(r#"","tz":""#), Part::Gap, lit(r#""}"#)]
-        );
+        assert_eq!(ts[0].parts, vec![lit(r#"{"id":"#), Part::Gap, lit(r#","name":""#), Part::Gap, lit(r#"","tz":""#), Part::Gap, lit(r#""}"#)]);
         let m = Matcher::new(ts[0].clone());
         let mut f = Fields::new();
         assert!(m.split(br#"{"id":5,"name":"a \"q\", b","tz":""}"#, &mut f));

@@ -17,12 +17,12 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::{Reactor, Timing};
-use crate::tenants::Tenant;
-use std::sync::Arc;
-use tokio::time::Instant;
 use crate::backend::{send, Slot};
 use crate::resp;
+use crate::tenants::Tenant;
 use parse::{Command, MetaFlag, Parsed, StoreMode};
+use std::sync::Arc;
+use tokio::time::Instant;
 
 /// The version reported to clients: the Memcached release whose protocol is implemented.
 pub const MEMCACHED_VERSION: &str = "1.6.18";
@@ -212,9 +212,7 @@ impl Client {
             Command::Store { mode, key, flags, exptime, data, cas, noreply } => {
                 stats.mc_set.fetch_add(1, Ordering::Relaxed);
                 let (f, t, c) = (flags.to_string(), exptime.to_string(), cas.to_string());
-                let slot = self
-                    .send_for_key(key, &[b"MC.STORE", mode.name().as_bytes(), key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()])
-                    .await;
+                let slot = self.send_for_key(key, &[b"MC.STORE", mode.name().as_bytes(), key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()]).await;
                 self.reply(vec![slot], Fmt::Store, noreply);
             }
             Command::Arith { key, incr, delta, noreply } => {
@@ -357,12 +355,8 @@ impl Client {
                 Some(t) => std::str::from_utf8(t).ok()?.parse().ok(),
             }
         };
-        let meta = Meta {
-            cmd,
-            key: key.to_vec(),
-            flags: flags.iter().map(|f| (f.flag, f.token.to_vec())).collect(),
-            quiet: flags.iter().any(|f| f.flag == b'q'),
-        };
+        let meta =
+            Meta { cmd, key: key.to_vec(), flags: flags.iter().map(|f| (f.flag, f.token.to_vec())).collect(), quiet: flags.iter().any(|f| f.flag == b'q') };
         const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format\r\n";
         let slot = match cmd {
             b'g' | b'e' => {
@@ -395,8 +389,7 @@ impl Client {
                 }
                 let (f, t, c) = (f.to_string(), t.to_string(), c.to_string());
                 let data = data.unwrap_or_default();
-                self.send_for_key(raw_key, &[b"MC.STORE", mode.name().as_bytes(), raw_key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()])
-                    .await
+                self.send_for_key(raw_key, &[b"MC.STORE", mode.name().as_bytes(), raw_key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()]).await
             }
             b'd' => {
                 let Some(c) = number(b'C', 0).filter(|c| *c >= 0) else { return self.ready(BAD_TOKEN) };
@@ -417,8 +410,7 @@ impl Client {
                 let vivify = if token(b'N').is_some() { "1" } else { "0" };
                 let (d, c, j, n) = (d.to_string(), c.to_string(), j.to_string(), n.to_string());
                 let mode: &[u8] = if incr { b"incr" } else { b"decr" };
-                self.send_for_key(raw_key, &[b"MC.ARITH", raw_key, mode, d.as_bytes(), c.as_bytes(), vivify.as_bytes(), j.as_bytes(), n.as_bytes()])
-                    .await
+                self.send_for_key(raw_key, &[b"MC.ARITH", raw_key, mode, d.as_bytes(), c.as_bytes(), vivify.as_bytes(), j.as_bytes(), n.as_bytes()]).await
             }
         };
         self.push(Pending::Reply(vec![slot], Fmt::Meta(meta)));
@@ -447,9 +439,7 @@ impl Client {
                 }
             }
             if let (_, Some(t)) = self.pending.pop_front().expect("front") {
-                let error = out[start..].starts_with(b"CLIENT_ERROR")
-                    || out[start..].starts_with(b"SERVER_ERROR")
-                    || out[start..].starts_with(b"ERROR");
+                let error = out[start..].starts_with(b"CLIENT_ERROR") || out[start..].starts_with(b"SERVER_ERROR") || out[start..].starts_with(b"ERROR");
                 self.rx.record("memcache", t, error);
             }
         }
@@ -463,8 +453,7 @@ impl Client {
         let arrays: Vec<Vec<&[u8]>> = replies.iter().map(|r| resp::elements(r).unwrap_or_default()).collect();
         let mut hits = 0;
         for (key, &(part, idx)) in keys.iter().zip(positions) {
-            let Some((value, flags, unique, _)) = arrays.get(part as usize).and_then(|a| a.get(idx as usize)).and_then(|f| item(f))
-            else {
+            let Some((value, flags, unique, _)) = arrays.get(part as usize).and_then(|a| a.get(idx as usize)).and_then(|f| item(f)) else {
                 continue;
             };
             hits += 1;

@@ -46,24 +46,73 @@ pub struct MetaFlag<'a> {
 #[derive(Debug, PartialEq)]
 pub enum Command<'a> {
     /// get/gets/gat/gats.
-    Get { keys: Vec<&'a [u8]>, cas: bool, touch: Option<i64> },
-    Store { mode: StoreMode, key: &'a [u8], flags: u32, exptime: i64, data: &'a [u8], cas: u64, noreply: bool },
-    Arith { key: &'a [u8], incr: bool, delta: u64, noreply: bool },
-    Delete { key: &'a [u8], noreply: bool },
-    Touch { key: &'a [u8], exptime: i64, noreply: bool },
-    FlushAll { delay: i64, noreply: bool },
+    Get {
+        keys: Vec<&'a [u8]>,
+        cas: bool,
+        touch: Option<i64>,
+    },
+    Store {
+        mode: StoreMode,
+        key: &'a [u8],
+        flags: u32,
+        exptime: i64,
+        data: &'a [u8],
+        cas: u64,
+        noreply: bool,
+    },
+    Arith {
+        key: &'a [u8],
+        incr: bool,
+        delta: u64,
+        noreply: bool,
+    },
+    Delete {
+        key: &'a [u8],
+        noreply: bool,
+    },
+    Touch {
+        key: &'a [u8],
+        exptime: i64,
+        noreply: bool,
+    },
+    FlushAll {
+        delay: i64,
+        noreply: bool,
+    },
     Version,
-    Verbosity { noreply: bool },
-    Stats { args: Vec<&'a [u8]> },
+    Verbosity {
+        noreply: bool,
+    },
+    Stats {
+        args: Vec<&'a [u8]>,
+    },
     /// cache_memlimit <megabytes> [noreply].
-    CacheMemlimit { megabytes: u64, noreply: bool },
+    CacheMemlimit {
+        megabytes: u64,
+        noreply: bool,
+    },
     Quit,
-    MetaGet { key: &'a [u8], flags: Vec<MetaFlag<'a>> },
-    MetaSet { key: &'a [u8], data: &'a [u8], flags: Vec<MetaFlag<'a>> },
-    MetaDelete { key: &'a [u8], flags: Vec<MetaFlag<'a>> },
-    MetaArith { key: &'a [u8], flags: Vec<MetaFlag<'a>> },
+    MetaGet {
+        key: &'a [u8],
+        flags: Vec<MetaFlag<'a>>,
+    },
+    MetaSet {
+        key: &'a [u8],
+        data: &'a [u8],
+        flags: Vec<MetaFlag<'a>>,
+    },
+    MetaDelete {
+        key: &'a [u8],
+        flags: Vec<MetaFlag<'a>>,
+    },
+    MetaArith {
+        key: &'a [u8],
+        flags: Vec<MetaFlag<'a>>,
+    },
     MetaNoop,
-    MetaDebug { key: &'a [u8] },
+    MetaDebug {
+        key: &'a [u8],
+    },
 }
 
 impl Command<'_> {
@@ -122,7 +171,10 @@ fn num<T: std::str::FromStr>(t: &[u8]) -> Option<T> {
 /// A storage command's data block.
 enum Block<'a> {
     /// The data, and where the request ends.
-    Ready { data: &'a [u8], end: usize },
+    Ready {
+        data: &'a [u8],
+        end: usize,
+    },
     Incomplete,
     /// Answered without the data: too large (swallowed as it arrives) or not ending in CRLF.
     Refused(Parsed<'a>),
@@ -205,11 +257,7 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
                 b"prepend" => StoreMode::Prepend,
                 _ => StoreMode::Set,
             };
-            Ok(Some(Parsed {
-                consumed: total,
-                command: Ok(Command::Store { mode, key, flags, exptime, data, cas, noreply }),
-                swallow: 0,
-            }))
+            Ok(Some(Parsed { consumed: total, command: Ok(Command::Store { mode, key, flags, exptime, data, cas, noreply }), swallow: 0 }))
         }
         b"incr" | b"decr" => {
             if args.len() != 2 && !(args.len() == 3 && noreply) {
@@ -314,10 +362,7 @@ mod tests {
         assert_eq!(p.command, Ok(Command::Get { keys: vec![b"k"], cas: false, touch: Some(10) }));
         let p = one(b"set k 5 0 2\r\nhi\r\nget k\r\n");
         assert_eq!(p.consumed, 17);
-        assert_eq!(
-            p.command,
-            Ok(Command::Store { mode: StoreMode::Set, key: b"k", flags: 5, exptime: 0, data: b"hi", cas: 0, noreply: false })
-        );
+        assert_eq!(p.command, Ok(Command::Store { mode: StoreMode::Set, key: b"k", flags: 5, exptime: 0, data: b"hi", cas: 0, noreply: false }));
         let p = one(b"cas k 0 0 1 77 noreply\r\nx\r\n");
         assert!(matches!(p.command, Ok(Command::Store { cas: 77, noreply: true, .. })));
         assert_eq!(parse(b"set k 0 0 5\r\nab", 1 << 20), Ok(None));
@@ -337,10 +382,7 @@ mod tests {
         assert_eq!(one(long_key.as_bytes()).command, Err(BAD_FORMAT));
         assert_eq!(one(b"get a\x01b\r\n").command, Err(BAD_FORMAT));
         assert_eq!(one(b"incr k x\r\n").command, Err("CLIENT_ERROR invalid numeric delta argument"));
-        assert_eq!(
-            one(b"delete k 5\r\n").command,
-            Err("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]")
-        );
+        assert_eq!(one(b"delete k 5\r\n").command, Err("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"));
         assert_eq!(parse(&vec![b'a'; MAX_LINE + 1], 1 << 20), Err(LineTooLong));
     }
 
