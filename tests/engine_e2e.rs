@@ -1163,6 +1163,11 @@ fn client_side_caching_invalidations() {
     // FLUSHALL invalidates everything at once (a null key list).
     q::<()>(&mut writer, &["FLUSHALL"]);
     cache.expect(b">2\r\n$10\r\ninvalidate\r\n_\r\n");
+    // A key no command touches again is invalidated when the cron's active expiry removes it.
+    q::<()>(&mut writer, &["SET", "exp:1", "v", "PX", "100"]);
+    cache.send(&common::encode(&["GET", "exp:1"]));
+    cache.expect(b"$1\r\nv\r\n");
+    cache.expect(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\nexp:1\r\n");
 
     // RESP2 with REDIRECT: invalidations arrive on the __redis__:invalidate channel of the
     // redirect target.

@@ -4,13 +4,14 @@
 //! evicted — as a RESP3 push, or through the `__redis__:invalidate` channel of the client it
 //! redirects to.
 //!
-//! Every keyspace change passes `Shard::touch`, which notes the key here (in a per-thread
-//! list, only while some client tracks); the dispatcher and the cron deliver the notes once
-//! the shard locks are released.
+//! Every keyspace change passes `Shard::touch`, which notes the key in its shard while the
+//! keyspace's tracking switch is on (this service holds it on while any client tracks); a
+//! command takes its shards' notes when it commits and delivers them here once its locks are
+//! released (`invalidate`), and the cron delivers what background work (expiry, eviction)
+//! left.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -18,30 +19,9 @@ use parking_lot::Mutex;
 use crate::clients::ClientInfo;
 use crate::protocol::ReplyWriter;
 
-/// Clients with tracking on, in this process: the write path only notes keys when non-zero.
-static TRACKING_CLIENTS: AtomicUsize = AtomicUsize::new(0);
-
 /// Keys tracked in default mode before the oldest are invalidated (Redis's
 /// tracking-table-max-keys default).
 const MAX_TRACKED_KEYS: usize = 1_000_000;
-
-thread_local! {
-    static PENDING: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Whether any client tracks keys (the dispatcher only delivers notes then).
-#[inline]
-pub fn any() -> bool {
-    TRACKING_CLIENTS.load(Ordering::Relaxed) > 0
-}
-
-/// Notes a modified key (called from `Shard::touch`).
-#[inline]
-pub fn note_modified(key: &[u8]) {
-    if TRACKING_CLIENTS.load(Ordering::Relaxed) > 0 {
-        PENDING.with(|p| p.borrow_mut().push(key.to_vec()));
-    }
-}
 
 /// A connection's tracking options.
 #[derive(Clone, Debug, Default)]
@@ -59,11 +39,16 @@ struct Tracker {
     opts: Options,
 }
 
-#[derive(Default)]
 pub struct Tracking {
     clients: Mutex<HashMap<u64, Tracker>>,
+    /// How many clients track; `switch` is on while it is not zero.
+    count: AtomicUsize,
+    /// The keyspace's switch that makes shards note changed keys.
+    switch: Arc<AtomicBool>,
     /// Default mode: key → clients that read it.
     keys: Mutex<HashMap<Vec<u8>, HashSet<u64>>>,
+    /// Keys forgotten because the table was full: invalidated with the next delivery.
+    forgotten: Mutex<Vec<Vec<u8>>>,
 }
 
 /// The channel RESP2 clients receive redirected invalidations on.
@@ -90,20 +75,34 @@ fn write_invalidate(w: &mut ReplyWriter, keys: Option<&[Vec<u8>]>, via_channel: 
 }
 
 impl Tracking {
+    /// Tracking that turns the keyspace's `switch` on while any client tracks.
+    pub fn new(switch: Arc<AtomicBool>) -> Tracking {
+        Tracking { clients: Mutex::default(), count: AtomicUsize::new(0), switch, keys: Mutex::default(), forgotten: Mutex::default() }
+    }
+
+    /// Whether any client tracks keys.
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::Relaxed) > 0
+    }
+
     pub fn enable(&self, info: &Arc<ClientInfo>, opts: Options, redirect_to: Option<&Arc<ClientInfo>>) {
         if let Some(target) = redirect_to {
             target.push_target.store(true, Ordering::Relaxed);
         }
         let mut clients = self.clients.lock();
         if clients.insert(info.id, Tracker { info: info.clone(), opts }).is_none() {
-            TRACKING_CLIENTS.fetch_add(1, Ordering::Relaxed);
+            self.count.fetch_add(1, Ordering::Relaxed);
         }
+        self.switch.store(!clients.is_empty(), Ordering::Relaxed);
     }
 
     pub fn disable(&self, id: u64) {
-        if self.clients.lock().remove(&id).is_some() {
-            TRACKING_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+        let mut clients = self.clients.lock();
+        if clients.remove(&id).is_some() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
         }
+        self.switch.store(!clients.is_empty(), Ordering::Relaxed);
     }
 
     /// Remembers that a default-mode client read these keys.
@@ -116,14 +115,20 @@ impl Tracking {
             // Over the limit: forget (and invalidate) some keys, as Redis does.
             let victims: Vec<Vec<u8>> = table.keys().take(table.len() - MAX_TRACKED_KEYS).cloned().collect();
             drop(table);
-            PENDING.with(|p| p.borrow_mut().extend(victims));
+            self.forgotten.lock().extend(victims);
         }
     }
 
-    /// Delivers the invalidations this thread noted; `writer` is the client whose command
-    /// caused them (NOLOOP clients don't hear about their own writes).
-    pub fn flush(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>, writer: Option<u64>) {
-        let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    /// Delivers invalidations for `changed` keys (and for keys forgotten since the last
+    /// delivery); `writer` is the client whose command changed them (NOLOOP clients don't
+    /// hear about their own writes).
+    pub fn invalidate(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>, mut pending: Vec<Vec<u8>>, writer: Option<u64>) {
+        {
+            let mut forgotten = self.forgotten.lock();
+            if !forgotten.is_empty() {
+                pending.append(&mut forgotten);
+            }
+        }
         if pending.is_empty() {
             return;
         }
@@ -160,7 +165,7 @@ impl Tracking {
     /// FLUSHDB / FLUSHALL: every tracking client drops its whole cache.
     pub fn invalidate_all(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>) {
         self.keys.lock().clear();
-        PENDING.with(|p| p.borrow_mut().clear());
+        self.forgotten.lock().clear();
         let clients = self.clients.lock();
         for t in clients.values() {
             self.send(registry, t, None);

@@ -300,7 +300,7 @@ pub fn flushdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     flush_mode(argv)?;
     flush_db(ctx, ctx.data.db);
     crate::alloc::purge();
-    if crate::tracking::any() {
+    if ctx.srv.tracking.any() {
         ctx.srv.tracking.invalidate_all(&ctx.srv.clients);
     }
     ctx.out.ok();
@@ -314,7 +314,7 @@ pub fn flushall(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         flush_db(ctx, db);
     }
     crate::alloc::purge();
-    if crate::tracking::any() {
+    if ctx.srv.tracking.any() {
         ctx.srv.tracking.invalidate_all(&ctx.srv.clients);
     }
     ctx.out.ok();

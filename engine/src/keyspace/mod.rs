@@ -65,6 +65,8 @@ pub struct Keyspace {
     /// The PMem tier, when configured. Declared after `shards` so entries (which release
     /// their PMem ranges when dropped) go before the arena.
     tier: Option<Arc<crate::tier::Tier>>,
+    /// On while some client tracks keys (`tracking_switch`).
+    tracking: Arc<AtomicBool>,
 }
 
 thread_local! {
@@ -97,9 +99,11 @@ impl Keyspace {
         let ns_used: Vec<Arc<AtomicI64>> = (0..namespaces.max(1)).map(|_| Arc::new(AtomicI64::new(0))).collect();
         let per_ns = NUM_DBS << shard_bits;
         let dram_values = tier.as_ref().map(|t| t.dram_values.clone());
+        let tracking = Arc::new(AtomicBool::new(false));
         Keyspace {
             tier,
-            shards: (0..n).map(|i| Mutex::new(Shard::counting_into(ns_used[i / per_ns].clone(), dram_values.clone()))).collect(),
+            shards: (0..n).map(|i| Mutex::new(Shard::counting_into(ns_used[i / per_ns].clone(), dram_values.clone()).tracked_by(tracking.clone()))).collect(),
+            tracking,
             shard_bits,
             dbs,
             ns_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
@@ -109,6 +113,24 @@ impl Keyspace {
             lfu: AtomicBool::new(false),
             compression: (0..namespaces.max(1)).map(|_| Arc::new(TenantCompression::new(compression.clone(), dict_root.clone()))).collect(),
         }
+    }
+
+    /// The switch that makes shards note changed keys for CLIENT TRACKING (held by the
+    /// tracking service, on while any client tracks).
+    pub fn tracking_switch(&self) -> Arc<AtomicBool> {
+        self.tracking.clone()
+    }
+
+    /// Takes the changed keys background work (expiry, eviction) left in shards that no
+    /// command holds now; a shard a command holds is left to that command's commit.
+    pub fn take_invalidated(&self) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for s in self.shards.iter() {
+            if let Some(mut s) = s.try_lock() {
+                keys.append(&mut s.invalidated);
+            }
+        }
+        keys
     }
 
     /// The namespace a physical database belongs to.
@@ -465,6 +487,13 @@ impl<'a> Guards<'a> {
     /// (what it did there is dropped).
     pub fn take_stray(&mut self) -> bool {
         self.stray.take().is_some()
+    }
+
+    /// Appends the keys the held shards noted as changed (CLIENT TRACKING) to `out`.
+    pub fn take_invalidated(&mut self, out: &mut Vec<Vec<u8>>) {
+        for (_, s) in self.held.iter_mut() {
+            out.append(&mut s.invalidated);
+        }
     }
 
     pub fn holds(&self, id: u32) -> bool {

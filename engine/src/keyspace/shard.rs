@@ -4,7 +4,7 @@
 //! removals (which mark watched keys touched), sampling for eviction, and the incremental
 //! sweep of the active expiry cycle.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
@@ -85,12 +85,24 @@ pub struct Shard {
     /// The counters this shard adds to: its namespace's data bytes (tenant memory limits)
     /// and the DRAM value bytes (the PMem tier's budget).
     counting: Counting,
+    /// Whether some client tracks keys (CLIENT TRACKING); shared by every shard.
+    tracking: Arc<AtomicBool>,
+    /// Keys changed while tracking is on, waiting to become invalidations: the command that
+    /// holds the shard takes them when it commits (`Guards::take_invalidated`), the cron what
+    /// background work left (`Keyspace::take_invalidated`).
+    pub(super) invalidated: Vec<Vec<u8>>,
 }
 
 impl Shard {
     /// A shard whose entries count towards `ns_bytes` and, with a PMem tier, `dram_values`.
     pub fn counting_into(ns_bytes: Arc<AtomicI64>, dram_values: Option<Arc<AtomicI64>>) -> Shard {
         Shard { counting: Counting { ns_bytes: Some(ns_bytes), dram_values, ..Default::default() }, ..Default::default() }
+    }
+
+    /// The shard notes changed keys for CLIENT TRACKING while `tracking` is set.
+    pub fn tracked_by(mut self, tracking: Arc<AtomicBool>) -> Shard {
+        self.tracking = tracking;
+        self
     }
 
     fn account(&mut self, delta: Footprint) {
@@ -251,7 +263,9 @@ impl Shard {
     #[inline]
     pub fn touch(&mut self, key: &[u8]) {
         self.mods = self.mods.wrapping_add(1);
-        crate::tracking::note_modified(key);
+        if self.tracking.load(Ordering::Relaxed) {
+            self.invalidated.push(key.to_vec());
+        }
         if !self.watched.is_empty() {
             if let Some((_, epoch)) = self.watched.get_mut(key) {
                 *epoch += 1;

@@ -31,8 +31,8 @@ pub async fn run(srv: Arc<Server>) {
         srv.keyspace.remeasure_slice(Duration::from_millis(5), n.is_multiple_of(20));
         // Compression: cold values, old dictionary generations, the census.
         compression.run_slice(&srv.keyspace, now_ms(), Duration::from_millis(5));
-        if crate::tracking::any() {
-            srv.tracking.flush(&srv.clients, None);
+        if srv.tracking.any() {
+            srv.tracking.invalidate(&srv.clients, srv.keyspace.take_invalidated(), None);
         }
         n += 1;
         if n.is_multiple_of(10) {

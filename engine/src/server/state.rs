@@ -247,6 +247,7 @@ impl Server {
         let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
         let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
+        let tracking = crate::tracking::Tracking::new(keyspace.tracking_switch());
         let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
         let reactors =
             super::elastic::Reactors::new(config.threads.reactors(), matches!(config.threads, crate::config::Threads::Elastic(_)), config.elastic.clone());
@@ -273,7 +274,7 @@ impl Server {
             acl: crate::acl::Acl::default(),
             pubsub: crate::pubsub::PubSub::default(),
             monitors: crate::monitor::Monitors::default(),
-            tracking: crate::tracking::Tracking::default(),
+            tracking,
             snapshot: crate::snapshot::SnapshotState::default(),
             scripts: Arc::default(),
             stats,

@@ -1,8 +1,9 @@
 //! The commit stage: a command's effects, made visible in order. Under its locks (so the
 //! log and storage see writes in execution order): a blocked client's registration for its
 //! keys, the PMem tier's hit counters, write-through's queued after-images or write-back's
-//! dirty marks, and the WAL records. After the locks are released: the command's counters,
-//! blocked clients woken on ready keys, the slow log, tracking invalidations.
+//! dirty marks, the WAL records, and the keys its shards noted for tracking clients. After
+//! the locks are released: the command's counters, blocked clients woken on ready keys, the
+//! slow log, tracking invalidations.
 
 use std::sync::atomic::Ordering;
 
@@ -39,6 +40,9 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
             }
         }
     }
+    if srv.tracking.any() {
+        data.guards.take_invalidated(&mut data.fx.invalidated);
+    }
     let fx = &data.fx;
     let logged = srv.wal_off.get(ns).is_none_or(|off| !off.load(Ordering::Relaxed));
     if fx.wal_count > 0 && logged {
@@ -61,7 +65,7 @@ pub(crate) struct Ran<'a> {
 }
 
 /// Commits the rest once the locks are released.
-pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, ran: &Ran, fx: &Effects) {
+pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, ran: &Ran, fx: Effects) {
     let Ran { idx, spec, argv, failed, micros } = *ran;
     // Server and connection commands (INFO, CONFIG RESETSTAT…) are counted at once: one may
     // read or reset the counters the next one adds to.
@@ -72,8 +76,8 @@ pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, ran: &Ran, fx: &Effects
         }
     }
     srv.slowlog.maybe_record(argv, micros, &conn.info);
-    if crate::tracking::any() {
+    if srv.tracking.any() {
         super::run::track_reads(srv, conn, spec, argv);
-        srv.tracking.flush(&srv.clients, Some(conn.info.id));
+        srv.tracking.invalidate(&srv.clients, fx.invalidated, Some(conn.info.id));
     }
 }

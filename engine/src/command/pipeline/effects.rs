@@ -1,7 +1,8 @@
 //! What running a command produced besides its reply, gathered while it holds its locks and
 //! committed by the pipeline: the WAL records of its writes (or, for a storage-backed
 //! tenant, the keys whose after-images go to storage), the keys that became ready for
-//! blocked clients, and its keyspace hits and misses. EXEC and scripts gather the effects of
+//! blocked clients, the changed keys tracking clients hear of, and its keyspace hits and
+//! misses. EXEC and scripts gather the effects of
 //! every command they run into the one `Effects` of the outer command.
 
 /// A command's effects, in the order it made them.
@@ -20,6 +21,8 @@ pub struct Effects {
     pub wal_count: u32,
     /// Keys written in a storage-backed tenant: (database, key).
     pub touched: Vec<(usize, Vec<u8>)>,
+    /// Keys changed while some client tracks keys: invalidations to deliver.
+    pub invalidated: Vec<Vec<u8>>,
 }
 
 impl Effects {

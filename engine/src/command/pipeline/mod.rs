@@ -111,7 +111,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     commit::under_locks(srv, conn, block.as_ref(), &mut data);
     let fx = data.release();
     let micros = start.elapsed().as_micros() as u64;
-    commit::after_locks(srv, conn, &commit::Ran { idx, spec, argv, failed: result.is_err(), micros }, &fx);
+    commit::after_locks(srv, conn, &commit::Ran { idx, spec, argv, failed: result.is_err(), micros }, fx);
     if close {
         return Outcome::Close;
     }
