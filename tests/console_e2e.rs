@@ -19,17 +19,17 @@ fn browser() -> reqwest::Client {
     reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
+/// Posts the login form (with the CSRF token of a fresh login page) as admin.
+async fn post_login(c: &reqwest::Client, url: &str, password: &str) -> reqwest::Response {
+    let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
+    c.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", password)]).send().await.unwrap()
+}
+
 /// Logs in through the login form; answers the client (holding the session cookie) and the
 /// session's CSRF token.
 async fn login(url: &str) -> (reqwest::Client, String) {
     let c = browser();
-    let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
-    let r = c
-        .post(format!("{url}/login"))
-        .form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", CONSOLE_ADMIN_PASSWORD)])
-        .send()
-        .await
-        .unwrap();
+    let r = post_login(&c, url, CONSOLE_ADMIN_PASSWORD).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "login redirects to the overview");
     let cookie = r
         .headers()
@@ -359,13 +359,7 @@ async fn the_admin_changes_the_password_and_other_sessions_end() {
     assert_eq!(first.get(format!("{url}/tenants")).send().await.unwrap().status(), StatusCode::OK);
     assert_eq!(other.get(format!("{url}/tenants")).send().await.unwrap().status(), StatusCode::SEE_OTHER);
     let c = browser();
-    let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
-    let r = c
-        .post(format!("{url}/login"))
-        .form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", CONSOLE_ADMIN_PASSWORD)])
-        .send()
-        .await
-        .unwrap();
+    let r = post_login(&c, &url, CONSOLE_ADMIN_PASSWORD).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     let page = c.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
     let r = c.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", "new-password-1")]).send().await.unwrap();
