@@ -110,8 +110,12 @@ def references(file):
         yield "::".join(target)
 
 
+# Modules the engine re-exports from another crate of the workspace (lib.rs `pub use`).
+REEXPORTED = {"protocol"}
+
+
 def module_exists(path):
-    if not path:
+    if not path or path in REEXPORTED:
         return True
     p = SRC.joinpath(*path.split("::"))
     return p.with_suffix(".rs").exists() or (p / "mod.rs").exists()

@@ -18,7 +18,6 @@ pub mod keyspace;
 pub mod mapped;
 pub mod monitor;
 pub mod probe;
-pub mod protocol;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
@@ -30,4 +29,6 @@ pub mod tracking;
 pub mod wal;
 
 pub use config::{EngineConfig, EngineSettings};
+/// The RESP wire protocol, from the crate shared with the proxy.
+pub use terrace_commands::resp as protocol;
 pub use server::run;

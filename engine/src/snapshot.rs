@@ -67,7 +67,7 @@ fn header(srv: &Server) -> Vec<u8> {
         put_str(out, k.as_bytes());
         put_str(out, v.as_bytes());
     };
-    aux(&mut out, "redis-ver", crate::command::server::REDIS_VERSION);
+    aux(&mut out, "redis-ver", terrace_commands::REDIS_VERSION);
     aux(&mut out, "redis-bits", "64");
     aux(&mut out, "ctime", &(now_ms() / 1000).to_string());
     aux(&mut out, "used-mem", &crate::alloc::used_memory().to_string());

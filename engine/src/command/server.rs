@@ -12,8 +12,7 @@ use crate::keyspace::NUM_DBS;
 use crate::server::state::{now_us, ClientInfo, Server};
 
 /// The Redis version we report, so clients' feature gates see a 7.0 server.
-pub const REDIS_VERSION: &str = "7.0.15";
-pub const TERRACE_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use terrace_commands::{REDIS_VERSION, TERRACE_VERSION};
 
 pub fn ping(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if argv.len() <= 2 && !ctx.resp3() && ctx.conn.subs.any() {

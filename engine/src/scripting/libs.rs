@@ -9,7 +9,7 @@ use std::cell::Cell;
 
 use mlua::{Lua, MultiValue, Table, Value, Variadic};
 
-use crate::command::server::REDIS_VERSION;
+use terrace_commands::REDIS_VERSION;
 
 /// The `redis` table's fixed members.
 pub fn redis_table(lua: &Lua) -> mlua::Result<Table> {

@@ -77,8 +77,8 @@ pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> Stri
                 let up = sh.started.elapsed().as_secs();
                 s += &format!(
                     "# Server\r\nredis_version:{}\r\nterrace_version:{}\r\nterrace_role:proxy\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\nproxy_threads:{}\r\n\r\n",
-                    terrace_engine::command::server::REDIS_VERSION,
-                    terrace_engine::command::server::TERRACE_VERSION,
+                    terrace_commands::REDIS_VERSION,
+                    terrace_commands::TERRACE_VERSION,
                     std::env::consts::OS,
                     std::env::consts::ARCH,
                     std::process::id(),

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use terrace_engine::command::table::{full_name, CommandSpec};
 use terrace_engine::command::{arity_ok, lookup, unknown_command_error};
-use terrace_engine::protocol::{Limits, ReplyWriter, RequestParser};
+use terrace_commands::resp::{Limits, ReplyWriter, RequestParser};
 
 use super::{info, Reactor, Timing};
 use crate::backend::{send, Backend, Slot};
@@ -731,7 +731,7 @@ impl Client {
             w.bulk(b"server");
             w.bulk(b"redis");
             w.bulk(b"version");
-            w.bulk(terrace_engine::command::server::REDIS_VERSION.as_bytes());
+            w.bulk(terrace_commands::REDIS_VERSION.as_bytes());
             w.bulk(b"proto");
             w.int(proto);
             w.bulk(b"id");
