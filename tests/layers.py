@@ -111,7 +111,7 @@ def references(file):
 
 
 # Modules the engine re-exports from another crate of the workspace (lib.rs `pub use`).
-REEXPORTED = {"protocol"}
+REEXPORTED = {"protocol", "cost"}
 
 
 def module_exists(path):

@@ -1,12 +1,56 @@
 //! What the engine, the proxy and the console share about Redis commands, so the proxy and
-//! the console need not build the engine for it: the RESP wire protocol (`resp`: the
-//! incremental request parser with Redis's framing limits and errors, and the RESP2/RESP3
-//! reply writer) and the versions a server reports. The lowest layer: it depends on no other
+//! the console need not build the engine for it: the command table (`table`: names, arity,
+//! flags, key positions, lock kinds, statistics classes; `keyspecs`, `keys`, subcommands;
+//! `lookup`), the RESP wire protocol (`resp`: the incremental request parser with Redis's
+//! framing limits and errors, and the RESP2/RESP3 reply writer) and the versions a server
+//! reports. The lowest layer: it depends on no other
 //! crate of the workspace.
 
+pub mod class;
+pub mod glob;
+pub mod keys;
+pub mod keyspecs;
 pub mod resp;
+pub mod settings;
+mod subcommands;
+pub mod table;
+
+pub use subcommands::SUBCOMMANDS;
+use table::CommandSpec;
 
 /// The Redis version Terrace answers as (INFO, HELLO, LOLWUT): the one its behaviour follows.
 pub const REDIS_VERSION: &str = "7.0.15";
 /// Terrace's own version.
 pub const TERRACE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn lowercase_name(name: &[u8], buf: &mut [u8; 32]) -> Option<usize> {
+    if name.len() > 32 {
+        return None;
+    }
+    for (i, b) in name.iter().enumerate() {
+        buf[i] = b.to_ascii_lowercase();
+    }
+    Some(name.len())
+}
+
+/// Finds a command's spec by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
+    let mut buf = [0u8; 32];
+    let n = lowercase_name(name, &mut buf)?;
+    let s = std::str::from_utf8(&buf[..n]).ok()?;
+    table::INDEX.get(s).map(|&i| (i, &table::COMMANDS[i]))
+}
+
+pub fn unknown_command_error(argv: &[&[u8]]) -> String {
+    let mut msg = format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(argv[0]));
+    for a in argv.iter().skip(1).take(20) {
+        msg.push_str(&format!("'{}' ", String::from_utf8_lossy(&a[..a.len().min(128)])));
+    }
+    msg
+}
+
+/// Checks a command's arity (positive: exact; negative: at least).
+pub fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
+    let a = spec.arity;
+    (a > 0 && argc == a as usize) || (a < 0 && argc >= (-a) as usize)
+}

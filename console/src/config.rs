@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
-pub use terrace_engine::config::ConfigError;
+pub use terrace_commands::settings::ConfigError;
 
 fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { key: key.into(), reason: reason.into() }
@@ -64,7 +64,7 @@ impl ConsoleSettings {
     }
 
     pub fn from_file(path: &std::path::Path) -> Result<ConsoleSettings, ConfigError> {
-        terrace_engine::config::read_table(path, "console")
+        terrace_commands::settings::read_table(path, "console")
     }
 
     pub fn resolve(self) -> Result<ConsoleConfig, ConfigError> {

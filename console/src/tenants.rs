@@ -72,10 +72,10 @@ pub enum TenantError {
     Number { field: &'static str, value: String, what: &'static str },
 }
 
-/// A namespace name (`terrace_engine::server::namespaces::valid_name`) that is not one of the
+/// A namespace name (`terrace_commands::settings::valid_name`) that is not one of the
 /// proxy's reserved users.
 pub fn valid_name(name: &str) -> bool {
-    terrace_engine::server::namespaces::valid_name(name) && name != "default" && name != "admin"
+    terrace_commands::settings::valid_name(name) && name != "default" && name != "admin"
 }
 
 fn choice(field: &'static str, value: &str, allowed: &[&str]) -> Result<String, TenantError> {
@@ -96,7 +96,7 @@ impl Limit {
             Limit::Number(0) => Ok(None),
             Limit::Number(n) => Ok(Some(*n)),
             Limit::Text(t) if t.trim().is_empty() => Ok(None),
-            Limit::Text(t) if sizes => terrace_engine::config::parse_size(t).map(|n| (n > 0).then_some(n)).ok_or_else(|| bad(t)),
+            Limit::Text(t) if sizes => terrace_commands::settings::parse_size(t).map(|n| (n > 0).then_some(n)).ok_or_else(|| bad(t)),
             Limit::Text(t) => t.trim().parse::<u64>().map(|n| (n > 0).then_some(n)).map_err(|_| bad(t)),
         }
     }

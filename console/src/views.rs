@@ -5,7 +5,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use serde_json::Value;
-use terrace_engine::cost::breakeven::{break_even, UnitCosts};
+use terrace_cost::breakeven::{break_even, UnitCosts};
 
 use crate::charts::{self, Axes, Marker, Point, Series};
 use crate::db::{ApiToken, Retrain, Usage};

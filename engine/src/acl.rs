@@ -15,8 +15,8 @@ use std::time::Instant;
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 
-use crate::command::args::SUBCOMMANDS;
-use crate::command::table::{key_positions, CommandSpec, COMMANDS, INDEX};
+use terrace_commands::table::{key_positions, CommandSpec, COMMANDS, INDEX};
+use terrace_commands::SUBCOMMANDS;
 
 /// Command categories, in the order Redis lists them.
 pub const CATEGORIES: &[&str] = &[
@@ -326,7 +326,7 @@ impl Selector {
     }
 
     fn key_allowed(&self, key: &[u8], need: u8) -> bool {
-        self.all_keys || self.keys.iter().any(|k| k.perm & need == need && crate::command::args::glob_match(&k.pattern, key, false))
+        self.all_keys || self.keys.iter().any(|k| k.perm & need == need && terrace_commands::glob::glob_match(&k.pattern, key, false))
     }
 
     /// Checks a request against this selector.
@@ -334,7 +334,7 @@ impl Selector {
         let spec = &COMMANDS[idx];
         // Commands that run before authentication (AUTH, HELLO, QUIT…) are always allowed.
         if !spec.no_auth && !self.command_allowed(idx, argv) {
-            return Err(Denied::Command(crate::command::table::full_name(spec, argv)));
+            return Err(Denied::Command(terrace_commands::table::full_name(spec, argv)));
         }
         if !self.all_channels {
             if let Some((channels, literal)) = crate::command::pubsub::channel_args(spec.name, argv) {
@@ -342,7 +342,7 @@ impl Selector {
                     let ok = if literal {
                         self.channels.iter().any(|p| p == c)
                     } else {
-                        self.channels.iter().any(|p| crate::command::args::glob_match(p, c, false))
+                        self.channels.iter().any(|p| terrace_commands::glob::glob_match(p, c, false))
                     };
                     if !ok {
                         return Err(Denied::Channel(c.to_vec()));
@@ -354,7 +354,7 @@ impl Selector {
             return Ok(());
         }
         for (n, i) in key_positions(spec, argv).into_iter().enumerate() {
-            let flags = crate::command::keyspecs::key_flags_for(spec.name, n, argv);
+            let flags = terrace_commands::keyspecs::key_flags_for(spec.name, n, argv);
             let mut need = 0;
             if flags.contains(&"access") {
                 need |= READ;

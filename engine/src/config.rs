@@ -8,27 +8,7 @@ use serde::Deserialize;
 
 use crate::keyspace::eviction::Policy;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
-    #[error("invalid config file {path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("invalid value for `{key}`: {reason}")]
-    Invalid { key: String, reason: String },
-}
-
-/// Reads one table (`[engine]`, `[proxy]`…) of a TOML file as `T` (missing: `T::default()`);
-/// the other tables belong to other readers.
-pub fn read_table<T: serde::de::DeserializeOwned + Default>(path: &std::path::Path, table: &str) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-    let parse_error = |message: String| ConfigError::Parse { path: path.display().to_string(), message };
-    let mut doc: toml::Table = toml::from_str(&text).map_err(|e| parse_error(e.to_string()))?;
-    match doc.remove(table) {
-        None => Ok(T::default()),
-        Some(v) => v.try_into().map_err(|e: toml::de::Error| parse_error(format!("in [{table}]: {}", e.message()))),
-    }
-}
+pub use terrace_commands::settings::{parse_size, read_table, ConfigError};
 
 /// Threading mode of the engine's reactors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -590,26 +570,6 @@ impl Default for EngineConfig {
             storage: None,
         }
     }
-}
-
-/// Parses Redis-style sizes: `1024`, `100kb`, `1mb`, `2gb`, `1k`, `1m`, `1g` (k/m/g are
-/// powers of 1000, kb/mb/gb of 1024, as in redis.conf).
-pub fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim().to_ascii_lowercase();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    n.checked_mul(mul)
 }
 
 #[cfg(test)]

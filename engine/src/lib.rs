@@ -13,7 +13,6 @@ pub mod clock;
 pub mod command;
 pub mod compress;
 pub mod config;
-pub mod cost;
 pub mod keyspace;
 pub mod mapped;
 pub mod monitor;
@@ -29,6 +28,8 @@ pub mod tracking;
 pub mod wal;
 
 pub use config::{EngineConfig, EngineSettings};
+pub use server::run;
 /// The RESP wire protocol, from the crate shared with the proxy.
 pub use terrace_commands::resp as protocol;
-pub use server::run;
+/// The cost model, from its own crate (the console computes with it too).
+pub use terrace_cost as cost;

@@ -14,8 +14,8 @@ use bytes::BytesMut;
 use parking_lot::Mutex;
 
 use crate::clients::ClientInfo;
-use crate::command::args::glob_match;
 use crate::protocol::ReplyWriter;
+use terrace_commands::glob::glob_match;
 
 /// Pending pub/sub output allowed per client before it is disconnected (Redis's hard limit).
 pub const MAILBOX_LIMIT: usize = 32 * 1024 * 1024;

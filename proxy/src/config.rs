@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::slots::SlotMap;
 
-pub use terrace_engine::config::ConfigError;
+pub use terrace_commands::settings::ConfigError;
 
 fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { key: key.into(), reason: reason.into() }
@@ -134,7 +134,7 @@ impl ProxySettings {
 
     /// Reads the `[proxy]` table of a TOML file.
     pub fn from_file(path: &Path) -> Result<ProxySettings, ConfigError> {
-        terrace_engine::config::read_table(path, "proxy")
+        terrace_commands::settings::read_table(path, "proxy")
     }
 
     /// Validates and fills defaults.
@@ -181,7 +181,7 @@ impl ProxySettings {
         let item_size_max = match self.item_size_max {
             None => 1024 * 1024,
             Some(toml::Value::Integer(n)) if n > 0 => n as usize,
-            Some(toml::Value::String(s)) => terrace_engine::config::parse_size(&s)
+            Some(toml::Value::String(s)) => terrace_commands::settings::parse_size(&s)
                 .filter(|n| *n > 0)
                 .ok_or_else(|| invalid("item_size_max", format!("'{s}' is not a size (examples: 1mb, 512kb)")))?
                 as usize,
@@ -192,7 +192,7 @@ impl ProxySettings {
         }
         let tenants = self.tenants.unwrap_or_default();
         for (i, t) in tenants.iter().enumerate() {
-            if !terrace_engine::server::namespaces::valid_name(&t.name) || t.name == crate::tenants::DEFAULT || t.name == crate::tenants::ADMIN {
+            if !terrace_commands::settings::valid_name(&t.name) || t.name == crate::tenants::DEFAULT || t.name == crate::tenants::ADMIN {
                 return Err(invalid("tenants", format!("'{}' is not a tenant name (1-64 letters, digits, '_', '-', '.'; not 'default' or 'admin')", t.name)));
             }
             if let Some(h) = &t.password_sha256 {
@@ -232,7 +232,7 @@ impl ProxySettings {
                 }
             }
             if let Some(p) = &t.tier_policy {
-                if p.parse::<terrace_engine::tier::TenantPolicy>().is_err() {
+                if !terrace_commands::settings::TIER_POLICIES.contains(&p.to_ascii_lowercase().as_str()) {
                     return Err(invalid(
                         "tenants",
                         format!("tier_policy of tenant '{}': '{p}' is not engine, dram-only, dram-first, pmem-first or bidirectional", t.name),
@@ -274,7 +274,7 @@ impl ProxySettings {
 pub fn size_value(v: &toml::Value) -> Option<u64> {
     match v {
         toml::Value::Integer(n) if *n >= 0 => Some(*n as u64),
-        toml::Value::String(s) => terrace_engine::config::parse_size(s),
+        toml::Value::String(s) => terrace_commands::settings::parse_size(s),
         _ => None,
     }
 }

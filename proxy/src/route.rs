@@ -1,7 +1,7 @@
 //! How the proxy handles each Redis command: answered by the proxy itself, sent to the engine
 //! owning its keys, split per engine, sent to every engine, or refused.
 
-use terrace_engine::command::table::{key_positions, CommandSpec, KeysFrom};
+use terrace_commands::table::{key_positions, CommandSpec, KeysFrom};
 
 use crate::merge::Merge;
 use crate::slots::SlotMap;
@@ -62,7 +62,7 @@ fn sub(argv: &[&[u8]]) -> String {
 /// The kind of each command of the engine's table whose kind does not depend on its
 /// arguments (None: classify the call).
 static KINDS: std::sync::LazyLock<Vec<Option<Kind>>> = std::sync::LazyLock::new(|| {
-    terrace_engine::command::table::COMMANDS
+    terrace_commands::table::COMMANDS
         .iter()
         .map(|spec| match spec.name {
             "client" | "config" | "script" | "function" | "xread" | "xreadgroup" => None,
@@ -210,7 +210,7 @@ pub fn target(spec: &CommandSpec, argv: &[&[u8]], map: &SlotMap) -> Target {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use terrace_engine::command::lookup;
+    use terrace_commands::lookup;
 
     fn spec(name: &str) -> &'static CommandSpec {
         lookup(name.as_bytes()).unwrap().1
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn precomputed_kinds_agree() {
-        for (i, spec) in terrace_engine::command::table::COMMANDS.iter().enumerate() {
+        for (i, spec) in terrace_commands::table::COMMANDS.iter().enumerate() {
             let argv: [&[u8]; 3] = [spec.name.as_bytes(), b"k", b"v"];
             assert_eq!(format!("{:?}", classify_indexed(i, spec, &argv)), format!("{:?}", classify(spec, &argv)), "{}", spec.name);
         }

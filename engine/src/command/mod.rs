@@ -13,10 +13,10 @@ pub mod diagnostics;
 pub mod dump;
 pub mod function;
 pub mod geo;
+pub mod handlers;
 pub mod hash;
 pub mod hll;
 pub mod keys;
-pub mod keyspecs;
 pub mod list;
 pub mod memcache;
 pub mod pipeline;
@@ -32,6 +32,7 @@ pub mod stream_group;
 pub mod stream_rdb;
 pub mod string;
 pub mod table;
+pub use terrace_commands::keyspecs;
 pub mod tally;
 pub mod txn;
 pub mod zset;
@@ -47,7 +48,7 @@ use crate::keyspace::{access, Collection, Entry, Guards, Keyspace, Kind, Meta, S
 use crate::protocol::ReplyWriter;
 use crate::server::state::{ClientInfo, Server};
 pub use args::CmdError;
-use table::{CommandSpec, Lock, COMMANDS};
+use table::{CommandSpec, Lock};
 
 pub type CmdResult = Result<(), CmdError>;
 pub type Handler = fn(&mut Ctx, &[&[u8]]) -> CmdResult;
@@ -427,37 +428,7 @@ impl Ctx<'_> {
     }
 }
 
-fn lowercase_name(name: &[u8], buf: &mut [u8; 32]) -> Option<usize> {
-    if name.len() > 32 {
-        return None;
-    }
-    for (i, b) in name.iter().enumerate() {
-        buf[i] = b.to_ascii_lowercase();
-    }
-    Some(name.len())
-}
-
-/// Finds a command's spec by name, case-insensitively.
-pub fn lookup(name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
-    let mut buf = [0u8; 32];
-    let n = lowercase_name(name, &mut buf)?;
-    let s = std::str::from_utf8(&buf[..n]).ok()?;
-    table::INDEX.get(s).map(|&i| (i, &COMMANDS[i]))
-}
-
-pub fn unknown_command_error(argv: &[&[u8]]) -> String {
-    let mut msg = format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(argv[0]));
-    for a in argv.iter().skip(1).take(20) {
-        msg.push_str(&format!("'{}' ", String::from_utf8_lossy(&a[..a.len().min(128)])));
-    }
-    msg
-}
-
-/// Checks a command's arity (positive: exact; negative: at least).
-pub fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
-    let a = spec.arity;
-    (a > 0 && argc == a as usize) || (a < 0 && argc >= (-a) as usize)
-}
+pub use terrace_commands::{arity_ok, lookup, unknown_command_error};
 
 /// The shard ids a command must lock.
 pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> ShardIds {

@@ -403,15 +403,6 @@ pub fn parse_read_args<'a>(argv: &[&'a [u8]], xreadgroup: bool) -> Result<ReadAr
     Ok(a)
 }
 
-/// Key positions of XREAD / XREADGROUP (what the dispatcher locks); none if malformed.
-pub fn read_key_positions(argv: &[&[u8]]) -> Vec<usize> {
-    let group = argv.first().is_some_and(|n| is(n, "xreadgroup"));
-    match parse_read_args(argv, group) {
-        Ok(a) => (a.keys_at..a.keys_at + a.nkeys).collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
 /// Where a read starts for one stream.
 #[derive(Clone, Copy)]
 enum ReadFrom {

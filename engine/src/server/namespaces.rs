@@ -7,11 +7,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Whether `name` may name a namespace: 1-64 letters, digits, '_', '-' and '.' (the engine,
-/// the proxy's tenants and the console check the same).
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
-}
+pub use terrace_commands::settings::valid_name;
 
 pub fn path(data_dir: &Path) -> PathBuf {
     data_dir.join("namespaces")

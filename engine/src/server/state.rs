@@ -11,10 +11,10 @@ use tokio::sync::Notify;
 
 pub use crate::clients::ClientInfo;
 pub use crate::clock::{now_ms, now_ms_at, now_us};
-use crate::command::table::{CommandSpec, COMMANDS};
 use crate::config::EngineConfig;
 use crate::keyspace::eviction::Policy;
 use crate::keyspace::Keyspace;
+use terrace_commands::table::{CommandSpec, COMMANDS};
 
 /// Per-command counters (INFO commandstats).
 #[derive(Default)]

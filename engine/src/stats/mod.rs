@@ -7,8 +7,8 @@ pub mod recorder;
 pub mod tenant;
 pub mod workload;
 
-use crate::command::table::CommandSpec;
 use crate::server::state::Server;
+use terrace_commands::table::CommandSpec;
 
 /// Counts a data command `argv` run in database `db` and notes its keys' references (and,
 /// while its tenant is recorded, the command itself). `reply_len`: bytes of its reply.
@@ -24,7 +24,7 @@ pub fn observe(srv: &Server, db: usize, spec: &CommandSpec, argv: &[&[u8]], now_
     let recording = srv.recorder.recording() == Some(ns);
     let threshold = if recording { srv.recorder.threshold() } else { 0 };
     let mut sampled = false;
-    crate::command::table::for_each_key(spec, argv, |k| {
+    terrace_commands::table::for_each_key(spec, argv, |k| {
         let h = crate::keyspace::hash_bytes(k);
         t.reference(h, now_ms.max(0) as u64);
         sampled |= recording && mrc::spatial(h) < threshold;

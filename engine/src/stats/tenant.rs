@@ -11,19 +11,7 @@ use serde_json::{json, Value};
 
 use super::mrc::{spatial, Mrc};
 
-/// Command classes (the command table's groups, folded).
-pub const CLASSES: [&str; 12] = ["string", "hash", "list", "set", "sortedset", "stream", "bitmap", "hyperloglog", "geo", "keyspace", "scripting", "other"];
-
-/// The class of connection, server, pub/sub and transaction commands.
-pub const OTHER: u8 = CLASSES.len() as u8 - 1;
-
-/// The class of a command-table group.
-pub fn class_of(group: &str) -> u8 {
-    match group {
-        "generic" => 9,
-        g => CLASSES.iter().position(|c| *c == g).unwrap_or(CLASSES.len() - 1) as u8,
-    }
-}
+pub use terrace_commands::class::{class_of, CLASSES, OTHER};
 
 /// Keys sampled for the curve, per tenant (the curve's memory: ~100 bytes a key).
 pub const MRC_SAMPLES: usize = 8192;

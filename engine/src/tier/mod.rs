@@ -370,3 +370,13 @@ pub fn promoted(e: &Entry) -> Option<Entry> {
         thaw(e)
     }
 }
+
+#[cfg(test)]
+mod policy_names {
+    #[test]
+    fn every_tier_policy_name_the_proxy_accepts_parses() {
+        for name in terrace_commands::settings::TIER_POLICIES {
+            assert!(name.parse::<super::TenantPolicy>().is_ok(), "{name}");
+        }
+    }
+}

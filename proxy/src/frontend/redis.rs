@@ -15,9 +15,9 @@ use smallvec::SmallVec;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use terrace_engine::command::table::{full_name, CommandSpec};
-use terrace_engine::command::{arity_ok, lookup, unknown_command_error};
 use terrace_commands::resp::{Limits, ReplyWriter, RequestParser};
+use terrace_commands::table::{full_name, CommandSpec};
+use terrace_commands::{arity_ok, lookup, unknown_command_error};
 
 use super::{info, Reactor, Timing};
 use crate::backend::{send, Backend, Slot};
@@ -169,7 +169,7 @@ fn invalidate(cache: &crate::near_cache::NearCache, spec: &CommandSpec, argv: &[
     if broad {
         return cache.clear();
     }
-    for i in terrace_engine::command::table::key_positions(spec, argv) {
+    for i in terrace_commands::table::key_positions(spec, argv) {
         cache.invalidate(db, argv[i]);
     }
 }

@@ -16,7 +16,7 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
     let outer = std::mem::replace(&mut ctx.spec, spec);
     let wal_before = ctx.data.fx.wal_count;
     let reply_at = ctx.out.buf.len();
-    let mut result = (spec.handler)(ctx, argv);
+    let mut result = (crate::command::handlers::of(spec))(ctx, argv);
     if ctx.conn.replay_now.is_none() {
         crate::stats::observe(ctx.srv, ctx.data.db, spec, argv, ctx.data.now, ctx.out.buf.len() - reply_at);
     }

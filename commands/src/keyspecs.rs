@@ -230,8 +230,8 @@ mod tests {
     #[test]
     fn table_is_sorted_and_covers_every_command_with_keys() {
         assert!(KEY_SPECS.windows(2).all(|w| w[0].0 < w[1].0));
-        for c in crate::command::table::COMMANDS.iter() {
-            if c.first > 0 || c.keys_from != crate::command::table::KeysFrom::Range {
+        for c in crate::table::COMMANDS.iter() {
+            if c.first > 0 || c.keys_from != crate::table::KeysFrom::Range {
                 assert!(!key_flags(c.name, 0).is_empty(), "{} has keys but no key spec", c.name);
             }
         }
