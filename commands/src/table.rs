@@ -38,12 +38,77 @@ pub enum KeysFrom {
     FirstAndStore,
 }
 
+/// A command's flags, as a bitset: what the engine and the proxy branch on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flags(u32);
+
+/// Every flag the table uses, with Redis's name; a flag's bit is its position here.
+const FLAG_NAMES: [&str; 19] = [
+    "write",
+    "readonly",
+    "denyoom",
+    "admin",
+    "pubsub",
+    "noscript",
+    "blocking",
+    "loading",
+    "stale",
+    "skip_monitor",
+    "skip_slowlog",
+    "fast",
+    "no_auth",
+    "may_replicate",
+    "no_mandatory_keys",
+    "no_async_loading",
+    "no_multi",
+    "movablekeys",
+    "allow_busy",
+];
+
+impl Flags {
+    pub const WRITE: Flags = Flags(1 << 0);
+    pub const READONLY: Flags = Flags(1 << 1);
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    pub const ADMIN: Flags = Flags(1 << 3);
+    pub const PUBSUB: Flags = Flags(1 << 4);
+    pub const NOSCRIPT: Flags = Flags(1 << 5);
+    pub const BLOCKING: Flags = Flags(1 << 6);
+    pub const LOADING: Flags = Flags(1 << 7);
+    pub const STALE: Flags = Flags(1 << 8);
+    pub const SKIP_MONITOR: Flags = Flags(1 << 9);
+    pub const SKIP_SLOWLOG: Flags = Flags(1 << 10);
+    pub const FAST: Flags = Flags(1 << 11);
+    pub const NO_AUTH: Flags = Flags(1 << 12);
+    pub const MAY_REPLICATE: Flags = Flags(1 << 13);
+    pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 14);
+    pub const NO_ASYNC_LOADING: Flags = Flags(1 << 15);
+    pub const NO_MULTI: Flags = Flags(1 << 16);
+    pub const MOVABLEKEYS: Flags = Flags(1 << 17);
+    pub const ALLOW_BUSY: Flags = Flags(1 << 18);
+
+    /// The flag Redis calls `name`.
+    pub fn named(name: &str) -> Option<Flags> {
+        FLAG_NAMES.iter().position(|n| *n == name).map(|bit| Flags(1 << bit))
+    }
+
+    #[inline]
+    pub fn has(self, f: Flags) -> bool {
+        self.0 & f.0 == f.0
+    }
+
+    fn with(self, f: Flags) -> Flags {
+        Flags(self.0 | f.0)
+    }
+}
+
 pub struct CommandSpec {
     /// Its index in `COMMANDS` (what the engine's handler table is indexed by).
     pub id: usize,
     pub name: &'static str,
     pub arity: i32,
-    pub flags: Vec<&'static str>,
+    pub flags: Flags,
+    /// The flags' names in the order COMMAND lists them for this command.
+    pub flag_names: Vec<&'static str>,
     pub first: i32,
     pub last: i32,
     pub step: i32,
@@ -65,17 +130,20 @@ pub struct CommandSpec {
 }
 
 fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32), group: &'static str, summary: &'static str) -> CommandSpec {
-    let flags: Vec<&'static str> = flags.split_whitespace().collect();
+    let flag_names: Vec<&'static str> = flags.split_whitespace().collect();
+    // The table is a constant: a misspelt flag fails every test that reads it.
+    let flags = flag_names.iter().fold(Flags::default(), |f, n| f.with(Flags::named(n).unwrap_or_else(|| panic!("{name}: unknown flag {n}"))));
     CommandSpec {
         name,
         arity,
-        denyoom: flags.contains(&"denyoom"),
-        write: flags.contains(&"write"),
-        no_auth: flags.contains(&"no_auth"),
-        no_multi: flags.contains(&"no_multi"),
+        denyoom: flags.has(Flags::DENYOOM),
+        write: flags.has(Flags::WRITE),
+        no_auth: flags.has(Flags::NO_AUTH),
+        no_multi: flags.has(Flags::NO_MULTI),
         txn_control: matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset"),
-        monitored: !flags.contains(&"admin") && (!flags.contains(&"skip_monitor") || name.starts_with("eval")),
+        monitored: !flags.has(Flags::ADMIN) && (!flags.has(Flags::SKIP_MONITOR) || name.starts_with("eval")),
         flags,
+        flag_names,
         first: keys.0,
         last: keys.1,
         step: keys.2,
@@ -89,19 +157,24 @@ fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32),
 }
 
 impl CommandSpec {
+    fn movable_keys(&mut self) {
+        self.flags = self.flags.with(Flags::MOVABLEKEYS);
+        self.flag_names.push("movablekeys");
+    }
+
     fn lock(mut self, l: Lock) -> Self {
         self.lock = l;
         self
     }
     fn numkeys_at(mut self, i: usize) -> Self {
         self.keys_from = KeysFrom::NumKeysAt(i);
-        self.flags.push("movablekeys");
+        self.movable_keys();
         self.lock = Lock::Keys;
         self
     }
     fn after_streams(mut self) -> Self {
         self.keys_from = KeysFrom::AfterStreams;
-        self.flags.push("movablekeys");
+        self.movable_keys();
         self.lock = Lock::Keys;
         self
     }
@@ -111,7 +184,7 @@ impl CommandSpec {
     }
     fn dest_numkeys(mut self) -> Self {
         self.keys_from = KeysFrom::DestThenNumKeys;
-        self.flags.push("movablekeys");
+        self.movable_keys();
         self.lock = Lock::Keys;
         self
     }
@@ -640,6 +713,44 @@ pub fn key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flag_names_and_bits_agree() {
+        let consts = [
+            Flags::WRITE,
+            Flags::READONLY,
+            Flags::DENYOOM,
+            Flags::ADMIN,
+            Flags::PUBSUB,
+            Flags::NOSCRIPT,
+            Flags::BLOCKING,
+            Flags::LOADING,
+            Flags::STALE,
+            Flags::SKIP_MONITOR,
+            Flags::SKIP_SLOWLOG,
+            Flags::FAST,
+            Flags::NO_AUTH,
+            Flags::MAY_REPLICATE,
+            Flags::NO_MANDATORY_KEYS,
+            Flags::NO_ASYNC_LOADING,
+            Flags::NO_MULTI,
+            Flags::MOVABLEKEYS,
+            Flags::ALLOW_BUSY,
+        ];
+        for (name, flag) in FLAG_NAMES.iter().zip(consts) {
+            assert_eq!(Flags::named(name), Some(flag), "{name}");
+        }
+        assert_eq!(Flags::named("nosuch"), None);
+        // Every command's bitset says what its names say.
+        for c in COMMANDS.iter() {
+            for n in &c.flag_names {
+                assert!(c.flags.has(Flags::named(n).unwrap()), "{} {n}", c.name);
+            }
+            assert_eq!(c.write, c.flags.has(Flags::WRITE));
+        }
+        let zunion = &COMMANDS[INDEX["zunion"]];
+        assert!(zunion.flags.has(Flags::MOVABLEKEYS) && zunion.flag_names.contains(&"movablekeys"));
+    }
 
     #[test]
     fn names_are_unique_and_lowercase() {

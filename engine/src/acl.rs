@@ -67,21 +67,22 @@ pub fn categories_of(spec: &CommandSpec) -> Vec<&'static str> {
         _ => None,
     };
     v.extend(group);
-    let has = |f: &str| spec.flags.contains(&f);
-    if has("write") {
+    use terrace_commands::table::Flags;
+    let has = |f: Flags| spec.flags.has(f);
+    if has(Flags::WRITE) {
         v.push("write");
     }
-    if has("readonly") {
+    if has(Flags::READONLY) {
         v.push("read");
     }
-    if has("admin") {
+    if has(Flags::ADMIN) {
         v.push("admin");
         v.push("dangerous");
     } else if DANGEROUS.contains(&spec.name) {
         v.push("dangerous");
     }
-    v.push(if has("fast") { "fast" } else { "slow" });
-    if has("blocking") {
+    v.push(if has(Flags::FAST) { "fast" } else { "slow" });
+    if has(Flags::BLOCKING) {
         v.push("blocking");
     }
     v

@@ -919,8 +919,8 @@ fn write_command_info(ctx: &mut Ctx, c: &CommandSpec) {
     ctx.out.array_len(10);
     ctx.out.bulk(c.name.as_bytes());
     ctx.out.int(c.arity as i64);
-    ctx.out.set_len(c.flags.len());
-    for f in &c.flags {
+    ctx.out.set_len(c.flag_names.len());
+    for f in &c.flag_names {
         ctx.out.simple(f);
     }
     ctx.out.int(c.first as i64);

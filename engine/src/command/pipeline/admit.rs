@@ -5,7 +5,7 @@
 //! Redis makes in that place.
 
 use crate::acl::{Denied, User};
-use crate::command::table::{self, CommandSpec};
+use crate::command::table::{self, CommandSpec, Flags};
 
 /// Who asks for a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +83,7 @@ pub fn admit(origin: Origin, idx: usize, spec: &CommandSpec, argv: &[&[u8]], cal
         return Verdict::Refuse(Arity);
     }
     if let Origin::Script { readonly } = origin {
-        if spec.flags.contains(&"noscript") {
+        if spec.flags.has(Flags::NOSCRIPT) {
             return Verdict::Refuse(NotInScript);
         }
         if readonly && spec.write {
@@ -131,7 +131,7 @@ pub fn admit(origin: Origin, idx: usize, spec: &CommandSpec, argv: &[&[u8]], cal
 /// What may run while a script is busy: SCRIPT KILL, SHUTDOWN, and the connection commands
 /// Redis flags `allow_busy`.
 fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
-    spec.flags.contains(&"allow_busy") || (spec.name == "script" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"kill")))
+    spec.flags.has(Flags::ALLOW_BUSY) || (spec.name == "script" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"kill")))
 }
 
 impl Refusal {

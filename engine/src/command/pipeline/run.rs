@@ -102,7 +102,7 @@ fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before
 pub(crate) fn track_reads(srv: &Server, conn: &mut Conn, spec: &CommandSpec, argv: &[&[u8]]) {
     let Some(t) = &conn.tracking else { return };
     let caching_cmd = spec.name == "client" && argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"caching"));
-    if spec.flags.contains(&"readonly") && !t.bcast {
+    if spec.flags.has(table::Flags::READONLY) && !t.bcast {
         let wanted = if t.optin {
             conn.caching == Some(true)
         } else if t.optout {
