@@ -7,6 +7,7 @@
 //! crate of the workspace.
 
 pub mod class;
+pub mod connection;
 pub mod glob;
 pub mod keys;
 pub mod keyspecs;

@@ -11,6 +11,7 @@ use super::{txn, CmdResult, Ctx};
 use crate::keyspace::NUM_DBS;
 use crate::server::state::{now_us, ClientInfo, Server};
 
+use terrace_commands::connection::{client_name, write_hello, Auth, Hello, HELLO_NOAUTH};
 /// The Redis version we report, so clients' feature gates see a 7.0 server.
 pub use terrace_commands::{REDIS_VERSION, TERRACE_VERSION};
 
@@ -69,62 +70,32 @@ pub fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(
 }
 
 pub fn auth(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    match argv.len() {
-        2 => authenticate(ctx, None, argv[1])?,
-        3 => authenticate(ctx, Some(argv[1]), argv[2])?,
-        _ => return Err(CmdError::Syntax),
-    }
+    let a = Auth::parse(argv).map_err(connection_error)?;
+    authenticate(ctx, a.user, a.password)?;
     ctx.out.ok();
     Ok(())
 }
 
+fn connection_error(e: terrace_commands::connection::ConnectionError) -> CmdError {
+    err(e.to_string())
+}
+
 pub fn hello(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let mut proto = if ctx.conn.resp3 { 3 } else { 2 };
-    let mut i = 1;
-    if argv.len() > 1 {
-        let v = int(argv[1]).map_err(|_| err("ERR Protocol version is not an integer or out of range"))?;
-        if !(2..=3).contains(&v) {
-            return Err(err("NOPROTO unsupported protocol version"));
-        }
-        proto = v;
-        i = 2;
-    }
-    let mut name = None;
-    while i < argv.len() {
-        if is(argv[i], "AUTH") && i + 2 < argv.len() {
-            authenticate(ctx, Some(argv[i + 1]), argv[i + 2])?;
-            i += 3;
-        } else if is(argv[i], "SETNAME") && i + 1 < argv.len() {
-            name = Some(valid_name(argv[i + 1])?);
-            i += 2;
-        } else {
-            return Err(err(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(argv[i]))));
-        }
+    let hello = Hello::parse(argv).map_err(connection_error)?;
+    if let Some(a) = &hello.auth {
+        authenticate(ctx, a.user, a.password)?;
     }
     if !ctx.conn.authenticated && ctx.srv.acl.auth_required() {
-        return Err(err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+        return Err(err(HELLO_NOAUTH));
     }
-    if let Some(n) = name {
+    if let Some(n) = hello.name {
         *ctx.conn.info.name.lock() = Some(n);
     }
+    let proto = hello.protocol.unwrap_or(if ctx.conn.resp3 { 3 } else { 2 });
     ctx.conn.resp3 = proto == 3;
     ctx.out.resp3 = proto == 3;
-    ctx.conn.info.resp.store(proto as u8, Ordering::Relaxed);
-    ctx.out.map_len(7);
-    ctx.out.bulk(b"server");
-    ctx.out.bulk(b"redis");
-    ctx.out.bulk(b"version");
-    ctx.out.bulk(REDIS_VERSION.as_bytes());
-    ctx.out.bulk(b"proto");
-    ctx.out.int(proto);
-    ctx.out.bulk(b"id");
-    ctx.out.int(ctx.conn.info.id as i64);
-    ctx.out.bulk(b"mode");
-    ctx.out.bulk(b"standalone");
-    ctx.out.bulk(b"role");
-    ctx.out.bulk(b"master");
-    ctx.out.bulk(b"modules");
-    ctx.out.array_len(0);
+    ctx.conn.info.resp.store(proto, Ordering::Relaxed);
+    write_hello(&mut ctx.out, proto, ctx.conn.info.id);
     Ok(())
 }
 
@@ -626,13 +597,6 @@ pub fn shutdown(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-fn valid_name(n: &[u8]) -> Result<String, CmdError> {
-    if n.iter().any(|&c| c <= b' ' || c > b'~') {
-        return Err(err("ERR Client names cannot contain spaces, newlines or special characters."));
-    }
-    Ok(String::from_utf8_lossy(n).into_owned())
-}
-
 /// One CLIENT LIST line.
 pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
     let name = c.name.lock().clone().unwrap_or_default();
@@ -696,7 +660,7 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             None => ctx.out.null(),
         },
         ("SETNAME", 3) => {
-            let n = valid_name(argv[2])?;
+            let n = client_name(argv[2]).map_err(connection_error)?;
             *ctx.conn.info.name.lock() = if n.is_empty() { None } else { Some(n) };
             ctx.out.ok();
         }

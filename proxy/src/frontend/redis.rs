@@ -15,6 +15,7 @@ use smallvec::SmallVec;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use terrace_commands::connection::{client_name, write_hello, Auth, Hello, HELLO_NOAUTH};
 use terrace_commands::resp::{Limits, ReplyWriter, RequestParser};
 use terrace_commands::table::{full_name, CommandSpec};
 use terrace_commands::{arity_ok, lookup, unknown_command_error};
@@ -172,10 +173,6 @@ fn invalidate(cache: &crate::near_cache::NearCache, spec: &CommandSpec, argv: &[
     for i in terrace_commands::table::key_positions(spec, argv) {
         cache.invalidate(db, argv[i]);
     }
-}
-
-fn name_is_valid(name: &[u8]) -> bool {
-    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
 impl Client {
@@ -598,11 +595,11 @@ impl Client {
                 self.db = db as u32;
             }
             Local::Auth => {
-                let (user, pass) = if argv.len() == 2 { (None, argv[1]) } else { (Some(argv[1]), argv[2]) };
-                if argv.len() > 3 {
-                    return self.error("ERR syntax error");
-                }
-                if let Err(e) = self.authenticate(user, pass) {
+                let auth = match Auth::parse(argv) {
+                    Ok(a) => a,
+                    Err(e) => return self.error(&e.to_string()),
+                };
+                if let Err(e) = self.authenticate(auth.user, auth.password) {
                     return self.error(e);
                 }
                 self.ready(&b"+OK\r\n"[..]);
@@ -691,58 +688,25 @@ impl Client {
     }
 
     fn hello(&mut self, argv: &[&[u8]]) {
-        let mut proto = if self.resp3 { 3 } else { 2 };
-        let mut i = 1;
-        if argv.len() > 1 {
-            match std::str::from_utf8(argv[1]).ok().and_then(|s| s.parse::<i64>().ok()) {
-                None => return self.error("ERR Protocol version is not an integer or out of range"),
-                Some(v) if !(2..=3).contains(&v) => return self.error("NOPROTO unsupported protocol version"),
-                Some(v) => proto = v,
-            }
-            i = 2;
-        }
-        let mut name = None;
-        while i < argv.len() {
-            if argv[i].eq_ignore_ascii_case(b"AUTH") && i + 2 < argv.len() {
-                if let Err(e) = self.authenticate(Some(argv[i + 1]), argv[i + 2]) {
-                    return self.error(e);
-                }
-                i += 3;
-            } else if argv[i].eq_ignore_ascii_case(b"SETNAME") && i + 1 < argv.len() {
-                if !name_is_valid(argv[i + 1]) {
-                    return self.error("ERR Client names cannot contain spaces, newlines or special characters.");
-                }
-                name = Some(argv[i + 1].to_vec());
-                i += 2;
-            } else {
-                return self.error(&format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(argv[i])));
+        let hello = match Hello::parse(argv) {
+            Ok(h) => h,
+            Err(e) => return self.error(&e.to_string()),
+        };
+        if let Some(a) = &hello.auth {
+            if let Err(e) = self.authenticate(a.user, a.password) {
+                return self.error(e);
             }
         }
         if !self.authed {
-            return self.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+            return self.error(HELLO_NOAUTH);
         }
-        if name.is_some() {
-            self.set_name(name);
+        if let Some(name) = hello.name {
+            self.set_name(Some(name.into_bytes()));
         }
+        let proto = hello.protocol.unwrap_or(if self.resp3 { 3 } else { 2 });
         self.resp3 = proto == 3;
-        let id = self.id as i64;
-        self.reply_with(|w| {
-            w.map_len(7);
-            w.bulk(b"server");
-            w.bulk(b"redis");
-            w.bulk(b"version");
-            w.bulk(terrace_commands::REDIS_VERSION.as_bytes());
-            w.bulk(b"proto");
-            w.int(proto);
-            w.bulk(b"id");
-            w.int(id);
-            w.bulk(b"mode");
-            w.bulk(b"standalone");
-            w.bulk(b"role");
-            w.bulk(b"master");
-            w.bulk(b"modules");
-            w.array_len(0);
-        });
+        let id = self.id;
+        self.reply_with(|w| write_hello(w, proto, id));
     }
 
     fn set_name(&mut self, name: Option<Vec<u8>>) {
@@ -770,8 +734,8 @@ impl Client {
                 })
             }
             ("setname", 3) => {
-                if !name_is_valid(argv[2]) {
-                    return self.error("ERR Client names cannot contain spaces, newlines or special characters.");
+                if let Err(e) = client_name(argv[2]) {
+                    return self.error(&e.to_string());
                 }
                 self.set_name(if argv[2].is_empty() { None } else { Some(argv[2].to_vec()) });
                 self.ready(&b"+OK\r\n"[..]);
