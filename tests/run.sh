@@ -37,5 +37,7 @@ done
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 python3 tests/layers.py
+# The fuzz targets (a workspace of their own, run with cargo-fuzz) still build.
+cargo check --manifest-path fuzz/Cargo.toml --bins --locked
 
 cargo test --workspace "$@"

@@ -19,7 +19,7 @@ use terrace_engine::EngineConfig;
 
 fn server() -> &'static Arc<Server> {
     static SRV: OnceLock<Arc<Server>> = OnceLock::new();
-    SRV.get_or_init(|| Server::new(EngineConfig::default()))
+    SRV.get_or_init(|| Server::new(EngineConfig::default(), None, None))
 }
 
 fn client() -> Arc<ClientInfo> {
