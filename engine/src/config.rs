@@ -399,6 +399,16 @@ pub enum StorageBackend {
     Postgres(String),
 }
 
+impl StorageBackend {
+    /// The cargo feature that builds this adapter in.
+    pub fn feature(&self) -> &'static str {
+        match self {
+            StorageBackend::Lsm(_) => "lsm",
+            StorageBackend::Postgres(_) => "postgres",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct StorageConfig {
     pub backend: StorageBackend,

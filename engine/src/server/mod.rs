@@ -10,6 +10,7 @@
 pub mod connection;
 pub mod cron;
 pub mod elastic;
+#[cfg(feature = "metrics-http")]
 pub mod metrics;
 pub mod namespaces;
 pub mod spin;
@@ -45,9 +46,26 @@ pub enum ServerError {
     Recovery(String),
     #[error("cannot open the storage tier (`storage`): {0}")]
     Storage(#[from] crate::storage::StorageError),
+    #[error("`{key}`: this engine was built without {what} (cargo feature `{feature}`)")]
+    NotBuiltIn { key: &'static str, what: &'static str, feature: &'static str },
 }
 
 use elastic::Handoff;
+
+/// Opens the storage tier's adapter, if this build has it (cargo features `lsm`, `postgres`).
+fn open_storage(backend: &crate::config::StorageBackend) -> Result<crate::storage::Storage, ServerError> {
+    match backend {
+        #[cfg(feature = "lsm")]
+        crate::config::StorageBackend::Lsm(dir) => {
+            Ok(crate::storage::Storage::new(std::sync::Arc::new(crate::storage::lsm::LsmAdapter(crate::storage::lsm::Lsm::open(dir)?)))
+                .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?)
+        }
+        #[cfg(feature = "postgres")]
+        crate::config::StorageBackend::Postgres(url) => Ok(crate::storage::postgres::connect(url)?),
+        #[allow(unreachable_patterns)] // reached when a feature is off
+        other => Err(ServerError::NotBuiltIn { key: "storage", what: "this storage adapter", feature: other.feature() }),
+    }
+}
 
 fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)
@@ -126,13 +144,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     // and before clients connect; its writer batches write-through, its flusher write-back.
     let storage_writer = match &srv.config.storage {
         Some(sc) => {
-            let storage = match &sc.backend {
-                crate::config::StorageBackend::Lsm(dir) => {
-                    crate::storage::Storage::new(std::sync::Arc::new(crate::storage::lsm::LsmAdapter(crate::storage::lsm::Lsm::open(dir)?)))
-                        .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?
-                }
-                crate::config::StorageBackend::Postgres(url) => crate::storage::postgres::connect(url)?,
-            };
+            let storage = open_storage(&sc.backend)?;
             let tier = crate::storage::tier::StorageTier::new(storage, sc.mode, srv.config.namespaces, sc.write_back.clone());
             let weak = Arc::downgrade(&srv);
             tier.set_invalidator(Box::new(move |keys| {
@@ -255,6 +267,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             .expect("spawn the elastic controller")
     };
 
+    #[cfg(not(feature = "metrics-http"))]
+    if srv.config.metrics_port.is_some() {
+        return Err(ServerError::NotBuiltIn { key: "metrics_port", what: "the metrics endpoint", feature: "metrics-http" });
+    }
     let metrics_listener = match srv.config.metrics_port {
         Some(port) => {
             let addr = format!("{}:{port}", srv.config.bind);
@@ -285,6 +301,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             }
             let _ = out.write_all(ready.as_bytes()).and_then(|_| out.flush());
         }
+        #[cfg(feature = "metrics-http")]
         if let Some(l) = metrics_listener {
             tokio::task::spawn_local(metrics::serve(srv0.clone(), l));
         }

@@ -13,7 +13,9 @@
 pub mod census;
 pub mod dirty;
 pub mod flusher;
+#[cfg(feature = "lsm")]
 pub mod lsm;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod record;
 pub mod tier;
