@@ -1025,11 +1025,36 @@ fn acl_users_permissions_and_auth() {
     assert_eq!(q::<String>(&mut admin, &["CONFIG", "SET", "requirepass", "pw"]), "OK");
     let mut fresh = e.client();
     assert!(err(&mut fresh, &["GET", "x"]).contains("Authentication required"));
+    // HELLO checks every option before AUTH acts: a bad option after the right password
+    // refuses the command and leaves the connection unauthenticated.
+    let mut hello = e.raw();
+    assert_eq!(hello.cmd(&["HELLO", "2", "AUTH", "default", "pw", "bogus"]), "-ERR Syntax error in HELLO option 'bogus'\r\n");
+    assert!(hello.cmd(&["GET", "x"]).starts_with("-NOAUTH"));
+    assert!(hello.cmd(&["HELLO", "2", "AUTH", "default", "pw"]).starts_with("*14\r\n"));
+    assert_eq!(hello.cmd(&["GET", "x"]), "$-1\r\n");
     assert_eq!(q::<String>(&mut fresh, &["AUTH", "pw"]), "OK");
     assert_eq!(q::<Value>(&mut fresh, &["GET", "x"]), Value::Nil);
     assert_eq!(q::<String>(&mut fresh, &["CONFIG", "SET", "requirepass", ""]), "OK");
     let mut open = e.client();
     assert!(err(&mut open, &["AUTH", "pw"]).contains("without any password configured"));
+}
+
+#[test]
+fn commands_run_by_exec_and_scripts_count_as_their_own_calls() {
+    let e = Engine::start(&[]);
+    let mut raw = e.raw();
+    assert_eq!(raw.cmd(&["CONFIG", "RESETSTAT"]), "+OK\r\n");
+    for c in [&["MULTI"][..], &["SET", "n", "x"], &["INCR", "n"], &["EXEC"]] {
+        raw.send(&encode(c));
+    }
+    raw.expect(b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n-ERR value is not an integer or out of range\r\n");
+    let script = "redis.call('set', 'm', '1'); return redis.pcall('incr', 'n')";
+    assert_eq!(raw.cmd(&["EVAL", script, "0"]), "-ERR value is not an integer or out of range\r\n");
+    let stats = raw.cmd(&["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_set:calls=2,"), "{stats}");
+    let incr = stats.lines().find(|l| l.starts_with("cmdstat_incr:")).unwrap_or_else(|| panic!("{stats}"));
+    assert!(incr.starts_with("cmdstat_incr:calls=2,") && incr.contains("failed_calls=2"), "{incr}");
+    assert!(stats.contains("cmdstat_exec:calls=1,") && stats.contains("cmdstat_eval:calls=1,"), "{stats}");
 }
 
 #[test]
