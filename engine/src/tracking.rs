@@ -11,7 +11,7 @@
 //! left.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -41,9 +41,8 @@ struct Tracker {
 
 pub struct Tracking {
     clients: Mutex<HashMap<u64, Tracker>>,
-    /// How many clients track; `switch` is on while it is not zero.
-    count: AtomicUsize,
-    /// The keyspace's switch that makes shards note changed keys.
+    /// The keyspace's switch that makes shards note changed keys: on while `clients` is not
+    /// empty (set under its lock).
     switch: Arc<AtomicBool>,
     /// Default mode: key → clients that read it.
     keys: Mutex<HashMap<Vec<u8>, HashSet<u64>>>,
@@ -77,13 +76,13 @@ fn write_invalidate(w: &mut ReplyWriter, keys: Option<&[Vec<u8>]>, via_channel: 
 impl Tracking {
     /// Tracking that turns the keyspace's `switch` on while any client tracks.
     pub fn new(switch: Arc<AtomicBool>) -> Tracking {
-        Tracking { clients: Mutex::default(), count: AtomicUsize::new(0), switch, keys: Mutex::default(), forgotten: Mutex::default() }
+        Tracking { clients: Mutex::default(), switch, keys: Mutex::default(), forgotten: Mutex::default() }
     }
 
     /// Whether any client tracks keys.
     #[inline]
     pub fn any(&self) -> bool {
-        self.count.load(Ordering::Relaxed) > 0
+        self.switch.load(Ordering::Relaxed)
     }
 
     pub fn enable(&self, info: &Arc<ClientInfo>, opts: Options, redirect_to: Option<&Arc<ClientInfo>>) {
@@ -91,17 +90,13 @@ impl Tracking {
             target.push_target.store(true, Ordering::Relaxed);
         }
         let mut clients = self.clients.lock();
-        if clients.insert(info.id, Tracker { info: info.clone(), opts }).is_none() {
-            self.count.fetch_add(1, Ordering::Relaxed);
-        }
+        clients.insert(info.id, Tracker { info: info.clone(), opts });
         self.switch.store(!clients.is_empty(), Ordering::Relaxed);
     }
 
     pub fn disable(&self, id: u64) {
         let mut clients = self.clients.lock();
-        if clients.remove(&id).is_some() {
-            self.count.fetch_sub(1, Ordering::Relaxed);
-        }
+        clients.remove(&id);
         self.switch.store(!clients.is_empty(), Ordering::Relaxed);
     }
 

@@ -9,7 +9,7 @@ use mlua::{Function, Lua, MultiValue, Value};
 
 use super::args::{err, int, is, subcommand_error, CmdError};
 use super::pipeline::{nested, Nested, Origin};
-use super::{lookup, CmdResult, Ctx};
+use super::{CmdResult, Ctx};
 use crate::scripting::{self, lua_to_reply, reply_to_lua, ScriptError};
 
 pub fn eval(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -48,8 +48,8 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> ml
     ctx.out.resp3 = saved_resp3;
     match ran {
         Nested::Refused(error) => fail(&error),
-        Nested::Ran => {
-            if lookup(argv[0]).is_some_and(|(_, spec)| spec.write) {
+        Nested::Ran(spec) => {
+            if spec.write {
                 ctx.srv.scripts.wrote.store(true, Ordering::Relaxed);
             }
             let (v, _) = reply_to_lua(lua, &reply)?;

@@ -38,7 +38,7 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
 /// What a command run inside another came to.
 pub(crate) enum Nested {
     /// It ran; its reply (or its error) is in the output.
-    Ran,
+    Ran(&'static CommandSpec),
     /// Admission refused it, with this error; nothing was written.
     Refused(String),
 }
@@ -66,7 +66,7 @@ pub(crate) fn nested(ctx: &mut Ctx, origin: Origin, argv: &[&[u8]]) -> Nested {
     if ctx.conn.tracking.is_some() {
         track_reads(srv, ctx.conn, spec, argv);
     }
-    Nested::Ran
+    Nested::Ran(spec)
 }
 
 /// Logs a write command that ran, at the leaf: nothing if the WAL is off, the command is
