@@ -13,15 +13,6 @@ use std::time::Duration;
 
 use common::Engine;
 
-/// A reply, parsed only as far as framing needs (RESP2 and RESP3).
-#[derive(Debug)]
-enum Reply {
-    Simple,
-    Error,
-    Scalar,
-    Aggregate,
-}
-
 /// Why a request got no reply.
 #[derive(Debug)]
 enum NoReply {
@@ -60,7 +51,8 @@ impl Client {
         let _ = self.w.write_all(&v);
     }
 
-    fn read(&mut self, wait: Duration) -> Result<Reply, NoReply> {
+    /// Reads one whole reply (its content is not needed, only that it came).
+    fn read(&mut self, wait: Duration) -> Result<(), NoReply> {
         self.w.set_read_timeout(Some(wait)).unwrap();
         read_reply(&mut self.r)
     }
@@ -80,30 +72,28 @@ fn read_line(r: &mut BufReader<TcpStream>) -> Result<String, NoReply> {
     }
 }
 
-fn read_reply(r: &mut BufReader<TcpStream>) -> Result<Reply, NoReply> {
+/// Reads one reply as far as framing needs (RESP2 and RESP3).
+fn read_reply(r: &mut BufReader<TcpStream>) -> Result<(), NoReply> {
     let line = read_line(r)?;
     let (kind, rest) = line.split_at(1);
     let n = || rest.parse::<i64>().unwrap_or_else(|_| panic!("bad length in reply line {line:?}"));
-    Ok(match kind {
-        "+" => Reply::Simple,
-        "-" => Reply::Error,
-        ":" | "_" | "," | "#" | "(" => Reply::Scalar,
+    match kind {
+        "+" | "-" | ":" | "_" | "," | "#" | "(" => {}
         "$" | "!" | "=" => {
             if n() >= 0 {
                 let mut body = vec![0u8; n() as usize + 2];
                 r.read_exact(&mut body).map_err(|_| NoReply::Closed)?;
             }
-            Reply::Scalar
         }
         "*" | "~" | ">" | "%" | "|" => {
             let items = if matches!(kind, "%" | "|") { 2 * n().max(0) } else { n().max(0) };
             for _ in 0..items {
                 read_reply(r)?;
             }
-            Reply::Aggregate
         }
         _ => panic!("unexpected reply line {line:?}"),
-    })
+    }
+    Ok(())
 }
 
 /// A command as COMMAND describes it.

@@ -51,8 +51,8 @@ impl Engine {
 
     /// Starts an engine on `data_dir` (which it keeps; a restart test reuses it).
     pub fn start_in(data_dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Engine {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
-        cmd.args(["engine", "--port", "0", "--data-dir"]).arg(data_dir).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut cmd = Self::command(0, data_dir);
+        cmd.args(extra);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -263,18 +263,23 @@ pub fn ready_port(child: &mut Child) -> u16 {
 impl Engine {
     /// Starts an engine on a given port (a restart test brings it back on the same one).
     pub fn start_on(port: u16, data_dir: &std::path::Path) -> Engine {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
-        cmd.args(["engine", "--port", &port.to_string(), "--data-dir"]).arg(data_dir).stdout(Stdio::piped()).stderr(Stdio::null());
-        Self::spawn(cmd, data_dir)
+        Self::spawn(Self::command(port, data_dir), data_dir)
     }
 
     /// Starts an engine whose standard error (its log, and any panic message) goes to `log`.
     pub fn start_logged(extra: &[&str], log: &std::path::Path) -> Engine {
         let data_dir = temp_dir("engine");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
-        let file = std::fs::File::create(log).expect("create the engine's log file");
-        cmd.args(["engine", "--port", "0", "--data-dir"]).arg(&data_dir).args(extra).stdout(Stdio::piped()).stderr(file);
+        let mut cmd = Self::command(0, &data_dir);
+        cmd.args(extra).stderr(std::fs::File::create(log).expect("create the engine's log file"));
         Self::spawn(cmd, &data_dir)
+    }
+
+    /// `terrace engine` on `port` (0: any) and `data_dir`, its ready line on a pipe and its
+    /// log discarded.
+    fn command(port: u16, data_dir: &std::path::Path) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+        cmd.args(["engine", "--port", &port.to_string(), "--data-dir"]).arg(data_dir).stdout(Stdio::piped()).stderr(Stdio::null());
+        cmd
     }
 
     fn spawn(mut cmd: Command, data_dir: &std::path::Path) -> Engine {
