@@ -26,13 +26,13 @@ LAYERS = [
         "compress::bytes", "compress::zstd", "compress::pattern", "compress::fsst", "compress::ppm",
         "compress::rangecoder", "compress::train", "compress::sample", "compress::advise", "compress::store",
         "compress::roundtrip_tests", "compress",
-        "rdb", "command::dump", "command::compact", "command::stream_rdb",
+        "rdb",
     ]),
     ("keyspace", ["keyspace", "tier", "compress::tenant", "compress::pass"]),
-    ("services", ["acl", "clients", "pubsub", "monitor", "tracking", "stats", "storage", "wal", "snapshot", "scripting", "config"]),
+    ("services", ["acl", "clients", "pubsub", "monitor", "tracking", "stats", "storage", "wal", "scripting", "config"]),
     # The node's shared state (`Server`: keyspace, services, clients, runtime settings) that
-    # commands are given.
-    ("node", ["server::state", "server::namespaces"]),
+    # commands are given, and the snapshot of all of it (SAVE, loading at start).
+    ("node", ["server::state", "server::namespaces", "snapshot"]),
     ("command", ["command"]),
     ("server", ["server", ""]),
 ]

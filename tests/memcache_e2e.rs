@@ -112,6 +112,27 @@ fn text_protocol_matches_memcached() {
     assert_eq!(ours, theirs);
 }
 
+/// What the parser now checks itself (meta flags, base64 keys, client numbers at their
+/// bounds) answers as memcached does, and nothing past a bound wraps around.
+#[test]
+fn typed_requests_answer_bad_input_as_memcached() {
+    let r = rig(&[]);
+    let mc = Memcached::start();
+    let script = concat!(
+        "ms a2V5 2 b\r\nhi\r\nmg a2V5 b v\r\nmg key v\r\nmg !!! b v\r\nmd a2V5 b q\r\nmg key v\r\n",
+        "ms a2V5 2 b O5 k\r\nhi\r\nmg a2V5 b k O1 v f\r\nmg a2V5 O1 k b s\r\nmd a2V5 b O1 k\r\nmg a2V5 b k O2 v\r\nmg nope O9 k v\r\n",
+        "mg n v v\r\nmg n T1 T2\r\nmd n q q\r\nma n D1 D2\r\nma n M\r\nms n 1 M\r\nx\r\nms n 1 MZ\r\nx\r\nma !!! b\r\nmd n X\r\nms n 1 X\r\nx\r\n",
+        "ms n 1\r\n5\r\nma n D18446744073709551610 v\r\nma n D18446744073709551616\r\nma n D-1\r\nma n MX\r\n",
+        "md n C-1\r\nmg n Tsoon v\r\nms f 1 F4294967296\r\nx\r\nms f 1 F4294967295\r\nx\r\nmg f f v\r\n",
+        "cache_memlimit 7\r\ncache_memlimit 1000000001\r\ncache_memlimit 18446744073709551616\r\ncache_memlimit -8\r\n",
+        "cache_memlimit 64 noreply\r\ncache_memlimit 64\r\nmn\r\n",
+    );
+    let theirs = mask_cas(&talk(&mut mc.raw(), script));
+    let ours = mask_cas(&talk(&mut r.proxy.memcache(), script));
+    assert!(theirs.contains("MEMLIMIT_TOO_SMALL") && theirs.ends_with("MN"), "memcached answered: {theirs}");
+    assert_eq!(ours, theirs);
+}
+
 #[test]
 fn cas_race_has_one_winner() {
     let r = rig(&[]);

@@ -1,5 +1,19 @@
-//! Key positions that need more than the table's (first, last, step): XREAD and XREADGROUP
-//! name their keys after STREAMS, past options that take values.
+//! Argument positions that need more than the table's (first, last, step): XREAD and
+//! XREADGROUP name their keys after STREAMS, past options that take values; the pub/sub
+//! commands name channels.
+
+use crate::table::CommandId;
+
+/// The channels a command names, for the ACL's channel rules, and whether they are patterns;
+/// None for a command without channel arguments.
+pub fn channel_args<'a>(id: CommandId, argv: &[&'a [u8]]) -> Option<(Vec<&'a [u8]>, bool)> {
+    match id {
+        CommandId::Publish | CommandId::Spublish => Some((argv.get(1).into_iter().copied().collect(), false)),
+        CommandId::Subscribe | CommandId::Ssubscribe => Some((argv.get(1..).unwrap_or_default().to_vec(), false)),
+        CommandId::Psubscribe => Some((argv.get(1..).unwrap_or_default().to_vec(), true)),
+        _ => None,
+    }
+}
 
 /// The positions of XREAD's or XREADGROUP's stream keys: the first half of the arguments
 /// after STREAMS. Options are skipped as the engine's parser reads them (BLOCK and COUNT take

@@ -11,6 +11,7 @@ pub mod connection;
 pub mod glob;
 pub mod keys;
 pub mod keyspecs;
+pub mod numbers;
 pub mod resp;
 pub mod settings;
 mod subcommands;

@@ -338,7 +338,7 @@ impl Selector {
             return Err(Denied::Command(terrace_commands::table::full_name(spec, argv)));
         }
         if !self.all_channels {
-            if let Some((channels, literal)) = crate::command::pubsub::channel_args(spec.name, argv) {
+            if let Some((channels, literal)) = terrace_commands::keys::channel_args(spec.id, argv) {
                 for c in channels {
                     let ok = if literal {
                         self.channels.iter().any(|p| p == c)

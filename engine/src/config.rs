@@ -582,6 +582,45 @@ impl Default for EngineConfig {
     }
 }
 
+/// The CONFIG GET/SET parameters kept as text, with their defaults (Redis's). `maxmemory*` live in atomics instead.
+pub fn default_params() -> Vec<(String, String)> {
+    [
+        ("appendonly", "no"),
+        ("appendfsync", "everysec"),
+        ("save", ""),
+        ("requirepass", ""),
+        ("timeout", "0"),
+        ("tcp-keepalive", "300"),
+        ("databases", "16"),
+        ("proto-max-bulk-len", "536870912"),
+        ("client-query-buffer-limit", "1073741824"),
+        ("lfu-log-factor", "10"),
+        ("lfu-decay-time", "1"),
+        ("hz", "10"),
+        ("maxclients", "10000"),
+        ("notify-keyspace-events", ""),
+        ("dir", "."),
+        ("dbfilename", "dump.rdb"),
+        ("list-max-listpack-size", "-2"),
+        ("list-max-ziplist-size", "-2"),
+        ("hash-max-listpack-entries", "128"),
+        ("hash-max-ziplist-entries", "128"),
+        ("zset-max-listpack-entries", "128"),
+        ("zset-max-ziplist-entries", "128"),
+        ("set-max-intset-entries", "512"),
+        ("slowlog-log-slower-than", "10000"),
+        ("slowlog-max-len", "128"),
+        ("latency-tracking", "yes"),
+        ("lazyfree-lazy-user-flush", "no"),
+        ("protected-mode", "no"),
+        ("loglevel", "notice"),
+        ("activedefrag", "no"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@ pub mod mapped;
 pub mod monitor;
 pub mod probe;
 pub mod pubsub;
+pub mod rdb;
 pub mod scripting;
 pub mod server;
 pub mod snapshot;

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::command::dump::{crc64, crc64_update, decode_value, encode_object, put_len, put_str, Reader, Restored, RDB_VERSION};
 use crate::keyspace::{access, Entry, Guards, Keyspace, Meta, Shard, ValueRef};
+use crate::rdb::{crc64, crc64_update, decode_value, encode_object, put_len, put_str, RdbError, Reader, Restored, RDB_VERSION};
 use crate::server::state::{now_ms, Server};
 
 const OP_AUX: u8 = 0xFA;
@@ -25,6 +25,8 @@ const OP_SELECTDB: u8 = 0xFE;
 const OP_EOF: u8 = 0xFF;
 const OP_IDLE: u8 = 0xF8;
 const OP_FREQ: u8 = 0xF9;
+/// The RDB opcode that carries one library's code (FUNCTION DUMP payloads, RDB files).
+pub const OP_FUNCTION2: u8 = 245;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -85,7 +87,7 @@ fn header(srv: &Server) -> Vec<u8> {
     }
     // FUNCTION libraries, as Redis 7 stores them.
     for lib in srv.scripts.functions.snapshot().values() {
-        out.push(crate::command::function::OP_FUNCTION2);
+        out.push(OP_FUNCTION2);
         put_str(&mut out, lib.code.as_bytes());
     }
     out
@@ -212,10 +214,38 @@ pub fn save_with_guards(srv: &Server, guards: &mut Guards) -> Result<(), Snapsho
         // taken yet are logged again after it, so a restart still knows they are dirty.
         wal.checkpoint(seq);
         if let Some(tier) = srv.storage_tier() {
-            crate::command::storage::relog_dirty(srv, tier, guards);
+            relog_dirty(srv, tier, guards);
         }
     }
     r
+}
+
+/// After a checkpoint (every shard held): the dirty keys' after-images again, so the log
+/// that is left still marks them dirty on a restart.
+fn relog_dirty(srv: &Server, tier: &crate::storage::tier::StorageTier, guards: &mut Guards) {
+    let Some(wal) = srv.wal() else { return };
+    let now = now_ms();
+    let mut records = Vec::new();
+    let mut count = 0u32;
+    for (db, key) in tier.dirty.keys() {
+        let ns_base = db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS;
+        match guards.shard(srv.keyspace.shard_id(db, &key)).peek(&key, now) {
+            Some(e) => {
+                let mut v = Vec::new();
+                if crate::storage::record::encode(&srv.keyspace, db, e, &mut v).is_ok() {
+                    crate::wal::frame::put_record(&mut records, now, db, ns_base, &[crate::storage::WB_RECORD, &key, &v]);
+                    count += 1;
+                }
+            }
+            None => {
+                crate::wal::frame::put_record(&mut records, now, db, ns_base, &[crate::storage::WB_RECORD, &key]);
+                count += 1;
+            }
+        }
+    }
+    if count > 0 {
+        wal.append_after_images(&records, count);
+    }
 }
 
 fn record(srv: &Server, r: &Result<(), SnapshotError>) {
@@ -290,7 +320,7 @@ pub fn load(srv: &Server, keys: bool) -> Result<Loaded, SnapshotError> {
     let lfu = srv.keyspace.lfu.load(Ordering::Relaxed);
     loop {
         let op = r.byte().map_err(|_| corrupt("truncated".into()))?;
-        let bad = |e: crate::command::args::CmdError| corrupt(e.to_string());
+        let bad = |e: RdbError| corrupt(e.to_string());
         match op {
             OP_EOF => break,
             OP_AUX => {
@@ -306,27 +336,26 @@ pub fn load(srv: &Server, keys: bool) -> Result<Loaded, SnapshotError> {
                 }
             }
             OP_SELECTDB => {
-                db = r.len().map_err(bad)?;
+                db = r.length().map_err(bad)?;
                 if db >= srv.keyspace.dbs() {
                     return Err(corrupt(format!("database {db} out of range")));
                 }
             }
             OP_RESIZEDB => {
-                r.len().map_err(bad)?;
-                r.len().map_err(bad)?;
+                r.length().map_err(bad)?;
+                r.length().map_err(bad)?;
             }
             OP_EXPIRETIME_MS => expire = Some(i64::from_le_bytes(r.take(8).map_err(bad)?.try_into().expect("8"))),
             OP_EXPIRETIME => expire = Some(i32::from_le_bytes(r.take(4).map_err(bad)?.try_into().expect("4")) as i64 * 1000),
             OP_IDLE => {
-                r.len().map_err(bad)?;
+                r.length().map_err(bad)?;
             }
             OP_FREQ => {
                 r.byte().map_err(bad)?;
             }
-            crate::command::function::OP_FUNCTION2 => {
+            OP_FUNCTION2 => {
                 let code = String::from_utf8_lossy(&r.string().map_err(bad)?).into_owned();
-                let (name, lib) =
-                    crate::scripting::with_vm(&srv.scripts, |vm| vm.check_library(&code)).map_err(|e| corrupt(format!("function library: {e}")))?;
+                let (name, lib) = check_library(srv, &code).map_err(|e| corrupt(format!("function library: {e}")))?;
                 srv.scripts.functions.add(&name, lib, true).map_err(|e| corrupt(format!("function library '{name}': {e}")))?;
             }
             t => {
@@ -358,4 +387,16 @@ pub struct Loaded {
     pub wal_seq: Option<u64>,
     /// Whether there was a file at all.
     pub exists: bool,
+}
+
+/// A function library's name and functions, found by running its code.
+#[cfg(feature = "lua")]
+fn check_library(srv: &Server, code: &str) -> Result<(String, crate::scripting::functions::Library), String> {
+    crate::scripting::with_vm(&srv.scripts, |vm| vm.check_library(code))
+}
+
+/// Without Lua a library cannot be loaded: a file holding one is refused, not half loaded.
+#[cfg(not(feature = "lua"))]
+fn check_library(_srv: &Server, _code: &str) -> Result<(String, crate::scripting::functions::Library), String> {
+    Err("this build has no Lua scripting (cargo feature `lua`)".into())
 }

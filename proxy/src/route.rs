@@ -1,41 +1,14 @@
 //! How the proxy handles each Redis command: answered by the proxy itself, sent to the engine
 //! owning its keys, split per engine, sent to every engine, or refused.
 
-use terrace_commands::table::{key_positions, CommandSpec, KeysFrom};
+use terrace_commands::table::{key_positions, Combine, CommandId, CommandSpec, KeysFrom, Route};
 
 use crate::merge::Merge;
 use crate::slots::SlotMap;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Local {
-    Ping,
-    Echo,
-    Quit,
-    Hello,
-    Auth,
-    Select,
-    Client,
-    Reset,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Split {
-    /// MGET: per-engine MGETs, values put back in request order.
-    Mget,
-    /// MSET: per-engine MSETs.
-    Mset,
-    /// DEL, UNLINK, EXISTS, TOUCH: per-engine counts added up.
-    Sum,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Txn {
-    Multi,
-    Exec,
-    Discard,
-    Watch,
-    Unwatch,
-}
+/// The proxy's names for the table's routing kinds: a command answered from the
+/// connection's state is handled locally, a transaction step is a `Txn`.
+pub use terrace_commands::table::{Connection as Local, Split, Transaction as Txn};
 
 #[derive(Debug, Clone)]
 pub enum Kind {
@@ -59,19 +32,13 @@ fn sub(argv: &[&[u8]]) -> String {
     argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).unwrap_or_default()
 }
 
-/// The kind of each command of the engine's table whose kind does not depend on its
-/// arguments (None: classify the call).
+/// The kind of each command of the table whose kind does not depend on its arguments (None:
+/// classify the call).
 static KINDS: std::sync::LazyLock<Vec<Option<Kind>>> = std::sync::LazyLock::new(|| {
-    terrace_commands::table::COMMANDS
-        .iter()
-        .map(|spec| match spec.name {
-            "client" | "config" | "script" | "function" | "xread" | "xreadgroup" => None,
-            name => Some(classify(spec, &[name.as_bytes()])),
-        })
-        .collect()
+    terrace_commands::table::COMMANDS.iter().map(|spec| (spec.route != Route::ByArguments).then(|| classify(spec, &[spec.name.as_bytes()]))).collect()
 });
 
-/// `classify` for the command at `index` of the table, without matching its name each time.
+/// `classify` for the command at `index` of the table, without looking at its route each time.
 pub fn classify_indexed(index: usize, spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
     match KINDS.get(index) {
         Some(Some(kind)) => kind.clone(),
@@ -79,47 +46,49 @@ pub fn classify_indexed(index: usize, spec: &CommandSpec, argv: &[&[u8]]) -> Kin
     }
 }
 
-/// Classifies a call to `spec`.
+fn merge_of(c: Combine) -> Merge {
+    match c {
+        Combine::Sum => Merge::Sum,
+        Combine::AllOk => Merge::AllOk,
+        Combine::AnyOk => Merge::AnyOk,
+        Combine::Concat => Merge::Concat,
+        Combine::FirstNonNull => Merge::FirstNonNull,
+    }
+}
+
+/// Classifies a call to `spec`: its route in the table, or for the commands routed by their
+/// arguments, what those say.
 pub fn classify(spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
-    match spec.name {
-        "ping" => Kind::Local(Local::Ping),
-        "echo" => Kind::Local(Local::Echo),
-        "quit" => Kind::Local(Local::Quit),
-        "hello" => Kind::Local(Local::Hello),
-        "auth" => Kind::Local(Local::Auth),
-        "select" => Kind::Local(Local::Select),
-        "reset" => Kind::Local(Local::Reset),
-        "client" => match sub(argv).as_str() {
+    match spec.route {
+        Route::Keyed => Kind::Keyed,
+        Route::Connection(c) => Kind::Local(c),
+        Route::Split(s) => Kind::Split(s),
+        Route::FanOut(c) => Kind::FanOut(merge_of(c)),
+        Route::Scan => Kind::Scan,
+        Route::Info => Kind::Info,
+        Route::Blocking => Kind::Blocking,
+        Route::Transaction(t) => Kind::Txn(t),
+        Route::Subscribe => Kind::Subscribe,
+        Route::EngineOnly if spec.id == CommandId::Monitor => Kind::Refused("MONITOR is not supported through the Terrace proxy; run it on an engine"),
+        Route::EngineOnly => Kind::Refused("this command is not supported through the Terrace proxy; run it on an engine"),
+        Route::ByArguments => by_arguments(spec, argv),
+    }
+}
+
+/// CLIENT, CONFIG, SCRIPT, FUNCTION, XREAD and XREADGROUP: the kind their arguments give.
+fn by_arguments(spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
+    match spec.id {
+        CommandId::Client => match sub(argv).as_str() {
             "id" | "setname" | "getname" | "setinfo" | "info" | "list" | "no-evict" | "no-touch" | "help" => Kind::Local(Local::Client),
             _ => Kind::Refused("this CLIENT subcommand is not supported through the Terrace proxy"),
         },
-        "mget" => Kind::Split(Split::Mget),
-        "mset" => Kind::Split(Split::Mset),
-        "del" | "unlink" | "exists" | "touch" => Kind::Split(Split::Sum),
-        "keys" => Kind::FanOut(Merge::Concat),
-        "dbsize" => Kind::FanOut(Merge::Sum),
-        "randomkey" => Kind::FanOut(Merge::FirstNonNull),
-        "flushdb" | "flushall" | "swapdb" | "save" | "bgsave" => Kind::FanOut(Merge::AllOk),
-        "config" if matches!(sub(argv).as_str(), "set" | "resetstat") => Kind::FanOut(Merge::AllOk),
-        "script" | "function" => match sub(argv).as_str() {
+        CommandId::Config if matches!(sub(argv).as_str(), "set" | "resetstat") => Kind::FanOut(Merge::AllOk),
+        CommandId::Script | CommandId::Function => match sub(argv).as_str() {
             "load" | "flush" | "delete" | "restore" => Kind::FanOut(Merge::AllOk),
             "kill" => Kind::FanOut(Merge::AnyOk),
             _ => Kind::Keyed,
         },
-        "scan" => Kind::Scan,
-        "info" => Kind::Info,
-        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" | "bzpopmin" | "bzpopmax" | "bzmpop" => Kind::Blocking,
-        "xread" | "xreadgroup" if argv.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) => Kind::Blocking,
-        "multi" => Kind::Txn(Txn::Multi),
-        "exec" => Kind::Txn(Txn::Exec),
-        "discard" => Kind::Txn(Txn::Discard),
-        "watch" => Kind::Txn(Txn::Watch),
-        "unwatch" => Kind::Txn(Txn::Unwatch),
-        "subscribe" | "psubscribe" | "ssubscribe" => Kind::Subscribe,
-        "monitor" => Kind::Refused("MONITOR is not supported through the Terrace proxy; run it on an engine"),
-        "shutdown" | "debug" | "replicaof" | "slaveof" | "sync" | "psync" | "failover" | "migrate" | "module" => {
-            Kind::Refused("this command is not supported through the Terrace proxy; run it on an engine")
-        }
+        CommandId::Xread | CommandId::Xreadgroup if argv.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) => Kind::Blocking,
         _ => Kind::Keyed,
     }
 }
@@ -186,8 +155,9 @@ impl Target {
 
 /// The engine of a call's keys. Shard-channel commands route by their channel's slot.
 pub fn target(spec: &CommandSpec, argv: &[&[u8]], map: &SlotMap) -> Target {
-    if matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
-        return argv[1..].iter().take(if spec.name == "spublish" { 1 } else { usize::MAX }).fold(Target::Any, |t, c| t.add(map.engine_of_key(c)));
+    if matches!(spec.id, CommandId::Spublish | CommandId::Ssubscribe | CommandId::Sunsubscribe) {
+        let channels = if spec.id == CommandId::Spublish { 1 } else { usize::MAX };
+        return argv[1..].iter().take(channels).fold(Target::Any, |t, c| t.add(map.engine_of_key(c)));
     }
     // The common case (one key at 1, or a key range) without allocating.
     if spec.keys_from == KeysFrom::Range {

@@ -120,7 +120,7 @@ fn current_setup(srv: &Server, ns: usize) -> Setup {
 
 pub fn advise(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let (ns, tenant) = tenant_arg(ctx.srv, argv[1])?;
-    let w = Workload::gather(ctx.srv, &mut ctx.data.guards, ns)?;
+    let w = super::stats::gather_workload(ctx.srv, &mut ctx.data.guards, ns)?;
     let l = live(ctx.srv, &w);
     let evaluated = cost_eval(ctx.srv, &tenant);
     let prices: Prices = evaluated.as_ref().and_then(|v| serde_json::from_value(v["prices"].clone()).ok()).unwrap_or_default();

@@ -43,6 +43,13 @@ impl From<crate::keyspace::Undeclared> for CmdError {
     }
 }
 
+/// A RESTORE (or FUNCTION RESTORE) payload that does not decode answers the codec's error.
+impl From<crate::rdb::RdbError> for CmdError {
+    fn from(e: crate::rdb::RdbError) -> Self {
+        CmdError::Msg(e.to_string())
+    }
+}
+
 pub fn err(msg: impl Into<String>) -> CmdError {
     CmdError::Msg(msg.into())
 }
@@ -113,30 +120,7 @@ pub fn numkeys(args: &[&[u8]]) -> Result<usize, CmdError> {
     Ok(nk)
 }
 
-/// Parses a double as Redis's `string2d`/`strtold` do: decimal or exponent forms, `inf`,
-/// `+inf`, `-inf`; no NaN, no surrounding spaces.
-pub fn parse_f64(arg: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(arg).ok()?;
-    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
-        return None;
-    }
-    let lower = s.to_ascii_lowercase();
-    let v = match lower.as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        _ => {
-            if lower.contains("inf") || lower.contains("nan") {
-                return None;
-            }
-            s.parse::<f64>().ok()?
-        }
-    };
-    if v.is_nan() {
-        None
-    } else {
-        Some(v)
-    }
-}
+pub use terrace_commands::numbers::parse_f64;
 
 pub fn float(arg: &[u8]) -> Result<f64, CmdError> {
     parse_f64(arg).ok_or(CmdError::NotFloat)

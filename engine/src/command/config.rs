@@ -9,49 +9,6 @@ use crate::config::parse_size;
 use crate::keyspace::eviction::Policy;
 use crate::server::state::Server;
 
-/// Parameters kept as text, with their defaults. `maxmemory*` live in atomics instead.
-pub fn default_params() -> Vec<(String, String)> {
-    [
-        ("appendonly", "no"),
-        ("appendfsync", "everysec"),
-        ("save", ""),
-        ("requirepass", ""),
-        ("timeout", "0"),
-        ("tcp-keepalive", "300"),
-        ("databases", "16"),
-        ("proto-max-bulk-len", "536870912"),
-        ("client-query-buffer-limit", "1073741824"),
-        ("lfu-log-factor", "10"),
-        ("lfu-decay-time", "1"),
-        ("hz", "10"),
-        ("maxclients", "10000"),
-        ("notify-keyspace-events", ""),
-        ("dir", "."),
-        ("dbfilename", "dump.rdb"),
-        ("list-max-listpack-size", "-2"),
-        ("list-max-ziplist-size", "-2"),
-        ("hash-max-listpack-entries", "128"),
-        ("hash-max-ziplist-entries", "128"),
-        ("zset-max-listpack-entries", "128"),
-        ("zset-max-ziplist-entries", "128"),
-        ("set-max-intset-entries", "512"),
-        ("slowlog-log-slower-than", "10000"),
-        ("slowlog-max-len", "128"),
-        ("latency-tracking", "yes"),
-        ("lazyfree-lazy-user-flush", "no"),
-        ("protected-mode", "no"),
-        ("loglevel", "notice"),
-        ("activedefrag", "no"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}
-
-pub fn get_param(srv: &Server, name: &str) -> Option<String> {
-    srv.runtime.params.lock().iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
-}
-
 fn all_params(srv: &Server) -> Vec<(String, String)> {
     let mut v = vec![
         ("maxmemory".to_string(), srv.runtime.maxmemory.load(Ordering::Relaxed).to_string()),

@@ -3,13 +3,12 @@
 //! the same machinery as EVAL (`script::run_lua`).
 
 use super::args::{err, glob_match, is, subcommand_error, CmdError};
-use super::dump::{crc64, put_str, Reader, RDB_VERSION};
 use super::script::{keys_and_args, run_lua};
 use super::{CmdResult, Ctx};
+use crate::rdb::{crc64, put_str, Reader, RDB_VERSION};
 use crate::scripting;
 
-/// The RDB opcode that carries one library's code (FUNCTION DUMP payloads, RDB files).
-pub const OP_FUNCTION2: u8 = 245;
+use crate::snapshot::OP_FUNCTION2;
 
 pub fn fcall(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     fcall_generic(ctx, argv, false)

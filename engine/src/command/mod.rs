@@ -6,11 +6,11 @@ pub mod acl;
 pub mod advise;
 pub mod args;
 pub mod bitmap;
-pub mod compact;
 pub mod compression;
 pub mod config;
 pub mod diagnostics;
 pub mod dump;
+#[cfg(feature = "lua")]
 pub mod function;
 pub mod geo;
 pub mod handlers;
@@ -21,6 +21,7 @@ pub mod list;
 pub mod memcache;
 pub mod pipeline;
 pub mod pubsub;
+#[cfg(feature = "lua")]
 pub mod script;
 pub mod server;
 pub mod set;
@@ -29,7 +30,6 @@ pub mod stats;
 pub mod storage;
 pub mod stream;
 pub mod stream_group;
-pub mod stream_rdb;
 pub mod string;
 pub mod table;
 pub use terrace_commands::keyspecs;
@@ -377,11 +377,6 @@ impl<'a> Data<'a> {
     /// Marks a list or sorted set key as having new elements for blocked clients.
     pub fn signal(&mut self, key: &[u8]) {
         self.fx.ready.push((self.db, key.to_vec()));
-    }
-
-    /// Marks a key of database `db` as having new elements for blocked clients.
-    pub fn signal_in(&mut self, db: usize, key: Vec<u8>) {
-        self.fx.ready.push((db, key));
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
 use super::args::subcommand_error;
+use super::table::CommandId;
 use super::{CmdResult, Conn, Ctx};
 use crate::protocol::ReplyWriter;
 use crate::pubsub::Kind;
@@ -179,8 +180,9 @@ pub fn pubsub(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 /// Commands a RESP2 client may send while subscribed.
-pub fn allowed_while_subscribed(name: &str) -> bool {
-    matches!(name, "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "ping" | "quit" | "reset")
+pub fn allowed_while_subscribed(id: CommandId) -> bool {
+    use CommandId::*;
+    matches!(id, Subscribe | Psubscribe | Ssubscribe | Unsubscribe | Punsubscribe | Sunsubscribe | Ping | Quit | Reset)
 }
 
 /// PING from a subscribed RESP2 client answers `["pong", message]`.
@@ -188,14 +190,4 @@ pub fn subscribed_ping(out: &mut ReplyWriter, argv: &[&[u8]]) {
     out.array_len(2);
     out.bulk(b"pong");
     out.bulk(argv.get(1).copied().unwrap_or(b""));
-}
-
-/// Whether a command names a channel argument the ACL must check, and how.
-pub fn channel_args<'a>(name: &str, argv: &[&'a [u8]]) -> Option<(Vec<&'a [u8]>, bool)> {
-    match name {
-        "publish" | "spublish" => Some((vec![argv[1]], false)),
-        "subscribe" | "ssubscribe" => Some((argv[1..].to_vec(), false)),
-        "psubscribe" => Some((argv[1..].to_vec(), true)),
-        _ => None,
-    }
 }

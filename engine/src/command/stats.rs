@@ -8,6 +8,7 @@
 use super::args::{err, is, CmdError};
 use super::{CmdResult, Ctx};
 use crate::stats::recorder;
+use crate::stats::workload::{Sources, Workload};
 
 pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     let totals = ctx.data.totals()?;
@@ -28,9 +29,25 @@ pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 
 pub fn workload(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let (ns, _) = tenant_arg(ctx.srv, argv[1])?;
-    let w = crate::stats::workload::Workload::gather(ctx.srv, &mut ctx.data.guards, ns)?;
+    let w = gather_workload(ctx.srv, &mut ctx.data.guards, ns)?;
     ctx.out.bulk(w.to_json().to_string().as_bytes());
     Ok(())
+}
+
+/// The workload of namespace `ns`, its census visited through a command's `guards`.
+pub fn gather_workload(srv: &crate::server::state::Server, guards: &mut crate::keyspace::Guards, ns: usize) -> Result<Workload, crate::keyspace::Undeclared> {
+    let tenant = srv.namespaces.lock().get(ns).cloned().unwrap_or_default();
+    let census = srv.keyspace.namespace_census(guards, ns)?;
+    let storage = srv.storage_tier().filter(|t| t.backs(ns)).and_then(|t| {
+        let name = if tenant.is_empty() { "default" } else { tenant.as_str() };
+        let count = t.census.get(name);
+        if count.is_none() {
+            t.census.wake();
+        }
+        count.map(|c| (c.keys, c.bytes, c.at.elapsed().as_secs_f64()))
+    });
+    let compression = srv.keyspace.compression(ns).stats();
+    Ok(Workload::from_sources(Sources { tenant, namespace: ns, stats: &srv.tenant_stats[ns], census, compression, storage }))
 }
 
 /// A tenant named in a command: its namespace and its name (`default` for the default one).
@@ -103,9 +120,9 @@ pub fn record(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                     }
                     let dump = if e.is_encoded() {
                         let v = super::decoded(ks, db, e)?.unwrap_or_default();
-                        super::dump::dump_value(crate::keyspace::ValueRef::Str(&v))
+                        crate::rdb::dump_value(crate::keyspace::ValueRef::Str(&v))
                     } else {
-                        super::dump::dump_value(e.value())
+                        crate::rdb::dump_value(e.value())
                     };
                     let pttl = e.expire().map_or(-1, |at| (at - now).max(1));
                     recorder::sample_line(&mut out, db, e.key(), pttl, &dump);

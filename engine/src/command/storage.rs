@@ -5,31 +5,25 @@
 
 use std::sync::atomic::Ordering;
 
-use super::table::{self, CommandSpec, Lock};
-use super::{arity_ok, dump, lookup, Conn, Data, StorageWait};
+use super::table::{self, CommandId, CommandSpec, Lock};
+use super::{arity_ok, lookup, Conn, Data, StorageWait};
 use crate::keyspace::{access, Entry, Meta};
 use crate::server::state::{now_ms, Server};
 use crate::storage::tier::{CacheKey, StorageTier};
 
-/// The internal WAL record of a write-back after-image: `TERRACE.WB key [record]` (no record:
-/// deleted). Not a command clients can send: replay installs it directly.
-pub const WB_RECORD: &[u8] = b"TERRACE.WB";
+pub use crate::storage::WB_RECORD;
 
 /// The storage tenant name of the namespace holding database `db`.
 pub fn tenant_of(srv: &Server, db: usize) -> String {
-    let names = srv.namespaces.lock();
-    match names.get(db / crate::keyspace::NUM_DBS).map(String::as_str) {
-        None | Some("") => "default".to_string(),
-        Some(n) => n.to_string(),
-    }
+    crate::storage::flusher::Source::tenant_of(srv, db)
 }
 
 /// Whether a command replaces its keys' values without looking at them (so a miss needs no
 /// storage read): SET without NX/XX/GET/KEEPTTL, SETEX, PSETEX, MSET.
 fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
-    match spec.name {
-        "setex" | "psetex" | "mset" => true,
-        "set" => !argv[3..].iter().any(|a| ["nx", "xx", "get", "keepttl"].iter().any(|o| a.eq_ignore_ascii_case(o.as_bytes()))),
+    match spec.id {
+        CommandId::Setex | CommandId::Psetex | CommandId::Mset => true,
+        CommandId::Set => !argv[3..].iter().any(|a| ["nx", "xx", "get", "keepttl"].iter().any(|o| a.eq_ignore_ascii_case(o.as_bytes()))),
         _ => false,
     }
 }
@@ -79,7 +73,7 @@ pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<R
             if spec.lock == Lock::Keys && arity_ok(spec, args.len()) && !overwrites_blindly(spec, args) {
                 wanted.extend(table::key_positions(spec, args).into_iter().map(|i| (db, args[i].to_vec())));
             }
-            if spec.name == "move" && arity_ok(spec, args.len()) {
+            if spec.id == CommandId::Move && arity_ok(spec, args.len()) {
                 // MOVE fails if the key exists in the other database: storage must say.
                 wanted.push((db, args[1].to_vec()));
                 if let Some(to) = std::str::from_utf8(args[2]).ok().and_then(|s| s.parse::<usize>().ok()).filter(|&d| d < crate::keyspace::NUM_DBS) {
@@ -88,7 +82,8 @@ pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<R
             }
         }
     };
-    if argv[0].eq_ignore_ascii_case(b"exec") {
+    let exec = lookup(argv[0]).is_some_and(|(_, spec)| spec.id == CommandId::Exec);
+    if exec {
         for queued in conn.multi.iter().flatten() {
             let args: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
             add(&args);
@@ -96,7 +91,7 @@ pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<R
     } else {
         add(argv);
     }
-    let queuing = conn.multi.is_some() && !argv[0].eq_ignore_ascii_case(b"exec");
+    let queuing = conn.multi.is_some() && !exec;
     if writes && tier.writes_back(ns) && !queuing {
         // Write-back: room under `dirty_max` first (backpressure).
         tier.admit_dirty(|| !super::admit_memory(srv)).await?;
@@ -171,8 +166,8 @@ async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: u
                     } else {
                         let meta = Meta { expire: stored.expire, flags: stored.flags, version: ks.next_version(), access: access::new_stamp(lfu, now) };
                         Some(match stored.value {
-                            dump::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
-                            dump::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
+                            crate::rdb::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
+                            crate::rdb::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
                         })
                     }
                 }
@@ -299,8 +294,8 @@ pub fn replay_write_back(srv: &Server, db: usize, argv: &[Vec<u8>], now: i64) ->
             let meta =
                 Meta { expire: stored.expire, flags: stored.flags, version: ks.next_version(), access: access::new_stamp(ks.lfu.load(Ordering::Relaxed), now) };
             let mut e = match stored.value {
-                dump::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
-                dump::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
+                crate::rdb::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
+                crate::rdb::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
             };
             e.set_dirty(true);
             let size = e.heap_size();
@@ -312,32 +307,4 @@ pub fn replay_write_back(srv: &Server, db: usize, argv: &[Vec<u8>], now: i64) ->
         tier.dirty.mark(&(db, key.clone()), size, 0);
     }
     Ok(())
-}
-
-/// After a checkpoint (every shard held): the dirty keys' after-images again, so the log
-/// that is left still marks them dirty on a restart.
-pub fn relog_dirty(srv: &Server, tier: &StorageTier, guards: &mut crate::keyspace::Guards) {
-    let Some(wal) = srv.wal() else { return };
-    let now = now_ms();
-    let mut records = Vec::new();
-    let mut count = 0u32;
-    for (db, key) in tier.dirty.keys() {
-        let ns_base = db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS;
-        match guards.shard(srv.keyspace.shard_id(db, &key)).peek(&key, now) {
-            Some(e) => {
-                let mut v = Vec::new();
-                if crate::storage::record::encode(&srv.keyspace, db, e, &mut v).is_ok() {
-                    crate::wal::frame::put_record(&mut records, now, db, ns_base, &[WB_RECORD, &key, &v]);
-                    count += 1;
-                }
-            }
-            None => {
-                crate::wal::frame::put_record(&mut records, now, db, ns_base, &[WB_RECORD, &key]);
-                count += 1;
-            }
-        }
-    }
-    if count > 0 {
-        wal.append_after_images(&records, count);
-    }
 }

@@ -29,7 +29,7 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
 use super::value::Collection;
-pub use super::value::Kind;
+pub use super::value::{Kind, ValueRef};
 
 /// Where an entry's value lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,17 +51,6 @@ const FIXED: usize = 10;
 const PMEM_REF: usize = 9;
 const PTR: usize = std::mem::size_of::<*mut Collection>();
 pub const MAX_VERSION: u64 = (1 << 48) - 1;
-
-/// What an entry's value is.
-pub enum ValueRef<'a> {
-    Str(&'a [u8]),
-    /// A compressed string: header and payload.
-    Encoded(&'a [u8]),
-    Coll(&'a Collection),
-    /// A collection frozen in the PMem tier (an RDB-encoded object); lookups through the
-    /// shard thaw it first, so only whole-keyspace walks (SCAN, SAVE) see this.
-    Frozen(Kind, &'a [u8]),
-}
 
 /// An entry's value as laid out in the entry: bytes inline, or a reference into PMem.
 #[derive(Clone, Copy)]
@@ -608,11 +597,6 @@ impl Entry {
             // walk that does gets the thawed copy.
             ValueRef::Frozen(..) => crate::tier::thaw(self).expect("a frozen collection decodes (checked when frozen)").copied(key, meta),
         }
-    }
-
-    /// Replaces a string value, keeping key and metadata (the version is the caller's).
-    pub fn with_str_value(&self, value: &[u8]) -> Entry {
-        Self::build(Kind::Str, self.key(), value, &self.meta())
     }
 
     /// The same string stored compressed (`stored` = header + payload) or plain, keeping key

@@ -179,6 +179,17 @@ impl ZSet {
     }
 }
 
+/// What an entry's value is.
+pub enum ValueRef<'a> {
+    Str(&'a [u8]),
+    /// A compressed string: header and payload.
+    Encoded(&'a [u8]),
+    Coll(&'a Collection),
+    /// A collection frozen in the PMem tier (an RDB-encoded object); lookups through the
+    /// shard thaw it first, so only whole-keyspace walks (SCAN, SAVE) see this.
+    Frozen(Kind, &'a [u8]),
+}
+
 /// A collection value owned by an entry.
 pub enum Collection {
     List(VecDeque<Bytes>),

@@ -2,10 +2,14 @@
 //! functions with `redis.register_function`, called with FCALL. The libraries' code is
 //! shared by all threads; each thread's VM loads them when the set of libraries changes.
 
+#[cfg(feature = "lua")]
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+#[cfg(feature = "lua")]
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(feature = "lua")]
 use mlua::{Function, Lua, Table, Value};
 use parking_lot::Mutex;
 
@@ -27,6 +31,7 @@ pub struct Registry {
 }
 
 /// A function as a thread's VM holds it.
+#[cfg(feature = "lua")]
 #[derive(Clone)]
 pub struct Loaded {
     pub f: Function,
@@ -66,6 +71,7 @@ pub fn parse_header(code: &str) -> Result<(String, &str), String> {
     Ok((name, body))
 }
 
+#[cfg(feature = "lua")]
 /// Runs a library's body in `lua` with `redis.register_function` available; returns what it
 /// registered. `redis` is the VM's shared `redis` table.
 pub fn load(lua: &Lua, redis: &Table, body: &str) -> Result<BTreeMap<String, Loaded>, String> {
@@ -206,6 +212,7 @@ impl Registry {
 }
 
 /// A thread's loaded functions, rebuilt when the registry's generation moves.
+#[cfg(feature = "lua")]
 #[derive(Default)]
 pub struct ThreadFunctions {
     pub generation: u64,

@@ -163,7 +163,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             let (t, weak, stop) = (tier.clone(), Arc::downgrade(&srv), census_stop.clone());
             let census = std::thread::Builder::new()
                 .name("terrace-storage-census".into())
-                .spawn(move || t.census.run(weak, t.clone(), &stop))
+                .spawn(move || t.census.run(|| weak.upgrade().map(|s| s.namespaces.lock().clone()), t.clone(), &stop))
                 .expect("spawn the storage census");
             Some((tier, writer, flusher, census))
         }
@@ -406,7 +406,7 @@ fn replay(srv: &Arc<Server>, records: Vec<(u64, crate::wal::frame::Record)>) -> 
         conn.db = r.db;
         conn.ns_base = r.ns_base;
         conn.replay_now = Some(r.now);
-        if r.argv[0] == crate::command::storage::WB_RECORD {
+        if r.argv[0] == crate::storage::WB_RECORD {
             if let Err(why) = crate::command::storage::replay_write_back(srv, r.db, &r.argv, r.now) {
                 tracing::warn!(seq, "a replayed write-back record failed: {why}");
             }

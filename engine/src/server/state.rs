@@ -226,6 +226,24 @@ pub struct Server {
     pub pause_all: AtomicBool,
 }
 
+impl crate::storage::flusher::Source for Server {
+    fn keyspace(&self) -> &Keyspace {
+        &self.keyspace
+    }
+
+    fn tenant_of(&self, db: usize) -> String {
+        let names = self.namespaces.lock();
+        match names.get(db / crate::keyspace::NUM_DBS).map(String::as_str) {
+            None | Some("") => "default".to_string(),
+            Some(n) => n.to_string(),
+        }
+    }
+
+    fn batch_bytes(&self) -> Option<usize> {
+        self.device.get().map(|d| d.storage_batch_bytes())
+    }
+}
+
 impl Server {
     /// Gives namespace `index` its tenant name and whatever was saved for that tenant.
     pub fn attach_tenant(&self, index: usize, name: &str) {
@@ -258,7 +276,7 @@ impl Server {
                 maxmemory: AtomicU64::new(config.maxmemory),
                 policy: Mutex::new(config.maxmemory_policy),
                 maxmemory_samples: AtomicUsize::new(5),
-                params: Mutex::new(crate::command::config::default_params()),
+                params: Mutex::new(crate::config::default_params()),
             },
             keyspace,
             wal: wal.map(std::sync::OnceLock::from).unwrap_or_default(),
@@ -359,7 +377,7 @@ impl Server {
         if until == 0 || now_ms() >= until {
             return None;
         }
-        let exec = spec.name == "exec";
+        let exec = spec.id == terrace_commands::table::CommandId::Exec;
         let applies = if self.pause_all.load(Ordering::Relaxed) { !spec.txn_control || exec } else { spec.write || exec };
         applies.then_some(until)
     }

@@ -5,9 +5,8 @@
 
 use serde_json::{json, Value};
 
-use super::tenant::Rates;
+use super::tenant::{Rates, TenantStats};
 use crate::keyspace::NamespaceCensus;
-use crate::server::state::Server;
 
 /// Points on the reported miss-ratio curve.
 pub const CURVE_POINTS: usize = 40;
@@ -36,14 +35,24 @@ pub struct Workload {
     pub storage: Option<(u64, u64, f64)>,
 }
 
+/// What a workload is computed from, gathered by the command that asks for it (it holds the
+/// locks the census is read through).
+pub struct Sources<'a> {
+    /// The tenant's name ("" for the default tenant).
+    pub tenant: String,
+    pub namespace: usize,
+    pub stats: &'a TenantStats,
+    pub census: NamespaceCensus,
+    /// The tenant's compression statistics (`live_ratio` is read).
+    pub compression: Value,
+    /// A storage-backed tenant's (keys, bytes, seconds since counted).
+    pub storage: Option<(u64, u64, f64)>,
+}
+
 impl Workload {
-    /// The workload of namespace `ns`, its census visited through a command's `guards`.
-    pub fn gather(srv: &Server, guards: &mut crate::keyspace::Guards, ns: usize) -> Result<Workload, crate::keyspace::Undeclared> {
-        let tenant = srv.namespaces.lock().get(ns).cloned().unwrap_or_default();
-        let stats = &srv.tenant_stats[ns];
+    pub fn from_sources(sources: Sources<'_>) -> Workload {
+        let Sources { tenant, namespace, stats, census, compression: comp, storage } = sources;
         let rates = stats.rates();
-        let census = srv.keyspace.namespace_census(guards, ns)?;
-        let comp = srv.keyspace.compression(ns).stats();
         let compression_ratio = comp["live_ratio"].as_f64().filter(|_| census.encoded_values > 0);
         let raw_encoded = compression_ratio.map(|r| census.encoded_bytes as f64 / r.max(1e-6)).unwrap_or(census.encoded_bytes as f64);
         // Entries (headers, keys, DRAM values, collections) and PMem values, with compressed
@@ -53,17 +62,9 @@ impl Workload {
         let avg_record_bytes = if census.keys > 0 { logical_bytes / census.keys as f64 } else { 0.0 };
         let (mean_interval_ms, median_interval_ms, sample_rate, sampled_keys, curve) =
             stats.with_mrc(|m| (m.mean_interval_ms(), m.median_interval_ms(), m.rate(), m.sampled_keys(), m.curve(census.keys as f64, CURVE_POINTS)));
-        let storage = srv.storage_tier().filter(|t| t.backs(ns)).and_then(|t| {
-            let name = if tenant.is_empty() { "default" } else { tenant.as_str() };
-            let count = t.census.get(name);
-            if count.is_none() {
-                t.census.wake();
-            }
-            count.map(|c| (c.keys, c.bytes, c.at.elapsed().as_secs_f64()))
-        });
-        Ok(Workload {
+        Workload {
             tenant,
-            namespace: ns,
+            namespace,
             rates,
             census,
             compression_ratio,
@@ -76,7 +77,7 @@ impl Workload {
             sampled_keys,
             curve,
             storage,
-        })
+        }
     }
 
     pub fn to_json(&self) -> Value {

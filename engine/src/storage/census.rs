@@ -7,13 +7,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 use super::tier::StorageTier;
-use crate::server::state::Server;
 
 /// Keys fetched per scan call.
 const PAGE: usize = 1024;
@@ -65,21 +64,14 @@ impl Census {
     }
 
     /// The census thread: walks every storage-backed tenant, then sleeps (or until woken).
-    pub fn run(&self, srv: Weak<Server>, tier: Arc<StorageTier>, stop: &AtomicBool) {
+    /// `tenants` names the tenants by namespace ("" for the default one); None once the
+    /// server is gone.
+    pub fn run(&self, tenants: impl Fn() -> Option<Vec<String>>, tier: Arc<StorageTier>, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
             let started = Instant::now();
-            let tenants: Vec<String> = match srv.upgrade() {
-                Some(s) => {
-                    let names = s.namespaces.lock().clone();
-                    names
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| tier.backs(*i))
-                        .map(|(_, n)| if n.is_empty() { "default".to_string() } else { n.clone() })
-                        .collect()
-                }
-                None => return,
-            };
+            let Some(names) = tenants() else { return };
+            let tenants: Vec<String> =
+                names.iter().enumerate().filter(|(i, _)| tier.backs(*i)).map(|(_, n)| if n.is_empty() { "default".to_string() } else { n.clone() }).collect();
             for t in &tenants {
                 if stop.load(Ordering::Relaxed) {
                     return;

@@ -15,7 +15,17 @@ use std::time::{Duration, Instant};
 use super::dirty::Taken;
 use super::tier::{storage_key, StorageTier};
 use super::Op;
-use crate::server::state::{now_ms, Server};
+use crate::clock::now_ms;
+use crate::keyspace::Keyspace;
+
+/// What the flusher needs of the node it flushes for (the server's state implements it).
+pub trait Source: Send + Sync {
+    fn keyspace(&self) -> &Keyspace;
+    /// The storage tenant name of the namespace holding database `db`.
+    fn tenant_of(&self, db: usize) -> String;
+    /// The device probe's batch size, once measured.
+    fn batch_bytes(&self) -> Option<usize>;
+}
 
 /// How long a stopping engine keeps retrying a refusing storage before it gives up (what is
 /// still dirty is in the WAL, if it is on).
@@ -26,7 +36,7 @@ const DRAIN_GIVE_UP: Duration = Duration::from_secs(10);
 /// device probe's measure replaces it once known (enough bytes to amortise one sync).
 const BATCH_BYTES: usize = 1 << 20;
 
-pub fn run(srv: std::sync::Weak<Server>, tier: Arc<StorageTier>, stop: &std::sync::atomic::AtomicBool) {
+pub fn run<S: Source>(srv: std::sync::Weak<S>, tier: Arc<StorageTier>, stop: &std::sync::atomic::AtomicBool) {
     let cfg = tier.write_back.clone();
     let mut backoff = Duration::ZERO;
     let mut stopping_since: Option<Instant> = None;
@@ -58,7 +68,7 @@ pub fn run(srv: std::sync::Weak<Server>, tier: Arc<StorageTier>, stop: &std::syn
                 break;
             }
             let full = taken.len() == cfg.flush_batch;
-            match flush_batch(&srv, &tier, taken) {
+            match flush_batch(&*srv, &tier, taken) {
                 Ok(()) => backoff = Duration::ZERO,
                 Err(()) => {
                     backoff = (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
@@ -73,14 +83,14 @@ pub fn run(srv: std::sync::Weak<Server>, tier: Arc<StorageTier>, stop: &std::syn
 }
 
 /// Writes `taken` (one batch per tenant); Err if storage refused (the keys are back in line).
-fn flush_batch(srv: &Server, tier: &StorageTier, taken: Vec<Taken>) -> Result<(), ()> {
-    let ks = &srv.keyspace;
+fn flush_batch(srv: &impl Source, tier: &StorageTier, taken: Vec<Taken>) -> Result<(), ()> {
+    let ks = srv.keyspace();
     let now = now_ms();
     let mut by_tenant: Vec<(String, Vec<Op>, Vec<Taken>)> = Vec::new();
     // Tenant names by namespace, looked up once per batch.
     let mut tenants: Vec<(usize, String)> = Vec::new();
     let mut bytes = 0usize;
-    let cap = srv.device.get().map_or(BATCH_BYTES, |d| d.storage_batch_bytes());
+    let cap = srv.batch_bytes().unwrap_or(BATCH_BYTES);
     let mut taken = taken.into_iter();
     for t in taken.by_ref() {
         if bytes >= cap {
@@ -109,7 +119,7 @@ fn flush_batch(srv: &Server, tier: &StorageTier, taken: Vec<Taken>) -> Result<()
         let tenant = match tenants.iter().find(|(n, _)| *n == ns) {
             Some((_, name)) => name.clone(),
             None => {
-                let name = crate::command::tenant_of(srv, db);
+                let name = srv.tenant_of(db);
                 tenants.push((ns, name.clone()));
                 name
             }

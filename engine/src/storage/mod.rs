@@ -20,6 +20,10 @@ pub mod postgres;
 pub mod record;
 pub mod tier;
 
+/// The internal WAL record of a write-back after-image: `TERRACE.WB key [record]` (no record:
+/// deleted). Not a command clients can send: replay installs it directly.
+pub const WB_RECORD: &[u8] = b"TERRACE.WB";
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

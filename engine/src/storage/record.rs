@@ -11,8 +11,8 @@
 //! collections).
 
 use super::StorageError;
-use crate::command::dump::{decode_value, encode_object, Reader, Restored};
 use crate::keyspace::{Entry, Keyspace, ValueRef};
+use crate::rdb::{decode_value, encode_object, Reader, Restored};
 
 const FORMAT: u8 = 1;
 

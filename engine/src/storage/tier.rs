@@ -263,11 +263,6 @@ impl StorageTier {
         self.mode_of(ns) == Mode::WriteBack
     }
 
-    /// Whether namespace `ns` writes through.
-    pub fn writes_through(&self, ns: usize) -> bool {
-        self.mode_of(ns) == Mode::WriteThrough
-    }
-
     pub fn set_mode(&self, ns: usize, mode: Mode) {
         if let Some(m) = self.modes.get(ns) {
             m.store(mode as u8, Ordering::Relaxed);

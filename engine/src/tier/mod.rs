@@ -20,9 +20,9 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::command::dump::{decode_value, encode_object, Reader, Restored};
 use crate::keyspace::entry::DramValue;
 use crate::keyspace::{Entry, Kind, Meta, ValueRef};
+use crate::rdb::{decode_value, encode_object, Reader, Restored};
 use arena::Arena;
 
 /// Values smaller than this stay in DRAM: their PMem reference would save nothing.

@@ -1,6 +1,8 @@
 //! Client-facing side of the proxy: the per-thread reactor context shared by the connections
-//! it serves, and the protocol front ends (`redis`: RESP2/RESP3; `memcache`: text and meta).
+//! it serves, the connection loop and reply queue (`connection`), and the protocol front ends
+//! plugged into it (`redis`: RESP2/RESP3; `memcache`: text and meta).
 
+pub mod connection;
 pub mod info;
 pub mod memcache;
 pub mod redis;
@@ -15,39 +17,6 @@ use crate::backend::{Backend, BackendLimits, BackendSpec};
 use crate::config::ProxyConfig;
 use crate::slots::SlotMap;
 use crate::tenants::{Password, Tenant};
-
-/// Redis's client-query-buffer-limit, for both front ends.
-const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
-
-/// Writes the replies in `out`; false if the client is gone.
-pub async fn flush(stream: &mut tokio::net::TcpStream, out: &mut bytes::BytesMut) -> bool {
-    use tokio::io::AsyncWriteExt;
-    if out.is_empty() {
-        return true;
-    }
-    let ok = stream.write_all(out).await.is_ok();
-    out.clear();
-    ok
-}
-
-/// Waits for request bytes (when `reading`) or for a reply to be ready (`notify`); false when
-/// the client is gone or its unparsed input passed the query buffer limit.
-pub async fn wait(stream: &mut tokio::net::TcpStream, inbuf: &mut bytes::BytesMut, notify: &tokio::sync::Notify, reading: bool) -> bool {
-    use tokio::io::AsyncReadExt;
-    tokio::select! {
-        r = stream.read_buf(inbuf), if reading => {
-            if matches!(r, Ok(0) | Err(_)) {
-                return false;
-            }
-            if inbuf.len() > QUERY_BUFFER_LIMIT {
-                tracing::warn!("closing a client that exceeded the query buffer limit");
-                return false;
-            }
-            true
-        }
-        _ = notify.notified() => true,
-    }
-}
 
 /// Counters of the whole proxy (every thread).
 #[derive(Debug, Default)]

@@ -1,33 +1,35 @@
-//! One Redis client of the proxy: parse pipelined requests, route each (see `route`), keep
-//! the replies in request order, write them back.
+//! One Redis client of the proxy, as a `Frontend` of the shared connection loop: parse
+//! pipelined requests, route each (see `route`), compose each reply when its engines have
+//! answered.
 //!
-//! Replies wait in `pending`, one entry per request, filled by backends as engines answer;
-//! the front of the queue is written as soon as it is complete, so a slow engine delays only
-//! the replies behind it on this connection. Transactions and blocking commands use a
-//! connection of the client's own (its "pin"); SUBSCRIBE turns the client into a relay.
+//! Replies wait in the connection's queue, one entry per request, filled by backends as
+//! engines answer; the front of the queue is written as soon as it is complete, so a slow
+//! engine delays only the replies behind it on this connection. Transactions and blocking
+//! commands use a connection of the client's own (its "pin"); SUBSCRIBE turns the client into
+//! a relay.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use terrace_commands::connection::{client_name, write_hello, Auth, Hello, HELLO_NOAUTH};
 use terrace_commands::resp::{Limits, ReplyWriter, RequestParser};
-use terrace_commands::table::{full_name, CommandSpec};
+use terrace_commands::table::{full_name, CommandId, CommandSpec};
 use terrace_commands::{arity_ok, lookup, unknown_command_error};
 
-use super::{info, Reactor, Timing};
+use super::connection::{self, Frontend, Handled, Replies, State};
+use super::{info, Reactor};
 use crate::backend::{send, Backend, Slot};
 use crate::merge::{self, Merge};
 use crate::resp;
 use crate::route::{self, Kind, Local, Split, Target, Txn};
 use crate::tenants::Tenant;
 use std::sync::Arc;
-use tokio::time::Instant;
 
 const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 const NUM_DBS: i64 = 16;
@@ -69,8 +71,8 @@ struct Client {
     /// Authenticated as `admin` (may run TERRACE.TOPOLOGY).
     admin: bool,
     notify: Rc<Notify>,
-    /// Replies to come, in request order; a request's last entry carries its timing.
-    pending: VecDeque<(Pending, Option<Timing>)>,
+    parser: RequestParser,
+    replies: Replies<Pending>,
     /// The command being handled (for metrics).
     current: &'static str,
     /// The connection a WATCH or MULTI holds, and whether a SELECT went through it.
@@ -83,11 +85,10 @@ struct Client {
     closing: bool,
 }
 
-pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
-    let _ = stream.set_nodelay(true);
+pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
     let tenant = rx.topology().default_tenant();
     let authed = tenant.password.is_none();
-    let mut c = Client {
+    let client = Client {
         rx,
         tenant,
         id,
@@ -97,7 +98,8 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
         authed,
         admin: false,
         notify: Rc::new(Notify::new()),
-        pending: VecDeque::new(),
+        parser: RequestParser::new(Limits::default()),
+        replies: Replies::default(),
         current: "unknown",
         pin: None,
         txn: None,
@@ -106,67 +108,142 @@ pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64) {
         blocked: false,
         closing: false,
     };
-    let mut inbuf = BytesMut::with_capacity(16 * 1024);
-    let mut out = BytesMut::with_capacity(16 * 1024);
-    let mut parser = RequestParser::new(Limits::default());
-    loop {
-        while !c.closing && !c.blocked {
-            let req = match parser.parse(&inbuf) {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(e) => {
-                    c.ready(format!("-ERR {e}\r\n"));
-                    c.closing = true;
-                    break;
-                }
-            };
-            if !req.args.is_empty() {
-                let buf: &[u8] = &inbuf;
-                let argv: SmallVec<[&[u8]; 8]> = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
-                let encoded;
-                let raw: &[u8] = if req.inline.is_some() {
-                    let mut b = BytesMut::new();
-                    resp::encode_request(&mut b, &argv);
-                    encoded = b;
-                    &encoded
-                } else {
-                    &buf[..req.consumed]
-                };
-                let (before, started) = (c.pending.len(), Instant::now());
-                c.current = "unknown";
-                c.handle(&argv, raw).await;
-                if c.pending.len() > before {
-                    let command = c.current;
-                    c.pending.back_mut().expect("pushed").1 = Some(Timing { tenant: c.tenant.name.clone(), command, started });
+    connection::serve(client, stream, id).await
+}
+
+impl Frontend for Client {
+    type Pending = Pending;
+    const PROTOCOL: &'static str = "redis";
+
+    async fn request(&mut self, input: &[u8]) -> Option<Handled> {
+        let req = match self.parser.parse(input) {
+            Ok(Some(r)) => r,
+            Ok(None) => return None,
+            Err(e) => {
+                self.ready(format!("-ERR {e}\r\n"));
+                self.closing = true;
+                return Some(Handled { consumed: 0, command: None });
+            }
+        };
+        self.parser.reset();
+        if req.args.is_empty() {
+            return Some(Handled { consumed: req.consumed, command: None });
+        }
+        let argv: SmallVec<[&[u8]; 8]> = (0..req.args.len()).map(|i| req.arg(input, i)).collect();
+        let encoded;
+        let raw: &[u8] = if req.inline.is_some() {
+            let mut b = BytesMut::new();
+            resp::encode_request(&mut b, &argv);
+            encoded = b;
+            &encoded
+        } else {
+            &input[..req.consumed]
+        };
+        self.current = "unknown";
+        self.handle(&argv, raw).await;
+        Some(Handled { consumed: req.consumed, command: Some(self.current) })
+    }
+
+    fn compose(&mut self, entry: &mut Pending, out: &mut BytesMut) -> bool {
+        match entry {
+            Pending::Ready(b) => out.extend_from_slice(b),
+            Pending::Reply(s) | Pending::Hidden(s) | Pending::Unblock(s) => {
+                let Some(reply) = s.take() else { return false };
+                match entry {
+                    Pending::Reply(_) => out.extend_from_slice(&reply),
+                    Pending::Unblock(_) => {
+                        out.extend_from_slice(&reply);
+                        self.blocked = false;
+                    }
+                    _ => {}
                 }
             }
-            inbuf.advance(req.consumed);
-            parser.reset();
+            Pending::Fill(s, db, key, generation) => {
+                let Some(reply) = s.take() else { return false };
+                out.extend_from_slice(&reply);
+                if let Some(cache) = &self.rx.shared.near_cache {
+                    cache.fill(*db, key.clone(), reply, *generation);
+                }
+            }
+            Pending::Merged(parts, m) => {
+                let Some(replies) = take_all(parts) else { return false };
+                let frames: Vec<&[u8]> = replies.iter().map(|r| &r[..]).collect();
+                merge::merge(m, &frames, out);
+            }
+            Pending::Info(parts, sections) => {
+                let Some(replies) = take_all(parts) else { return false };
+                let frames: Vec<&[u8]> = replies.iter().map(|r| &r[..]).collect();
+                let text = info::render(&self.rx, sections, &frames);
+                ReplyWriter::new(out, self.resp3).verbatim(&text);
+            }
         }
-        let was_blocked = c.blocked;
-        c.drain(&mut out);
-        let finished = (c.closing && c.pending.is_empty()) || c.relay.as_ref().is_some_and(|r| r.is_dead());
-        if !super::flush(&mut stream, &mut out).await || finished {
-            break;
-        }
-        if was_blocked && !c.blocked && !inbuf.is_empty() {
-            continue;
-        }
-        if !super::wait(&mut stream, &mut inbuf, &c.notify, !c.closing).await {
-            break;
+        true
+    }
+
+    fn is_error(reply: &[u8]) -> bool {
+        reply.first() == Some(&b'-')
+    }
+
+    /// A subscribed client's messages go out between replies.
+    fn idle(&mut self, out: &mut BytesMut) {
+        if let Some(relay) = &self.relay {
+            while let Some(frame) = relay.next_unsolicited() {
+                out.extend_from_slice(&frame);
+            }
         }
     }
-    c.close();
+
+    fn replies(&mut self) -> &mut Replies<Pending> {
+        &mut self.replies
+    }
+
+    fn state(&self) -> State {
+        if self.relay.as_ref().is_some_and(|r| r.is_dead()) {
+            State::Finished
+        } else if self.closing {
+            State::Closing
+        } else if self.blocked {
+            State::Blocked
+        } else {
+            State::Reading
+        }
+    }
+
+    fn reactor(&self) -> &Rc<Reactor> {
+        &self.rx
+    }
+
+    fn tenant_name(&self) -> Arc<str> {
+        self.tenant.name.clone()
+    }
+
+    fn notify(&self) -> &Notify {
+        &self.notify
+    }
+
+    fn close(&mut self) {
+        for (_, b) in self.dedicated.drain() {
+            b.shutdown();
+        }
+        if let Some(r) = self.relay.take() {
+            r.shutdown();
+        }
+    }
+}
+
+/// The replies of every part, once all have arrived.
+fn take_all(parts: &[Rc<Slot>]) -> Option<Vec<Bytes>> {
+    parts.iter().all(|p| p.is_ready()).then(|| parts.iter().map(|p| p.take().expect("ready")).collect())
 }
 
 /// Drops near-cache entries a write may change: its keys, or everything for commands whose
 /// effects reach beyond their key arguments.
 fn invalidate(cache: &crate::near_cache::NearCache, spec: &CommandSpec, argv: &[&[u8]], db: u32) {
-    let broad = matches!(spec.name, "flushdb" | "flushall" | "swapdb" | "move" | "copy" | "restore" | "sort")
-        || spec.name.starts_with("eval")
-        || spec.name.starts_with("fcall")
-        || spec.name == "function"
-        || spec.name == "script";
+    use CommandId::*;
+    let broad = matches!(
+        spec.id,
+        Flushdb | Flushall | Swapdb | Move | Copy | Restore | Sort | Eval | Evalsha | EvalRo | EvalshaRo | Fcall | FcallRo | Function | Script
+    );
     if broad {
         return cache.clear();
     }
@@ -177,7 +254,7 @@ fn invalidate(cache: &crate::near_cache::NearCache, spec: &CommandSpec, argv: &[
 
 impl Client {
     fn push(&mut self, p: Pending) {
-        self.pending.push_back((p, None));
+        self.replies.push(p);
     }
 
     fn ready(&mut self, reply: impl Into<Bytes>) {
@@ -270,11 +347,11 @@ impl Client {
             return self.error(&unknown_command_error(argv));
         };
         self.current = spec.name;
-        if !arity_ok(spec, argv.len()) || (spec.name == "mset" && argv.len().is_multiple_of(2)) {
+        if !arity_ok(spec, argv.len()) || (spec.id == CommandId::Mset && argv.len().is_multiple_of(2)) {
             self.refuse_in_txn();
             return self.error(&format!("ERR wrong number of arguments for '{}' command", full_name(spec, argv)));
         }
-        if !self.authed && !matches!(spec.name, "auth" | "hello" | "quit" | "reset") {
+        if !self.authed && !matches!(spec.id, CommandId::Auth | CommandId::Hello | CommandId::Quit | CommandId::Reset) {
             return self.error("NOAUTH Authentication required.");
         }
         if !self.tenant.admit() {
@@ -285,7 +362,7 @@ impl Client {
         if let Some(cache) = &self.rx.shared.near_cache {
             if spec.write {
                 invalidate(cache, spec, argv, self.tenant.cache_id * 16 + self.db);
-            } else if spec.name == "get" && self.txn.is_none() && self.pin.is_none() {
+            } else if spec.id == CommandId::Get && self.txn.is_none() && self.pin.is_none() {
                 let part = self.tenant.cache_id * 16 + self.db;
                 match cache.get(part, argv[1]) {
                     Ok(reply) => return self.ready(reply),
@@ -310,7 +387,7 @@ impl Client {
             },
             Kind::Split(s) => self.split(s, argv, raw).await,
             Kind::FanOut(m) => {
-                if spec.name == "config" && argv[1].eq_ignore_ascii_case(b"resetstat") {
+                if spec.id == CommandId::Config && argv[1].eq_ignore_ascii_case(b"resetstat") {
                     self.rx.shared.metrics.reset();
                     self.rx.shared.stats.commands.store(0, Ordering::Relaxed);
                 }
@@ -338,7 +415,7 @@ impl Client {
             }
             Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,
             Kind::Subscribe => {
-                let e = if spec.name == "ssubscribe" {
+                let e = if spec.id == CommandId::Ssubscribe {
                     match self.key_engine(spec, argv) {
                         Some(e) => e,
                         None => return self.error(CROSSSLOT),
@@ -772,72 +849,5 @@ impl Client {
             }),
             _ => self.error(&format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.", String::from_utf8_lossy(argv[1]))),
         }
-    }
-
-    /// Moves complete replies from the front of `pending` to `out`.
-    fn drain(&mut self, out: &mut BytesMut) {
-        while let Some((front, _)) = self.pending.front() {
-            let start = out.len();
-            match front {
-                Pending::Ready(b) => out.extend_from_slice(b),
-                Pending::Reply(s) | Pending::Hidden(s) | Pending::Unblock(s) => {
-                    let Some(reply) = s.take() else { break };
-                    match front {
-                        Pending::Reply(_) => out.extend_from_slice(&reply),
-                        Pending::Unblock(_) => {
-                            out.extend_from_slice(&reply);
-                            self.blocked = false;
-                        }
-                        _ => {}
-                    }
-                }
-                Pending::Fill(s, db, key, generation) => {
-                    let Some(reply) = s.take() else { break };
-                    out.extend_from_slice(&reply);
-                    if let Some(cache) = &self.rx.shared.near_cache {
-                        cache.fill(*db, key.clone(), reply, *generation);
-                    }
-                }
-                Pending::Merged(parts, m) => {
-                    if !parts.iter().all(|p| p.is_ready()) {
-                        break;
-                    }
-                    let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
-                    let frames: Vec<&[u8]> = replies.iter().map(|r| &r[..]).collect();
-                    merge::merge(m, &frames, out);
-                }
-                Pending::Info(parts, sections) => {
-                    if !parts.iter().all(|p| p.is_ready()) {
-                        break;
-                    }
-                    let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
-                    let frames: Vec<&[u8]> = replies.iter().map(|r| &r[..]).collect();
-                    let text = info::render(&self.rx, sections, &frames);
-                    ReplyWriter::new(out, self.resp3).verbatim(&text);
-                }
-            }
-            if let (_, Some(t)) = self.pending.pop_front().expect("front") {
-                let error = out.get(start) == Some(&b'-');
-                self.rx.record("redis", t, error);
-            }
-        }
-        if self.pending.is_empty() {
-            if let Some(relay) = &self.relay {
-                while let Some(frame) = relay.next_unsolicited() {
-                    out.extend_from_slice(&frame);
-                }
-            }
-        }
-    }
-
-    fn close(&mut self) {
-        for (_, b) in self.dedicated.drain() {
-            b.shutdown();
-        }
-        if let Some(r) = self.relay.take() {
-            r.shutdown();
-        }
-        self.rx.shared.clients.lock().remove(&self.id);
-        self.rx.shared.stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
     }
 }

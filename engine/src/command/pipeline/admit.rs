@@ -5,7 +5,7 @@
 //! Redis makes in that place.
 
 use crate::acl::{Denied, User};
-use crate::command::table::{self, CommandSpec, Flags};
+use crate::command::table::{self, CommandId, CommandSpec, Flags};
 
 /// Who asks for a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +99,7 @@ pub fn admit(origin: Origin, idx: usize, spec: &CommandSpec, argv: &[&[u8]], cal
         }
     }
     if origin == Origin::Client {
-        if caller.subscribed_resp2 && !crate::command::pubsub::allowed_while_subscribed(spec.name) {
+        if caller.subscribed_resp2 && !crate::command::pubsub::allowed_while_subscribed(spec.id) {
             return Verdict::Refuse(Subscribed);
         }
         if gate.script_busy() && !allowed_while_busy(spec, argv) {
@@ -122,7 +122,7 @@ pub fn admit(origin: Origin, idx: usize, spec: &CommandSpec, argv: &[&[u8]], cal
             return if spec.no_multi { Verdict::Refuse(NotInMulti) } else { Verdict::Queue };
         }
     }
-    if matches!(spec.name, "flushall" | "flushdb" | "swapdb") && gate.storage_backed(caller.namespace) {
+    if matches!(spec.id, CommandId::Flushall | CommandId::Flushdb | CommandId::Swapdb) && gate.storage_backed(caller.namespace) {
         return Verdict::Refuse(NotWithStorage);
     }
     Verdict::Run
@@ -131,7 +131,7 @@ pub fn admit(origin: Origin, idx: usize, spec: &CommandSpec, argv: &[&[u8]], cal
 /// What may run while a script is busy: SCRIPT KILL, SHUTDOWN, and the connection commands
 /// Redis flags `allow_busy`.
 fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
-    spec.flags.has(Flags::ALLOW_BUSY) || (spec.name == "script" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"kill")))
+    spec.flags.has(Flags::ALLOW_BUSY) || (spec.id == CommandId::Script && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"kill")))
 }
 
 impl Refusal {

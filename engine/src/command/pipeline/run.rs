@@ -6,7 +6,7 @@
 
 use super::admit::{admit, Origin, Refusal, Verdict};
 use super::{account, caller, ServerGate};
-use crate::command::table::{self, CommandSpec};
+use crate::command::table::{self, CommandId, CommandSpec};
 use crate::command::{lookup, CmdResult, Conn, Ctx};
 use crate::keyspace::NUM_DBS;
 use crate::server::state::Server;
@@ -18,7 +18,8 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
     let reply_at = ctx.out.buf.len();
     let mut result = (crate::command::handlers::of(spec))(ctx, argv);
     if ctx.conn.replay_now.is_none() {
-        crate::stats::observe(ctx.srv, ctx.data.db, spec, argv, ctx.data.now, ctx.out.buf.len() - reply_at);
+        let to = crate::stats::Observer { tenants: &ctx.srv.tenant_stats, recorder: &ctx.srv.recorder };
+        crate::stats::observe(to, ctx.data.db, spec, argv, ctx.data.now, ctx.out.buf.len() - reply_at);
     }
     // Logged as the handler ended, so replay reproduces exactly what it did.
     log_write(ctx, spec, argv, result.is_ok(), wal_before);
@@ -37,8 +38,9 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
 
 /// What a command run inside another came to.
 pub(crate) enum Nested {
-    /// It ran; its reply (or its error) is in the output.
-    Ran(&'static CommandSpec),
+    /// It ran; its reply (or its error) is in the output. The spec is for `redis.call`
+    /// (EXEC does not need it back, and without Lua nothing else reads it).
+    Ran(#[cfg_attr(not(feature = "lua"), allow(dead_code))] &'static CommandSpec),
     /// Admission refused it, with this error; nothing was written.
     Refused(String),
 }
@@ -82,7 +84,7 @@ fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before
         for i in table::key_positions(spec, argv) {
             ctx.data.fx.touched.push((db, argv[i].to_vec()));
         }
-        if spec.name == "move" {
+        if spec.id == CommandId::Move {
             // Its other database is not a declared key.
             if let Some(to) = std::str::from_utf8(argv[2]).ok().and_then(|s| s.parse::<usize>().ok()).filter(|&d| d < NUM_DBS) {
                 ctx.data.fx.touched.push((ctx.conn.ns_base + to, argv[1].to_vec()));
@@ -101,7 +103,7 @@ fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before
 /// subject to OPTIN/OPTOUT and CLIENT CACHING), and consumes the CACHING flag.
 pub(crate) fn track_reads(srv: &Server, conn: &mut Conn, spec: &CommandSpec, argv: &[&[u8]]) {
     let Some(t) = &conn.tracking else { return };
-    let caching_cmd = spec.name == "client" && argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"caching"));
+    let caching_cmd = spec.id == CommandId::Client && argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"caching"));
     if spec.flags.has(table::Flags::READONLY) && !t.bcast {
         let wanted = if t.optin {
             conn.caching == Some(true)

@@ -6,23 +6,21 @@
 
 pub mod parse;
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use base64::Engine as _;
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::{Reactor, Timing};
+use super::connection::{self, Frontend, Handled, Replies, State};
+use super::Reactor;
 use crate::backend::{send, Slot};
 use crate::resp;
 use crate::tenants::Tenant;
-use parse::{Command, MetaFlag, Parsed, StoreMode};
-use std::sync::Arc;
-use tokio::time::Instant;
+use parse::{Command, Meta, Parsed};
 
 /// The version reported to clients: the Memcached release whose protocol is implemented.
 pub const MEMCACHED_VERSION: &str = "1.6.18";
@@ -35,20 +33,25 @@ enum Fmt {
     Status,
     /// Every part answered +OK (flush_all).
     Ok,
-    Meta(Meta),
+    Meta(MetaReply),
 }
 
 /// A meta command's reply shape: which flags to return, quiet mode, the key as given.
-struct Meta {
+struct MetaReply {
     cmd: u8,
     key: Vec<u8>,
-    flags: Vec<(u8, Vec<u8>)>,
+    flags: Vec<u8>,
+    opaque: Vec<u8>,
     quiet: bool,
 }
 
-impl Meta {
+impl MetaReply {
+    fn new(cmd: u8, meta: &Meta<'_>) -> MetaReply {
+        MetaReply { cmd, key: meta.key.given.to_vec(), flags: meta.flags.clone(), opaque: meta.opaque.to_vec(), quiet: meta.quiet }
+    }
+
     fn has(&self, f: u8) -> bool {
-        self.flags.iter().any(|(x, _)| *x == f)
+        self.flags.contains(&f)
     }
 }
 
@@ -66,62 +69,102 @@ struct Client {
     /// The tenant whose Memcached port the client connected to.
     tenant: Arc<Tenant>,
     notify: Rc<Notify>,
-    /// Replies to come, in request order; a request's last entry carries its timing.
-    pending: VecDeque<(Pending, Option<Timing>)>,
+    replies: Replies<Pending>,
+    /// Bytes still to discard (the data block of an item refused as too large).
+    swallow: usize,
     closing: bool,
 }
 
-pub async fn serve(rx: Rc<Reactor>, mut stream: TcpStream, id: u64, tenant: Arc<Tenant>) {
-    let _ = stream.set_nodelay(true);
-    let item_max = rx.shared.config.item_size_max;
-    let mut c = Client { rx, tenant, notify: Rc::new(Notify::new()), pending: VecDeque::new(), closing: false };
-    let mut inbuf = BytesMut::with_capacity(16 * 1024);
-    let mut out = BytesMut::with_capacity(16 * 1024);
-    let mut swallow = 0usize;
-    loop {
-        while !c.closing {
-            if swallow > 0 {
-                let n = swallow.min(inbuf.len());
-                inbuf.advance(n);
-                swallow -= n;
-                if swallow > 0 {
-                    break;
-                }
+pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64, tenant: Arc<Tenant>) {
+    let client = Client { rx, tenant, notify: Rc::new(Notify::new()), replies: Replies::default(), swallow: 0, closing: false };
+    connection::serve(client, stream, id).await
+}
+
+impl Frontend for Client {
+    type Pending = Pending;
+    const PROTOCOL: &'static str = "memcache";
+
+    async fn request(&mut self, input: &[u8]) -> Option<Handled> {
+        if self.swallow > 0 {
+            if input.is_empty() {
+                return None;
             }
-            let (consumed, skip) = match parse::parse(&inbuf, item_max) {
-                Err(parse::LineTooLong) => {
-                    c.ready("CLIENT_ERROR line too long\r\n");
-                    c.closing = true;
-                    break;
-                }
-                Ok(None) => break,
-                Ok(Some(Parsed { consumed, command, swallow })) => {
-                    match command {
-                        Ok(cmd) => {
-                            let (before, started, command) = (c.pending.len(), Instant::now(), cmd.name());
-                            c.handle(cmd).await;
-                            if c.pending.len() > before {
-                                c.pending.back_mut().expect("pushed").1 = Some(Timing { tenant: c.tenant.name.clone(), command, started });
-                            }
-                        }
-                        Err(line) => c.ready(format!("{line}\r\n")),
+            let consumed = self.swallow.min(input.len());
+            self.swallow -= consumed;
+            return Some(Handled { consumed, command: None });
+        }
+        match parse::parse(input, self.rx.shared.config.item_size_max) {
+            Err(parse::LineTooLong) => {
+                self.ready("CLIENT_ERROR line too long\r\n");
+                self.closing = true;
+                Some(Handled { consumed: 0, command: None })
+            }
+            Ok(None) => None,
+            Ok(Some(Parsed { consumed, command, swallow })) => {
+                self.swallow = swallow;
+                let command = match command {
+                    Ok(cmd) => {
+                        let name = cmd.name();
+                        self.handle(cmd).await;
+                        Some(name)
                     }
-                    (consumed, swallow)
-                }
-            };
-            inbuf.advance(consumed);
-            swallow = skip;
-        }
-        c.drain(&mut out);
-        if !super::flush(&mut stream, &mut out).await || (c.closing && c.pending.is_empty()) {
-            break;
-        }
-        if !super::wait(&mut stream, &mut inbuf, &c.notify, !c.closing).await {
-            break;
+                    Err(line) => {
+                        self.ready(format!("{line}\r\n"));
+                        None
+                    }
+                };
+                Some(Handled { consumed, command })
+            }
         }
     }
-    c.rx.shared.clients.lock().remove(&id);
-    c.rx.shared.stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
+
+    fn compose(&mut self, entry: &mut Pending, out: &mut BytesMut) -> bool {
+        let parts = match entry {
+            Pending::Ready(b) => {
+                out.extend_from_slice(b);
+                return true;
+            }
+            Pending::Reply(p, _) | Pending::Get(p, ..) | Pending::Hidden(p) => p,
+        };
+        if !parts.iter().all(|p| p.is_ready()) {
+            return false;
+        }
+        let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
+        match entry {
+            Pending::Reply(_, fmt) => self.format(fmt, &replies, out),
+            Pending::Get(_, keys, positions, cas) => self.format_get(keys, positions, *cas, &replies, out),
+            _ => {}
+        }
+        true
+    }
+
+    fn is_error(reply: &[u8]) -> bool {
+        reply.starts_with(b"CLIENT_ERROR") || reply.starts_with(b"SERVER_ERROR") || reply.starts_with(b"ERROR")
+    }
+
+    fn replies(&mut self) -> &mut Replies<Pending> {
+        &mut self.replies
+    }
+
+    fn state(&self) -> State {
+        if self.closing {
+            State::Closing
+        } else {
+            State::Reading
+        }
+    }
+
+    fn reactor(&self) -> &Rc<Reactor> {
+        &self.rx
+    }
+
+    fn tenant_name(&self) -> Arc<str> {
+        self.tenant.name.clone()
+    }
+
+    fn notify(&self) -> &Notify {
+        &self.notify
+    }
 }
 
 fn bulk_args(args: &[&[u8]]) -> BytesMut {
@@ -161,7 +204,7 @@ fn ttl_secs(ttl_ms: i64) -> i64 {
 
 impl Client {
     fn push(&mut self, p: Pending) {
-        self.pending.push_back((p, None));
+        self.replies.push(p);
     }
 
     fn ready(&mut self, line: impl Into<Bytes>) {
@@ -184,7 +227,10 @@ impl Client {
                 Command::Store { key, .. } | Command::Arith { key, .. } | Command::Delete { key, .. } | Command::Touch { key, .. } => {
                     cache.invalidate(self.tenant.cache_id * 16, key)
                 }
-                Command::MetaSet { .. } | Command::MetaDelete { .. } | Command::MetaArith { .. } | Command::FlushAll { .. } => cache.clear(),
+                Command::MetaSet { meta, .. } | Command::MetaDelete { meta, .. } | Command::MetaArith { meta, .. } => {
+                    cache.invalidate(self.tenant.cache_id * 16, &meta.key.raw)
+                }
+                Command::FlushAll { .. } | Command::CacheMemlimit { .. } => cache.clear(),
                 Command::Get { touch: Some(_), .. } => cache.clear(),
                 _ => {}
             }
@@ -270,8 +316,10 @@ impl Client {
                 Some(_) => self.ready("ERROR\r\n"),
             },
             Command::CacheMemlimit { megabytes, noreply } => {
-                // The limit is shared out evenly between the engines' maxmemory.
-                let per_engine = (megabytes * 1024 * 1024 / self.rx.engines() as u64).to_string();
+                // The limit is shared out evenly between the engines' maxmemory (at most 10^9
+                // MiB, checked by the parser: no overflow in u64).
+                let bytes = u64::from(megabytes) << 20;
+                let per_engine = (bytes / self.rx.engines().max(1) as u64).to_string();
                 let mut parts = Vec::new();
                 for e in 0..self.rx.engines() {
                     let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
@@ -282,11 +330,40 @@ impl Client {
             }
             Command::Quit => self.closing = true,
             Command::MetaNoop => self.ready("MN\r\n"),
-            Command::MetaGet { key, flags } => self.meta(b'g', key, &flags, None).await,
-            Command::MetaSet { key, data, flags } => self.meta(b's', key, &flags, Some(data)).await,
-            Command::MetaDelete { key, flags } => self.meta(b'd', key, &flags, None).await,
-            Command::MetaArith { key, flags } => self.meta(b'a', key, &flags, None).await,
-            Command::MetaDebug { key } => self.meta(b'e', key, &[], None).await,
+            Command::MetaGet { meta, touch } => {
+                stats.mc_get.fetch_add(1, Ordering::Relaxed);
+                let key = &meta.key.raw;
+                let slot = match touch {
+                    Some(t) => self.send_for_key(key, &[b"MC.GAT", t.to_string().as_bytes(), key]).await,
+                    None => self.send_for_key(key, &[b"MC.GET", key]).await,
+                };
+                self.push(Pending::Reply(vec![slot], Fmt::Meta(MetaReply::new(b'g', &meta))));
+            }
+            Command::MetaDebug { meta } => {
+                stats.mc_get.fetch_add(1, Ordering::Relaxed);
+                let slot = self.send_for_key(&meta.key.raw, &[b"MC.GET", &meta.key.raw]).await;
+                self.push(Pending::Reply(vec![slot], Fmt::Meta(MetaReply::new(b'e', &meta))));
+            }
+            Command::MetaSet { meta, data, mode, client_flags, exptime, cas } => {
+                stats.mc_set.fetch_add(1, Ordering::Relaxed);
+                let (f, t, c) = (client_flags.to_string(), exptime.to_string(), cas.to_string());
+                let key = &meta.key.raw;
+                let slot = self.send_for_key(key, &[b"MC.STORE", mode.name().as_bytes(), key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()]).await;
+                self.push(Pending::Reply(vec![slot], Fmt::Meta(MetaReply::new(b's', &meta))));
+            }
+            Command::MetaDelete { meta, cas } => {
+                let c = cas.to_string();
+                let slot = self.send_for_key(&meta.key.raw, &[b"MC.DELETE", &meta.key.raw, c.as_bytes()]).await;
+                self.push(Pending::Reply(vec![slot], Fmt::Meta(MetaReply::new(b'd', &meta))));
+            }
+            Command::MetaArith { meta, incr, delta, cas, autovivify, initial } => {
+                let mode: &[u8] = if incr { b"incr" } else { b"decr" };
+                let vivify: &[u8] = if autovivify.is_some() { b"1" } else { b"0" };
+                let (d, c, j, n) = (delta.to_string(), cas.to_string(), initial.to_string(), autovivify.unwrap_or(0).to_string());
+                let key = &meta.key.raw;
+                let slot = self.send_for_key(key, &[b"MC.ARITH", key, mode, d.as_bytes(), c.as_bytes(), vivify, j.as_bytes(), n.as_bytes()]).await;
+                self.push(Pending::Reply(vec![slot], Fmt::Meta(MetaReply::new(b'a', &meta))));
+            }
         }
     }
 
@@ -317,132 +394,6 @@ impl Client {
         stat("limit_maxbytes", "0".into());
         out.push_str("END\r\n");
         out
-    }
-
-    /// The meta commands: checks flags, sends one engine command, keeps the reply shape.
-    async fn meta(&mut self, cmd: u8, key: &[u8], flags: &[MetaFlag<'_>], data: Option<&[u8]>) {
-        let allowed: &[u8] = match cmd {
-            b'g' => b"bcfkOqstvT",
-            b's' => b"bcCFkOqTMS",
-            b'd' => b"bCkOq",
-            b'a' => b"bCNJDMOqcvk",
-            _ => b"",
-        };
-        if let Some(f) = flags.iter().find(|f| !allowed.contains(&f.flag)) {
-            let _ = f;
-            return self.ready("CLIENT_ERROR invalid flag\r\n");
-        }
-        let b64 = flags.iter().any(|f| f.flag == b'b');
-        let decoded;
-        let raw_key: &[u8] = if b64 {
-            match base64::engine::general_purpose::STANDARD.decode(key) {
-                Ok(k) => {
-                    decoded = k;
-                    &decoded
-                }
-                Err(_) => return self.ready("CLIENT_ERROR error decoding key\r\n"),
-            }
-        } else {
-            key
-        };
-        if raw_key.is_empty() || raw_key.len() > parse::MAX_KEY || (!b64 && raw_key.iter().any(|&b| b <= 32 || b == 127)) {
-            return self.ready(format!("{}\r\n", parse::BAD_FORMAT));
-        }
-        let token = |f: u8| flags.iter().find(|x| x.flag == f).map(|x| x.token);
-        let number = |f: u8, default: i64| -> Option<i64> {
-            match token(f) {
-                None => Some(default),
-                Some(t) => std::str::from_utf8(t).ok()?.parse().ok(),
-            }
-        };
-        let meta =
-            Meta { cmd, key: key.to_vec(), flags: flags.iter().map(|f| (f.flag, f.token.to_vec())).collect(), quiet: flags.iter().any(|f| f.flag == b'q') };
-        const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format\r\n";
-        let slot = match cmd {
-            b'g' | b'e' => {
-                self.rx.shared.stats.mc_get.fetch_add(1, Ordering::Relaxed);
-                match token(b'T') {
-                    Some(_) => {
-                        let Some(t) = number(b'T', 0) else { return self.ready(BAD_TOKEN) };
-                        let t = t.to_string();
-                        self.send_for_key(raw_key, &[b"MC.GAT", t.as_bytes(), raw_key]).await
-                    }
-                    None => self.send_for_key(raw_key, &[b"MC.GET", raw_key]).await,
-                }
-            }
-            b's' => {
-                self.rx.shared.stats.mc_set.fetch_add(1, Ordering::Relaxed);
-                let mode = match token(b'M').map(|m| m.first().map(|c| c.to_ascii_uppercase())) {
-                    None => StoreMode::Set,
-                    Some(Some(b'S')) => StoreMode::Set,
-                    Some(Some(b'E')) => StoreMode::Add,
-                    Some(Some(b'R')) => StoreMode::Replace,
-                    Some(Some(b'A')) => StoreMode::Append,
-                    Some(Some(b'P')) => StoreMode::Prepend,
-                    _ => return self.ready("CLIENT_ERROR invalid mode for ms STORE\r\n"),
-                };
-                let (Some(f), Some(t), Some(c)) = (number(b'F', 0), number(b'T', 0), number(b'C', 0)) else {
-                    return self.ready(BAD_TOKEN);
-                };
-                if u32::try_from(f).is_err() || c < 0 {
-                    return self.ready(BAD_TOKEN);
-                }
-                let (f, t, c) = (f.to_string(), t.to_string(), c.to_string());
-                let data = data.unwrap_or_default();
-                self.send_for_key(raw_key, &[b"MC.STORE", mode.name().as_bytes(), raw_key, data, f.as_bytes(), t.as_bytes(), c.as_bytes()]).await
-            }
-            b'd' => {
-                let Some(c) = number(b'C', 0).filter(|c| *c >= 0) else { return self.ready(BAD_TOKEN) };
-                let c = c.to_string();
-                self.send_for_key(raw_key, &[b"MC.DELETE", raw_key, c.as_bytes()]).await
-            }
-            _ => {
-                let incr = match token(b'M').and_then(|m| m.first().copied()) {
-                    None | Some(b'I' | b'i' | b'+') => true,
-                    Some(b'D' | b'd' | b'-') => false,
-                    Some(_) => return self.ready("CLIENT_ERROR invalid mode for ma\r\n"),
-                };
-                let parsed = (number(b'D', 1), number(b'C', 0), number(b'J', 0), number(b'N', 0));
-                let (Some(d), Some(c), Some(j), Some(n)) = parsed else { return self.ready(BAD_TOKEN) };
-                if d < 0 || c < 0 || j < 0 {
-                    return self.ready(BAD_TOKEN);
-                }
-                let vivify = if token(b'N').is_some() { "1" } else { "0" };
-                let (d, c, j, n) = (d.to_string(), c.to_string(), j.to_string(), n.to_string());
-                let mode: &[u8] = if incr { b"incr" } else { b"decr" };
-                self.send_for_key(raw_key, &[b"MC.ARITH", raw_key, mode, d.as_bytes(), c.as_bytes(), vivify.as_bytes(), j.as_bytes(), n.as_bytes()]).await
-            }
-        };
-        self.push(Pending::Reply(vec![slot], Fmt::Meta(meta)));
-    }
-
-    /// Moves complete replies from the front of `pending` to `out`.
-    fn drain(&mut self, out: &mut BytesMut) {
-        while let Some((front, _)) = self.pending.front() {
-            let start = out.len();
-            let parts = match front {
-                Pending::Ready(b) => {
-                    out.extend_from_slice(b);
-                    None
-                }
-                Pending::Reply(p, _) | Pending::Get(p, ..) | Pending::Hidden(p) => Some(p),
-            };
-            if let Some(parts) = parts {
-                if !parts.iter().all(|p| p.is_ready()) {
-                    break;
-                }
-                let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
-                match &self.pending.front().expect("front").0 {
-                    Pending::Reply(_, fmt) => self.format(fmt, &replies, out),
-                    Pending::Get(_, keys, positions, cas) => self.format_get(keys, positions, *cas, &replies, out),
-                    _ => {}
-                }
-            }
-            if let (_, Some(t)) = self.pending.pop_front().expect("front") {
-                let error = out[start..].starts_with(b"CLIENT_ERROR") || out[start..].starts_with(b"SERVER_ERROR") || out[start..].starts_with(b"ERROR");
-                self.rx.record("memcache", t, error);
-            }
-        }
     }
 
     fn format_get(&self, keys: &[Vec<u8>], positions: &[(u16, u32)], cas: bool, replies: &[Bytes], out: &mut BytesMut) {
@@ -502,11 +453,12 @@ impl Client {
         }
     }
 
-    fn format_meta(&self, m: &Meta, r: &[u8], out: &mut BytesMut) {
-        // Flags returned in the order asked: (flag, value).
+    fn format_meta(&self, m: &MetaReply, r: &[u8], out: &mut BytesMut) {
+        // Flags returned in the order asked, those of `which` only; a base64 key (`b`) is
+        // returned as given and marked ` b` right after it, as memcached does.
         let ret = |out: &mut BytesMut, cas: i64, flags: i64, size: usize, ttl: i64, which: &[u8]| {
-            for (f, token) in &m.flags {
-                if !which.contains(f) {
+            for f in &m.flags {
+                if !which.contains(f) || *f == b'b' {
                     continue;
                 }
                 out.put_u8(b' ');
@@ -516,8 +468,13 @@ impl Client {
                     b'f' => out.put_slice(flags.to_string().as_bytes()),
                     b's' => out.put_slice(size.to_string().as_bytes()),
                     b't' => out.put_slice(ttl_secs(ttl).to_string().as_bytes()),
-                    b'k' => out.put_slice(&m.key),
-                    b'O' => out.put_slice(token),
+                    b'k' => {
+                        out.put_slice(&m.key);
+                        if m.has(b'b') {
+                            out.put_slice(b" b");
+                        }
+                    }
+                    b'O' => out.put_slice(&m.opaque),
                     _ => {}
                 }
             }
@@ -527,7 +484,11 @@ impl Client {
                 let hit = resp::elements(r).and_then(|e| e.first().copied()).and_then(item);
                 match hit {
                     None if m.quiet => {}
-                    None => out.put_slice(b"EN\r\n"),
+                    None => {
+                        out.put_slice(b"EN");
+                        ret(out, 0, 0, 0, -1, b"Ok");
+                        out.put_slice(b"\r\n");
+                    }
                     Some((value, flags, cas, ttl)) if m.cmd == b'e' => {
                         self.rx.shared.stats.mc_hits.fetch_add(1, Ordering::Relaxed);
                         let _ = flags;

@@ -14,6 +14,14 @@ pub const MAX_KEY: usize = 250;
 pub const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
 pub const BAD_CHUNK: &str = "CLIENT_ERROR bad data chunk";
 pub const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
+pub const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
+const INVALID_FLAG: &str = "CLIENT_ERROR invalid flag";
+const DUPLICATE_FLAG: &str = "CLIENT_ERROR duplicate flag";
+const BAD_BASE64: &str = "CLIENT_ERROR error decoding key";
+
+use std::borrow::Cow;
+
+use base64::Engine as _;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreMode {
@@ -36,11 +44,29 @@ impl StoreMode {
     }
 }
 
-/// A meta command's flag: its letter and token (`T30` → ('T', "30")).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetaFlag<'a> {
-    pub flag: u8,
-    pub token: &'a [u8],
+/// A meta command's key: as the client wrote it (what the `k` flag returns) and the key it
+/// names (decoded when the `b` flag says it is base64).
+#[derive(Debug, PartialEq)]
+pub struct MetaKey<'a> {
+    pub given: &'a [u8],
+    pub raw: Cow<'a, [u8]>,
+}
+
+/// What every meta command carries beside its own arguments: the key, the flags asked for in
+/// their order (the reply returns those it has a value for, in that order), the opaque token
+/// (`O`) and quiet mode (`q`).
+#[derive(Debug, PartialEq)]
+pub struct Meta<'a> {
+    pub key: MetaKey<'a>,
+    pub flags: Vec<u8>,
+    pub opaque: &'a [u8],
+    pub quiet: bool,
+}
+
+impl Meta<'_> {
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags.contains(&flag)
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -86,32 +112,44 @@ pub enum Command<'a> {
     Stats {
         args: Vec<&'a [u8]>,
     },
-    /// cache_memlimit <megabytes> [noreply].
+    /// cache_memlimit <megabytes> [noreply], in 8..=1,000,000,000 as memcached takes it.
     CacheMemlimit {
-        megabytes: u64,
+        megabytes: u32,
         noreply: bool,
     },
     Quit,
+    /// mg: `touch` is the new exptime (`T`), `value` whether the value is returned (`v`).
     MetaGet {
-        key: &'a [u8],
-        flags: Vec<MetaFlag<'a>>,
+        meta: Meta<'a>,
+        touch: Option<i64>,
     },
+    /// ms: mode (`M`), client flags (`F`), exptime (`T`), compare-and-swap unique (`C`, 0 for
+    /// none).
     MetaSet {
-        key: &'a [u8],
+        meta: Meta<'a>,
         data: &'a [u8],
-        flags: Vec<MetaFlag<'a>>,
+        mode: StoreMode,
+        client_flags: u32,
+        exptime: i64,
+        cas: u64,
     },
     MetaDelete {
-        key: &'a [u8],
-        flags: Vec<MetaFlag<'a>>,
+        meta: Meta<'a>,
+        cas: u64,
     },
+    /// ma: increment or decrement by `delta` (`D`, default 1); on a miss, created with
+    /// `initial` (`J`) when `autovivify` (`N`, its exptime) is given.
     MetaArith {
-        key: &'a [u8],
-        flags: Vec<MetaFlag<'a>>,
+        meta: Meta<'a>,
+        incr: bool,
+        delta: u64,
+        cas: u64,
+        autovivify: Option<i64>,
+        initial: u64,
     },
     MetaNoop,
     MetaDebug {
-        key: &'a [u8],
+        meta: Meta<'a>,
     },
 }
 
@@ -307,31 +345,28 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             _ => done(Err("ERROR")),
         },
         b"stats" => done(Ok(Command::Stats { args: args.to_vec() })),
-        b"cache_memlimit" => match (args.first().and_then(|a| num::<u64>(a)), args.len()) {
-            (Some(megabytes), 1) => done(Ok(Command::CacheMemlimit { megabytes, noreply: false })),
-            (Some(megabytes), 2) if noreply => done(Ok(Command::CacheMemlimit { megabytes, noreply })),
-            _ => done(Err(BAD_FORMAT)),
-        },
+        b"cache_memlimit" => {
+            if args.len() != 1 && !(args.len() == 2 && noreply) {
+                return done(Err("ERROR"));
+            }
+            match num::<u32>(args[0]) {
+                None => done(Err("ERROR")),
+                Some(mb) if mb < 8 => done(Err("MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m")),
+                Some(mb) if mb > 1_000_000_000 => done(Err("MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes")),
+                Some(megabytes) => done(Ok(Command::CacheMemlimit { megabytes, noreply })),
+            }
+        }
         b"quit" => done(Ok(Command::Quit)),
         b"mn" => done(Ok(Command::MetaNoop)),
         b"mg" | b"md" | b"ma" | b"me" => {
-            let Some((&key, rest)) = args.split_first() else { return done(Err(BAD_FORMAT)) };
-            if key.len() > MAX_KEY * 2 || key.is_empty() {
-                return done(Err(BAD_FORMAT));
-            }
-            let flags = rest.iter().map(|t| MetaFlag { flag: t[0], token: &t[1..] }).collect();
-            done(Ok(match name {
-                b"mg" => Command::MetaGet { key, flags },
-                b"md" => Command::MetaDelete { key, flags },
-                b"ma" => Command::MetaArith { key, flags },
-                _ => Command::MetaDebug { key },
-            }))
+            let Some((&key, tokens)) = args.split_first() else { return done(Err(BAD_FORMAT)) };
+            done(meta_command(name, key, tokens))
         }
         b"ms" => {
             let (Some(&key), Some(len)) = (args.first(), args.get(1).and_then(|l| num::<usize>(l))) else {
                 return done(Err(BAD_FORMAT));
             };
-            if key.len() > MAX_KEY * 2 || key.is_empty() {
+            if key.len() > MAX_KEY * 2 {
                 return done(Err(BAD_FORMAT));
             }
             let (data, total) = match data_block(buf, after_line, len, key.len(), item_max) {
@@ -339,10 +374,130 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
                 Block::Incomplete => return Ok(None),
                 Block::Refused(p) => return Ok(Some(p)),
             };
-            let flags = args[2..].iter().map(|t| MetaFlag { flag: t[0], token: &t[1..] }).collect();
-            Ok(Some(Parsed { consumed: total, command: Ok(Command::MetaSet { key, data, flags }), swallow: 0 }))
+            // The block is read even when the flags are refused: the next request follows it.
+            let command = meta_set(key, &args[2..], data);
+            Ok(Some(Parsed { consumed: total, command, swallow: 0 }))
         }
         _ => done(Err("ERROR")),
+    }
+}
+
+/// The token of the first `flag` among a meta command's flags.
+fn token<'a>(tokens: &[&'a [u8]], flag: u8) -> Option<&'a [u8]> {
+    tokens.iter().find(|t| t[0] == flag).map(|t| &t[1..])
+}
+
+/// What a meta command accepts and how memcached 1.6 words its refusals: mg and ms name the
+/// fault, md and ma answer one line for every refused flag, key or number.
+struct Rules {
+    allowed: &'static [u8],
+    invalid: &'static str,
+    duplicate: &'static str,
+    bad_base64: &'static str,
+    bad_number: &'static str,
+}
+
+const ONE_FOR_ALL: &str = "CLIENT_ERROR invalid or duplicate flag";
+const MG: Rules = Rules { allowed: b"bcfkOqstvT", invalid: INVALID_FLAG, duplicate: DUPLICATE_FLAG, bad_base64: BAD_BASE64, bad_number: BAD_TOKEN };
+const MS: Rules = Rules { allowed: b"bcCFkOqTMS", invalid: INVALID_FLAG, duplicate: DUPLICATE_FLAG, bad_base64: BAD_BASE64, bad_number: BAD_TOKEN };
+const MD: Rules = Rules { allowed: b"bCkOq", invalid: ONE_FOR_ALL, duplicate: ONE_FOR_ALL, bad_base64: ONE_FOR_ALL, bad_number: ONE_FOR_ALL };
+const MA: Rules = Rules { allowed: b"bCNJDMOqcvk", invalid: ONE_FOR_ALL, duplicate: ONE_FOR_ALL, bad_base64: ONE_FOR_ALL, bad_number: ONE_FOR_ALL };
+/// me takes `b` alone and ignores anything else.
+const ME: Rules = Rules { allowed: b"b", invalid: INVALID_FLAG, duplicate: DUPLICATE_FLAG, bad_base64: BAD_BASE64, bad_number: BAD_TOKEN };
+
+impl Rules {
+    /// The number a flag carries (`default` when the flag is absent).
+    fn number<T: std::str::FromStr>(&self, tokens: &[&[u8]], flag: u8, default: T) -> Result<T, &'static str> {
+        match token(tokens, flag) {
+            None => Ok(default),
+            Some(t) => num(t).ok_or(self.bad_number),
+        }
+    }
+
+    /// The number a flag carries, if the flag is given.
+    fn optional<T: std::str::FromStr>(&self, tokens: &[&[u8]], flag: u8) -> Result<Option<T>, &'static str> {
+        token(tokens, flag).map(|t| num(t).ok_or(self.bad_number)).transpose()
+    }
+
+    /// The part every meta command shares: its flags allowed and each given once, the key
+    /// decoded when `b` is among them, then checked as a classic key is.
+    fn meta<'a>(&self, key: &'a [u8], tokens: &[&'a [u8]]) -> Result<Meta<'a>, &'static str> {
+        if key.is_empty() || key.len() > MAX_KEY * 2 {
+            return Err(BAD_FORMAT);
+        }
+        let mut seen = [false; 128];
+        for t in tokens {
+            let f = t[0];
+            if !self.allowed.contains(&f) {
+                return Err(self.invalid);
+            }
+            if std::mem::replace(&mut seen[usize::from(f)], true) {
+                return Err(self.duplicate);
+            }
+        }
+        let flags: Vec<u8> = tokens.iter().map(|t| t[0]).collect();
+        let base64 = flags.contains(&b'b');
+        let raw = if base64 { Cow::Owned(base64::engine::general_purpose::STANDARD.decode(key).map_err(|_| self.bad_base64)?) } else { Cow::Borrowed(key) };
+        let printable = base64 || raw.iter().all(|&b| b > 32 && b != 127);
+        if raw.is_empty() || raw.len() > MAX_KEY || !printable {
+            return Err(BAD_FORMAT);
+        }
+        let quiet = flags.contains(&b'q');
+        Ok(Meta { key: MetaKey { given: key, raw }, flags, opaque: token(tokens, b'O').unwrap_or_default(), quiet })
+    }
+}
+
+/// ms: flags, mode, client flags, exptime and CAS unique.
+fn meta_set<'a>(key: &'a [u8], tokens: &[&'a [u8]], data: &'a [u8]) -> Result<Command<'a>, &'static str> {
+    let meta = MS.meta(key, tokens)?;
+    let mode = match token(tokens, b'M') {
+        None => StoreMode::Set,
+        Some([m]) => match m.to_ascii_uppercase() {
+            b'S' => StoreMode::Set,
+            b'E' => StoreMode::Add,
+            b'R' => StoreMode::Replace,
+            b'A' => StoreMode::Append,
+            b'P' => StoreMode::Prepend,
+            _ => return Err("CLIENT_ERROR invalid mode for ms M token"),
+        },
+        Some(_) => return Err("CLIENT_ERROR incorrect length for M token"),
+    };
+    // Client flags are read as memcached reads them: any 64-bit number, kept to 32 bits.
+    let client_flags = match token(tokens, b'F') {
+        None => 0,
+        Some(t) => num::<u64>(t).ok_or(BAD_FORMAT)? as u32,
+    };
+    let (exptime, cas) = (MS.number(tokens, b'T', 0)?, MS.number(tokens, b'C', 0)?);
+    Ok(Command::MetaSet { meta, data, mode, client_flags, exptime, cas })
+}
+
+/// mg, md, ma and me: their flags checked and their numbers read.
+fn meta_command<'a>(name: &[u8], key: &'a [u8], tokens: &[&'a [u8]]) -> Result<Command<'a>, &'static str> {
+    match name {
+        b"mg" => {
+            let meta = MG.meta(key, tokens)?;
+            Ok(Command::MetaGet { meta, touch: MG.optional(tokens, b'T')? })
+        }
+        b"md" => {
+            let meta = MD.meta(key, tokens)?;
+            Ok(Command::MetaDelete { meta, cas: MD.number(tokens, b'C', 0)? })
+        }
+        b"ma" => {
+            let meta = MA.meta(key, tokens)?;
+            let incr = match token(tokens, b'M') {
+                None => true,
+                Some([b'I' | b'i' | b'+']) => true,
+                Some([b'D' | b'd' | b'-']) => false,
+                Some([]) => return Err(ONE_FOR_ALL),
+                Some(_) => return Err("CLIENT_ERROR invalid mode for ma M token"),
+            };
+            let (delta, cas, initial) = (MA.number(tokens, b'D', 1)?, MA.number(tokens, b'C', 0)?, MA.number(tokens, b'J', 0)?);
+            Ok(Command::MetaArith { meta, incr, delta, cas, autovivify: MA.optional(tokens, b'N')?, initial })
+        }
+        _ => {
+            let base64: Vec<&[u8]> = tokens.iter().copied().filter(|t| t[0] == b'b').take(1).collect();
+            Ok(Command::MetaDebug { meta: ME.meta(key, &base64)? })
+        }
     }
 }
 
@@ -404,15 +559,68 @@ mod tests {
 
     #[test]
     fn meta_commands() {
-        let p = one(b"mg key v c f T30\r\n");
-        let Ok(Command::MetaGet { key, flags }) = p.command else { panic!() };
-        assert_eq!(key, b"key");
-        assert_eq!(flags[3], MetaFlag { flag: b'T', token: b"30" });
+        let p = one(b"mg key v c f T30 Oab q\r\n");
+        let Ok(Command::MetaGet { meta, touch }) = p.command else { panic!("{:?}", p.command) };
+        assert_eq!((meta.key.given, &meta.key.raw[..]), (&b"key"[..], &b"key"[..]));
+        assert_eq!(meta.flags, b"vcfTOq");
+        assert_eq!((touch, meta.opaque, meta.quiet), (Some(30), &b"ab"[..], true));
         let p = one(b"ms key 2 F5 MA\r\nhi\r\n");
-        let Ok(Command::MetaSet { data, flags, .. }) = p.command else { panic!() };
-        assert_eq!(data, b"hi");
-        assert_eq!(flags.len(), 2);
+        let Ok(Command::MetaSet { data, mode, client_flags, exptime, cas, .. }) = p.command else { panic!() };
+        assert_eq!((data, mode, client_flags, exptime, cas), (&b"hi"[..], StoreMode::Append, 5, 0, 0));
         assert_eq!(one(b"mn\r\n").command, Ok(Command::MetaNoop));
         assert_eq!(one(b"ms key\r\n").command, Err(BAD_FORMAT));
+        let p = one(b"ma k MD D18446744073709551615 N30 J7\r\n");
+        let Ok(Command::MetaArith { incr, delta, autovivify, initial, cas, .. }) = p.command else { panic!() };
+        assert_eq!((incr, delta, autovivify, initial, cas), (false, u64::MAX, Some(30), 7, 0));
+    }
+
+    #[test]
+    fn meta_keys_in_base64_are_decoded() {
+        let p = one(b"md a2V5 b k\r\n");
+        let Ok(Command::MetaDelete { meta, .. }) = p.command else { panic!() };
+        assert_eq!((meta.key.given, &meta.key.raw[..]), (&b"a2V5"[..], &b"key"[..]));
+        // Decoded, a key may hold any byte, but not more than 250 of them.
+        let p = one(b"mg AAEC b v\r\n");
+        let Ok(Command::MetaGet { meta, .. }) = p.command else { panic!() };
+        assert_eq!(&meta.key.raw[..], &[0, 1, 2]);
+        assert_eq!(one(b"mg !!! b\r\n").command, Err(BAD_BASE64));
+        assert_eq!(one(b"mg a\x01b v\r\n").command, Err(BAD_FORMAT));
+    }
+
+    #[test]
+    fn meta_flags_and_numbers_are_refused_in_memcacheds_words() {
+        // mg and ms name the fault.
+        assert_eq!(one(b"mg k v X\r\n").command, Err(INVALID_FLAG));
+        assert_eq!(one(b"mg k v v\r\n").command, Err(DUPLICATE_FLAG));
+        assert_eq!(one(b"mg k Tsoon\r\n").command, Err(BAD_TOKEN));
+        assert_eq!(one(b"mg k T99999999999999999999\r\n").command, Err(BAD_TOKEN));
+        assert_eq!(one(b"ms k 1 C-1\r\nx\r\n").command, Err(BAD_TOKEN));
+        assert_eq!(one(b"ms k 1 MZ\r\nx\r\n").command, Err("CLIENT_ERROR invalid mode for ms M token"));
+        assert_eq!(one(b"ms k 1 M\r\nx\r\n").command, Err("CLIENT_ERROR incorrect length for M token"));
+        // md and ma answer one line for any refused flag, key or number.
+        for line in [&b"md k C-1\r\n"[..], b"md k X\r\n", b"md k q q\r\n", b"md !!! b\r\n", b"ma k D-5\r\n", b"ma k Jx\r\n", b"ma k M\r\n"] {
+            assert_eq!(one(line).command, Err(ONE_FOR_ALL), "{}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(one(b"ma k MX\r\n").command, Err("CLIENT_ERROR invalid mode for ma M token"));
+        // Client flags: any 64-bit number, kept to 32 bits, as memcached reads them.
+        assert!(matches!(one(b"ms k 1 F4294967296\r\nx\r\n").command, Ok(Command::MetaSet { client_flags: 0, .. })));
+        let p = one(b"ms k 1 F18446744073709551616\r\nx\r\nmn\r\n");
+        assert_eq!(p.command, Err(BAD_FORMAT));
+        // The refused request's data block is consumed: the next request starts after it.
+        assert_eq!(p.consumed, 33);
+        // me ignores flags other than b.
+        assert!(matches!(one(b"me k zz\r\n").command, Ok(Command::MetaDebug { .. })));
+    }
+
+    #[test]
+    fn cache_memlimit_is_in_megabytes_within_memcached_bounds() {
+        assert_eq!(one(b"cache_memlimit 64\r\n").command, Ok(Command::CacheMemlimit { megabytes: 64, noreply: false }));
+        assert_eq!(one(b"cache_memlimit 64 noreply\r\n").command, Ok(Command::CacheMemlimit { megabytes: 64, noreply: true }));
+        assert_eq!(one(b"cache_memlimit 7\r\n").command, Err("MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m"));
+        assert_eq!(one(b"cache_memlimit 1000000001\r\n").command, Err("MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes"));
+        // Numbers that do not fit, or are not numbers, are refused, never wrapped.
+        assert_eq!(one(b"cache_memlimit 18446744073709551615\r\n").command, Err("ERROR"));
+        assert_eq!(one(b"cache_memlimit -8\r\n").command, Err("ERROR"));
+        assert_eq!(one(b"cache_memlimit 64 extra\r\n").command, Err("ERROR"));
     }
 }

@@ -7,9 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::args::CmdError;
-use super::compact;
-use super::dump::{put_len, put_str, Reader};
+use super::{compact, put_len, put_str, RdbError, Reader};
 use crate::keyspace::stream::{Consumer, Group, Pending, Stream, StreamId, INVALID_ENTRIES_READ};
 use crate::keyspace::value::Bytes;
 
@@ -20,8 +18,8 @@ pub const T_STREAM_LISTPACKS_3: u8 = 21;
 const FLAG_DELETED: i64 = 1;
 const FLAG_SAMEFIELDS: i64 = 2;
 
-fn bad() -> CmdError {
-    super::args::err("ERR Bad data format")
+fn bad() -> RdbError {
+    RdbError::BadFormat
 }
 
 /// Appends one listpack element holding an integer.
@@ -181,25 +179,25 @@ pub(crate) fn write(out: &mut Vec<u8>, s: &Stream) {
     }
 }
 
-fn read_id_key(b: &[u8]) -> Result<StreamId, CmdError> {
+fn read_id_key(b: &[u8]) -> Result<StreamId, RdbError> {
     if b.len() != 16 {
         return Err(bad());
     }
     Ok(StreamId::new(u64::from_be_bytes(b[..8].try_into().unwrap()), u64::from_be_bytes(b[8..].try_into().unwrap())))
 }
 
-fn read_id(r: &mut Reader) -> Result<StreamId, CmdError> {
-    Ok(StreamId::new(r.len()? as u64, r.len()? as u64))
+fn read_id(r: &mut Reader) -> Result<StreamId, RdbError> {
+    Ok(StreamId::new(r.length()? as u64, r.length()? as u64))
 }
 
-fn num(e: &[u8]) -> Result<i64, CmdError> {
+fn num(e: &[u8]) -> Result<i64, RdbError> {
     std::str::from_utf8(e).ok().and_then(|s| s.parse().ok()).ok_or_else(bad)
 }
 
 /// Reads a stream's RDB body of type `t` (15, 19 or 21).
-pub(crate) fn read(r: &mut Reader, t: u8) -> Result<Stream, CmdError> {
+pub(crate) fn read(r: &mut Reader, t: u8) -> Result<Stream, RdbError> {
     let mut s = Stream::default();
-    for _ in 0..r.len()? {
+    for _ in 0..r.length()? {
         let master = read_id_key(&r.string()?)?;
         let els = compact::listpack(&r.string()?).map_err(|_| bad())?;
         let mut it = els.iter();
@@ -234,35 +232,35 @@ pub(crate) fn read(r: &mut Reader, t: u8) -> Result<Stream, CmdError> {
             }
         }
     }
-    let _length = r.len()?;
+    let _length = r.length()?;
     s.last_id = read_id(r)?;
     if t != T_STREAM_LISTPACKS {
         s.first_id = read_id(r)?;
         s.max_deleted = read_id(r)?;
-        s.entries_added = r.len()? as u64;
+        s.entries_added = r.length()? as u64;
     } else {
         s.first_id = s.first_entry().map(|(id, _)| *id).unwrap_or_default();
         s.entries_added = s.len() as u64;
     }
-    for _ in 0..r.len()? {
+    for _ in 0..r.length()? {
         let name = r.string()?;
         let last_id = read_id(r)?;
-        let entries_read = if t != T_STREAM_LISTPACKS { r.len()? as u64 as i64 } else { INVALID_ENTRIES_READ };
+        let entries_read = if t != T_STREAM_LISTPACKS { r.length()? as u64 as i64 } else { INVALID_ENTRIES_READ };
         let mut g = Group::new(last_id, entries_read);
         let mut nacks: BTreeMap<StreamId, (i64, u64)> = BTreeMap::new();
-        for _ in 0..r.len()? {
+        for _ in 0..r.length()? {
             let id = read_id_key(r.take(16)?)?;
             let time = i64::from_le_bytes(r.take(8)?.try_into().unwrap());
-            nacks.insert(id, (time, r.len()? as u64));
+            nacks.insert(id, (time, r.length()? as u64));
         }
-        for _ in 0..r.len()? {
+        for _ in 0..r.length()? {
             let cname = r.string()?;
             let seen_time = i64::from_le_bytes(r.take(8)?.try_into().unwrap());
             if t == T_STREAM_LISTPACKS_3 {
                 r.take(8)?; // active time
             }
             let mut pel = BTreeSet::new();
-            for _ in 0..r.len()? {
+            for _ in 0..r.length()? {
                 let id = read_id_key(r.take(16)?)?;
                 let (time, count) = nacks.get(&id).copied().ok_or_else(bad)?;
                 g.pel.insert(id, Pending { consumer: cname.clone().into_boxed_slice(), delivery_time: time, delivery_count: count });
