@@ -32,7 +32,7 @@ LAYERS = [
     ("services", ["acl", "clients", "pubsub", "monitor", "tracking", "stats", "storage", "wal", "scripting", "config"]),
     # The node's shared state (`Server`: keyspace, services, clients, runtime settings) that
     # commands are given, and the snapshot of all of it (SAVE, loading at start).
-    ("node", ["server::state", "server::namespaces", "snapshot"]),
+    ("node", ["server::state", "server::namespaces", "server::elastic", "snapshot"]),
     ("command", ["command"]),
     ("server", ["server", ""]),
 ]

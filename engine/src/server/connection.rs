@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::elastic::{Carried, Handoff};
+use super::dispatch::{Carried, Dispatch, Handoff};
 use super::state::{ClientInfo, Server};
 use crate::command::{self, BlockRequest, Conn, Outcome, TimeoutReply};
 use crate::protocol::{Limits, ReplyWriter, RequestParser};
@@ -24,7 +24,7 @@ const FLUSH_AT: usize = 256 * 1024;
 
 /// Serves a connection on reactor `reactor` (usize::MAX: off the reactors), new or moved in
 /// with its state (`carried`), until it closes or moves on.
-pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo>, carried: Option<Box<Carried>>, reactor: usize) {
+pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStream, info: Arc<ClientInfo>, carried: Option<Box<Carried>>, reactor: usize) {
     let _ = stream.set_nodelay(true);
     let (mut conn, mut inbuf) = match carried {
         Some(c) => (c.conn, c.inbuf),
@@ -52,7 +52,7 @@ pub async fn serve(srv: Arc<Server>, mut stream: TcpStream, info: Arc<ClientInfo
             // A safe point: replies flushed, nothing blocked. Move if asked to.
             let to = info.move_to.swap(usize::MAX, Ordering::Relaxed);
             if to != usize::MAX && to != reactor && to < srv.reactors.active.load(Ordering::Relaxed) {
-                match hand_over(&srv, stream, &info, conn, inbuf, to) {
+                match hand_over(&srv, &dispatch, stream, &info, conn, inbuf, to) {
                     Move::Done => {
                         if let Some(st) = here {
                             st.connections.fetch_sub(1, Ordering::Relaxed);
@@ -240,7 +240,7 @@ enum Move {
 }
 
 /// Gives the connection to reactor `to`: its socket, state and unparsed input.
-fn hand_over(srv: &Server, stream: TcpStream, info: &Arc<ClientInfo>, conn: Conn, inbuf: BytesMut, to: usize) -> Move {
+fn hand_over(srv: &Server, dispatch: &Dispatch, stream: TcpStream, info: &Arc<ClientInfo>, conn: Conn, inbuf: BytesMut, to: usize) -> Move {
     let std_stream = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {
@@ -248,7 +248,7 @@ fn hand_over(srv: &Server, stream: TcpStream, info: &Arc<ClientInfo>, conn: Conn
             return Move::Lost(Box::new(conn));
         }
     };
-    match srv.reactors.send(to, Handoff::Moved(std_stream, info.clone(), Box::new(Carried { conn, inbuf }))) {
+    match dispatch.send(to, Handoff::Moved(std_stream, info.clone(), Box::new(Carried { conn, inbuf }))) {
         Ok(()) => {
             srv.reactors.migrations.fetch_add(1, Ordering::Relaxed);
             Move::Done

@@ -4,9 +4,9 @@
 //! parks (a reactor without connections waits in epoll and uses no CPU).
 //!
 //! - `Controller`: the decision, a pure state machine over busy-share samples (unit-tested).
-//! - `Reactors`: the reactors' channels, CPU clocks, counters and the active count; the
-//!   controller thread samples each reactor thread every `sample` and applies decisions by
-//!   asking connections to move. The signal is a reactor's demand: the share of the interval
+//! - `Reactors`: the reactors' CPU clocks, counters and the active count (their channels are
+//!   `server::dispatch`, in the layer above); the controller thread samples each reactor
+//!   thread every `sample` and applies decisions by asking connections to move. The signal is a reactor's demand: the share of the interval
 //!   it ran or was runnable but waiting for a core (`/proc/self/task/TID/schedstat`: CPU time
 //!   plus run-queue delay) — on a shared machine a saturated reactor may get only part of a
 //!   core, and its CPU share alone would hide that it wants more. Without schedstat, CPU time.
@@ -19,23 +19,7 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use tokio::sync::mpsc::UnboundedSender;
-
 use super::state::{ClientInfo, Server};
-
-/// What a reactor receives: a new connection, or one moving in with its state.
-pub enum Handoff {
-    New(std::net::TcpStream, Arc<ClientInfo>),
-    Moved(std::net::TcpStream, Arc<ClientInfo>, Box<Carried>),
-}
-
-/// A moving connection's state: everything but the socket.
-pub struct Carried {
-    pub conn: crate::command::Conn,
-    /// Bytes read but not yet executed (a pipeline's rest, a partial request).
-    pub inbuf: bytes::BytesMut,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -154,7 +138,6 @@ impl Sampled {
 pub struct Reactors {
     pub elastic: bool,
     pub cfg: ElasticConfig,
-    senders: Mutex<Vec<UnboundedSender<Handoff>>>,
     pub stats: Box<[ReactorStats]>,
     pub active: AtomicUsize,
     next: AtomicUsize,
@@ -192,7 +175,6 @@ impl Reactors {
         Reactors {
             elastic,
             cfg,
-            senders: Mutex::new(Vec::new()),
             stats: (0..threads.max(1)).map(|_| ReactorStats::default()).collect(),
             active: AtomicUsize::new(if elastic { 1 } else { threads.max(1) }),
             next: AtomicUsize::new(0),
@@ -204,15 +186,6 @@ impl Reactors {
 
     pub fn count(&self) -> usize {
         self.stats.len()
-    }
-
-    pub fn attach(&self, senders: Vec<UnboundedSender<Handoff>>) {
-        *self.senders.lock() = senders;
-    }
-
-    /// Closes every reactor's channel (shutdown).
-    pub fn detach(&self) {
-        self.senders.lock().clear();
     }
 
     /// Called by reactor `i`'s thread as it starts.
@@ -228,14 +201,6 @@ impl Reactors {
     /// Where a new connection goes: the active reactors in turn.
     pub fn assign(&self) -> usize {
         self.next.fetch_add(1, Ordering::Relaxed) % self.active.load(Ordering::Relaxed).max(1)
-    }
-
-    /// Hands a connection to reactor `i`; gives it back if that reactor is gone (shutdown).
-    pub fn send(&self, i: usize, h: Handoff) -> Result<(), Handoff> {
-        match self.senders.lock().get(i) {
-            Some(tx) => tx.send(h).map_err(|e| e.0),
-            None => Err(h),
-        }
     }
 
     /// Samples every reactor at `now`; returns the active ones' demand since the last sample

@@ -9,6 +9,7 @@
 
 pub mod connection;
 pub mod cron;
+pub mod dispatch;
 pub mod elastic;
 #[cfg(feature = "metrics-http")]
 pub mod metrics;
@@ -50,7 +51,7 @@ pub enum ServerError {
     NotBuiltIn { key: &'static str, what: &'static str, feature: &'static str },
 }
 
-use elastic::Handoff;
+use dispatch::{Dispatch, Handoff};
 
 /// Opens the storage tier's adapter, if this build has it (cargo features `lsm`, `postgres`).
 fn open_storage(backend: &crate::config::StorageBackend) -> Result<crate::storage::Storage, ServerError> {
@@ -246,16 +247,19 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
 
     // Reactors on their own threads (with elastic threads, all but the first park until the
     // controller gives them connections).
+    let dispatch = Arc::new(Dispatch::default());
     let mut senders = Vec::new();
     let mut handles = Vec::new();
     for i in 0..threads {
         let (tx, rx) = mpsc::unbounded_channel::<Handoff>();
         senders.push(tx);
-        let srv = srv.clone();
+        let (srv, dispatch) = (srv.clone(), dispatch.clone());
         let rt = runtime()?;
-        handles.push(std::thread::Builder::new().name(format!("terrace-reactor-{i}")).spawn(move || reactor(rt, srv, rx, i)).expect("spawn reactor thread"));
+        handles.push(
+            std::thread::Builder::new().name(format!("terrace-reactor-{i}")).spawn(move || reactor(rt, srv, dispatch, rx, i)).expect("spawn reactor thread"),
+        );
     }
-    srv.reactors.attach(senders);
+    dispatch.attach(senders);
     let elastic_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // (With fixed threads it only samples, for INFO and /metrics.)
     let controller = {
@@ -322,13 +326,13 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                     if srv0.scripts.busy() {
                         // The reactors may all be stuck behind the script: serve it here.
                         info.reactor.store(usize::MAX, Ordering::Relaxed);
-                        tokio::task::spawn_local(connection::serve(srv0.clone(), stream, info, None, usize::MAX));
+                        tokio::task::spawn_local(connection::serve(srv0.clone(), dispatch.clone(), stream, info, None, usize::MAX));
                         continue;
                     }
                     let target = srv0.reactors.assign();
                     info.reactor.store(target, Ordering::Relaxed);
                     if let Ok(std_stream) = stream.into_std() {
-                        let _ = srv0.reactors.send(target, Handoff::New(std_stream, info));
+                        let _ = dispatch.send(target, Handoff::New(std_stream, info));
                     }
                 }
                 _ = recv(&mut sigint) => {
@@ -346,7 +350,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             }
         }
         srv0.request_shutdown();
-        srv0.reactors.detach();
+        dispatch.detach();
         // Let connection tasks see the kill flag and close their sockets.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     });
@@ -455,7 +459,7 @@ fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<Option<u64>, Ser
     Ok(is_warm)
 }
 
-fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::UnboundedReceiver<Handoff>, index: usize) {
+fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, dispatch: Arc<Dispatch>, mut rx: mpsc::UnboundedReceiver<Handoff>, index: usize) {
     srv.reactors.started(index);
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
@@ -469,7 +473,7 @@ fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, mut rx: mpsc::Unbounde
             };
             match tokio::net::TcpStream::from_std(std_stream) {
                 Ok(stream) => {
-                    tokio::task::spawn_local(connection::serve(srv.clone(), stream, info, carried, index));
+                    tokio::task::spawn_local(connection::serve(srv.clone(), dispatch.clone(), stream, info, carried, index));
                 }
                 Err(e) => {
                     tracing::warn!(client = info.id, "cannot take over a connection: {e}");
