@@ -8,17 +8,19 @@
 //! `metrics` counts and times every command (Prometheus text, INFO); `near_cache` keeps hot
 //! GET replies for a short TTL when configured.
 
-pub mod backend;
+// Public: what the binary (`config`, `run`) and the fuzz targets (the parsers, routing,
+// merging, slots) use; the rest is the crate's own.
+mod backend;
 pub mod config;
 pub mod frontend;
 pub mod merge;
-pub mod metrics;
-pub mod near_cache;
+mod metrics;
+mod near_cache;
 pub mod resp;
 pub mod route;
-pub mod server;
+mod server;
 pub mod slots;
-pub mod tenants;
+mod tenants;
 
 pub use config::{ProxyConfig, ProxySettings};
 pub use server::run;

@@ -2,10 +2,10 @@
 //! it serves, the connection loop and reply queue (`connection`), and the protocol front ends
 //! plugged into it (`redis`: RESP2/RESP3; `memcache`: text and meta).
 
-pub mod connection;
-pub mod info;
+pub(crate) mod connection;
+mod info;
 pub mod memcache;
-pub mod redis;
+pub(crate) mod redis;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
