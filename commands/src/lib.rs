@@ -36,11 +36,11 @@ fn lowercase_name(name: &[u8], buf: &mut [u8; 32]) -> Option<usize> {
 }
 
 /// Finds a command's spec by name, case-insensitively.
-pub fn lookup(name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     let mut buf = [0u8; 32];
     let n = lowercase_name(name, &mut buf)?;
     let s = std::str::from_utf8(&buf[..n]).ok()?;
-    table::INDEX.get(s).map(|&i| (i, &table::COMMANDS[i]))
+    table::INDEX.get(s).map(|&i| &table::COMMANDS[i])
 }
 
 pub fn unknown_command_error(argv: &[&[u8]]) -> String {

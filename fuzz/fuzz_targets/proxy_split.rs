@@ -16,7 +16,7 @@ use terrace_proxy::route::{classify, plan_split, target, Kind, Split};
 use terrace_proxy::slots::SlotMap;
 
 fn check_request(argv: &[&[u8]], map: &SlotMap) {
-    let Some((_, spec)) = lookup(argv[0]) else { return };
+    let Some(spec) = lookup(argv[0]) else { return };
     if !terrace_engine::command::arity_ok(spec, argv.len()) {
         return;
     }

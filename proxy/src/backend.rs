@@ -279,6 +279,11 @@ impl Backend {
     }
 }
 
+/// The replies of every part of a split or fanned-out request, once all have arrived.
+pub fn take_all(parts: &[Rc<Slot>]) -> Option<Vec<Bytes>> {
+    parts.iter().all(|p| p.is_ready()).then(|| parts.iter().map(|p| p.take().expect("ready")).collect())
+}
+
 /// Sends on `b`, waiting while it has `max_inflight` requests outstanding.
 pub async fn send(b: &Rc<Backend>, req: &[u8], owner: &Rc<Notify>, patient: bool) -> Rc<Slot> {
     loop {

@@ -32,20 +32,6 @@ fn sub(argv: &[&[u8]]) -> String {
     argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).unwrap_or_default()
 }
 
-/// The kind of each command of the table whose kind does not depend on its arguments (None:
-/// classify the call).
-static KINDS: std::sync::LazyLock<Vec<Option<Kind>>> = std::sync::LazyLock::new(|| {
-    terrace_commands::table::COMMANDS.iter().map(|spec| (spec.route != Route::ByArguments).then(|| classify(spec, &[spec.name.as_bytes()]))).collect()
-});
-
-/// `classify` for the command at `index` of the table, without looking at its route each time.
-pub fn classify_indexed(index: usize, spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
-    match KINDS.get(index) {
-        Some(Some(kind)) => kind.clone(),
-        _ => classify(spec, argv),
-    }
-}
-
 fn merge_of(c: Combine) -> Merge {
     match c {
         Combine::Sum => Merge::Sum,
@@ -183,7 +169,7 @@ mod tests {
     use terrace_commands::lookup;
 
     fn spec(name: &str) -> &'static CommandSpec {
-        lookup(name.as_bytes()).unwrap().1
+        lookup(name.as_bytes()).unwrap()
     }
 
     #[test]
@@ -206,14 +192,6 @@ mod tests {
         let plan = plan_split(Split::Mset, &[b"mset", b"foo", b"1", b"bar", b"2", b"{foo}x", b"3"], &map).unwrap();
         assert_eq!(plan.parts, vec![(1, vec![&b"mset"[..], b"foo", b"1", b"{foo}x", b"3"]), (0, vec![&b"mset"[..], b"bar", b"2"])]);
         assert_eq!(plan.positions, vec![(0, 0), (1, 0), (0, 1)]);
-    }
-
-    #[test]
-    fn precomputed_kinds_agree() {
-        for (i, spec) in terrace_commands::table::COMMANDS.iter().enumerate() {
-            let argv: [&[u8]; 3] = [spec.name.as_bytes(), b"k", b"v"];
-            assert_eq!(format!("{:?}", classify_indexed(i, spec, &argv)), format!("{:?}", classify(spec, &argv)), "{}", spec.name);
-        }
     }
 
     #[test]

@@ -153,14 +153,14 @@ pub fn acl(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let Some(user) = acl.user(&name) else {
                 return Err(err(format!("ERR User '{name}' not found")));
             };
-            let Some((idx, spec)) = lookup(argv[3]) else {
+            let Some(spec) = lookup(argv[3]) else {
                 return Err(err(format!("ERR Command '{}' not found", String::from_utf8_lossy(argv[3]))));
             };
             let cmd = &argv[3..];
             if !arity_ok(spec, cmd.len()) {
                 return Err(CmdError::WrongArgs(spec.name));
             }
-            match user.check(idx, cmd) {
+            match user.check(spec.id.index(), cmd) {
                 Ok(()) => ctx.out.ok(),
                 Err(d) => ctx.out.bulk(d.dryrun_text().as_bytes()),
             }

@@ -438,4 +438,4 @@ pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> 
 }
 
 pub use pipeline::{admit_memory, admit_namespace, execute, execute_request, Request};
-pub use storage::{invalidate, read_through, tenant_of};
+pub use storage::{invalidate, read_through};

@@ -990,14 +990,14 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.array_len(names.len());
             for n in names {
                 match super::lookup(n) {
-                    Some((_, c)) => write_command_info(ctx, c),
+                    Some(c) => write_command_info(ctx, c),
                     None => ctx.out.null_array(),
                 }
             }
         }
         "DOCS" => {
             let specs: Vec<&CommandSpec> =
-                if argv.len() == 2 { COMMANDS.iter().collect() } else { argv[2..].iter().filter_map(|n| super::lookup(n).map(|(_, c)| c)).collect() };
+                if argv.len() == 2 { COMMANDS.iter().collect() } else { argv[2..].iter().filter_map(|n| super::lookup(n)).collect() };
             ctx.out.map_len(specs.len());
             for c in specs {
                 write_command_docs(ctx, c);
@@ -1006,7 +1006,7 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         "GETKEYS" | "GETKEYSANDFLAGS" if argv.len() >= 4 => {
             let with_flags = sub == "GETKEYSANDFLAGS";
             let cmd = &argv[2..];
-            let Some((_, spec)) = super::lookup(cmd[0]) else {
+            let Some(spec) = super::lookup(cmd[0]) else {
                 return Err(err("ERR Invalid command specified"));
             };
             if !super::arity_ok(spec, cmd.len()) {

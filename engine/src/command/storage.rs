@@ -9,14 +9,10 @@ use super::table::{self, CommandId, CommandSpec, Lock};
 use super::{arity_ok, lookup, Conn, Data, StorageWait};
 use crate::keyspace::{access, Entry, Meta};
 use crate::server::state::{now_ms, Server};
+use crate::storage::flusher::Source as _;
 use crate::storage::tier::{CacheKey, StorageTier};
 
 pub use crate::storage::WB_RECORD;
-
-/// The storage tenant name of the namespace holding database `db`.
-pub fn tenant_of(srv: &Server, db: usize) -> String {
-    crate::storage::flusher::Source::tenant_of(srv, db)
-}
 
 /// Whether a command replaces its keys' values without looking at them (so a miss needs no
 /// storage read): SET without NX/XX/GET/KEEPTTL, SETEX, PSETEX, MSET.
@@ -68,7 +64,7 @@ pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<R
     let mut writes = false;
     let (db, ns_base) = (conn.db, conn.ns_base);
     let mut add = |args: &[&[u8]]| {
-        if let Some((_, spec)) = lookup(args[0]) {
+        if let Some(spec) = lookup(args[0]) {
             writes |= spec.write;
             if spec.lock == Lock::Keys && arity_ok(spec, args.len()) && !overwrites_blindly(spec, args) {
                 wanted.extend(table::key_positions(spec, args).into_iter().map(|i| (db, args[i].to_vec())));
@@ -82,7 +78,7 @@ pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<R
             }
         }
     };
-    let exec = lookup(argv[0]).is_some_and(|(_, spec)| spec.id == CommandId::Exec);
+    let exec = lookup(argv[0]).is_some_and(|spec| spec.id == CommandId::Exec);
     if exec {
         for queued in conn.multi.iter().flatten() {
             let args: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
@@ -149,7 +145,7 @@ async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: u
         tier.wait(tier.last_queued()).await.ok();
         let storage_keys = missing.iter().map(|(k, _)| crate::storage::tier::storage_key(db % crate::keyspace::NUM_DBS, k)).collect();
         tier.counters.reads.fetch_add(missing.len() as u64, Ordering::Relaxed);
-        let values = tier.storage.get(tenant_of(srv, db), storage_keys).await.map_err(|e| {
+        let values = tier.storage.get(srv.tenant_of(db), storage_keys).await.map_err(|e| {
             tier.counters.read_errors.fetch_add(1, Ordering::Relaxed);
             e.to_string()
         })?;
@@ -220,7 +216,7 @@ pub(super) fn queue_after_images(srv: &Server, tier: &crate::storage::tier::Stor
             }
             None => None,
         };
-        ops.push((tenant_of(srv, *db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value), (*db, key.clone())));
+        ops.push((srv.tenant_of(*db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value), (*db, key.clone())));
     }
     StorageWait { seq: tier.enqueue(ops), reply_at: usize::MAX, reply_end: usize::MAX, keys: touched }
 }

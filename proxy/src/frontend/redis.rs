@@ -24,7 +24,7 @@ use terrace_commands::{arity_ok, lookup, unknown_command_error};
 
 use super::connection::{self, Frontend, Handled, Replies, State};
 use super::{info, Reactor};
-use crate::backend::{send, Backend, Slot};
+use crate::backend::{send, take_all, Backend, Slot};
 use crate::merge::{self, Merge};
 use crate::resp;
 use crate::route::{self, Kind, Local, Split, Target, Txn};
@@ -231,11 +231,6 @@ impl Frontend for Client {
     }
 }
 
-/// The replies of every part, once all have arrived.
-fn take_all(parts: &[Rc<Slot>]) -> Option<Vec<Bytes>> {
-    parts.iter().all(|p| p.is_ready()).then(|| parts.iter().map(|p| p.take().expect("ready")).collect())
-}
-
 /// Drops near-cache entries a write may change: its keys, or everything for commands whose
 /// effects reach beyond their key arguments.
 fn invalidate(cache: &crate::near_cache::NearCache, spec: &CommandSpec, argv: &[&[u8]], db: u32) {
@@ -342,7 +337,7 @@ impl Client {
         if argv[0].eq_ignore_ascii_case(b"terrace.topology") {
             return self.topology_command(argv);
         }
-        let Some((index, spec)) = lookup(argv[0]) else {
+        let Some(spec) = lookup(argv[0]) else {
             self.refuse_in_txn();
             return self.error(&unknown_command_error(argv));
         };
@@ -351,14 +346,14 @@ impl Client {
             self.refuse_in_txn();
             return self.error(&format!("ERR wrong number of arguments for '{}' command", full_name(spec, argv)));
         }
-        if !self.authed && !matches!(spec.id, CommandId::Auth | CommandId::Hello | CommandId::Quit | CommandId::Reset) {
+        if !self.authed && !spec.no_auth {
             return self.error("NOAUTH Authentication required.");
         }
         if !self.tenant.admit() {
             let msg = format!("ERR {}", self.tenant.over_limit_message());
             return self.error(&msg);
         }
-        let kind = route::classify_indexed(index, spec, argv);
+        let kind = route::classify(spec, argv);
         if let Some(cache) = &self.rx.shared.near_cache {
             if spec.write {
                 invalidate(cache, spec, argv, self.tenant.cache_id * 16 + self.db);

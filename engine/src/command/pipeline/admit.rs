@@ -75,9 +75,9 @@ pub enum Refusal {
     NotWithStorage,
 }
 
-/// Decides whether command `idx` (`spec`, found by `argv[0]`) may run for `caller`. An
+/// Decides whether command `spec` (found by `argv[0]`) may run for `caller`. An
 /// unknown name never gets here: its driver refuses it as `Refusal::Unknown`.
-pub fn admit(origin: Origin, idx: usize, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller, gate: &impl Gate) -> Verdict {
+pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller, gate: &impl Gate) -> Verdict {
     use Refusal::*;
     if !super::super::arity_ok(spec, argv.len()) {
         return Verdict::Refuse(Arity);
@@ -94,7 +94,7 @@ pub fn admit(origin: Origin, idx: usize, spec: &CommandSpec, argv: &[&[u8]], cal
         return Verdict::Refuse(NoAuth);
     }
     if !caller.user.unrestricted {
-        if let Err(denied) = caller.user.check(idx, argv) {
+        if let Err(denied) = caller.user.check(spec.id.index(), argv) {
             return Verdict::Refuse(Denied(denied));
         }
     }
@@ -221,8 +221,8 @@ mod tests {
 
     fn verdict(origin: Origin, caller: &Caller, gate: &FakeGate, argv: &[&str]) -> Verdict {
         let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
-        let (idx, spec) = lookup(argv[0]).expect("a known command");
-        admit(origin, idx, spec, &argv, caller, gate)
+        let spec = lookup(argv[0]).expect("a known command");
+        admit(origin, spec, &argv, caller, gate)
     }
 
     fn caller(user: &User) -> Caller<'_> {
@@ -286,7 +286,7 @@ mod tests {
         assert_eq!(verdict(Origin::Client, &c, &gate, &["get", "k"]), Verdict::Refuse(Refusal::Subscribed));
         assert_eq!(verdict(Origin::Client, &c, &gate, &["ping"]), Verdict::Run);
         let argv: [&[u8]; 2] = [b"get", b"k"];
-        assert!(Refusal::Subscribed.error(Origin::Client, lookup(b"get").map(|l| l.1), &argv).starts_with("ERR Can't execute 'get'"));
+        assert!(Refusal::Subscribed.error(Origin::Client, lookup(b"get"), &argv).starts_with("ERR Can't execute 'get'"));
     }
 
     #[test]
@@ -349,7 +349,7 @@ mod tests {
             assert_eq!(verdict(origin, &caller(&user), &gate, &["flushall"]), Verdict::Refuse(Refusal::NotWithStorage));
         }
         assert_eq!(
-            Refusal::NotWithStorage.error(Origin::Client, lookup(b"flushall").map(|l| l.1), &[b"flushall"]),
+            Refusal::NotWithStorage.error(Origin::Client, lookup(b"flushall"), &[b"flushall"]),
             "ERR FLUSHALL is not supported for a tenant with a storage tier yet"
         );
     }

@@ -67,17 +67,18 @@ pub fn execute_request(srv: &Server, conn: &mut Conn, req: &Request, out: &mut B
 fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMut) -> Outcome {
     let argv = req.argv;
     let mut w = ReplyWriter::new(out, conn.resp3);
-    let Some((idx, spec)) = lookup(argv[0]) else {
+    let Some(spec) = lookup(argv[0]) else {
         account(srv, conn, None, &Refusal::Unknown, Origin::Client);
         w.error(&Refusal::Unknown.error(Origin::Client, None, argv));
         return Outcome::Done;
     };
+    let idx = spec.id.index();
     // Counts of an earlier, different command become visible before this one runs.
     conn.tally.before(srv, idx);
     if conn.acl_gen != srv.acl.generation() && !refresh_user(srv, conn) {
         return Outcome::Close;
     }
-    let verdict = admit(Origin::Client, idx, spec, argv, &caller(conn), &ServerGate(srv));
+    let verdict = admit(Origin::Client, spec, argv, &caller(conn), &ServerGate(srv));
     match verdict {
         Verdict::Refuse(r) => {
             account(srv, conn, Some(idx), &r, Origin::Client);

@@ -48,12 +48,13 @@ pub(crate) enum Nested {
 /// Runs a command inside another one (EXEC, a script), on the outer command's locks.
 pub(crate) fn nested(ctx: &mut Ctx, origin: Origin, argv: &[&[u8]]) -> Nested {
     let srv = ctx.srv;
-    let Some((idx, spec)) = lookup(argv[0]) else {
+    let Some(spec) = lookup(argv[0]) else {
         account(srv, ctx.conn, None, &Refusal::Unknown, origin);
         return Nested::Refused(Refusal::Unknown.error(origin, None, argv));
     };
     // Never `Queue` or `Pause` for these origins: they apply to a client's own requests.
-    if let Verdict::Refuse(r) = admit(origin, idx, spec, argv, &caller(ctx.conn), &ServerGate(srv)) {
+    let idx = spec.id.index();
+    if let Verdict::Refuse(r) = admit(origin, spec, argv, &caller(ctx.conn), &ServerGate(srv)) {
         account(srv, ctx.conn, Some(idx), &r, origin);
         return Nested::Refused(r.error(origin, Some(spec), argv));
     }

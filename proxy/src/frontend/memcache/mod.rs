@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use super::connection::{self, Frontend, Handled, Replies, State};
 use super::Reactor;
-use crate::backend::{send, Slot};
+use crate::backend::{send, take_all, Slot};
 use crate::resp;
 use crate::tenants::Tenant;
 use parse::{Command, Meta, Parsed};
@@ -126,10 +126,7 @@ impl Frontend for Client {
             }
             Pending::Reply(p, _) | Pending::Get(p, ..) | Pending::Hidden(p) => p,
         };
-        if !parts.iter().all(|p| p.is_ready()) {
-            return false;
-        }
-        let replies: Vec<Bytes> = parts.iter().map(|p| p.take().expect("ready")).collect();
+        let Some(replies) = take_all(parts) else { return false };
         match entry {
             Pending::Reply(_, fmt) => self.format(fmt, &replies, out),
             Pending::Get(_, keys, positions, cas) => self.format_get(keys, positions, *cas, &replies, out),

@@ -63,12 +63,6 @@ pub struct Meta<'a> {
     pub quiet: bool,
 }
 
-impl Meta<'_> {
-    pub fn has(&self, flag: u8) -> bool {
-        self.flags.contains(&flag)
-    }
-}
-
 #[derive(Debug, PartialEq)]
 pub enum Command<'a> {
     /// get/gets/gat/gats.
@@ -118,7 +112,7 @@ pub enum Command<'a> {
         noreply: bool,
     },
     Quit,
-    /// mg: `touch` is the new exptime (`T`), `value` whether the value is returned (`v`).
+    /// mg: `touch` is the new exptime (`T`), if given.
     MetaGet {
         meta: Meta<'a>,
         touch: Option<i64>,
