@@ -5,7 +5,8 @@ one module to another in a higher layer is an upward import. This script finds e
 compares the upward ones with tests/layers-allowed.txt, the known ones still to be removed.
 
 It fails on an upward import that is not on the list (a new one), and on a listed one that
-no longer exists (take it off: the list only shrinks). Run it from anywhere; CI runs it from
+no longer exists (take it off: the list only shrinks). It also fails when a command handler
+takes shard locks itself (see `handler_locks`). Run it from anywhere; CI runs it from
 tests/run.sh. `--write` rewrites the list from the code (to record a removal).
 """
 
@@ -140,7 +141,30 @@ def upward_imports():
     return found
 
 
+# The keyspace's lock-taking methods. Only the pipeline (which locks what a command declared
+# before its handler runs) and background work outside the command layer may call them.
+LOCKING = re.compile(r"\.(lock_shards|lock_one|try_lock_one)\s*\(")
+
+
+def handler_locks():
+    """Calls of a keyspace lock method in the command layer outside `command::pipeline`:
+    handlers reach shards only through the command's `Data` (its guards, or `visit` for the
+    commands that declare `Lock::Visit`); a handler locking a shard itself could deadlock
+    against its own guards or break the global lock order."""
+    found = []
+    for file in sorted((SRC / "command").rglob("*.rs")):
+        if "pipeline" in file.relative_to(SRC / "command").parts:
+            continue
+        for line in strip(file.read_text()).splitlines():
+            if LOCKING.search(line):
+                found.append(f"{file.relative_to(ROOT)}: {line.strip()}")
+    return found
+
+
 def main():
+    locks = handler_locks()
+    for line in locks:
+        print(f"a handler takes shard locks (declare them in the command table instead): {line}")
     found = upward_imports()
     if "--write" in sys.argv:
         ALLOWED.write_text(
@@ -157,8 +181,8 @@ def main():
         print(f"upward import (a lower layer must not use a higher one): {line}")
     for line in gone:
         print(f"no longer in the code, take it off tests/layers-allowed.txt: {line}")
-    print(f"layers: {len(found)} known upward imports left, {len(new)} new, {len(gone)} gone")
-    return 1 if new or gone else 0
+    print(f"layers: {len(found)} known upward imports left, {len(new)} new, {len(gone)} gone; {len(locks)} handlers locking")
+    return 1 if new or gone or locks else 0
 
 
 if __name__ == "__main__":

@@ -52,13 +52,17 @@ pub fn break_even(fast: UnitCosts, slow: UnitCosts, record_bytes: f64) -> BreakE
     }
 }
 
-/// DESIGN §4's simplified form: `CPQPS_slow / (CPGB_fast · size)`.
-pub fn five_minute_rule(cpqps_slow: f64, cpgb_fast: f64, record_bytes: f64) -> f64 {
+/// DESIGN §4's simplified form: `CPQPS_slow / (CPGB_fast · size)` (the tests check
+/// `break_even` against it).
+#[cfg(test)]
+fn five_minute_rule(cpqps_slow: f64, cpgb_fast: f64, record_bytes: f64) -> f64 {
     cpqps_slow / (cpgb_fast * record_bytes / GB)
 }
 
-/// A record's cost per second in a configuration when accessed every `interval` seconds.
-pub fn record_cost(c: UnitCosts, record_bytes: f64, interval: f64) -> f64 {
+/// A record's cost per second in a configuration when accessed every `interval` seconds
+/// (the tests check that the two costs meet at the break-even interval).
+#[cfg(test)]
+fn record_cost(c: UnitCosts, record_bytes: f64, interval: f64) -> f64 {
     c.cpgb * record_bytes / GB + c.cpqps / interval
 }
 

@@ -112,7 +112,9 @@ pub fn optimal<'a, T>(candidates: impl IntoIterator<Item = (&'a T, Evaluation)>)
 /// For a family of configurations s(θ), θ in [0, 1], whose PC rises and SC falls with θ (more
 /// compression, more data per tier…), the θ where PC = SC, found by bisection — the optimum
 /// of max(PC, SC) when the two cross (otherwise the end where the larger one is smaller).
-pub fn balance_point(pc: impl Fn(f64) -> f64, sc: impl Fn(f64) -> f64) -> f64 {
+/// The tests check the model's optimum against it.
+#[cfg(test)]
+fn balance_point(pc: impl Fn(f64) -> f64, sc: impl Fn(f64) -> f64) -> f64 {
     let gap = |t: f64| pc(t) - sc(t);
     if gap(0.0) >= 0.0 {
         return 0.0;

@@ -269,7 +269,7 @@ pub fn start_background(srv: &Arc<Server>) -> bool {
                 // With the WAL on, the image must be one instant the log can continue from:
                 // it is written under every shard lock (writes wait; reads of other
                 // connections too). Without it, one shard at a time.
-                let mut guards = srv.keyspace.lock(srv.keyspace.all_shard_ids().collect());
+                let mut guards = srv.keyspace.lock_shards(srv.keyspace.all_shard_ids().collect());
                 save_with_guards(&srv, &mut guards)
             } else {
                 let r = write_snapshot(&srv, &mut |id, f| f(&srv.keyspace.lock_one(id)));

@@ -76,10 +76,6 @@ impl Slot {
         self.reply.borrow_mut().take()
     }
 
-    pub fn peek(&self) -> std::cell::Ref<'_, Option<Bytes>> {
-        self.reply.borrow()
-    }
-
     fn fill(&self, reply: Bytes) {
         *self.reply.borrow_mut() = Some(reply);
         self.owner.notify_one();
@@ -186,10 +182,6 @@ impl Backend {
 
     pub fn is_up(&self) -> bool {
         matches!(self.state.borrow().health, Health::Up)
-    }
-
-    pub fn inflight(&self) -> usize {
-        self.state.borrow().inflight.len()
     }
 
     /// Closes the connection and ends its task.

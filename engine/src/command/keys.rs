@@ -342,12 +342,11 @@ pub struct ScanOpts<'a> {
     pub pattern: Option<&'a [u8]>,
     pub count: usize,
     pub kind: Option<Kind>,
-    pub novalues: bool,
 }
 
 impl<'a> ScanOpts<'a> {
     pub fn parse(args: &[&'a [u8]], allow_type: bool) -> Result<ScanOpts<'a>, CmdError> {
-        let mut o = ScanOpts { pattern: None, count: 10, kind: None, novalues: false };
+        let mut o = ScanOpts { pattern: None, count: 10, kind: None };
         let mut i = 0;
         while i < args.len() {
             if is(args[i], "MATCH") && i + 1 < args.len() {

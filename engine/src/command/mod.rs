@@ -27,7 +27,6 @@ pub mod server;
 pub mod set;
 pub mod sort;
 pub mod stats;
-pub mod storage;
 pub mod stream;
 pub mod stream_group;
 pub mod string;
@@ -101,8 +100,6 @@ pub struct StorageWait {
     /// Where the command's reply lies in the output buffer.
     pub reply_at: usize,
     pub reply_end: usize,
-    /// (database, key) written: they leave the cache if the batch fails.
-    pub keys: Vec<(usize, Vec<u8>)>,
 }
 
 impl Conn {
@@ -208,11 +205,6 @@ impl<'a> Data<'a> {
         self.ks.totals(&mut self.guards)
     }
 
-    /// Namespace `ns`'s keys and bytes, visited one shard at a time (`Keyspace::visit`).
-    pub fn census(&mut self, ns: usize) -> Result<crate::keyspace::NamespaceCensus, crate::keyspace::Undeclared> {
-        self.ks.namespace_census(&mut self.guards, ns)
-    }
-
     /// Reads one shard by id for a command that visits shards (`Keyspace::visit`); None if
     /// another command held it for longer than `wait`.
     pub fn visit<R>(&mut self, id: u32, wait: std::time::Duration, f: impl FnOnce(&Shard) -> R) -> Result<Option<R>, crate::keyspace::Undeclared> {
@@ -269,14 +261,6 @@ impl<'a> Data<'a> {
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
         self.peek(key).is_some()
-    }
-
-    /// The entry if it has the kind, None if missing, WRONGTYPE otherwise.
-    pub fn typed(&mut self, key: &[u8], kind: Kind) -> Result<Option<&mut Entry>, CmdError> {
-        match self.read(key) {
-            Some(e) if e.kind() != kind => Err(CmdError::WrongType),
-            other => Ok(other),
-        }
     }
 
     pub fn meta(&self, expire: Option<i64>) -> Meta {
@@ -437,5 +421,5 @@ pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> 
     }
 }
 
+pub use pipeline::storage::{invalidate, read_through};
 pub use pipeline::{admit_memory, admit_namespace, execute, execute_request, Request};
-pub use storage::{invalidate, read_through};

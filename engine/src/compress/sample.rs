@@ -39,11 +39,6 @@ impl Reservoir {
         }
     }
 
-    /// Values offered so far.
-    pub fn seen(&self) -> u64 {
-        self.seen.load(Ordering::Relaxed)
-    }
-
     pub fn len(&self) -> usize {
         self.items.lock().len()
     }
@@ -85,7 +80,7 @@ mod tests {
         }
         let s = r.snapshot();
         assert_eq!(s.len(), 100);
-        assert_eq!(r.seen(), 10_000);
+        assert_eq!(r.seen.load(Ordering::Relaxed), 10_000);
         let late = s.iter().filter(|v| std::str::from_utf8(v).unwrap().parse::<u32>().unwrap() >= 5000).count();
         assert!((25..=75).contains(&late), "{late} of 100 from the second half");
         r.offer(&[b'x'; 100]);

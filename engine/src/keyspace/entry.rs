@@ -31,14 +31,6 @@ use std::ptr::NonNull;
 use super::value::Collection;
 pub use super::value::{Kind, ValueRef};
 
-/// Where an entry's value lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Location {
-    Dram = 0,
-    Pmem = 1,
-    Storage = 2,
-}
-
 /// Kind bits of a string whose value bytes are compressed.
 pub(crate) const ENCODED_STR: u8 = 6;
 const HAS_EXPIRE: u8 = 1 << 3;
@@ -303,23 +295,14 @@ impl Entry {
         usize::from_ne_bytes(raw) as *const u8
     }
 
-    /// Reads of a PMem value since it was placed there (saturating).
-    pub fn pmem_hits(&self) -> u8 {
-        if !self.in_pmem() {
-            return 0;
-        }
-        let p = self.parsed();
-        // SAFETY: a PMem entry's value area is the 8-byte address then the hit counter byte.
-        unsafe { *self.0.as_ptr().add(p.val_off + 8) }
-    }
-
     /// Counts one read of a PMem value; returns the new count.
     pub fn note_pmem_hit(&mut self) -> u8 {
         if !self.in_pmem() {
             return 0;
         }
         let p = self.parsed();
-        // SAFETY: as in `pmem_hits`; `&mut self` makes the write exclusive.
+        // SAFETY: a PMem entry's value area is the 8-byte address then the hit counter byte;
+        // `&mut self` makes the write exclusive.
         unsafe {
             let c = self.0.as_ptr().add(p.val_off + 8);
             *c = (*c).saturating_add(1);
@@ -365,15 +348,6 @@ impl Entry {
     #[inline]
     pub fn kind(&self) -> Kind {
         Kind::from_bits(self.tag())
-    }
-
-    pub fn location(&self) -> Location {
-        debug_assert_eq!(self.tag() & LOCATION == IN_PMEM, self.in_pmem());
-        match self.tag() >> 6 {
-            1 => Location::Pmem,
-            2 => Location::Storage,
-            _ => Location::Dram,
-        }
     }
 
     pub fn is_dirty(&self) -> bool {
@@ -436,8 +410,9 @@ impl Entry {
         unsafe { Some(std::slice::from_raw_parts_mut(self.0.as_ptr().add(p.val_off), p.val_len)) }
     }
 
-    /// The value of a plain (uncompressed) string. Compressed strings are decoded through
-    /// `Keyspace::string`, which knows the tenant's codecs.
+    /// The value of a plain (uncompressed) string (the tests' reader; the engine reads
+    /// through `Keyspace::string`, which knows the tenant's codecs).
+    #[cfg(test)]
     pub fn plain_str(&self) -> Option<&[u8]> {
         match self.value() {
             ValueRef::Str(s) => Some(s),
@@ -530,19 +505,6 @@ impl Entry {
                 meta.expire = expire;
                 self.rebuild(meta);
             }
-        }
-    }
-
-    /// Sets the Memcached client flags (reallocates when presence changes).
-    pub fn set_flags(&mut self, flags: u32) {
-        if (self.flags() != 0) == (flags != 0) && flags != 0 {
-            let p = self.parsed();
-            // SAFETY: the entry has a flags field (checked above): 4 bytes at `flags_off`.
-            unsafe { std::ptr::copy_nonoverlapping(flags.to_le_bytes().as_ptr(), self.0.as_ptr().add(p.flags_off), 4) };
-        } else if self.flags() != flags {
-            let mut meta = self.meta();
-            meta.flags = flags;
-            self.rebuild(meta);
         }
     }
 
@@ -649,7 +611,7 @@ mod tests {
     fn string_entry_roundtrip_and_metadata_changes() {
         let long = vec![7u8; 300];
         for val in [&b""[..], b"v", &long[..]] {
-            let mut e = Entry::new_str(b"key", val, &meta(None, 0));
+            let mut e = Entry::new_str(b"key", val, &meta(None, 99));
             assert_eq!(e.key(), b"key");
             assert_eq!(e.plain_str(), Some(val));
             assert_eq!(e.expire(), None);
@@ -659,15 +621,10 @@ mod tests {
             assert_eq!(e.expire(), Some(1234));
             assert_eq!(e.key(), b"key");
             assert_eq!(e.plain_str(), Some(val));
-            e.set_flags(99);
-            assert_eq!(e.flags(), 99);
-            assert_eq!(e.expire(), Some(1234));
             e.set_expire(Some(5));
-            e.set_flags(7);
-            assert_eq!((e.expire(), e.flags()), (Some(5), 7));
+            assert_eq!((e.expire(), e.flags()), (Some(5), 99));
             e.set_expire(None);
-            e.set_flags(0);
-            assert_eq!((e.expire(), e.flags()), (None, 0));
+            assert_eq!((e.expire(), e.flags()), (None, 99));
             assert_eq!(e.plain_str(), Some(val));
             e.set_version(MAX_VERSION + 5);
             assert_eq!(e.version(), 4);
@@ -676,7 +633,7 @@ mod tests {
 
     #[test]
     fn collection_survives_rebuilds_and_drops_once() {
-        let mut e = Entry::new_coll(b"l", Collection::new_list(), &meta(None, 0));
+        let mut e = Entry::new_coll(b"l", Collection::List(Default::default()), &meta(None, 0));
         if let Some(Collection::List(l)) = e.coll_mut() {
             l.push_back(b"a".to_vec().into_boxed_slice());
         }

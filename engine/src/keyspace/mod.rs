@@ -300,7 +300,7 @@ impl Keyspace {
     }
 
     /// Locks the given shards (ids may repeat and come in any order).
-    pub fn lock(&self, mut ids: ShardIds) -> Guards<'_> {
+    pub fn lock_shards(&self, mut ids: ShardIds) -> Guards<'_> {
         assert_not_holding_guards();
         if !ids.is_empty() {
             HOLDING_GUARDS.with(|h| h.set(true));

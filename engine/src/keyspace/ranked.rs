@@ -59,12 +59,17 @@ impl<T> Default for RankedSet<T> {
 }
 
 impl<T: Ord + Clone> RankedSet<T> {
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
+
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
+
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -91,9 +91,6 @@ impl<V> BytesMap<V> {
             }
         }
     }
-    pub fn shrink_to_fit(&mut self) {
-        self.table.shrink_to_fit(|(k, _)| hash_bytes(k));
-    }
     pub fn heap_size(&self) -> usize {
         self.table.allocation_size() + self.table.iter().map(|(k, _)| k.len()).sum::<usize>()
     }
@@ -200,9 +197,6 @@ pub enum Collection {
 }
 
 impl Collection {
-    pub fn new_list() -> Self {
-        Collection::List(VecDeque::new())
-    }
     pub fn kind(&self) -> Kind {
         match self {
             Collection::List(_) => Kind::List,

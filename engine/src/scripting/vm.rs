@@ -148,11 +148,6 @@ impl Vm {
         Ok(f)
     }
 
-    /// Runs a compiled script with KEYS and ARGV set; returns its value or the error reply.
-    pub fn run(&self, f: &Function, keys: &[&[u8]], args: &[&[u8]], sha: &str) -> Result<Value, ScriptError> {
-        self.run_as(f, keys, args, sha, false)
-    }
-
     /// Runs a script (`as_function` false: KEYS/ARGV globals, chunk `@user_script`) or a
     /// library function (true: called with `keys, args`, chunk `@user_function`).
     pub fn run_as(&self, f: &Function, keys: &[&[u8]], args: &[&[u8]], name: &str, as_function: bool) -> Result<Value, ScriptError> {

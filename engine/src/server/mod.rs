@@ -198,7 +198,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         }
         if !has_log && loaded.keys > 0 && loaded.wal_seq.is_none() {
             // The snapshot came from before the WAL was on: make it the log's starting point.
-            let mut guards = srv.keyspace.lock(srv.keyspace.all_shard_ids().collect());
+            let mut guards = srv.keyspace.lock_shards(srv.keyspace.all_shard_ids().collect());
             crate::snapshot::save_with_guards(&srv, &mut guards)?;
         }
         (srv, Some((opened.wal.clone(), opened.start())))
@@ -411,7 +411,7 @@ fn replay(srv: &Arc<Server>, records: Vec<(u64, crate::wal::frame::Record)>) -> 
         conn.ns_base = r.ns_base;
         conn.replay_now = Some(r.now);
         if r.argv[0] == crate::storage::WB_RECORD {
-            if let Err(why) = crate::command::storage::replay_write_back(srv, r.db, &r.argv, r.now) {
+            if let Err(why) = crate::command::pipeline::storage::replay_write_back(srv, r.db, &r.argv, r.now) {
                 tracing::warn!(seq, "a replayed write-back record failed: {why}");
             }
             continue;

@@ -147,11 +147,6 @@ impl Mrc {
         self.keys.len() as f64 / self.rate()
     }
 
-    /// Estimated references seen (aged).
-    pub fn references(&self) -> f64 {
-        self.total
-    }
-
     fn tree_add(&mut self, slot: usize, delta: i32) {
         let mut i = slot + 1;
         while i < self.tree.len() {
@@ -327,24 +322,6 @@ impl Mrc {
         (self.interval_count > 0.0).then(|| self.interval_sum_ms / self.interval_count)
     }
 
-    /// Share of re-references that came within `ms` of the key's previous reference.
-    pub fn share_within_ms(&self, ms: f64) -> Option<f64> {
-        if self.interval_count <= 0.0 {
-            return None;
-        }
-        let mut within = 0.0;
-        for (i, &c) in self.interval_hist.iter().enumerate() {
-            let hi = interval_upper_ms(i);
-            let lo = if i == 0 { 0.0 } else { interval_upper_ms(i - 1) };
-            if hi <= ms {
-                within += c;
-            } else if lo < ms {
-                within += c * (ms - lo) / (hi - lo);
-            }
-        }
-        Some((within / self.interval_count).clamp(0.0, 1.0))
-    }
-
     /// Median access interval (ms), from the histogram.
     pub fn median_interval_ms(&self) -> Option<f64> {
         if self.interval_count <= 0.0 {
@@ -497,8 +474,6 @@ mod tests {
         }
         let mean = m.mean_interval_ms().unwrap();
         assert!((mean - 1000.0).abs() < 1e-9, "{mean}");
-        assert_eq!(m.share_within_ms(10_000.0), Some(1.0));
-        assert_eq!(m.share_within_ms(100.0), Some(0.0));
         let median = m.median_interval_ms().unwrap();
         assert!((900.0..=1300.0).contains(&median), "{median}");
         // A 100-key cycle: every reuse distance is 99, so LRU with 100 slots hits everything

@@ -67,7 +67,7 @@ mod tests {
         let back = decode(&out).unwrap();
         assert_eq!((back.expire, back.flags), (Some(1_900_000_000_000), 77));
         assert!(matches!(back.value, Restored::Str(ref v) if v == b"hello"));
-        let mut list = Collection::new_list();
+        let mut list = Collection::List(Default::default());
         if let Collection::List(l) = &mut list {
             l.push_back(b"a".to_vec().into_boxed_slice());
         }

@@ -224,15 +224,6 @@ impl Arena {
     pub fn usage(&self) -> Usage {
         self.slabs.lock().usage()
     }
-
-    pub fn slab_size(&self) -> usize {
-        self.slabs.lock().slab_size()
-    }
-
-    /// Bytes an allocation of `len` takes (slot rounding).
-    pub fn footprint(&self, len: usize) -> usize {
-        self.slabs.lock().footprint(len)
-    }
 }
 
 impl Drop for Arena {

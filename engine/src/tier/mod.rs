@@ -105,14 +105,6 @@ impl TenantPolicy {
             _ => TenantPolicy::Engine,
         }
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            TenantPolicy::Engine => "engine",
-            TenantPolicy::DramOnly => "dram-only",
-            TenantPolicy::Own(p) => p.name(),
-        }
-    }
 }
 
 /// The tier's settings (`[engine]` keys of the same names).

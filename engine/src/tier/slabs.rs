@@ -102,6 +102,7 @@ impl Slabs {
     }
 
     /// Bytes an allocation of `len` takes.
+    #[cfg(test)]
     pub fn footprint(&self, len: usize) -> usize {
         match self.class_of(len) {
             Some(c) => self.classes[c],

@@ -7,9 +7,10 @@
 
 use std::sync::atomic::Ordering;
 
+use super::storage;
 use super::Effects;
 use crate::command::table::CommandSpec;
-use crate::command::{storage, BlockRequest, Conn, Data};
+use crate::command::{BlockRequest, Conn, Data};
 use crate::keyspace::NUM_DBS;
 use crate::server::state::Server;
 

@@ -16,6 +16,7 @@ mod commit;
 mod effects;
 mod memory;
 mod run;
+pub mod storage;
 
 pub use admit::{admit, Caller, Gate, Origin, Refusal, Verdict};
 pub use effects::Effects;
@@ -26,12 +27,12 @@ use std::sync::atomic::Ordering;
 
 use bytes::BytesMut;
 
-use super::storage::ReadThrough;
 use super::table::CommandSpec;
 use super::{lock_ids, lookup, Conn, Ctx, Data, Outcome};
 use crate::keyspace::NUM_DBS;
 use crate::protocol::ReplyWriter;
 use crate::server::state::{now_ms_at, Server};
+use storage::ReadThrough;
 
 /// One request from a client, with what the connection did for it before.
 pub struct Request<'r> {
@@ -101,7 +102,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     conn.info.last_cmd.store(idx, Ordering::Relaxed);
     let ids = lock_ids(srv, spec, argv, conn.db);
     let start = quanta::Instant::now();
-    let mut guards = srv.keyspace.lock(ids);
+    let mut guards = srv.keyspace.lock_shards(ids);
     if req.read_through.is_some_and(|rt| rt.lost(srv, &mut guards)) {
         return Outcome::ReadAgain;
     }

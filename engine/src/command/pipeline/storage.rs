@@ -5,8 +5,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::table::{self, CommandId, CommandSpec, Lock};
-use super::{arity_ok, lookup, Conn, Data, StorageWait};
+use crate::command::table::{self, CommandId, CommandSpec, Lock};
+use crate::command::{arity_ok, lookup, Conn, Data, StorageWait};
 use crate::keyspace::{access, Entry, Meta};
 use crate::server::state::{now_ms, Server};
 use crate::storage::flusher::Source as _;
@@ -218,7 +218,7 @@ pub(super) fn queue_after_images(srv: &Server, tier: &crate::storage::tier::Stor
         };
         ops.push((srv.tenant_of(*db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value), (*db, key.clone())));
     }
-    StorageWait { seq: tier.enqueue(ops), reply_at: usize::MAX, reply_end: usize::MAX, keys: touched }
+    StorageWait { seq: tier.enqueue(ops), reply_at: usize::MAX, reply_end: usize::MAX }
 }
 
 /// Write-back, after a command ran (its locks still held): logs the after-images of the keys
