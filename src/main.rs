@@ -248,6 +248,9 @@ struct EngineArgs {
     /// Write-back: keys per flush batch (a full batch flushes at once) [env: TERRACE_FLUSH_BATCH] [default: 1024]
     #[arg(long)]
     flush_batch: Option<usize>,
+    /// Who may run DEBUG: no, yes or local (clients on a loopback address) [env: TERRACE_ENABLE_DEBUG_COMMAND] [default: no]
+    #[arg(long)]
+    enable_debug_command: Option<String>,
 }
 
 impl EngineArgs {
@@ -283,6 +286,7 @@ impl EngineArgs {
             dirty_timeout_ms: self.dirty_timeout_ms,
             flush_interval_ms: self.flush_interval_ms,
             flush_batch: self.flush_batch,
+            enable_debug_command: self.enable_debug_command,
             ..Default::default()
         };
         let env = EngineSettings::from_env()?;

@@ -445,7 +445,26 @@ fn server_commands() {
     assert_eq!(raw.cmd(&["SELECT", "2"]), "+OK\r\n");
     assert_eq!(raw.cmd(&["RESET"]), "+RESET\r\n");
     assert!(raw.cmd(&["CLIENT", "INFO"]).contains("db=0"));
-    assert!(raw.cmd(&["DEBUG", "SLEEP", "0"]).starts_with("+OK"));
+    assert!(raw.cmd(&["DEBUG", "SLEEP", "0"]).starts_with("-ERR DEBUG command not allowed."), "DEBUG is off by default");
+}
+
+#[test]
+fn enable_debug_command_decides_who_may_run_debug() {
+    let off = Engine::start(&[]);
+    let mut c = off.client();
+    assert!(err(&mut c, &["DEBUG", "SLEEP", "0"]).contains("If the enable-debug-command option is set to \"local\", you can run it from a local connection"));
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "enable-debug-command"]), vec!["enable-debug-command", "no"]);
+    assert!(err(&mut c, &["CONFIG", "SET", "enable-debug-command", "yes"]).contains("can't set immutable config"));
+    // Queued in MULTI, it aborts the transaction as Redis's other refusals do.
+    let _: () = q(&mut c, &["MULTI"]);
+    assert!(err(&mut c, &["DEBUG", "SLEEP", "0"]).contains("DEBUG command not allowed"));
+    let exec = err(&mut c, &["EXEC"]);
+    assert!(exec.contains("EXECABORT") || exec.contains("ExecAbort"), "{exec}");
+    // This test connects over loopback: "local" lets it run.
+    let local = Engine::start(&["--enable-debug-command", "local"]);
+    let mut c = local.client();
+    assert_eq!(q::<String>(&mut c, &["DEBUG", "SLEEP", "0"]), "OK");
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "enable-debug-command"]), vec!["enable-debug-command", "local"]);
 }
 
 #[test]

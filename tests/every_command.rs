@@ -379,7 +379,7 @@ impl Run {
 #[test]
 fn every_command_at_top_level_in_exec_and_in_eval_answers_without_panic() {
     let log = common::temp_dir("every-command").join("engine.log");
-    let engine = Engine::start_logged(&["--wal", "always"], &log);
+    let engine = Engine::start_logged(&["--wal", "always", "--enable-debug-command", "yes"], &log);
     let client = Client::connect(engine.port);
     let mut run = Run { engine, log, log_len: 0, client, failures: Vec::new() };
     let commands = describe_all(&mut run.client);

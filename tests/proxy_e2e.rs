@@ -40,7 +40,9 @@ struct Rig {
 }
 
 fn rig(extra: &[&str]) -> Rig {
-    let engines = vec![Engine::start(&[]), Engine::start(&[])];
+    // DEBUG SLEEP stalls an engine in `a_stuck_engine_times_out_instead_of_hanging`.
+    let debug = ["--enable-debug-command", "yes"];
+    let engines = vec![Engine::start(&debug), Engine::start(&debug)];
     let proxy = Proxy::start(&[&engines[0], &engines[1]], extra, &[]);
     Rig { engines, proxy }
 }

@@ -68,7 +68,8 @@ fn summary(text: &str) -> String {
 
 #[test]
 fn redis_py_suite() {
-    let e = Engine::start(&[]);
+    // As test servers are run (Redis's own suite's configuration has DEBUG on).
+    let e = Engine::start(&["--enable-debug-command", "yes"]);
     let (passed, failed, text) = run_suite(e.port);
     eprintln!("redis-py suite on terrace: {}", summary(&text));
     let known = known_failures();
@@ -87,7 +88,8 @@ fn redis_py_suite() {
 /// must keep passing.
 #[test]
 fn redis_py_suite_through_the_proxy() {
-    let engines = [Engine::start(&[]), Engine::start(&[])];
+    let debug = ["--enable-debug-command", "yes"];
+    let engines = [Engine::start(&debug), Engine::start(&debug)];
     let proxy = Proxy::start(&[&engines[0], &engines[1]], &[], &[]);
     let (passed, failed, text) = run_suite(proxy.port);
     eprintln!("redis-py suite through the proxy: {}", summary(&text));

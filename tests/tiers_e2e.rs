@@ -11,10 +11,26 @@ use common::{err, info_field, q, temp_dir, Engine, RedisPort};
 /// Engine flags for a tier with its file in the engine's own temporary directory.
 fn tier_flags(dir: &std::path::Path, size: &str, dram_max: &str, policy: &str, promote_hits: u8) -> Vec<String> {
     let file = dir.join("pmem.arena");
-    ["--pmem-path", file.to_str().unwrap(), "--pmem-size", size, "--dram-max", dram_max, "--tier-policy", policy, "--promote-hits", &promote_hits.to_string()]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    let promote_hits = promote_hits.to_string();
+    // DEBUG OBJECT (allowed to the tests' loopback clients) shows which tier holds a value.
+    let debug = ["--enable-debug-command", "local"];
+    [
+        "--pmem-path",
+        file.to_str().unwrap(),
+        "--pmem-size",
+        size,
+        "--dram-max",
+        dram_max,
+        "--tier-policy",
+        policy,
+        "--promote-hits",
+        &promote_hits,
+        debug[0],
+        debug[1],
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 fn start_tiered(size: &str, dram_max: &str, policy: &str, promote_hits: u8, extra: &[&str]) -> Engine {
@@ -325,7 +341,7 @@ fn full_arena_falls_back_to_the_eviction_policy() {
 
 #[test]
 fn without_a_tier_nothing_changes() {
-    let e = Engine::start(&[]);
+    let e = Engine::start(&["--enable-debug-command", "local"]);
     let mut c = e.client();
     let _: () = q(&mut c, &["SET", "k", &"v".repeat(100)]);
     let doc: serde_json::Value = serde_json::from_str(&q::<String>(&mut c, &["TERRACE.STATS"])).unwrap();

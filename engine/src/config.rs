@@ -104,6 +104,9 @@ pub struct EngineSettings {
     pub dirty_timeout_ms: Option<u64>,
     pub flush_interval_ms: Option<u64>,
     pub flush_batch: Option<usize>,
+    /// Who may run DEBUG: no | yes | local (clients connected over loopback), as Redis 7's
+    /// `enable-debug-command`.
+    pub enable_debug_command: Option<String>,
 }
 
 /// A number from environment variable `key`, if set.
@@ -166,6 +169,7 @@ impl EngineSettings {
             dirty_timeout_ms: self.dirty_timeout_ms.or(other.dirty_timeout_ms),
             flush_interval_ms: self.flush_interval_ms.or(other.flush_interval_ms),
             flush_batch: self.flush_batch.or(other.flush_batch),
+            enable_debug_command: self.enable_debug_command.or(other.enable_debug_command),
         }
     }
 
@@ -226,6 +230,7 @@ impl EngineSettings {
             dirty_timeout_ms: number(var("TERRACE_DIRTY_TIMEOUT_MS"), "TERRACE_DIRTY_TIMEOUT_MS")?,
             flush_interval_ms: number(var("TERRACE_FLUSH_INTERVAL_MS"), "TERRACE_FLUSH_INTERVAL_MS")?,
             flush_batch: number(var("TERRACE_FLUSH_BATCH"), "TERRACE_FLUSH_BATCH")?,
+            enable_debug_command: var("TERRACE_ENABLE_DEBUG_COMMAND"),
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(
                     n.parse()
@@ -343,7 +348,12 @@ impl EngineSettings {
                 compression.set(key, &v).map_err(|reason| ConfigError::Invalid { key: key.into(), reason })?;
             }
         }
+        let debug_command = match self.enable_debug_command {
+            None => d.debug_command,
+            Some(v) => v.parse().map_err(|reason| ConfigError::Invalid { key: "enable_debug_command".into(), reason })?,
+        };
         Ok(EngineConfig {
+            debug_command,
             tier,
             compression,
             namespaces,
@@ -375,6 +385,8 @@ pub struct EngineConfig {
     pub elastic: ElasticConfig,
     /// How long a reactor polls after a read before it sleeps (zero: it never spins).
     pub idle_spin: std::time::Duration,
+    /// Who may run DEBUG.
+    pub debug_command: DebugCommand,
     pub data_dir: PathBuf,
     /// log2 of shards per database.
     pub shard_bits: u32,
@@ -548,6 +560,40 @@ fn resolve_tier(
     Ok(Some(crate::tier::TierConfig { pmem_path, pmem_size, dram_max, policy, promote_hits }))
 }
 
+/// Who may run DEBUG (Redis 7's `enable-debug-command`; off by default, as there: DEBUG
+/// can stall a reactor or read values' internals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DebugCommand {
+    No,
+    Yes,
+    /// Clients connected from a loopback address.
+    Local,
+}
+
+impl DebugCommand {
+    /// The value as CONFIG GET shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DebugCommand::No => "no",
+            DebugCommand::Yes => "yes",
+            DebugCommand::Local => "local",
+        }
+    }
+}
+
+impl FromStr for DebugCommand {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "no" => Ok(DebugCommand::No),
+            "yes" => Ok(DebugCommand::Yes),
+            "local" => Ok(DebugCommand::Local),
+            _ => Err(format!("'{s}' is not one of no, yes, local")),
+        }
+    }
+}
+
 /// `idle_spin_us`'s default: the value Linux's ip-sysctl documentation recommends for socket
 /// busy polling (`net.core.busy_read`) with several sockets.
 pub const DEFAULT_IDLE_SPIN_US: u64 = 50;
@@ -565,6 +611,7 @@ impl Default for EngineConfig {
             threads: Threads::default_elastic(),
             elastic: Default::default(),
             idle_spin: std::time::Duration::from_micros(DEFAULT_IDLE_SPIN_US),
+            debug_command: DebugCommand::No,
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
             namespaces: 16,

@@ -16,6 +16,7 @@ fn all_params(srv: &Server) -> Vec<(String, String)> {
         ("maxmemory-samples".to_string(), srv.runtime.maxmemory_samples.load(Ordering::Relaxed).to_string()),
         ("port".to_string(), srv.port.load(Ordering::Relaxed).to_string()),
         ("bind".to_string(), srv.config.bind.clone()),
+        ("enable-debug-command".to_string(), srv.config.debug_command.name().to_string()),
     ];
     v.extend(srv.runtime.params.lock().iter().cloned());
     v
@@ -51,7 +52,7 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
             }
             srv.runtime.maxmemory_samples.store(n, Ordering::Relaxed);
         }
-        "port" | "bind" | "databases" => return Err("can't set immutable config".into()),
+        "port" | "bind" | "databases" | "enable-debug-command" => return Err("can't set immutable config".into()),
         "requirepass" => {
             // As in Redis, requirepass is the default user's password.
             let rules = if value.is_empty() { vec!["nopass".to_string()] } else { vec!["resetpass".to_string(), format!(">{value}")] };

@@ -68,6 +68,23 @@ fn open_storage(backend: &crate::config::StorageBackend) -> Result<crate::storag
     }
 }
 
+/// How long shutdown waits for the reactors to finish their current command; SIGTERM or
+/// SHUTDOWN ends the process within about this long whatever a client is running.
+const REACTOR_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Joins the threads that end within `wait`; returns how many did not.
+fn join_within(handles: Vec<std::thread::JoinHandle<()>>, wait: std::time::Duration) -> usize {
+    let deadline = std::time::Instant::now() + wait;
+    while handles.iter().any(|h| !h.is_finished()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (done, stuck): (Vec<_>, Vec<_>) = handles.into_iter().partition(|h| h.is_finished());
+    for h in done {
+        let _ = h.join();
+    }
+    stuck.len()
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)
 }
@@ -356,8 +373,21 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     });
     elastic_stop.store(true, Ordering::Relaxed);
     let _ = controller.join();
-    for h in handles {
-        let _ = h.join();
+    let stuck = join_within(handles, REACTOR_STOP_WAIT);
+    if stuck > 0 {
+        // A reactor is still inside one command (its clients are closed; it may hold shard
+        // locks, so nothing below that reads the keyspace could finish). Every write a client
+        // was told about is in the WAL already: make that durable and leave.
+        tracing::error!(
+            stuck,
+            "a reactor is still running a command {REACTOR_STOP_WAIT:?} after shutdown began; stopping without it \
+             (no write-back flush and no warm-restart index: the next start replays the WAL)"
+        );
+        if let Some((wal, thread)) = wal_thread {
+            wal.stop();
+            let _ = thread.join();
+        }
+        std::process::exit(1);
     }
     tier_stop.store(true, Ordering::Relaxed);
     if let Some(h) = demoter {

@@ -6,6 +6,7 @@
 
 use crate::acl::{Denied, User};
 use crate::command::table::{self, CommandId, CommandSpec, Flags};
+use crate::config::DebugCommand;
 
 /// Who asks for a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +30,16 @@ pub struct Caller<'a> {
     pub replaying: bool,
     pub user: &'a User,
     pub namespace: usize,
+    /// The client's address (`ip:port`; something else, such as "wal", for the engine's own
+    /// connections).
+    pub peer: &'a str,
+}
+
+impl Caller<'_> {
+    /// Connected over loopback (Redis's "local connection"; the engine's own count as local).
+    fn local(&self) -> bool {
+        self.peer.parse::<std::net::SocketAddr>().map_or(true, |a| a.ip().is_loopback())
+    }
 }
 
 /// What admission asks of the server, only when a rule needs it.
@@ -43,6 +54,8 @@ pub trait Gate {
     fn storage_backed(&self, ns: usize) -> bool;
     /// Makes room for a command that may grow memory (demotion, eviction); false: refuse.
     fn make_room(&self, ns: usize) -> bool;
+    /// Who may run DEBUG (`enable-debug-command`).
+    fn debug_command(&self) -> DebugCommand;
 }
 
 /// What admission decided.
@@ -73,6 +86,8 @@ pub enum Refusal {
     WriteInReadonlyScript,
     /// FLUSHALL, FLUSHDB and SWAPDB in a storage-backed tenant.
     NotWithStorage,
+    /// DEBUG while `enable-debug-command` does not allow it for this client.
+    DebugNotAllowed,
 }
 
 /// Decides whether command `spec` (found by `argv[0]`) may run for `caller`. An
@@ -81,6 +96,16 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     use Refusal::*;
     if !super::super::arity_ok(spec, argv.len()) {
         return Verdict::Refuse(Arity);
+    }
+    if origin == Origin::Client && spec.id == CommandId::Debug {
+        let allowed = match gate.debug_command() {
+            DebugCommand::Yes => true,
+            DebugCommand::Local => caller.local(),
+            DebugCommand::No => false,
+        };
+        if !allowed {
+            return Verdict::Refuse(DebugNotAllowed);
+        }
     }
     if let Origin::Script { readonly } = origin {
         if spec.flags.has(Flags::NOSCRIPT) {
@@ -160,6 +185,9 @@ impl Refusal {
             Refusal::NotInMulti => "ERR Command not allowed inside a transaction".into(),
             Refusal::NotInScript => "ERR This Redis command is not allowed from script".into(),
             Refusal::WriteInReadonlyScript => "ERR Write commands are not allowed from read-only scripts.".into(),
+            Refusal::DebugNotAllowed => "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a \
+                                          local connection, otherwise you need to set this option in the configuration file, and then restart the server."
+                .into(),
             Refusal::NotWithStorage => {
                 format!("ERR {} is not supported for a tenant with a storage tier yet", spec.map_or("", |s| s.name).to_ascii_uppercase())
             }
@@ -168,17 +196,26 @@ impl Refusal {
 
     /// Whether a transaction being queued is aborted by it (EXEC answers EXECABORT).
     pub fn aborts_multi(&self) -> bool {
-        matches!(self, Refusal::Unknown | Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::NotInMulti)
+        matches!(self, Refusal::Unknown | Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::NotInMulti | Refusal::DebugNotAllowed)
     }
 
     /// Whether it counts in the command's `rejected_calls`.
     pub fn counts_rejected(&self) -> bool {
-        matches!(self, Refusal::Arity | Refusal::Denied(_) | Refusal::Oom)
+        matches!(self, Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::DebugNotAllowed)
     }
 
     /// Whether it counts in `total_error_replies`.
     pub fn counts_error_reply(&self) -> bool {
-        matches!(self, Refusal::Unknown | Refusal::Arity | Refusal::Denied(_) | Refusal::WalPoisoned(_) | Refusal::Oom | Refusal::NotWithStorage)
+        matches!(
+            self,
+            Refusal::Unknown
+                | Refusal::Arity
+                | Refusal::Denied(_)
+                | Refusal::WalPoisoned(_)
+                | Refusal::Oom
+                | Refusal::NotWithStorage
+                | Refusal::DebugNotAllowed
+        )
     }
 }
 
@@ -196,6 +233,7 @@ mod tests {
         poisoned: Option<String>,
         storage_backed: bool,
         full: bool,
+        debug: Option<DebugCommand>,
     }
 
     impl Gate for FakeGate {
@@ -217,6 +255,9 @@ mod tests {
         fn make_room(&self, _ns: usize) -> bool {
             !self.full
         }
+        fn debug_command(&self) -> DebugCommand {
+            self.debug.unwrap_or(DebugCommand::Yes)
+        }
     }
 
     fn verdict(origin: Origin, caller: &Caller, gate: &FakeGate, argv: &[&str]) -> Verdict {
@@ -226,7 +267,28 @@ mod tests {
     }
 
     fn caller(user: &User) -> Caller<'_> {
-        Caller { authenticated: true, in_multi: false, subscribed_resp2: false, replaying: false, user, namespace: 0 }
+        Caller { authenticated: true, in_multi: false, subscribed_resp2: false, replaying: false, user, namespace: 0, peer: "127.0.0.1:5000" }
+    }
+
+    #[test]
+    fn debug_runs_only_where_enable_debug_command_allows() {
+        let user = User::default_user();
+        let argv = ["debug", "sleep", "0"];
+        let no = FakeGate { debug: Some(DebugCommand::No), ..FakeGate::default() };
+        let local = FakeGate { debug: Some(DebugCommand::Local), ..FakeGate::default() };
+        let remote = Caller { peer: "10.1.2.3:5000", ..caller(&user) };
+        let v6 = Caller { peer: "[::1]:5000", ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &caller(&user), &no, &argv), Verdict::Refuse(Refusal::DebugNotAllowed));
+        assert_eq!(verdict(Origin::Client, &caller(&user), &local, &argv), Verdict::Run);
+        assert_eq!(verdict(Origin::Client, &v6, &local, &argv), Verdict::Run);
+        assert_eq!(verdict(Origin::Client, &remote, &local, &argv), Verdict::Refuse(Refusal::DebugNotAllowed));
+        assert_eq!(verdict(Origin::Client, &remote, &FakeGate::default(), &argv), Verdict::Run);
+        let in_multi = Caller { in_multi: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &in_multi, &no, &argv), Verdict::Refuse(Refusal::DebugNotAllowed));
+        assert!(Refusal::DebugNotAllowed.aborts_multi());
+        assert!(Refusal::DebugNotAllowed
+            .error(Origin::Client, None, &[])
+            .starts_with("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\""));
     }
 
     #[test]

@@ -132,6 +132,7 @@ fn caller(conn: &Conn) -> Caller<'_> {
         replaying: conn.replay_now.is_some(),
         user: &conn.user,
         namespace: conn.ns_base / NUM_DBS,
+        peer: &conn.info.addr,
     }
 }
 
@@ -156,6 +157,9 @@ impl Gate for ServerGate<'_> {
     }
     fn make_room(&self, ns: usize) -> bool {
         admit_memory(self.0) && admit_namespace(self.0, ns)
+    }
+    fn debug_command(&self) -> crate::config::DebugCommand {
+        self.0.config.debug_command
     }
 }
 
