@@ -28,6 +28,8 @@ fi
 
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh
+# Redis 7.0.15's TCL suite (tests/redis_tcl_suite.rs), from Debian's source package; tclsh runs it.
+tests/compat/setup-redis-tcl.sh
 
 # Style and lints: formatted as rustfmt.toml says, clippy clean (crate lints in Cargo.toml's
 # [workspace.lints]), and the engine's layers only look down (ARCHITECTURE.md "Layers").
