@@ -1314,3 +1314,58 @@ fn snapshots_survive_a_restart() {
     let msg = String::from_utf8_lossy(&out.stderr);
     assert!(msg.contains("dump.rdb") && msg.contains("not a valid RDB file"), "{msg}");
 }
+
+#[test]
+fn a_blocked_pop_stays_blocked_when_its_key_changes_type() {
+    let e = Engine::start(&[]);
+    let mut blocked = e.raw();
+    blocked.send(&encode(&["BLPOP", "list", "0"]));
+    let mut c = e.client();
+    common::eventually(5, "the client blocks", || info_field(&mut c, "clients", "blocked_clients") == 1);
+    // LPUSH wakes it, but by EXEC's end the key is a string: Redis keeps it blocked.
+    let _: () = redis::pipe().atomic().cmd("LPUSH").arg("list").arg("a").cmd("DEL").arg("list").cmd("SET").arg("list").arg("foo").query(&mut c).unwrap();
+    let _: () = q(&mut c, &["DEL", "list"]);
+    let _: () = q(&mut c, &["LPUSH", "list", "b"]);
+    blocked.expect(b"*2\r\n$4\r\nlist\r\n$1\r\nb\r\n");
+}
+
+#[test]
+fn a_woken_blmove_with_a_wrong_destination_gets_wrongtype() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["SET", "target", "nolist"]);
+    let mut blocked = e.raw();
+    blocked.send(&encode(&["BRPOPLPUSH", "blist", "target", "0"]));
+    common::eventually(5, "the client blocks", || info_field(&mut c, "clients", "blocked_clients") == 1);
+    let _: () = q(&mut c, &["RPUSH", "blist", "foo"]);
+    blocked.expect(b"-WRONGTYPE");
+}
+
+#[test]
+fn config_knows_every_redis_parameter_and_checks_values_as_redis() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let all: Vec<String> = q(&mut c, &["CONFIG", "GET", "*"]);
+    assert_eq!(all.len() / 2, 192, "the names redis-server 7.0.15's CONFIG GET * lists");
+    // A parameter and its old alias share one value.
+    let _: () = q(&mut c, &["CONFIG", "SET", "hash-max-ziplist-value", "32"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "hash-max-listpack-value"]), vec!["hash-max-listpack-value", "32"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "list-compress-depth", "1", "lua-time-limit", "100"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "lua-time-limit"]), vec!["lua-time-limit", "100"]);
+    let refused = |c: &mut redis::Connection, args: &[&str]| err(c, args);
+    assert!(refused(&mut c, &["CONFIG", "SET", "list-compress-depth", "-1"]).contains("argument must be between 0 and 2147483647 inclusive"));
+    assert!(refused(&mut c, &["CONFIG", "SET", "activerehashing", "maybe"]).contains("argument must be 'yes' or 'no'"));
+    assert!(refused(&mut c, &["CONFIG", "SET", "daemonize", "yes"]).contains("can't set immutable config"));
+    assert!(refused(&mut c, &["CONFIG", "SET", "dir", "/"]).contains("can't set protected config"));
+    assert!(refused(&mut c, &["CONFIG", "SET", "maxmemory-samples", "0"]).contains("argument must be between 1 and 2147483647 inclusive"));
+    // All or nothing: the first value is not applied when the second is refused.
+    assert!(refused(&mut c, &["CONFIG", "SET", "hz", "20", "save", "1 2 3"]).contains("Invalid save parameters"));
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "hz"]), vec!["hz", "10"]);
+    assert!(refused(&mut c, &["CONFIG", "SET", "hz", "20", "HZ", "30"]).contains("duplicate parameter"));
+    // client-output-buffer-limit changes only the classes given.
+    let _: () = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 64mb 16mb 30"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["CONFIG", "GET", "client-output-buffer-limit"])[1],
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 67108864 16777216 30"
+    );
+}

@@ -12,6 +12,7 @@ pub mod glob;
 pub mod keys;
 pub mod keyspecs;
 pub mod numbers;
+pub mod params;
 pub mod resp;
 pub mod settings;
 mod subcommands;

@@ -629,43 +629,26 @@ impl Default for EngineConfig {
     }
 }
 
-/// The CONFIG GET/SET parameters kept as text, with their defaults (Redis's). `maxmemory*` live in atomics instead.
+/// Parameters CONFIG GET answers from elsewhere than the text store (atomics, the startup
+/// configuration).
+pub const PARAMS_KEPT_ELSEWHERE: [&str; 6] = ["maxmemory", "maxmemory-policy", "maxmemory-samples", "port", "bind", "enable-debug-command"];
+
+/// The CONFIG GET/SET parameters kept as text: every Redis 7.0 parameter
+/// (`terrace_commands::params`) under its name and its alias, with Redis's default or the
+/// engine's own where it differs.
 pub fn default_params() -> Vec<(String, String)> {
-    [
-        ("appendonly", "no"),
-        ("appendfsync", "everysec"),
-        ("save", ""),
-        ("requirepass", ""),
-        ("timeout", "0"),
-        ("tcp-keepalive", "300"),
-        ("databases", "16"),
-        ("proto-max-bulk-len", "536870912"),
-        ("client-query-buffer-limit", "1073741824"),
-        ("lfu-log-factor", "10"),
-        ("lfu-decay-time", "1"),
-        ("hz", "10"),
-        ("maxclients", "10000"),
-        ("notify-keyspace-events", ""),
-        ("dir", "."),
-        ("dbfilename", "dump.rdb"),
-        ("list-max-listpack-size", "-2"),
-        ("list-max-ziplist-size", "-2"),
-        ("hash-max-listpack-entries", "128"),
-        ("hash-max-ziplist-entries", "128"),
-        ("zset-max-listpack-entries", "128"),
-        ("zset-max-ziplist-entries", "128"),
-        ("set-max-intset-entries", "512"),
-        ("slowlog-log-slower-than", "10000"),
-        ("slowlog-max-len", "128"),
-        ("latency-tracking", "yes"),
-        ("lazyfree-lazy-user-flush", "no"),
-        ("protected-mode", "no"),
-        ("loglevel", "notice"),
-        ("activedefrag", "no"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    let ours = |name: &str| match name {
+        "dir" => Some("."),
+        "protected-mode" => Some("no"),
+        _ => None,
+    };
+    let mut v = Vec::new();
+    for p in terrace_commands::params::PARAMS.iter().filter(|p| !PARAMS_KEPT_ELSEWHERE.contains(&p.name)) {
+        let value = ours(p.name).unwrap_or(p.default).to_string();
+        v.extend(p.alias.map(|a| (a.to_string(), value.clone())));
+        v.push((p.name.to_string(), value));
+    }
+    v
 }
 
 #[cfg(test)]

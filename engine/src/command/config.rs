@@ -5,6 +5,8 @@ use std::sync::atomic::Ordering;
 
 use super::args::{err, glob_match};
 use super::{CmdResult, Ctx};
+use terrace_commands::params::{self, Param};
+
 use crate::config::parse_size;
 use crate::keyspace::eviction::Policy;
 use crate::server::state::Server;
@@ -22,18 +24,39 @@ fn all_params(srv: &Server) -> Vec<(String, String)> {
     v
 }
 
-/// Stores a text parameter; false when there is no such parameter.
-fn set_text(srv: &Server, name: &str, value: &str) -> bool {
+/// Stores a parameter's value under its name and its alias. A client-output-buffer-limit
+/// value changes only the classes it names.
+fn store(srv: &Server, param: &Param, value: String) {
     let mut params = srv.runtime.params.lock();
-    match params.iter_mut().find(|(k, _)| k == name) {
-        Some((_, v)) => {
-            *v = value.to_string();
-            true
-        }
-        None => false,
+    for (_, v) in params.iter_mut().filter(|(k, _)| k == param.name || Some(k.as_str()) == param.alias) {
+        *v = if param.name == "client-output-buffer-limit" { merge_buffer_limits(v, &value) } else { value.clone() };
     }
 }
 
+/// `old` with the classes `new` sets replaced (both `CLASS HARD SOFT SECONDS …`).
+fn merge_buffer_limits(old: &str, new: &str) -> String {
+    let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let (mut classes, given) = (words(old), words(new));
+    for set in given.chunks(4) {
+        match classes.chunks_mut(4).find(|c| c[0] == set[0]) {
+            Some(c) => c.clone_from_slice(set),
+            None => classes.extend_from_slice(set),
+        }
+    }
+    classes.join(" ")
+}
+
+/// Why CONFIG SET refuses a value, if it does: "unknown" for a parameter Redis 7.0 does not
+/// have, else Redis's reason. Checks only; `set_param` applies.
+fn check_param(name: &str, value: &str) -> Result<(), String> {
+    match name {
+        // The engine listens where it started (Redis would rebind).
+        "port" | "bind" => Err("can't set immutable config".into()),
+        _ => params::validate(params::find(name).ok_or("unknown")?, value).map(drop),
+    }
+}
+
+/// Applies a value `check_param` accepted.
 fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
     match name {
         "maxmemory" => {
@@ -47,34 +70,24 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
         }
         "maxmemory-samples" => {
             let n: usize = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
-            if !(1..=64).contains(&n) {
-                return Err("argument must be between 1 and 64 inclusive".into());
-            }
-            srv.runtime.maxmemory_samples.store(n, Ordering::Relaxed);
+            // Redis takes up to INT_MAX; eviction samples at most 64 keys per round here.
+            srv.runtime.maxmemory_samples.store(n.min(64), Ordering::Relaxed);
         }
-        "port" | "bind" | "databases" | "enable-debug-command" => return Err("can't set immutable config".into()),
-        "requirepass" => {
-            // As in Redis, requirepass is the default user's password.
-            let rules = if value.is_empty() { vec!["nopass".to_string()] } else { vec!["resetpass".to_string(), format!(">{value}")] };
-            srv.acl.set_user("default", &rules)?;
-            set_text(srv, name, value);
-        }
-        "slowlog-log-slower-than" | "slowlog-max-len" => {
-            let n: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
-            if name == "slowlog-max-len" {
-                if n < 0 {
-                    return Err("argument must be between 0 and 9223372036854775807 inclusive".into());
-                }
-                srv.slowlog.max_len.store(n as usize, Ordering::Relaxed);
-            } else {
-                srv.slowlog.threshold_us.store(n, Ordering::Relaxed);
-            }
-            set_text(srv, name, value);
-        }
+        "port" | "bind" => return Err("can't set immutable config".into()),
         _ => {
-            if !set_text(srv, name, value) {
-                return Err("unknown".into());
+            let param = params::find(name).ok_or("unknown")?;
+            let value = params::validate(param, value)?;
+            match param.name {
+                "requirepass" => {
+                    // As in Redis, requirepass is the default user's password.
+                    let rules = if value.is_empty() { vec!["nopass".to_string()] } else { vec!["resetpass".to_string(), format!(">{value}")] };
+                    srv.acl.set_user("default", &rules)?;
+                }
+                "slowlog-log-slower-than" => srv.slowlog.threshold_us.store(value.parse().unwrap_or(10_000), Ordering::Relaxed),
+                "slowlog-max-len" => srv.slowlog.max_len.store(value.parse().unwrap_or(128), Ordering::Relaxed),
+                _ => {}
             }
+            store(srv, param, value);
         }
     }
     Ok(())
@@ -103,13 +116,25 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         "SET" if argv.len() >= 4 && argv.len().is_multiple_of(2) => {
             let pairs: Vec<(String, String)> =
                 argv[2..].chunks(2).map(|p| (String::from_utf8_lossy(p[0]).to_ascii_lowercase(), String::from_utf8_lossy(p[1]).into_owned())).collect();
-            for (k, v) in &pairs {
-                if let Err(reason) = set_param(ctx.srv, k, v) {
-                    if reason == "unknown" {
-                        return Err(err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{k}'")));
-                    }
-                    return Err(err(format!("ERR CONFIG SET failed (possibly related to argument '{k}') - {reason}")));
+            let refuse = |k: &str, reason: String| {
+                if reason == "unknown" {
+                    err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{k}'"))
+                } else {
+                    err(format!("ERR CONFIG SET failed (possibly related to argument '{k}') - {reason}"))
                 }
+            };
+            // All or nothing, as Redis 7: every value is checked before any is applied.
+            let mut seen = Vec::new();
+            for (k, v) in &pairs {
+                let canonical = params::find(k).map_or(k.as_str(), |p| p.name);
+                if seen.contains(&canonical) {
+                    return Err(refuse(k, "duplicate parameter".into()));
+                }
+                seen.push(canonical);
+                check_param(k, v).map_err(|reason| refuse(k, reason))?;
+            }
+            for (k, v) in &pairs {
+                set_param(ctx.srv, k, v).map_err(|reason| refuse(k, reason))?;
             }
             ctx.out.ok();
         }

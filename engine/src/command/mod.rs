@@ -145,7 +145,7 @@ pub enum TimeoutReply {
 }
 
 /// A blocking command that found nothing to pop.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BlockRequest {
     pub keys: Vec<Vec<u8>>,
     pub db: usize,

@@ -144,7 +144,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
                         heap = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
                         &heap
                     };
-                    let request = command::Request { argv, read_through: read.as_ref(), retry: false };
+                    let request = command::Request { argv, read_through: read.as_ref(), waited: None };
                     match command::execute_request(&srv, &mut conn, &request, &mut out) {
                         o @ (Outcome::Block(_) | Outcome::Paused(_)) => Err((o, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>())),
                         other => Ok(other),
@@ -329,6 +329,8 @@ async fn wait_and_retry(
 ) -> bool {
     // A blocking command keeps the deadline of its first attempt across wake-ups.
     let mut deadline: Option<Option<Instant>> = None;
+    // What a woken command waited for.
+    let mut waited: Option<BlockRequest> = None;
     loop {
         // A blocked command was dispatched (and shown to MONITOR) already; a paused one was not.
         let was_blocked = matches!(outcome, Outcome::Block(_));
@@ -346,7 +348,7 @@ async fn wait_and_retry(
                 }
                 let until = *deadline.get_or_insert(block.deadline.map(Instant::from_std));
                 match wait_blocked(srv, conn, stream, inbuf, out, &block, until).await {
-                    Woken::Retry => {}
+                    Woken::Retry => waited = Some(block),
                     Woken::Finished(keep_open) => return keep_open,
                 }
             }
@@ -355,7 +357,8 @@ async fn wait_and_retry(
             Outcome::Done | Outcome::ReadAgain => return flush(srv, conn, stream, out).await,
         }
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-        outcome = command::execute_request(srv, conn, &command::Request { argv: &args, read_through: None, retry: was_blocked }, out);
+        let woken_from = waited.take().filter(|_| was_blocked);
+        outcome = command::execute_request(srv, conn, &command::Request { argv: &args, read_through: None, waited: woken_from.as_ref() }, out);
     }
 }
 

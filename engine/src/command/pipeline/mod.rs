@@ -28,7 +28,7 @@ use std::sync::atomic::Ordering;
 use bytes::BytesMut;
 
 use super::table::CommandSpec;
-use super::{lock_ids, lookup, Conn, Ctx, Data, Outcome};
+use super::{lock_ids, lookup, BlockRequest, CmdError, Conn, Ctx, Data, Outcome};
 use crate::keyspace::NUM_DBS;
 use crate::protocol::ReplyWriter;
 use crate::server::state::{now_ms_at, Server};
@@ -39,14 +39,15 @@ pub struct Request<'r> {
     pub argv: &'r [&'r [u8]],
     /// The keys read through from storage for it (checked again under its locks).
     pub read_through: Option<&'r ReadThrough>,
-    /// Run again after a blocked wait: MONITOR was shown it the first time.
-    pub retry: bool,
+    /// Run again after a blocked wait, for what it waited: MONITOR was shown it the first
+    /// time, and it waits again if its key now holds another type.
+    pub waited: Option<&'r BlockRequest>,
 }
 
 /// Executes one request on a connection and writes its reply into `out` (unless the client
 /// turned replies off with CLIENT REPLY).
 pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
-    execute_request(srv, conn, &Request { argv, read_through: None, retry: false }, out)
+    execute_request(srv, conn, &Request { argv, read_through: None, waited: None }, out)
 }
 
 /// As `execute`, for a request read through from storage or run again after a wait.
@@ -89,7 +90,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
         Verdict::Pause(until) => return Outcome::Paused(until),
         Verdict::Queue | Verdict::Run => {}
     }
-    if spec.monitored && !req.retry && srv.monitors.active() {
+    if spec.monitored && req.waited.is_none() && srv.monitors.active() {
         srv.monitors.feed(conn.db, &conn.info.addr, argv);
     }
     if verdict == Verdict::Queue {
@@ -108,7 +109,18 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     }
     let (db, now) = (conn.db, conn.replay_now.unwrap_or_else(|| now_ms_at(start)));
     let mut ctx = Ctx { srv, conn, out: w, data: Data::new(&srv.keyspace, guards, db, now), block: None, close: false, in_exec: false, spec };
-    let result = run::run(&mut ctx, spec, argv);
+    let reply_at = ctx.out.buf.len();
+    let mut result = run::run(&mut ctx, spec, argv);
+    if let (Some(waited), Err(CmdError::WrongType), None) = (req.waited, &result, &ctx.block) {
+        if waits_on_another_type(&mut ctx.data, spec, &waited.keys) {
+            // Redis serves a blocked client only from a key of the type it waits for: one
+            // that now holds another (LPUSH, DEL, SET in one transaction) leaves it blocked.
+            // (A wrong BLMOVE destination is still an error.)
+            ctx.out.buf.truncate(reply_at);
+            ctx.block = Some(waited.clone());
+            result = Ok(());
+        }
+    }
     let Ctx { mut data, block, close, conn, .. } = ctx;
     commit::under_locks(srv, conn, block.as_ref(), &mut data);
     let fx = data.release();
@@ -121,6 +133,21 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
         Some(b) => Outcome::Block(b),
         None => Outcome::Done,
     }
+}
+
+/// Whether a key a woken blocking command waits on now holds a type other than the one it
+/// takes from.
+fn waits_on_another_type(data: &mut Data, spec: &CommandSpec, keys: &[Vec<u8>]) -> bool {
+    use crate::command::table::CommandId::*;
+    use crate::keyspace::Kind;
+    let wanted = match spec.id {
+        Blpop | Brpop | Blmove | Brpoplpush | Blmpop => Kind::List,
+        Bzpopmin | Bzpopmax | Bzmpop => Kind::ZSet,
+        Xread | Xreadgroup => Kind::Stream,
+        _ => return false,
+    };
+    let now = data.now;
+    keys.iter().any(|k| data.shard(k).peek(k, now).is_some_and(|e| e.kind() != wanted))
 }
 
 /// The connection as admission sees it.
