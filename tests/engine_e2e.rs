@@ -1369,3 +1369,27 @@ fn config_knows_every_redis_parameter_and_checks_values_as_redis() {
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 67108864 16777216 30"
     );
 }
+
+#[test]
+fn object_encoding_follows_the_configured_size_limits() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let enc = |c: &mut redis::Connection, key: &str| q::<String>(c, &["OBJECT", "ENCODING", key]);
+    let _: () = q(&mut c, &["HSET", "h", "f1", "v", "f2", "v"]);
+    let _: () = q(&mut c, &["ZADD", "z", "1", "a", "2", "b"]);
+    let _: () = q(&mut c, &["SADD", "s", "1", "2", "3"]);
+    assert_eq!((enc(&mut c, "h"), enc(&mut c, "z"), enc(&mut c, "s")), ("listpack".into(), "listpack".into(), "intset".into()));
+    // Past the entry limits (the old ziplist names set the same parameters).
+    let _: () = q(&mut c, &["CONFIG", "SET", "hash-max-ziplist-entries", "1", "zset-max-listpack-entries", "1", "set-max-intset-entries", "2"]);
+    assert_eq!((enc(&mut c, "h"), enc(&mut c, "z"), enc(&mut c, "s")), ("hashtable".into(), "skiplist".into(), "hashtable".into()));
+    let _: () = q(&mut c, &["CONFIG", "SET", "hash-max-listpack-entries", "128", "zset-max-listpack-entries", "128", "set-max-intset-entries", "512"]);
+    // A value past the length limit, a set member that is not an integer.
+    let _: () = q(&mut c, &["HSET", "h", "f3", &"x".repeat(65)]);
+    let _: () = q(&mut c, &["ZADD", "z", "3", &"m".repeat(65)]);
+    let _: () = q(&mut c, &["SADD", "s", "word"]);
+    assert_eq!((enc(&mut c, "h"), enc(&mut c, "z"), enc(&mut c, "s")), ("hashtable".into(), "skiplist".into(), "hashtable".into()));
+    let _: () = q(&mut c, &["SET", "n", "12345"]);
+    let _: () = q(&mut c, &["SET", "short", "hello"]);
+    let _: () = q(&mut c, &["SET", "long", &"y".repeat(45)]);
+    assert_eq!((enc(&mut c, "n"), enc(&mut c, "short"), enc(&mut c, "long")), ("int".into(), "embstr".into(), "raw".into()));
+}

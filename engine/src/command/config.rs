@@ -24,6 +24,20 @@ fn all_params(srv: &Server) -> Vec<(String, String)> {
     v
 }
 
+/// The collection size limits OBJECT ENCODING reports by, as CONFIG sets them.
+pub fn encoding_limits(srv: &Server) -> crate::keyspace::value::EncodingLimits {
+    let params = srv.runtime.params.lock();
+    let get = |name: &str, default: usize| params.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.parse().ok()).unwrap_or(default);
+    let d = crate::keyspace::value::EncodingLimits::default();
+    crate::keyspace::value::EncodingLimits {
+        hash_entries: get("hash-max-listpack-entries", d.hash_entries),
+        hash_value: get("hash-max-listpack-value", d.hash_value),
+        zset_entries: get("zset-max-listpack-entries", d.zset_entries),
+        zset_value: get("zset-max-listpack-value", d.zset_value),
+        set_intset_entries: get("set-max-intset-entries", d.set_intset_entries),
+    }
+}
+
 /// Stores a parameter's value under its name and its alias. A client-output-buffer-limit
 /// value changes only the classes it names.
 fn store(srv: &Server, param: &Param, value: String) {

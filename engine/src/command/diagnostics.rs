@@ -174,6 +174,7 @@ pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         ctx.out.ok();
     } else if is(argv[1], "OBJECT") && argv.len() == 3 {
         let now = ctx.data.now;
+        let limits = super::config::encoding_limits(ctx.srv);
         // A raw look (no thawing of a frozen collection), so it shows where the value is.
         let Some(e) = ctx.data.shard(argv[2]).peek(argv[2], now) else {
             return Err(CmdError::NoSuchKey);
@@ -181,7 +182,7 @@ pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         let (enc, ser) = match e.value() {
             ValueRef::Str(v) => (super::keys::string_encoding(v), v.len()),
             ValueRef::Encoded(v) => ("compressed", v.len()),
-            ValueRef::Coll(c) => (c.encoding(), e.heap_size()),
+            ValueRef::Coll(c) => (c.encoding(&limits), e.heap_size()),
             ValueRef::Frozen(_, v) => ("frozen", v.len()),
         };
         let line = format!(

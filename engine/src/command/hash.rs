@@ -170,6 +170,10 @@ pub fn hincrby(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 pub fn hincrbyfloat(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let by = float(argv[3])?;
+    if !by.is_finite() {
+        // Refused before the key is created, as Redis does.
+        return Err(err("ERR value is NaN or Infinity"));
+    }
     let key = argv[1];
     let h = as_hash(ctx.data.coll_or_create(key, Kind::Hash, new_hash)?);
     let cur = match h.get(argv[2]) {

@@ -468,11 +468,12 @@ pub fn object(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     if is(sub, "ENCODING") {
+        let limits = super::config::encoding_limits(ctx.srv);
         let enc = match e.value() {
             ValueRef::Str(v) => string_encoding(v),
             // Terrace's own encoding: the value is stored by a codec (see TERRACE.COMPRESSION).
             ValueRef::Encoded(_) => "compressed",
-            ValueRef::Coll(c) => c.encoding(),
+            ValueRef::Coll(c) => c.encoding(&limits),
             // Lookups thaw collections from PMem; kept for completeness.
             ValueRef::Frozen(..) => "frozen",
         };

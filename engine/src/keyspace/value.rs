@@ -188,6 +188,24 @@ pub enum ValueRef<'a> {
 }
 
 /// A collection value owned by an entry.
+/// The sizes up to which Redis keeps a collection compact (`hash-max-listpack-entries` and
+/// `-value`, `zset-max-listpack-*`, `set-max-intset-entries`).
+#[derive(Debug, Clone, Copy)]
+pub struct EncodingLimits {
+    pub hash_entries: usize,
+    pub hash_value: usize,
+    pub zset_entries: usize,
+    pub zset_value: usize,
+    pub set_intset_entries: usize,
+}
+
+impl Default for EncodingLimits {
+    /// Redis 7.0's defaults.
+    fn default() -> Self {
+        EncodingLimits { hash_entries: 128, hash_value: 64, zset_entries: 128, zset_value: 64, set_intset_entries: 512 }
+    }
+}
+
 pub enum Collection {
     List(VecDeque<Bytes>),
     Hash(BytesMap<Bytes>),
@@ -238,26 +256,32 @@ impl Collection {
             }
     }
     /// The encoding name OBJECT ENCODING reports (Redis 7.0 names by size class).
-    pub fn encoding(&self) -> &'static str {
-        let small = self.len() <= 128;
+    /// The encoding Redis 7.0 would report for this collection (OBJECT ENCODING), by the
+    /// size limits it converts at. Redis converts one way (a hash that grew past the limits
+    /// stays a hashtable when it shrinks); this looks at the collection as it is now.
+    pub fn encoding(&self, limits: &EncodingLimits) -> &'static str {
+        let fits =
+            |n: usize, max_entries: usize, max_value: usize, mut lens: Box<dyn Iterator<Item = usize> + '_>| n <= max_entries && lens.all(|l| l <= max_value);
         match self {
             Collection::List(_) => "quicklist",
-            Collection::Hash(_) => {
-                if small {
+            Collection::Hash(h) => {
+                let lens = Box::new(h.iter().flat_map(|(k, v)| [k.len(), v.len()]));
+                if fits(h.len(), limits.hash_entries, limits.hash_value, lens) {
                     "listpack"
                 } else {
                     "hashtable"
                 }
             }
             Collection::Set(s) => {
-                if s.len() <= 512 && s.iter().all(|(k, _)| crate::protocol::parse_i64(k).is_some()) {
+                if s.len() <= limits.set_intset_entries && s.iter().all(|(k, _)| crate::protocol::parse_i64(k).is_some()) {
                     "intset"
                 } else {
                     "hashtable"
                 }
             }
-            Collection::ZSet(_) => {
-                if small {
+            Collection::ZSet(z) => {
+                let lens = Box::new(z.dict.iter().map(|(k, _)| k.len()));
+                if fits(z.len(), limits.zset_entries, limits.zset_value, lens) {
                     "listpack"
                 } else {
                     "skiplist"
