@@ -1162,14 +1162,17 @@ fn monitor_and_scripting() {
     assert!(e1.contains("wrong kind of value") && e1.contains("on @user_script:2."), "{e1}");
     assert!(err(&mut c, &["EVAL_RO", "return redis.call('del', 's')", "0"]).contains("Write commands are not allowed from read-only scripts"));
     assert!(err(&mut c, &["EVALSHA", "0000000000000000000000000000000000000000", "0"]).contains("No matching script"));
+    // The busy threshold is Redis's lua-time-limit (busy-reply-threshold), 5 s by default.
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]), vec!["busy-reply-threshold", "5000"]);
+    q::<()>(&mut c, &["CONFIG", "SET", "lua-time-limit", "300"]);
     let url = e.url();
     let busy = thread::spawn(move || {
         let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
         cmd("EVAL").arg("while true do end").arg(0).query::<Value>(&mut c)
     });
     // With one reactor thread, the busy script holds it: once the script is past the busy
-    // threshold (5 s), a new connection is served by the control thread and can kill it.
-    thread::sleep(Duration::from_millis(5500));
+    // threshold (300 ms here), a new connection is served by the control thread and can kill it.
+    thread::sleep(Duration::from_millis(1000));
     let mut operator = e.client();
     assert!(err(&mut operator, &["GET", "s"]).contains("busy running a script"));
     assert_eq!(q::<String>(&mut operator, &["SCRIPT", "KILL"]), "OK");

@@ -99,6 +99,7 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
                 }
                 "slowlog-log-slower-than" => srv.slowlog.threshold_us.store(value.parse().unwrap_or(10_000), Ordering::Relaxed),
                 "slowlog-max-len" => srv.slowlog.max_len.store(value.parse().unwrap_or(128), Ordering::Relaxed),
+                "busy-reply-threshold" => srv.scripts.busy_threshold_ms.store(value.parse().unwrap_or(crate::scripting::BUSY_THRESHOLD_MS), Ordering::Relaxed),
                 _ => {}
             }
             store(srv, param, value);

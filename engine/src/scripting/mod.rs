@@ -39,7 +39,6 @@ pub fn sha1_hex(body: &[u8]) -> String {
 
 /// Script bodies by SHA1, shared by all threads, plus the state of the running script for
 /// SCRIPT KILL.
-#[derive(Default)]
 pub struct ScriptCache {
     bodies: Mutex<HashMap<String, Arc<[u8]>>>,
     /// Bumped by SCRIPT FLUSH so threads drop what they compiled.
@@ -51,10 +50,28 @@ pub struct ScriptCache {
     pub kill_requested: AtomicBool,
     /// FUNCTION libraries.
     pub functions: functions::Registry,
+    /// `busy-reply-threshold` (`lua-time-limit`), ms.
+    pub busy_threshold_ms: std::sync::atomic::AtomicI64,
 }
 
-/// After this long a running script makes the server "busy" (Redis's busy-reply-threshold):
-/// new clients are served by the control thread and most commands answer BUSY.
+impl Default for ScriptCache {
+    fn default() -> Self {
+        ScriptCache {
+            bodies: Default::default(),
+            generation: Default::default(),
+            running: Default::default(),
+            started_ms: Default::default(),
+            wrote: Default::default(),
+            kill_requested: Default::default(),
+            functions: Default::default(),
+            busy_threshold_ms: std::sync::atomic::AtomicI64::new(BUSY_THRESHOLD_MS),
+        }
+    }
+}
+
+/// After this long a running script makes the server "busy" (Redis's busy-reply-threshold,
+/// its default; CONFIG SET changes it): new clients are served by the control thread and most
+/// commands answer BUSY.
 pub const BUSY_THRESHOLD_MS: i64 = 5000;
 
 impl ScriptCache {
@@ -75,6 +92,7 @@ impl ScriptCache {
     }
     /// Whether a script has been running longer than the busy threshold.
     pub fn busy(&self) -> bool {
-        self.running.load(Ordering::Relaxed) && crate::clock::now_ms() - self.started_ms.load(Ordering::Relaxed) > BUSY_THRESHOLD_MS
+        self.running.load(Ordering::Relaxed)
+            && crate::clock::now_ms() - self.started_ms.load(Ordering::Relaxed) > self.busy_threshold_ms.load(Ordering::Relaxed)
     }
 }
