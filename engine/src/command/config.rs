@@ -7,7 +7,6 @@ use super::args::{err, glob_match};
 use super::{CmdResult, Ctx};
 use terrace_commands::params::{self, Param};
 
-use crate::config::parse_size;
 use crate::keyspace::eviction::Policy;
 use crate::server::state::Server;
 
@@ -60,51 +59,41 @@ fn merge_buffer_limits(old: &str, new: &str) -> String {
     classes.join(" ")
 }
 
-/// Why CONFIG SET refuses a value, if it does: "unknown" for a parameter Redis 7.0 does not
-/// have, else Redis's reason. Checks only; `set_param` applies.
-fn check_param(name: &str, value: &str) -> Result<(), String> {
-    match name {
+/// The parameter CONFIG SET names and its value as CONFIG GET will show it, or why Redis
+/// refuses it ("unknown" for a parameter Redis 7.0 does not have).
+fn checked(name: &str, value: &str) -> Result<(&'static Param, String), String> {
+    if matches!(name, "port" | "bind") {
         // The engine listens where it started (Redis would rebind).
-        "port" | "bind" => Err("can't set immutable config".into()),
-        _ => params::validate(params::find(name).ok_or("unknown")?, value).map(drop),
+        return Err("can't set immutable config".into());
     }
+    let param = params::find(name).ok_or("unknown")?;
+    Ok((param, params::validate(param, value)?))
 }
 
-/// Applies a value `check_param` accepted.
+/// Applies a value `checked` accepts: the parameters with an effect take it, and it is
+/// stored for CONFIG GET (those CONFIG GET reads elsewhere are not in the text store).
 fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
-    match name {
-        "maxmemory" => {
-            let n = parse_size(value).ok_or("argument must be a memory value")?;
-            srv.runtime.maxmemory.store(n, Ordering::Relaxed);
-        }
+    let (param, value) = checked(name, value)?;
+    match param.name {
+        "maxmemory" => srv.runtime.maxmemory.store(value.parse().unwrap_or(0), Ordering::Relaxed),
         "maxmemory-policy" => {
-            let p = Policy::from_str(value).map_err(|_| "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction")?;
+            let p = Policy::from_str(&value).map_err(|_| "unknown maxmemory-policy")?;
             *srv.runtime.policy.lock() = p;
             srv.keyspace.lfu.store(p.is_lfu(), Ordering::Relaxed);
         }
-        "maxmemory-samples" => {
-            let n: usize = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
-            // Redis takes up to INT_MAX; eviction samples at most 64 keys per round here.
-            srv.runtime.maxmemory_samples.store(n.min(64), Ordering::Relaxed);
+        // Redis takes up to INT_MAX; eviction samples at most 64 keys per round here.
+        "maxmemory-samples" => srv.runtime.maxmemory_samples.store(value.parse::<usize>().unwrap_or(5).min(64), Ordering::Relaxed),
+        "requirepass" => {
+            // As in Redis, requirepass is the default user's password.
+            let rules = if value.is_empty() { vec!["nopass".to_string()] } else { vec!["resetpass".to_string(), format!(">{value}")] };
+            srv.acl.set_user("default", &rules)?;
         }
-        "port" | "bind" => return Err("can't set immutable config".into()),
-        _ => {
-            let param = params::find(name).ok_or("unknown")?;
-            let value = params::validate(param, value)?;
-            match param.name {
-                "requirepass" => {
-                    // As in Redis, requirepass is the default user's password.
-                    let rules = if value.is_empty() { vec!["nopass".to_string()] } else { vec!["resetpass".to_string(), format!(">{value}")] };
-                    srv.acl.set_user("default", &rules)?;
-                }
-                "slowlog-log-slower-than" => srv.slowlog.threshold_us.store(value.parse().unwrap_or(10_000), Ordering::Relaxed),
-                "slowlog-max-len" => srv.slowlog.max_len.store(value.parse().unwrap_or(128), Ordering::Relaxed),
-                "busy-reply-threshold" => srv.scripts.busy_threshold_ms.store(value.parse().unwrap_or(crate::scripting::BUSY_THRESHOLD_MS), Ordering::Relaxed),
-                _ => {}
-            }
-            store(srv, param, value);
-        }
+        "slowlog-log-slower-than" => srv.slowlog.threshold_us.store(value.parse().unwrap_or(10_000), Ordering::Relaxed),
+        "slowlog-max-len" => srv.slowlog.max_len.store(value.parse().unwrap_or(128), Ordering::Relaxed),
+        "busy-reply-threshold" => srv.scripts.busy_threshold_ms.store(value.parse().unwrap_or(crate::scripting::BUSY_THRESHOLD_MS), Ordering::Relaxed),
+        _ => {}
     }
+    store(srv, param, value);
     Ok(())
 }
 
@@ -146,7 +135,7 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                     return Err(refuse(k, "duplicate parameter".into()));
                 }
                 seen.push(canonical);
-                check_param(k, v).map_err(|reason| refuse(k, reason))?;
+                checked(k, v).map_err(|reason| refuse(k, reason))?;
             }
             for (k, v) in &pairs {
                 set_param(ctx.srv, k, v).map_err(|reason| refuse(k, reason))?;

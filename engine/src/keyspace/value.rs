@@ -260,13 +260,11 @@ impl Collection {
     /// size limits it converts at. Redis converts one way (a hash that grew past the limits
     /// stays a hashtable when it shrinks); this looks at the collection as it is now.
     pub fn encoding(&self, limits: &EncodingLimits) -> &'static str {
-        let fits =
-            |n: usize, max_entries: usize, max_value: usize, mut lens: Box<dyn Iterator<Item = usize> + '_>| n <= max_entries && lens.all(|l| l <= max_value);
         match self {
             Collection::List(_) => "quicklist",
             Collection::Hash(h) => {
-                let lens = Box::new(h.iter().flat_map(|(k, v)| [k.len(), v.len()]));
-                if fits(h.len(), limits.hash_entries, limits.hash_value, lens) {
+                let max = limits.hash_value;
+                if h.len() <= limits.hash_entries && h.iter().all(|(k, v)| k.len() <= max && v.len() <= max) {
                     "listpack"
                 } else {
                     "hashtable"
@@ -280,8 +278,7 @@ impl Collection {
                 }
             }
             Collection::ZSet(z) => {
-                let lens = Box::new(z.dict.iter().map(|(k, _)| k.len()));
-                if fits(z.len(), limits.zset_entries, limits.zset_value, lens) {
+                if z.len() <= limits.zset_entries && z.dict.iter().all(|(m, _)| m.len() <= limits.zset_value) {
                     "listpack"
                 } else {
                     "skiplist"
