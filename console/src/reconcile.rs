@@ -189,7 +189,11 @@ async fn check_engine(addr: &str, want: &Desired, last: Option<(String, String)>
                 refused.push(format!("tenant '{}': {e}", t.name));
             }
         }
-        pushed = Some(now);
+        // Only a state the engine took is remembered as pushed: a refused one must be tried
+        // (and refused) again by the next pass, which may be the one a request waits on.
+        if refused.is_empty() {
+            pushed = Some(now);
+        }
         s.pushed_at = Some(db::now());
         s.in_sync = refused.is_empty();
         if !refused.is_empty() {
