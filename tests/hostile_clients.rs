@@ -6,9 +6,10 @@
 
 mod common;
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{encode, err, q, Engine, RedisPort};
+use common::{encode, err, info_field, q, Engine, RedisPort};
 
 /// A pattern a naive recursive glob matcher (one level per star) needs exponential time for
 /// against `subject()`: Redis's suite's "Regression for pattern matching long nested loops",
@@ -117,4 +118,188 @@ fn sigterm_ends_the_engine_while_a_command_runs() {
         assert!(start.elapsed() < Duration::from_secs(5), "the engine was still running 5 s after SIGTERM");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The reply a client has waiting, in bytes, as CLIENT LIST shows it (`omem`), by name.
+fn client_field(c: &mut redis::Connection, name: &str, field: &str) -> Option<String> {
+    let list: String = q(c, &["CLIENT", "LIST"]);
+    let line = list.lines().find(|l| l.contains(&format!(" name={name} ")))?;
+    line.split(' ').find_map(|kv| kv.strip_prefix(&format!("{field}="))).map(str::to_string)
+}
+
+#[test]
+fn huge_random_counts_close_the_client_not_the_engine() {
+    let e = Engine::start(&["--threads", "1"]);
+    let mut c = client(&e);
+    for m in ["a", "b", "c"] {
+        q::<i64>(&mut c, &["SADD", "s", m]);
+        q::<i64>(&mut c, &["HSET", "h", m, "value"]);
+        q::<i64>(&mut c, &["ZADD", "z", "1", m]);
+    }
+    // Ordinary counts still answer in full.
+    assert_eq!(q::<Vec<String>>(&mut c, &["SRANDMEMBER", "s", "-5"]).len(), 5);
+    assert_eq!(q::<Vec<String>>(&mut c, &["HRANDFIELD", "h", "-4", "WITHVALUES"]).len(), 8);
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANDMEMBER", "z", "2"]).len(), 2);
+    q::<()>(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 8mb 0 0"]);
+    let before = e.rss();
+    for cmd in [&["SRANDMEMBER", "s", "-2147483648"][..], &["HRANDFIELD", "h", "-2147483648", "WITHVALUES"], &["ZRANDMEMBER", "z", "-2147483648", "WITHSCORES"]]
+    {
+        let mut hostile = e.raw();
+        hostile.send(&encode(cmd));
+        assert!(hostile.is_closed(), "{cmd:?}: the client should be closed at its output limit");
+        // The engine answers others at once, and did not keep the reply.
+        assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    }
+    assert_eq!(info_field(&mut c, "stats", "client_output_buffer_limit_disconnections"), 3);
+    let grown = e.rss().saturating_sub(before);
+    assert!(grown < 64 << 20, "the engine grew by {grown} bytes for replies it did not send");
+}
+
+#[test]
+fn a_subscriber_that_never_reads_is_closed_at_the_pubsub_limit() {
+    // Redis's default pub/sub limit (32 MB hard): the subscriber goes, the engine stays small.
+    let e = Engine::start(&["--threads", "1"]);
+    let mut publisher = client(&e);
+    let mut sub = e.raw();
+    sub.send(&encode(&["SUBSCRIBE", "news"]));
+    sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
+    let before = e.rss();
+    let message = "x".repeat(64 * 1024);
+    let mut sent = 0;
+    loop {
+        let receivers: i64 = q(&mut publisher, &["PUBLISH", "news", &message]);
+        if receivers == 0 {
+            break;
+        }
+        sent += message.len();
+        assert!(sent < 512 << 20, "the subscriber was still there after {sent} bytes published");
+    }
+    assert!(sent >= 32 << 20, "closed after only {sent} bytes: before its 32 MB limit");
+    assert_eq!(info_field(&mut publisher, "stats", "client_output_buffer_limit_disconnections"), 1);
+    let grown = e.rss().saturating_sub(before);
+    assert!(grown < 160 << 20, "the engine grew by {grown} bytes for a subscriber that never read");
+    // A smaller limit set at run time applies to the next subscriber.
+    q::<()>(&mut publisher, &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb 0 0"]);
+    let mut slow = e.raw();
+    slow.send(&encode(&["SUBSCRIBE", "news"]));
+    slow.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
+    let mut sent = 0;
+    while q::<i64>(&mut publisher, &["PUBLISH", "news", &message]) == 1 {
+        sent += message.len();
+        assert!(sent < 64 << 20, "the subscriber outlived its 1 MB limit by far ({sent} bytes published)");
+    }
+    assert_eq!(info_field(&mut publisher, "stats", "client_output_buffer_limit_disconnections"), 2);
+}
+
+#[test]
+fn a_monitor_that_never_reads_is_closed_at_the_normal_limit() {
+    let e = Engine::start(&["--threads", "1"]);
+    let mut c = client(&e);
+    q::<()>(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 2mb 0 0"]);
+    let mut monitor = e.raw();
+    monitor.send(&encode(&["CLIENT", "SETNAME", "watcher"]));
+    monitor.expect(b"+OK\r\n");
+    monitor.send(&encode(&["MONITOR"]));
+    monitor.expect(b"+OK\r\n");
+    let value = "v".repeat(32 * 1024);
+    let mut sent = 0;
+    while client_field(&mut c, "watcher", "flags").is_some() {
+        q::<()>(&mut c, &["SET", "k", &value]);
+        sent += value.len();
+        assert!(sent < 256 << 20, "the MONITOR client was still there after {sent} bytes of commands");
+    }
+    assert!(info_field(&mut c, "stats", "client_output_buffer_limit_disconnections") >= 1);
+    assert!(monitor.closes_after_output());
+}
+
+#[test]
+fn client_list_shows_output_waiting_for_a_slow_reader() {
+    let e = Engine::start(&["--threads", "1"]);
+    let mut c = client(&e);
+    let mut sub = e.raw();
+    sub.send(&encode(&["CLIENT", "SETNAME", "slow"]));
+    sub.expect(b"+OK\r\n");
+    sub.send(&encode(&["SUBSCRIBE", "news"]));
+    sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
+    let message = "x".repeat(64 * 1024);
+    // Past what the sockets' buffers hold, output waits in the engine: CLIENT LIST says how much.
+    for _ in 0..256 {
+        q::<i64>(&mut c, &["PUBLISH", "news", &message]);
+    }
+    let omem: u64 = client_field(&mut c, "slow", "omem").unwrap().parse().unwrap();
+    assert!(omem > 0, "omem should count the output a slow subscriber has waiting");
+}
+
+#[test]
+fn maxclients_refuses_with_redis_error_and_counts() {
+    let e = Engine::start(&["--threads", "1"]);
+    let mut c = client(&e);
+    q::<()>(&mut c, &["CONFIG", "SET", "maxclients", "3"]);
+    let mut kept = vec![e.raw(), e.raw()];
+    let mut refused = e.raw();
+    assert_eq!(refused.read_available(), "-ERR max number of clients reached\r\n");
+    assert!(refused.is_closed());
+    assert_eq!(info_field(&mut c, "stats", "rejected_connections"), 1);
+    // A slot frees when a client leaves.
+    kept.pop();
+    common::eventually(5, "a freed client slot", || {
+        let mut again = e.raw();
+        again.cmd(&["PING"]) == "+PONG\r\n"
+    });
+    assert!(err(&mut c, &["CONFIG", "SET", "maxclients", "4000000000"]).contains("not able to handle the specified number of clients"));
+}
+
+#[test]
+fn out_of_descriptors_lowers_maxclients_and_never_spins() {
+    // With 64 descriptors, 32 are for clients (Redis keeps 32 for itself too).
+    let e = Engine::start_with_fd_limit(64, &["--threads", "1"]);
+    let mut c = client(&e);
+    let maxclients: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxclients"]);
+    assert_eq!(maxclients[1], "32");
+    let mut clients = Vec::new();
+    let mut refused = 0;
+    for _ in 0..60 {
+        let mut r = e.raw();
+        if r.cmd(&["PING"]) == "+PONG\r\n" {
+            clients.push(r);
+        } else {
+            refused += 1;
+        }
+    }
+    assert_eq!(clients.len(), 31, "maxclients counts the first client too");
+    assert_eq!(refused, 29);
+    // Idle with every client slot taken and connections still arriving: no busy loop.
+    let mut waiting: Vec<std::net::TcpStream> = (0..20).map(|_| std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap()).collect();
+    let cpu = e.cpu_time();
+    std::thread::sleep(Duration::from_secs(2));
+    let used = e.cpu_time() - cpu;
+    assert!(used < Duration::from_millis(1000), "the engine used {used:?} of CPU in 2 s while idle at its client limit");
+    waiting.clear();
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+#[test]
+fn query_buffer_and_bulk_length_limits_take_config_values() {
+    let e = Engine::start(&["--threads", "1"]);
+    let mut c = client(&e);
+    q::<()>(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "1mb"]);
+    let mut big = e.raw();
+    big.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\n");
+    assert_eq!(big.read_available(), "-ERR Protocol error: invalid bulk length\r\n");
+    assert!(big.is_closed());
+    q::<()>(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "512mb", "client-query-buffer-limit", "1mb"]);
+    // A request whose argument never ends grows the query buffer past the limit.
+    let mut endless = e.raw();
+    endless.send(b"*2\r\n$3\r\nGET\r\n$8000000\r\n");
+    let chunk = vec![b'a'; 64 * 1024];
+    let mut closed = false;
+    for _ in 0..64 {
+        if endless.s.write_all(&chunk).is_err() {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed || endless.is_closed(), "a query buffer past client-query-buffer-limit should close the client");
+    assert_eq!(info_field(&mut c, "stats", "client_query_buffer_limit_disconnections"), 1);
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
 }

@@ -3,7 +3,10 @@
 //! the flags other threads set to kill, unblock or move it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
+
+use crate::limits::{Check, Class, ClientLimits};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -36,6 +39,17 @@ pub struct ClientInfo {
     /// Pub/sub messages waiting to be written, and the signal that some arrived.
     pub mailbox: Mutex<bytes::BytesMut>,
     pub mailbox_notify: Notify,
+    /// Woken once when the client is killed (a connection stuck writing to a client that
+    /// does not read waits on it too).
+    pub kill_notify: Notify,
+    /// The server's client limits.
+    pub limits: Arc<ClientLimits>,
+    /// Replies being written to the socket now (output not in the mailbox), and when the
+    /// client's pending output went over its soft limit (unix ms; 0: it is not over).
+    pub out_pending: AtomicUsize,
+    pub soft_since: AtomicU64,
+    /// Bytes of unparsed input (CLIENT LIST qbuf).
+    pub qbuf: AtomicUsize,
     /// Subscriptions: channels, patterns, shard channels (CLIENT LIST).
     pub sub: AtomicUsize,
     pub psub: AtomicUsize,
@@ -81,7 +95,44 @@ impl ClientInfo {
         })
     }
 
-    pub fn new(id: u64, fd: i32, addr: String, laddr: String, last_active_ms: u64) -> ClientInfo {
+    /// The class whose output limits apply: pub/sub once subscribed, else normal.
+    pub fn class(&self) -> Class {
+        if self.sub.load(Ordering::Relaxed) + self.psub.load(Ordering::Relaxed) + self.ssub.load(Ordering::Relaxed) > 0 {
+            Class::Pubsub
+        } else {
+            Class::Normal
+        }
+    }
+
+    /// Output waiting for this client: the mailbox and what is being written now.
+    pub fn output_pending(&self) -> usize {
+        self.mailbox.lock().len() + self.out_pending.load(Ordering::Relaxed)
+    }
+
+    /// Checks `pending` bytes of output against the client's limits; over them, closes the
+    /// client (with a log line and a count, as Redis does) and returns false.
+    pub fn within_output_limit(&self, pending: usize) -> bool {
+        match self.limits.check(self.class(), pending, &self.soft_since, crate::clock::now_ms() as u64) {
+            Check::Within => true,
+            Check::Over(which) => {
+                if !self.killed.load(Ordering::Relaxed) {
+                    tracing::warn!(
+                        client = self.id,
+                        addr = %self.addr,
+                        class = self.class().name(),
+                        pending,
+                        "closing client for overcoming of its output buffer {which} limit"
+                    );
+                    self.limits.output_disconnections.fetch_add(1, Ordering::Relaxed);
+                }
+                self.mailbox.lock().clear();
+                self.request_kill();
+                false
+            }
+        }
+    }
+
+    pub fn new(id: u64, fd: i32, addr: String, laddr: String, last_active_ms: u64, limits: Arc<ClientLimits>) -> ClientInfo {
         ClientInfo {
             id,
             fd,
@@ -102,6 +153,11 @@ impl ClientInfo {
             wake: Notify::new(),
             mailbox: Mutex::new(bytes::BytesMut::new()),
             mailbox_notify: Notify::new(),
+            kill_notify: Notify::new(),
+            limits,
+            out_pending: AtomicUsize::new(0),
+            soft_since: AtomicU64::new(0),
+            qbuf: AtomicUsize::new(0),
             sub: AtomicUsize::new(0),
             psub: AtomicUsize::new(0),
             ssub: AtomicUsize::new(0),
@@ -119,6 +175,7 @@ impl ClientInfo {
         self.killed.store(true, Ordering::SeqCst);
         self.wake.notify_one();
         self.mailbox_notify.notify_one();
+        self.kill_notify.notify_one();
     }
 
     /// Marks the client killed, wakes it if it is parked (blocked, paused) and shuts its
@@ -127,6 +184,7 @@ impl ClientInfo {
     pub(crate) fn kill_locked(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.wake.notify_one();
+        self.kill_notify.notify_one();
         // SAFETY: shutdown(2) on a descriptor this connection still owns (see above).
         unsafe {
             libc::shutdown(self.fd, libc::SHUT_RDWR);

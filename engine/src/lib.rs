@@ -14,6 +14,7 @@ pub mod command;
 pub mod compress;
 pub mod config;
 pub mod keyspace;
+pub mod limits;
 pub mod mapped;
 pub mod monitor;
 pub mod probe;

@@ -2,9 +2,8 @@
 //!
 //! Each connection has a mailbox (`ClientInfo::mailbox`): PUBLISH encodes the message for
 //! the receiver's protocol (RESP2 array or RESP3 push), appends it there and wakes the
-//! connection, which writes it out between requests. A receiver that lets more than
-//! `MAILBOX_LIMIT` bytes pile up is disconnected, as Redis's `client-output-buffer-limit
-//! pubsub` does.
+//! connection, which writes it out between requests. A receiver whose pending output
+//! crosses its class's `client-output-buffer-limit` is disconnected, as in Redis.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -16,9 +15,6 @@ use parking_lot::Mutex;
 use crate::clients::ClientInfo;
 use crate::protocol::ReplyWriter;
 use terrace_commands::glob::glob_match;
-
-/// Pending pub/sub output allowed per client before it is disconnected (Redis's hard limit).
-pub const MAILBOX_LIMIT: usize = 32 * 1024 * 1024;
 
 /// The three namespaces: channels (SUBSCRIBE), patterns (PSUBSCRIBE), shard channels
 /// (SSUBSCRIBE).
@@ -38,17 +34,18 @@ pub struct PubSub {
     shard: Mutex<Subscribers>,
 }
 
-/// Appends a message to a client's mailbox and wakes it; disconnects it past the limit.
+/// Appends a message to a client's mailbox and wakes it; disconnects it past its output
+/// limit (a killed client gets nothing more).
 pub(crate) fn deliver(c: &ClientInfo, encode: impl FnOnce(&mut ReplyWriter)) {
+    if c.killed.load(Ordering::Relaxed) {
+        return;
+    }
     let mut mb = c.mailbox.lock();
     let resp3 = c.resp.load(Ordering::Relaxed) == 3;
     encode(&mut ReplyWriter::new(&mut mb, resp3));
-    let over = mb.len() > MAILBOX_LIMIT;
+    let pending = mb.len() + c.out_pending.load(Ordering::Relaxed);
     drop(mb);
-    if over {
-        tracing::warn!(client = c.id, "closing pub/sub client over its output limit");
-        c.request_kill();
-    } else {
+    if c.within_output_limit(pending) {
         c.mailbox_notify.notify_one();
     }
 }

@@ -23,7 +23,7 @@ fn server() -> &'static Arc<Server> {
 }
 
 fn client() -> Arc<ClientInfo> {
-    Arc::new(ClientInfo::new(1, -1, "127.0.0.1:1".into(), "127.0.0.1:2".into(), 0))
+    Arc::new(ClientInfo::new(1, -1, "127.0.0.1:1".into(), "127.0.0.1:2".into(), 0, server().limits.clone()))
 }
 
 fuzz_target!(|data: &[u8]| {

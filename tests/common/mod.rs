@@ -191,6 +191,20 @@ impl Raw {
         String::from_utf8_lossy(&out).into_owned()
     }
 
+    /// True when the server closed the connection after whatever it had sent (read and
+    /// dropped).
+    pub fn closes_after_output(&mut self) -> bool {
+        self.s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut b = vec![0u8; 1 << 16];
+        loop {
+            match self.s.read(&mut b) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+            }
+        }
+    }
+
     /// True when the server closed the connection.
     pub fn is_closed(&mut self) -> bool {
         self.s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -272,6 +286,42 @@ impl Engine {
         let mut cmd = Self::command(0, &data_dir);
         cmd.args(extra).stderr(std::fs::File::create(log).expect("create the engine's log file"));
         Self::spawn(cmd, &data_dir)
+    }
+
+    /// Starts an engine whose open-file limit (soft and hard) is `fds`.
+    pub fn start_with_fd_limit(fds: u64, extra: &[&str]) -> Engine {
+        use std::os::unix::process::CommandExt;
+        let data_dir = temp_dir("engine");
+        let mut cmd = Self::command(0, &data_dir);
+        cmd.args(extra);
+        // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+        unsafe {
+            cmd.pre_exec(move || {
+                let rl = libc::rlimit { rlim_cur: fds, rlim_max: fds };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+                Ok(())
+            });
+        }
+        Self::spawn(cmd, &data_dir)
+    }
+
+    /// The engine's resident memory, in bytes (/proc/PID/status VmRSS).
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap();
+        kb * 1024
+    }
+
+    /// CPU time the engine has used (user + system), from /proc/PID/stat.
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // Fields after the command name (which may hold spaces) in parentheses.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        let (utime, stime): (u64, u64) = (f[11].parse().unwrap(), f[12].parse().unwrap());
+        Duration::from_millis((utime + stime) * 1000 / ticks)
     }
 
     /// `terrace engine` on `port` (0: any) and `data_dir`, its ready line on a pipe and its

@@ -121,6 +121,12 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 }
 
 impl RequestParser {
+    /// Changes the largest bulk argument accepted (CONFIG SET proto-max-bulk-len), for the
+    /// next request.
+    pub fn set_max_bulk_len(&mut self, max: usize) {
+        self.limits.max_bulk_len = max;
+    }
+
     pub fn new(limits: Limits) -> Self {
         RequestParser { limits, ..Default::default() }
     }

@@ -67,7 +67,14 @@ fn checked(name: &str, value: &str) -> Result<(&'static Param, String), String> 
         return Err("can't set immutable config".into());
     }
     let param = params::find(name).ok_or("unknown")?;
-    Ok((param, params::validate(param, value)?))
+    let value = params::validate(param, value)?;
+    if param.name == "maxclients" {
+        let room = crate::limits::client_fds().unwrap_or(usize::MAX);
+        if value.parse::<usize>().unwrap_or(0) > room {
+            return Err(format!("The operating system is not able to handle the specified number of clients, try with {room}"));
+        }
+    }
+    Ok((param, value))
 }
 
 /// Applies a value `checked` accepts: the parameters with an effect take it, and it is
@@ -91,10 +98,18 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
         "slowlog-log-slower-than" => srv.slowlog.threshold_us.store(value.parse().unwrap_or(10_000), Ordering::Relaxed),
         "slowlog-max-len" => srv.slowlog.max_len.store(value.parse().unwrap_or(128), Ordering::Relaxed),
         "busy-reply-threshold" => srv.scripts.busy_threshold_ms.store(value.parse().unwrap_or(crate::scripting::BUSY_THRESHOLD_MS), Ordering::Relaxed),
-        _ => {}
+        _ => srv.limits.apply(param.name, &value),
     }
     store(srv, param, value);
     Ok(())
+}
+
+/// Lowers maxclients at start to what the open-file limit allows (CONFIG GET shows it).
+pub fn set_maxclients_at_start(srv: &Server, n: usize) {
+    srv.limits.apply("maxclients", &n.to_string());
+    if let Some(p) = params::find("maxclients") {
+        store(srv, p, n.to_string());
+    }
 }
 
 pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -159,6 +174,8 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 &st.net_input_bytes,
                 &st.net_output_bytes,
                 &st.rejected_connections,
+                &ctx.srv.limits.query_disconnections,
+                &ctx.srv.limits.output_disconnections,
             ] {
                 a.store(0, Ordering::Relaxed);
             }

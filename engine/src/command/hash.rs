@@ -5,7 +5,7 @@ use super::keys::ScanOpts;
 use super::{CmdResult, Ctx, Data};
 use crate::keyspace::value::{Bytes, BytesMap};
 use crate::keyspace::{Collection, Kind};
-use crate::protocol::{format_double, parse_i64};
+use crate::protocol::{format_double, parse_i64, ReplyWriter};
 
 fn new_hash() -> Collection {
     Collection::Hash(BytesMap::new())
@@ -197,48 +197,46 @@ pub fn hincrbyfloat(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Writes pairs (RESP2: flat; RESP3: an array of [field, value] pairs), as HRANDFIELD and
-/// ZRANDMEMBER WITHSCORES do.
-pub fn write_random_pairs(ctx: &mut Ctx, pairs: &[(Bytes, Bytes)], with_values: bool) {
-    if with_values && ctx.resp3() {
-        ctx.out.array_len(pairs.len());
-        for (f, v) in pairs {
-            ctx.out.array_len(2);
-            ctx.out.bulk(f);
-            ctx.out.bulk(v);
+/// RANDMEMBER/RANDFIELD with a count, each entry written as it is drawn: positive →
+/// distinct, at most all; negative → `|count|` picks that may repeat — never collected, as
+/// the count may be in the billions: the writing stops once the output passes `cap` (the
+/// client's output limit), and the pipeline then closes the client. With values, entries
+/// are `[key, value]` pairs in RESP3 and flat in RESP2.
+pub fn write_random_entries<V>(out: &mut ReplyWriter, map: &BytesMap<V>, count: i64, cap: usize, with_values: bool, value: impl Fn(&mut ReplyWriter, &V)) {
+    let n = if count < 0 { count.unsigned_abs() as usize } else { (count as usize).min(map.len()) };
+    let pairs = with_values && out.resp3;
+    out.array_len(if with_values && !pairs { n.saturating_mul(2) } else { n });
+    let entry = |out: &mut ReplyWriter, k: &Bytes, v: &V| {
+        if pairs {
+            out.array_len(2);
+        }
+        out.bulk(k);
+        if with_values {
+            value(out, v);
+        }
+    };
+    let draw = || map.random_bucket().and_then(|b| map.bucket(b)).expect("a non-empty collection has an occupied bucket");
+    if count < 0 {
+        for i in 0..n {
+            if i % 1024 == 0 && out.buf.len() > cap {
+                return;
+            }
+            let (k, v) = draw();
+            entry(out, k, v);
+        }
+    } else if n == map.len() {
+        for (k, v) in map.iter() {
+            entry(out, k, v);
         }
     } else {
-        ctx.out.array_len(pairs.len() * if with_values { 2 } else { 1 });
-        for (f, v) in pairs {
-            ctx.out.bulk(f);
-            if with_values {
-                ctx.out.bulk(v);
+        let mut chosen: BytesMap<()> = BytesMap::new();
+        while chosen.len() < n {
+            let (k, v) = draw();
+            if chosen.insert(k, ()).is_none() {
+                entry(out, k, v);
             }
         }
     }
-}
-
-/// Picks `count` random members (Redis's RANDFIELD/RANDMEMBER semantics): positive → distinct,
-/// at most all; negative → `|count|` picks that may repeat.
-pub fn random_picks<V: Clone>(map: &BytesMap<V>, count: i64) -> Vec<(Bytes, V)> {
-    let len = map.len();
-    if count < 0 {
-        let n = count.unsigned_abs() as usize;
-        return (0..n).filter_map(|_| map.random_bucket().and_then(|b| map.bucket(b)).map(|(k, v)| (k.clone(), v.clone()))).collect();
-    }
-    let n = count as usize;
-    if n >= len {
-        return map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    }
-    let mut chosen: BytesMap<()> = BytesMap::new();
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        let (k, v) = map.bucket(map.random_bucket().unwrap()).unwrap();
-        if chosen.insert(k, ()).is_none() {
-            out.push((k.clone(), v.clone()));
-        }
-    }
-    out
 }
 
 pub fn hrandfield(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -256,6 +254,7 @@ pub fn hrandfield(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             return Err(err("ERR value is out of range"));
         }
     }
+    let cap = ctx.srv.limits.hard(ctx.conn.info.class());
     let Some(h) = hash(&mut ctx.data, argv[1])? else {
         if count.is_some() {
             ctx.out.array_len(0)
@@ -270,10 +269,7 @@ pub fn hrandfield(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let f = f.clone();
             ctx.out.bulk(&f);
         }
-        Some(c) => {
-            let picks = random_picks(h, c);
-            write_random_pairs(ctx, &picks, with_values);
-        }
+        Some(c) => write_random_entries(&mut ctx.out, h, c, cap, with_values, |out, v| out.bulk(v)),
     }
     Ok(())
 }

@@ -624,11 +624,13 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
     if flags.is_empty() {
         flags.push('N');
     }
+    let (qbuf, omem) = (c.qbuf.load(Ordering::Relaxed), c.output_pending());
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
+        c.fd.max(0),
         name,
         age,
         idle,
@@ -638,6 +640,9 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
         psub,
         ssub,
         if c.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
+        qbuf,
+        omem,
+        qbuf + omem + 16384,
         cmd,
         c.user.lock(),
         c.resp.load(Ordering::Relaxed)
@@ -1098,8 +1103,9 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
     if want("clients") {
         let _ = write!(
             s,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:10000\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\r\n",
             srv.clients.lock().len(),
+            srv.limits.maxclients.load(Ordering::Relaxed),
             srv.blocking.blocked_clients()
         );
     }
@@ -1135,7 +1141,7 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         let (expired, evicted) = (totals.expired, totals.evicted);
         let _ = write!(
             s,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
             st.connections_received.load(Ordering::Relaxed),
             st.commands_processed.load(Ordering::Relaxed),
             st.instantaneous_ops.load(Ordering::Relaxed),
@@ -1147,6 +1153,8 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
             st.keyspace_hits.load(Ordering::Relaxed),
             st.keyspace_misses.load(Ordering::Relaxed),
             st.total_error_replies.load(Ordering::Relaxed),
+            srv.limits.query_disconnections.load(Ordering::Relaxed),
+            srv.limits.output_disconnections.load(Ordering::Relaxed),
         );
     }
     if want("replication") {

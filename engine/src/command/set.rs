@@ -1,7 +1,7 @@
 //! Set commands.
 
 use super::args::{count, err, int, is, numkeys, CmdError};
-use super::hash::{parse_cursor, random_picks, scan_page, write_scan};
+use super::hash::{parse_cursor, scan_page, write_random_entries, write_scan};
 use super::keys::ScanOpts;
 use super::{CmdResult, Ctx, Data};
 use crate::keyspace::value::{Bytes, BytesMap};
@@ -135,6 +135,7 @@ pub fn srandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             return Err(err("ERR value is out of range"));
         }
     }
+    let cap = ctx.srv.limits.hard(ctx.conn.info.class());
     let Some(s) = set(&mut ctx.data, argv[1])? else {
         if c.is_some() {
             ctx.out.array_len(0)
@@ -148,13 +149,7 @@ pub fn srandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let m = s.bucket(s.random_bucket().unwrap()).unwrap().0.clone();
             ctx.out.bulk(&m);
         }
-        Some(c) => {
-            let picks = random_picks(s, c);
-            ctx.out.array_len(picks.len());
-            for (m, _) in &picks {
-                ctx.out.bulk(m);
-            }
-        }
+        Some(c) => write_random_entries(&mut ctx.out, s, c, cap, false, |_, _| {}),
     }
     Ok(())
 }

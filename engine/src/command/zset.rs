@@ -1,7 +1,7 @@
 //! Sorted set commands.
 
 use super::args::{count, err, float, int, is, parse_f64, timeout, CmdError};
-use super::hash::{parse_cursor, random_picks, scan_page, write_scan};
+use super::hash::{parse_cursor, scan_page, write_random_entries, write_scan};
 use super::keys::ScanOpts;
 use super::list::{block_or_timeout, parse_mpop};
 use super::set::parse_card_args;
@@ -638,6 +638,7 @@ pub fn zrandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             return Err(err("ERR value is out of range"));
         }
     }
+    let cap = ctx.srv.limits.hard(ctx.conn.info.class());
     let Some(z) = zset(&mut ctx.data, argv[1])? else {
         if c.is_some() {
             ctx.out.array_len(0)
@@ -651,10 +652,7 @@ pub fn zrandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let m = z.dict.bucket(z.dict.random_bucket().unwrap()).unwrap().0.clone();
             ctx.out.bulk(&m);
         }
-        Some(c) => {
-            let picks: Vec<(Bytes, f64)> = random_picks(&z.dict, c);
-            write_with_scores(ctx, &picks, with_scores);
-        }
+        Some(c) => write_random_entries(&mut ctx.out, &z.dict, c, cap, with_scores, |out, s| out.double(*s)),
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -17,10 +17,10 @@ use super::state::{ClientInfo, Server};
 use crate::command::{self, BlockRequest, Conn, Outcome, TimeoutReply};
 use crate::protocol::{Limits, ReplyWriter, RequestParser};
 
-/// Client query buffer limit (Redis's client-query-buffer-limit).
-const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
 /// Replies are flushed when this much is pending, to bound memory for huge pipelines.
 const FLUSH_AT: usize = 256 * 1024;
+/// How often a connection waiting to write checks its client's soft output limit.
+const SOFT_LIMIT_RECHECK: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Serves a connection on reactor `reactor` (usize::MAX: off the reactors), new or moved in
 /// with its state (`carried`), until it closes or moves on.
@@ -98,6 +98,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
         super::spin::note_read();
         srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
         info.last_active_ms.store(srv.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        parser.set_max_bulk_len(srv.limits.max_bulk_len.load(Ordering::Relaxed));
         loop {
             let req = match parser.parse(&inbuf) {
                 Ok(Some(r)) => r,
@@ -164,7 +165,9 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
             parser.reset();
             match outcome {
                 Ok(Outcome::Close) => {
-                    let _ = flush(&srv, &mut conn, &mut stream, &mut out).await;
+                    if !info.killed.load(Ordering::Relaxed) {
+                        let _ = flush(&srv, &mut conn, &mut stream, &mut out).await;
+                    }
                     break 'conn;
                 }
                 Ok(_) => {}
@@ -184,8 +187,10 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
                 break 'conn;
             }
         }
-        if inbuf.len() > QUERY_BUFFER_LIMIT {
-            tracing::warn!(client = info.id, "closing client that exceeded the query buffer limit");
+        info.qbuf.store(inbuf.len(), Ordering::Relaxed);
+        if inbuf.len() > srv.limits.query_buffer.load(Ordering::Relaxed) {
+            tracing::warn!(client = info.id, addr = %info.addr, qbuf = inbuf.len(), "closing client that reached max query buffer length");
+            srv.limits.query_disconnections.fetch_add(1, Ordering::Relaxed);
             break;
         }
         if conn.receives_pushes() {
@@ -311,8 +316,49 @@ async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut 
         return true;
     }
     srv.stats.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-    let ok = stream.write_all(out).await.is_ok();
+    let ok = write_out(&conn.info, stream, out).await;
     out.clear();
+    ok
+}
+
+/// Writes `out` to the client. What the socket does not take at once is the client's pending
+/// output, under its class's `client-output-buffer-limit` while it waits (with the mailbox
+/// filling behind it): past the hard limit, or the soft one for too long, or when the client
+/// is killed meanwhile, the connection closes instead. False when it must close.
+async fn write_out(info: &ClientInfo, stream: &mut TcpStream, out: &[u8]) -> bool {
+    let mut written = match stream.try_write(out) {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+        Err(_) => return false,
+    };
+    if written == out.len() {
+        return true;
+    }
+    let ok = loop {
+        info.out_pending.store(out.len() - written, Ordering::Relaxed);
+        if info.killed.load(Ordering::Relaxed) || !info.within_output_limit(info.output_pending()) {
+            break false;
+        }
+        tokio::select! {
+            ready = stream.writable() => {
+                if ready.is_err() {
+                    break false;
+                }
+                match stream.try_write(&out[written..]) {
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => break false,
+                }
+                if written == out.len() {
+                    break true;
+                }
+            }
+            _ = info.kill_notify.notified() => {}
+            // The soft limit is a matter of time: look again while waiting.
+            _ = tokio::time::sleep(SOFT_LIMIT_RECHECK) => {}
+        }
+    };
+    info.out_pending.store(0, Ordering::Relaxed);
     ok
 }
 

@@ -101,6 +101,18 @@ fn raise_fd_limit() {
     }
 }
 
+/// Lowers `maxclients` to what the open-file limit allows, as Redis does at start: a client
+/// refused with "max number of clients reached" is better than an accept that cannot get
+/// a descriptor.
+fn fit_maxclients(srv: &Server) {
+    let Some(room) = crate::limits::client_fds() else { return };
+    let wanted = srv.limits.maxclients.load(std::sync::atomic::Ordering::Relaxed);
+    if wanted > room {
+        tracing::warn!(wanted, room, "the open-file limit allows {room} clients: maxclients lowered (raise `ulimit -n` for more)");
+        crate::command::config::set_maxclients_at_start(srv, room);
+    }
+}
+
 /// Runs the engine until SIGINT, SIGTERM or SHUTDOWN.
 pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     raise_fd_limit();
@@ -124,6 +136,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let wal_on = wal_config.mode != crate::wal::Mode::Off;
     let srv_tier = tier.clone();
     let srv = Server::new(config, srv_tier, None);
+    fit_maxclients(&srv);
     srv.port.store(local.port() as u64, Ordering::Relaxed);
     *srv.saved_tenants.lock() = dictionaries;
     let warm = match &tier {
@@ -338,7 +351,21 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         loop {
             tokio::select! {
                 r = listener.accept() => {
-                    let Ok((stream, peer)) = r else { continue };
+                    let (stream, peer) = match r {
+                        Ok(accepted) => accepted,
+                        Err(e) => {
+                            // Out of descriptors (EMFILE/ENFILE) or memory: the connection
+                            // stays queued and accept would fail again at once. Pause rather
+                            // than spin; the next try may find a descriptor closed.
+                            accept_failed(&srv0, &e);
+                            tokio::time::sleep(ACCEPT_RETRY).await;
+                            continue;
+                        }
+                    };
+                    if srv0.clients.lock().len() >= srv0.limits.maxclients.load(Ordering::Relaxed) {
+                        refuse_client(&srv0, stream);
+                        continue;
+                    }
                     let info = register_client(&srv0, peer, local, std::os::fd::AsRawFd::as_raw_fd(&stream));
                     if srv0.scripts.busy() {
                         // The reactors may all be stuck behind the script: serve it here.
@@ -431,7 +458,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
 /// Runs the WAL's records through the command dispatcher as they ran (same database, same
 /// time, not logged again); returns how many ran.
 fn replay(srv: &Arc<Server>, records: Vec<(u64, crate::wal::frame::Record)>) -> usize {
-    let info = Arc::new(ClientInfo::new(0, -1, "wal".into(), "wal".into(), 0));
+    let info = Arc::new(ClientInfo::new(0, -1, "wal".into(), "wal".into(), 0, srv.limits.clone()));
     let mut conn = crate::command::Conn::new(info, srv);
     conn.authenticated = true;
     let mut out = bytes::BytesMut::new();
@@ -515,11 +542,31 @@ fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, dispatch: Arc<Dispatch
     });
 }
 
+/// How long the acceptor waits after a failed accept before it tries again.
+const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Logs a failed accept, at most once a second.
+fn accept_failed(srv: &Server, e: &std::io::Error) {
+    static LAST_LOG_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = srv.started.elapsed().as_millis() as u64 + 1000;
+    if now.saturating_sub(LAST_LOG_MS.load(Ordering::Relaxed)) >= 1000 {
+        LAST_LOG_MS.store(now, Ordering::Relaxed);
+        tracing::warn!(error = %e, "Accepting client connection failed (retrying in {ACCEPT_RETRY:?})");
+    }
+}
+
+/// Turns a connection away at `maxclients` with Redis's error, without registering it.
+fn refuse_client(srv: &Server, stream: tokio::net::TcpStream) {
+    srv.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+    // Best effort, as Redis: a new socket's send buffer takes the line at once.
+    let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+}
+
 fn register_client(srv: &Arc<Server>, peer: SocketAddr, local: SocketAddr, fd: i32) -> Arc<ClientInfo> {
     srv.stats.connections_received.fetch_add(1, Ordering::Relaxed);
     let id = srv.next_client_id.fetch_add(1, Ordering::Relaxed);
     let since_start = srv.started.elapsed().as_millis() as u64;
-    let info = Arc::new(ClientInfo::new(id, fd, peer.to_string(), local.to_string(), since_start));
+    let info = Arc::new(ClientInfo::new(id, fd, peer.to_string(), local.to_string(), since_start, srv.limits.clone()));
     srv.clients.lock().insert(id, info.clone());
     info
 }

@@ -209,6 +209,8 @@ pub struct Server {
     pub runtime: Runtime,
     pub stats: Stats,
     pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    /// Output, query and client-count limits (CONFIG), shared with every client's info.
+    pub limits: Arc<crate::limits::ClientLimits>,
     pub next_client_id: AtomicU64,
     pub blocking: BlockRegistry,
     pub started: Instant,
@@ -297,6 +299,7 @@ impl Server {
             scripts: Arc::default(),
             stats,
             clients: Mutex::new(HashMap::new()),
+            limits: Arc::default(),
             next_client_id: AtomicU64::new(1),
             blocking: BlockRegistry::default(),
             started: Instant::now(),

@@ -23,6 +23,15 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
     }
     // Logged as the handler ended, so replay reproduces exactly what it did.
     log_write(ctx, spec, argv, result.is_ok(), wal_before);
+    if ctx.out.buf.len() > ctx.srv.limits.hard(ctx.conn.info.class()) && ctx.conn.replay_now.is_none() {
+        // A reply past the client's output limit (a huge RANDMEMBER count, a range of a huge
+        // collection): Redis closes such a client rather than buffer it; so does this.
+        let pending = ctx.out.buf.len();
+        ctx.out.buf.truncate(reply_at);
+        ctx.conn.info.within_output_limit(pending);
+        ctx.close = true;
+        result = Err(crate::command::args::err("ERR the reply exceeds the client's output buffer limit: the client is closed"));
+    }
     if ctx.data.guards.take_stray() {
         // It reached a shard it did not declare (a command table bug): what it did there
         // was dropped, so it fails rather than answer as if it had worked.
