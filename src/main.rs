@@ -14,6 +14,17 @@ use terrace_proxy::ProxySettings;
 #[global_allocator]
 static ALLOC: terrace_engine::alloc::CountingAlloc = terrace_engine::alloc::CountingAlloc;
 
+/// Returns memory the process freed to the operating system once a second (the engine's cron
+/// does the same for an engine): mimalloc purges freed arena memory only on later allocator
+/// calls, so a proxy that goes quiet after dropping a client's big replies would keep them
+/// resident.
+fn release_freed_memory_every_second() {
+    let _ = std::thread::Builder::new().name("terrace-purge".into()).spawn(|| loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        terrace_engine::alloc::release_freed();
+    });
+}
+
 #[derive(Parser)]
 #[command(name = "terrace", version, about = "Redis- and Memcached-compatible caching appliance with cost-driven tiering")]
 struct Cli {
@@ -308,7 +319,10 @@ fn main() -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Engine(args) => args.settings().and_then(|s| Ok(s.resolve()?)).and_then(|c| Ok(terrace_engine::run(c)?)),
-        Command::Proxy(args) => args.config().and_then(|c| Ok(terrace_proxy::run(c)?)),
+        Command::Proxy(args) => {
+            release_freed_memory_every_second();
+            args.config().and_then(|c| Ok(terrace_proxy::run(c)?))
+        }
         Command::Console(args) => args.config().and_then(|c| Ok(terrace_console::run(c, announce)?)),
         Command::Up(args) => up::run(args),
         Command::Bench(cmd) => bench::run(cmd),

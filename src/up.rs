@@ -138,6 +138,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         admin_password: Some(admin_password),
         ..Default::default()
     };
+    crate::release_freed_memory_every_second();
     let result = settings.resolve().map_err(anyhow::Error::from).and_then(|c| Ok(terrace_proxy::run(c)?));
     stopping.store(true, Ordering::SeqCst);
     for e in &engines {

@@ -303,3 +303,63 @@ fn query_buffer_and_bulk_length_limits_take_config_values() {
     assert_eq!(info_field(&mut c, "stats", "client_query_buffer_limit_disconnections"), 1);
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
 }
+
+/// Pipelines `n` GETs of `key` on a raw connection that then never reads.
+fn pipeline_without_reading(port: u16, key: &str, n: usize) -> std::net::TcpStream {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let batch: Vec<u8> = (0..n).flat_map(|_| encode(&["GET", key])).collect();
+    // The proxy may stop reading once it holds enough for this client: that is the point.
+    let _ = s.write_all(&batch);
+    s
+}
+
+#[test]
+fn the_proxy_bounds_what_it_holds_for_clients_that_do_not_read() {
+    let engine = Engine::start(&["--threads", "1"]);
+    let proxy = common::Proxy::start(&[&engine], &[], &[]);
+    let mut c = proxy.client();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let value = "v".repeat(1 << 20);
+    q::<()>(&mut c, &["SET", "big", &value]);
+    let before = common::rss_of(&proxy.child);
+    let hostile: Vec<_> = (0..4).map(|_| pipeline_without_reading(proxy.port, "big", 3000)).collect();
+    // Others are still served while those replies pile up (a read timeout fails the test).
+    for _ in 0..50 {
+        assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let held = common::rss_of(&proxy.child).saturating_sub(before);
+    assert!(held < 1200 << 20, "the proxy grew by {} MB for 4 clients that do not read", held >> 20);
+    drop(hostile);
+    // What they held is given back once they are gone.
+    common::eventually(10, "the proxy's memory back near where it was", || common::rss_of(&proxy.child) < before + (96 << 20));
+    assert_eq!(q::<String>(&mut c, &["GET", "big"]).len(), 1 << 20);
+}
+
+#[test]
+fn the_proxy_closes_a_client_over_its_output_limit() {
+    let engine = Engine::start(&["--threads", "1"]);
+    let dir = common::temp_dir("proxy-limits");
+    let config = dir.join("terrace.toml");
+    std::fs::write(&config, "[proxy]\nclient_output_limit = \"8mb\"\npubsub_output_limit = \"1mb\"\n").unwrap();
+    let proxy = common::Proxy::start(&[&engine], &["--config", config.to_str().unwrap()], &[]);
+    let mut c = proxy.client();
+    q::<()>(&mut c, &["SET", "big", &"v".repeat(1 << 20)]);
+    let mut hostile = common::Raw { s: pipeline_without_reading(proxy.port, "big", 100) };
+    assert!(hostile.closes_after_output(), "a client over client_output_limit should be closed");
+    // A subscriber that never reads, at the pub/sub limit.
+    let mut sub = proxy.raw();
+    sub.send(&encode(&["SUBSCRIBE", "news"]));
+    sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
+    let message = "m".repeat(64 * 1024);
+    let mut sent = 0;
+    while q::<i64>(&mut c, &["PUBLISH", "news", &message]) == 1 {
+        sent += message.len();
+        assert!(sent < 256 << 20, "the proxy's subscriber was still there after {sent} bytes published");
+    }
+    common::eventually(5, "two clients closed for their output", || {
+        let info: String = q(&mut c, &["INFO", "stats"]);
+        info.contains("client_output_buffer_limit_disconnections:2")
+    });
+}

@@ -127,41 +127,44 @@ fn token(p: &[u8], mut pi: usize, c: u8, nocase: bool) -> (bool, usize) {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
+/// Redis's recursive matcher, as 7.0.15 has it (exponential: small inputs only), for the
+/// tests and the glob fuzz target to compare answers with. Redis's rule for the empty
+/// string is the caller's: see `glob_match`.
+pub fn reference(p: &[u8], s: &[u8], nocase: bool, nesting: usize) -> bool {
+    if nesting > MAX_NESTED_STARS {
+        return false;
+    }
+    let (mut pi, mut si) = (0, 0);
+    while pi < p.len() && si < s.len() {
+        if p[pi] == b'*' {
+            while pi + 1 < p.len() && p[pi + 1] == b'*' {
+                pi += 1;
+            }
+            if pi + 1 == p.len() {
+                return true;
+            }
+            return (si..s.len()).any(|k| reference(&p[pi + 1..], &s[k..], nocase, nesting + 1));
+        }
+        let (matched, next) = token(p, pi, s[si], nocase);
+        if !matched {
+            return false;
+        }
+        pi = next;
+        si += 1;
+        if si == s.len() {
+            while pi < p.len() && p[pi] == b'*' {
+                pi += 1;
+            }
+            break;
+        }
+    }
+    pi == p.len() && si == s.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Redis's recursive matcher, as 7.0.15 has it, to compare answers with (small inputs).
-    fn reference(p: &[u8], s: &[u8], nocase: bool, nesting: usize) -> bool {
-        if nesting > MAX_NESTED_STARS {
-            return false;
-        }
-        let (mut pi, mut si) = (0, 0);
-        while pi < p.len() && si < s.len() {
-            if p[pi] == b'*' {
-                while pi + 1 < p.len() && p[pi + 1] == b'*' {
-                    pi += 1;
-                }
-                if pi + 1 == p.len() {
-                    return true;
-                }
-                return (si..s.len()).any(|k| reference(&p[pi + 1..], &s[k..], nocase, nesting + 1));
-            }
-            let (matched, next) = token(p, pi, s[si], nocase);
-            if !matched {
-                return false;
-            }
-            pi = next;
-            si += 1;
-            if si == s.len() {
-                while pi < p.len() && p[pi] == b'*' {
-                    pi += 1;
-                }
-                break;
-            }
-        }
-        pi == p.len() && si == s.len()
-    }
 
     #[test]
     fn globs() {

@@ -54,17 +54,41 @@ pub struct BackendSpec {
     pub up_flag: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
+/// The client replies are for: woken when one arrives, and keeping count of the reply
+/// bytes it holds and has not written yet (its output buffer, which the front end bounds).
+#[derive(Default)]
+pub struct Owner {
+    pub notify: Notify,
+    held: Cell<usize>,
+}
+
+impl Owner {
+    /// Reply bytes that arrived for this client and are not yet taken.
+    pub fn held(&self) -> usize {
+        self.held.get()
+    }
+
+    fn hold(&self, n: usize) {
+        self.held.set(self.held.get() + n);
+    }
+
+    fn release(&self, n: usize) {
+        self.held.set(self.held.get().saturating_sub(n));
+    }
+}
+
 /// One reply to wait for.
 pub struct Slot {
     reply: RefCell<Option<Bytes>>,
-    owner: Rc<Notify>,
+    owner: Rc<Owner>,
     sent_at: Instant,
     /// Blocking commands: no timeout.
     patient: bool,
 }
 
 impl Slot {
-    pub fn ready(reply: Bytes, owner: &Rc<Notify>) -> Rc<Slot> {
+    pub fn ready(reply: Bytes, owner: &Rc<Owner>) -> Rc<Slot> {
+        owner.hold(reply.len());
         Rc::new(Slot { reply: RefCell::new(Some(reply)), owner: owner.clone(), sent_at: Instant::now(), patient: false })
     }
 
@@ -73,12 +97,26 @@ impl Slot {
     }
 
     pub fn take(&self) -> Option<Bytes> {
-        self.reply.borrow_mut().take()
+        let reply = self.reply.borrow_mut().take();
+        if let Some(r) = &reply {
+            self.owner.release(r.len());
+        }
+        reply
     }
 
     fn fill(&self, reply: Bytes) {
+        self.owner.hold(reply.len());
         *self.reply.borrow_mut() = Some(reply);
-        self.owner.notify_one();
+        self.owner.notify.notify_one();
+    }
+}
+
+impl Drop for Slot {
+    /// A reply never taken (its client left) is no longer held.
+    fn drop(&mut self) {
+        if let Some(r) = self.reply.get_mut() {
+            self.owner.release(r.len());
+        }
     }
 }
 
@@ -106,7 +144,7 @@ pub struct Backend {
     /// Wakes senders waiting for room under `max_inflight`.
     pub space: Notify,
     /// Told about unsolicited frames (relay mode).
-    relay_owner: RefCell<Option<Rc<Notify>>>,
+    relay_owner: RefCell<Option<Rc<Owner>>>,
     stop: Notify,
     stopped: Cell<bool>,
 }
@@ -138,7 +176,7 @@ impl Backend {
     }
 
     /// Queues one request (complete RESP bytes); its reply will fill the returned slot.
-    pub fn send(&self, request: &[u8], owner: &Rc<Notify>, patient: bool) -> Result<Rc<Slot>, Full> {
+    pub fn send(&self, request: &[u8], owner: &Rc<Owner>, patient: bool) -> Result<Rc<Slot>, Full> {
         let mut st = self.state.borrow_mut();
         if let Health::Down(why) = &st.health {
             return Ok(Slot::ready(self.error_reply(why), owner));
@@ -156,7 +194,7 @@ impl Backend {
 
     /// Relay mode (pub/sub, MONITOR): every frame from now on is unsolicited and goes to
     /// `owner`; requests are sent with `send_relayed`.
-    pub fn relay_to(&self, owner: &Rc<Notify>) {
+    pub fn relay_to(&self, owner: &Rc<Owner>) {
         *self.relay_owner.borrow_mut() = Some(owner.clone());
     }
 
@@ -172,7 +210,11 @@ impl Backend {
     }
 
     pub fn next_unsolicited(&self) -> Option<Bytes> {
-        self.state.borrow_mut().unsolicited.pop_front()
+        let frame = self.state.borrow_mut().unsolicited.pop_front();
+        if let (Some(f), Some(owner)) = (&frame, self.relay_owner.borrow().as_ref()) {
+            owner.release(f.len());
+        }
+        frame
     }
 
     /// A dedicated connection that failed stays down; its owner replaces it.
@@ -213,18 +255,17 @@ impl Backend {
         }
         self.space.notify_waiters();
         if let Some(owner) = self.relay_owner.borrow().as_ref() {
-            owner.notify_one();
+            owner.notify.notify_one();
         }
     }
 
     fn deliver(&self, frame: Bytes) {
         let mut st = self.state.borrow_mut();
-        if self.relay_owner.borrow().is_some() {
+        if let Some(owner) = self.relay_owner.borrow().as_ref() {
+            owner.hold(frame.len());
             st.unsolicited.push_back(frame);
             drop(st);
-            if let Some(owner) = self.relay_owner.borrow().as_ref() {
-                owner.notify_one();
-            }
+            owner.notify.notify_one();
             return;
         }
         match st.inflight.pop_front() {
@@ -277,7 +318,7 @@ pub fn take_all(parts: &[Rc<Slot>]) -> Option<Vec<Bytes>> {
 }
 
 /// Sends on `b`, waiting while it has `max_inflight` requests outstanding.
-pub async fn send(b: &Rc<Backend>, req: &[u8], owner: &Rc<Notify>, patient: bool) -> Rc<Slot> {
+pub async fn send(b: &Rc<Backend>, req: &[u8], owner: &Rc<Owner>, patient: bool) -> Rc<Slot> {
     loop {
         let room = b.space.notified();
         tokio::pin!(room);

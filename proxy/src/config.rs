@@ -78,6 +78,11 @@ pub struct ProxySettings {
     pub connect_timeout_ms: Option<u64>,
     /// Requests in flight per backend connection before clients wait.
     pub max_inflight: Option<usize>,
+    /// Replies a client may leave unread before it is closed (Redis's
+    /// `client-output-buffer-limit` hard limit, normal class): bytes or a size ("256mb").
+    pub client_output_limit: Option<toml::Value>,
+    /// The same for pub/sub and MONITOR clients (Redis's default: 32mb).
+    pub pubsub_output_limit: Option<toml::Value>,
     /// Hot-key near cache: how long a GET reply may be served from the proxy (0 = off).
     pub near_cache_ttl_ms: Option<u64>,
     /// Hot-key near cache: most entries kept.
@@ -103,6 +108,8 @@ impl ProxySettings {
             timeout_ms: self.timeout_ms.or(other.timeout_ms),
             connect_timeout_ms: self.connect_timeout_ms.or(other.connect_timeout_ms),
             max_inflight: self.max_inflight.or(other.max_inflight),
+            client_output_limit: self.client_output_limit.or(other.client_output_limit),
+            pubsub_output_limit: self.pubsub_output_limit.or(other.pubsub_output_limit),
             slots: self.slots.or(other.slots),
             tenants: self.tenants.or(other.tenants),
             near_cache_ttl_ms: self.near_cache_ttl_ms.or(other.near_cache_ttl_ms),
@@ -178,6 +185,8 @@ impl ProxySettings {
         if max_inflight == 0 {
             return Err(invalid("max_inflight", "must be above 0"));
         }
+        let client_output_limit = output_limit("client_output_limit", self.client_output_limit, 256 << 20)?;
+        let pubsub_output_limit = output_limit("pubsub_output_limit", self.pubsub_output_limit, 32 << 20)?;
         let item_size_max = match self.item_size_max {
             None => 1024 * 1024,
             Some(toml::Value::Integer(n)) if n > 0 => n as usize,
@@ -262,11 +271,22 @@ impl ProxySettings {
             timeout: Duration::from_millis(timeout_ms),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.unwrap_or(timeout_ms.min(1000))),
             max_inflight,
+            client_output_limit,
+            pubsub_output_limit,
             slot_map,
             reload_from: None,
             near_cache_ttl: Duration::from_millis(self.near_cache_ttl_ms.unwrap_or(0)),
             near_cache_entries: self.near_cache_entries.unwrap_or(10_000),
         })
+    }
+}
+
+/// An output limit: a size of at least 1mb, or `default` when not given.
+fn output_limit(key: &str, value: Option<toml::Value>, default: usize) -> Result<usize, ConfigError> {
+    let Some(v) = value else { return Ok(default) };
+    match size_value(&v) {
+        Some(n) if n >= 1 << 20 => Ok(n as usize),
+        _ => Err(invalid(key, format!("{v} is not a size of at least 1mb (examples: 256mb, 1gb)"))),
     }
 }
 
@@ -299,6 +319,9 @@ pub struct ProxyConfig {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub max_inflight: usize,
+    /// Unread reply bytes past which a client is closed (normal; pub/sub and MONITOR).
+    pub client_output_limit: usize,
+    pub pubsub_output_limit: usize,
     pub slot_map: SlotMap,
     /// Where a reload re-reads the configuration: the file, and the settings (flags,
     /// environment) that win over it.

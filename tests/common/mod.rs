@@ -305,11 +305,9 @@ impl Engine {
         Self::spawn(cmd, &data_dir)
     }
 
-    /// The engine's resident memory, in bytes (/proc/PID/status VmRSS).
+    /// The engine's resident memory, in bytes.
     pub fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap();
-        kb * 1024
+        rss_of(&self.child)
     }
 
     /// CPU time the engine has used (user + system), from /proc/PID/stat.
@@ -338,6 +336,13 @@ impl Engine {
         let port = ready_port(&mut child);
         Engine { child, port, data_dir: data_dir.to_path_buf() }
     }
+}
+
+/// A process's resident memory, in bytes (/proc/PID/status VmRSS).
+pub fn rss_of(child: &Child) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap();
+    kb * 1024
 }
 
 /// A running `terrace proxy` in front of the given engines; killed on drop.

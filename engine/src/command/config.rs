@@ -88,8 +88,7 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
             *srv.runtime.policy.lock() = p;
             srv.keyspace.lfu.store(p.is_lfu(), Ordering::Relaxed);
         }
-        // Redis takes up to INT_MAX; eviction samples at most 64 keys per round here.
-        "maxmemory-samples" => srv.runtime.maxmemory_samples.store(value.parse::<usize>().unwrap_or(5).min(64), Ordering::Relaxed),
+        "maxmemory-samples" => srv.runtime.maxmemory_samples.store(value.parse::<usize>().unwrap_or(5), Ordering::Relaxed),
         "requirepass" => {
             // As in Redis, requirepass is the default user's password.
             let rules = if value.is_empty() { vec!["nopass".to_string()] } else { vec!["resetpass".to_string(), format!(">{value}")] };

@@ -19,6 +19,9 @@ use crate::protocol::{Limits, ReplyWriter, RequestParser};
 
 /// Replies are flushed when this much is pending, to bound memory for huge pipelines.
 const FLUSH_AT: usize = 256 * 1024;
+/// A connection's buffers are given back past this size once empty (output written, input
+/// all parsed).
+const KEEP_BUFFER: usize = 1 << 20;
 /// How often a connection waiting to write checks its client's soft output limit.
 const SOFT_LIMIT_RECHECK: std::time::Duration = std::time::Duration::from_millis(250);
 
@@ -188,6 +191,9 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
             }
         }
         info.qbuf.store(inbuf.len(), Ordering::Relaxed);
+        if inbuf.is_empty() && inbuf.capacity() > KEEP_BUFFER {
+            inbuf = BytesMut::with_capacity(16 * 1024);
+        }
         if inbuf.len() > srv.limits.query_buffer.load(Ordering::Relaxed) {
             tracing::warn!(client = info.id, addr = %info.addr, qbuf = inbuf.len(), "closing client that reached max query buffer length");
             srv.limits.query_disconnections.fetch_add(1, Ordering::Relaxed);
@@ -318,6 +324,10 @@ async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut 
     srv.stats.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
     let ok = write_out(&conn.info, stream, out).await;
     out.clear();
+    if out.capacity() > KEEP_BUFFER {
+        // One huge reply does not keep its buffer for the connection's life.
+        *out = BytesMut::with_capacity(16 * 1024);
+    }
     ok
 }
 

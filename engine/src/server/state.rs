@@ -165,9 +165,18 @@ impl SlowLog {
 pub struct Runtime {
     pub maxmemory: AtomicU64,
     pub policy: Mutex<Policy>,
+    /// As set (CONFIG GET shows it); eviction reads `eviction_samples`.
     pub maxmemory_samples: AtomicUsize,
     /// Other parameters clients may set and read back (CONFIG GET/SET).
     pub params: Mutex<Vec<(String, String)>>,
+}
+
+impl Runtime {
+    /// Keys eviction samples per round: `maxmemory-samples`, at most 64 (Redis takes up to
+    /// INT_MAX; past 64 more samples only cost time).
+    pub fn eviction_samples(&self) -> usize {
+        self.maxmemory_samples.load(Ordering::Relaxed).min(64)
+    }
 }
 
 pub struct Server {

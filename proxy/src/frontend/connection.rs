@@ -16,13 +16,23 @@ use std::sync::Arc;
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{Reactor, Timing};
+use crate::backend::Owner;
 
 /// Redis's client-query-buffer-limit, for both front ends.
 const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+/// Requests a client may have waiting for their replies to be written before its next
+/// requests wait (their bytes stay unread in the socket): with `PAUSE_AT`, what bounds the
+/// replies the proxy holds for a client that pipelines and does not read, and how much of a
+/// shared engine connection one client's pipeline can fill ahead of others.
+const PIPELINE_WINDOW: usize = 128;
+/// Reply bytes held for a client (arrived, not yet written) past which its next requests wait.
+const PAUSE_AT: usize = 4 << 20;
+/// A connection's buffers are given back past this size once empty, so one huge reply or
+/// request does not keep its memory for the connection's life.
+const KEEP_BUFFER: usize = 1 << 20;
 
 /// What handling one request did with the input.
 pub struct Handled {
@@ -71,8 +81,13 @@ pub trait Frontend {
     fn reactor(&self) -> &Rc<Reactor>;
     /// The tenant the metrics count the client's requests under.
     fn tenant_name(&self) -> Arc<str>;
-    /// Woken when an engine answers one of this client's requests.
-    fn notify(&self) -> &Notify;
+    /// Woken when an engine answers one of this client's requests; counts the reply bytes
+    /// the client holds.
+    fn owner(&self) -> &Owner;
+    /// Whether the client is in pub/sub mode (its output limit is the pub/sub one).
+    fn subscribed(&self) -> bool {
+        false
+    }
     /// Releases what the client holds (its own engine connections).
     fn close(&mut self) {}
 }
@@ -115,7 +130,7 @@ pub async fn serve<F: Frontend>(mut frontend: F, mut stream: TcpStream, id: u64)
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::with_capacity(16 * 1024);
     loop {
-        while frontend.state() == State::Reading {
+        while frontend.state() == State::Reading && has_room(&mut frontend) {
             let (before, started) = (frontend.replies().len(), Instant::now());
             let Some(handled) = frontend.request(&input).await else { break };
             if let Some(command) = handled.command {
@@ -128,20 +143,32 @@ pub async fn serve<F: Frontend>(mut frontend: F, mut stream: TcpStream, id: u64)
         drain(&mut frontend, &mut out);
         let state = frontend.state();
         let finished = state == State::Finished || (state == State::Closing && frontend.replies().is_empty());
-        if !flush(&mut stream, &mut out).await || finished {
+        let flushed = flush(&mut frontend, &mut stream, &mut out).await;
+        if flushed == Flushed::Closed || finished {
             break;
         }
-        if was_blocked && state == State::Reading && !input.is_empty() {
+        if flushed == Flushed::RepliesArrived || (was_blocked && state == State::Reading && !input.is_empty()) {
             continue;
         }
-        if !wait(&mut stream, &mut input, frontend.notify(), state != State::Closing).await {
+        // A client over its window is not read from until its replies are written.
+        let reading = state != State::Closing && has_room(&mut frontend);
+        if !wait(&mut stream, &mut input, &frontend.owner().notify, reading).await {
             break;
+        }
+        if input.is_empty() && input.capacity() > KEEP_BUFFER {
+            input = BytesMut::with_capacity(16 * 1024);
         }
     }
     frontend.close();
     let shared = &frontend.reactor().shared;
     shared.clients.lock().remove(&id);
     shared.stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Whether the client may send another request now: it has fewer than `PIPELINE_WINDOW`
+/// replies to come and under `PAUSE_AT` reply bytes waiting to be written.
+fn has_room<F: Frontend>(frontend: &mut F) -> bool {
+    frontend.replies().len() < PIPELINE_WINDOW && frontend.owner().held() < PAUSE_AT
 }
 
 /// Moves complete replies from the front of the queue to `out`.
@@ -162,19 +189,58 @@ fn drain<F: Frontend>(frontend: &mut F, out: &mut BytesMut) {
     }
 }
 
-/// Writes the replies in `out`; false if the client is gone.
-async fn flush(stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+#[derive(Debug, PartialEq, Eq)]
+enum Flushed {
+    Written,
+    /// Written, and replies arrived meanwhile (to be drained before waiting again).
+    RepliesArrived,
+    /// The client is gone, or was closed for the replies it would not read.
+    Closed,
+}
+
+/// Writes the replies in `out`. While the client does not read, replies arriving for it are
+/// held; past its output limit (`client_output_limit`, `pubsub_output_limit`) it is closed,
+/// with a log line and a count, as Redis closes a client over `client-output-buffer-limit`.
+async fn flush<F: Frontend>(frontend: &mut F, stream: &mut TcpStream, out: &mut BytesMut) -> Flushed {
     if out.is_empty() {
-        return true;
+        return Flushed::Written;
     }
-    let ok = stream.write_all(out).await.is_ok();
+    let shared = frontend.reactor().shared.clone();
+    let limit = if frontend.subscribed() { shared.config.pubsub_output_limit } else { shared.config.client_output_limit };
+    let pending = out.len();
+    let mut arrived = false;
+    let written = {
+        let write = stream.write_all(out);
+        tokio::pin!(write);
+        loop {
+            tokio::select! {
+                r = &mut write => break r.is_ok(),
+                _ = frontend.owner().notify.notified() => {
+                    arrived = true;
+                    let held = frontend.owner().held() + pending;
+                    if held > limit {
+                        tracing::warn!(held, limit, "closing a client over its output limit (it does not read its replies)");
+                        shared.stats.output_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+                        break false;
+                    }
+                }
+            }
+        }
+    };
     out.clear();
-    ok
+    if out.capacity() > KEEP_BUFFER {
+        *out = BytesMut::with_capacity(16 * 1024);
+    }
+    match (written, arrived) {
+        (false, _) => Flushed::Closed,
+        (true, true) => Flushed::RepliesArrived,
+        (true, false) => Flushed::Written,
+    }
 }
 
 /// Waits for request bytes (when `reading`) or for a reply to be ready (`notify`); false when
 /// the client is gone or its unparsed input passed the query buffer limit.
-async fn wait(stream: &mut TcpStream, input: &mut BytesMut, notify: &Notify, reading: bool) -> bool {
+async fn wait(stream: &mut TcpStream, input: &mut BytesMut, notify: &tokio::sync::Notify, reading: bool) -> bool {
     tokio::select! {
         r = stream.read_buf(input), if reading => {
             if matches!(r, Ok(0) | Err(_)) {

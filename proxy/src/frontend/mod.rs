@@ -28,6 +28,8 @@ pub struct Stats {
     pub mc_get: AtomicU64,
     pub mc_hits: AtomicU64,
     pub mc_set: AtomicU64,
+    /// Clients closed for holding more replies than their output limit.
+    pub output_limit_disconnections: AtomicU64,
 }
 
 /// The engines and who owns which slot: replaced as a whole when the configuration is

@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 
 use terrace_commands::connection::{client_name, write_hello, Auth, Hello, HELLO_NOAUTH};
 use terrace_commands::resp::{Limits, ReplyWriter, RequestParser};
@@ -24,7 +23,7 @@ use terrace_commands::{arity_ok, lookup, unknown_command_error};
 
 use super::connection::{self, Frontend, Handled, Replies, State};
 use super::{info, Reactor};
-use crate::backend::{send, take_all, Backend, Slot};
+use crate::backend::{send, take_all, Backend, Owner, Slot};
 use crate::merge::{self, Merge};
 use crate::resp;
 use crate::route::{self, Kind, Local, Split, Target, Txn};
@@ -70,7 +69,7 @@ struct Client {
     authed: bool,
     /// Authenticated as `admin` (may run TERRACE.TOPOLOGY).
     admin: bool,
-    notify: Rc<Notify>,
+    owner: Rc<Owner>,
     parser: RequestParser,
     replies: Replies<Pending>,
     /// The command being handled (for metrics).
@@ -97,7 +96,7 @@ pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
         resp3: false,
         authed,
         admin: false,
-        notify: Rc::new(Notify::new()),
+        owner: Rc::default(),
         parser: RequestParser::new(Limits::default()),
         replies: Replies::default(),
         current: "unknown",
@@ -217,8 +216,12 @@ impl Frontend for Client {
         self.tenant.name.clone()
     }
 
-    fn notify(&self) -> &Notify {
-        &self.notify
+    fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    fn subscribed(&self) -> bool {
+        self.relay.is_some()
     }
 
     fn close(&mut self) {
@@ -311,7 +314,7 @@ impl Client {
             Some((p, _)) if p.spec.engine == engine => p.clone(),
             _ => self.rx.backend(engine, &self.tenant.namespace, self.db, self.resp3),
         };
-        let slot = send(&b, raw, &self.notify, false).await;
+        let slot = send(&b, raw, &self.owner, false).await;
         self.push(Pending::Reply(slot));
     }
 
@@ -364,7 +367,7 @@ impl Client {
                     Err(generation) => {
                         let e = self.rx.topology().slot_map.engine_of_key(argv[1]);
                         let b = self.rx.backend(e, &self.tenant.namespace, self.db, self.resp3);
-                        let slot = send(&b, raw, &self.notify, false).await;
+                        let slot = send(&b, raw, &self.owner, false).await;
                         return self.push(Pending::Fill(slot, part, Bytes::copy_from_slice(argv[1]), generation));
                     }
                 }
@@ -404,7 +407,7 @@ impl Client {
                     Some((p, _)) if p.spec.engine == e => p.clone(),
                     _ => self.dedicated(e),
                 };
-                let slot = send(&b, raw, &self.notify, true).await;
+                let slot = send(&b, raw, &self.owner, true).await;
                 self.push(Pending::Unblock(slot));
                 self.blocked = true;
             }
@@ -419,7 +422,7 @@ impl Client {
                     0
                 };
                 let b = self.rx.dedicated(e, &self.tenant.namespace, self.db, self.resp3);
-                b.relay_to(&self.notify);
+                b.relay_to(&self.owner);
                 let _ = b.send_relayed(raw);
                 self.relay = Some(b);
             }
@@ -437,7 +440,7 @@ impl Client {
         let mut parts = Vec::with_capacity(self.engines());
         for e in 0..self.engines() {
             let b = self.rx.backend(e, &self.tenant.namespace, self.db, self.resp3);
-            parts.push(send(&b, req, &self.notify, false).await);
+            parts.push(send(&b, req, &self.owner, false).await);
         }
         parts
     }
@@ -461,7 +464,7 @@ impl Client {
             let mut req = BytesMut::new();
             resp::encode_request(&mut req, args);
             let b = self.rx.backend(*e, &self.tenant.namespace, self.db, self.resp3);
-            parts.push(send(&b, &req, &self.notify, false).await);
+            parts.push(send(&b, &req, &self.owner, false).await);
         }
         let m = match s {
             Split::Mget => Merge::Positional(plan.positions),
@@ -487,7 +490,7 @@ impl Client {
             let mut req = BytesMut::new();
             resp::encode_request(&mut req, &args);
             let b = self.rx.backend(e, &self.tenant.namespace, self.db, self.resp3);
-            parts.push(send(&b, &req, &self.notify, false).await);
+            parts.push(send(&b, &req, &self.owner, false).await);
         }
         self.push(Pending::Merged(parts, Merge::Scan { engine, engines: n }));
     }
@@ -535,11 +538,11 @@ impl Client {
         self.pin = Some((b.clone(), false));
         let mut multi = BytesMut::new();
         resp::encode_request(&mut multi, &["MULTI"]);
-        let slot = send(&b, &multi, &self.notify, false).await;
+        let slot = send(&b, &multi, &self.owner, false).await;
         self.push(Pending::Hidden(slot));
         let buffered = std::mem::take(&mut self.txn.as_mut().expect("in a transaction").buffered);
         for req in buffered {
-            let slot = send(&b, &req, &self.notify, false).await;
+            let slot = send(&b, &req, &self.owner, false).await;
             self.push(Pending::Hidden(slot));
         }
         self.txn.as_mut().expect("in a transaction").placed = true;
@@ -560,7 +563,7 @@ impl Client {
                         let mut discard = BytesMut::new();
                         resp::encode_request(&mut discard, &["DISCARD"]);
                         let b = self.pin.as_ref().expect("placed").0.clone();
-                        let slot = send(&b, &discard, &self.notify, false).await;
+                        let slot = send(&b, &discard, &self.owner, false).await;
                         self.push(Pending::Hidden(slot));
                     }
                     self.error("EXECABORT Transaction discarded because of previous errors.");

@@ -43,7 +43,7 @@ pub fn admit_memory(srv: &Server) -> bool {
     let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
     if let Some(tier) = srv.keyspace.tier() {
         if tier.over_budget() {
-            let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
+            let samples = srv.runtime.eviction_samples();
             let now = now_ms();
             if !crate::tier::demote::make_room(&srv.keyspace, tier, srv.policy(), samples, now, &mut evictions(srv, now)) {
                 return false;
@@ -54,7 +54,7 @@ pub fn admit_memory(srv: &Server) -> bool {
         return true;
     }
     let policy = srv.policy();
-    let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
+    let samples = srv.runtime.eviction_samples();
     let now = now_ms();
     let mut rounds = 0;
     while crate::alloc::used_memory() > max {
@@ -86,7 +86,7 @@ pub fn admit_namespace(srv: &Server, ns: usize) -> bool {
     };
     let per_ns = (ks.shards_per_db() * NUM_DBS) as u32;
     let shards = ns as u32 * per_ns..(ns as u32 + 1) * per_ns;
-    let samples = srv.runtime.maxmemory_samples.load(Ordering::Relaxed);
+    let samples = srv.runtime.eviction_samples();
     let now = now_ms();
     for _ in 0..100_000 {
         if ks.namespace_admits(ns) {

@@ -13,11 +13,10 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 
 use super::connection::{self, Frontend, Handled, Replies, State};
 use super::Reactor;
-use crate::backend::{send, take_all, Slot};
+use crate::backend::{send, take_all, Owner, Slot};
 use crate::resp;
 use crate::tenants::Tenant;
 use parse::{Command, Meta, Parsed};
@@ -68,7 +67,7 @@ struct Client {
     rx: Rc<Reactor>,
     /// The tenant whose Memcached port the client connected to.
     tenant: Arc<Tenant>,
-    notify: Rc<Notify>,
+    owner: Rc<Owner>,
     replies: Replies<Pending>,
     /// Bytes still to discard (the data block of an item refused as too large).
     swallow: usize,
@@ -76,7 +75,7 @@ struct Client {
 }
 
 pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64, tenant: Arc<Tenant>) {
-    let client = Client { rx, tenant, notify: Rc::new(Notify::new()), replies: Replies::default(), swallow: 0, closing: false };
+    let client = Client { rx, tenant, owner: Rc::default(), replies: Replies::default(), swallow: 0, closing: false };
     connection::serve(client, stream, id).await
 }
 
@@ -159,8 +158,8 @@ impl Frontend for Client {
         self.tenant.name.clone()
     }
 
-    fn notify(&self) -> &Notify {
-        &self.notify
+    fn owner(&self) -> &Owner {
+        &self.owner
     }
 }
 
@@ -211,7 +210,7 @@ impl Client {
     async fn send_for_key(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
         let e = self.rx.topology().slot_map.engine_of_key(key);
         let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
-        send(&b, &bulk_args(args), &self.notify, false).await
+        send(&b, &bulk_args(args), &self.owner, false).await
     }
 
     async fn handle(&mut self, cmd: Command<'_>) {
@@ -246,7 +245,7 @@ impl Client {
                 let mut parts = Vec::with_capacity(plan.parts.len());
                 for (e, args) in &plan.parts {
                     let b = self.rx.backend(*e, &self.tenant.namespace, 0, false);
-                    parts.push(send(&b, &bulk_args(args), &self.notify, false).await);
+                    parts.push(send(&b, &bulk_args(args), &self.owner, false).await);
                 }
                 let positions = plan.positions;
                 let keys = keys.iter().map(|k| k.to_vec()).collect();
@@ -279,7 +278,7 @@ impl Client {
                     let (rx, ns) = (self.rx.clone(), self.tenant.namespace.clone());
                     tokio::task::spawn_local(async move {
                         tokio::time::sleep(std::time::Duration::from_secs(delay as u64)).await;
-                        let owner = Rc::new(Notify::new());
+                        let owner: Rc<Owner> = Rc::default();
                         for e in 0..rx.engines() {
                             let _ = send(&rx.backend(e, &ns, 0, false), &bulk_args(&[b"FLUSHDB"]), &owner, false).await;
                         }
@@ -291,7 +290,7 @@ impl Client {
                     let mut parts = Vec::new();
                     for e in 0..self.rx.engines() {
                         let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
-                        parts.push(send(&b, &bulk_args(&[b"FLUSHDB"]), &self.notify, false).await);
+                        parts.push(send(&b, &bulk_args(&[b"FLUSHDB"]), &self.owner, false).await);
                     }
                     self.reply(parts, Fmt::Ok, noreply);
                 }
@@ -321,7 +320,7 @@ impl Client {
                 for e in 0..self.rx.engines() {
                     let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
                     let req = bulk_args(&[b"CONFIG", b"SET", b"maxmemory", per_engine.as_bytes()]);
-                    parts.push(send(&b, &req, &self.notify, false).await);
+                    parts.push(send(&b, &req, &self.owner, false).await);
                 }
                 self.reply(parts, Fmt::Ok, noreply);
             }
