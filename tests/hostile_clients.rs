@@ -363,3 +363,71 @@ fn the_proxy_closes_a_client_over_its_output_limit() {
         info.contains("client_output_buffer_limit_disconnections:2")
     });
 }
+
+#[test]
+fn script_and_function_kill_through_the_proxy_reach_the_busy_engine() {
+    let (e1, e2) = (Engine::start(&["--threads", "1"]), Engine::start(&["--threads", "1"]));
+    let proxy = common::Proxy::start(&[&e1, &e2], &[], &[]);
+    let mut c = proxy.client();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    q::<()>(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    q::<String>(&mut c, &["FUNCTION", "LOAD", "#!lua name=spinning\nredis.register_function('spin', function() while true do end end)"]);
+    for (run, kill) in [(&["EVAL", "while true do end", "0"][..], &["SCRIPT", "KILL"][..]), (&["FCALL", "spin", "0"], &["FUNCTION", "KILL"])] {
+        let mut busy = proxy.raw();
+        busy.send(&encode(run));
+        std::thread::sleep(Duration::from_millis(500));
+        // Every engine connection the proxy had is stuck behind the script on that engine.
+        assert_eq!(q::<String>(&mut c, kill), "OK", "{kill:?} through the proxy");
+        let killed = busy.read_available();
+        assert!(killed.starts_with("-") && killed.contains("killed"), "{run:?} after {kill:?}: {killed:?}");
+        assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    }
+    // With nothing running, the engines say so.
+    let idle = err(&mut c, &["SCRIPT", "KILL"]);
+    assert!(idle.contains("No scripts in execution right now"), "{idle}");
+}
+
+/// A connection to the proxy from a given local address (all of 127/8 is this machine).
+fn connect_from(source: &str, port: u16) -> common::Raw {
+    // SAFETY: plain socket calls on a descriptor this function owns until it is handed to
+    // TcpStream, with properly sized sockaddr_in values.
+    let fd = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let addr = |ip: &str, port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as u16,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr { s_addr: u32::from(ip.parse::<std::net::Ipv4Addr>().unwrap()).to_be() },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+        let local = addr(source, 0);
+        assert_eq!(libc::bind(fd, &local as *const _ as *const libc::sockaddr, len), 0);
+        let remote = addr("127.0.0.1", port);
+        assert_eq!(libc::connect(fd, &remote as *const _ as *const libc::sockaddr, len), 0);
+        fd
+    };
+    // SAFETY: `fd` is a connected socket nothing else owns.
+    let s = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    common::Raw { s }
+}
+
+#[test]
+fn the_proxy_limits_failed_auth_per_address() {
+    let engine = Engine::start(&["--threads", "1"]);
+    let proxy = common::Proxy::start(&[&engine], &[], &[("TERRACE_PROXY_PASSWORD", "s3cret")]);
+    let mut guesser = connect_from("127.0.0.1", proxy.port);
+    for guess in ["a", "b", "c", "d", "e"] {
+        assert_eq!(guesser.cmd(&["AUTH", guess]), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    }
+    // Now even the right password is refused from that address, without being checked.
+    let refused = guesser.cmd(&["AUTH", "s3cret"]);
+    assert!(refused.starts_with("-ERR too many failed authentication attempts from 127.0.0.1; try again in "), "{refused:?}");
+    let mut fresh = connect_from("127.0.0.1", proxy.port);
+    assert!(fresh.cmd(&["HELLO", "3", "AUTH", "default", "s3cret"]).starts_with("-ERR too many failed"));
+    // Another address is not affected.
+    let mut other = connect_from("127.0.0.2", proxy.port);
+    assert_eq!(other.cmd(&["AUTH", "s3cret"]), "+OK\r\n");
+    assert_eq!(other.cmd(&["PING"]), "+PONG\r\n");
+}

@@ -6,6 +6,7 @@
 //! reports. The lowest layer: it depends on no other
 //! crate of the workspace.
 
+pub mod auth_limit;
 pub mod class;
 pub mod connection;
 pub mod glob;

@@ -3,9 +3,7 @@
 //! form, API tokens (`Authorization: Bearer`, stored hashed, revocable) and a limit on failed
 //! logins per client address.
 
-use std::collections::HashMap;
-use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
@@ -90,38 +88,9 @@ pub fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Failed logins per client address in a sliding window.
-#[derive(Default)]
-pub struct LoginLimiter {
-    failures: parking_lot::Mutex<HashMap<IpAddr, (u32, Instant)>>,
-}
-
-impl LoginLimiter {
-    /// Whether `ip` may try now; Err: seconds to wait.
-    pub fn check(&self, ip: IpAddr) -> Result<(), u64> {
-        let mut f = self.failures.lock();
-        match f.get(&ip) {
-            Some((n, since)) if *n >= LOGIN_FAILURES && since.elapsed() < LOGIN_WINDOW => Err((LOGIN_WINDOW - since.elapsed()).as_secs() + 1),
-            Some((_, since)) if since.elapsed() >= LOGIN_WINDOW => {
-                f.remove(&ip);
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    pub fn failed(&self, ip: IpAddr) {
-        let mut f = self.failures.lock();
-        if f.len() > 100_000 {
-            f.retain(|_, (_, since)| since.elapsed() < LOGIN_WINDOW);
-        }
-        let e = f.entry(ip).or_insert((0, Instant::now()));
-        e.0 += 1;
-    }
-
-    pub fn succeeded(&self, ip: IpAddr) {
-        self.failures.lock().remove(&ip);
-    }
+/// Failed logins per client address: `LOGIN_FAILURES` within `LOGIN_WINDOW`.
+pub fn login_limiter() -> terrace_commands::auth_limit::FailureLimiter {
+    terrace_commands::auth_limit::FailureLimiter::new(LOGIN_FAILURES, LOGIN_WINDOW)
 }
 
 /// The value of one cookie in a `Cookie` header.
@@ -153,20 +122,6 @@ mod tests {
         assert!(!verify_password("correct hors", &h));
         assert!(!verify_password("x", "not a hash"));
         assert_ne!(h, hash_password("correct horse"), "salted");
-    }
-
-    #[test]
-    fn limiter_blocks_after_failures_and_forgets_on_success() {
-        let l = LoginLimiter::default();
-        let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        for _ in 0..LOGIN_FAILURES {
-            assert!(l.check(ip).is_ok());
-            l.failed(ip);
-        }
-        assert!(l.check(ip).is_err());
-        assert!(l.check("10.0.0.2".parse().unwrap()).is_ok());
-        l.succeeded(ip);
-        assert!(l.check(ip).is_ok());
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub struct Console {
     pub wake: tokio::sync::Notify,
     /// One reconcile pass at a time (the loop's and those run for a request).
     pub pass_lock: tokio::sync::Mutex<()>,
-    pub limiter: auth::LoginLimiter,
+    pub limiter: terrace_commands::auth_limit::FailureLimiter,
     /// Verified against when a login names an unknown user (same time as a known one).
     pub dummy_hash: String,
 }
@@ -79,7 +79,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             state: Default::default(),
             wake: tokio::sync::Notify::new(),
             pass_lock: tokio::sync::Mutex::new(()),
-            limiter: Default::default(),
+            limiter: auth::login_limiter(),
             dummy_hash,
         });
         tokio::spawn(reconcile::run(console.clone()));

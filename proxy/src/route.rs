@@ -25,6 +25,9 @@ pub enum Kind {
     Txn(Txn),
     /// SUBSCRIBE & co.: the client's connection becomes a relay to one engine.
     Subscribe,
+    /// SCRIPT KILL, FUNCTION KILL: to every engine on a new connection (an engine busy in a
+    /// script serves only connections opened since), answered if one engine took it.
+    Kill,
     Refused(&'static str),
 }
 
@@ -71,7 +74,7 @@ fn by_arguments(spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
         CommandId::Config if matches!(sub(argv).as_str(), "set" | "resetstat") => Kind::FanOut(Merge::AllOk),
         CommandId::Script | CommandId::Function => match sub(argv).as_str() {
             "load" | "flush" | "delete" | "restore" => Kind::FanOut(Merge::AllOk),
-            "kill" => Kind::FanOut(Merge::AnyOk),
+            "kill" => Kind::Kill,
             _ => Kind::Keyed,
         },
         CommandId::Xread | CommandId::Xreadgroup if argv.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) => Kind::Blocking,

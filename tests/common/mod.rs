@@ -596,3 +596,39 @@ pub fn eventually(seconds: u64, what: &str, mut check: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A real memcached on an ephemeral port (Debian package; tests/run.sh installs it).
+pub struct Memcached {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Memcached {
+    pub fn start() -> Memcached {
+        let port = free_port();
+        let mut cmd = Command::new("memcached");
+        cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-u", "root"]).stdout(Stdio::null()).stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().expect("start memcached (apt-get install memcached)");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Memcached { child, port };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("memcached did not start");
+    }
+
+    pub fn raw(&self) -> Raw {
+        Raw::connect(self.port)
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

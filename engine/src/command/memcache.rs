@@ -140,22 +140,25 @@ fn status(ctx: &mut Ctx, s: &str, cas: u64) -> CmdResult {
     Ok(())
 }
 
-/// MC.STORE set|add|replace|append|prepend key value flags exptime cas — cas 0 means no
-/// compare. Answers [STORED|NOT_STORED|EXISTS|NOT_FOUND, new cas].
+/// MC.STORE set|cas|add|replace|append|prepend key value flags exptime cas — with mode cas
+/// the unique is always compared (no item has 0, so 0 never matches, as in memcached);
+/// with the others 0 means no compare. Answers [STORED|NOT_STORED|EXISTS|NOT_FOUND, new cas].
 pub fn store(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let (mode, key, value) = (argv[1], argv[2], argv[3]);
     let flags = u32::try_from(int(argv[4])?).map_err(|_| err("ERR flags must be a 32-bit unsigned integer"))?;
     let exp = expiry(int(argv[5])?, ctx.data.now);
     let cas = u64_arg(argv[6])?;
+    let compare = is(mode, "cas");
     let concat = is(mode, "append") || is(mode, "prepend");
-    if !(concat || is(mode, "set") || is(mode, "add") || is(mode, "replace")) {
-        return Err(err("ERR mode must be one of set, add, replace, append, prepend"));
+    if !(compare || concat || is(mode, "set") || is(mode, "add") || is(mode, "replace")) {
+        return Err(err("ERR mode must be one of set, cas, add, replace, append, prepend"));
     }
     let old = existing(ctx, key, concat)?;
-    if cas != 0 {
+    if cas != 0 || compare {
         match &old {
             None => return status(ctx, "NOT_FOUND", 0),
-            Some(o) if o.version != cas => return status(ctx, "EXISTS", 0),
+            // (A key written by a Redis command may have no version: 0 still never matches.)
+            Some(o) if o.version != cas || cas == 0 => return status(ctx, "EXISTS", 0),
             _ => {}
         }
     }

@@ -87,6 +87,11 @@ impl Topology {
     }
 }
 
+/// Failed AUTH attempts allowed per client address in `AUTH_WINDOW` (the console's login
+/// has the same limit).
+const AUTH_FAILURES: u32 = 5;
+const AUTH_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// State shared by every reactor thread.
 pub struct Shared {
     pub config: ProxyConfig,
@@ -106,6 +111,8 @@ pub struct Shared {
     pushed: parking_lot::Mutex<Option<String>>,
     /// Woken when the topology changes (the control thread opens and closes tenants' ports).
     pub topology_changed: tokio::sync::Notify,
+    /// Failed AUTH attempts per client address.
+    pub auth_failures: terrace_commands::auth_limit::FailureLimiter,
 }
 
 /// What `TERRACE.TOPOLOGY SET` takes: the engines, who owns which slot, the tenants.
@@ -132,6 +139,7 @@ impl Shared {
             generation: AtomicU64::new(0),
             pushed: parking_lot::Mutex::new(None),
             topology_changed: tokio::sync::Notify::new(),
+            auth_failures: terrace_commands::auth_limit::FailureLimiter::new(AUTH_FAILURES, AUTH_WINDOW),
             near_cache: (!config.near_cache_ttl.is_zero()).then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
             config,
         })

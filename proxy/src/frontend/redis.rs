@@ -79,18 +79,27 @@ struct Client {
     txn: Option<TxnState>,
     /// The client's own connections, per (engine, db, resp3), kept for reuse.
     dedicated: HashMap<(usize, u32, bool), Rc<Backend>>,
+    /// The connections the last SCRIPT/FUNCTION KILL went on (closed by the next one).
+    killers: Vec<Rc<Backend>>,
     relay: Option<Rc<Backend>>,
+    /// The client's address (failed AUTH attempts are limited per address).
+    peer: Option<std::net::IpAddr>,
     blocked: bool,
     closing: bool,
 }
 
+/// Redis's reply to wrong credentials.
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
 pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
+    let peer = stream.peer_addr().ok().map(|a| a.ip());
     let tenant = rx.topology().default_tenant();
     let authed = tenant.password.is_none();
     let client = Client {
         rx,
         tenant,
         id,
+        peer,
         name: None,
         db: 0,
         resp3: false,
@@ -103,6 +112,7 @@ pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
         pin: None,
         txn: None,
         dedicated: HashMap::new(),
+        killers: Vec::new(),
         relay: None,
         blocked: false,
         closing: false,
@@ -225,7 +235,7 @@ impl Frontend for Client {
     }
 
     fn close(&mut self) {
-        for (_, b) in self.dedicated.drain() {
+        for (_, b) in self.dedicated.drain().chain(self.killers.drain(..).map(|b| ((0, 0, false), b))) {
             b.shutdown();
         }
         if let Some(r) = self.relay.take() {
@@ -412,6 +422,20 @@ impl Client {
                 self.blocked = true;
             }
             Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,
+            Kind::Kill => {
+                // No namespace, database or protocol set up first: the kill needs none, and
+                // a busy engine refuses all but a few commands.
+                for b in self.killers.drain(..) {
+                    b.shutdown();
+                }
+                let mut parts = Vec::with_capacity(self.engines());
+                for e in 0..self.engines() {
+                    let b = self.rx.dedicated(e, &None, 0, false);
+                    parts.push(send(&b, raw, &self.owner, false).await);
+                    self.killers.push(b);
+                }
+                self.push(Pending::Merged(parts, crate::merge::Merge::AnyOk));
+            }
             Kind::Subscribe => {
                 let e = if spec.id == CommandId::Ssubscribe {
                     match self.key_engine(spec, argv) {
@@ -675,7 +699,7 @@ impl Client {
                     Err(e) => return self.error(&e.to_string()),
                 };
                 if let Err(e) = self.authenticate(auth.user, auth.password) {
-                    return self.error(e);
+                    return self.error(&e);
                 }
                 self.ready(&b"+OK\r\n"[..]);
             }
@@ -721,10 +745,32 @@ impl Client {
         }
     }
 
+    /// AUTH and HELLO AUTH, under the proxy's limit on failed attempts per client address
+    /// (as the console's login): after 5 in a minute, that address is refused for the rest
+    /// of the minute without its passwords being checked.
+    fn authenticate(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), String> {
+        let shared = self.rx.shared.clone();
+        let limiter = &shared.auth_failures;
+        if let Some(ip) = self.peer {
+            if let Err(wait) = limiter.check(ip) {
+                return Err(format!("ERR too many failed authentication attempts from {ip}; try again in {wait} s"));
+            }
+        }
+        let outcome = self.check_credentials(user, pass);
+        match (outcome, self.peer) {
+            (Err(WRONGPASS), Some(ip)) => {
+                limiter.failed(ip);
+                tracing::warn!(%ip, "failed AUTH");
+            }
+            (Ok(()), Some(ip)) => limiter.succeeded(ip),
+            _ => {}
+        }
+        outcome.map_err(str::to_string)
+    }
+
     /// AUTH: `password` for the default tenant, `tenant password` for another (the
     /// connection moves into that tenant's keyspace).
-    fn authenticate(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), &'static str> {
-        const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+    fn check_credentials(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), &'static str> {
         if user == Some(crate::tenants::ADMIN.as_bytes()) {
             if let Some(p) = &self.rx.shared.config.admin_password {
                 if !crate::tenants::Password::Plain(p.clone()).matches(pass) {
@@ -769,7 +815,7 @@ impl Client {
         };
         if let Some(a) = &hello.auth {
             if let Err(e) = self.authenticate(a.user, a.password) {
-                return self.error(e);
+                return self.error(&e);
             }
         }
         if !self.authed {

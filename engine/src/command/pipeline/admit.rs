@@ -153,10 +153,11 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     Verdict::Run
 }
 
-/// What may run while a script is busy: SCRIPT KILL, SHUTDOWN, and the connection commands
-/// Redis flags `allow_busy`.
+/// What may run while a script is busy: SCRIPT KILL, FUNCTION KILL and STATS, SHUTDOWN, and
+/// the connection commands Redis flags `allow_busy`.
 fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
-    spec.flags.has(Flags::ALLOW_BUSY) || (spec.id == CommandId::Script && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"kill")))
+    let sub = |name: &str| argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(name.as_bytes()));
+    spec.flags.has(Flags::ALLOW_BUSY) || (spec.id == CommandId::Script && sub("kill")) || (spec.id == CommandId::Function && (sub("kill") || sub("stats")))
 }
 
 impl Refusal {

@@ -107,6 +107,7 @@ impl Frontend for Client {
                         self.handle(cmd).await;
                         Some(name)
                     }
+                    Err(parse::SILENT) => None,
                     Err(line) => {
                         self.ready(format!("{line}\r\n"));
                         None
@@ -220,9 +221,11 @@ impl Client {
         }
         if let Some(cache) = &self.rx.shared.near_cache {
             match &cmd {
-                Command::Store { key, .. } | Command::Arith { key, .. } | Command::Delete { key, .. } | Command::Touch { key, .. } => {
-                    cache.invalidate(self.tenant.cache_id * 16, key)
-                }
+                Command::Store { key, .. }
+                | Command::Arith { key, .. }
+                | Command::Delete { key, .. }
+                | Command::Touch { key, .. }
+                | Command::TooLarge { unlink: Some(key), .. } => cache.invalidate(self.tenant.cache_id * 16, key),
                 Command::MetaSet { meta, .. } | Command::MetaDelete { meta, .. } | Command::MetaArith { meta, .. } => {
                     cache.invalidate(self.tenant.cache_id * 16, &meta.key.raw)
                 }
@@ -324,7 +327,18 @@ impl Client {
                 }
                 self.reply(parts, Fmt::Ok, noreply);
             }
-            Command::Quit => self.closing = true,
+            Command::Quit | Command::HangUp => self.closing = true,
+            Command::Shutdown => self.ready("ERROR: shutdown not enabled\r\n"),
+            Command::TooLarge { unlink, noreply } => {
+                if let Some(key) = unlink {
+                    // No stale value stays readable after a set that was refused.
+                    let slot = self.send_for_key(key, &[b"MC.DELETE", key, b"0"]).await;
+                    self.push(Pending::Hidden(vec![slot]));
+                }
+                if !noreply {
+                    self.ready(format!("{}\r\n", parse::TOO_LARGE));
+                }
+            }
             Command::MetaNoop => self.ready("MN\r\n"),
             Command::MetaGet { meta, touch } => {
                 stats.mc_get.fetch_add(1, Ordering::Relaxed);

@@ -26,6 +26,8 @@ use base64::Engine as _;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreMode {
     Set,
+    /// Set if the item's CAS unique is the one given (any value, 0 included: no item has 0).
+    Cas,
     Add,
     Replace,
     Append,
@@ -36,6 +38,7 @@ impl StoreMode {
     pub fn name(self) -> &'static str {
         match self {
             StoreMode::Set => "set",
+            StoreMode::Cas => "cas",
             StoreMode::Add => "add",
             StoreMode::Replace => "replace",
             StoreMode::Append => "append",
@@ -145,6 +148,18 @@ pub enum Command<'a> {
     MetaDebug {
         meta: Meta<'a>,
     },
+    /// shutdown: refused, as memcached without `-A` refuses it.
+    Shutdown,
+    /// A storage command whose item is too large: answered `SERVER_ERROR object too large
+    /// for cache` (its data block swallowed); a `set` also removes the key's old item, so no
+    /// stale value stays readable.
+    TooLarge {
+        unlink: Option<&'a [u8]>,
+        noreply: bool,
+    },
+    /// Input memcached answers by closing the connection: an HTTP request line, or 2 KB
+    /// without a newline that cannot be the start of a multi-key get.
+    HangUp,
 }
 
 impl Command<'_> {
@@ -155,7 +170,6 @@ impl Command<'_> {
             Command::Get { cas: true, touch: None, .. } => "gets",
             Command::Get { cas: false, .. } => "gat",
             Command::Get { cas: true, .. } => "gats",
-            Command::Store { mode, cas, .. } if *cas != 0 && *mode == StoreMode::Set => "cas",
             Command::Store { mode, .. } => mode.name(),
             Command::Arith { incr: true, .. } => "incr",
             Command::Arith { incr: false, .. } => "decr",
@@ -167,6 +181,9 @@ impl Command<'_> {
             Command::Stats { .. } => "stats",
             Command::CacheMemlimit { .. } => "cache_memlimit",
             Command::Quit => "quit",
+            Command::Shutdown => "shutdown",
+            Command::TooLarge { .. } => "set",
+            Command::HangUp => "hang-up",
             Command::MetaGet { .. } => "mg",
             Command::MetaSet { .. } => "ms",
             Command::MetaDelete { .. } => "md",
@@ -200,6 +217,54 @@ fn num<T: std::str::FromStr>(t: &[u8]) -> Option<T> {
     std::str::from_utf8(t).ok()?.parse().ok()
 }
 
+/// A whole token read as C's `strtoul`/`strtoull` read it into a 64-bit value, as memcached's
+/// `safe_strtoul`/`safe_strtoull` take it: an optional sign, digits, no overflow; a minus
+/// sign refused only when the result would read as negative (so "-0" is 0).
+fn c_unsigned(t: &[u8]) -> Option<u64> {
+    let (negative, digits) = match t.split_first()? {
+        (b'-', rest) => (true, rest),
+        (b'+', rest) => (false, rest),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let magnitude: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    let value = if negative { magnitude.wrapping_neg() } else { magnitude };
+    if negative && (value as i64) < 0 {
+        return None;
+    }
+    Some(value)
+}
+
+/// A whole token read as memcached's `safe_strtol` reads it: C's `strtol` into a 64-bit long
+/// (no overflow), then kept to 32 bits as that function stores it (so 4294967296 is 0).
+fn c_int32(t: &[u8]) -> Option<i32> {
+    let (negative, digits) = match t.split_first()? {
+        (b'-', rest) => (true, rest),
+        (b'+', rest) => (false, rest),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let text = std::str::from_utf8(digits).ok()?;
+    let value: i64 = if negative { format!("-{text}").parse().ok()? } else { text.parse().ok()? };
+    Some(value as i32)
+}
+
+/// memcached reads no further than this without a newline unless the line starts a
+/// multi-key get (`try_read_command_ascii`): anything else is closed.
+const LINE_WITHOUT_NEWLINE: usize = 2048;
+
+/// Whether a line still without its newline may go on: only a get or gets (after at most
+/// 100 spaces) may be longer than `LINE_WITHOUT_NEWLINE`.
+fn may_grow(buf: &[u8]) -> bool {
+    let spaces = buf.iter().take_while(|&&b| b == b' ').count();
+    let rest = &buf[spaces..];
+    spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
+}
+
 /// A storage command's data block.
 enum Block<'a> {
     /// The data, and where the request ends.
@@ -227,10 +292,35 @@ fn data_block(buf: &[u8], after_line: usize, len: usize, key_len: usize, item_ma
     Block::Ready { data: &buf[after_line..end - 2], end }
 }
 
+/// An error memcached does not send: the request said `noreply`, which silences every line
+/// it would answer once it has read its arguments (`set_noreply_maybe`), errors included.
+pub const SILENT: &str = "";
+
+/// The commands that read `noreply` before checking their arguments.
+const NOREPLY_SILENCES_ERRORS: &[&[u8]] =
+    &[b"set", b"add", b"replace", b"append", b"prepend", b"cas", b"incr", b"decr", b"delete", b"touch", b"flush_all", b"verbosity", b"cache_memlimit"];
+
 /// Parses one request at the start of `buf`; `None` when more bytes are needed.
 /// `item_max` is the largest data block accepted.
 pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooLong> {
+    let mut parsed = parse_request(buf, item_max)?;
+    if let Some(p) = parsed.as_mut().filter(|p| matches!(p.command, Err(line) if line != "ERROR")) {
+        let line = &buf[..p.consumed.min(buf.len())];
+        let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+        let mut tokens = line.split(|&b| b == b' ' || b == b'\r').filter(|t| !t.is_empty());
+        let name = tokens.next().unwrap_or_default();
+        if NOREPLY_SILENCES_ERRORS.contains(&name) && tokens.next_back() == Some(&b"noreply"[..]) {
+            p.command = Err(SILENT);
+        }
+    }
+    Ok(parsed)
+}
+
+fn parse_request(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooLong> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > LINE_WITHOUT_NEWLINE && !may_grow(buf) {
+            return Ok(Some(Parsed { consumed: buf.len(), command: Ok(Command::HangUp), swallow: 0 }));
+        }
         return if buf.len() > MAX_LINE { Err(LineTooLong) } else { Ok(None) };
     };
     if nl > MAX_LINE {
@@ -248,7 +338,7 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             let touch = name.starts_with(b"gat");
             let (exptime, keys) = if touch {
                 match args.split_first() {
-                    Some((t, keys)) => (num::<i64>(t), keys),
+                    Some((t, keys)) => (c_int32(t).map(i64::from), keys),
                     None => return done(Err("ERROR")),
                 }
             } else {
@@ -269,8 +359,10 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             if args.len() != want && args.len() != want + 1 {
                 return done(Err("ERROR"));
             }
-            let (key, flags, exptime, len) = (args[0], num::<u32>(args[1]), num::<i64>(args[2]), num::<i64>(args[3]));
-            let cas = if is_cas { num::<u64>(args[4]) } else { Some(0) };
+            // As memcached reads them: flags any 64-bit number kept to 32 bits, exptime and
+            // length C longs kept to 32 bits.
+            let (key, flags, exptime, len) = (args[0], c_unsigned(args[1]).map(|f| f as u32), c_int32(args[2]).map(i64::from), c_int32(args[3]));
+            let cas = if is_cas { c_unsigned(args[4]) } else { Some(0) };
             let (Some(flags), Some(exptime), Some(len), Some(cas)) = (flags, exptime, len, cas) else {
                 return done(Err(BAD_FORMAT));
             };
@@ -280,9 +372,14 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             let (data, total) = match data_block(buf, after_line, len as usize, key.len(), item_max) {
                 Block::Ready { data, end } => (data, end),
                 Block::Incomplete => return Ok(None),
+                Block::Refused(p) if p.command == Err(TOO_LARGE) => {
+                    let unlink = (name == b"set").then_some(key);
+                    return Ok(Some(Parsed { command: Ok(Command::TooLarge { unlink, noreply }), ..p }));
+                }
                 Block::Refused(p) => return Ok(Some(p)),
             };
             let mode = match name {
+                b"cas" => StoreMode::Cas,
                 b"add" => StoreMode::Add,
                 b"replace" => StoreMode::Replace,
                 b"append" => StoreMode::Append,
@@ -298,7 +395,7 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             if !key_ok(args[0]) {
                 return done(Err(BAD_FORMAT));
             }
-            match num::<u64>(args[1]) {
+            match c_unsigned(args[1]) {
                 Some(delta) => done(Ok(Command::Arith { key: args[0], incr: name == b"incr", delta, noreply })),
                 None => done(Err("CLIENT_ERROR invalid numeric delta argument")),
             }
@@ -316,7 +413,7 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             if args.len() != 2 && !(args.len() == 3 && noreply) {
                 return done(Err("ERROR"));
             }
-            match num::<i64>(args[1]) {
+            match c_int32(args[1]).map(i64::from) {
                 Some(exptime) if key_ok(args[0]) => done(Ok(Command::Touch { key: args[0], exptime, noreply })),
                 Some(_) => done(Err(BAD_FORMAT)),
                 None => done(Err("CLIENT_ERROR invalid exptime argument")),
@@ -326,16 +423,17 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             let rest = if noreply { &args[..args.len() - 1] } else { args };
             match rest {
                 [] => done(Ok(Command::FlushAll { delay: 0, noreply })),
-                [d] => match num::<i64>(d) {
-                    Some(delay) => done(Ok(Command::FlushAll { delay, noreply })),
-                    None => done(Err(BAD_FORMAT)),
+                [d] => match c_int32(d) {
+                    Some(delay) => done(Ok(Command::FlushAll { delay: delay.into(), noreply })),
+                    None => done(Err("CLIENT_ERROR invalid exptime argument")),
                 },
                 _ => done(Err("ERROR")),
             }
         }
         b"version" => done(Ok(Command::Version)),
         b"verbosity" => match args.len() {
-            1 | 2 => done(Ok(Command::Verbosity { noreply })),
+            1 | 2 if c_unsigned(args[0]).is_some_and(|level| level <= u64::from(u32::MAX)) => done(Ok(Command::Verbosity { noreply })),
+            1 | 2 => done(Err(BAD_FORMAT)),
             _ => done(Err("ERROR")),
         },
         b"stats" => done(Ok(Command::Stats { args: args.to_vec() })),
@@ -351,11 +449,15 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             }
         }
         b"quit" => done(Ok(Command::Quit)),
+        b"shutdown" => done(Ok(Command::Shutdown)),
         b"mn" => done(Ok(Command::MetaNoop)),
         b"mg" | b"md" | b"ma" | b"me" => {
-            let Some((&key, tokens)) = args.split_first() else { return done(Err(BAD_FORMAT)) };
+            // (memcached's me reads its key before counting tokens.)
+            let missing = if name == b"me" { BAD_FORMAT } else { "ERROR" };
+            let Some((&key, tokens)) = args.split_first() else { return done(Err(missing)) };
             done(meta_command(name, key, tokens))
         }
+        b"ms" if args.is_empty() => done(Err("ERROR")),
         b"ms" => {
             let (Some(&key), Some(len)) = (args.first(), args.get(1).and_then(|l| num::<usize>(l))) else {
                 return done(Err(BAD_FORMAT));
@@ -372,6 +474,8 @@ pub fn parse(buf: &[u8], item_max: usize) -> Result<Option<Parsed<'_>>, LineTooL
             let command = meta_set(key, &args[2..], data);
             Ok(Some(Parsed { consumed: total, command, swallow: 0 }))
         }
+        // memcached hangs up on what looks like an HTTP request line.
+        _ if tokens.last().is_some_and(|t| t.starts_with(b"HTTP/")) => done(Ok(Command::HangUp)),
         _ => done(Err("ERROR")),
     }
 }
@@ -393,7 +497,7 @@ struct Rules {
 
 const ONE_FOR_ALL: &str = "CLIENT_ERROR invalid or duplicate flag";
 const MG: Rules = Rules { allowed: b"bcfkOqstvT", invalid: INVALID_FLAG, duplicate: DUPLICATE_FLAG, bad_base64: BAD_BASE64, bad_number: BAD_TOKEN };
-const MS: Rules = Rules { allowed: b"bcCFkOqTMS", invalid: INVALID_FLAG, duplicate: DUPLICATE_FLAG, bad_base64: BAD_BASE64, bad_number: BAD_TOKEN };
+const MS: Rules = Rules { allowed: b"bcCFIkOqTMS", invalid: INVALID_FLAG, duplicate: DUPLICATE_FLAG, bad_base64: BAD_BASE64, bad_number: BAD_TOKEN };
 const MD: Rules = Rules { allowed: b"bCkOq", invalid: ONE_FOR_ALL, duplicate: ONE_FOR_ALL, bad_base64: ONE_FOR_ALL, bad_number: ONE_FOR_ALL };
 const MA: Rules = Rules { allowed: b"bCNJDMOqcvk", invalid: ONE_FOR_ALL, duplicate: ONE_FOR_ALL, bad_base64: ONE_FOR_ALL, bad_number: ONE_FOR_ALL };
 /// me takes `b` alone and ignores anything else.
@@ -461,8 +565,13 @@ fn meta_set<'a>(key: &'a [u8], tokens: &[&'a [u8]], data: &'a [u8]) -> Result<Co
         None => 0,
         Some(t) => num::<u64>(t).ok_or(BAD_FORMAT)? as u32,
     };
-    let (exptime, cas) = (MS.number(tokens, b'T', 0)?, MS.number(tokens, b'C', 0)?);
-    Ok(Command::MetaSet { meta, data, mode, client_flags, exptime, cas })
+    let (exptime, cas) = (MS.number(tokens, b'T', 0)?, MS.optional(tokens, b'C')?);
+    // With a CAS unique, set and replace compare it (0 included), as memcached's ms does.
+    let mode = match (mode, cas) {
+        (StoreMode::Set | StoreMode::Replace, Some(_)) => StoreMode::Cas,
+        (mode, _) => mode,
+    };
+    Ok(Command::MetaSet { meta, data, mode, client_flags, exptime, cas: cas.unwrap_or(0) })
 }
 
 /// mg, md, ma and me: their flags checked and their numbers read.
@@ -532,14 +641,37 @@ mod tests {
         assert_eq!(one(b"get a\x01b\r\n").command, Err(BAD_FORMAT));
         assert_eq!(one(b"incr k x\r\n").command, Err("CLIENT_ERROR invalid numeric delta argument"));
         assert_eq!(one(b"delete k 5\r\n").command, Err("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"));
-        assert_eq!(parse(&vec![b'a'; MAX_LINE + 1], 1 << 20), Err(LineTooLong));
+        let long_get = [&b"get "[..], &vec![b'a'; MAX_LINE]].concat();
+        assert_eq!(parse(&long_get, 1 << 20), Err(LineTooLong));
+        // 2 KB without a newline that cannot be a multi-key get: memcached hangs up.
+        assert_eq!(one(&[b'a'; 2049]).command, Ok(Command::HangUp));
+        assert_eq!(parse(&long_get[..3000], 1 << 20), Ok(None), "a get may go on");
+        assert_eq!(one(b"GET / HTTP/1.0\r\n").command, Ok(Command::HangUp));
+        // noreply silences the errors of the commands that read it first.
+        assert_eq!(one(b"incr k x noreply\r\n").command, Err(SILENT));
+        assert_eq!(one(b"verbosity x\r\n").command, Err(BAD_FORMAT));
+        assert_eq!(one(b"flush_all x\r\n").command, Err("CLIENT_ERROR invalid exptime argument"));
+    }
+
+    #[test]
+    fn numbers_read_as_memcached_reads_them() {
+        // Flags: any 64-bit number, kept to 32 bits; a minus sign only when it makes 0.
+        assert!(matches!(one(b"set k 4294967297 0 1\r\na\r\n").command, Ok(Command::Store { flags: 1, .. })));
+        assert!(matches!(one(b"set k -0 0 1\r\na\r\n").command, Ok(Command::Store { flags: 0, .. })));
+        assert_eq!(one(b"set k -1 0 1\r\na\r\n").command, Err(BAD_FORMAT));
+        // Lengths and exptimes: C longs kept to 32 bits (4294967296 is 0, LONG_MAX is -1).
+        assert_eq!(one(b"set k 0 0 4294967296\r\nabc\r\n").command, Err(BAD_CHUNK));
+        assert!(matches!(one(b"set k 0 4294967297 1\r\na\r\n").command, Ok(Command::Store { exptime: 1, .. })));
+        assert_eq!(one(b"set k 0 0 9223372036854775808\r\n").command, Err(BAD_FORMAT), "past a long");
+        // cas 0 is a compare that never matches, not a plain set.
+        assert!(matches!(one(b"cas k 0 0 1 0\r\na\r\n").command, Ok(Command::Store { mode: StoreMode::Cas, cas: 0, .. })));
     }
 
     #[test]
     fn oversized_items_are_swallowed() {
         // Answered at once; the block is discarded as it arrives, never buffered whole.
         let p = parse(b"set k 0 0 2000\r\nxx", 1000).unwrap().unwrap();
-        assert_eq!(p.command, Err(TOO_LARGE));
+        assert_eq!(p.command, Ok(Command::TooLarge { unlink: Some(b"k"), noreply: false }));
         assert_eq!((p.consumed, p.swallow), (16, 2002));
     }
 
@@ -547,8 +679,11 @@ mod tests {
     fn absurd_lengths_are_refused_not_overflowed() {
         let p = one(b"ms k 18446744073709551615\r\n");
         assert_eq!((p.command, p.swallow), (Err(TOO_LARGE), usize::MAX));
+        // LONG_MAX kept to 32 bits is -1, refused as memcached refuses it.
         let p = one(b"set k 0 0 9223372036854775807\r\n");
-        assert_eq!(p.command, Err(TOO_LARGE));
+        assert_eq!(p.command, Err(BAD_FORMAT));
+        let p = one(b"set k 0 0 2147483647\r\n");
+        assert_eq!(p.command, Ok(Command::TooLarge { unlink: Some(b"k"), noreply: false }));
     }
 
     #[test]

@@ -1,0 +1,174 @@
+//! The proxy's Memcached port against a real memcached 1.6 (Debian's, its defaults): the same
+//! scripted input — valid requests and invalid ones (negative and huge lengths, bad numbers,
+//! oversized keys and items, garbage meta flags, noreply errors, HTTP request lines, lines
+//! without a newline, binary protocol magic, a get of 10,000 keys) — goes to both on fresh
+//! connections, and the replies, byte for byte, and whether the server hung up must be the
+//! same. The differences still known are listed in `KNOWN_DIFFERENCES`, each with its reason;
+//! the test fails if one of them stops differing (the list must stay true).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{Engine, Memcached, Proxy};
+
+/// Sent after a case so its replies end with a known line (unless the server hung up).
+const SENTINEL: &[u8] = b"mn\r\n";
+
+/// Cases whose replies still differ, and why.
+const KNOWN_DIFFERENCES: &[(&str, &str)] =
+    &[("binary protocol noop", "the binary protocol (deprecated since memcached 1.6) is not implemented: a binary packet is read as a text line")];
+
+fn cases() -> Vec<(&'static str, Vec<u8>)> {
+    let long_key = "k".repeat(251);
+    let max_key = "k".repeat(250);
+    let big = "a".repeat(2_000_000);
+    let many_keys: Vec<String> = (0..10_000).map(|i| format!("k{i}")).collect();
+    let text = |s: &str| s.as_bytes().to_vec();
+    vec![
+        ("set and get", text("set k 0 0 1\r\na\r\nget k\r\ngets nokey\r\n")),
+        ("cas unique 0 on an item", text("set k 0 0 1\r\na\r\ncas k 0 0 6 0\r\nfoobar\r\nget k\r\n")),
+        ("cas unique 0 on a miss", text("cas nokey 0 0 6 0\r\nfoobar\r\n")),
+        ("cas with a bad unique", text("set k 0 0 1\r\na\r\ncas k 0 0 1 abc\r\nb\r\ncas k 0 0 1 -1\r\nb\r\n")),
+        ("cas without its unique", text("set k 0 0 1\r\na\r\ncas k 0 0 1\r\nb\r\n")),
+        ("negative length", text("set k 0 0 -1\r\n")),
+        ("length past 32 bits", text("set k 0 0 4294967296\r\nabc\r\n")),
+        ("length past a long", text("set k 0 0 9223372036854775808\r\n")),
+        ("bad flags", text("set k abc 0 1\r\na\r\nset k -1 0 1\r\na\r\n")),
+        ("flags past 32 bits", text("set k 4294967296 0 1\r\na\r\nget k\r\nset k 4294967295 0 1\r\na\r\nget k\r\n")),
+        ("negative exptime", text("set k 0 -1 1\r\na\r\nget k\r\n")),
+        // (Apart: memcached drops the unsent replies of a batch when a get in it has a bad key.)
+        ("set with a key of 251 bytes", format!("set {long_key} 0 0 1\r\na\r\n").into_bytes()),
+        ("get with a key of 251 bytes", format!("get {long_key}\r\n").into_bytes()),
+        ("key of 250 bytes", format!("set {max_key} 0 0 1\r\na\r\nget {max_key}\r\n").into_bytes()),
+        ("get without a key", text("get\r\ngets\r\n")),
+        ("unknown command", text("bogus\r\n")),
+        ("empty line", text("\r\n")),
+        ("data longer than announced", text("set k 0 0 1\r\nab\r\n")),
+        ("data shorter than announced", text("set k 0 0 10\r\nabc\r\n")),
+        ("noreply set", text("set k 0 0 1 noreply\r\na\r\nget k\r\n")),
+        ("noreply silences errors", format!("set k abc 0 1 noreply\r\na\r\nincr k abc noreply\r\nverbosity abc noreply\r\nflush_all abc noreply\r\ntouch k abc noreply\r\ndelete k 5 noreply\r\nset {long_key} 0 0 1 noreply\r\na\r\n").into_bytes()),
+        ("too wrong to parse", text("set k 0 0\r\nset k 0 0 1 2 3\r\nincr\r\ndecr k\r\ntouch k\r\n")),
+        ("item too large", format!("set k 0 0 2000000\r\n{big}\r\nget k\r\n").into_bytes()),
+        ("item too large removes the old one", format!("set k2 0 0 1\r\nb\r\nset k2 0 0 2000000\r\n{big}\r\nget k2\r\n").into_bytes()),
+        ("item too large, noreply", format!("set k 0 0 2000000 noreply\r\n{big}\r\n").into_bytes()),
+        ("get of 10,000 keys", format!("get {}\r\n", many_keys.join(" ")).into_bytes()),
+        ("gets of 10,000 keys", format!("gets {}\r\n", many_keys.join(" ")).into_bytes()),
+        ("gat of 10,000 keys", format!("gat 0 {}\r\n", many_keys.join(" ")).into_bytes()),
+        ("incr and decr", text("incr nokey 1\r\nset n 0 0 2\r\n10\r\nincr n 5\r\ndecr n 100\r\nincr n abc\r\nincr n -1\r\n")),
+        ("incr wraps at 64 bits", text("set n 0 0 20\r\n18446744073709551615\r\nincr n 1\r\nincr n 18446744073709551616\r\n")),
+        ("incr on text", text("set n 0 0 1\r\nx\r\nincr n 1\r\nset n 0 0 2\r\n 1\r\nincr n 1\r\n")),
+        ("add replace append prepend", text("add a 0 0 1\r\n1\r\nadd a 0 0 1\r\n2\r\nreplace b 0 0 1\r\n1\r\nappend a 0 0 1\r\nx\r\nprepend a 0 0 1\r\ny\r\nget a\r\nappend zz 0 0 1\r\nx\r\n")),
+        ("delete", text("delete nokey\r\ndelete nokey noreply\r\nset d 0 0 1\r\n1\r\ndelete d\r\ndelete d 0\r\ndelete d 5\r\n")),
+        ("touch and gat", text("touch nokey 10\r\nset t 0 0 1\r\n1\r\ntouch t 10\r\ntouch t abc\r\ngat 100 t\r\ngat abc t\r\ntouch t -1\r\nget t\r\n")),
+        ("flush_all", text("flush_all\r\nflush_all 0\r\nflush_all noreply\r\nflush_all abc\r\n")),
+        ("verbosity", text("verbosity 1\r\nverbosity 1 noreply\r\nverbosity\r\nverbosity invalid\r\nverbosity 1 2\r\n")),
+        ("cache_memlimit", text("cache_memlimit 100\r\ncache_memlimit abc\r\ncache_memlimit 1\r\n")),
+        ("shutdown refused", text("shutdown\r\n")),
+        ("meta get", text("set m 5 0 3\r\nabc\r\nmg m v f\r\nmg m k v\r\nmg m s\r\nmg missing v\r\nmg missing v q\r\n")),
+        ("meta garbage flag", text("mg m v!\r\n")),
+        ("meta without a key", text("mg\r\nmd\r\nma\r\nms\r\nme\r\nms k\r\n")),
+        ("meta set", text("ms m 3\r\nxyz\r\nmg m v\r\nms m 3 MZ\r\nxyz\r\nms m abc\r\nxyz\r\nms m 3 I\r\nxyz\r\nms m 3 T-1\r\nabc\r\nmg m v\r\nms m S3\r\nabc\r\n")),
+        ("meta set flags past 32 bits", text("ms m 3 F4294967296\r\nabc\r\nmg m f\r\n")),
+        ("meta set with CAS 0", text("set k 0 0 1\r\na\r\nms k 1 C0\r\nb\r\nms nokey 1 C0\r\nb\r\nms k 1 MR C0\r\nb\r\n")),
+        ("meta delete", text("md missing\r\nmd missing q\r\n")),
+        ("meta arithmetic", text("ma missing\r\nma missing N0 J13\r\nma missing v\r\nset a 0 0 1\r\n5\r\nma a v\r\nma a MD D10 v\r\nma a MI Dabc\r\n")),
+        ("meta key of 251 bytes", format!("mg {long_key} v\r\n").into_bytes()),
+        ("quit", text("quit\r\nget k\r\n")),
+        ("HTTP request line", text("GET / HTTP/1.0\r\n\r\n")),
+        ("HTTP PUT", text("PUT / HTTP/1.1\r\n")),
+        ("HTTP HEAD", text("HEAD / HTTP/1.1\r\n")),
+        ("get that looks like HTTP", text("get / HTTP/1.0\r\n")),
+        ("2 KB without a newline", vec![b'a'; 3000]),
+        ("a long line at once", [vec![b'a'; 3000], b"\r\n".to_vec()].concat()),
+        ("a long get line", format!("get {}\r\n", "a".repeat(3000)).into_bytes()),
+        ("binary protocol noop", [&[0x80u8, 0x0a][..], &[0u8; 22]].concat()),
+    ]
+}
+
+/// What a server did with a case: its replies, and whether it hung up.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    replies: Vec<u8>,
+    hung_up: bool,
+}
+
+/// Sends `input` on a new connection, then the sentinel when the input ends a line (a partial
+/// line stays partial: what memcached does with it must not depend on how reads split it);
+/// reads until the sentinel's reply, a hang-up, or 2 s without a byte.
+fn run(port: u16, input: &[u8]) -> Outcome {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let sentinel = if input.ends_with(b"\n") { SENTINEL } else { b"" };
+    let sent = s.write_all(input).and_then(|_| s.write_all(sentinel)).is_ok();
+    let mut replies = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let hung_up = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => {
+                replies.extend_from_slice(&buf[..n]);
+                if replies.ends_with(b"MN\r\n") {
+                    break false;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break !sent,
+        }
+        assert!(Instant::now() < deadline, "no end to the replies after 30 s");
+    };
+    Outcome { replies, hung_up }
+}
+
+fn flush(port: u16) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"flush_all\r\n").unwrap();
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b).unwrap();
+}
+
+fn shown(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    if s.len() > 300 {
+        format!("{}… ({} bytes)", &s[..300], b.len())
+    } else {
+        s.into_owned()
+    }
+}
+
+#[test]
+fn the_proxy_answers_every_case_as_memcached_does() {
+    let memcached = Memcached::start();
+    let engines = [Engine::start(&[]), Engine::start(&[])];
+    let proxy = Proxy::start(&[&engines[0], &engines[1]], &[], &[]);
+    let mut differences = Vec::new();
+    let mut known_seen = Vec::new();
+    for (name, input) in cases() {
+        flush(memcached.port);
+        flush(proxy.memcache_port);
+        let theirs = run(memcached.port, &input);
+        let ours = run(proxy.memcache_port, &input);
+        let known = KNOWN_DIFFERENCES.iter().any(|(n, _)| *n == name);
+        if ours == theirs {
+            assert!(!known, "{name:?} is listed as a known difference but now answers as memcached does: take it off the list");
+            continue;
+        }
+        if known {
+            known_seen.push(name);
+            continue;
+        }
+        differences.push(format!(
+            "{name}:\n  memcached: {:?}{}\n  terrace:   {:?}{}",
+            shown(&theirs.replies),
+            if theirs.hung_up { " (hung up)" } else { "" },
+            shown(&ours.replies),
+            if ours.hung_up { " (hung up)" } else { "" }
+        ));
+    }
+    assert!(differences.is_empty(), "{} case(s) answered unlike memcached:\n{}", differences.len(), differences.join("\n"));
+    assert_eq!(known_seen.len(), KNOWN_DIFFERENCES.len(), "every known difference was tried");
+}
