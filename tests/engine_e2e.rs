@@ -1396,3 +1396,65 @@ fn object_encoding_follows_the_configured_size_limits() {
     let _: () = q(&mut c, &["SET", "long", &"y".repeat(45)]);
     assert_eq!((enc(&mut c, "n"), enc(&mut c, "short"), enc(&mut c, "long")), ("int".into(), "embstr".into(), "raw".into()));
 }
+
+/// Reads one pub/sub push from a raw RESP2 connection: its elements as text.
+fn read_push(r: &mut common::Raw) -> Vec<String> {
+    let mut line = Vec::new();
+    let mut read_line = |r: &mut common::Raw| {
+        line.clear();
+        while !line.ends_with(b"\r\n") {
+            line.extend(r.read_n(1));
+        }
+        String::from_utf8_lossy(&line[..line.len() - 2]).into_owned()
+    };
+    let n: usize = read_line(r)[1..].parse().unwrap();
+    (0..n)
+        .map(|_| {
+            let head = read_line(r);
+            if let Some(int) = head.strip_prefix(':') {
+                return int.to_string();
+            }
+            let len: usize = head[1..].parse().unwrap();
+            let s = String::from_utf8_lossy(&r.read_n(len + 2)[..len]).into_owned();
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn keyspace_notifications_are_published_as_redis_names_them() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    q::<()>(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "notify-keyspace-events"])[1], "AKE");
+    let mut sub = e.raw();
+    sub.send(&common::encode(&["PSUBSCRIBE", "__key*__:*"]));
+    assert_eq!(read_push(&mut sub), ["psubscribe", "__key*__:*", "1"]);
+    let mut expect = |events: &[(&str, &str)]| {
+        for (event, key) in events {
+            assert_eq!(read_push(&mut sub), ["pmessage", "__key*__:*", &format!("__keyspace@0__:{key}"), event]);
+            assert_eq!(read_push(&mut sub), ["pmessage", "__key*__:*", &format!("__keyevent@0__:{event}"), key]);
+        }
+    };
+    q::<()>(&mut c, &["SET", "s", "v", "EX", "100"]);
+    expect(&[("set", "s"), ("expire", "s")]);
+    q::<i64>(&mut c, &["SADD", "set", "a"]);
+    q::<i64>(&mut c, &["SADD", "set", "a"]); // no change: no event
+    q::<i64>(&mut c, &["RPUSH", "l", "x"]);
+    expect(&[("sadd", "set"), ("rpush", "l")]);
+    q::<String>(&mut c, &["LPOP", "l"]);
+    expect(&[("lpop", "l"), ("del", "l")]);
+    q::<()>(&mut c, &["RENAME", "s", "t"]);
+    expect(&[("rename_from", "s"), ("rename_to", "t")]);
+    q::<i64>(&mut c, &["PEXPIRE", "t", "1"]);
+    expect(&[("expire", "t")]);
+    // Found expired by the background sweep.
+    expect(&[("expired", "t")]);
+    q::<i64>(&mut c, &["HINCRBY", "h", "f", "2"]);
+    q::<i64>(&mut c, &["DEL", "h", "missing"]);
+    expect(&[("hincrby", "h"), ("del", "h")]);
+    // Off again: nothing more.
+    q::<()>(&mut c, &["CONFIG", "SET", "notify-keyspace-events", ""]);
+    q::<()>(&mut c, &["SET", "quiet", "1"]);
+    assert_eq!(sub.read_available(), "");
+}

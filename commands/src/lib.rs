@@ -12,11 +12,13 @@ pub mod connection;
 pub mod glob;
 pub mod keys;
 pub mod keyspecs;
+pub mod notify;
 pub mod numbers;
 pub mod params;
 pub mod resp;
 pub mod settings;
-mod subcommands;
+pub mod stat_index;
+pub mod subcommands;
 pub mod table;
 
 pub use subcommands::SUBCOMMANDS;

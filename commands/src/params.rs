@@ -160,13 +160,10 @@ fn special(name: &str, value: &str) -> Result<String, String> {
             }
             Ok(out.join(" "))
         }
-        "notify-keyspace-events" => {
-            if let Some(c) = value.chars().find(|c| !"Ag$lshzxeKEtmdn".contains(*c)) {
-                let _ = c;
-                return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into());
-            }
-            Ok(value.to_string())
-        }
+        "notify-keyspace-events" => match crate::notify::parse_flags(value) {
+            Some(flags) => Ok(crate::notify::format_flags(flags)),
+            None => Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+        },
         "oom-score-adj-values" => {
             let ok = words.len() == 3 && words.iter().all(|w| strict_integer(w).is_some_and(|n| (-2000..=2000).contains(&n)));
             if !ok {
@@ -567,7 +564,7 @@ mod tests {
         assert_eq!(validate(p("save"), "3600 1 300 100"), Ok("3600 1 300 100".into()));
         assert_eq!(validate(p("client-output-buffer-limit"), "pubsub 32mb 8mb 60"), Ok("pubsub 33554432 8388608 60".into()));
         assert!(validate(p("client-output-buffer-limit"), "nobody 1 1 1").unwrap_err().starts_with("Invalid client class"));
-        assert_eq!(validate(p("notify-keyspace-events"), "KEA"), Ok("KEA".into()));
+        assert_eq!(validate(p("notify-keyspace-events"), "KEA"), Ok("AKE".into()));
         assert!(validate(p("notify-keyspace-events"), "KEQ").unwrap_err().starts_with("Invalid event class character"));
         assert_eq!(validate(p("shutdown-on-sigterm"), "nosave now"), Ok("nosave now".into()));
         assert!(find("no-such-option").is_none());

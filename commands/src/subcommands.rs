@@ -28,7 +28,7 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
     ("config", &[("get", -3), ("set", -4), ("resetstat", 2), ("rewrite", 2), ("help", 2)]),
     ("command", &[("count", 2), ("list", -2), ("info", -2), ("docs", -2), ("getkeys", -4), ("getkeysandflags", -4), ("help", 2)]),
     ("slowlog", &[("get", -2), ("len", 2), ("reset", 2), ("help", 2)]),
-    ("latency", &[("latest", 2), ("history", 3), ("reset", -2), ("doctor", 2), ("help", 2)]),
+    ("latency", &[("latest", 2), ("history", 3), ("reset", -2), ("doctor", 2), ("histogram", -2), ("help", 2)]),
     (
         "acl",
         &[
@@ -87,3 +87,36 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
     ("xinfo", &[("consumers", 4), ("groups", 3), ("stream", -3), ("help", 2)]),
     ("memory", &[("usage", -3), ("stats", 2), ("malloc-stats", 2), ("doctor", 2), ("purge", 2), ("help", 2)]),
 ];
+
+/// Every container's subcommands numbered in one sequence (for per-subcommand statistics).
+static FLAT: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
+    std::sync::LazyLock::new(|| SUBCOMMANDS.iter().flat_map(|(c, subs)| subs.iter().map(move |(s, _)| (*c, *s))).collect());
+
+/// How many subcommands there are in all.
+pub fn sub_count() -> usize {
+    FLAT.len()
+}
+
+/// The number of `container`'s subcommand `sub` (any case) in the sequence, if it has one.
+pub fn sub_index(container: &str, sub: &[u8]) -> Option<usize> {
+    FLAT.iter().position(|(c, s)| *c == container && s.as_bytes().eq_ignore_ascii_case(sub))
+}
+
+/// The container and subcommand numbered `i`.
+pub fn sub_name(i: usize) -> Option<(&'static str, &'static str)> {
+    FLAT.get(i).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subcommands_are_numbered_both_ways() {
+        let i = sub_index("client", b"LIST").unwrap();
+        assert_eq!(sub_name(i), Some(("client", "list")));
+        assert_eq!(sub_index("client", b"nope"), None);
+        assert_eq!(sub_index("get", b"x"), None);
+        assert!(sub_count() > 100);
+    }
+}

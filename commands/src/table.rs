@@ -260,6 +260,8 @@ pub struct CommandSpec {
     /// Shown to MONITOR clients (admin and skip_monitor commands are not, except EVAL &
     /// co., whose own line precedes the script's commands).
     pub monitored: bool,
+    /// A container command (CLIENT, CONFIG…): its calls are counted per subcommand.
+    pub subcommands: bool,
 }
 
 fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32), group: &'static str, summary: &'static str) -> CommandSpec {
@@ -275,6 +277,7 @@ fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32),
         no_multi: flags.has(Flags::NO_MULTI),
         txn_control: matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset"),
         monitored: !flags.has(Flags::ADMIN) && (!flags.has(Flags::SKIP_MONITOR) || name.starts_with("eval")),
+        subcommands: crate::SUBCOMMANDS.iter().any(|(c, _)| *c == name),
         flags,
         flag_names,
         first: keys.0,

@@ -82,7 +82,12 @@ fn checked(name: &str, value: &str) -> Result<(&'static Param, String), String> 
 fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
     let (param, value) = checked(name, value)?;
     match param.name {
-        "maxmemory" => srv.runtime.maxmemory.store(value.parse().unwrap_or(0), Ordering::Relaxed),
+        "maxmemory" => {
+            srv.runtime.maxmemory.store(value.parse().unwrap_or(0), Ordering::Relaxed);
+            // As Redis: a lower limit evicts at once, not at the next write. (CONFIG holds
+            // no shard locks; eviction takes them one at a time.)
+            let _ = crate::command::pipeline::admit_memory(srv);
+        }
         "maxmemory-policy" => {
             let p = Policy::from_str(&value).map_err(|_| "unknown maxmemory-policy")?;
             *srv.runtime.policy.lock() = p;
@@ -96,6 +101,11 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
         }
         "slowlog-log-slower-than" => srv.slowlog.threshold_us.store(value.parse().unwrap_or(10_000), Ordering::Relaxed),
         "slowlog-max-len" => srv.slowlog.max_len.store(value.parse().unwrap_or(128), Ordering::Relaxed),
+        "latency-monitor-threshold" => srv.latency.set_threshold(value.parse().unwrap_or(0)),
+        "notify-keyspace-events" => {
+            let flags = terrace_commands::notify::parse_flags(&value).unwrap_or(0);
+            srv.notifications.set(flags, &srv.keyspace);
+        }
         "busy-reply-threshold" => srv.scripts.busy_threshold_ms.store(value.parse().unwrap_or(crate::scripting::BUSY_THRESHOLD_MS), Ordering::Relaxed),
         _ => srv.limits.apply(param.name, &value),
     }
@@ -163,6 +173,9 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 c.usec.store(0, Ordering::Relaxed);
                 c.rejected.store(0, Ordering::Relaxed);
                 c.failed.store(0, Ordering::Relaxed);
+                for b in &c.latency {
+                    b.store(0, Ordering::Relaxed);
+                }
             }
             for a in [
                 &st.keyspace_hits,
@@ -178,6 +191,7 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ] {
                 a.store(0, Ordering::Relaxed);
             }
+            ctx.srv.stats.errors.lock().clear();
             ctx.out.ok();
         }
         "REWRITE" if argv.len() == 2 => return Err(err("ERR The server is running without a config file")),

@@ -53,26 +53,104 @@ pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 /// LATENCY: Terrace does not run Redis's latency monitor; the event lists are always empty.
+/// LATENCY: the latency monitor's events (`crate::latency`) and the per-command latency
+/// histograms.
 pub fn latency(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    if (is(argv[1], "LATEST") && argv.len() == 2) || (is(argv[1], "HISTORY") && argv.len() == 3) {
-        ctx.out.array_len(0);
+    let monitor = &ctx.srv.latency;
+    if is(argv[1], "LATEST") && argv.len() == 2 {
+        let latest = monitor.latest();
+        ctx.out.array_len(latest.len());
+        for l in latest {
+            ctx.out.array_len(4);
+            ctx.out.bulk(l.event.as_bytes());
+            ctx.out.int(l.time);
+            ctx.out.int(l.latest as i64);
+            ctx.out.int(l.max as i64);
+        }
+    } else if is(argv[1], "HISTORY") && argv.len() == 3 {
+        let samples = monitor.history(argv[2]);
+        ctx.out.array_len(samples.len());
+        for (time, ms) in samples {
+            ctx.out.array_len(2);
+            ctx.out.int(time);
+            ctx.out.int(ms as i64);
+        }
     } else if is(argv[1], "RESET") {
-        ctx.out.int(0);
+        let n = monitor.reset(&argv[2..]);
+        ctx.out.int(n as i64);
     } else if is(argv[1], "DOCTOR") && argv.len() == 2 {
-        ctx.out.verbatim("Dave, no latency spike was observed during the lifetime of this Terrace instance, not in the slightest bit. I honestly think you ought to sleep better.\n");
-    } else if is(argv[1], "HELP") {
+        let report = doctor(&monitor.latest());
+        ctx.out.verbatim(&report);
+    } else if is(argv[1], "HISTOGRAM") {
+        histogram(ctx, &argv[2..]);
+    } else if is(argv[1], "HELP") && argv.len() == 2 {
         ctx.out.help(&[
             "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "LATEST",
-            "HISTORY <event>",
-            "RESET [<event> ...]",
             "DOCTOR",
+            "    Return a human readable latency analysis report.",
+            "GRAPH <event>",
+            "HISTORY <event>",
+            "    Return time-latency samples for the <event> class.",
+            "LATEST",
+            "    Return the latest latency samples for all events.",
+            "RESET [<event> ...]",
+            "    Reset latency data of one or more <event> classes.",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
             "HELP",
         ]);
     } else {
         return Err(subcommand_error("latency", argv));
     }
     Ok(())
+}
+
+/// LATENCY DOCTOR's report: what was seen, event by event.
+fn doctor(latest: &[crate::latency::Latest]) -> String {
+    if latest.is_empty() {
+        return "Dave, no latency spike was observed during the lifetime of this Terrace instance, not in the slightest bit. I honestly think you ought to sleep better.\n".into();
+    }
+    let mut s = String::from("Dave, I have observed latency spikes in this Terrace instance. You don't mind talking about it, do you Dave?\n\n");
+    for (i, l) in latest.iter().enumerate() {
+        let _ = writeln!(s, "{}. {}: latest latency spike {} milliseconds, worst {} milliseconds.", i + 1, l.event, l.latest, l.max);
+    }
+    s
+}
+
+/// LATENCY HISTOGRAM [command ...]: each command (or subcommand) called since the last CONFIG
+/// RESETSTAT, with its calls and their cumulative distribution over power-of-two microsecond
+/// buckets, as Redis reports its histograms; unknown names are skipped.
+fn histogram(ctx: &mut Ctx, names: &[&[u8]]) {
+    use terrace_commands::stat_index;
+    let stats = &ctx.srv.stats.per_command;
+    let mut slots: Vec<usize> =
+        if names.is_empty() { (0..stats.len()).collect() } else { names.iter().flat_map(|n| stat_index::named(&String::from_utf8_lossy(n))).collect() };
+    slots.sort_unstable();
+    slots.dedup();
+    slots.retain(|&i| stats.get(i).is_some_and(|st| st.calls.load(Ordering::Relaxed) > 0));
+    ctx.out.map_len(slots.len());
+    for i in slots {
+        let st = &stats[i];
+        ctx.out.bulk(stat_index::name(i).as_bytes());
+        ctx.out.map_len(2);
+        ctx.out.bulk(b"calls");
+        ctx.out.int(st.calls.load(Ordering::Relaxed) as i64);
+        ctx.out.bulk(b"histogram_usec");
+        let mut cumulative = 0u64;
+        let mut points = Vec::new();
+        for (b, count) in st.latency.iter().enumerate() {
+            let n = count.load(Ordering::Relaxed);
+            if n > 0 {
+                cumulative += n;
+                points.push(((1024u64 << b) / 1000, cumulative));
+            }
+        }
+        ctx.out.map_len(points.len());
+        for (usec, count) in points {
+            ctx.out.int(usec as i64);
+            ctx.out.int(count as i64);
+        }
+    }
 }
 
 pub fn lolwut(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {

@@ -363,7 +363,8 @@ pub fn block_or_timeout(ctx: &mut Ctx, keys: Vec<Vec<u8>>, t: Option<std::time::
         }
         return;
     }
-    ctx.block = Some(BlockRequest { keys, db: ctx.data.db, deadline: t.map(|d| Instant::now() + d), timeout_reply: reply, retry_argv: None });
+    ctx.block =
+        Some(BlockRequest { keys, db: ctx.data.db, deadline: t.map(|d| Instant::now() + d), timeout_reply: reply, retry_argv: None, wake_on_delete: false });
 }
 
 fn bpop(ctx: &mut Ctx, argv: &[&[u8]], e: End) -> CmdResult {

@@ -72,6 +72,9 @@ pub struct Conn {
     pub block_notify: Arc<Notify>,
     /// CLIENT REPLY OFF.
     pub reply_off: bool,
+    /// Pushes for this client wait in its mailbox though it has no subscriptions (a
+    /// confirmation sent with replies off).
+    pub pushes_waiting: bool,
     /// CLIENT REPLY SKIP: replies still to suppress (this command's and the next one's).
     pub reply_skip: u8,
     /// Pub/sub subscriptions.
@@ -122,6 +125,7 @@ impl Conn {
             watched: Vec::new(),
             block_notify: Arc::new(Notify::new()),
             reply_off: false,
+            pushes_waiting: false,
             reply_skip: 0,
             subs: pubsub::Subscriptions::default(),
             monitor: false,
@@ -154,6 +158,8 @@ pub struct BlockRequest {
     /// The arguments to re-run the command with after a wake-up, when they differ from the
     /// original (XREAD's `$` becomes the ID it meant at the first attempt).
     pub retry_argv: Option<Vec<Vec<u8>>>,
+    /// Woken also when a key is deleted or changes type (XREADGROUP, which then fails).
+    pub wake_on_delete: bool,
 }
 
 pub enum Outcome {
@@ -259,6 +265,14 @@ impl<'a> Data<'a> {
         self.shard(key).get(key, now).map(|e| &*e)
     }
 
+    /// Adds a keyspace notification a handler names itself (one a change of the key alone
+    /// cannot tell, such as a stream consumer created on the way), if notifications are on.
+    pub fn notify_event(&mut self, event_class: u32, event: &'static str, key: &[u8]) {
+        if self.ks.notifying() {
+            self.fx.notifications.push((self.db, event_class, event, key.to_vec()));
+        }
+    }
+
     pub fn exists(&mut self, key: &[u8]) -> bool {
         self.peek(key).is_some()
     }
@@ -350,6 +364,20 @@ impl<'a> Data<'a> {
             s.remove(key);
         } else {
             s.touch(key);
+        }
+    }
+
+    /// As `modified` when the command changed the collection at `key`; when it did not, only
+    /// drops it if `coll_or_create` made it and it stayed empty — quietly, as nothing
+    /// happened to the key (Redis's ZADD XX or SADD of members already there).
+    pub fn settle(&mut self, key: &[u8], changed: bool) {
+        if changed {
+            return self.modified(key);
+        }
+        let s = self.shard(key);
+        let empty = s.get(key, i64::MIN).and_then(|e| e.coll()).is_some_and(|c| c.is_empty() && c.kind() != Kind::Stream);
+        if empty {
+            s.discard(key);
         }
     }
 

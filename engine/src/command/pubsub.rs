@@ -65,13 +65,25 @@ fn confirm(out: &mut ReplyWriter, what: &str, name: Option<&[u8]>, count: usize)
     out.int(count as i64);
 }
 
+/// Writes a (un)subscribe confirmation. Redis sends them even to a client that turned its
+/// replies off (CLIENT REPLY OFF/SKIP): they are pushes, not replies, and go through the
+/// client's mailbox then.
+fn send_confirm(ctx: &mut Ctx, what: &str, name: Option<&[u8]>, count: usize) {
+    if ctx.conn.reply_off || ctx.conn.reply_skip > 0 {
+        crate::pubsub::deliver(&ctx.conn.info, |w| confirm(w, what, name, count));
+        ctx.conn.pushes_waiting = true;
+    } else {
+        confirm(&mut ctx.out, what, name, count);
+    }
+}
+
 fn subscribe_generic(ctx: &mut Ctx, argv: &[&[u8]], kind: Kind) -> CmdResult {
     for name in &argv[1..] {
         if ctx.conn.subs.set(kind).insert(name.to_vec()) {
             ctx.srv.pubsub.subscribe(kind, name, &ctx.conn.info);
         }
         let count = ctx.conn.subs.count(kind);
-        confirm(&mut ctx.out, names(kind).0, Some(name), count);
+        send_confirm(ctx, names(kind).0, Some(name), count);
     }
     publish_counts(ctx.conn);
     Ok(())
@@ -82,14 +94,14 @@ fn unsubscribe_generic(ctx: &mut Ctx, argv: &[&[u8]], kind: Kind) -> CmdResult {
     let targets: Vec<Vec<u8>> = if argv.len() > 1 { argv[1..].iter().map(|a| a.to_vec()).collect() } else { ctx.conn.subs.set(kind).iter().cloned().collect() };
     if targets.is_empty() {
         let count = ctx.conn.subs.count(kind);
-        confirm(&mut ctx.out, what, None, count);
+        send_confirm(ctx, what, None, count);
     }
     for name in targets {
         if ctx.conn.subs.set(kind).remove(&name) {
             ctx.srv.pubsub.unsubscribe(kind, &name, ctx.conn.info.id);
         }
         let count = ctx.conn.subs.count(kind);
-        confirm(&mut ctx.out, what, Some(&name), count);
+        send_confirm(ctx, what, Some(&name), count);
     }
     publish_counts(ctx.conn);
     Ok(())

@@ -235,7 +235,11 @@ pub fn swapdb(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let (sa, sb) = ctx.data.guards.pair(ia, ib);
             sa.swap_data(sb);
         }
-        // Clients blocked on either database may now find their keys.
+        // Clients blocked on either database may now find their keys (or, in XREADGROUP,
+        // find them gone).
+        for db in [a as usize, b as usize] {
+            ctx.data.fx.ready.extend(ctx.srv.blocking.deletion_keys(db..db + 1));
+        }
         if ctx.srv.blocking.any_waiting() {
             for db in [a as usize, b as usize] {
                 let ids: Vec<u32> = ks.db_shard_ids(db).collect();
@@ -259,6 +263,8 @@ fn flush_mode(argv: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 fn flush_db(ctx: &mut Ctx, db: usize) {
+    // A client blocked in XREADGROUP hears its stream is gone.
+    ctx.data.fx.ready.extend(ctx.srv.blocking.deletion_keys(db..db + 1));
     let ids: Vec<u32> = ctx.data.ks.db_shard_ids(db).collect();
     for id in ids {
         let table = ctx.data.guards.shard(id).clear();
@@ -603,7 +609,8 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
     let age = c.created.elapsed().as_secs();
     let since_start = srv.started.elapsed().as_millis() as u64;
     let idle = since_start.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000;
-    let cmd = COMMANDS.get(c.last_cmd.load(Ordering::Relaxed)).map(|s| s.name).unwrap_or("NULL");
+    let last = c.last_cmd.load(Ordering::Relaxed);
+    let cmd = if last == usize::MAX { "NULL".into() } else { terrace_commands::stat_index::name(last) };
     let mut flags = String::new();
     if c.in_multi.load(Ordering::Relaxed) {
         flags.push('x');
@@ -1172,14 +1179,18 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         s.push_str("# Modules\r\n\r\n");
     }
     if want("errorstats") {
-        s.push_str("# Errorstats\r\n\r\n");
+        s.push_str("# Errorstats\r\n");
+        for (code, count) in srv.stats.errors.lock().iter() {
+            let _ = write!(s, "errorstat_{code}:count={count}\r\n");
+        }
+        s.push_str("\r\n");
     }
     if want("cluster") {
         s.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
     }
     if all || sections.iter().any(|x| x == "commandstats") {
         s.push_str("# Commandstats\r\n");
-        for (c, st) in COMMANDS.iter().zip(&srv.stats.per_command) {
+        for (slot, st) in srv.stats.per_command.iter().enumerate() {
             let calls = st.calls.load(Ordering::Relaxed);
             let rejected = st.rejected.load(Ordering::Relaxed);
             if calls == 0 && rejected == 0 {
@@ -1189,7 +1200,7 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
             let _ = write!(
                 s,
                 "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
-                c.name,
+                terrace_commands::stat_index::name(slot),
                 calls,
                 usec,
                 if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },

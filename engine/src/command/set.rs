@@ -28,7 +28,8 @@ pub fn sadd(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let key = argv[1];
     let s = as_set(ctx.data.coll_or_create(key, Kind::Set, new_set)?);
     let n = argv[2..].iter().filter(|m| s.insert(m, ()).is_none()).count();
-    ctx.data.modified(key);
+    // Nothing added is no change (WATCH, notifications).
+    ctx.data.settle(key, n > 0);
     ctx.out.int(n as i64);
     Ok(())
 }

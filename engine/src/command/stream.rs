@@ -462,10 +462,11 @@ fn read_generic(ctx: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) -> CmdResult {
         let Some(s) = stream(&mut ctx.data, key)? else { continue };
         let mut body = bytes::BytesMut::new();
         let mut w = ReplyWriter::new(&mut body, ctx.out.resp3);
+        let mut created_consumer = false;
         let serve = match (a.group, *f) {
             (Some((group, consumer)), f) => {
                 let g = s.groups.get_mut(group).expect("checked above");
-                g.touch_consumer(consumer, now);
+                created_consumer = g.touch_consumer(consumer, now);
                 match f {
                     ReadFrom::After(id) => {
                         stream_group::reply_history(&mut w, s, group, consumer, id.incr().unwrap_or(StreamId::MAX), a.count, now);
@@ -500,6 +501,9 @@ fn read_generic(ctx: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) -> CmdResult {
         if a.group.is_some() {
             ctx.data.modified(key);
         }
+        if created_consumer {
+            ctx.data.notify_event(terrace_commands::notify::class::STREAM, "xgroup-createconsumer", key);
+        }
         if serve {
             served.push((*key, body));
         }
@@ -533,6 +537,7 @@ fn read_generic(ctx: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) -> CmdResult {
             block_or_timeout(ctx, keys.iter().map(|k| k.to_vec()).collect(), t, TimeoutReply::NullArray);
             if let Some(b) = ctx.block.as_mut() {
                 b.retry_argv = retry;
+                b.wake_on_delete = a.group.is_some();
             }
         }
         None => ctx.out.null_array(),

@@ -1,6 +1,8 @@
 //! Stream consumer groups: XGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, and what XREADGROUP
 //! does to a group when it serves a consumer (new entries, or the consumer's history).
 
+use terrace_commands::notify::class::STREAM;
+
 use super::args::{err, int, is, subcommand_error, CmdError};
 use super::stream::{as_stream, no_group_for_key, parse_id, parse_interval, parse_strict_id, stream, write_entry, write_id};
 use super::{CmdResult, Ctx};
@@ -128,6 +130,7 @@ pub fn xgroup(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         if !created {
             return Err(err("BUSYGROUP Consumer Group name already exists"));
         }
+        ctx.data.notify_event(STREAM, "xgroup-create", key);
         ctx.out.ok();
         return Ok(());
     }
@@ -141,22 +144,29 @@ pub fn xgroup(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         g.last_id = id;
         g.entries_read = entries_read;
         ctx.out.ok();
+        ctx.data.notify_event(STREAM, "xgroup-setid", key);
     } else if is(sub, "DESTROY") {
         let removed = s.groups.remove(group).is_some();
         ctx.out.int(removed as i64);
         if removed {
             ctx.data.signal(key);
+            ctx.data.notify_event(STREAM, "xgroup-destroy", key);
         }
     } else if is(sub, "CREATECONSUMER") {
         let g = s.groups.get_mut(group).expect("checked");
         let created = !g.consumers.contains_key(argv[4]);
         if created {
             g.touch_consumer(argv[4], now);
+            ctx.data.notify_event(STREAM, "xgroup-createconsumer", key);
         }
         ctx.out.int(created as i64);
     } else {
         let g = s.groups.get_mut(group).expect("checked");
-        ctx.out.int(g.delete_consumer(argv[4]).unwrap_or(0) as i64);
+        let deleted = g.delete_consumer(argv[4]);
+        ctx.out.int(deleted.unwrap_or(0) as i64);
+        if deleted.is_some() {
+            ctx.data.notify_event(STREAM, "xgroup-delconsumer", key);
+        }
     }
     ctx.data.modified(key);
     Ok(())
@@ -301,7 +311,7 @@ pub fn xclaim(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if last_id > g.last_id {
         g.last_id = last_id;
     }
-    g.touch_consumer(consumer, now);
+    let created_consumer = g.touch_consumer(consumer, now);
     let mut claimed = Vec::new();
     for (id, exists) in ids.into_iter().zip(entry_exists) {
         if !exists {
@@ -335,6 +345,9 @@ pub fn xclaim(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             write_entry(&mut ctx.out, id, s.get(id).expect("checked"));
         }
     }
+    if created_consumer {
+        ctx.data.notify_event(STREAM, "xgroup-createconsumer", key);
+    }
     ctx.data.modified(key);
     Ok(())
 }
@@ -362,7 +375,10 @@ pub fn xautoclaim(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let Some(s) = stream(&mut ctx.data, key)?.filter(|s| s.groups.contains_key(group)) else {
         return Err(no_key_or_group(key, group));
     };
-    s.groups.get_mut(group).expect("checked").touch_consumer(consumer, now);
+    if s.groups.get_mut(group).expect("checked").touch_consumer(consumer, now) {
+        ctx.data.notify_event(STREAM, "xgroup-createconsumer", key);
+    }
+    let s = stream(&mut ctx.data, key)?.expect("checked");
     let mut attempts = count.saturating_mul(10);
     let mut remaining = count;
     let mut claimed = Vec::new();

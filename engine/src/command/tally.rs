@@ -13,7 +13,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::server::state::Server;
+use crate::server::state::{latency_bucket, Server, LATENCY_BUCKETS};
 
 #[derive(Default)]
 pub struct Tally {
@@ -27,6 +27,8 @@ pub struct Tally {
     failed: u64,
     hits: u64,
     misses: u64,
+    /// Calls by duration bucket (LATENCY HISTOGRAM).
+    latency: [u32; LATENCY_BUCKETS],
 }
 
 impl Tally {
@@ -43,14 +45,16 @@ impl Tally {
         }
     }
 
-    /// Counts one finished run of command `idx`; published at once unless `batchable`.
+    /// Counts one finished run (of `nanos`) in statistics slot `idx`; published at once
+    /// unless `batchable`.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub fn add(&mut self, srv: &Server, idx: usize, batchable: bool, usec: u64, failed: bool, hits: u64, misses: u64) {
+    pub fn add(&mut self, srv: &Server, idx: usize, batchable: bool, nanos: u64, failed: bool, hits: u64, misses: u64) {
         self.before(srv, idx);
         self.idx = idx;
         self.calls += 1;
-        self.usec += usec;
+        self.usec += nanos / 1000;
+        self.latency[latency_bucket(nanos)] += 1;
         self.failed += failed as u64;
         self.hits += hits;
         self.misses += misses;
@@ -69,6 +73,11 @@ impl Tally {
         st.commands_processed.fetch_add(self.calls, Ordering::Relaxed);
         cmd.calls.fetch_add(self.calls, Ordering::Relaxed);
         cmd.usec.fetch_add(self.usec, Ordering::Relaxed);
+        for (bucket, &n) in cmd.latency.iter().zip(&self.latency) {
+            if n > 0 {
+                bucket.fetch_add(u64::from(n), Ordering::Relaxed);
+            }
+        }
         if self.failed > 0 {
             cmd.failed.fetch_add(self.failed, Ordering::Relaxed);
             st.total_error_replies.fetch_add(self.failed, Ordering::Relaxed);

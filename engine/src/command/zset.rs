@@ -262,7 +262,8 @@ pub fn zadd(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
         }
     }
-    ctx.data.modified(key);
+    // Nothing added or changed is no change (WATCH, notifications).
+    ctx.data.settle(key, added + changed > 0);
     if added > 0 {
         ctx.data.signal(key);
     }

@@ -128,7 +128,7 @@ pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Pol
     match best {
         Some((_, id, key)) => {
             let mut shard = ks.lock_one(id);
-            if shard.remove(&key).is_some() {
+            if shard.evict(&key).is_some() {
                 shard.evicted_keys += 1;
                 obs.evicted(id as usize / ks.shards_per_db(), &key);
             }

@@ -29,7 +29,7 @@ use crate::compress::CodecError;
 pub type ShardIds = SmallVec<[u32; 4]>;
 
 pub use entry::{Entry, Kind, Meta, ValueRef};
-pub use shard::{is_expired, Shard};
+pub use shard::{is_expired, Happened, Shard};
 pub use value::{hash_bytes, Collection};
 
 /// Databases per namespace (SELECT 0-15). Namespace n owns physical databases
@@ -67,6 +67,10 @@ pub struct Keyspace {
     tier: Option<Arc<crate::tier::Tier>>,
     /// On while some client tracks keys (`tracking_switch`).
     tracking: Arc<AtomicBool>,
+    /// On while keyspace notifications are (`set_notify`).
+    notify: Arc<AtomicBool>,
+    /// On while a blocked client must hear of its key's deletion (`deletion_switch`).
+    deletions: Arc<AtomicBool>,
 }
 
 thread_local! {
@@ -100,10 +104,19 @@ impl Keyspace {
         let per_ns = NUM_DBS << shard_bits;
         let dram_values = tier.as_ref().map(|t| t.dram_values.clone());
         let tracking = Arc::new(AtomicBool::new(false));
+        let notify = Arc::new(AtomicBool::new(false));
+        let deletions = Arc::new(AtomicBool::new(false));
         Keyspace {
             tier,
-            shards: (0..n).map(|i| Mutex::new(Shard::counting_into(ns_used[i / per_ns].clone(), dram_values.clone()).tracked_by(tracking.clone()))).collect(),
+            shards: (0..n)
+                .map(|i| {
+                    let shard = Shard::counting_into(ns_used[i / per_ns].clone(), dram_values.clone());
+                    Mutex::new(shard.tracked_by(tracking.clone(), notify.clone(), deletions.clone()))
+                })
+                .collect(),
             tracking,
+            notify,
+            deletions,
             shard_bits,
             dbs,
             ns_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
@@ -119,6 +132,30 @@ impl Keyspace {
     /// tracking service, on while any client tracks).
     pub fn tracking_switch(&self) -> Arc<AtomicBool> {
         self.tracking.clone()
+    }
+
+    /// Turns keyspace notifications' event noting on or off (off: what shards noted goes).
+    pub fn set_notify(&self, on: bool) {
+        if self.notify.swap(on, Ordering::SeqCst) && !on && !self.deletions.load(Ordering::SeqCst) {
+            for s in self.shards.iter() {
+                s.lock().events.clear();
+            }
+        }
+    }
+
+    pub fn notifying(&self) -> bool {
+        self.notify.load(Ordering::Relaxed)
+    }
+
+    /// The switch that makes shards note changed keys while a blocked client must hear of
+    /// its key's deletion (held by the block registry).
+    pub fn deletion_switch(&self) -> Arc<AtomicBool> {
+        self.deletions.clone()
+    }
+
+    /// Whether shards note what happens to keys (notifications, or deletion waiters).
+    pub fn noting(&self) -> bool {
+        self.notify.load(Ordering::Relaxed) || self.deletions.load(Ordering::Relaxed)
     }
 
     /// Takes the changed keys background work (expiry, eviction) left in shards that no
@@ -487,6 +524,15 @@ impl<'a> Guards<'a> {
     /// (what it did there is dropped).
     pub fn take_stray(&mut self) -> bool {
         self.stray.take().is_some()
+    }
+
+    /// Appends what happened to keys in the held shards (keyspace notifications) to `out`,
+    /// with each key's database.
+    pub fn take_events(&mut self, shards_per_db: usize, out: &mut Vec<(usize, Happened, Vec<u8>)>) {
+        for (id, s) in self.held.iter_mut() {
+            let db = *id as usize / shards_per_db;
+            out.extend(s.events.drain(..).map(|(h, k)| (db, h, k)));
+        }
     }
 
     /// Appends the keys the held shards noted as changed (CLIENT TRACKING) to `out`.

@@ -91,6 +91,24 @@ pub struct Shard {
     /// holds the shard takes them when it commits (`Guards::take_invalidated`), the cron what
     /// background work left (`Keyspace::take_invalidated`).
     pub(super) invalidated: Vec<Vec<u8>>,
+    /// Whether keyspace notifications are on (`notify-keyspace-events`), and whether a
+    /// blocked client waits for a key's deletion (XREADGROUP); shared by every shard.
+    notify: Arc<AtomicBool>,
+    deletions: Arc<AtomicBool>,
+    /// What happened to keys while notifications are on, in order: the command holding the
+    /// shard takes them after its handler (`Guards::take_events`) and names the events.
+    pub(super) events: Vec<(Happened, Vec<u8>)>,
+}
+
+/// What happened to a key, for keyspace notifications.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Happened {
+    /// Written or removed by the command (the command names the event).
+    Changed,
+    /// Added: it did not exist before (`new`).
+    Created,
+    /// Removed because its time to live had passed (`expired`).
+    Expired,
 }
 
 impl Shard {
@@ -99,10 +117,46 @@ impl Shard {
         Shard { counting: Counting { ns_bytes: Some(ns_bytes), dram_values, ..Default::default() }, ..Default::default() }
     }
 
-    /// The shard notes changed keys for CLIENT TRACKING while `tracking` is set.
-    pub fn tracked_by(mut self, tracking: Arc<AtomicBool>) -> Shard {
+    /// The shard notes changed keys for CLIENT TRACKING while `tracking` is set, and what
+    /// happened to keys for keyspace notifications while `notify` is.
+    /// (and changed keys while `deletions` is, for blocked XREADGROUP clients).
+    pub fn tracked_by(mut self, tracking: Arc<AtomicBool>, notify: Arc<AtomicBool>, deletions: Arc<AtomicBool>) -> Shard {
         self.tracking = tracking;
+        self.notify = notify;
+        self.deletions = deletions;
         self
+    }
+
+    /// Whether what happens to keys is noted (`events`).
+    #[inline]
+    fn noting(&self) -> bool {
+        self.notify.load(Ordering::Relaxed) || self.deletions.load(Ordering::Relaxed)
+    }
+
+    /// Says that the last change noted for `key` was in fact `what` (None: nothing to tell,
+    /// an eviction, which is told by the evicting code).
+    fn renote(&mut self, key: &[u8], what: Option<Happened>) {
+        if !self.noting() {
+            return;
+        }
+        if self.events.last().is_some_and(|(h, k)| *h == Happened::Changed && k == key) {
+            self.events.pop();
+        }
+        if let Some(what) = what {
+            self.events.push((what, key.to_vec()));
+        }
+    }
+
+    /// Takes the events noted (keyspace notifications).
+    pub fn take_events(&mut self) -> Vec<(Happened, Vec<u8>)> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Removes an evicted key: a change for tracking and WATCH, not an event the shard notes.
+    pub fn evict(&mut self, key: &[u8]) -> Option<Entry> {
+        let e = self.remove(key)?;
+        self.renote(key, None);
+        Some(e)
     }
 
     fn account(&mut self, delta: Footprint) {
@@ -150,6 +204,7 @@ impl Shard {
         };
         if expired {
             self.remove(key);
+            self.renote(key, Some(Happened::Expired));
             self.expired_keys += 1;
             return None;
         }
@@ -202,6 +257,9 @@ impl Shard {
                 Some(old)
             }
             None => {
+                if self.notify.load(Ordering::Relaxed) {
+                    self.events.push((Happened::Created, entry.key().to_vec()));
+                }
                 self.table.insert_unique(h, entry, |e| hash_bytes(e.key()));
                 self.account(added);
                 None
@@ -236,6 +294,20 @@ impl Shard {
         }
     }
 
+    /// Removes an entry the running command created and left empty: nothing observable
+    /// happened to the key (no WATCH touch, no tracking invalidation, no event).
+    pub fn discard(&mut self, key: &[u8]) {
+        let Ok(o) = self.table.find_entry(hash_bytes(key), |e| e.key() == key) else { return };
+        let (e, _) = o.remove();
+        if e.expire().is_some() {
+            self.volatile -= 1;
+        }
+        self.account(Footprint::of(&e).neg());
+        if let Some(i) = self.events.iter().rposition(|(h, k)| *h == Happened::Created && k == key) {
+            self.events.remove(i);
+        }
+    }
+
     /// Sets an entry's dirty bit (a write-back write) and returns it unless it is expired, in
     /// one lookup; not a modification.
     pub fn mark_dirty(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
@@ -265,6 +337,9 @@ impl Shard {
         self.mods = self.mods.wrapping_add(1);
         if self.tracking.load(Ordering::Relaxed) {
             self.invalidated.push(key.to_vec());
+        }
+        if self.noting() {
+            self.events.push((Happened::Changed, key.to_vec()));
         }
         if !self.watched.is_empty() {
             if let Some((_, epoch)) = self.watched.get_mut(key) {
@@ -405,6 +480,7 @@ impl Shard {
                     let key = e.key().to_vec();
                     drop(e);
                     self.touch(&key);
+                    self.renote(&key, Some(Happened::Expired));
                 }
             }
         }

@@ -99,6 +99,9 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
             Some(Ok(n)) => n,
         };
         super::spin::note_read();
+        // While its requests run, the client's query buffer holds them (CLIENT LIST's qbuf,
+        // as Redis shows it to a client listing itself).
+        info.qbuf.store(inbuf.len(), Ordering::Relaxed);
         srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
         info.last_active_ms.store(srv.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         parser.set_max_bulk_len(srv.limits.max_bulk_len.load(Ordering::Relaxed));
@@ -107,7 +110,9 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 Err(e) => {
-                    ReplyWriter::new(&mut out, conn.resp3).error(&format!("ERR {e}"));
+                    let text = format!("ERR {e}");
+                    srv.stats.note_error(&text);
+                    ReplyWriter::new(&mut out, conn.resp3).error(&text);
                     let _ = flush(&srv, &mut conn, &mut stream, &mut out).await;
                     break 'conn;
                 }
@@ -199,7 +204,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
             srv.limits.query_disconnections.fetch_add(1, Ordering::Relaxed);
             break;
         }
-        if conn.receives_pushes() {
+        if conn.receives_pushes() || std::mem::take(&mut conn.pushes_waiting) {
             crate::pubsub::drain_mailbox(&info, &mut out);
         }
         if !out.is_empty() && here.is_some_and(|st| st.connections.load(Ordering::Relaxed) > 1) {
@@ -415,6 +420,11 @@ async fn wait_and_retry(
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         let woken_from = waited.take().filter(|_| was_blocked);
         outcome = command::execute_request(srv, conn, &command::Request { argv: &args, read_through: None, waited: woken_from.as_ref() }, out);
+        if let Some(block) = woken_from.as_ref().filter(|_| !matches!(outcome, Outcome::Block(_))) {
+            // Served (or failed): what is left is the next waiter's. (Blocked again: there
+            // was nothing for it, and the turn ends.)
+            pass_the_turn(srv, block);
+        }
     }
 }
 
@@ -489,5 +499,18 @@ async fn wait_blocked(
     };
     srv.blocking.unregister(info.id, block.db, &block.keys);
     info.blocked.store(false, Ordering::Relaxed);
+    if matches!(woken, Woken::Finished(_)) {
+        // It may have been the one a signal picked: the next waiter gets its turn.
+        pass_the_turn(srv, block);
+    }
     woken
+}
+
+/// A key signals only its oldest waiter (`BlockRegistry::signal`); one that was served or
+/// stopped waiting hands the turn on to the next, so blocked clients are served one at a
+/// time in the order they blocked, as Redis serves them.
+fn pass_the_turn(srv: &Server, block: &BlockRequest) {
+    for key in &block.keys {
+        srv.blocking.signal(block.db, key);
+    }
 }

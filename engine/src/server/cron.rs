@@ -70,9 +70,19 @@ pub fn active_expire(srv: &Server) {
         }
         let budget = (shard.num_buckets() / 20).max(256);
         shard.sweep_expired(budget, now);
+        let events = if srv.keyspace.notifying() { shard.take_events() } else { Vec::new() };
         drop(shard);
+        if !events.is_empty() {
+            // What the sweep expired (anything else a shard noted outside a command is not
+            // an event of any command).
+            let db = id as usize / srv.keyspace.shards_per_db();
+            let expired = events.into_iter().filter(|(what, _)| *what == crate::keyspace::Happened::Expired);
+            let events = expired.map(|(_, key)| (db, terrace_commands::notify::class::EXPIRED, "expired", key)).collect();
+            srv.notifications.publish(&srv.pubsub, events);
+        }
         if start.elapsed() > CYCLE_BUDGET {
             break;
         }
     }
+    srv.latency.observe("expire-cycle", start.elapsed().as_nanos() as u64, now / 1000);
 }

@@ -14,7 +14,7 @@ pub use crate::clock::{now_ms, now_ms_at, now_us};
 use crate::config::EngineConfig;
 use crate::keyspace::eviction::Policy;
 use crate::keyspace::Keyspace;
-use terrace_commands::table::{CommandSpec, COMMANDS};
+use terrace_commands::table::CommandSpec;
 
 /// Per-command counters (INFO commandstats).
 #[derive(Default)]
@@ -23,6 +23,20 @@ pub struct CommandStat {
     pub usec: AtomicU64,
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
+    /// Calls by duration (LATENCY HISTOGRAM): bucket `b` counts calls that took at most
+    /// 1024·2^b ns (`latency_bucket`).
+    pub latency: [AtomicU64; LATENCY_BUCKETS],
+}
+
+/// Duration buckets per command: powers of two from 1,024 ns (Redis's histogram reports
+/// these) to ~37 minutes.
+pub const LATENCY_BUCKETS: usize = 32;
+
+/// The bucket of a call that took `nanos`.
+#[inline]
+pub fn latency_bucket(nanos: u64) -> usize {
+    let units = nanos.div_ceil(1024).max(1);
+    (units.next_power_of_two().trailing_zeros() as usize).min(LATENCY_BUCKETS - 1)
 }
 
 #[derive(Default)]
@@ -38,6 +52,37 @@ pub struct Stats {
     pub per_command: Vec<CommandStat>,
     /// Commands per second, sampled by the cron.
     pub instantaneous_ops: AtomicU64,
+    /// Error replies by their code (the error's first word: ERR, WRONGTYPE, NOGROUP…), for
+    /// INFO errorstats.
+    pub errors: Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+/// Distinct error codes INFO errorstats keeps (Redis's limit); others are not counted.
+const ERROR_CODES_KEPT: usize = 128;
+
+impl Stats {
+    /// Counts an error reply under its code.
+    pub fn note_error(&self, text: &str) {
+        let code = text.split(' ').next().unwrap_or("ERR").trim_start_matches('-');
+        let mut errors = self.errors.lock();
+        if let Some(n) = errors.get_mut(code) {
+            *n += 1;
+        } else if errors.len() < ERROR_CODES_KEPT {
+            errors.insert(code.to_string(), 1);
+        }
+    }
+
+    /// Takes back a count `note_error` made (an error replaced by another before replying).
+    pub fn unnote_error(&self, text: &str) {
+        let code = text.split(' ').next().unwrap_or("ERR").trim_start_matches('-');
+        let mut errors = self.errors.lock();
+        if let Some(n) = errors.get_mut(code) {
+            *n -= 1;
+            if *n == 0 {
+                errors.remove(code);
+            }
+        }
+    }
 }
 
 /// Clients blocked on keys (BLPOP & co.), by (db, key), oldest first.
@@ -45,19 +90,32 @@ pub struct Stats {
 pub struct BlockRegistry {
     waiting: AtomicUsize,
     map: Mutex<HashMap<DbKey, Vec<Waiter>>>,
+    /// Waiters that must also hear of their key's deletion (XREADGROUP), and the keyspace's
+    /// switch that makes shards note changed keys while there are any.
+    deletion_waiters: AtomicUsize,
+    deletions: Arc<AtomicBool>,
 }
 
 /// A key in a physical database.
 type DbKey = (usize, Vec<u8>);
-/// A blocked client waiting on a key: its id and how to wake it.
-type Waiter = (u64, Arc<Notify>);
+/// A blocked client waiting on a key: its id, how to wake it, and whether it waits for the
+/// key's deletion too.
+type Waiter = (u64, Arc<Notify>, bool);
 
 impl BlockRegistry {
-    pub fn register(&self, client: u64, db: usize, keys: &[Vec<u8>], notify: &Arc<Notify>) {
+    /// A registry that turns `deletions` on while some waiter must hear of deletions.
+    pub fn with_deletion_switch(deletions: Arc<AtomicBool>) -> BlockRegistry {
+        BlockRegistry { deletions, ..Default::default() }
+    }
+
+    pub fn register(&self, client: u64, db: usize, keys: &[Vec<u8>], notify: &Arc<Notify>, on_delete: bool) {
         let mut m = self.map.lock();
         for k in keys {
-            m.entry((db, k.clone())).or_default().push((client, notify.clone()));
+            m.entry((db, k.clone())).or_default().push((client, notify.clone(), on_delete));
             self.waiting.fetch_add(1, Ordering::SeqCst);
+            if on_delete && self.deletion_waiters.fetch_add(1, Ordering::SeqCst) == 0 {
+                self.deletions.store(true, Ordering::SeqCst);
+            }
         }
     }
 
@@ -67,8 +125,12 @@ impl BlockRegistry {
             let key = (db, k.clone());
             if let Some(v) = m.get_mut(&key) {
                 let before = v.len();
-                v.retain(|(c, _)| *c != client);
+                let on_delete = v.iter().filter(|(c, _, d)| *c == client && *d).count();
+                v.retain(|(c, _, _)| *c != client);
                 self.waiting.fetch_sub(before - v.len(), Ordering::SeqCst);
+                if on_delete > 0 && self.deletion_waiters.fetch_sub(on_delete, Ordering::SeqCst) == on_delete {
+                    self.deletions.store(false, Ordering::SeqCst);
+                }
                 if v.is_empty() {
                     m.remove(&key);
                 }
@@ -81,20 +143,35 @@ impl BlockRegistry {
         self.waiting.load(Ordering::SeqCst) > 0
     }
 
-    /// Wakes the clients blocked on a key, oldest first.
+    /// The keys of databases `dbs` clients wait on for deletion (a FLUSHDB or SWAPDB wakes
+    /// them).
+    pub fn deletion_keys(&self, dbs: std::ops::Range<usize>) -> Vec<(usize, Vec<u8>)> {
+        if self.deletion_waiters.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        let m = self.map.lock();
+        m.iter().filter(|((db, _), v)| dbs.contains(db) && v.iter().any(|w| w.2)).map(|(k, _)| k.clone()).collect()
+    }
+
+    /// Whether some client waits for its key's deletion.
+    pub fn deletions_watched(&self) -> bool {
+        self.deletion_waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// Wakes the oldest client blocked on a key. Once it is served, or stops waiting, it
+    /// signals the key again for the next one (the connection's `pass_the_turn`): blocked
+    /// clients are served in the order they blocked, not in the order their threads run.
     pub fn signal(&self, db: usize, key: &[u8]) {
         let m = self.map.lock();
-        if let Some(v) = m.get(&(db, key.to_vec())) {
-            for (_, n) in v {
-                n.notify_one();
-            }
+        if let Some((_, n, _)) = m.get(&(db, key.to_vec())).and_then(|v| v.first()) {
+            n.notify_one();
         }
     }
 
     /// Number of clients blocked on anything.
     pub fn blocked_clients(&self) -> usize {
         let m = self.map.lock();
-        let mut ids: Vec<u64> = m.values().flatten().map(|(c, _)| *c).collect();
+        let mut ids: Vec<u64> = m.values().flatten().map(|(c, _, _)| *c).collect();
         ids.sort_unstable();
         ids.dedup();
         ids.len()
@@ -188,6 +265,8 @@ pub struct Server {
     /// Users, permissions and the ACL log.
     pub acl: crate::acl::Acl,
     pub pubsub: crate::pubsub::PubSub,
+    /// Keyspace notifications (`notify-keyspace-events`).
+    pub notifications: crate::notify::Notifications,
     pub monitors: crate::monitor::Monitors,
     pub tracking: crate::tracking::Tracking,
     pub snapshot: crate::snapshot::SnapshotState,
@@ -230,6 +309,8 @@ pub struct Server {
     /// Commands that take every lock (transactions, FLUSHALL) bump this so INFO can tell.
     pub dirty: AtomicU64,
     pub slowlog: SlowLog,
+    /// LATENCY's events (`latency-monitor-threshold`).
+    pub latency: crate::latency::LatencyMonitor,
     /// DEBUG SET-ACTIVE-EXPIRE.
     pub active_expire: AtomicBool,
     /// CLIENT PAUSE: until when (unix ms), and whether all commands or only writes wait.
@@ -275,9 +356,10 @@ impl Server {
     pub fn new(config: EngineConfig, tier: Option<Arc<crate::tier::Tier>>, wal: Option<Arc<crate::wal::Wal>>) -> Arc<Server> {
         let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
         let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
+        let keyspace_deletions = keyspace.deletion_switch();
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let tracking = crate::tracking::Tracking::new(keyspace.tracking_switch());
-        let stats = Stats { per_command: COMMANDS.iter().map(|_| CommandStat::default()).collect(), ..Default::default() };
+        let stats = Stats { per_command: (0..terrace_commands::stat_index::count()).map(|_| CommandStat::default()).collect(), ..Default::default() };
         let reactors =
             super::elastic::Reactors::new(config.threads.reactors(), matches!(config.threads, crate::config::Threads::Elastic(_)), config.elastic.clone());
         Arc::new_cyclic(|me| Server {
@@ -302,6 +384,7 @@ impl Server {
             config,
             acl: crate::acl::Acl::default(),
             pubsub: crate::pubsub::PubSub::default(),
+            notifications: Default::default(),
             monitors: crate::monitor::Monitors::default(),
             tracking,
             snapshot: crate::snapshot::SnapshotState::default(),
@@ -310,7 +393,7 @@ impl Server {
             clients: Mutex::new(HashMap::new()),
             limits: Arc::default(),
             next_client_id: AtomicU64::new(1),
-            blocking: BlockRegistry::default(),
+            blocking: BlockRegistry::with_deletion_switch(keyspace_deletions),
             started: Instant::now(),
             run_id,
             port: AtomicU64::new(0),
@@ -318,6 +401,7 @@ impl Server {
             shutdown_notify: Notify::new(),
             dirty: AtomicU64::new(0),
             slowlog: SlowLog::default(),
+            latency: Default::default(),
             active_expire: AtomicBool::new(true),
             pause_until_ms: AtomicI64::new(0),
             pause_all: AtomicBool::new(false),

@@ -18,7 +18,7 @@ use crate::server::state::Server;
 pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockRequest>, data: &mut Data) {
     if let Some(b) = block {
         // Registered while the shards are still locked, so no push can slip in between.
-        srv.blocking.register(conn.info.id, b.db, &b.keys, &conn.block_notify);
+        srv.blocking.register(conn.info.id, b.db, &b.keys, &conn.block_notify, b.wake_on_delete);
     }
     if let Some(t) = srv.keyspace.tier() {
         let fx = &data.fx;
@@ -62,21 +62,32 @@ pub(crate) struct Ran<'a> {
     pub spec: &'a CommandSpec,
     pub argv: &'a [&'a [u8]],
     pub failed: bool,
-    pub micros: u64,
+    pub nanos: u64,
+    /// It blocked: counted when it completes, as Redis counts a blocked command once.
+    pub blocked: bool,
 }
 
 /// Commits the rest once the locks are released.
 pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, ran: &Ran, fx: Effects) {
-    let Ran { idx, spec, argv, failed, micros } = *ran;
+    let Ran { idx, spec, argv, failed, nanos, blocked } = *ran;
     // Server and connection commands (INFO, CONFIG RESETSTAT…) are counted at once: one may
     // read or reset the counters the next one adds to.
-    conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, micros, failed, fx.hits, fx.misses);
+    if !blocked {
+        conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, nanos, failed, fx.hits, fx.misses);
+    }
     if !fx.ready.is_empty() && srv.blocking.any_waiting() {
         for (db, key) in &fx.ready {
             srv.blocking.signal(*db, key);
         }
     }
-    srv.slowlog.maybe_record(argv, micros, &conn.info);
+    if !fx.notifications.is_empty() {
+        srv.notifications.publish(&srv.pubsub, fx.notifications);
+    }
+    srv.slowlog.maybe_record(argv, nanos / 1000, &conn.info);
+    if srv.latency.crosses(nanos) {
+        let event = if spec.flags.has(crate::command::table::Flags::FAST) { "fast-command" } else { "command" };
+        srv.latency.observe(event, nanos, crate::clock::now_ms() / 1000);
+    }
     if srv.tracking.any() {
         super::run::track_reads(srv, conn, spec, argv);
         srv.tracking.invalidate(&srv.clients, fx.invalidated, Some(conn.info.id));

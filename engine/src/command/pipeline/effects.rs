@@ -23,6 +23,8 @@ pub struct Effects {
     pub touched: Vec<(usize, Vec<u8>)>,
     /// Keys changed while some client tracks keys: invalidations to deliver.
     pub invalidated: Vec<Vec<u8>>,
+    /// Keyspace notifications to publish once the locks are released.
+    pub notifications: Vec<crate::notify::Event>,
 }
 
 impl Effects {

@@ -23,6 +23,10 @@ fn evictions(srv: &Server, now: i64) -> Evictions<'_> {
 impl eviction::Observer for Evictions<'_> {
     fn evicted(&mut self, db: usize, key: &[u8]) {
         let srv = self.srv;
+        let evicted = terrace_commands::notify::class::EVICTED;
+        if srv.notifications.wants(evicted) {
+            srv.notifications.publish(&srv.pubsub, vec![(db, evicted, "evicted", key.to_vec())]);
+        }
         // A storage-backed tenant's evicted key is still in storage: nothing to log.
         if srv.storage_tier().is_some_and(|t| t.backs(db / NUM_DBS)) {
             return;

@@ -14,6 +14,7 @@
 mod admit;
 mod commit;
 mod effects;
+mod events;
 mod memory;
 mod run;
 pub mod storage;
@@ -70,11 +71,13 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     let argv = req.argv;
     let mut w = ReplyWriter::new(out, conn.resp3);
     let Some(spec) = lookup(argv[0]) else {
-        account(srv, conn, None, &Refusal::Unknown, Origin::Client);
-        w.error(&Refusal::Unknown.error(Origin::Client, None, argv));
+        let text = Refusal::Unknown.error(Origin::Client, None, argv);
+        account(srv, conn, None, &Refusal::Unknown, Origin::Client, &text);
+        w.error(&text);
         return Outcome::Done;
     };
-    let idx = spec.id.index();
+    // Statistics are kept per command, or per subcommand for a container (CLIENT LIST).
+    let idx = terrace_commands::stat_index::of(spec, argv);
     // Counts of an earlier, different command become visible before this one runs.
     conn.tally.before(srv, idx);
     if conn.acl_gen != srv.acl.generation() && !refresh_user(srv, conn) {
@@ -83,8 +86,9 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     let verdict = admit(Origin::Client, spec, argv, &caller(conn), &ServerGate(srv));
     match verdict {
         Verdict::Refuse(r) => {
-            account(srv, conn, Some(idx), &r, Origin::Client);
-            w.error(&r.error(Origin::Client, Some(spec), argv));
+            let text = r.error(Origin::Client, Some(spec), argv);
+            account(srv, conn, Some(idx), &r, Origin::Client, &text);
+            w.error(&text);
             return Outcome::Done;
         }
         Verdict::Pause(until) => return Outcome::Paused(until),
@@ -111,6 +115,16 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     let mut ctx = Ctx { srv, conn, out: w, data: Data::new(&srv.keyspace, guards, db, now), block: None, close: false, in_exec: false, spec };
     let reply_at = ctx.out.buf.len();
     let mut result = run::run(&mut ctx, spec, argv);
+    if let (Some(waited), Err(e), None) = (req.waited, &result, &ctx.block) {
+        if let Some(why) = stream_gone(&mut ctx.data, spec, argv, &waited.keys) {
+            // A blocked XREADGROUP whose stream or group went while it waited, as Redis 7.0
+            // tells it.
+            ctx.out.buf.truncate(reply_at);
+            ctx.out.error(why);
+            srv.stats.unnote_error(&e.to_string());
+            srv.stats.note_error(why);
+        }
+    }
     if let (Some(waited), Err(CmdError::WrongType), None) = (req.waited, &result, &ctx.block) {
         if waits_on_another_type(&mut ctx.data, spec, &waited.keys) {
             // Redis serves a blocked client only from a key of the type it waits for: one
@@ -124,8 +138,8 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     let Ctx { mut data, block, close, conn, .. } = ctx;
     commit::under_locks(srv, conn, block.as_ref(), &mut data);
     let fx = data.release();
-    let micros = start.elapsed().as_micros() as u64;
-    commit::after_locks(srv, conn, &commit::Ran { idx, spec, argv, failed: result.is_err(), micros }, fx);
+    let nanos = start.elapsed().as_nanos() as u64;
+    commit::after_locks(srv, conn, &commit::Ran { idx, spec, argv, failed: result.is_err(), nanos, blocked: block.is_some() }, fx);
     if close {
         return Outcome::Close;
     }
@@ -143,11 +157,31 @@ fn waits_on_another_type(data: &mut Data, spec: &CommandSpec, keys: &[Vec<u8>]) 
     let wanted = match spec.id {
         Blpop | Brpop | Blmove | Brpoplpush | Blmpop => Kind::List,
         Bzpopmin | Bzpopmax | Bzmpop => Kind::ZSet,
-        Xread | Xreadgroup => Kind::Stream,
+        Xread => Kind::Stream,
         _ => return false,
     };
     let now = data.now;
     keys.iter().any(|k| data.shard(k).peek(k, now).is_some_and(|e| e.kind() != wanted))
+}
+
+/// Why a woken XREADGROUP failed, in Redis 7.0's words, when its stream is gone or no longer
+/// a stream, or its group was destroyed; None for any other failure.
+fn stream_gone(data: &mut Data, spec: &CommandSpec, argv: &[&[u8]], keys: &[Vec<u8>]) -> Option<&'static str> {
+    if spec.id != crate::command::table::CommandId::Xreadgroup {
+        return None;
+    }
+    let group = argv.iter().position(|a| a.eq_ignore_ascii_case(b"GROUP")).and_then(|i| argv.get(i + 1))?;
+    let now = data.now;
+    for k in keys {
+        match data.shard(k).get(k, now).and_then(|e| e.coll()) {
+            Some(crate::keyspace::Collection::Stream(s)) if !s.groups.contains_key(*group) => {
+                return Some("NOGROUP the consumer group this client was blocked on no longer exists")
+            }
+            Some(crate::keyspace::Collection::Stream(_)) => {}
+            _ => return Some("UNBLOCKED the stream key no longer exists"),
+        }
+    }
+    None
 }
 
 /// The connection as admission sees it.
@@ -190,8 +224,9 @@ impl Gate for ServerGate<'_> {
     }
 }
 
-/// Counts a refusal, logs an ACL denial, and marks a transaction being queued as aborted.
-fn account(srv: &Server, conn: &mut Conn, idx: Option<usize>, refusal: &Refusal, origin: Origin) {
+/// Counts a refusal (answered with `text`), logs an ACL denial, and marks a transaction being
+/// queued as aborted.
+fn account(srv: &Server, conn: &mut Conn, idx: Option<usize>, refusal: &Refusal, origin: Origin, text: &str) {
     if let Refusal::Denied(denied) = refusal {
         let context = match origin {
             Origin::Script { .. } => "lua",
@@ -209,6 +244,7 @@ fn account(srv: &Server, conn: &mut Conn, idx: Option<usize>, refusal: &Refusal,
     }
     if refusal.counts_error_reply() {
         srv.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+        srv.stats.note_error(text);
     }
 }
 

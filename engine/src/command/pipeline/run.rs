@@ -23,6 +23,9 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
     }
     // Logged as the handler ended, so replay reproduces exactly what it did.
     log_write(ctx, spec, argv, result.is_ok(), wal_before);
+    if ctx.srv.keyspace.noting() {
+        super::events::after_command(ctx, spec, argv, result.is_ok());
+    }
     if ctx.out.buf.len() > ctx.srv.limits.hard(ctx.conn.info.class()) && ctx.conn.replay_now.is_none() {
         // A reply past the client's output limit (a huge RANDMEMBER count, a range of a huge
         // collection): Redis closes such a client rather than buffer it; so does this.
@@ -39,7 +42,9 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
         result = Err(crate::keyspace::Undeclared.into());
     }
     if let Err(e) = &result {
-        ctx.out.error(&e.to_string());
+        let text = e.to_string();
+        ctx.srv.stats.note_error(&text);
+        ctx.out.error(&text);
     }
     ctx.spec = outer;
     result
@@ -58,23 +63,25 @@ pub(crate) enum Nested {
 pub(crate) fn nested(ctx: &mut Ctx, origin: Origin, argv: &[&[u8]]) -> Nested {
     let srv = ctx.srv;
     let Some(spec) = lookup(argv[0]) else {
-        account(srv, ctx.conn, None, &Refusal::Unknown, origin);
-        return Nested::Refused(Refusal::Unknown.error(origin, None, argv));
+        let text = Refusal::Unknown.error(origin, None, argv);
+        account(srv, ctx.conn, None, &Refusal::Unknown, origin, &text);
+        return Nested::Refused(text);
     };
     // Never `Queue` or `Pause` for these origins: they apply to a client's own requests.
-    let idx = spec.id.index();
+    let idx = terrace_commands::stat_index::of(spec, argv);
     if let Verdict::Refuse(r) = admit(origin, spec, argv, &caller(ctx.conn), &ServerGate(srv)) {
-        account(srv, ctx.conn, Some(idx), &r, origin);
-        return Nested::Refused(r.error(origin, Some(spec), argv));
+        let text = r.error(origin, Some(spec), argv);
+        account(srv, ctx.conn, Some(idx), &r, origin, &text);
+        return Nested::Refused(text);
     }
     if matches!(origin, Origin::Script { .. }) && spec.monitored && srv.monitors.active() {
         srv.monitors.feed(ctx.data.db, "lua", argv);
     }
     let started = quanta::Instant::now();
     let result = run(ctx, spec, argv);
-    let micros = started.elapsed().as_micros() as u64;
+    let nanos = started.elapsed().as_nanos() as u64;
     // Keyspace hits and misses are the outer command's, counted once with it.
-    ctx.conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, micros, result.is_err(), 0, 0);
+    ctx.conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, nanos, result.is_err(), 0, 0);
     if ctx.conn.tracking.is_some() {
         track_reads(srv, ctx.conn, spec, argv);
     }
