@@ -217,10 +217,9 @@ fn num<T: std::str::FromStr>(t: &[u8]) -> Option<T> {
     std::str::from_utf8(t).ok()?.parse().ok()
 }
 
-/// A whole token read as C's `strtoul`/`strtoull` read it into a 64-bit value, as memcached's
-/// `safe_strtoul`/`safe_strtoull` take it: an optional sign, digits, no overflow; a minus
-/// sign refused only when the result would read as negative (so "-0" is 0).
-fn c_unsigned(t: &[u8]) -> Option<u64> {
+/// A whole token as C's `strtol` family reads one: an optional sign, then decimal digits and
+/// nothing else. (The sign, and the digits.)
+fn c_number(t: &[u8]) -> Option<(bool, &str)> {
     let (negative, digits) = match t.split_first()? {
         (b'-', rest) => (true, rest),
         (b'+', rest) => (false, rest),
@@ -229,7 +228,15 @@ fn c_unsigned(t: &[u8]) -> Option<u64> {
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let magnitude: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some((negative, std::str::from_utf8(digits).ok()?))
+}
+
+/// A whole token read as C's `strtoul`/`strtoull` read it into a 64-bit value, as memcached's
+/// `safe_strtoul`/`safe_strtoull` take it: no overflow; a minus sign refused only when the
+/// result would read as negative (so "-0" is 0).
+fn c_unsigned(t: &[u8]) -> Option<u64> {
+    let (negative, digits) = c_number(t)?;
+    let magnitude: u64 = digits.parse().ok()?;
     let value = if negative { magnitude.wrapping_neg() } else { magnitude };
     if negative && (value as i64) < 0 {
         return None;
@@ -240,16 +247,9 @@ fn c_unsigned(t: &[u8]) -> Option<u64> {
 /// A whole token read as memcached's `safe_strtol` reads it: C's `strtol` into a 64-bit long
 /// (no overflow), then kept to 32 bits as that function stores it (so 4294967296 is 0).
 fn c_int32(t: &[u8]) -> Option<i32> {
-    let (negative, digits) = match t.split_first()? {
-        (b'-', rest) => (true, rest),
-        (b'+', rest) => (false, rest),
-        _ => (false, t),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let text = std::str::from_utf8(digits).ok()?;
-    let value: i64 = if negative { format!("-{text}").parse().ok()? } else { text.parse().ok()? };
+    let (negative, digits) = c_number(t)?;
+    let magnitude: i128 = digits.parse().ok()?;
+    let value = i64::try_from(if negative { -magnitude } else { magnitude }).ok()?;
     Some(value as i32)
 }
 
