@@ -240,6 +240,26 @@ fn memccapable_ascii_suite_passes() {
     assert!(!text.contains("[fail]"), "{text}");
 }
 
+/// memccapable's binary protocol tests, on the proxy and on memcached: the same tests pass.
+#[test]
+fn memccapable_binary_suite_passes_as_on_memcached() {
+    let run = |port: u16| {
+        let out = Command::new("memccapable")
+            .args(["-b", "-t", "10", "-h", "127.0.0.1", "-p", &port.to_string()])
+            .output()
+            .expect("run memccapable (apt-get install libmemcached-tools)");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let passed: Vec<String> = text.lines().filter(|l| l.ends_with("[pass]")).map(|l| l.split_whitespace().next().unwrap_or_default().to_string()).collect();
+        (passed, text)
+    };
+    let mc = Memcached::start();
+    let (theirs, their_text) = run(mc.port);
+    let r = rig(&[]);
+    let (ours, our_text) = run(r.proxy.memcache_port);
+    assert!(theirs.len() >= 20, "only {} binary tests passed on memcached: {their_text}", theirs.len());
+    assert_eq!(ours, theirs, "memcached:\n{their_text}\nterrace:\n{our_text}");
+}
+
 /// Runs pymemcache's integration tests (prepared by tests/compat/setup-pymemcache.sh) against
 /// `port`; returns (passed, failed, skipped).
 fn pymemcache_suite(port: u16) -> (usize, usize, usize) {

@@ -4,6 +4,8 @@
 //! into Memcached's lines in request order. `noreply` requests are sent all the same; their
 //! replies are dropped.
 
+pub mod binary;
+mod binary_front;
 pub mod parse;
 
 use std::fmt::Write as _;
@@ -61,6 +63,30 @@ enum Pending {
     Get(Vec<Rc<Slot>>, Vec<Vec<u8>>, Vec<(u16, u32)>, bool),
     /// noreply.
     Hidden(Vec<Rc<Slot>>),
+    /// A binary protocol request's reply.
+    Binary(Vec<Rc<Slot>>, BinReply),
+}
+
+/// How an engine reply becomes a binary response packet.
+struct BinReply {
+    opcode: u8,
+    opaque: u32,
+    quiet: bool,
+    key: Vec<u8>,
+    kind: BinKind,
+}
+
+enum BinKind {
+    /// GET/GETK/GAT/GATK (with the value) and TOUCH (flags and CAS only).
+    Get {
+        with_key: bool,
+        with_value: bool,
+    },
+    Store(binary::StoreMode),
+    Delete,
+    Arith,
+    /// FLUSH: every engine answered +OK.
+    Flush,
 }
 
 struct Client {
@@ -72,10 +98,12 @@ struct Client {
     /// Bytes still to discard (the data block of an item refused as too large).
     swallow: usize,
     closing: bool,
+    /// Whether the connection speaks the binary protocol (its first byte decides).
+    binary: Option<bool>,
 }
 
 pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64, tenant: Arc<Tenant>) {
-    let client = Client { rx, tenant, owner: Rc::default(), replies: Replies::default(), swallow: 0, closing: false };
+    let client = Client { rx, tenant, owner: Rc::default(), replies: Replies::default(), swallow: 0, closing: false, binary: None };
     connection::serve(client, stream, id).await
 }
 
@@ -91,6 +119,12 @@ impl Frontend for Client {
             let consumed = self.swallow.min(input.len());
             self.swallow -= consumed;
             return Some(Handled { consumed, command: None });
+        }
+        if self.binary.is_none() {
+            self.binary = Some(*input.first()? == binary::REQUEST_MAGIC);
+        }
+        if self.binary == Some(true) {
+            return self.binary_request(input).await;
         }
         match parse::parse(input, self.rx.shared.config.item_size_max) {
             Err(parse::LineTooLong) => {
@@ -124,12 +158,13 @@ impl Frontend for Client {
                 out.extend_from_slice(b);
                 return true;
             }
-            Pending::Reply(p, _) | Pending::Get(p, ..) | Pending::Hidden(p) => p,
+            Pending::Reply(p, _) | Pending::Get(p, ..) | Pending::Hidden(p) | Pending::Binary(p, _) => p,
         };
         let Some(replies) = take_all(parts) else { return false };
         match entry {
             Pending::Reply(_, fmt) => self.format(fmt, &replies, out),
             Pending::Get(_, keys, positions, cas) => self.format_get(keys, positions, *cas, &replies, out),
+            Pending::Binary(_, reply) => self.format_binary(reply, &replies, out),
             _ => {}
         }
         true
