@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{encode, start_redis, Engine};
 
-const SCRIPT: &str = r#"
+const SCRIPT: &str = r##"
 SET k v
 GET k
 SET k v NX
@@ -571,6 +571,62 @@ EVAL "return struct.pack('!8 b d', 1, 1.5)" 0
 EVAL "return struct.pack('q', 1)" 0
 EVAL "return loadstring('return 1')()" 0
 EVAL "return redis.REDIS_VERSION" 0
+EVAL "cjson.encode = function() return 1 end" 0
+EVAL "redis.call = function() return 1 end" 0
+EVAL "bit.band = nil" 0
+EVAL "string.rep = nil" 0
+EVAL "setmetatable(_G, {})" 0
+EVAL "_G = {}" 0
+EVAL "rawset(_G, 'x', 1)" 0
+EVAL "local g = getmetatable(_G); g.__index = {}" 0
+EVAL "return loadstring(string.dump(function() return 1 end))()" 0
+EVAL "return cjson.encode({[1]='a',[3]='c'})" 0
+EVAL "return pcall(cjson.encode, {[20]=1})" 0
+EVAL "cjson.encode_max_depth(1); return pcall(cjson.encode, {{1}})" 0
+EVAL "return cjson.encode_keep_buffer(false)" 0
+EVAL "return {cmsgpack.unpack_one(cmsgpack.pack(1, 2), 0)}" 0
+EVAL "return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2)}" 0
+EVAL "#!lua\nreturn 1" 0
+EVAL "#!lua flags=no-writes\nreturn redis.call('set','x','1')" 0
+EVAL "#!lua flags=no-writes,allow-oom\nreturn redis.call('get','x')" 0
+EVAL "#!not-lua\nreturn 1" 0
+EVAL "#!lua badger=data\nreturn 1" 0
+EVAL "#!lua flags=allow-oom,what?\nreturn 1" 0
+EVAL "#!lua" 0
+EVAL_RO "#!lua\nreturn 1" 0
+SCRIPT LOAD "#!lua flags=bogus\nreturn 1"
+XADD luastream 1-1 f v
+EVAL "return redis.pcall('xread','BLOCK',0,'STREAMS','luastream','$')" 0
+EVAL "return redis.pcall('xread','STREAMS','luastream','$')" 0
+COMMAND GETKEYS eval "return 1" 0
+COMMAND GETKEYS get
+COMMAND GETKEYS sort abc store invalid store stillbad store def
+PFADD hll a b c
+PFDEBUG ENCODING hll
+PFDEBUG DECODE hll
+PFCOUNT hll
+GETRANGE hll 0 -1
+PFDEBUG TODENSE hll
+PFDEBUG ENCODING hll
+PFDEBUG TODENSE hll
+PFCOUNT hll
+PFADD hll2 x y
+PFMERGE hll3 hll hll2
+PFDEBUG ENCODING hll3
+PFCOUNT hll3
+PFDEBUG DECODE hll
+PFDEBUG NOSUCH hll
+PFDEBUG ENCODING nokey
+SET str xxxx
+BITCOUNT str -6 -7
+BITCOUNT str -6 -15 BIT
+ZINTERCARD 0 k
+XINFO HELP xxx
+GEOADD geo XX NX 13.36 38.11 palermo
+GEOSEARCH nogeo FROMLONLAT 0 0 BYRADIUS 1 km
+GEOSEARCHSTORE geodst nogeo FROMMEMBER m BYBOX 1 1 km
+CLIENT KILL
+CLIENT KILL ID 10 wrong_arg
 CLIENT TRACKINGINFO
 CLIENT GETREDIR
 CLIENT CACHING YES
@@ -591,7 +647,7 @@ CLIENT TRACKING ON BCAST PREFIX x NOLOOP
 CLIENT TRACKINGINFO
 CLIENT TRACKING OFF
 CLIENT TRACKINGINFO
-"#;
+"##;
 
 /// Reads exactly one RESP2 reply, returning its raw bytes.
 fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
@@ -616,12 +672,17 @@ fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
 }
 
 fn words(line: &str) -> Vec<String> {
-    // Double quotes group words, as in the script above.
+    // Double quotes group words, as in the script above; `\n` is a line break.
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
-    for ch in line.chars() {
+    let mut chars = line.chars().peekable();
+    while let Some(ch) = chars.next() {
         match ch {
+            '\\' if chars.peek() == Some(&'n') => {
+                chars.next();
+                cur.push('\n');
+            }
             '"' => quoted = !quoted,
             ' ' if !quoted => {
                 if !cur.is_empty() {

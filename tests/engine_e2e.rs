@@ -1184,6 +1184,55 @@ fn monitor_and_scripting() {
     assert!(mon.read_available().contains("while true do end"));
 }
 
+/// Clients connected before a script turns busy share its reactor (one reactor here), yet
+/// are answered as Redis answers them while busy: BUSY for commands (marking a transaction
+/// being queued as failed), MULTI taken, SCRIPT KILL obeyed, FUNCTION KILL refused for an
+/// EVAL — and once the script is killed they go on with their transaction state intact.
+#[test]
+fn clients_behind_a_busy_script_on_its_reactor_are_answered() {
+    let e = Engine::start(&["--threads", "1"]);
+    let mut setup = e.client();
+    q::<()>(&mut setup, &["CONFIG", "SET", "busy-reply-threshold", "50"]);
+    q::<()>(&mut setup, &["SET", "xx", "1"]);
+    let mut waiting = e.raw();
+    assert_eq!(waiting.cmd(&["PING"]), "+PONG\r\n");
+    let mut runner = e.raw();
+    runner.send(&common::encode(&["EVAL", "while true do end", "0"]));
+    thread::sleep(Duration::from_millis(300));
+    let busy = "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+    assert_eq!(waiting.cmd(&["PING"]), busy);
+    assert_eq!(waiting.cmd(&["MULTI"]), "+OK\r\n");
+    assert_eq!(waiting.cmd(&["INCR", "xx"]), busy);
+    assert!(waiting.cmd(&["FUNCTION", "KILL"]).starts_with("-BUSY Redis is busy running a script. You can only call SCRIPT KILL"));
+    assert_eq!(waiting.cmd(&["SCRIPT", "KILL"]), "+OK\r\n");
+    let killed = runner.read_available();
+    assert!(killed.contains("Script killed by user"), "{killed}");
+    // The transaction began while busy, and a command of it failed: EXEC aborts it.
+    assert_eq!(waiting.cmd(&["INCR", "xx"]), "+QUEUED\r\n");
+    assert!(waiting.cmd(&["EXEC"]).starts_with("-EXECABORT"));
+    assert_eq!(waiting.cmd(&["GET", "xx"]), "$1\r\n1\r\n");
+    assert_eq!(waiting.cmd(&["PING"]), "+PONG\r\n");
+}
+
+/// CONFIG SET port moves the listener at run time (a port in use is refused, and nothing of
+/// that CONFIG SET applies); connected clients stay.
+#[test]
+fn config_set_port_rebinds_the_listener() {
+    let e = Engine::start(&[]);
+    let mut c = e.client();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port().to_string();
+    let refused = err(&mut c, &["CONFIG", "SET", "maxmemory", "10000001", "port", &taken_port]);
+    assert!(refused.contains("CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port"), "{refused}");
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "maxmemory"]), vec!["maxmemory", "0"]);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    q::<()>(&mut c, &["CONFIG", "SET", "port", &free.to_string()]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "port"]), vec!["port".to_string(), free.to_string()]);
+    let mut moved = redis::Client::open(format!("redis://127.0.0.1:{free}")).unwrap().get_connection().unwrap();
+    assert_eq!(q::<String>(&mut moved, &["PING"]), "PONG");
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
 #[test]
 fn client_side_caching_invalidations() {
     let e = Engine::start(&[]);

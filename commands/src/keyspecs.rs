@@ -110,6 +110,7 @@ pub static KEY_SPECS: &[(&str, &[&[&str]])] = &[
     ("pexpiretime", &[&["RO", "access"]]),
     ("pfadd", &[&["RW", "insert"]]),
     ("pfcount", &[&["RW", "access"]]),
+    ("pfdebug", &[&["RW", "access"]]),
     ("pfmerge", &[&["RW", "access", "insert"], &["RO", "access"]]),
     ("psetex", &[&["OW", "update"]]),
     ("pttl", &[&["RO", "access"]]),

@@ -276,7 +276,7 @@ fn c(name: &'static str, arity: i32, flags: &'static str, keys: (i32, i32, i32),
         no_auth: flags.has(Flags::NO_AUTH),
         no_multi: flags.has(Flags::NO_MULTI),
         txn_control: matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset"),
-        monitored: !flags.has(Flags::ADMIN) && (!flags.has(Flags::SKIP_MONITOR) || name.starts_with("eval")),
+        monitored: !flags.has(Flags::ADMIN) && (!flags.has(Flags::SKIP_MONITOR) || name.starts_with("eval") || name.starts_with("fcall")),
         subcommands: crate::SUBCOMMANDS.iter().any(|(c, _)| *c == name),
         flags,
         flag_names,
@@ -434,8 +434,10 @@ command_table! {
         BitfieldRo => c("bitfield_ro", -2, "readonly fast", K1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings."),
         // HyperLogLog
         Pfadd => c("pfadd", -2, "write denyoom fast", K1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist."),
-        Pfcount => c("pfcount", -2, "readonly", KALL, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."),
+        Pfcount => c("pfcount", -2, "readonly may_replicate", KALL, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."),
         Pfmerge => c("pfmerge", -2, "write denyoom", KALL, "hyperloglog", "Merges one or more HyperLogLog values into a single key."),
+        Pfdebug => c("pfdebug", 3, "write denyoom admin", (2, 2, 1), "hyperloglog", "Internal commands for debugging HyperLogLog values."),
+        Pfselftest => c("pfselftest", 1, "admin", NOKEY, "hyperloglog", "An internal command for testing HyperLogLog values."),
         // keys
         Del => c("del", -2, "write", KALL, "keyspace", "Deletes one or more keys."),
         Unlink => c("unlink", -2, "write fast", KALL, "keyspace", "Asynchronously deletes one or more keys."),
@@ -699,17 +701,17 @@ command_table! {
         ),
         Ssubscribe => c("ssubscribe", -2, "pubsub noscript loading stale", NOKEY, "pubsub", "Listens for messages published to shard channels."),
         Sunsubscribe => c("sunsubscribe", -1, "pubsub noscript loading stale", NOKEY, "pubsub", "Stops listening to messages posted to shard channels."),
-        Publish => c("publish", 3, "pubsub loading stale fast", NOKEY, "pubsub", "Posts a message to a channel."),
-        Spublish => c("spublish", 3, "pubsub loading stale fast", NOKEY, "pubsub", "Post a message to a shard channel"),
+        Publish => c("publish", 3, "pubsub loading stale fast may_replicate", NOKEY, "pubsub", "Posts a message to a channel."),
+        Spublish => c("spublish", 3, "pubsub loading stale fast may_replicate", NOKEY, "pubsub", "Post a message to a shard channel"),
         Pubsub => c("pubsub", -2, "", NOKEY, "pubsub", "A container for Pub/Sub commands."),
         // scripting
-        Eval => c("eval", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Executes a server-side Lua script.")
+        Eval => c("eval", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale", NOKEY, "scripting", "Executes a server-side Lua script.")
             .numkeys_at(2)
             .lock(All),
         Evalsha => c(
             "evalsha",
             -3,
-            "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom",
+            "noscript skip_monitor may_replicate no_mandatory_keys stale",
             NOKEY,
             "scripting",
             "Executes a server-side Lua script by SHA1 digest.",
@@ -729,7 +731,7 @@ command_table! {
         )
         .numkeys_at(2)
         .lock(All),
-        Fcall => c("fcall", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale denyoom", NOKEY, "scripting", "Invokes a function.")
+        Fcall => c("fcall", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale", NOKEY, "scripting", "Invokes a function.")
             .numkeys_at(2)
             .lock(All),
         FcallRo => c("fcall_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Invokes a read-only function.")
@@ -865,16 +867,32 @@ pub fn key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
         }
         KeysFrom::AfterStreams => crate::keys::stream_read_keys(argv),
         KeysFrom::FirstAndStore => {
-            let mut v = vec![1];
-            let mut i = 2;
-            while i + 1 < argv.len() {
-                if argv[i].eq_ignore_ascii_case(b"STORE") || argv[i].eq_ignore_ascii_case(b"STOREDIST") {
-                    v.push(i + 1);
-                    i += 1;
+            // The key, then the destination of the last STORE (or STOREDIST): SORT and
+            // GEORADIUS use the last one given. SORT's LIMIT, GET and BY arguments are
+            // skipped; GEORADIUS's options start after its position and radius.
+            let sort = spec.name.starts_with("sort");
+            let mut store = None;
+            let mut i = if sort { 2 } else { 5 };
+            while i < argv.len() {
+                let a = argv[i];
+                let skip = if !sort {
+                    0
+                } else if a.eq_ignore_ascii_case(b"LIMIT") {
+                    2
+                } else if a.eq_ignore_ascii_case(b"GET") || a.eq_ignore_ascii_case(b"BY") {
+                    1
+                } else {
+                    0
+                };
+                if skip == 0 && i + 1 < argv.len() && (a.eq_ignore_ascii_case(b"STORE") || (!sort && a.eq_ignore_ascii_case(b"STOREDIST"))) {
+                    store = Some(i + 1);
+                    if !sort {
+                        i += 1;
+                    }
                 }
-                i += 1;
+                i += 1 + skip;
             }
-            v
+            std::iter::once(1).chain(store).collect()
         }
         KeysFrom::Range => {
             if spec.first <= 0 {

@@ -64,6 +64,24 @@ pub struct ClientInfo {
     pub reactor: AtomicUsize,
     pub move_to: AtomicUsize,
     relocate: Mutex<Option<std::task::Waker>>,
+    /// The connection's task waits for input with nothing pending (a busy script's reactor
+    /// cannot run it: `server::busy` may answer its requests meanwhile).
+    pub idle_reading: AtomicBool,
+    /// What requests answered by `server::busy` did to the transaction, for the task to
+    /// apply before its next request.
+    deferred: Mutex<Vec<Deferred>>,
+    pub deferred_pending: AtomicBool,
+}
+
+/// A change to a connection's transaction state made while its task could not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deferred {
+    /// MULTI began.
+    Multi,
+    /// A command was refused while queuing: EXEC will abort.
+    AbortMulti,
+    /// EXEC or DISCARD ended the transaction (and its WATCHes).
+    EndMulti,
 }
 
 impl ClientInfo {
@@ -166,7 +184,30 @@ impl ClientInfo {
             relocate: Mutex::new(None),
             monitor: AtomicBool::new(false),
             push_target: AtomicBool::new(false),
+            idle_reading: AtomicBool::new(false),
+            deferred: Mutex::new(Vec::new()),
+            deferred_pending: AtomicBool::new(false),
         }
+    }
+
+    /// Records a change to the transaction state for the task (`server::busy`), keeping
+    /// `in_multi` as it will be.
+    pub fn defer(&self, step: Deferred) {
+        match step {
+            Deferred::Multi => self.in_multi.store(true, Ordering::Relaxed),
+            Deferred::EndMulti => self.in_multi.store(false, Ordering::Relaxed),
+            Deferred::AbortMulti => {}
+        }
+        self.deferred.lock().push(step);
+        self.deferred_pending.store(true, Ordering::Release);
+    }
+
+    /// The deferred steps, in order (empty when none).
+    pub fn take_deferred(&self) -> Vec<Deferred> {
+        if !self.deferred_pending.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.deferred.lock())
     }
 
     /// Asks the connection to close at its next wake-up (without the registry lock, so

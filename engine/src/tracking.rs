@@ -19,8 +19,8 @@ use parking_lot::Mutex;
 use crate::clients::ClientInfo;
 use crate::protocol::ReplyWriter;
 
-/// Keys tracked in default mode before the oldest are invalidated (Redis's
-/// tracking-table-max-keys default).
+/// Keys tracked in default mode before some are invalidated (Redis's
+/// tracking-table-max-keys default; CONFIG SET changes it, 0 means no limit).
 const MAX_TRACKED_KEYS: usize = 1_000_000;
 
 /// A connection's tracking options.
@@ -48,6 +48,20 @@ pub struct Tracking {
     keys: Mutex<HashMap<Vec<u8>, HashSet<u64>>>,
     /// Keys forgotten because the table was full: invalidated with the next delivery.
     forgotten: Mutex<Vec<Vec<u8>>>,
+    /// `tracking-table-max-keys`.
+    max_keys: std::sync::atomic::AtomicUsize,
+}
+
+/// What INFO shows of tracking.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Clients with tracking on.
+    pub clients: usize,
+    /// Keys remembered (default mode), and (key, client) pairs.
+    pub keys: usize,
+    pub items: usize,
+    /// Distinct BCAST prefixes.
+    pub prefixes: usize,
 }
 
 /// The channel RESP2 clients receive redirected invalidations on.
@@ -76,7 +90,7 @@ fn write_invalidate(w: &mut ReplyWriter, keys: Option<&[Vec<u8>]>, via_channel: 
 impl Tracking {
     /// Tracking that turns the keyspace's `switch` on while any client tracks.
     pub fn new(switch: Arc<AtomicBool>) -> Tracking {
-        Tracking { clients: Mutex::default(), switch, keys: Mutex::default(), forgotten: Mutex::default() }
+        Tracking { clients: Mutex::default(), switch, keys: Mutex::default(), forgotten: Mutex::default(), max_keys: MAX_TRACKED_KEYS.into() }
     }
 
     /// Whether any client tracks keys.
@@ -100,55 +114,97 @@ impl Tracking {
         self.switch.store(!clients.is_empty(), Ordering::Relaxed);
     }
 
+    /// INFO's tracking figures.
+    pub fn counts(&self) -> Counts {
+        let clients = self.clients.lock();
+        let mut prefixes: HashSet<&[u8]> = HashSet::new();
+        for t in clients.values().filter(|t| t.opts.bcast) {
+            if t.opts.prefixes.is_empty() {
+                prefixes.insert(b"");
+            }
+            prefixes.extend(t.opts.prefixes.iter().map(Vec::as_slice));
+        }
+        let table = self.keys.lock();
+        Counts { clients: clients.len(), keys: table.len(), items: table.values().map(HashSet::len).sum(), prefixes: prefixes.len() }
+    }
+
     /// Remembers that a default-mode client read these keys.
     pub fn remember<'a>(&self, client: u64, keys: impl Iterator<Item = &'a [u8]>) {
         let mut table = self.keys.lock();
         for k in keys {
             table.entry(k.to_vec()).or_default().insert(client);
         }
-        if table.len() > MAX_TRACKED_KEYS {
-            // Over the limit: forget (and invalidate) some keys, as Redis does.
-            let victims: Vec<Vec<u8>> = table.keys().take(table.len() - MAX_TRACKED_KEYS).cloned().collect();
-            drop(table);
-            self.forgotten.lock().extend(victims);
+        drop(table);
+        self.trim();
+    }
+
+    /// CONFIG SET tracking-table-max-keys: keys past the new limit are forgotten (and
+    /// invalidated with the next delivery, the cron's at the latest).
+    pub fn set_max_keys(&self, max: usize) {
+        self.max_keys.store(max, Ordering::Relaxed);
+        self.trim();
+    }
+
+    /// Over the limit: forget (and invalidate) some keys, as Redis does.
+    fn trim(&self) {
+        let max = self.max_keys.load(Ordering::Relaxed);
+        let table = self.keys.lock();
+        if max == 0 || table.len() <= max {
+            return;
         }
+        // (They stay in the table, with who read them, until the delivery takes them.)
+        let victims: Vec<Vec<u8>> = table.keys().take(table.len() - max).cloned().collect();
+        drop(table);
+        self.forgotten.lock().extend(victims);
     }
 
     /// Delivers invalidations for `changed` keys (and for keys forgotten since the last
     /// delivery); `writer` is the client whose command changed them (NOLOOP clients don't
     /// hear about their own writes).
-    pub fn invalidate(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>, mut pending: Vec<Vec<u8>>, writer: Option<u64>) {
-        {
-            let mut forgotten = self.forgotten.lock();
-            if !forgotten.is_empty() {
-                pending.append(&mut forgotten);
-            }
+    pub fn invalidate(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>, pending: Vec<Vec<u8>>, writer: Option<u64>) {
+        // Keys the full table forgot were changed by no one: NOLOOP does not hide them.
+        let forgotten = std::mem::take(&mut *self.forgotten.lock());
+        if !forgotten.is_empty() {
+            self.deliver(registry, forgotten, None);
         }
+        self.deliver(registry, pending, writer);
+    }
+
+    fn deliver(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>, mut pending: Vec<Vec<u8>>, writer: Option<u64>) {
         if pending.is_empty() {
             return;
         }
-        let mut per_client: HashMap<u64, Vec<Vec<u8>>> = HashMap::new();
+        // A key changed twice is invalidated once.
+        let mut seen = HashSet::new();
+        pending.retain(|k| seen.insert(k.clone()));
+        // Default mode: one message per key, in the order the keys changed (as Redis sends
+        // them, key by key), to each client that read it.
+        // (A client that has since switched to BCAST, or off, is not told of keys it read
+        // before: as Redis, which skips such clients.)
+        let mut messages: Vec<(u64, Vec<Vec<u8>>)> = Vec::new();
+        let clients = self.clients.lock();
         {
             let mut table = self.keys.lock();
             for key in &pending {
                 if let Some(ids) = table.remove(key) {
-                    for id in ids {
-                        per_client.entry(id).or_default().push(key.clone());
-                    }
+                    let reading = ids.into_iter().filter(|id| clients.get(id).is_some_and(|t| !t.opts.bcast));
+                    messages.extend(reading.map(|id| (id, vec![key.clone()])));
                 }
             }
         }
-        let clients = self.clients.lock();
-        for (id, t) in clients.iter() {
-            if t.opts.bcast {
-                let hits: Vec<Vec<u8>> =
-                    pending.iter().filter(|k| t.opts.prefixes.is_empty() || t.opts.prefixes.iter().any(|p| k.starts_with(p))).cloned().collect();
+        // BCAST: one message per prefix the client follows (the empty prefix when it named
+        // none), with the changed keys under it, as Redis sends them.
+        for (id, t) in clients.iter().filter(|(_, t)| t.opts.bcast) {
+            let every: [&[u8]; 1] = [b""];
+            let prefixes: Vec<&[u8]> = if t.opts.prefixes.is_empty() { every.to_vec() } else { t.opts.prefixes.iter().map(Vec::as_slice).collect() };
+            for prefix in prefixes {
+                let hits: Vec<Vec<u8>> = pending.iter().filter(|k| k.starts_with(prefix)).cloned().collect();
                 if !hits.is_empty() {
-                    per_client.entry(*id).or_default().extend(hits);
+                    messages.push((*id, hits));
                 }
             }
         }
-        for (id, keys) in per_client {
+        for (id, keys) in messages {
             let Some(t) = clients.get(&id) else { continue };
             if t.opts.noloop && Some(id) == writer {
                 continue;

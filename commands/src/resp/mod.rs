@@ -3,5 +3,5 @@
 pub mod reply;
 pub mod request;
 
-pub use reply::{format_double, ReplyWriter};
+pub use reply::{format_double, format_double_g17, ReplyWriter};
 pub use request::{parse_i64, Limits, ProtocolError, Request, RequestParser};

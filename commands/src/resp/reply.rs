@@ -25,6 +25,40 @@ pub fn format_double(d: f64) -> String {
     s
 }
 
+/// C's `%.17g`, as Redis 7.0 writes a double reply (ZSCORE, WITHSCORES, ZINCRBY, GEOPOS, a
+/// Lua number in RESP3…) and a sorted set's score in ZSCAN: 17 significant digits, trailing
+/// zeros dropped, exponent form below 1e-4 and from 1e17 (`1.7976931348623157e+308`).
+/// (INCRBYFLOAT's value is `format_double`'s shortest form, as Redis's long-double one reads.)
+pub fn format_double_g17(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    fn trimmed(s: &str) -> &str {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            s
+        }
+    }
+    // The exponent %e would show, after rounding to 17 digits, decides the form.
+    let sci = format!("{d:.16e}");
+    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("{:e}'s exponent is a number");
+    if !(-4..17).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trimmed(mantissa), exp.abs())
+    } else {
+        let fixed = format!("{d:.*}", (16 - exp) as usize);
+        trimmed(&fixed).to_string()
+    }
+}
+
 pub struct ReplyWriter<'a> {
     pub buf: &'a mut BytesMut,
     pub resp3: bool,
@@ -116,7 +150,7 @@ impl<'a> ReplyWriter<'a> {
     }
     /// A double (`,` in RESP3, a bulk string in RESP2).
     pub fn double(&mut self, d: f64) {
-        let s = format_double(d);
+        let s = format_double_g17(d);
         if self.resp3 {
             self.buf.put_u8(b',');
             self.buf.put_slice(s.as_bytes());
@@ -181,6 +215,15 @@ mod tests {
 
     #[test]
     fn doubles_format_like_redis() {
+        assert_eq!(format_double_g17(0.1), "0.10000000000000001");
+        assert_eq!(format_double_g17(1.5), "1.5");
+        assert_eq!(format_double_g17(3.0), "3");
+        assert_eq!(format_double_g17(f64::MAX), "1.7976931348623157e+308");
+        assert_eq!(format_double_g17(1e-5), "1.0000000000000001e-05");
+        assert_eq!(format_double_g17(0.0001), "0.0001");
+        assert_eq!(format_double_g17(1e17), "1e+17");
+        assert_eq!(format_double_g17(12345678901234567.0), "12345678901234568");
+        assert_eq!(format_double_g17(-2.5), "-2.5");
         assert_eq!(format_double(3.0), "3");
         assert_eq!(format_double(10.6), "10.6");
         assert_eq!(format_double(f64::INFINITY), "inf");

@@ -58,6 +58,10 @@ pub fn getbit(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 /// Resolves a BITCOUNT/BITPOS range into inclusive bit positions, or None when empty.
 fn bit_range(start: i64, end: i64, len_units: i64) -> Option<(i64, i64)> {
+    // Both from the end and crossed: empty (Redis 7.0), not clamped into the first unit.
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
     let mut s = if start < 0 { len_units + start } else { start };
     let mut e = if end < 0 { len_units + end } else { end };
     if s < 0 {

@@ -62,8 +62,8 @@ fn merge_buffer_limits(old: &str, new: &str) -> String {
 /// The parameter CONFIG SET names and its value as CONFIG GET will show it, or why Redis
 /// refuses it ("unknown" for a parameter Redis 7.0 does not have).
 fn checked(name: &str, value: &str) -> Result<(&'static Param, String), String> {
-    if matches!(name, "port" | "bind") {
-        // The engine listens where it started (Redis would rebind).
+    if name == "bind" {
+        // The engine listens on the address it started with (its port may change).
         return Err("can't set immutable config".into());
     }
     let param = params::find(name).ok_or("unknown")?;
@@ -94,6 +94,8 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
             srv.keyspace.lfu.store(p.is_lfu(), Ordering::Relaxed);
         }
         "maxmemory-samples" => srv.runtime.maxmemory_samples.store(value.parse::<usize>().unwrap_or(5), Ordering::Relaxed),
+        "tracking-table-max-keys" => srv.tracking.set_max_keys(value.parse().unwrap_or(1_000_000)),
+        "hll-sparse-max-bytes" => srv.runtime.hll_sparse_max_bytes.store(value.parse::<usize>().unwrap_or(3000), Ordering::Relaxed),
         "requirepass" => {
             // As in Redis, requirepass is the default user's password.
             let rules = if value.is_empty() { vec!["nopass".to_string()] } else { vec!["resetpass".to_string(), format!(">{value}")] };
@@ -111,6 +113,20 @@ fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
     }
     store(srv, param, value);
     Ok(())
+}
+
+/// Binds the engine's address on a new port for CONFIG SET port; the control thread accepts
+/// on it once the whole CONFIG SET is applied. Port 0 is refused: Redis reads it as "no TCP
+/// listener", which would leave this engine unreachable.
+fn listen_on(srv: &Server, port: &str) -> Result<(std::net::TcpListener, u16), String> {
+    let port: u16 = port.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if port == 0 {
+        return Err("Unable to listen on this port: port 0 would leave the engine without a TCP listener".into());
+    }
+    let unable = |e: std::io::Error| format!("Unable to listen on this port: {e}");
+    let listener = std::net::TcpListener::bind((srv.config.bind.as_str(), port)).map_err(unable)?;
+    listener.set_nonblocking(true).map_err(unable)?;
+    Ok((listener, port))
 }
 
 /// Lowers maxclients at start to what the open-file limit allows (CONFIG GET shows it).
@@ -151,18 +167,36 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                     err(format!("ERR CONFIG SET failed (possibly related to argument '{k}') - {reason}"))
                 }
             };
-            // All or nothing, as Redis 7: every value is checked before any is applied.
+            // Setting `bind` to the address the engine listens on is a no-op (CONFIG SET of
+            // every value CONFIG GET shows must work); another address is refused.
+            let pairs: Vec<(String, String)> = pairs.into_iter().filter(|(k, v)| !(k == "bind" && v.trim() == ctx.srv.config.bind)).collect();
+            if pairs.is_empty() {
+                ctx.out.ok();
+                return Ok(());
+            }
+            // All or nothing, as Redis 7: every value is checked before any is applied (a new
+            // port is bound while checking, so one already in use fails it all).
             let mut seen = Vec::new();
+            let mut new_listener = None;
             for (k, v) in &pairs {
                 let canonical = params::find(k).map_or(k.as_str(), |p| p.name);
                 if seen.contains(&canonical) {
                     return Err(refuse(k, "duplicate parameter".into()));
                 }
                 seen.push(canonical);
-                checked(k, v).map_err(|reason| refuse(k, reason))?;
+                let (param, value) = checked(k, v).map_err(|reason| refuse(k, reason))?;
+                // (The port it listens on already: nothing to rebind, as in Redis.)
+                if param.name == "port" && value != ctx.srv.port.load(Ordering::Relaxed).to_string() {
+                    new_listener = Some(listen_on(ctx.srv, &value).map_err(|reason| refuse(k, reason))?);
+                }
             }
             for (k, v) in &pairs {
                 set_param(ctx.srv, k, v).map_err(|reason| refuse(k, reason))?;
+            }
+            if let Some((listener, port)) = new_listener {
+                *ctx.srv.new_listener.lock() = Some(listener);
+                ctx.srv.listener_changed.notify_one();
+                ctx.srv.port.store(port as u64, Ordering::Relaxed);
             }
             ctx.out.ok();
         }

@@ -3,7 +3,7 @@
 //! the same machinery as EVAL (`script::run_lua`).
 
 use super::args::{err, glob_match, is, subcommand_error, CmdError};
-use super::script::{keys_and_args, run_lua};
+use super::script::{keys_and_args, run_lua, RunMode};
 use super::{CmdResult, Ctx};
 use crate::rdb::{crc64, put_str, Reader, RDB_VERSION};
 use crate::scripting;
@@ -18,6 +18,10 @@ pub fn fcall_ro(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 fn fcall_generic(ctx: &mut Ctx, argv: &[&[u8]], ro_command: bool) -> CmdResult {
+    // FCALL words a numkeys that is no number its own way (EVAL says "not an integer").
+    if crate::protocol::parse_i64(argv[2]).is_none() {
+        return Err(err("ERR Bad number of keys provided"));
+    }
     let (keys, args) = keys_and_args(argv)?;
     let name = String::from_utf8_lossy(argv[1]).into_owned();
     let cache = ctx.srv.scripts.clone();
@@ -28,7 +32,8 @@ fn fcall_generic(ctx: &mut Ctx, argv: &[&[u8]], ro_command: bool) -> CmdResult {
     if ro_command && !no_writes {
         return Err(err("ERR Can not execute a script with write flag using *_ro command."));
     }
-    run_lua(ctx, no_writes, &name, true, keys, args, |_| Ok(f.f.clone()))
+    // A function always declares its flags: never compatibility mode.
+    run_lua(ctx, RunMode { readonly: ro_command || no_writes, deny_oom: false }, &name, true, keys, args, |_| Ok(f.f.clone()))
 }
 
 fn check(ctx: &Ctx, code: &str) -> Result<(String, scripting::functions::Library), CmdError> {
@@ -62,10 +67,13 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
     let registry = &ctx.srv.scripts.functions;
     match (sub.as_str(), argv.len()) {
-        ("load", 3 | 4) => {
-            let replace = argv.len() == 4;
-            if replace && !is(argv[2], "REPLACE") {
-                return Err(err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(argv[2]))));
+        ("load", n) if n >= 3 => {
+            let mut replace = false;
+            for option in &argv[2..n - 1] {
+                if !is(option, "REPLACE") {
+                    return Err(err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(option))));
+                }
+                replace = true;
             }
             let code = String::from_utf8_lossy(argv[argv.len() - 1]).into_owned();
             let (name, lib) = check(ctx, &code)?;
@@ -165,22 +173,9 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
             ctx.out.ok();
         }
-        ("stats", 2) => {
-            let (libs, fns) = registry.counts();
-            ctx.out.map_len(2);
-            ctx.out.bulk(b"running_script");
-            ctx.out.null();
-            ctx.out.bulk(b"engines");
-            ctx.out.map_len(1);
-            ctx.out.bulk(b"LUA");
-            ctx.out.map_len(2);
-            ctx.out.bulk(b"libraries_count");
-            ctx.out.int(libs as i64);
-            ctx.out.bulk(b"functions_count");
-            ctx.out.int(fns as i64);
-        }
+        ("stats", 2) => ctx.srv.scripts.write_stats(&mut ctx.out),
         ("kill", 2) => {
-            super::script::kill_running(&ctx.srv.scripts)?;
+            super::script::kill_running(&ctx.srv.scripts, true)?;
             ctx.out.ok();
         }
         ("help", 2) => ctx.out.help(&[

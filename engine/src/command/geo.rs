@@ -122,7 +122,8 @@ pub fn geoadd(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         i += 1;
     }
     if nx && xx {
-        return Err(err("ERR XX and NX options at the same time are not compatible"));
+        // (ZADD has its own words for this; GEOADD answers a syntax error.)
+        return Err(CmdError::Syntax);
     }
     let triples = &argv[i..];
     if triples.is_empty() || !triples.len().is_multiple_of(3) {
@@ -287,6 +288,11 @@ fn parse_options(argv: &[&[u8]], mut i: usize, s: &mut Search, allow_store: bool
             i += 1;
         } else if allow_store && geosearch && is(a, "STOREDIST") {
             s.store.as_mut().ok_or(CmdError::Syntax)?.1 = true;
+        } else if geosearch && (is(a, "FROMMEMBER") || is(a, "FROMLONLAT")) && (s.center.is_some() || s.from_member.is_some()) {
+            // A second origin, or a second shape below: Redis's parser does not take it.
+            return Err(CmdError::Syntax);
+        } else if geosearch && (is(a, "BYRADIUS") || is(a, "BYBOX")) && s.shape.is_some() {
+            return Err(CmdError::Syntax);
         } else if geosearch && is(a, "FROMMEMBER") {
             s.from_member = Some(arg(1)?.to_vec());
             i += 1;
@@ -318,7 +324,17 @@ fn parse_options(argv: &[&[u8]], mut i: usize, s: &mut Search, allow_store: bool
 fn run_search(ctx: &mut Ctx, key: &[u8], mut s: Search) -> CmdResult {
     let members: Vec<(Bytes, f64)> = match zset(&mut ctx.data, key)? {
         Some(z) => z.tree.iter().map(|e| (e.member.clone(), e.score)).collect(),
-        None => Vec::new(),
+        None => {
+            // A missing source answers at once, before a FROMMEMBER is looked for (Redis):
+            // nothing found, and a STORE destination removed.
+            if let Some((dst, _)) = &s.store {
+                ctx.data.delete(dst);
+                ctx.out.int(0);
+            } else {
+                ctx.out.array_len(0);
+            }
+            return Ok(());
+        }
     };
     if let Some(m) = &s.from_member {
         let score = members.iter().find(|(mm, _)| &**mm == m.as_slice()).map(|(_, sc)| *sc).ok_or_else(|| err("ERR could not decode requested zset member"))?;

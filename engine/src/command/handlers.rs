@@ -98,6 +98,8 @@ fn handler_for(id: CommandId) -> Handler {
         CommandId::Pfadd => hll::pfadd,
         CommandId::Pfcount => hll::pfcount,
         CommandId::Pfmerge => hll::pfmerge,
+        CommandId::Pfdebug => hll::pfdebug,
+        CommandId::Pfselftest => hll::pfselftest,
         CommandId::Del => keys::del,
         CommandId::Unlink => keys::del,
         CommandId::Exists => keys::exists,

@@ -12,7 +12,7 @@ pub fn del(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn exists(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let n = argv[1..].iter().filter(|k| ctx.data.read(k).is_some()).count();
+    let n = argv[1..].iter().filter(|k| ctx.data.read_untouched(k).is_some()).count();
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -92,7 +92,7 @@ pub fn pexpireat(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 fn ttl_generic(ctx: &mut Ctx, argv: &[&[u8]], ms: bool, absolute: bool) -> CmdResult {
     let now = ctx.data.now;
-    let reply = match ctx.data.read(argv[1]) {
+    let reply = match ctx.data.read_untouched(argv[1]) {
         None => -2,
         Some(e) => match e.expire() {
             None => -1,
@@ -142,7 +142,7 @@ pub fn persist(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn type_(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let t = ctx.data.peek(argv[1]).map(|e| e.kind().type_name()).unwrap_or("none");
+    let t = ctx.data.read_untouched(argv[1]).map(|e| e.kind().type_name()).unwrap_or("none");
     ctx.out.simple(t);
     Ok(())
 }

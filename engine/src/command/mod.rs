@@ -67,6 +67,10 @@ pub struct Conn {
     /// Queued commands while inside MULTI.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     pub multi_error: bool,
+    /// A command queued in MULTI writes or may replicate (CLIENT PAUSE WRITE holds EXEC).
+    pub multi_writes: bool,
+    /// … or may grow memory (EXEC is refused while out of memory).
+    pub multi_denyoom: bool,
     /// WATCHed keys: (db, key, touch epoch at WATCH time).
     pub watched: Vec<txn::Watched>,
     pub block_notify: Arc<Notify>,
@@ -122,6 +126,8 @@ impl Conn {
             authenticated: !srv.acl.auth_required(),
             multi: None,
             multi_error: false,
+            multi_writes: false,
+            multi_denyoom: false,
             watched: Vec::new(),
             block_notify: Arc::new(Notify::new()),
             reply_off: false,
@@ -263,6 +269,20 @@ impl<'a> Data<'a> {
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
         let now = self.now;
         self.shard(key).get(key, now).map(|e| &*e)
+    }
+
+    /// As `read` without stamping the access or promoting the value (TTL, TYPE, EXISTS:
+    /// Redis's LOOKUP_NOTOUCH), still counting a keyspace hit or miss.
+    pub fn read_untouched(&mut self, key: &[u8]) -> Option<&Entry> {
+        let now = self.now;
+        let id = self.ks.shard_id(self.db, key);
+        let found = self.guards.shard(id).get(key, now).map(|e| &*e);
+        if found.is_some() {
+            self.fx.hits += 1;
+        } else {
+            self.fx.misses += 1;
+        }
+        found
     }
 
     /// Adds a keyspace notification a handler names itself (one a change of the key alone
@@ -423,8 +443,10 @@ pub struct Ctx<'a> {
     pub data: Data<'a>,
     pub block: Option<BlockRequest>,
     pub close: bool,
-    /// True while running inside EXEC (blocking commands must not block).
+    /// True while running inside EXEC or a script (blocking commands must not block).
     pub in_exec: bool,
+    /// True while running inside a script (`redis.call`).
+    pub in_script: bool,
     /// The spec of the running command.
     pub spec: &'static CommandSpec,
 }

@@ -33,7 +33,7 @@ fn error_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
 
 /// What `redis.call(...)` does: the command through the pipeline (admitted as a script's
 /// call, run on the script's locks), its reply converted to Lua.
-fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> mlua::Result<(bool, Value)> {
+fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, mode: RunMode) -> mlua::Result<(bool, Value)> {
     let fail = |msg: &str| -> mlua::Result<(bool, Value)> { Ok((false, error_table(lua, msg)?)) };
     let argv = match scripting::call_args(&args) {
         Ok(a) => a,
@@ -43,7 +43,10 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> ml
     let saved_resp3 = ctx.out.resp3;
     ctx.out.resp3 = scripting::resp_version(lua) == 3;
     let start_len = ctx.out.buf.len();
-    let ran = nested(ctx, Origin::Script { readonly }, &argv);
+    // Compatibility mode refuses commands that may grow memory while out of memory, until
+    // the script has written (then it must not stop halfway).
+    let deny_oom = mode.deny_oom && !ctx.srv.scripts.wrote.load(Ordering::Relaxed);
+    let ran = nested(ctx, Origin::Script { readonly: mode.readonly, deny_oom }, &argv);
     let reply = ctx.out.buf.split_off(start_len);
     ctx.out.resp3 = saved_resp3;
     match ran {
@@ -60,6 +63,16 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, readonly: bool) -> ml
             Ok((true, v))
         }
     }
+}
+
+/// How a script's commands are admitted.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunMode {
+    /// EVAL_RO, EVALSHA_RO, FCALL_RO, or a script that declared `no-writes`.
+    pub readonly: bool,
+    /// A script without a shebang (Redis's compatibility mode): commands that may grow
+    /// memory are refused while the server is out of memory.
+    pub deny_oom: bool,
 }
 
 /// A script's KEYS and ARGV.
@@ -89,8 +102,13 @@ fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> 
     } else {
         (scripting::sha1_hex(argv[1]), std::sync::Arc::from(argv[1]))
     };
+    let declared = scripting::shebang::parse(&body).map_err(|e| err(format!("ERR {e}")))?.map(|(d, _)| d);
+    if readonly && declared.is_some_and(|d| !d.no_writes) {
+        return Err(err("ERR Can not execute a script with write flag using *_ro command."));
+    }
+    let mode = RunMode { readonly: readonly || declared.is_some_and(|d| d.no_writes), deny_oom: declared.is_none() };
     let source = if by_sha { None } else { Some(body.clone()) };
-    run_lua(ctx, readonly, &sha, false, keys, args, |vm| {
+    run_lua(ctx, mode, &sha, false, keys, args, |vm| {
         let f = vm.function(&sha, &body)?;
         if let Some(b) = &source {
             cache.insert(b);
@@ -104,7 +122,7 @@ fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> 
 /// every shard), SCRIPT KILL-able, and its value written as the reply.
 pub(crate) fn run_lua(
     ctx: &mut Ctx,
-    readonly: bool,
+    mode: RunMode,
     name: &str,
     as_function: bool,
     keys: &[&[u8]],
@@ -112,11 +130,18 @@ pub(crate) fn run_lua(
     get: impl FnOnce(&mut scripting::Vm) -> Result<Function, ScriptError>,
 ) -> CmdResult {
     let cache = ctx.srv.scripts.clone();
-    let (db, in_exec) = (ctx.conn.db, ctx.in_exec);
+    let (db, in_exec, in_script) = (ctx.conn.db, ctx.in_exec, ctx.in_script);
     ctx.in_exec = true;
+    ctx.in_script = true;
     cache.wrote.store(false, Ordering::Relaxed);
     cache.kill_requested.store(false, Ordering::Relaxed);
     cache.started_ms.store(crate::server::state::now_ms(), Ordering::Relaxed);
+    cache.running_client.store(ctx.conn.info.id, Ordering::Relaxed);
+    cache.running_function.store(as_function, Ordering::Relaxed);
+    let numkeys = keys.len().to_string();
+    let command = [ctx.spec.name.as_bytes(), name.as_bytes(), numkeys.as_bytes()].into_iter().chain(keys.iter().copied()).chain(args.iter().copied());
+    *cache.running_command.lock() = Some((name.to_string(), command.map(<[u8]>::to_vec).collect()));
+    cache.running_reactor.store(ctx.conn.info.reactor.load(Ordering::Relaxed), Ordering::Relaxed);
     cache.running.store(true, Ordering::Release);
     let outcome = scripting::with_vm(&cache, |vm| -> Result<(Value, bool), ScriptError> {
         let f: Function = get(vm)?;
@@ -127,7 +152,7 @@ pub(crate) fn run_lua(
             // redis.call(...)` tail call keeps the script's frame for the line number.
             let call = scope.create_function(|lua, a: MultiValue| {
                 let mut c = ctx_cell.borrow_mut();
-                match script_call(lua, &mut c, a, readonly)? {
+                match script_call(lua, &mut c, a, mode)? {
                     (true, v) => Ok(v),
                     (false, e) => {
                         let err = scripting::table_field(&e, "err").and_then(|v| v.to_string().ok()).unwrap_or_default();
@@ -137,21 +162,40 @@ pub(crate) fn run_lua(
             })?;
             let pcall = scope.create_function(|lua, a: MultiValue| {
                 let mut c = ctx_cell.borrow_mut();
-                script_call(lua, &mut c, a, readonly).map(|(_, v)| v)
+                script_call(lua, &mut c, a, mode).map(|(_, v)| v)
+            })?;
+            // redis.acl_check_cmd: whether the caller's user may run a command (as given).
+            let acl_check = scope.create_function(|lua, a: MultiValue| {
+                let argv = scripting::call_args(&a).map_err(|m| mlua::Error::RuntimeError(m.into()))?;
+                let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+                let Some(spec) = argv.first().and_then(|name| super::lookup(name)).filter(|s| super::arity_ok(s, argv.len())) else {
+                    let err = "ERR Invalid command passed to redis.acl_check_cmd()".to_string();
+                    return Err(mlua::Error::external(scripting::CallError { err, line: scripting::script_line(lua) }));
+                };
+                let c = ctx_cell.borrow();
+                Ok(c.conn.user.check(spec.id.index(), &argv).is_ok())
             })?;
             vm.redis.raw_set("call", call)?;
             vm.redis.raw_set("pcall", pcall)?;
+            vm.redis.raw_set("acl_check_cmd", acl_check)?;
             let r = vm.run_as(&f, keys, args, name, as_function);
             vm.redis.raw_set("call", Value::Nil)?;
             vm.redis.raw_set("pcall", Value::Nil)?;
+            vm.redis.raw_set("acl_check_cmd", Value::Nil)?;
             Ok(r)
         });
         let result = run.map_err(|e| ScriptError::Reply(format!("ERR {e}")))??;
         Ok((result, scripting::resp_version(&vm.lua) == 3))
     });
-    cache.running.store(false, Ordering::Release);
+    {
+        // Not while `server::busy` is answering one of this reactor's clients.
+        let _gate = cache.busy_gate.lock();
+        cache.running.store(false, Ordering::Release);
+    }
+    *cache.running_command.lock() = None;
     cache.kill_requested.store(false, Ordering::Relaxed);
     ctx.in_exec = in_exec;
+    ctx.in_script = in_script;
     // SELECT inside a script does not change the caller's database.
     ctx.conn.db = db;
     ctx.data.db = db;
@@ -165,16 +209,9 @@ pub(crate) fn run_lua(
     }
 }
 
-/// SCRIPT KILL / FUNCTION KILL: asks the running script to stop, unless it has written.
-pub(crate) fn kill_running(cache: &scripting::ScriptCache) -> Result<(), CmdError> {
-    if !cache.running.load(Ordering::Acquire) {
-        return Err(err("NOTBUSY No scripts in execution right now."));
-    }
-    if cache.wrote.load(Ordering::Relaxed) {
-        return Err(err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
-    }
-    cache.kill_requested.store(true, Ordering::Relaxed);
-    Ok(())
+/// SCRIPT KILL (`function` false) / FUNCTION KILL: asks the running script to stop.
+pub(crate) fn kill_running(cache: &scripting::ScriptCache, function: bool) -> Result<(), CmdError> {
+    cache.kill(function).map_err(err)
 }
 
 pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -204,7 +241,7 @@ pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.ok();
         }
         ("kill", 2) => {
-            kill_running(&cache)?;
+            kill_running(&cache, false)?;
             ctx.out.ok();
         }
         ("debug", 3) => return Err(err("ERR SCRIPT DEBUG (the Lua debugger) is not supported by Terrace")),

@@ -480,12 +480,22 @@ fn client_tracking(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.",
             ));
         }
-        if (old.optin, old.optout) != (opts.optin, opts.optout) && (old.optin || old.optout) {
+        // Only naming the other mode is refused; naming neither drops the old one (Redis).
+        if (opts.optin && old.optout) || (opts.optout && old.optin) {
             return Err(err(
                 "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.",
             ));
         }
-        // Prefixes accumulate across calls, as in Redis.
+        // Prefixes accumulate across calls, as in Redis; a new one may not overlap an old one.
+        for p in &opts.prefixes {
+            if let Some(o) = old.prefixes.iter().find(|o| *o != p && (o.starts_with(p) || p.starts_with(o))) {
+                return Err(err(format!(
+                    "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                    String::from_utf8_lossy(p),
+                    String::from_utf8_lossy(o)
+                )));
+            }
+        }
         let mut all = old.prefixes.clone();
         all.append(&mut opts.prefixes);
         opts.prefixes = all;
@@ -725,6 +735,9 @@ pub fn client(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 _ => return Err(err("ERR No such client")),
             }
         }
+        ("KILL", 2) => return Err(CmdError::WrongArgs("client|kill")),
+        // Filters come in pairs: one left alone is a syntax error (as Redis words it).
+        ("KILL", n) if n >= 5 && n % 2 == 1 => return Err(CmdError::Syntax),
         ("KILL", n) if n >= 4 && n % 2 == 0 => {
             let (mut id, mut addr, mut laddr, mut skipme, mut user, mut maxage) = (None, None, None, true, None, None);
             for pair in argv[2..].chunks(2) {
@@ -1021,12 +1034,21 @@ pub fn command(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             let Some(spec) = super::lookup(cmd[0]) else {
                 return Err(err("ERR Invalid command specified"));
             };
+            let has_keys = !matches!(spec.keys_from, super::table::KeysFrom::Range) || spec.first > 0;
+            if !has_keys {
+                return Err(err("ERR The command has no key arguments"));
+            }
             if !super::arity_ok(spec, cmd.len()) {
                 return Err(err("ERR Invalid number of arguments specified for command"));
             }
             let pos = super::table::key_positions(spec, cmd);
             if pos.is_empty() {
-                return Err(err("ERR The command has no key arguments"));
+                // EVAL … 0 names no key, and may not (Redis's no_mandatory_keys).
+                if spec.flags.has(super::table::Flags::NO_MANDATORY_KEYS) {
+                    ctx.out.array_len(0);
+                    return Ok(());
+                }
+                return Err(err("ERR Invalid arguments specified for command"));
             }
             ctx.out.array_len(pos.len());
             for (n, p) in pos.into_iter().enumerate() {
@@ -1110,10 +1132,11 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
     if want("clients") {
         let _ = write!(
             s,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:0\r\n\r\n",
             srv.clients.lock().len(),
             srv.limits.maxclients.load(Ordering::Relaxed),
-            srv.blocking.blocked_clients()
+            srv.blocking.blocked_clients(),
+            srv.tracking.counts().clients
         );
     }
     if want("memory") {
@@ -1145,10 +1168,11 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
     }
     if want("stats") {
         let st = &srv.stats;
+        let tracked = srv.tracking.counts();
         let (expired, evicted) = (totals.expired, totals.evicted);
         let _ = write!(
             s,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n\r\n",
             st.connections_received.load(Ordering::Relaxed),
             st.commands_processed.load(Ordering::Relaxed),
             st.instantaneous_ops.load(Ordering::Relaxed),
@@ -1162,6 +1186,9 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
             st.total_error_replies.load(Ordering::Relaxed),
             srv.limits.query_disconnections.load(Ordering::Relaxed),
             srv.limits.output_disconnections.load(Ordering::Relaxed),
+            tracked.keys,
+            tracked.items,
+            tracked.prefixes,
         );
     }
     if want("replication") {

@@ -174,8 +174,9 @@ pub fn smove(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     ctx.data.modified(src);
-    as_set(ctx.data.coll_or_create(dst, Kind::Set, new_set)?).insert(m, ());
-    ctx.data.modified(dst);
+    // The destination changes only if it lacked the member (a WATCH on it holds otherwise).
+    let added = as_set(ctx.data.coll_or_create(dst, Kind::Set, new_set)?).insert(m, ()).is_none();
+    ctx.data.settle(dst, added);
     ctx.out.int(1);
     Ok(())
 }

@@ -19,7 +19,8 @@ fn lookup(data: &mut Data, pattern: &[u8], elem: &[u8]) -> Option<Vec<u8>> {
     }
     let star = pattern.iter().position(|&c| c == b'*')?;
     let (key_pat, field) = match pattern.windows(2).rposition(|w| w == b"->") {
-        Some(arrow) if arrow > star => (&pattern[..arrow], Some(&pattern[arrow + 2..])),
+        // (`key->` with nothing after the arrow names a plain key, arrow included.)
+        Some(arrow) if arrow > star && arrow + 2 < pattern.len() => (&pattern[..arrow], Some(&pattern[arrow + 2..])),
         _ => (pattern, None),
     };
     let mut key = key_pat[..star].to_vec();
@@ -68,17 +69,22 @@ fn sort_generic(ctx: &mut Ctx, argv: &[&[u8]], read_only: bool) -> CmdResult {
         i += 1;
     }
     let key = argv[1];
-    let (mut elems, ordered): (Vec<Bytes>, bool) = match ctx.data.read(key) {
-        None => (Vec::new(), false),
+    let (mut elems, ordered, is_set): (Vec<Bytes>, bool, bool) = match ctx.data.read(key) {
+        None => (Vec::new(), false, false),
         Some(e) => match e.coll() {
-            Some(Collection::List(l)) => (l.iter().cloned().collect(), false),
-            Some(Collection::Set(s)) => (s.iter().map(|(m, _)| m.clone()).collect(), false),
-            Some(Collection::ZSet(z)) => (z.tree.iter().map(|e| e.member.clone()).collect(), true),
+            Some(Collection::List(l)) => (l.iter().cloned().collect(), false, false),
+            Some(Collection::Set(s)) => (s.iter().map(|(m, _)| m.clone()).collect(), false, true),
+            Some(Collection::ZSet(z)) => (z.tree.iter().map(|e| e.member.clone()).collect(), true, false),
             _ => return Err(CmdError::WrongType),
         },
     };
-    // BY with no '*' means "don't sort" (for a sorted set, keep its order).
-    let dont_sort = by.is_some_and(|p| !p.contains(&b'*'));
+    // BY with no '*' means "don't sort" (for a sorted set, keep its order) — but a set
+    // stored or sorted inside a script is sorted by its elements, so the result does not
+    // depend on the set's internal order (Redis forces ALPHA there).
+    let mut dont_sort = by.is_some_and(|p| !p.contains(&b'*'));
+    if dont_sort && is_set && (store.is_some() || ctx.in_script) {
+        (dont_sort, alpha, by) = (false, true, None);
+    }
     if !dont_sort {
         let mut keyed: Vec<(Bytes, Option<Vec<u8>>)> = elems
             .into_iter()

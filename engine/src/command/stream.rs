@@ -421,6 +421,11 @@ pub fn xreadgroup(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 fn read_generic(ctx: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) -> CmdResult {
     let a = parse_read_args(argv, xreadgroup)?;
+    if a.block_ms.is_some() && ctx.in_script {
+        // Inside MULTI a BLOCK answers at once; a script is refused it, as Redis does.
+        let name = if xreadgroup { "xreadgroup" } else { "xread" };
+        return Err(super::args::err(format!("ERR {name} command is not allowed with BLOCK option from scripts")));
+    }
     let keys = &argv[a.keys_at..a.keys_at + a.nkeys];
     let id_args = &argv[a.keys_at + a.nkeys..];
     // Resolve every ID (and check types and groups) before serving anything.
@@ -562,6 +567,9 @@ fn entries_read(out: &mut ReplyWriter, g: &Group) {
 
 pub fn xinfo(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if is(argv[1], "HELP") {
+        if argv.len() != 2 {
+            return Err(super::args::err("ERR wrong number of arguments for 'xinfo|help' command"));
+        }
         ctx.out.help(&[
             "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "CONSUMERS <key> <groupname>",

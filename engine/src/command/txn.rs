@@ -20,6 +20,8 @@ pub fn multi(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     }
     ctx.conn.multi = Some(Vec::new());
     ctx.conn.multi_error = false;
+    ctx.conn.multi_writes = false;
+    ctx.conn.multi_denyoom = false;
     ctx.conn.info.in_multi.store(true, Ordering::Relaxed);
     ctx.out.ok();
     Ok(())
@@ -38,6 +40,8 @@ pub fn discard(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 pub fn end_multi(conn: &mut Conn) {
     conn.multi = None;
     conn.multi_error = false;
+    conn.multi_writes = false;
+    conn.multi_denyoom = false;
     conn.info.in_multi.store(false, Ordering::Relaxed);
 }
 

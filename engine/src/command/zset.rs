@@ -8,7 +8,7 @@ use super::set::parse_card_args;
 use super::{CmdResult, Ctx, Data, TimeoutReply};
 use crate::keyspace::value::{Bytes, BytesMap, ScoredMember, ZSet};
 use crate::keyspace::{Collection, Entry, Kind};
-use crate::protocol::format_double;
+use crate::protocol::format_double_g17;
 
 fn new_zset() -> Collection {
     Collection::ZSet(ZSet::default())
@@ -665,7 +665,7 @@ pub fn zscan(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let next = match zset(&mut ctx.data, argv[1])? {
         Some(z) => scan_page(&z.dict, cursor, &opts, |k, s| {
             items.push(k.clone());
-            items.push(format_double(*s).into_bytes().into_boxed_slice());
+            items.push(format_double_g17(*s).into_bytes().into_boxed_slice());
         }),
         None => 0,
     };
@@ -848,6 +848,10 @@ pub fn zdiffstore(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn zintercard(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    // Redis shares ZINTER's numkeys check (and words) here, unlike SINTERCARD's.
+    if int(argv[1]).is_ok_and(|n| n <= 0) {
+        return Err(err("ERR at least 1 input key is needed for 'zintercard' command"));
+    }
     let (keys, limit) = parse_card_args(&argv[1..])?;
     let mut args: Vec<&[u8]> = Vec::with_capacity(keys.len() + 1);
     let nk = keys.len().to_string();

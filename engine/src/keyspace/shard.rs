@@ -348,14 +348,23 @@ impl Shard {
         }
     }
 
-    /// Marks every watched key modified (FLUSHDB, SWAPDB).
-    pub fn touch_all(&mut self) {
-        let keys: Vec<Box<[u8]>> = self.watched.iter().map(|(k, _)| k.clone()).collect();
+    /// Marks the watched keys `present` says the flush or swap affects modified (FLUSHDB,
+    /// SWAPDB): as Redis, only keys that were there (or are brought in), so a WATCH on a
+    /// missing key survives a FLUSHALL.
+    fn touch_watched(&mut self, present: impl Fn(&[u8]) -> bool) {
+        if self.watched.is_empty() {
+            return;
+        }
+        let keys: Vec<Box<[u8]>> = self.watched.iter().map(|(k, _)| k.clone()).filter(|k| present(k)).collect();
         for k in keys {
             if let Some((_, e)) = self.watched.get_mut(&k) {
                 *e += 1;
             }
         }
+    }
+
+    fn holds(table: &HashTable<Entry>, key: &[u8]) -> bool {
+        table.find(hash_bytes(key), |e| e.key() == key).is_some()
     }
 
     /// Registers a watcher; returns the key's current touch epoch.
@@ -390,7 +399,9 @@ impl Shard {
 
     /// Drops every entry (FLUSHDB); watched keys are touched.
     pub fn clear(&mut self) -> HashTable<Entry> {
-        self.touch_all();
+        let table = std::mem::take(&mut self.table);
+        self.touch_watched(|k| Self::holds(&table, k));
+        self.table = table;
         self.volatile = 0;
         self.layout_epoch = self.layout_epoch.wrapping_add(1);
         let tracked = self.counting.tracked;
@@ -400,7 +411,11 @@ impl Shard {
 
     /// Exchanges the data (not the watchers) of two shards, for SWAPDB.
     pub fn swap_data(&mut self, other: &mut Shard) {
-        std::mem::swap(&mut self.table, &mut other.table);
+        // A watched key is touched if it is in either database (it goes, or comes in).
+        let (mine, theirs) = (std::mem::take(&mut self.table), std::mem::take(&mut other.table));
+        self.touch_watched(|k| Self::holds(&mine, k) || Self::holds(&theirs, k));
+        other.touch_watched(|k| Self::holds(&mine, k) || Self::holds(&theirs, k));
+        (self.table, other.table) = (theirs, mine);
         std::mem::swap(&mut self.volatile, &mut other.volatile);
         // Each shard's counter follows its new data (SWAPDB stays within a namespace).
         let (mine, theirs) = (self.counting.tracked, other.counting.tracked);
@@ -408,8 +423,6 @@ impl Shard {
         other.account(mine.minus(theirs));
         self.layout_epoch = self.layout_epoch.wrapping_add(1);
         other.layout_epoch = other.layout_epoch.wrapping_add(1);
-        self.touch_all();
-        other.touch_all();
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {

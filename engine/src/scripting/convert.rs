@@ -89,10 +89,15 @@ fn field(t: &Table, name: &str) -> Option<Value> {
     t.raw_get::<Value>(name).ok().filter(|v| !v.is_nil())
 }
 
+/// How deep a script's returned tables may nest.
+const MAX_REPLY_DEPTH: usize = 200;
+
 /// Writes a script's return value as a reply. `resp3` is the script's protocol (setresp);
 /// the client's own protocol is the writer's.
 pub fn lua_to_reply(out: &mut ReplyWriter, v: &Value, resp3: bool, depth: usize) {
-    if depth > 1000 {
+    // Each level is a frame of this (recursive) writer and of Lua's table walk on the
+    // reactor's stack: a self-referencing table stops here, as Redis stops at its Lua stack.
+    if depth > MAX_REPLY_DEPTH {
         out.error("ERR reached lua stack limit");
         return;
     }

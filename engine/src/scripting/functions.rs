@@ -52,15 +52,18 @@ pub fn parse_header(code: &str) -> Result<(String, &str), String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
     };
-    let mut parts = line.split_whitespace();
-    let engine = parts.next().unwrap_or("");
+    // The engine is what follows `#!` up to the first space (`#! name=x` names none).
+    let (engine, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let parts = rest.split_whitespace();
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(format!("ERR Engine '{engine}' not found"));
     }
     let mut name = None;
     for p in parts {
         match p.strip_prefix("name=") {
-            Some(n) => name = Some(n.to_string()),
+            // (Redis splits the line as a shell would: `name="foo"` names foo.)
+            Some(_) if name.is_some() => return Err("ERR Invalid metadata value, name argument was given multiple times".into()),
+            Some(n) => name = Some(n.strip_prefix('"').and_then(|q| q.strip_suffix('"')).unwrap_or(n).to_string()),
             None => return Err(format!("ERR Invalid metadata value given: {p}")),
         }
     }
@@ -71,15 +74,44 @@ pub fn parse_header(code: &str) -> Result<(String, &str), String> {
     Ok((name, body))
 }
 
+/// How long a library's code may run while it loads (Redis's, fixed).
+#[cfg(feature = "lua")]
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+#[cfg(feature = "lua")]
+thread_local! {
+    /// When the library loading on this thread must have finished (the VM's hook checks it).
+    static LOAD_DEADLINE: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether a library loading on this thread has run past its time.
+#[cfg(feature = "lua")]
+pub fn load_overran() -> bool {
+    LOAD_DEADLINE.with(|d| d.get().is_some_and(|at| std::time::Instant::now() > at))
+}
+
 #[cfg(feature = "lua")]
 /// Runs a library's body in `lua` with `redis.register_function` available; returns what it
-/// registered. `redis` is the VM's shared `redis` table.
+/// registered. `redis` is the VM's shared `redis` table. The body may run for
+/// `LOAD_TIMEOUT` at most ("FUNCTION LOAD timeout").
 pub fn load(lua: &Lua, redis: &Table, body: &str) -> Result<BTreeMap<String, Loaded>, String> {
+    LOAD_DEADLINE.with(|d| d.set(Some(std::time::Instant::now() + LOAD_TIMEOUT)));
+    let loaded = load_within(lua, redis, body);
+    LOAD_DEADLINE.with(|d| d.set(None));
+    loaded
+}
+
+#[cfg(feature = "lua")]
+fn load_within(lua: &Lua, redis: &Table, body: &str) -> Result<BTreeMap<String, Loaded>, String> {
     let registered: RefCell<BTreeMap<String, Loaded>> = RefCell::new(BTreeMap::new());
     let chunk = {
         let env = lua.create_table().map_err(|e| format!("ERR {e}"))?;
         let meta = lua.create_table().map_err(|e| format!("ERR {e}"))?;
         meta.raw_set("__index", lua.globals()).map_err(|e| format!("ERR {e}"))?;
+        // A library's globals are read-only too, at load and when its functions run (Redis 7).
+        let refuse: Function =
+            lua.load("return function() error('Attempt to modify a readonly table', 2) end").set_name("=readonly").eval().map_err(|e| format!("ERR {e}"))?;
+        meta.raw_set("__newindex", refuse).map_err(|e| format!("ERR {e}"))?;
         env.set_metatable(Some(meta)).map_err(|e| format!("ERR {e}"))?;
         lua.load(body).set_name("@user_function").set_environment(env).into_function().map_err(|e| {
             let msg = match &e {
@@ -131,7 +163,8 @@ pub fn load(lua: &Lua, redis: &Table, body: &str) -> Result<BTreeMap<String, Loa
                 _ => return Err(fail("ERR wrong number of arguments to redis.register_function")),
             };
             if !valid_name(&name) {
-                return Err(fail("ERR Function names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
+                // (Redis 7.0 words a bad function name as a bad library name.)
+                return Err(fail("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
             }
             let mut reg = registered.borrow_mut();
             if reg.contains_key(&name) {
@@ -169,6 +202,11 @@ impl Registry {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// A function's declared flags, if it exists.
+    pub fn flags_of(&self, function: &str) -> Option<Vec<String>> {
+        self.libs.lock().values().find_map(|l| l.functions.iter().find(|(f, _)| f.eq_ignore_ascii_case(function)).map(|(_, flags)| flags.clone()))
+    }
+
     pub fn snapshot(&self) -> BTreeMap<String, Library> {
         self.libs.lock().clone()
     }
@@ -181,7 +219,7 @@ impl Registry {
         }
         for (other, l) in libs.iter() {
             if other != name {
-                if let Some(f) = lib.functions.keys().find(|f| l.functions.contains_key(*f)) {
+                if let Some(f) = lib.functions.keys().find(|f| l.functions.keys().any(|g| g.eq_ignore_ascii_case(f))) {
                     return Err(format!("ERR Function {f} already exists"));
                 }
             }

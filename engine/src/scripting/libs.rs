@@ -1,5 +1,6 @@
 //! The libraries a script sees beside Lua's own: `redis` (minus `call`/`pcall`, which the
-//! EVAL handler installs per run), `bit` (LuaBitOp), `cjson`, `cmsgpack`, `struct`, Redis's rand48
+//! EVAL handler installs per run), `bit` (LuaBitOp), `cmsgpack`, `struct` (`cjson` is
+//! `super::cjson`), Redis's rand48
 //! `math.random`, and the error handler that shapes failures into Redis's error replies.
 //!
 //! bit, cjson, cmsgpack and struct are C libraries in Redis; no maintained crate provides them as Lua
@@ -30,7 +31,16 @@ pub fn redis_table(lua: &Lua) -> mlua::Result<Table> {
             Ok(t)
         })?,
     )?;
-    t.raw_set("sha1hex", lua.create_function(|_, s: mlua::LuaString| Ok(super::sha1_hex(&s.as_bytes())))?)?;
+    t.raw_set(
+        "sha1hex",
+        lua.create_function(|lua, args: Variadic<Value>| match args.first() {
+            Some(v) if args.len() == 1 => {
+                let text = lua.coerce_string(v.clone())?.ok_or_else(|| mlua::Error::RuntimeError("wrong number of arguments".into()))?;
+                Ok(super::sha1_hex(&text.as_bytes()))
+            }
+            _ => Err(mlua::Error::RuntimeError("wrong number of arguments".into())),
+        })?,
+    )?;
     t.raw_set(
         "log",
         lua.create_function(|_, args: Variadic<Value>| {
@@ -137,20 +147,13 @@ pub fn bit_table(lua: &Lua) -> mlua::Result<Table> {
                 Some(n) => to_bit(num(&n)?),
                 None => 8,
             };
-            let (upper, width) = if n < 0 { (true, (-n).min(8) as usize) } else { (false, n.min(8) as usize) };
+            // unsigned_abs: -2147483648 has no positive i32 (LuaBitOp takes it as 8 digits).
+            let (upper, width) = if n < 0 { (true, n.unsigned_abs().min(8) as usize) } else { (false, n.min(8) as usize) };
             let s = if upper { format!("{x:08X}") } else { format!("{x:08x}") };
             Ok(s[8 - width..].to_string())
         })?,
     )?;
     Ok(t)
-}
-
-/// Formats a number as lua-cjson does (`%.14g`).
-fn json_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e14 {
-        return format!("{}", n as i64);
-    }
-    format_g(n, 14)
 }
 
 /// C's `%.<prec>g`.
@@ -161,136 +164,6 @@ pub fn format_g(n: f64, prec: usize) -> String {
     // and snprintf never writes past the length it is given.
     let len = unsafe { libc::snprintf(buf.as_mut_ptr() as *mut libc::c_char, buf.len(), fmt.as_ptr() as *const libc::c_char, n) };
     String::from_utf8_lossy(&buf[..(len.max(0) as usize).min(buf.len() - 1)]).into_owned()
-}
-
-fn json_escape(out: &mut Vec<u8>, s: &[u8]) {
-    out.push(b'"');
-    for &c in s {
-        match c {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'/' => out.extend_from_slice(b"\\/"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            c if c < 0x20 || c == 0x7f => out.extend_from_slice(format!("\\u{c:04x}").as_bytes()),
-            c => out.push(c),
-        }
-    }
-    out.push(b'"');
-}
-
-fn json_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
-    if depth > 1000 {
-        return Err(mlua::Error::RuntimeError("Cannot serialise, excessive nesting (1001)".into()));
-    }
-    match v {
-        Value::Nil => out.extend_from_slice(b"null"),
-        Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Integer(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        Value::Number(n) => {
-            if !n.is_finite() {
-                return Err(mlua::Error::RuntimeError("Cannot serialise number: must not be NaN or Inf".into()));
-            }
-            out.extend_from_slice(json_number(*n).as_bytes())
-        }
-        Value::String(s) => json_escape(out, &s.as_bytes()),
-        Value::Table(t) => {
-            // An array when the keys are exactly 1..n (n ≥ 1); otherwise an object.
-            let mut max = 0usize;
-            let mut count = 0usize;
-            let mut array = true;
-            for pair in t.pairs::<Value, Value>() {
-                let (k, _) = pair?;
-                count += 1;
-                match k {
-                    Value::Integer(i) if i >= 1 => max = max.max(i as usize),
-                    Value::Number(n) if n >= 1.0 && n.fract() == 0.0 => max = max.max(n as usize),
-                    _ => array = false,
-                }
-            }
-            if array && count > 0 && max == count {
-                out.push(b'[');
-                for i in 1..=max {
-                    if i > 1 {
-                        out.push(b',');
-                    }
-                    json_encode(out, &t.raw_get::<Value>(i)?, depth + 1)?;
-                }
-                out.push(b']');
-            } else {
-                out.push(b'{');
-                let mut first = true;
-                for pair in t.pairs::<Value, Value>() {
-                    let (k, val) = pair?;
-                    if !first {
-                        out.push(b',');
-                    }
-                    first = false;
-                    match &k {
-                        Value::String(s) => json_escape(out, &s.as_bytes()),
-                        Value::Integer(i) => json_escape(out, i.to_string().as_bytes()),
-                        Value::Number(n) => json_escape(out, json_number(*n).as_bytes()),
-                        _ => return Err(mlua::Error::RuntimeError("Cannot serialise table: table key must be a number or string".into())),
-                    }
-                    out.push(b':');
-                    json_encode(out, &val, depth + 1)?;
-                }
-                out.push(b'}');
-            }
-        }
-        other => return Err(mlua::Error::RuntimeError(format!("Cannot serialise {}: type not supported", other.type_name()))),
-    }
-    Ok(())
-}
-
-fn json_to_lua(lua: &Lua, v: &serde_json::Value) -> mlua::Result<Value> {
-    Ok(match v {
-        serde_json::Value::Null => Value::NULL,
-        serde_json::Value::Bool(b) => Value::Boolean(*b),
-        serde_json::Value::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
-        serde_json::Value::String(s) => Value::String(lua.create_string(s)?),
-        serde_json::Value::Array(a) => {
-            let t = lua.create_table_with_capacity(a.len(), 0)?;
-            for (i, e) in a.iter().enumerate() {
-                t.raw_seti(i + 1, json_to_lua(lua, e)?)?;
-            }
-            Value::Table(t)
-        }
-        serde_json::Value::Object(o) => {
-            let t = lua.create_table_with_capacity(0, o.len())?;
-            for (k, e) in o {
-                t.raw_set(k.as_str(), json_to_lua(lua, e)?)?;
-            }
-            Value::Table(t)
-        }
-    })
-}
-
-/// lua-cjson's `encode`, `decode` and `null`.
-pub fn cjson_table(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.raw_set(
-        "encode",
-        lua.create_function(|lua, v: Value| {
-            let mut out = Vec::new();
-            json_encode(&mut out, &v, 0)?;
-            lua.create_string(&out)
-        })?,
-    )?;
-    t.raw_set(
-        "decode",
-        lua.create_function(|lua, s: mlua::LuaString| {
-            let v: serde_json::Value =
-                serde_json::from_slice(&s.as_bytes()).map_err(|e| mlua::Error::RuntimeError(format!("Expected value but found invalid token: {e}")))?;
-            json_to_lua(lua, &v)
-        })?,
-    )?;
-    t.raw_set("null", Value::NULL)?;
-    Ok(t)
 }
 
 thread_local! {
@@ -469,8 +342,8 @@ pub fn call_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, &'static str> {
 }
 
 fn mp_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
-    if depth > 16 {
-        // lua-cmsgpack encodes over-deep nesting as nil.
+    if depth >= 16 && matches!(v, Value::Table(_)) {
+        // lua-cmsgpack encodes a table at nesting level 16 (the top one is 0) as nil.
         out.push(0xc0);
         return Ok(());
     }
@@ -546,18 +419,25 @@ fn mp_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
             out.extend_from_slice(&b);
         }
         Value::Table(t) => {
-            let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
+            // Counted, then walked again: holding every pair at once would keep a Lua
+            // reference per key and value (and run out of them on a table of 100,000).
+            let mut count = 0;
+            for pair in t.pairs::<Value, Value>() {
+                pair?;
+                count += 1;
+            }
             let n = t.raw_len();
-            if n > 0 && n == pairs.len() {
+            if n > 0 && n == count {
                 len_header(out, n, 0x90, 15, 0xdc, 0xdd);
                 for i in 1..=n {
                     mp_encode(out, &t.raw_get::<Value>(i)?, depth + 1)?;
                 }
             } else {
-                len_header(out, pairs.len(), 0x80, 15, 0xde, 0xdf);
-                for (k, v) in &pairs {
-                    mp_encode(out, k, depth + 1)?;
-                    mp_encode(out, v, depth + 1)?;
+                len_header(out, count, 0x80, 15, 0xde, 0xdf);
+                for pair in t.pairs::<Value, Value>() {
+                    let (k, v) = pair?;
+                    mp_encode(out, &k, depth + 1)?;
+                    mp_encode(out, &v, depth + 1)?;
                 }
             }
         }
@@ -566,7 +446,15 @@ fn mp_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
     Ok(())
 }
 
-fn mp_decode(lua: &Lua, b: &[u8], pos: &mut usize) -> mlua::Result<Value> {
+/// How deep decoded arrays and maps may nest: each level is a frame of this (recursive)
+/// decoder on the reactor's stack, so a hostile input of 100,000 nested arrays must stop
+/// here rather than overflow it.
+const MP_MAX_DECODE_DEPTH: usize = 200;
+
+fn mp_decode(lua: &Lua, b: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<Value> {
+    if depth > MP_MAX_DECODE_DEPTH {
+        return Err(mlua::Error::RuntimeError(format!("Too many nested data structures in input (more than {MP_MAX_DECODE_DEPTH}).")));
+    }
     let bad = || mlua::Error::RuntimeError("Missing bytes in input.".into());
     let take = |pos: &mut usize, n: usize| -> mlua::Result<&[u8]> {
         let s = b.get(*pos..*pos + n).ok_or_else(bad)?;
@@ -609,7 +497,7 @@ fn mp_decode(lua: &Lua, b: &[u8], pos: &mut usize) -> mlua::Result<Value> {
             };
             let t = lua.create_table()?;
             for i in 1..=n {
-                t.raw_seti(i, mp_decode(lua, b, pos)?)?;
+                t.raw_seti(i, mp_decode(lua, b, pos, depth + 1)?)?;
             }
             Ok(Value::Table(t))
         }
@@ -621,8 +509,8 @@ fn mp_decode(lua: &Lua, b: &[u8], pos: &mut usize) -> mlua::Result<Value> {
             };
             let t = lua.create_table()?;
             for _ in 0..n {
-                let k = mp_decode(lua, b, pos)?;
-                let v = mp_decode(lua, b, pos)?;
+                let k = mp_decode(lua, b, pos, depth + 1)?;
+                let v = mp_decode(lua, b, pos, depth + 1)?;
                 if !k.is_nil() {
                     t.raw_set(k, v)?;
                 }
@@ -631,6 +519,30 @@ fn mp_decode(lua: &Lua, b: &[u8], pos: &mut usize) -> mlua::Result<Value> {
         }
         _ => Err(mlua::Error::RuntimeError("Bad data format in input.".into())),
     }
+}
+
+/// Decodes up to `limit` objects of `b` from `offset`: where decoding stopped (None at the
+/// end of the input), and the objects.
+fn mp_unpack(lua: &Lua, b: &[u8], limit: usize, offset: usize) -> mlua::Result<(Option<usize>, Vec<Value>)> {
+    let mut pos = offset;
+    let mut vals = Vec::new();
+    while pos < b.len() && vals.len() < limit {
+        vals.push(mp_decode(lua, b, &mut pos, 0)?);
+    }
+    Ok(((pos < b.len()).then_some(pos), vals))
+}
+
+/// unpack_limit's checks and reply: the next offset (-1: the end), then the objects.
+fn mp_unpack_from(lua: &Lua, b: &[u8], limit: i64, offset: i64) -> mlua::Result<MultiValue> {
+    if offset < 0 || limit < 0 {
+        return Err(mlua::Error::RuntimeError(format!("Invalid request to unpack with offset of {offset} and limit of {}.", b.len())));
+    }
+    if offset as usize > b.len() {
+        return Err(mlua::Error::RuntimeError(format!("Start offset {offset} greater than input length {}.", b.len())));
+    }
+    let (next, mut vals) = mp_unpack(lua, b, limit as usize, offset as usize)?;
+    vals.insert(0, Value::Integer(next.map_or(-1, |p| p as i64)));
+    Ok(MultiValue::from_vec(vals))
 }
 
 /// lua-cmsgpack's `pack` and `unpack` (MessagePack).
@@ -649,19 +561,23 @@ pub fn cmsgpack_table(lua: &Lua) -> mlua::Result<Table> {
             lua.create_string(&out)
         })?,
     )?;
-    let unpack = |limit: Option<usize>| {
-        move |lua: &Lua, s: mlua::LuaString| -> mlua::Result<MultiValue> {
-            let b = s.as_bytes();
-            let mut pos = 0;
-            let mut vals = Vec::new();
-            while pos < b.len() && limit.is_none_or(|l| vals.len() < l) {
-                vals.push(mp_decode(lua, &b, &mut pos)?);
-            }
+    t.raw_set(
+        "unpack",
+        lua.create_function(|lua, s: mlua::LuaString| -> mlua::Result<MultiValue> {
+            let (_, vals) = mp_unpack(lua, &s.as_bytes(), usize::MAX, 0)?;
             Ok(MultiValue::from_vec(vals))
-        }
-    };
-    t.raw_set("unpack", lua.create_function(unpack(None))?)?;
-    t.raw_set("unpack_one", lua.create_function(unpack(Some(1)))?)?;
+        })?,
+    )?;
+    // unpack_one(s [, offset]) and unpack_limit(s, limit [, offset]): the offset to go on
+    // from (-1 at the end of the input), then the objects.
+    t.raw_set(
+        "unpack_one",
+        lua.create_function(|lua, (s, offset): (mlua::LuaString, Option<i64>)| mp_unpack_from(lua, &s.as_bytes(), 1, offset.unwrap_or(0)))?,
+    )?;
+    t.raw_set(
+        "unpack_limit",
+        lua.create_function(|lua, (s, limit, offset): (mlua::LuaString, i64, Option<i64>)| mp_unpack_from(lua, &s.as_bytes(), limit, offset.unwrap_or(0)))?,
+    )?;
     Ok(t)
 }
 

@@ -11,10 +11,12 @@
 //! exists (the server holds it) and the scripting commands refuse.
 
 #[cfg(feature = "lua")]
+mod cjson;
 mod convert;
 pub mod functions;
 #[cfg(feature = "lua")]
 mod libs;
+pub mod shebang;
 #[cfg(feature = "lua")]
 mod vm;
 
@@ -52,6 +54,18 @@ pub struct ScriptCache {
     pub functions: functions::Registry,
     /// `busy-reply-threshold` (`lua-time-limit`), ms.
     pub busy_threshold_ms: std::sync::atomic::AtomicI64,
+    /// The client running the script and its reactor (`server::busy` answers that reactor's
+    /// other clients while the script is busy).
+    pub running_client: AtomicU64,
+    /// The running script is a library function (FCALL), not an EVAL.
+    pub running_function: AtomicBool,
+    /// The running script's name (the function's, or the EVAL's SHA1) and the command that
+    /// runs it (FUNCTION STATS).
+    pub running_command: Mutex<Option<(String, Vec<Vec<u8>>)>>,
+    pub running_reactor: std::sync::atomic::AtomicUsize,
+    /// Taken by `server::busy` while it answers one request, and by the script's end before
+    /// `running` goes false: the reactor runs its connections again only after.
+    pub busy_gate: Mutex<()>,
 }
 
 impl Default for ScriptCache {
@@ -65,6 +79,11 @@ impl Default for ScriptCache {
             kill_requested: Default::default(),
             functions: Default::default(),
             busy_threshold_ms: std::sync::atomic::AtomicI64::new(BUSY_THRESHOLD_MS),
+            running_client: AtomicU64::new(0),
+            running_function: AtomicBool::new(false),
+            running_command: Mutex::new(None),
+            running_reactor: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            busy_gate: Mutex::new(()),
         }
     }
 }
@@ -90,6 +109,76 @@ impl ScriptCache {
         self.bodies.lock().clear();
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
+    /// The flags the script or function a script command names declared (None: not a
+    /// script command, an unknown script, or a script without a shebang).
+    pub fn declared_flags(&self, id: terrace_commands::table::CommandId, argv: &[&[u8]]) -> Option<shebang::Declared> {
+        use terrace_commands::table::CommandId;
+        let of_body = |body: &[u8]| shebang::parse(body).ok().flatten().map(|(d, _)| d);
+        match id {
+            CommandId::Eval | CommandId::EvalRo => of_body(argv.get(1)?),
+            CommandId::Evalsha | CommandId::EvalshaRo => {
+                let sha = String::from_utf8_lossy(argv.get(1)?).to_ascii_lowercase();
+                of_body(&self.get(&sha)?)
+            }
+            CommandId::Fcall | CommandId::FcallRo => {
+                let name = std::str::from_utf8(argv.get(1)?).ok()?;
+                self.functions.flags_of(name).map(|f| shebang::Declared::of_function(&f))
+            }
+            _ => None,
+        }
+    }
+
+    /// SCRIPT KILL (`function` false) / FUNCTION KILL (true): asks the running script to
+    /// stop, unless it has written or is of the other kind (each command stops its own).
+    pub fn kill(&self, function: bool) -> Result<(), &'static str> {
+        if !self.running.load(Ordering::Acquire) {
+            return Err("NOTBUSY No scripts in execution right now.");
+        }
+        if self.wrote.load(Ordering::Relaxed) {
+            return Err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
+        }
+        match (function, self.running_function.load(Ordering::Relaxed)) {
+            (false, true) => Err("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."),
+            (true, false) => Err("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."),
+            _ => {
+                self.kill_requested.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+        }
+    }
+
+    /// FUNCTION STATS: the running script (its name, command and how long it has run) and
+    /// the library counts.
+    pub fn write_stats(&self, out: &mut crate::protocol::ReplyWriter) {
+        let (libs, fns) = self.functions.counts();
+        out.map_len(2);
+        out.bulk(b"running_script");
+        let running = self.running_command.lock().clone().filter(|_| self.running.load(Ordering::Acquire));
+        match running {
+            Some((name, command)) => {
+                out.map_len(3);
+                out.bulk(b"name");
+                out.bulk(name.as_bytes());
+                out.bulk(b"command");
+                out.array_len(command.len());
+                for a in &command {
+                    out.bulk(a);
+                }
+                out.bulk(b"duration_ms");
+                out.int(crate::clock::now_ms() - self.started_ms.load(Ordering::Relaxed));
+            }
+            None => out.null(),
+        }
+        out.bulk(b"engines");
+        out.map_len(1);
+        out.bulk(b"LUA");
+        out.map_len(2);
+        out.bulk(b"libraries_count");
+        out.int(libs as i64);
+        out.bulk(b"functions_count");
+        out.int(fns as i64);
+    }
+
     /// Whether a script has been running longer than the busy threshold.
     pub fn busy(&self) -> bool {
         self.running.load(Ordering::Relaxed)

@@ -20,6 +20,8 @@ pub struct Vm {
     generation: u64,
     /// The `redis` table (call/pcall are installed per run).
     pub redis: Table,
+    /// Where the globals live behind the read-only globals table (KEYS and ARGV go here).
+    globals: Table,
     /// Runs the user function under Redis's error handler.
     runner: Function,
     /// The FUNCTION libraries this thread has loaded.
@@ -49,31 +51,22 @@ fn new_vm(cache: &Arc<ScriptCache>) -> mlua::Result<Vm> {
     let redis = libs::redis_table(&lua)?;
     g.raw_set("redis", redis.clone())?;
     g.raw_set("bit", libs::bit_table(&lua)?)?;
-    g.raw_set("cjson", libs::cjson_table(&lua)?)?;
+    g.raw_set("cjson", super::cjson::table(&lua)?)?;
     g.raw_set("cmsgpack", libs::cmsgpack_table(&lua)?)?;
     g.raw_set("struct", libs::struct_table(&lua)?)?;
     libs::rand48_random(&lua)?;
     // SCRIPT KILL: checked every 100k instructions.
     let kill = cache.clone();
     lua.set_hook(HookTriggers::new().every_nth_instruction(100_000), move |lua, _| {
+        if functions::load_overran() {
+            return Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into()));
+        }
         if kill.kill_requested.load(Ordering::Relaxed) {
             let line = libs::script_line(lua);
             return Err(mlua::Error::external(CallError { err: "ERR Script killed by user with SCRIPT KILL...".into(), line }));
         }
         Ok(VmState::Continue)
     })?;
-    // Globals are read-only, and reading an undefined one is an error (as in Redis).
-    lua.load(
-        r#"
-        setmetatable(_G, {
-            __index = function(_, k) error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2) end,
-            __newindex = function() error("Attempt to modify a readonly table", 2) end,
-            __metatable = false,
-        })
-        "#,
-    )
-    .set_name("=sandbox")
-    .exec()?;
     let handler = lua.create_function(libs::error_handler)?;
     let runner = lua
         .load(
@@ -89,7 +82,14 @@ fn new_vm(cache: &Arc<ScriptCache>) -> mlua::Result<Vm> {
         )
         .set_name("=runner")
         .call::<Function>(handler)?;
-    Ok(Vm { lua, cache: cache.clone(), compiled: HashMap::new(), generation: 0, redis, runner, fns: Default::default() })
+    // Globals and library tables are read-only, and reading an undefined global is an error
+    // (as in Redis): `sandbox.lua`, which hands back the table the globals now live in. (The
+    // runner above keeps the real xpcall; scripts get pcall/xpcall that let SCRIPT KILL's
+    // error through, told by `killed`.)
+    let killed_cache = cache.clone();
+    let killed = lua.create_function(move |_, ()| Ok(killed_cache.kill_requested.load(Ordering::Relaxed)))?;
+    let globals: Table = lua.load(include_str!("sandbox.lua")).set_name("=sandbox").call(killed)?;
+    Ok(Vm { lua, cache: cache.clone(), compiled: HashMap::new(), generation: 0, redis, globals, runner, fns: Default::default() })
 }
 
 /// Runs `f` with this thread's VM (created on first use), after dropping compiled functions
@@ -127,7 +127,9 @@ impl Vm {
             }
             self.fns.generation = generation;
         }
-        self.fns.functions.get(name).cloned()
+        // Function names are case-insensitive, as in Redis 7.
+        let found = self.fns.functions.get(name).or_else(|| self.fns.functions.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, f)| f));
+        found.cloned()
     }
 
     /// Validates a library's code by loading it here; returns its name and what it registers.
@@ -152,7 +154,7 @@ impl Vm {
     /// library function (true: called with `keys, args`, chunk `@user_function`).
     pub fn run_as(&self, f: &Function, keys: &[&[u8]], args: &[&[u8]], name: &str, as_function: bool) -> Result<Value, ScriptError> {
         let lua = &self.lua;
-        let g = lua.globals();
+        let g = &self.globals;
         let to_table = |items: &[&[u8]]| -> mlua::Result<Table> {
             let t = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, a) in items.iter().enumerate() {
@@ -185,9 +187,19 @@ impl Vm {
     }
 }
 
-/// Compiles a script body as Redis does (chunk name `@user_script`).
+/// Compiles a script body as Redis does (chunk name `@user_script`), after its shebang line
+/// if it has one (checked here, so SCRIPT LOAD refuses a bad one too).
 pub fn compile(lua: &Lua, body: &[u8]) -> Result<Function, ScriptError> {
-    lua.load(body).set_name("@user_script").into_function().map_err(|e| {
+    let code = match super::shebang::parse(body) {
+        Ok(Some((_, shebang_len))) => &body[shebang_len..],
+        Ok(None) => body,
+        Err(e) => return Err(ScriptError::Compile(format!("ERR {e}"))),
+    };
+    // Never a precompiled chunk (Redis refuses bytecode: a crafted one corrupts the VM).
+    if code.first() == Some(&0x1b) {
+        return Err(ScriptError::Compile("ERR Error compiling script (new function): user_script: bytecode is not allowed".into()));
+    }
+    lua.load(code).set_name("@user_script").into_function().map_err(|e| {
         let msg = match &e {
             mlua::Error::SyntaxError { message, .. } => message.clone(),
             other => other.to_string(),

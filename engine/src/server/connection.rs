@@ -76,6 +76,9 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
         // CLIENT KILL and shutdown shut the socket down, which ends this read. A subscribed
         // client also wakes for published messages; any connection for a move (elastic).
         let pushes = conn.receives_pushes();
+        // Waiting with nothing pending: while a busy script holds this reactor, the control
+        // thread may answer this client's requests (`super::busy`).
+        info.idle_reading.store(out.is_empty() && inbuf.is_empty(), Ordering::Release);
         let read = if pushes || elastic {
             tokio::select! {
                 biased;
@@ -87,6 +90,10 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
             Some(stream.read_buf(&mut inbuf).await)
         };
 
+        info.idle_reading.store(false, Ordering::Release);
+        if info.deferred_pending.load(Ordering::Acquire) {
+            apply_deferred(&srv, &info, &mut conn);
+        }
         let n = match read {
             None => {
                 crate::pubsub::drain_mailbox(&info, &mut out);
@@ -226,6 +233,26 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
     srv.monitors.remove(info.id);
     srv.tracking.disable(info.id);
     srv.clients.lock().remove(&info.id);
+}
+
+/// Applies what requests answered while a busy script held this reactor did to the
+/// connection's transaction (`super::busy`).
+fn apply_deferred(srv: &Server, info: &ClientInfo, conn: &mut Conn) {
+    for step in info.take_deferred() {
+        match step {
+            crate::clients::Deferred::Multi => {
+                conn.multi = Some(Vec::new());
+                conn.multi_error = false;
+                conn.multi_writes = false;
+                conn.multi_denyoom = false;
+            }
+            crate::clients::Deferred::AbortMulti => conn.multi_error |= conn.multi.is_some(),
+            crate::clients::Deferred::EndMulti => {
+                command::txn::end_multi(conn);
+                command::txn::release_watches(&srv.keyspace, conn);
+            }
+        }
+    }
 }
 
 /// Lets the tasks already queued on this reactor run first, then continues. Unlike
@@ -392,11 +419,17 @@ async fn wait_and_retry(
     let mut deadline: Option<Option<Instant>> = None;
     // What a woken command waited for.
     let mut waited: Option<BlockRequest> = None;
+    // Held back by CLIENT PAUSE: counted as blocked while it waits.
+    let mut postponed = None;
     loop {
         // A blocked command was dispatched (and shown to MONITOR) already; a paused one was not.
         let was_blocked = matches!(outcome, Outcome::Block(_));
+        if !matches!(outcome, Outcome::Paused(_)) {
+            postponed = None;
+        }
         match outcome {
             Outcome::Paused(until) => {
+                postponed.get_or_insert_with(|| srv.blocking.postpone());
                 let wait = (until - super::state::now_ms()).clamp(1, 50);
                 tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
                 if conn.info.killed.load(Ordering::Relaxed) {

@@ -7,6 +7,7 @@
 //! threshold) it serves new connections itself, which is how an operator reaches SCRIPT KILL
 //! or SHUTDOWN NOSAVE, as with Redis.
 
+pub mod busy;
 pub mod connection;
 pub mod cron;
 pub mod dispatch;
@@ -286,7 +287,13 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         let (srv, dispatch) = (srv.clone(), dispatch.clone());
         let rt = runtime()?;
         handles.push(
-            std::thread::Builder::new().name(format!("terrace-reactor-{i}")).spawn(move || reactor(rt, srv, dispatch, rx, i)).expect("spawn reactor thread"),
+            std::thread::Builder::new()
+                .name(format!("terrace-reactor-{i}"))
+                // Scripts recurse on this stack (Lua calls, reply conversions): room for the
+                // depths they are allowed, in debug builds too.
+                .stack_size(REACTOR_STACK)
+                .spawn(move || reactor(rt, srv, dispatch, rx, i))
+                .expect("spawn reactor thread"),
         );
     }
     dispatch.attach(senders);
@@ -318,7 +325,8 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let local_set = tokio::task::LocalSet::new();
     let srv0 = srv.clone();
     local_set.block_on(&rt, async move {
-        let listener = TcpListener::from_std(std_listener).expect("listener from std");
+        let mut listener = TcpListener::from_std(std_listener).expect("listener from std");
+        let mut local = local;
         let metrics_listener = metrics_listener.map(|l| TcpListener::from_std(l).expect("listener from std"));
         // Handlers first: a signal arriving right after "ready" must still stop us cleanly.
         use tokio::signal::unix::{signal, SignalKind};
@@ -340,6 +348,15 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             tokio::task::spawn_local(metrics::serve(srv0.clone(), l));
         }
         tokio::task::spawn_local(cron::run(srv0.clone()));
+        {
+            let srv = srv0.clone();
+            tokio::task::spawn_local(async move {
+                loop {
+                    tokio::time::sleep(busy::CHECK_EVERY).await;
+                    busy::serve_waiting_clients(&srv);
+                }
+            });
+        }
         async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
             match s.as_mut() {
                 Some(s) => {
@@ -388,6 +405,19 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                     break;
                 }
                 _ = srv0.shutdown_notify.notified() => break,
+                // CONFIG SET port: accept on the new port from now on (clients connected
+                // through the old one stay).
+                _ = srv0.listener_changed.notified() => {
+                    let Some(next) = srv0.new_listener.lock().take() else { continue };
+                    match TcpListener::from_std(next) {
+                        Ok(l) => {
+                            listener = l;
+                            local = listener.local_addr().unwrap_or(local);
+                            tracing::info!(%local, "listening on a new port (CONFIG SET port)");
+                        }
+                        Err(e) => tracing::warn!("the new listener could not be used ({e}); still accepting on {local}"),
+                    }
+                }
             }
             if srv0.shutdown.load(Ordering::Relaxed) {
                 break;
@@ -541,6 +571,9 @@ fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, dispatch: Arc<Dispatch
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     });
 }
+
+/// Each reactor thread's stack.
+const REACTOR_STACK: usize = 16 << 20;
 
 /// How long the acceptor waits after a failed accept before it tries again.
 const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);

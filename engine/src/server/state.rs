@@ -94,6 +94,17 @@ pub struct BlockRegistry {
     /// switch that makes shards note changed keys while there are any.
     deletion_waiters: AtomicUsize,
     deletions: Arc<AtomicBool>,
+    /// Clients whose command CLIENT PAUSE holds back (counted as blocked, as Redis does).
+    postponed: AtomicUsize,
+}
+
+/// A client held back by CLIENT PAUSE, counted among the blocked clients while this lives.
+pub struct Postponed<'a>(&'a BlockRegistry);
+
+impl Drop for Postponed<'_> {
+    fn drop(&mut self) {
+        self.0.postponed.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A key in a physical database.
@@ -168,13 +179,19 @@ impl BlockRegistry {
         }
     }
 
-    /// Number of clients blocked on anything.
+    /// Counts a client CLIENT PAUSE holds back until the returned guard goes.
+    pub fn postpone(&self) -> Postponed<'_> {
+        self.postponed.fetch_add(1, Ordering::Relaxed);
+        Postponed(self)
+    }
+
+    /// Number of clients blocked on anything: on keys, or held back by CLIENT PAUSE.
     pub fn blocked_clients(&self) -> usize {
         let m = self.map.lock();
         let mut ids: Vec<u64> = m.values().flatten().map(|(c, _, _)| *c).collect();
         ids.sort_unstable();
         ids.dedup();
-        ids.len()
+        ids.len() + self.postponed.load(Ordering::Relaxed)
     }
 }
 
@@ -244,6 +261,8 @@ pub struct Runtime {
     pub policy: Mutex<Policy>,
     /// As set (CONFIG GET shows it); eviction reads `eviction_samples`.
     pub maxmemory_samples: AtomicUsize,
+    /// `hll-sparse-max-bytes`: past this a sparse HyperLogLog becomes dense.
+    pub hll_sparse_max_bytes: AtomicUsize,
     /// Other parameters clients may set and read back (CONFIG GET/SET).
     pub params: Mutex<Vec<(String, String)>>,
 }
@@ -306,6 +325,9 @@ pub struct Server {
     pub port: AtomicU64,
     pub shutdown: AtomicBool,
     pub shutdown_notify: Notify,
+    /// A listener CONFIG SET port bound, for the control thread to accept on instead.
+    pub new_listener: Mutex<Option<std::net::TcpListener>>,
+    pub listener_changed: Notify,
     /// Commands that take every lock (transactions, FLUSHALL) bump this so INFO can tell.
     pub dirty: AtomicU64,
     pub slowlog: SlowLog,
@@ -369,6 +391,7 @@ impl Server {
                 maxmemory: AtomicU64::new(config.maxmemory),
                 policy: Mutex::new(config.maxmemory_policy),
                 maxmemory_samples: AtomicUsize::new(5),
+                hll_sparse_max_bytes: AtomicUsize::new(3000),
                 params: Mutex::new(crate::config::default_params()),
             },
             keyspace,
@@ -399,6 +422,8 @@ impl Server {
             port: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
+            new_listener: Mutex::new(None),
+            listener_changed: Notify::new(),
             dirty: AtomicU64::new(0),
             slowlog: SlowLog::default(),
             latency: Default::default(),
@@ -468,13 +493,16 @@ impl Server {
     /// Until when a command must wait because of CLIENT PAUSE, if it must. WRITE pauses write
     /// commands and EXEC; ALL pauses everything but the transaction controls that must stay
     /// usable (MULTI, DISCARD, WATCH, QUIT, RESET), again except EXEC.
-    pub fn paused_until(&self, spec: &CommandSpec) -> Option<i64> {
+    /// Until when CLIENT PAUSE holds a command back: every command but the transaction
+    /// controls (and EXEC) with PAUSE ALL; with PAUSE WRITE those that write or may
+    /// replicate (`writes`, which for EXEC tells whether its transaction does).
+    pub fn paused_until(&self, writes: bool, spec: &CommandSpec) -> Option<i64> {
         let until = self.pause_until_ms.load(Ordering::Relaxed);
         if until == 0 || now_ms() >= until {
             return None;
         }
         let exec = spec.id == terrace_commands::table::CommandId::Exec;
-        let applies = if self.pause_all.load(Ordering::Relaxed) { !spec.txn_control || exec } else { spec.write || exec };
+        let applies = if self.pause_all.load(Ordering::Relaxed) { !spec.txn_control || exec } else { writes };
         applies.then_some(until)
     }
 

@@ -7,6 +7,41 @@
 use crate::acl::{Denied, User};
 use crate::command::table::{self, CommandId, CommandSpec, Flags};
 use crate::config::DebugCommand;
+use crate::scripting::shebang::Declared;
+
+/// The flags admission goes by: the command's own, or for a script command whose script
+/// declared flags, those (Redis's `scriptFlagsToCmdFlags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Effective {
+    write: bool,
+    may_replicate: bool,
+    denyoom: bool,
+    /// EVAL, EVALSHA, FCALL and their read-only forms: memory is made room for before they
+    /// run even without `denyoom`, so the commands inside see what eviction could free.
+    script: bool,
+}
+
+impl Effective {
+    fn of(spec: &CommandSpec, argv: &[&[u8]], gate: &impl Gate) -> Effective {
+        let script = matches!(spec.id, CommandId::Eval | CommandId::Evalsha | CommandId::EvalRo | CommandId::EvalshaRo | CommandId::Fcall | CommandId::FcallRo);
+        // FUNCTION LOAD and RESTORE may grow memory (Redis flags those subcommands denyoom).
+        let sub = |name: &[u8]| argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(name));
+        let loads_code = spec.id == CommandId::Function && (sub(b"load") || sub(b"restore"));
+        let own = Effective { write: spec.write, may_replicate: spec.flags.has(Flags::MAY_REPLICATE), denyoom: spec.denyoom || loads_code, script };
+        if !script {
+            return own;
+        }
+        match gate.declared_flags(spec, argv) {
+            // No-writes implies allow-oom; what may replicate is now known.
+            Some(d) => Effective { write: !d.no_writes, may_replicate: false, denyoom: !(d.allow_oom || d.no_writes), script },
+            None => own,
+        }
+    }
+
+    fn writes(&self) -> bool {
+        self.write || self.may_replicate
+    }
+}
 
 /// Who asks for a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,14 +51,21 @@ pub enum Origin {
     /// A command queued in MULTI, run by EXEC.
     Exec,
     /// `redis.call`/`redis.pcall` from a script or a library function; `readonly` for
-    /// EVAL_RO, EVALSHA_RO and FCALL_RO.
-    Script { readonly: bool },
+    /// EVAL_RO, EVALSHA_RO, FCALL_RO and `no-writes` scripts; `deny_oom` while commands that
+    /// may grow memory are refused when the server is out of memory (a script without a
+    /// shebang that has written nothing yet, as Redis's compatibility mode).
+    Script { readonly: bool, deny_oom: bool },
 }
 
 /// What admission needs to know about the connection.
 pub struct Caller<'a> {
     pub authenticated: bool,
     pub in_multi: bool,
+    /// The transaction being queued holds a command that writes or may replicate (EXEC is
+    /// then held by CLIENT PAUSE WRITE).
+    pub multi_writes: bool,
+    /// … and one that may grow memory (EXEC is refused while out of memory).
+    pub multi_denyoom: bool,
     /// Subscribed over RESP2: only (un)subscribing, PING, QUIT and RESET may run.
     pub subscribed_resp2: bool,
     /// Replaying the WAL: the log's state is reproduced exactly (no memory admission).
@@ -45,9 +87,19 @@ impl Caller<'_> {
 /// What admission asks of the server, only when a rule needs it.
 pub trait Gate {
     fn auth_required(&self) -> bool;
-    fn script_busy(&self) -> bool;
-    /// Until when CLIENT PAUSE holds this command back (unix ms), if it does.
-    fn paused_until(&self, spec: &CommandSpec) -> Option<i64>;
+    /// Whether a script runs past the busy threshold: Some(true) for a library function
+    /// (FCALL), Some(false) for EVAL's.
+    fn script_busy(&self) -> Option<bool>;
+    /// Until when CLIENT PAUSE holds this command back (unix ms), if it does; `writes`: it
+    /// writes or may replicate (by its flags, a script's declared ones, or for EXEC the
+    /// queued commands').
+    fn paused_until(&self, writes: bool, spec: &CommandSpec) -> Option<i64>;
+    /// The flags a script command's script or function declared (None: not a script
+    /// command, or a script without a shebang).
+    fn declared_flags(&self, spec: &CommandSpec, argv: &[&[u8]]) -> Option<Declared>;
+    /// Whether memory is over `maxmemory` or namespace `ns` over its quota now (a pure read,
+    /// for commands inside a script, which holds every lock and cannot evict).
+    fn over_memory(&self, ns: usize) -> bool;
     /// Why the WAL refuses writes, if it is poisoned.
     fn wal_poisoned(&self) -> Option<String>;
     /// Whether namespace `ns` is backed by a storage tier.
@@ -62,8 +114,12 @@ pub trait Gate {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
     Run,
-    /// Inside MULTI: queue it for EXEC.
-    Queue,
+    /// Inside MULTI: queue it for EXEC (`writes`: it writes or may replicate; `denyoom`: it
+    /// may grow memory, so EXEC is refused while memory is full).
+    Queue {
+        writes: bool,
+        denyoom: bool,
+    },
     /// CLIENT PAUSE holds it until this unix time (ms).
     Pause(i64),
     Refuse(Refusal),
@@ -78,7 +134,8 @@ pub enum Refusal {
     NoAuth,
     Denied(Denied),
     Subscribed,
-    Busy,
+    /// A script is busy; true when it is a library function (the words name FUNCTION KILL).
+    Busy(bool),
     WalPoisoned(String),
     Oom,
     NotInMulti,
@@ -107,14 +164,21 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
             return Verdict::Refuse(DebugNotAllowed);
         }
     }
-    if let Origin::Script { readonly } = origin {
-        if spec.flags.has(Flags::NOSCRIPT) {
+    if let Origin::Script { readonly, deny_oom } = origin {
+        // (CLUSTER RESET is `noscript` on its own, as Redis flags that subcommand.)
+        let cluster_reset = spec.id == CommandId::Cluster && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"reset"));
+        if spec.flags.has(Flags::NOSCRIPT) || cluster_reset {
             return Verdict::Refuse(NotInScript);
         }
-        if readonly && spec.write {
+        // (What may replicate, PUBLISH say, counts as a write here, as in Redis.)
+        if readonly && (spec.write || spec.flags.has(Flags::MAY_REPLICATE)) {
             return Verdict::Refuse(WriteInReadonlyScript);
         }
+        if deny_oom && spec.denyoom && gate.over_memory(caller.namespace) {
+            return Verdict::Refuse(Oom);
+        }
     }
+    let effective = Effective::of(spec, argv, gate);
     if origin == Origin::Client && !caller.authenticated && !spec.no_auth && gate.auth_required() {
         return Verdict::Refuse(NoAuth);
     }
@@ -127,10 +191,11 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         if caller.subscribed_resp2 && !crate::command::pubsub::allowed_while_subscribed(spec.id) {
             return Verdict::Refuse(Subscribed);
         }
-        if gate.script_busy() && !allowed_while_busy(spec, argv) {
-            return Verdict::Refuse(Busy);
+        if let Some(function) = gate.script_busy().filter(|_| !allowed_while_busy(spec, argv)) {
+            return Verdict::Refuse(Busy(function));
         }
-        if let Some(until) = gate.paused_until(spec) {
+        let writes = if spec.id == CommandId::Exec { caller.multi_writes } else { effective.writes() };
+        if let Some(until) = gate.paused_until(writes, spec) {
             return Verdict::Pause(until);
         }
     }
@@ -140,11 +205,18 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         }
     }
     if origin == Origin::Client {
-        if spec.denyoom && !caller.replaying && !gate.make_room(caller.namespace) {
-            return Verdict::Refuse(Oom);
+        // EXEC may grow memory if a command it queued may (Redis refuses it then).
+        let denyoom = effective.denyoom || (spec.id == CommandId::Exec && caller.multi_denyoom);
+        if (denyoom || effective.script) && !caller.replaying {
+            // Room is made before any script too (the commands inside see what eviction
+            // freed), but only what may grow memory is refused without it.
+            let room = gate.make_room(caller.namespace);
+            if denyoom && !room {
+                return Verdict::Refuse(Oom);
+            }
         }
         if caller.in_multi && !spec.txn_control {
-            return if spec.no_multi { Verdict::Refuse(NotInMulti) } else { Verdict::Queue };
+            return if spec.no_multi { Verdict::Refuse(NotInMulti) } else { Verdict::Queue { writes: effective.writes(), denyoom: effective.denyoom } };
         }
     }
     if matches!(spec.id, CommandId::Flushall | CommandId::Flushdb | CommandId::Swapdb) && gate.storage_backed(caller.namespace) {
@@ -158,6 +230,15 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
 fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
     let sub = |name: &str| argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(name.as_bytes()));
     spec.flags.has(Flags::ALLOW_BUSY) || (spec.id == CommandId::Script && sub("kill")) || (spec.id == CommandId::Function && (sub("kill") || sub("stats")))
+}
+
+/// Redis's BUSY error, naming the command that stops what runs.
+pub fn busy_error(function: bool) -> &'static str {
+    if function {
+        "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+    } else {
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+    }
 }
 
 impl Refusal {
@@ -180,7 +261,7 @@ impl Refusal {
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                 spec.map_or_else(String::new, |s| table::full_name(s, argv))
             ),
-            Refusal::Busy => "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.".into(),
+            Refusal::Busy(function) => busy_error(*function).into(),
             Refusal::WalPoisoned(why) => format!("MISCONF Errors writing to the WAL ({why}): write commands are refused"),
             Refusal::Oom => "OOM command not allowed when used memory > 'maxmemory'.".into(),
             Refusal::NotInMulti => "ERR Command not allowed inside a transaction".into(),
@@ -197,7 +278,10 @@ impl Refusal {
 
     /// Whether a transaction being queued is aborted by it (EXEC answers EXECABORT).
     pub fn aborts_multi(&self) -> bool {
-        matches!(self, Refusal::Unknown | Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::NotInMulti | Refusal::DebugNotAllowed)
+        matches!(
+            self,
+            Refusal::Unknown | Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::NotInMulti | Refusal::DebugNotAllowed | Refusal::Busy(_)
+        )
     }
 
     /// Whether it counts in the command's `rejected_calls`.
@@ -235,17 +319,24 @@ mod tests {
         storage_backed: bool,
         full: bool,
         debug: Option<DebugCommand>,
+        declared: Option<Declared>,
     }
 
     impl Gate for FakeGate {
         fn auth_required(&self) -> bool {
             self.auth_required
         }
-        fn script_busy(&self) -> bool {
-            self.busy
+        fn script_busy(&self) -> Option<bool> {
+            self.busy.then_some(false)
         }
-        fn paused_until(&self, spec: &CommandSpec) -> Option<i64> {
-            self.paused_until.filter(|_| spec.write)
+        fn paused_until(&self, writes: bool, _spec: &CommandSpec) -> Option<i64> {
+            self.paused_until.filter(|_| writes)
+        }
+        fn declared_flags(&self, _spec: &CommandSpec, _argv: &[&[u8]]) -> Option<Declared> {
+            self.declared
+        }
+        fn over_memory(&self, _ns: usize) -> bool {
+            self.full
         }
         fn wal_poisoned(&self) -> Option<String> {
             self.poisoned.clone()
@@ -268,7 +359,17 @@ mod tests {
     }
 
     fn caller(user: &User) -> Caller<'_> {
-        Caller { authenticated: true, in_multi: false, subscribed_resp2: false, replaying: false, user, namespace: 0, peer: "127.0.0.1:5000" }
+        Caller {
+            authenticated: true,
+            in_multi: false,
+            multi_writes: false,
+            multi_denyoom: false,
+            subscribed_resp2: false,
+            replaying: false,
+            user,
+            namespace: 0,
+            peer: "127.0.0.1:5000",
+        }
     }
 
     #[test]
@@ -296,11 +397,11 @@ mod tests {
     fn wrong_arity_is_refused_everywhere() {
         let user = User::default_user();
         let gate = FakeGate::default();
-        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
+        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false, deny_oom: false }] {
             assert_eq!(verdict(origin, &caller(&user), &gate, &["get"]), Verdict::Refuse(Refusal::Arity));
             assert_eq!(verdict(origin, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
         }
-        let script = Origin::Script { readonly: false };
+        let script = Origin::Script { readonly: false, deny_oom: false };
         assert_eq!(Refusal::Unknown.error(script, None, &[b"nosuch"]), "ERR Unknown Redis command called from script");
         assert!(Refusal::Unknown.error(Origin::Client, None, &[b"nosuch"]).starts_with("ERR unknown command 'nosuch'"));
     }
@@ -310,7 +411,14 @@ mod tests {
         let user = User::default_user();
         let gate = FakeGate::default();
         let c = Caller { in_multi: true, ..caller(&user) };
-        assert_eq!(verdict(Origin::Client, &c, &gate, &["set", "k", "v"]), Verdict::Queue);
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["set", "k", "v"]), Verdict::Queue { writes: true, denyoom: true });
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["get", "k"]), Verdict::Queue { writes: false, denyoom: false });
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["publish", "c", "m"]), Verdict::Queue { writes: true, denyoom: false });
+        // EXEC of a transaction that may grow memory is refused while memory is full.
+        let full = FakeGate { full: true, ..FakeGate::default() };
+        let grows = Caller { in_multi: true, multi_denyoom: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &grows, &full, &["exec"]), Verdict::Refuse(Refusal::Oom));
+        assert_eq!(verdict(Origin::Client, &c, &full, &["exec"]), Verdict::Run);
         assert_eq!(verdict(Origin::Client, &c, &gate, &["exec"]), Verdict::Run);
         assert_eq!(verdict(Origin::Client, &c, &gate, &["watch", "k"]), Verdict::Run);
         let refused = verdict(Origin::Client, &c, &gate, &["terrace.namespace", "t"]);
@@ -331,14 +439,52 @@ mod tests {
         assert_eq!(verdict(Origin::Client, &anonymous, &open, &["get", "k"]), Verdict::Run);
 
         let busy = FakeGate { busy: true, ..FakeGate::default() };
-        assert_eq!(verdict(Origin::Client, &caller(&user), &busy, &["get", "k"]), Verdict::Refuse(Refusal::Busy));
+        assert_eq!(verdict(Origin::Client, &caller(&user), &busy, &["get", "k"]), Verdict::Refuse(Refusal::Busy(false)));
         assert_eq!(verdict(Origin::Client, &caller(&user), &busy, &["script", "kill"]), Verdict::Run);
-        assert_eq!(verdict(Origin::Script { readonly: false }, &caller(&user), &busy, &["get", "k"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Script { readonly: false, deny_oom: false }, &caller(&user), &busy, &["get", "k"]), Verdict::Run);
 
         let paused = FakeGate { paused_until: Some(42), ..FakeGate::default() };
         assert_eq!(verdict(Origin::Client, &caller(&user), &paused, &["set", "k", "v"]), Verdict::Pause(42));
         assert_eq!(verdict(Origin::Client, &caller(&user), &paused, &["get", "k"]), Verdict::Run);
         assert_eq!(verdict(Origin::Exec, &caller(&user), &paused, &["set", "k", "v"]), Verdict::Run);
+    }
+
+    #[test]
+    fn pause_write_holds_what_writes_or_may_replicate() {
+        let user = User::default_user();
+        let paused = FakeGate { paused_until: Some(42), ..FakeGate::default() };
+        let c = caller(&user);
+        // PFCOUNT and PUBLISH may replicate; EVAL without a shebang may too.
+        assert_eq!(verdict(Origin::Client, &c, &paused, &["pfcount", "h"]), Verdict::Pause(42));
+        assert_eq!(verdict(Origin::Client, &c, &paused, &["publish", "c", "m"]), Verdict::Pause(42));
+        assert_eq!(verdict(Origin::Client, &c, &paused, &["eval", "return 1", "0"]), Verdict::Pause(42));
+        assert_eq!(verdict(Origin::Client, &c, &paused, &["eval_ro", "return 1", "0"]), Verdict::Run);
+        // A script that declared no-writes is not held.
+        let ro_script =
+            FakeGate { declared: Some(Declared { no_writes: true, ..Declared::default() }), ..FakeGate { paused_until: Some(42), ..FakeGate::default() } };
+        assert_eq!(verdict(Origin::Client, &c, &ro_script, &["eval", "#!lua flags=no-writes\nreturn 1", "0"]), Verdict::Run);
+        // EXEC is held only for a transaction that writes.
+        let reads = Caller { in_multi: true, ..caller(&user) };
+        let writes = Caller { in_multi: true, multi_writes: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &reads, &paused, &["exec"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Client, &writes, &paused, &["exec"]), Verdict::Pause(42));
+    }
+
+    #[test]
+    fn scripts_are_refused_for_memory_by_their_declared_flags() {
+        let user = User::default_user();
+        let c = caller(&user);
+        let full = FakeGate { full: true, ..FakeGate::default() };
+        // Without a shebang EVAL runs; the commands inside that may grow memory are refused.
+        assert_eq!(verdict(Origin::Client, &c, &full, &["eval", "return 1", "0"]), Verdict::Run);
+        let compat = Origin::Script { readonly: false, deny_oom: true };
+        assert_eq!(verdict(compat, &c, &full, &["set", "k", "v"]), Verdict::Refuse(Refusal::Oom));
+        assert_eq!(verdict(compat, &c, &full, &["get", "k"]), Verdict::Run);
+        // Declared flags without allow-oom: the script itself is refused.
+        let declared = FakeGate { declared: Some(Declared::default()), full: true, ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &c, &declared, &["eval", "#!lua\nreturn 1", "0"]), Verdict::Refuse(Refusal::Oom));
+        let allow = FakeGate { declared: Some(Declared { allow_oom: true, ..Declared::default() }), full: true, ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &c, &allow, &["eval", "#!lua flags=allow-oom\nreturn 1", "0"]), Verdict::Run);
     }
 
     #[test]
@@ -359,7 +505,7 @@ mod tests {
             user.apply(rule).unwrap();
         }
         let gate = FakeGate::default();
-        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
+        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false, deny_oom: false }] {
             assert_eq!(verdict(origin, &caller(&user), &gate, &["get", "k1"]), Verdict::Run);
             let Verdict::Refuse(r @ Refusal::Denied(_)) = verdict(origin, &caller(&user), &gate, &["set", "k1", "v"]) else { panic!("SET allowed") };
             assert!(r.aborts_multi() && r.counts_rejected());
@@ -376,7 +522,7 @@ mod tests {
     fn a_poisoned_wal_refuses_writes_from_every_origin() {
         let user = User::default_user();
         let gate = FakeGate { poisoned: Some("disk full".into()), ..FakeGate::default() };
-        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
+        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false, deny_oom: false }] {
             assert_eq!(verdict(origin, &caller(&user), &gate, &["set", "k", "v"]), Verdict::Refuse(Refusal::WalPoisoned("disk full".into())));
             assert_eq!(verdict(origin, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
         }
@@ -396,11 +542,15 @@ mod tests {
     fn scripts_refuse_noscript_commands_and_read_only_scripts_refuse_writes() {
         let user = User::default_user();
         let gate = FakeGate::default();
-        let ro = Origin::Script { readonly: true };
+        let ro = Origin::Script { readonly: true, deny_oom: false };
         assert_eq!(verdict(ro, &caller(&user), &gate, &["set", "k", "v"]), Verdict::Refuse(Refusal::WriteInReadonlyScript));
         assert_eq!(verdict(ro, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
         for noscript in [&["multi"][..], &["terrace.workload", "default"], &["terrace.namespace", "t"], &["eval", "return 1", "0"]] {
-            assert_eq!(verdict(Origin::Script { readonly: false }, &caller(&user), &gate, noscript), Verdict::Refuse(Refusal::NotInScript), "{noscript:?}");
+            assert_eq!(
+                verdict(Origin::Script { readonly: false, deny_oom: false }, &caller(&user), &gate, noscript),
+                Verdict::Refuse(Refusal::NotInScript),
+                "{noscript:?}"
+            );
         }
     }
 
@@ -408,7 +558,7 @@ mod tests {
     fn storage_backed_tenants_refuse_whole_database_commands() {
         let user = User::default_user();
         let gate = FakeGate { storage_backed: true, ..FakeGate::default() };
-        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false }] {
+        for origin in [Origin::Client, Origin::Exec, Origin::Script { readonly: false, deny_oom: false }] {
             assert_eq!(verdict(origin, &caller(&user), &gate, &["flushall"]), Verdict::Refuse(Refusal::NotWithStorage));
         }
         assert_eq!(

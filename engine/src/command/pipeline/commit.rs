@@ -90,6 +90,11 @@ pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, ran: &Ran, fx: Effects)
     }
     if srv.tracking.any() {
         super::run::track_reads(srv, conn, spec, argv);
-        srv.tracking.invalidate(&srv.clients, fx.invalidated, Some(conn.info.id));
+        // In the order the command names its keys (shards note theirs apart).
+        let mut invalidated = fx.invalidated;
+        if invalidated.len() > 1 {
+            invalidated.sort_by_key(|k| argv.iter().skip(1).position(|a| *a == k.as_slice()).unwrap_or(usize::MAX));
+        }
+        srv.tracking.invalidate(&srv.clients, invalidated, Some(conn.info.id));
     }
 }

@@ -19,7 +19,7 @@ mod memory;
 mod run;
 pub mod storage;
 
-pub use admit::{admit, Caller, Gate, Origin, Refusal, Verdict};
+pub use admit::{admit, busy_error, Caller, Gate, Origin, Refusal, Verdict};
 pub use effects::Effects;
 pub use memory::{admit_memory, admit_namespace};
 pub(crate) use run::{nested, Nested};
@@ -88,19 +88,28 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
         Verdict::Refuse(r) => {
             let text = r.error(Origin::Client, Some(spec), argv);
             account(srv, conn, Some(idx), &r, Origin::Client, &text);
+            if spec.id == terrace_commands::table::CommandId::Exec {
+                // Redis refuses EXEC itself by aborting the transaction (and its WATCHes).
+                crate::command::txn::end_multi(conn);
+                crate::command::txn::release_watches(&srv.keyspace, conn);
+                w.error(&format!("EXECABORT Transaction discarded because of: {text}"));
+                return Outcome::Done;
+            }
             w.error(&text);
             return Outcome::Done;
         }
         Verdict::Pause(until) => return Outcome::Paused(until),
-        Verdict::Queue | Verdict::Run => {}
+        Verdict::Queue { .. } | Verdict::Run => {}
     }
     if spec.monitored && req.waited.is_none() && srv.monitors.active() {
         srv.monitors.feed(conn.db, &conn.info.addr, argv);
     }
-    if verdict == Verdict::Queue {
+    if let Verdict::Queue { writes, denyoom } = verdict {
         if let Some(queue) = conn.multi.as_mut() {
             queue.push(argv.iter().map(|a| a.to_vec()).collect());
         }
+        conn.multi_writes |= writes;
+        conn.multi_denyoom |= denyoom;
         w.simple("QUEUED");
         return Outcome::Done;
     }
@@ -112,7 +121,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
         return Outcome::ReadAgain;
     }
     let (db, now) = (conn.db, conn.replay_now.unwrap_or_else(|| now_ms_at(start)));
-    let mut ctx = Ctx { srv, conn, out: w, data: Data::new(&srv.keyspace, guards, db, now), block: None, close: false, in_exec: false, spec };
+    let mut ctx = Ctx { srv, conn, out: w, data: Data::new(&srv.keyspace, guards, db, now), block: None, close: false, in_exec: false, in_script: false, spec };
     let reply_at = ctx.out.buf.len();
     let mut result = run::run(&mut ctx, spec, argv);
     if let (Some(waited), Err(e), None) = (req.waited, &result, &ctx.block) {
@@ -189,6 +198,8 @@ fn caller(conn: &Conn) -> Caller<'_> {
     Caller {
         authenticated: conn.authenticated,
         in_multi: conn.multi.is_some(),
+        multi_writes: conn.multi_writes,
+        multi_denyoom: conn.multi_denyoom,
         subscribed_resp2: !conn.resp3 && conn.subs.any(),
         replaying: conn.replay_now.is_some(),
         user: &conn.user,
@@ -204,11 +215,19 @@ impl Gate for ServerGate<'_> {
     fn auth_required(&self) -> bool {
         self.0.acl.auth_required()
     }
-    fn script_busy(&self) -> bool {
-        self.0.scripts.busy()
+    fn script_busy(&self) -> Option<bool> {
+        let scripts = &self.0.scripts;
+        scripts.busy().then(|| scripts.running_function.load(Ordering::Relaxed))
     }
-    fn paused_until(&self, spec: &CommandSpec) -> Option<i64> {
-        self.0.paused_until(spec)
+    fn paused_until(&self, writes: bool, spec: &CommandSpec) -> Option<i64> {
+        self.0.paused_until(writes, spec)
+    }
+    fn declared_flags(&self, spec: &CommandSpec, argv: &[&[u8]]) -> Option<crate::scripting::shebang::Declared> {
+        self.0.scripts.declared_flags(spec.id, argv)
+    }
+    fn over_memory(&self, ns: usize) -> bool {
+        let max = self.0.runtime.maxmemory.load(Ordering::Relaxed);
+        (max > 0 && crate::alloc::used_memory() > max) || !self.0.keyspace.namespace_admits(ns)
     }
     fn wal_poisoned(&self) -> Option<String> {
         self.0.wal().and_then(|w| w.poisoned())

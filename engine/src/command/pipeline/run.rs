@@ -83,7 +83,19 @@ pub(crate) fn nested(ctx: &mut Ctx, origin: Origin, argv: &[&[u8]]) -> Nested {
     // Keyspace hits and misses are the outer command's, counted once with it.
     ctx.conn.tally.add(srv, idx, spec.class != crate::stats::tenant::OTHER, nanos, result.is_err(), 0, 0);
     if ctx.conn.tracking.is_some() {
-        track_reads(srv, ctx.conn, spec, argv);
+        if matches!(origin, Origin::Script { .. }) {
+            // A script that reads anything has its declared keys remembered (Redis 7).
+            if spec.flags.has(table::Flags::READONLY) {
+                let command = srv.scripts.running_command.lock().as_ref().map(|(_, c)| c.clone());
+                if let Some(command) = command {
+                    let numkeys = command.get(2).and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok()).unwrap_or(0);
+                    let keys: Vec<&[u8]> = command.iter().skip(3).take(numkeys).map(Vec::as_slice).collect();
+                    remember(srv, ctx.conn, &keys);
+                }
+            }
+        } else {
+            track_reads(srv, ctx.conn, spec, argv);
+        }
     }
     Nested::Ran(spec)
 }
@@ -121,19 +133,32 @@ fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before
 pub(crate) fn track_reads(srv: &Server, conn: &mut Conn, spec: &CommandSpec, argv: &[&[u8]]) {
     let Some(t) = &conn.tracking else { return };
     let caching_cmd = spec.id == CommandId::Client && argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"caching"));
-    if spec.flags.has(table::Flags::READONLY) && !t.bcast {
-        let wanted = if t.optin {
-            conn.caching == Some(true)
-        } else if t.optout {
-            conn.caching != Some(false)
-        } else {
-            true
-        };
-        if wanted {
-            srv.tracking.remember(conn.info.id, table::key_positions(spec, argv).into_iter().map(|i| argv[i]));
-        }
+    // The read-only script commands are not themselves reads: their scripts' reads count.
+    let script = matches!(spec.id, CommandId::EvalRo | CommandId::EvalshaRo | CommandId::FcallRo);
+    if spec.flags.has(table::Flags::READONLY) && !t.bcast && !script {
+        let keys: Vec<&[u8]> = table::key_positions(spec, argv).into_iter().map(|i| argv[i]).collect();
+        remember(srv, conn, &keys);
     }
     if !caching_cmd && conn.multi.is_none() {
         conn.caching = None;
+    }
+}
+
+/// Remembers keys a default-mode tracking client read, unless OPTIN/OPTOUT and CLIENT
+/// CACHING say otherwise for this command.
+fn remember(srv: &Server, conn: &Conn, keys: &[&[u8]]) {
+    let Some(t) = &conn.tracking else { return };
+    if t.bcast {
+        return;
+    }
+    let wanted = if t.optin {
+        conn.caching == Some(true)
+    } else if t.optout {
+        conn.caching != Some(false)
+    } else {
+        true
+    };
+    if wanted {
+        srv.tracking.remember(conn.info.id, keys.iter().copied());
     }
 }
