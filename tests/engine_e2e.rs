@@ -1502,6 +1502,11 @@ fn keyspace_notifications_are_published_as_redis_names_them() {
     q::<i64>(&mut c, &["HINCRBY", "h", "f", "2"]);
     q::<i64>(&mut c, &["DEL", "h", "missing"]);
     expect(&[("hincrby", "h"), ("del", "h")]);
+    // Key misses are their own class (`m`, not in `A`): a read of a missing key with it on.
+    q::<()>(&mut c, &["GET", "nokey"]);
+    q::<()>(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEAm"]);
+    q::<()>(&mut c, &["GET", "nokey"]);
+    expect(&[("keymiss", "nokey")]);
     // Off again: nothing more.
     q::<()>(&mut c, &["CONFIG", "SET", "notify-keyspace-events", ""]);
     q::<()>(&mut c, &["SET", "quiet", "1"]);

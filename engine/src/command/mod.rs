@@ -260,6 +260,7 @@ impl<'a> Data<'a> {
             }
             None => {
                 self.fx.misses += 1;
+                key_missed(self.ks, &mut self.fx, self.db, key);
                 None
             }
         }
@@ -281,6 +282,7 @@ impl<'a> Data<'a> {
             self.fx.hits += 1;
         } else {
             self.fx.misses += 1;
+            key_missed(self.ks, &mut self.fx, self.db, key);
         }
         found
     }
@@ -433,6 +435,14 @@ pub fn with_decoded<R>(ks: &Keyspace, db: usize, e: &Entry, f: impl FnOnce(&[u8]
 
 fn undecodable(e: &Entry, why: crate::compress::CodecError) -> CmdError {
     args::err(format!("ERR the value of '{}' could not be decompressed: {why}", String::from_utf8_lossy(e.key())))
+}
+
+/// A read found no key: the `keymiss` event (class `m`), as Redis fires it on a read lookup
+/// (published only if that class is on).
+fn key_missed(ks: &Keyspace, fx: &mut pipeline::Effects, db: usize, key: &[u8]) {
+    if ks.notifying() {
+        fx.notifications.push((db, terrace_commands::notify::class::KEY_MISS, "keymiss", key.to_vec()));
+    }
 }
 
 /// Everything a command handler can reach.

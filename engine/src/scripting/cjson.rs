@@ -18,7 +18,7 @@ use super::libs::format_g;
 struct Settings {
     encode_max_depth: i64,
     decode_max_depth: i64,
-    precision: usize,
+    precision: i64,
     /// encode_sparse_array: convert (to an object) instead of failing, the ratio and the
     /// length up to which holes are always filled with null.
     sparse_convert: bool,
@@ -54,6 +54,9 @@ impl Default for Settings {
 }
 
 type Shared = Rc<Cell<Settings>>;
+/// Where an integer or on/off setting lives in `Settings`.
+type IntegerField = fn(&mut Settings) -> &mut i64;
+type SwitchField = fn(&mut Settings) -> &mut bool;
 
 fn error(msg: String) -> mlua::Error {
     mlua::Error::RuntimeError(msg)
@@ -86,42 +89,26 @@ pub fn table(lua: &Lua) -> mlua::Result<Table> {
     t.raw_set("_NAME", "cjson")?;
     t.raw_set("_VERSION", "2.1.0")?;
     t.raw_set("new", lua.create_function(|lua, ()| table(lua))?)?;
-    let s = settings.clone();
-    t.raw_set(
-        "encode_max_depth",
-        lua.create_function(move |_, depth: Option<Value>| {
-            let mut now = s.get();
-            if let Some(d) = integer_arg(depth, "encode_max_depth", 1, i32::MAX as i64)? {
-                now.encode_max_depth = d;
-                s.set(now);
-            }
-            Ok(now.encode_max_depth)
-        })?,
-    )?;
-    let s = settings.clone();
-    t.raw_set(
-        "decode_max_depth",
-        lua.create_function(move |_, depth: Option<Value>| {
-            let mut now = s.get();
-            if let Some(d) = integer_arg(depth, "decode_max_depth", 1, i32::MAX as i64)? {
-                now.decode_max_depth = d;
-                s.set(now);
-            }
-            Ok(now.decode_max_depth)
-        })?,
-    )?;
-    let s = settings.clone();
-    t.raw_set(
-        "encode_number_precision",
-        lua.create_function(move |_, precision: Option<Value>| {
-            let mut now = s.get();
-            if let Some(p) = integer_arg(precision, "encode_number_precision", 1, 14)? {
-                now.precision = p as usize;
-                s.set(now);
-            }
-            Ok(now.precision)
-        })?,
-    )?;
+    // The integer settings: each called with a value sets it, and answers the current one.
+    let integers: [(&'static str, i64, i64, IntegerField); 3] = [
+        ("encode_max_depth", 1, i32::MAX as i64, |s| &mut s.encode_max_depth),
+        ("decode_max_depth", 1, i32::MAX as i64, |s| &mut s.decode_max_depth),
+        ("encode_number_precision", 1, 14, |s| &mut s.precision),
+    ];
+    for (name, min, max, field) in integers {
+        let s = settings.clone();
+        t.raw_set(
+            name,
+            lua.create_function(move |_, value: Option<Value>| {
+                let mut now = s.get();
+                if let Some(v) = integer_arg(value, name, min, max)? {
+                    *field(&mut now) = v;
+                    s.set(now);
+                }
+                Ok(*field(&mut now))
+            })?,
+        )?;
+    }
     let s = settings.clone();
     t.raw_set(
         "encode_sparse_array",
@@ -159,32 +146,25 @@ pub fn table(lua: &Lua) -> mlua::Result<Table> {
             })
         })?,
     )?;
-    let s = settings.clone();
-    t.raw_set(
-        "decode_invalid_numbers",
-        lua.create_function(move |_, on: Option<Value>| {
-            let mut now = s.get();
-            if let Some(sw) = switch_arg(on, "decode_invalid_numbers", false)? {
-                now.decode_invalid_numbers = sw == Switch::On;
-                s.set(now);
-            }
-            Ok(now.decode_invalid_numbers)
-        })?,
-    )?;
-    let s = settings;
-    t.raw_set(
-        "encode_keep_buffer",
-        // Whether the encoder keeps its buffer between calls: a memory/speed trade-off in C,
-        // remembered and reported here (each encode has a buffer of its own).
-        lua.create_function(move |_, on: Option<Value>| {
-            let mut now = s.get();
-            if let Some(sw) = switch_arg(on, "encode_keep_buffer", false)? {
-                now.keep_buffer = sw == Switch::On;
-                s.set(now);
-            }
-            Ok(now.keep_buffer)
-        })?,
-    )?;
+    // The on/off settings. (Whether the encoder keeps its buffer between calls is a
+    // memory/speed trade-off in C, remembered and reported here: each encode has a buffer of
+    // its own.)
+    let switches: [(&'static str, SwitchField); 2] =
+        [("decode_invalid_numbers", |s| &mut s.decode_invalid_numbers), ("encode_keep_buffer", |s| &mut s.keep_buffer)];
+    for (name, field) in switches {
+        let s = settings.clone();
+        t.raw_set(
+            name,
+            lua.create_function(move |_, on: Option<Value>| {
+                let mut now = s.get();
+                if let Some(sw) = switch_arg(on, name, false)? {
+                    *field(&mut now) = sw == Switch::On;
+                    s.set(now);
+                }
+                Ok(*field(&mut now))
+            })?,
+        )?;
+    }
     Ok(t)
 }
 
@@ -270,7 +250,7 @@ impl Encoder {
                 InvalidNumbers::Write => {}
             }
         }
-        out.extend_from_slice(format_g(n, self.settings.precision).as_bytes());
+        out.extend_from_slice(format_g(n, self.settings.precision as usize).as_bytes());
         Ok(())
     }
 

@@ -12,6 +12,7 @@
 
 #[cfg(feature = "lua")]
 mod cjson;
+#[cfg(feature = "lua")]
 mod convert;
 pub mod functions;
 #[cfg(feature = "lua")]
