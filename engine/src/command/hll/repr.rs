@@ -103,34 +103,36 @@ impl Hll {
     }
 
     /// Adds elements' hashes; whether a register changed. Turns dense when a value does
-    /// not fit a sparse opcode or the sparse form would pass `sparse_max` bytes.
+    /// not fit a sparse opcode or the sparse form would pass `sparse_max` bytes. (A sparse
+    /// value is unpacked to registers, updated and packed again once: linear in the
+    /// registers whatever the number of elements, where updating its runs element by element
+    /// is linear in the runs for each one.)
     pub fn add<'a>(&mut self, elements: impl IntoIterator<Item = &'a [u8]>, sparse_max: usize) -> Result<bool, Invalid> {
         let mut changed = false;
-        let mut runs = match self.encoding() {
-            Encoding::Sparse => Some(self.runs()?),
-            Encoding::Dense => None,
-        };
-        for e in elements {
-            let (index, count) = pattern(e);
-            if let Some(r) = runs.as_mut() {
-                if count <= SPARSE_VAL_MAX {
-                    changed |= set_in_runs(r, index as u32, count);
-                    continue;
+        match self.encoding() {
+            Encoding::Dense => {
+                for e in elements {
+                    let (index, count) = pattern(e);
+                    if dense_get(&self.bytes[HDR..], index) < count {
+                        dense_set(&mut self.bytes[HDR..], index, count);
+                        changed = true;
+                    }
                 }
-                // Too large for VAL: dense from here on.
-                self.bytes = dense_from_runs(r);
-                runs = None;
             }
-            if dense_get(&self.bytes[HDR..], index) < count {
-                dense_set(&mut self.bytes[HDR..], index, count);
-                changed = true;
-            }
-        }
-        if let Some(r) = runs {
-            if changed {
-                let mut sparse = header(SPARSE);
-                encode_runs(&r, &mut sparse);
-                self.bytes = if sparse.len() > sparse_max { dense_from_runs(&r) } else { sparse };
+            Encoding::Sparse => {
+                let mut regs = self.registers()?;
+                for e in elements {
+                    let (index, count) = pattern(e);
+                    if regs[index] < count {
+                        regs[index] = count;
+                        changed = true;
+                    }
+                }
+                if changed {
+                    let card = self.bytes[8..16].to_vec();
+                    self.store_registers(&regs, false, sparse_max)?;
+                    self.bytes[8..16].copy_from_slice(&card);
+                }
             }
         }
         if changed {
@@ -396,43 +398,6 @@ fn runs_of(regs: &[u8]) -> Vec<Run> {
     runs
 }
 
-/// Raises register `index` to `val` in `runs`; whether it changed.
-fn set_in_runs(runs: &mut Vec<Run>, index: u32, val: u8) -> bool {
-    let mut start = 0u32;
-    for i in 0..runs.len() {
-        let (v, len) = runs[i];
-        if index >= start + len {
-            start += len;
-            continue;
-        }
-        if v >= val {
-            return false;
-        }
-        let (before, after) = (index - start, start + len - index - 1);
-        let mut middle: Vec<Run> = Vec::with_capacity(3);
-        if before > 0 {
-            middle.push((v, before));
-        }
-        middle.push((val, 1));
-        if after > 0 {
-            middle.push((v, after));
-        }
-        let at = if before > 0 { i + 1 } else { i };
-        runs.splice(i..=i, middle);
-        // The new register may now touch a run of its own value on either side.
-        if at + 1 < runs.len() && runs[at + 1].0 == val {
-            runs[at].1 += runs[at + 1].1;
-            runs.remove(at + 1);
-        }
-        if at > 0 && runs[at - 1].0 == val {
-            runs[at - 1].1 += runs[at].1;
-            runs.remove(at);
-        }
-        return true;
-    }
-    false
-}
-
 /// Writes runs as opcodes: zeros as ZERO (up to 64) or XZERO, values as VALs of up to 4.
 fn encode_runs(runs: &[Run], out: &mut Vec<u8>) {
     for &(v, mut len) in runs {
@@ -529,12 +494,8 @@ mod tests {
     }
 
     #[test]
-    fn runs_merge_and_split() {
-        let mut runs = vec![(0u8, REGISTERS as u32)];
-        assert!(set_in_runs(&mut runs, 5, 3));
-        assert!(set_in_runs(&mut runs, 6, 3));
-        assert!(!set_in_runs(&mut runs, 6, 2));
-        assert_eq!(runs, vec![(0, 5), (3, 2), (0, REGISTERS as u32 - 7)]);
+    fn runs_are_encoded_as_redis_writes_them() {
+        let runs = vec![(0u8, 5u32), (3, 2), (0, REGISTERS as u32 - 7)];
         let mut out = Vec::new();
         encode_runs(&runs, &mut out);
         assert_eq!(out, vec![4, 0x80 | (2 << 2) | 1, 0x40 | ((16377 - 1) >> 8) as u8, ((16377 - 1) & 0xFF) as u8]);
