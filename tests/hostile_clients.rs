@@ -347,6 +347,12 @@ fn the_proxy_closes_a_client_over_its_output_limit() {
     let mut c = proxy.client();
     q::<()>(&mut c, &["SET", "big", &"v".repeat(1 << 20)]);
     let mut hostile = common::Raw { s: pipeline_without_reading(proxy.port, "big", 100) };
+    // Not a byte is read before the proxy has closed it: a reader keeping pace would keep the
+    // proxy's held replies under the limit (a CI run read all 100 MB that way and failed).
+    common::eventually(10, "a client over client_output_limit closed", || {
+        let info: String = q(&mut c, &["INFO", "stats"]);
+        info.contains("client_output_buffer_limit_disconnections:1")
+    });
     assert!(hostile.closes_after_output(), "a client over client_output_limit should be closed");
     // A subscriber that never reads, at the pub/sub limit.
     let mut sub = proxy.raw();
