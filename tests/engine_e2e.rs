@@ -621,6 +621,38 @@ fn eviction_under_maxmemory() {
     assert!(raw.cmd(&["SET", "x", &value]).starts_with("-OOM"));
 }
 
+/// Lowering `maxmemory` evicts at once, as in Redis — also inside EXEC, which holds every
+/// shard (eviction waits for the transaction's locks to go), and CONFIG SET inside EXEC that
+/// turns keyspace notifications off does not wait on them either (it hung the engine).
+#[test]
+fn config_set_inside_exec_never_waits_on_the_transactions_own_locks() {
+    let e = Engine::start(&["--maxmemory-policy", "allkeys-random"]);
+    let mut c = e.client();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let fill = |c: &mut redis::Connection| {
+        let mut p = redis::pipe();
+        for i in 0..3000 {
+            p.cmd("SET").arg(format!("k{i}")).arg("v".repeat(500)).ignore();
+        }
+        p.query::<()>(c).unwrap();
+    };
+    fill(&mut c);
+    q::<()>(&mut c, &["CONFIG", "SET", "maxmemory", "1"]);
+    assert_eq!(q::<u64>(&mut c, &["DBSIZE"]), 0, "CONFIG SET maxmemory evicts before it answers");
+    q::<()>(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+    fill(&mut c);
+    let (set, size): (String, u64) = redis::pipe().atomic().cmd("CONFIG").arg("SET").arg("maxmemory").arg("1").cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(set, "OK");
+    assert_eq!(size, 3000, "inside the transaction nothing is evicted yet");
+    assert_eq!(q::<u64>(&mut c, &["DBSIZE"]), 0, "once EXEC has released its locks, eviction ran");
+    q::<()>(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+    for flags in ["KEA", ""] {
+        let (set,): (String,) = redis::pipe().atomic().cmd("CONFIG").arg("SET").arg("notify-keyspace-events").arg(flags).query(&mut c).unwrap();
+        assert_eq!(set, "OK");
+    }
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
 #[test]
 fn a_thousand_concurrent_clients() {
     let e = Engine::start(&[]);

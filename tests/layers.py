@@ -141,16 +141,20 @@ def upward_imports():
     return found
 
 
-# The keyspace's lock-taking methods. Only the pipeline (which locks what a command declared
-# before its handler runs) and background work outside the command layer may call them.
-LOCKING = re.compile(r"\.(lock_shards|lock_one|try_lock_one)\s*\(")
+# What lets code wait for shard locks: the keyspace's `LockCap` (its lock methods and every
+# background routine that locks take one), and constructing a keyspace (which makes one).
+# The type system already keeps handlers from locking without a capability; this keeps one
+# from reaching them: only the pipeline (which locks what a command declared before its
+# handler runs) and work outside the command layer may name it.
+LOCKING = re.compile(r"\bLockCap\b|\bKeyspace::new\s*\(|\b(locks|cap)\s*:\s*&")
 
 
 def handler_locks():
-    """Calls of a keyspace lock method in the command layer outside `command::pipeline`:
+    """Mentions of the lock capability in the command layer outside `command::pipeline`:
     handlers reach shards only through the command's `Data` (its guards, or `visit` for the
     commands that declare `Lock::Visit`); a handler locking a shard itself could deadlock
-    against its own guards or break the global lock order."""
+    against its own guards (EXEC and scripts hold every shard) or break the global lock
+    order."""
     found = []
     for file in sorted((SRC / "command").rglob("*.rs")):
         if "pipeline" in file.relative_to(SRC / "command").parts:

@@ -2,8 +2,9 @@
 //! from the data directory at start, in Redis's RDB format (version 10), so the file also loads into redis-server and
 //! works with Redis's RDB tools.
 //!
-//! SAVE writes a point-in-time image while the command holds every shard. BGSAVE writes from
-//! a background thread that locks one shard at a time: each shard is consistent, the whole
+//! SAVE writes a point-in-time image while the command holds every shard. BGSAVE asks the
+//! saver thread (`run_saver`, started with the engine and holding the keyspace's lock
+//! capability, which command handlers never have), which locks one shard at a time: each shard is consistent, the whole
 //! file is not a single instant (Redis forks for that; we don't). The file is written to a
 //! temporary name, synced, and renamed over `dump.rdb`.
 
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::keyspace::{access, Entry, Guards, Keyspace, Meta, Shard, ValueRef};
+use crate::keyspace::{access, Entry, Guards, Keyspace, LockCap, Meta, Shard, ValueRef};
 use crate::rdb::{crc64, crc64_update, decode_value, encode_object, put_len, put_str, RdbError, Reader, Restored, RDB_VERSION};
 use crate::server::state::{now_ms, Server};
 
@@ -45,6 +46,8 @@ pub struct SnapshotState {
     /// Unix seconds of the last successful save (or of the start).
     pub last_save: AtomicI64,
     pub last_ok: AtomicBool,
+    /// BGSAVE's request to the saver thread.
+    requested: Arc<(parking_lot::Mutex<bool>, parking_lot::Condvar)>,
 }
 
 impl Default for SnapshotState {
@@ -54,6 +57,7 @@ impl Default for SnapshotState {
             scheduled: AtomicBool::new(false),
             last_save: AtomicI64::new(now_ms() / 1000),
             last_ok: AtomicBool::new(true),
+            requested: Arc::default(),
         }
     }
 }
@@ -255,44 +259,69 @@ fn record(srv: &Server, r: &Result<(), SnapshotError>) {
     }
 }
 
-/// BGSAVE: writes from a background thread, one shard lock at a time. False if a save is
-/// already running.
-pub fn start_background(srv: &Arc<Server>) -> bool {
+/// BGSAVE: has the saver thread write the snapshot, one shard lock at a time. False if a
+/// save is already running.
+pub fn start_background(srv: &Server) -> bool {
     if srv.snapshot.in_progress.swap(true, Ordering::AcqRel) {
         return false;
     }
-    let srv = srv.clone();
-    std::thread::Builder::new()
-        .name("terrace-bgsave".into())
-        .spawn(move || loop {
-            let r = if srv.wal().is_some() {
-                // With the WAL on, the image must be one instant the log can continue from:
-                // it is written under every shard lock (writes wait; reads of other
-                // connections too). Without it, one shard at a time.
-                let mut guards = srv.keyspace.lock_shards(srv.keyspace.all_shard_ids().collect());
-                save_with_guards(&srv, &mut guards)
-            } else {
-                let r = write_snapshot(&srv, &mut |id, f| f(&srv.keyspace.lock_one(id)));
-                record(&srv, &r);
-                r
-            };
-            match &r {
-                Ok(()) => tracing::info!("background saving terminated with success"),
-                Err(e) => tracing::error!("background saving failed: {e}"),
-            }
-            if !srv.snapshot.scheduled.swap(false, Ordering::AcqRel) {
-                srv.snapshot.in_progress.store(false, Ordering::Release);
-                return;
-            }
-        })
-        .expect("spawn the bgsave thread");
+    let (requested, wake) = &*srv.snapshot.requested;
+    *requested.lock() = true;
+    wake.notify_one();
     true
+}
+
+/// Starts the saver thread, which writes BGSAVE's snapshots until the server is gone.
+pub fn spawn_saver(srv: &Arc<Server>, locks: LockCap) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let (weak, request) = (Arc::downgrade(srv), srv.snapshot.requested.clone());
+    std::thread::Builder::new().name("terrace-bgsave".into()).spawn(move || loop {
+        {
+            let (requested, wake) = &*request;
+            let mut asked = requested.lock();
+            if !*asked {
+                wake.wait_for(&mut asked, std::time::Duration::from_secs(1));
+            }
+            if !std::mem::take(&mut *asked) {
+                if weak.strong_count() == 0 {
+                    return;
+                }
+                continue;
+            }
+        }
+        let Some(srv) = weak.upgrade() else { return };
+        save_in_background(&srv, &locks);
+    })
+}
+
+/// One BGSAVE (and the one scheduled meanwhile, if any).
+fn save_in_background(srv: &Server, locks: &LockCap) {
+    loop {
+        let r = if srv.wal().is_some() {
+            // With the WAL on, the image must be one instant the log can continue from:
+            // it is written under every shard lock (writes wait; reads of other
+            // connections too). Without it, one shard at a time.
+            let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
+            save_with_guards(srv, &mut guards)
+        } else {
+            let r = write_snapshot(srv, &mut |id, f| f(&srv.keyspace.lock_one(locks, id)));
+            record(srv, &r);
+            r
+        };
+        match &r {
+            Ok(()) => tracing::info!("background saving terminated with success"),
+            Err(e) => tracing::error!("background saving failed: {e}"),
+        }
+        if !srv.snapshot.scheduled.swap(false, Ordering::AcqRel) {
+            srv.snapshot.in_progress.store(false, Ordering::Release);
+            return;
+        }
+    }
 }
 
 /// Loads `dump.rdb` from the data directory into an empty keyspace; returns the keys loaded
 /// (0 when there is no file). With `keys` false only FUNCTION libraries are taken (the
 /// keys came from a warm restart of the PMem tier, which is newer).
-pub fn load(srv: &Server, keys: bool) -> Result<Loaded, SnapshotError> {
+pub fn load(srv: &Server, locks: &LockCap, keys: bool) -> Result<Loaded, SnapshotError> {
     let path = rdb_path(&srv.config.data_dir);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
@@ -371,7 +400,7 @@ pub fn load(srv: &Server, keys: bool) -> Result<Loaded, SnapshotError> {
                     Restored::Str(v) => Entry::new_str(&key, &v, &meta),
                     Restored::Coll(c) => Entry::new_coll(&key, c, &meta),
                 };
-                srv.keyspace.lock_one(srv.keyspace.shard_id(db, &key)).insert(entry);
+                srv.keyspace.lock_one(locks, srv.keyspace.shard_id(db, &key)).insert(entry);
                 loaded += 1;
             }
         }

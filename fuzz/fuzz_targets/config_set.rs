@@ -11,18 +11,21 @@ use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use terrace_commands::params::{self, PARAMS};
 use terrace_engine::command::{self, Conn};
+use terrace_engine::keyspace::LockCap;
 use terrace_engine::server::state::{ClientInfo, Server};
 use terrace_engine::EngineConfig;
 
-fn server() -> &'static Arc<Server> {
-    static SRV: OnceLock<Arc<Server>> = OnceLock::new();
+/// The node, and the keyspace's lock capability the pipeline takes its locks with.
+fn server() -> &'static (Arc<Server>, LockCap) {
+    static SRV: OnceLock<(Arc<Server>, LockCap)> = OnceLock::new();
     SRV.get_or_init(|| Server::new(EngineConfig::default(), None, None))
 }
 
 /// Runs one command; its reply's raw bytes.
 fn run(conn: &mut Conn, argv: &[&[u8]]) -> Vec<u8> {
     let mut out = BytesMut::new();
-    let _ = command::execute(server(), conn, argv, &mut out);
+    let (srv, locks) = server();
+    let _ = command::execute(srv, locks, conn, argv, &mut out);
     out.to_vec()
 }
 
@@ -33,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
     if param.name == "requirepass" {
         return;
     }
-    let srv = server();
+    let srv = &server().0;
     let info = Arc::new(ClientInfo::new(1, -1, "127.0.0.1:1".into(), "127.0.0.1:2".into(), 0, srv.limits.clone()));
     let mut conn = Conn::new(info, srv);
     let reply = run(&mut conn, &[b"CONFIG", b"SET", param.name.as_bytes(), value]);

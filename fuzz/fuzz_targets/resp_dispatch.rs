@@ -13,21 +13,23 @@ use std::sync::{Arc, OnceLock};
 use bytes::{Buf, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use terrace_engine::command::{self, Conn};
+use terrace_engine::keyspace::LockCap;
 use terrace_engine::protocol::{Limits, RequestParser};
 use terrace_engine::server::state::{ClientInfo, Server};
 use terrace_engine::EngineConfig;
 
-fn server() -> &'static Arc<Server> {
-    static SRV: OnceLock<Arc<Server>> = OnceLock::new();
+/// The node, and the keyspace's lock capability the pipeline takes its locks with.
+fn server() -> &'static (Arc<Server>, LockCap) {
+    static SRV: OnceLock<(Arc<Server>, LockCap)> = OnceLock::new();
     SRV.get_or_init(|| Server::new(EngineConfig::default(), None, None))
 }
 
 fn client() -> Arc<ClientInfo> {
-    Arc::new(ClientInfo::new(1, -1, "127.0.0.1:1".into(), "127.0.0.1:2".into(), 0, server().limits.clone()))
+    Arc::new(ClientInfo::new(1, -1, "127.0.0.1:1".into(), "127.0.0.1:2".into(), 0, server().0.limits.clone()))
 }
 
 fuzz_target!(|data: &[u8]| {
-    let srv = server();
+    let (srv, locks) = server();
     let mut conn = Conn::new(client(), srv);
     // Small limits keep single inputs from allocating gigabytes.
     let mut parser = RequestParser::new(Limits { max_bulk_len: 1 << 20, max_inline_len: 64 * 1024, max_args: 1 << 16 });
@@ -54,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
                 let locks_out = (name == b"acl" || name == b"config" || name == b"auth")
                     && argv.iter().any(|a| a.eq_ignore_ascii_case(b"default") || a.eq_ignore_ascii_case(b"requirepass"));
                 if name != b"debug" && name != b"shutdown" && !locks_out {
-                    let _ = command::execute(srv, &mut conn, &argv, &mut out);
+                    let _ = command::execute(srv, locks, &mut conn, &argv, &mut out);
                     srv.blocking.unregister(1, conn.db, &[]);
                 }
             }
@@ -63,11 +65,11 @@ fuzz_target!(|data: &[u8]| {
             out.clear();
         }
     }
-    command::txn::release_watches(&srv.keyspace, &mut conn);
+    command::pipeline::release_watches(srv, locks, &mut conn);
     // Keep the shared keyspace small across inputs.
     if flush_after(data) {
         let argv: [&[u8]; 1] = [b"FLUSHALL"];
-        let _ = command::execute(srv, &mut conn, &argv, &mut out);
+        let _ = command::execute(srv, locks, &mut conn, &argv, &mut out);
     }
 });
 

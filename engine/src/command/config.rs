@@ -79,14 +79,14 @@ fn checked(name: &str, value: &str) -> Result<(&'static Param, String), String> 
 
 /// Applies a value `checked` accepts: the parameters with an effect take it, and it is
 /// stored for CONFIG GET (those CONFIG GET reads elsewhere are not in the text store).
-fn set_param(srv: &Server, name: &str, value: &str) -> Result<(), String> {
+fn set_param(srv: &Server, fx: &mut crate::command::pipeline::Effects, name: &str, value: &str) -> Result<(), String> {
     let (param, value) = checked(name, value)?;
     match param.name {
         "maxmemory" => {
             srv.runtime.maxmemory.store(value.parse().unwrap_or(0), Ordering::Relaxed);
-            // As Redis: a lower limit evicts at once, not at the next write. (CONFIG holds
-            // no shard locks; eviction takes them one at a time.)
-            let _ = crate::command::pipeline::admit_memory(srv);
+            // As Redis: a lower limit evicts at once, not at the next write — once the
+            // command's locks are released (inside EXEC they are every shard's).
+            fx.make_room = true;
         }
         "maxmemory-policy" => {
             let p = Policy::from_str(&value).map_err(|_| "unknown maxmemory-policy")?;
@@ -191,7 +191,7 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 }
             }
             for (k, v) in &pairs {
-                set_param(ctx.srv, k, v).map_err(|reason| refuse(k, reason))?;
+                set_param(ctx.srv, &mut ctx.data.fx, k, v).map_err(|reason| refuse(k, reason))?;
             }
             if let Some((listener, port)) = new_listener {
                 *ctx.srv.new_listener.lock() = Some(listener);

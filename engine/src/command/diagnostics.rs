@@ -207,12 +207,12 @@ fn memory_stats(ctx: &mut Ctx) -> CmdResult {
 
 pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if is(argv[1], "USAGE") && (argv.len() == 3 || (argv.len() == 5 && is(argv[3], "SAMPLES"))) {
-        match ctx.data.peek(argv[2]) {
+        // MEMORY visits shards (STATS counts them all): the key's shard, alone.
+        let (id, now, key) = (ctx.srv.keyspace.shard_id(ctx.data.db, argv[2]), ctx.data.now, argv[2]);
+        let size = ctx.data.visit(id, std::time::Duration::MAX, |s| s.peek(key, now).map(|e| e.heap_size()))?.flatten();
+        match size {
             // The entry plus its share of the hash table slot (8-byte pointer + control byte).
-            Some(e) => {
-                let n = e.heap_size() + 9;
-                ctx.out.int(n as i64);
-            }
+            Some(n) => ctx.out.int((n + 9) as i64),
             None => ctx.out.null(),
         }
     } else if is(argv[1], "STATS") && argv.len() == 2 {

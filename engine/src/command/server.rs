@@ -327,8 +327,7 @@ pub fn bgsave(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         Some(a) if argv.len() == 2 && is(a, "SCHEDULE") => true,
         _ => return Err(CmdError::Syntax),
     };
-    let srv = ctx.srv.arc();
-    if crate::snapshot::start_background(&srv) {
+    if crate::snapshot::start_background(ctx.srv) {
         ctx.out.simple("Background saving started");
     } else if schedule {
         ctx.srv.snapshot.scheduled.store(true, Ordering::Release);
@@ -349,7 +348,7 @@ pub fn role(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 
 pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     txn::end_multi(ctx.conn);
-    txn::release_watches(&ctx.srv.keyspace, ctx.conn);
+    txn::unwatch_all(ctx);
     ctx.conn.db = 0;
     ctx.data.db = 0;
     ctx.conn.info.db.store(0, Ordering::Relaxed);

@@ -32,7 +32,7 @@ pub fn discard(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
         return Err(err("ERR DISCARD without MULTI"));
     }
     end_multi(ctx.conn);
-    release_watches_with(&ctx.srv.keyspace, &mut ctx.data.guards, ctx.conn);
+    unwatch_all(ctx);
     ctx.out.ok();
     Ok(())
 }
@@ -45,15 +45,15 @@ pub fn end_multi(conn: &mut Conn) {
     conn.info.in_multi.store(false, Ordering::Relaxed);
 }
 
-/// Drops a connection's WATCH registrations when it closes (it holds no shard locks).
-pub fn release_watches(ks: &Keyspace, conn: &mut Conn) {
-    let mut none = crate::keyspace::Guards::none();
-    release_watches_with(ks, &mut none, conn);
+/// Drops the connection's WATCH registrations through its command's guards (UNWATCH,
+/// DISCARD and RESET declare visits; EXEC holds every shard).
+pub fn unwatch_all(ctx: &mut Ctx) {
+    release_watches_with(&ctx.srv.keyspace, &mut ctx.data.guards, ctx.conn);
 }
 
 /// Drops a connection's WATCH registrations through a command's guards (`Keyspace::visit`:
 /// the shards it holds, or each shard alone when it holds none).
-fn release_watches_with(ks: &Keyspace, guards: &mut crate::keyspace::Guards, conn: &mut Conn) {
+pub(crate) fn release_watches_with(ks: &Keyspace, guards: &mut crate::keyspace::Guards, conn: &mut Conn) {
     for (db, key, _, _) in conn.watched.drain(..) {
         let id = ks.shard_id(db, &key);
         if ks.visit_mut(guards, id, |s| s.unwatch(&key)).is_err() {
@@ -82,7 +82,7 @@ pub fn watch(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn unwatch(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
-    release_watches_with(&ctx.srv.keyspace, &mut ctx.data.guards, ctx.conn);
+    unwatch_all(ctx);
     ctx.out.ok();
     Ok(())
 }

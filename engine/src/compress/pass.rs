@@ -50,7 +50,7 @@ impl Pass {
     }
 
     /// Works for up to `budget`; shards a command holds are retried on a later slice.
-    pub fn run_slice(&mut self, ks: &Keyspace, now: i64, budget: Duration) {
+    pub fn run_slice(&mut self, ks: &Keyspace, cap: &crate::keyspace::LockCap, now: i64, budget: Duration) {
         let start = Instant::now();
         if !ks.compressions().iter().any(|t| Self::active(t)) {
             return;
@@ -70,7 +70,7 @@ impl Pass {
             let ns = (self.shard / per_ns) as usize;
             let t = ks.compression(ns).clone();
             if Self::active(&t) {
-                let Some(mut shard) = ks.try_lock_one(self.shard) else { return };
+                let Some(mut shard) = ks.try_lock_one(cap, self.shard) else { return };
                 let done = self.walk(&mut shard, &t, ns, lfu, now, start, budget);
                 if !done {
                     return;

@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use super::{access, Keyspace};
+use super::{access, Keyspace, LockCap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
@@ -67,18 +67,18 @@ pub trait Observer {
 /// Evicts one key chosen by sampling `samples` candidates; returns false when nothing can be
 /// evicted (empty keyspace, or no volatile keys under a volatile policy). `obs` hears of the
 /// removal while the shard is still locked, and says which dirty-bit entries are still dirty.
-pub fn evict_one(ks: &Keyspace, policy: Policy, samples: usize, now: i64, obs: &mut dyn Observer) -> bool {
-    evict_one_within(ks, 0..ks.num_shards() as u32, policy, samples, now, obs)
+pub fn evict_one(ks: &Keyspace, cap: &LockCap, policy: Policy, samples: usize, now: i64, obs: &mut dyn Observer) -> bool {
+    evict_one_within(ks, cap, 0..ks.num_shards() as u32, policy, samples, now, obs)
 }
 
 /// As `evict_one`, among the shards of `shards` only (one namespace's: shard ids are
 /// database-major, a namespace's databases are consecutive).
-pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Policy, samples: usize, now: i64, obs: &mut dyn Observer) -> bool {
+pub fn evict_one_within(ks: &Keyspace, cap: &LockCap, shards: std::ops::Range<u32>, policy: Policy, samples: usize, now: i64, obs: &mut dyn Observer) -> bool {
     if policy == Policy::NoEviction || shards.is_empty() {
         return false;
     }
     let has_candidates = |id: u32| {
-        let s = ks.lock_one(id);
+        let s = ks.lock_one(cap, id);
         if policy.volatile_only() {
             s.volatile > 0
         } else {
@@ -100,7 +100,7 @@ pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Pol
     while sampled < samples.max(1) && tries < samples * 20 + 20 {
         tries += 1;
         let id = candidates[fastrand::usize(..candidates.len())];
-        let mut shard = ks.lock_one(id);
+        let mut shard = ks.lock_one(cap, id);
         let Some(slot) = shard.random_bucket() else { continue };
         let e = shard.bucket(slot).expect("an occupied bucket");
         if policy.volatile_only() && e.expire().is_none() {
@@ -127,7 +127,7 @@ pub fn evict_one_within(ks: &Keyspace, shards: std::ops::Range<u32>, policy: Pol
     }
     match best {
         Some((_, id, key)) => {
-            let mut shard = ks.lock_one(id);
+            let mut shard = ks.lock_one(cap, id);
             if shard.evict(&key).is_some() {
                 shard.evicted_keys += 1;
                 obs.evicted(id as usize / ks.shards_per_db(), &key);
@@ -160,26 +160,26 @@ mod tests {
 
     #[test]
     fn a_dirty_bit_protects_an_entry_until_storage_has_it_then_is_cleared() {
-        let ks = Keyspace::new(0, 1, &Default::default(), None, None);
+        let (ks, cap) = Keyspace::new(0, 1, &Default::default(), None, None);
         let meta = Meta { expire: None, flags: 0, version: 1, access: 0 };
         for k in [b"flushed".as_slice(), b"pending"] {
             let mut e = Entry::new_str(k, b"value", &meta);
             e.set_dirty(true);
-            ks.lock_one(ks.shard_id(0, k)).insert(e);
+            ks.lock_one(&cap, ks.shard_id(0, k)).insert(e);
         }
         let mut obs = Recorder { dirty: [b"pending".to_vec()].into(), evicted: Vec::new() };
-        assert!(evict_one(&ks, Policy::AllKeysRandom, 5, 0, &mut obs));
+        assert!(evict_one(&ks, &cap, Policy::AllKeysRandom, 5, 0, &mut obs));
         assert_eq!(obs.evicted, vec![b"flushed".to_vec()], "only the key storage has");
         // The pending key stays, however often eviction samples it.
         for _ in 0..10 {
-            assert!(!evict_one(&ks, Policy::AllKeysRandom, 5, 0, &mut obs));
+            assert!(!evict_one(&ks, &cap, Policy::AllKeysRandom, 5, 0, &mut obs));
         }
-        let shard = ks.lock_one(ks.shard_id(0, b"pending"));
+        let shard = ks.lock_one(&cap, ks.shard_id(0, b"pending"));
         assert!(shard.peek(b"pending", 0).is_some_and(|e| e.is_dirty()));
         drop(shard);
         // Once flushed, it goes too (its bit was stale).
         obs.dirty.clear();
-        assert!(evict_one(&ks, Policy::AllKeysRandom, 5, 0, &mut obs));
+        assert!(evict_one(&ks, &cap, Policy::AllKeysRandom, 5, 0, &mut obs));
         assert_eq!(obs.evicted.len(), 2);
     }
 }

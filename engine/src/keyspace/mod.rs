@@ -4,6 +4,11 @@
 //! A command locks every shard it will touch before it runs, in one global order
 //! (database, then shard index), so multi-key commands and transactions are atomic and can't
 //! deadlock. `Guards` is the set of locks a command holds.
+//!
+//! Waiting for a shard lock needs a `LockCap`: `Keyspace::new` makes the only one, and the
+//! node hands copies to the command pipeline and to its background workers (cron, eviction,
+//! the PMem tier, storage, snapshots) — never to command handlers, which work on the locks
+//! the pipeline took for them (`Guards`) and so cannot lock a shard they already hold.
 
 pub mod access;
 pub mod entry;
@@ -47,6 +52,16 @@ fn assert_not_holding_guards() {
     assert!(!HOLDING_GUARDS.with(|h| h.get()), "a shard was locked directly while the command holds its shard locks (use the command's Guards)");
 }
 
+/// The right to wait for shard locks outside a command's `Guards`. It cannot be made
+/// outside this module: `Keyspace::new` returns the one capability, and whoever holds a copy
+/// may lock. Command handlers are never given one (`tests/layers.py` also fails on a command
+/// module outside the pipeline that names it), so no client input can make a handler lock a
+/// shard, nor wait on one its own command holds.
+#[derive(Debug, Clone)]
+pub struct LockCap {
+    _sealed: (),
+}
+
 pub struct Keyspace {
     shards: Box<[Mutex<Shard>]>,
     shard_bits: u32,
@@ -83,6 +98,9 @@ thread_local! {
 /// The shards a command holds, sorted by global shard id.
 pub struct Guards<'a> {
     held: SmallVec<[(u32, MutexGuard<'a, Shard>); 4]>,
+    /// A command declared `Lock::Visit` (or background work holding a `LockCap`): it may lock
+    /// shards one at a time through `Keyspace::visit` while it holds none.
+    visits: bool,
     /// Where a command that reached a shard it did not lock was sent instead (`shard`,
     /// `pair`): two empty shards, whose contents are dropped with the guards.
     stray: Option<Box<[Shard; 2]>>,
@@ -96,8 +114,14 @@ pub struct Undeclared;
 
 impl Keyspace {
     /// A keyspace whose tenants start with `compression` settings, keeping dictionary files
-    /// under `dict_root` (None: not persisted).
-    pub fn new(shard_bits: u32, namespaces: usize, compression: &Settings, dict_root: Option<PathBuf>, tier: Option<Arc<crate::tier::Tier>>) -> Keyspace {
+    /// under `dict_root` (None: not persisted), and the capability to lock its shards.
+    pub fn new(
+        shard_bits: u32,
+        namespaces: usize,
+        compression: &Settings,
+        dict_root: Option<PathBuf>,
+        tier: Option<Arc<crate::tier::Tier>>,
+    ) -> (Keyspace, LockCap) {
         let dbs = NUM_DBS * namespaces.max(1);
         let n = dbs << shard_bits;
         let ns_used: Vec<Arc<AtomicI64>> = (0..namespaces.max(1)).map(|_| Arc::new(AtomicI64::new(0))).collect();
@@ -106,7 +130,7 @@ impl Keyspace {
         let tracking = Arc::new(AtomicBool::new(false));
         let notify = Arc::new(AtomicBool::new(false));
         let deletions = Arc::new(AtomicBool::new(false));
-        Keyspace {
+        let keyspace = Keyspace {
             tier,
             shards: (0..n)
                 .map(|i| {
@@ -125,7 +149,8 @@ impl Keyspace {
             version: AtomicU64::new(1),
             lfu: AtomicBool::new(false),
             compression: (0..namespaces.max(1)).map(|_| Arc::new(TenantCompression::new(compression.clone(), dict_root.clone()))).collect(),
-        }
+        };
+        (keyspace, LockCap { _sealed: () })
     }
 
     /// The switch that makes shards note changed keys for CLIENT TRACKING (held by the
@@ -137,8 +162,12 @@ impl Keyspace {
     /// Turns keyspace notifications' event noting on or off (off: what shards noted goes).
     pub fn set_notify(&self, on: bool) {
         if self.notify.swap(on, Ordering::SeqCst) && !on && !self.deletions.load(Ordering::SeqCst) {
+            // Never waits: CONFIG SET may run inside EXEC, which holds every shard. A shard
+            // held now is drained by its command, which drops the events (notifications off).
             for s in self.shards.iter() {
-                s.lock().events.clear();
+                if let Some(mut s) = s.try_lock() {
+                    s.events.clear();
+                }
             }
         }
     }
@@ -296,7 +325,7 @@ impl Keyspace {
     /// shards a command holds are skipped.
     /// Tenant limits need it every tick; the PMem tier's DRAM budget only drifts when
     /// collections grow in place, so `tier_tick` (one tick in 20) is enough for it.
-    pub fn remeasure_slice(&self, budget: std::time::Duration, tier_tick: bool) {
+    pub fn remeasure_slice(&self, cap: &LockCap, budget: std::time::Duration, tier_tick: bool) {
         let limits = self.ns_limit.iter().any(|l| l.load(Ordering::Relaxed) != 0);
         if !(limits || tier_tick && self.tier.is_some()) {
             return;
@@ -305,7 +334,7 @@ impl Keyspace {
         let n = self.shards.len();
         for _ in 0..n {
             let id = self.remeasure_cursor.fetch_add(1, Ordering::Relaxed) % n;
-            if let Some(mut s) = self.try_lock_one(id as u32) {
+            if let Some(mut s) = self.try_lock_one(cap, id as u32) {
                 s.remeasure();
             }
             if start.elapsed() > budget {
@@ -337,7 +366,7 @@ impl Keyspace {
     }
 
     /// Locks the given shards (ids may repeat and come in any order).
-    pub fn lock_shards(&self, mut ids: ShardIds) -> Guards<'_> {
+    pub fn lock_shards(&self, _: &LockCap, mut ids: ShardIds) -> Guards<'_> {
         assert_not_holding_guards();
         if !ids.is_empty() {
             HOLDING_GUARDS.with(|h| h.set(true));
@@ -346,19 +375,26 @@ impl Keyspace {
             ids.sort_unstable();
             ids.dedup();
         }
-        Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect(), stray: None }
+        Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect(), visits: false, stray: None }
+    }
+
+    /// No locks held, and the right to visit shards one at a time (`visit`): for a command
+    /// declared `Lock::Visit`, and for background work passing guards to the same functions.
+    pub fn visiting(&self, _: &LockCap) -> Guards<'_> {
+        Guards { held: SmallVec::new(), visits: true, stray: None }
     }
 
     /// Reads shard `id` for a command that visits shards one at a time (a census, a sample,
     /// totals): through the command's locks when it holds the shard (EXEC and scripts hold
     /// every shard), else by locking that shard alone when the command holds none, waiting
     /// at most `wait` (None: it stayed busy). A command that holds some shards but not this
-    /// one gets `Undeclared`: locking another would break the lock order.
+    /// one gets `Undeclared` (locking another would break the lock order), and so does one
+    /// that did not declare visits (`Guards::visits`).
     pub fn visit<R>(&self, guards: &mut Guards, id: u32, wait: std::time::Duration, f: impl FnOnce(&Shard) -> R) -> Result<Option<R>, Undeclared> {
         if guards.holds(id) {
             return Ok(Some(f(guards.shard(id))));
         }
-        if !guards.held.is_empty() {
+        if !guards.held.is_empty() || !guards.visits {
             return Err(Undeclared);
         }
         Ok(self.shards[id as usize].try_lock_for(wait).map(|s| f(&s)))
@@ -369,20 +405,20 @@ impl Keyspace {
         if guards.holds(id) {
             return Ok(f(guards.shard(id)));
         }
-        if !guards.held.is_empty() {
+        if !guards.held.is_empty() || !guards.visits {
             return Err(Undeclared);
         }
         Ok(f(&mut self.shards[id as usize].lock()))
     }
 
     /// Locks one shard by id (background work: expiry, eviction, stats).
-    pub fn lock_one(&self, id: u32) -> MutexGuard<'_, Shard> {
+    pub fn lock_one(&self, _: &LockCap, id: u32) -> MutexGuard<'_, Shard> {
         assert_not_holding_guards();
         self.shards[id as usize].lock()
     }
 
     /// Locks one shard if it is free (background work skips shards a command holds).
-    pub fn try_lock_one(&self, id: u32) -> Option<MutexGuard<'_, Shard>> {
+    pub fn try_lock_one(&self, _: &LockCap, id: u32) -> Option<MutexGuard<'_, Shard>> {
         assert_not_holding_guards();
         self.shards[id as usize].try_lock()
     }
@@ -493,12 +529,6 @@ impl Totals {
 }
 
 impl<'a> Guards<'a> {
-    /// No locks: what a command that visits shards one at a time (`Keyspace::visit`) starts
-    /// with, and what background work passes to the same functions.
-    pub fn none() -> Guards<'a> {
-        Guards { held: SmallVec::new(), stray: None }
-    }
-
     /// The held shard with this id. A shard the command did not lock is a bug in its command
     /// table entry: debug builds stop there; release builds hand out an empty stray shard
     /// instead of a wrong one, and the pipeline fails the command (`take_stray`).

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::dispatch::{Carried, Dispatch, Handoff};
 use super::state::{ClientInfo, Server};
 use crate::command::{self, BlockRequest, Conn, Outcome, TimeoutReply};
+use crate::keyspace::LockCap;
 use crate::protocol::{Limits, ReplyWriter, RequestParser};
 
 /// Replies are flushed when this much is pending, to bound memory for huge pipelines.
@@ -27,7 +28,15 @@ const SOFT_LIMIT_RECHECK: std::time::Duration = std::time::Duration::from_millis
 
 /// Serves a connection on reactor `reactor` (usize::MAX: off the reactors), new or moved in
 /// with its state (`carried`), until it closes or moves on.
-pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStream, info: Arc<ClientInfo>, carried: Option<Box<Carried>>, reactor: usize) {
+pub async fn serve(
+    srv: Arc<Server>,
+    locks: LockCap,
+    dispatch: Arc<Dispatch>,
+    mut stream: TcpStream,
+    info: Arc<ClientInfo>,
+    carried: Option<Box<Carried>>,
+    reactor: usize,
+) {
     let _ = stream.set_nodelay(true);
     let (mut conn, mut inbuf) = match carried {
         Some(c) => (c.conn, c.inbuf),
@@ -92,7 +101,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
 
         info.idle_reading.store(false, Ordering::Release);
         if info.deferred_pending.load(Ordering::Acquire) {
-            apply_deferred(&srv, &info, &mut conn);
+            apply_deferred(&srv, &locks, &info, &mut conn);
         }
         let n = match read {
             None => {
@@ -137,7 +146,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
                 let read = if srv.storage_tier().is_some() {
                     let buf: &[u8] = &inbuf;
                     let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
-                    match command::read_through(&srv, &conn, &argv).await {
+                    match command::read_through(&srv, &locks, &conn, &argv).await {
                         Ok(read) => Some(read),
                         Err(why) => {
                             ReplyWriter::new(&mut out, conn.resp3).error(&why);
@@ -161,7 +170,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
                         &heap
                     };
                     let request = command::Request { argv, read_through: read.as_ref(), waited: None };
-                    match command::execute_request(&srv, &mut conn, &request, &mut out) {
+                    match command::execute_request(&srv, &locks, &mut conn, &request, &mut out) {
                         o @ (Outcome::Block(_) | Outcome::Paused(_)) => Err((o, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>())),
                         other => Ok(other),
                     }
@@ -193,7 +202,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
                         }
                         break 'conn;
                     }
-                    if !wait_and_retry(&srv, &mut conn, &mut stream, &mut inbuf, &mut out, outcome, argv).await {
+                    if !wait_and_retry(&srv, &locks, &mut conn, &mut stream, &mut inbuf, &mut out, (outcome, argv)).await {
                         break 'conn;
                     }
                 }
@@ -228,7 +237,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
     if let Some(st) = here {
         st.connections.fetch_sub(1, Ordering::Relaxed);
     }
-    command::txn::release_watches(&srv.keyspace, &mut conn);
+    command::pipeline::release_watches(&srv, &locks, &mut conn);
     command::pubsub::unsubscribe_all(&srv, &mut conn);
     srv.monitors.remove(info.id);
     srv.tracking.disable(info.id);
@@ -237,7 +246,7 @@ pub async fn serve(srv: Arc<Server>, dispatch: Arc<Dispatch>, mut stream: TcpStr
 
 /// Applies what requests answered while a busy script held this reactor did to the
 /// connection's transaction (`super::busy`).
-fn apply_deferred(srv: &Server, info: &ClientInfo, conn: &mut Conn) {
+fn apply_deferred(srv: &Server, locks: &LockCap, info: &ClientInfo, conn: &mut Conn) {
     for step in info.take_deferred() {
         match step {
             crate::clients::Deferred::Multi => {
@@ -249,7 +258,7 @@ fn apply_deferred(srv: &Server, info: &ClientInfo, conn: &mut Conn) {
             crate::clients::Deferred::AbortMulti => conn.multi_error |= conn.multi.is_some(),
             crate::clients::Deferred::EndMulti => {
                 command::txn::end_multi(conn);
-                command::txn::release_watches(&srv.keyspace, conn);
+                command::pipeline::release_watches(srv, locks, conn);
             }
         }
     }
@@ -404,17 +413,18 @@ async fn write_out(info: &ClientInfo, stream: &mut TcpStream, out: &[u8]) -> boo
     ok
 }
 
-/// Waits out a CLIENT PAUSE or a blocking command, re-running the command until it completes.
-/// Returns false when the connection must close.
+/// Waits out a CLIENT PAUSE or a blocking command (`waiting`: its outcome and arguments),
+/// re-running the command until it completes. Returns false when the connection must close.
 async fn wait_and_retry(
     srv: &Arc<Server>,
+    locks: &LockCap,
     conn: &mut Conn,
     stream: &mut TcpStream,
     inbuf: &mut BytesMut,
     out: &mut BytesMut,
-    mut outcome: Outcome,
-    mut argv: Vec<Vec<u8>>,
+    waiting: (Outcome, Vec<Vec<u8>>),
 ) -> bool {
+    let (mut outcome, mut argv) = waiting;
     // A blocking command keeps the deadline of its first attempt across wake-ups.
     let mut deadline: Option<Option<Instant>> = None;
     // What a woken command waited for.
@@ -452,7 +462,7 @@ async fn wait_and_retry(
         }
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         let woken_from = waited.take().filter(|_| was_blocked);
-        outcome = command::execute_request(srv, conn, &command::Request { argv: &args, read_through: None, waited: woken_from.as_ref() }, out);
+        outcome = command::execute_request(srv, locks, conn, &command::Request { argv: &args, read_through: None, waited: woken_from.as_ref() }, out);
         if let Some(block) = woken_from.as_ref().filter(|_| !matches!(outcome, Outcome::Block(_))) {
             // Served (or failed): what is left is the next waiter's. (Blocked again: there
             // was nothing for it, and the turn ends.)

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::state::{now_ms, Server};
+use crate::keyspace::LockCap;
 
 /// Budget of one active-expiry cycle (Redis spends at most 25% of a 100 ms tick).
 const CYCLE_BUDGET: Duration = Duration::from_millis(25);
 
-pub async fn run(srv: Arc<Server>) {
+pub async fn run(srv: Arc<Server>, locks: LockCap) {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_cmds = srv.stats.commands_processed.load(Ordering::Relaxed);
@@ -24,13 +25,13 @@ pub async fn run(srv: Arc<Server>) {
             return;
         }
         if srv.active_expire.load(Ordering::Relaxed) {
-            active_expire(&srv);
+            active_expire(&srv, &locks);
         }
         // Tenant memory and the DRAM budget: collections that grew in place are measured
         // again, a slice a tick.
-        srv.keyspace.remeasure_slice(Duration::from_millis(5), n.is_multiple_of(20));
+        srv.keyspace.remeasure_slice(&locks, Duration::from_millis(5), n.is_multiple_of(20));
         // Compression: cold values, old dictionary generations, the census.
-        compression.run_slice(&srv.keyspace, now_ms(), Duration::from_millis(5));
+        compression.run_slice(&srv.keyspace, &locks, now_ms(), Duration::from_millis(5));
         if srv.tracking.any() {
             srv.tracking.invalidate(&srv.clients, srv.keyspace.take_invalidated(), None);
         }
@@ -48,7 +49,7 @@ pub async fn run(srv: Arc<Server>) {
                 t.tick_second();
             }
             for id in srv.keyspace.all_shard_ids() {
-                if let Some(mut shard) = srv.keyspace.try_lock_one(id) {
+                if let Some(mut shard) = srv.keyspace.try_lock_one(&locks, id) {
                     shard.maybe_shrink();
                 }
             }
@@ -59,12 +60,12 @@ pub async fn run(srv: Arc<Server>) {
 
 /// Sweeps every shard with keys that have a TTL, a slice of its table per tick, so that a
 /// full pass over a shard takes about two seconds whatever its size.
-pub fn active_expire(srv: &Server) {
+fn active_expire(srv: &Server, locks: &LockCap) {
     let start = Instant::now();
     let now = now_ms();
     for id in srv.keyspace.all_shard_ids() {
         // A shard a command holds (a long script, EXEC) is swept on a later tick.
-        let Some(mut shard) = srv.keyspace.try_lock_one(id) else { continue };
+        let Some(mut shard) = srv.keyspace.try_lock_one(locks, id) else { continue };
         if shard.volatile == 0 {
             continue;
         }

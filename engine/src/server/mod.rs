@@ -26,6 +26,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::config::EngineConfig;
+use crate::keyspace::LockCap;
 use state::{ClientInfo, Server};
 
 #[derive(Debug, thiserror::Error)]
@@ -136,18 +137,20 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let wal_config = config.wal.clone();
     let wal_on = wal_config.mode != crate::wal::Mode::Off;
     let srv_tier = tier.clone();
-    let srv = Server::new(config, srv_tier, None);
+    // The lock capability goes to the pipeline (through the reactors and the control
+    // thread's connections) and to background workers, never into `Server`.
+    let (srv, locks) = Server::new(config, srv_tier, None);
     fit_maxclients(&srv);
     srv.port.store(local.port() as u64, Ordering::Relaxed);
     *srv.saved_tenants.lock() = dictionaries;
     let warm = match &tier {
-        Some(t) => start_tier(&srv, t)?,
+        Some(t) => start_tier(&srv, &locks, t)?,
         None => None,
     };
     let has_log = wal_on && !crate::wal::segments::list(&wal_config.dir).map_err(crate::wal::WalError::from)?.is_empty();
     // With a log, a snapshot without a WAL position can't be combined with it.
     let rdb_keys = warm.is_none();
-    let loaded = crate::snapshot::load(&srv, rdb_keys)?;
+    let loaded = crate::snapshot::load(&srv, &locks, rdb_keys)?;
     // Namespaces created after that snapshot (the WAL's records of them may be pruned).
     if let Some(recorded) =
         namespaces::load(&srv.config.data_dir).map_err(|e| ServerError::Recovery(format!("{}: {e}", namespaces::path(&srv.config.data_dir).display())))?
@@ -178,19 +181,19 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         Some(sc) => {
             let storage = open_storage(&sc.backend)?;
             let tier = crate::storage::tier::StorageTier::new(storage, sc.mode, srv.config.namespaces, sc.write_back.clone());
-            let weak = Arc::downgrade(&srv);
+            let (weak, invalidating) = (Arc::downgrade(&srv), locks.clone());
             tier.set_invalidator(Box::new(move |keys| {
                 if let Some(srv) = weak.upgrade() {
-                    crate::command::invalidate(&srv, keys);
+                    crate::command::invalidate(&srv, &invalidating, keys);
                 }
             }));
             srv.attach_storage(tier.clone());
             let t = tier.clone();
             let writer = std::thread::Builder::new().name("terrace-storage-writer".into()).spawn(move || t.run_writer()).expect("spawn the storage writer");
-            let (t, weak, stop) = (tier.clone(), Arc::downgrade(&srv), flusher_stop.clone());
+            let (t, weak, stop, flushing) = (tier.clone(), Arc::downgrade(&srv), flusher_stop.clone(), locks.clone());
             let flusher = std::thread::Builder::new()
                 .name("terrace-storage-flusher".into())
-                .spawn(move || crate::storage::flusher::run(weak, t, &stop))
+                .spawn(move || crate::storage::flusher::run(weak, flushing, t, &stop))
                 .expect("spawn the write-back flusher");
             let (t, weak, stop) = (tier.clone(), Arc::downgrade(&srv), census_stop.clone());
             let census = std::thread::Builder::new()
@@ -222,14 +225,14 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             opened.wal.set_flushed_through(Box::new(move || tier.upgrade().map_or(0, |t| t.dirty.oldest_since().map_or(u64::MAX, |s| s.saturating_sub(1)))));
         }
         let srv = Server::with_wal(srv, opened.wal.clone());
-        let replayed = replay(&srv, std::mem::take(&mut opened.replay));
+        let replayed = replay(&srv, &locks, std::mem::take(&mut opened.replay));
         opened.wal.recovered.store(replayed as u64, Ordering::Relaxed);
         if replayed > 0 {
             tracing::info!(records = replayed, after = covered, "replayed the WAL");
         }
         if !has_log && loaded.keys > 0 && loaded.wal_seq.is_none() {
             // The snapshot came from before the WAL was on: make it the log's starting point.
-            let mut guards = srv.keyspace.lock_shards(srv.keyspace.all_shard_ids().collect());
+            let mut guards = srv.keyspace.lock_shards(&locks, srv.keyspace.all_shard_ids().collect());
             crate::snapshot::save_with_guards(&srv, &mut guards)?;
         }
         (srv, Some((opened.wal.clone(), opened.start())))
@@ -269,10 +272,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     // The background demoter.
     let tier_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let demoter = tier.clone().map(|t| {
-        let (srv, stop) = (srv.clone(), tier_stop.clone());
+        let (srv, stop, demoting) = (srv.clone(), tier_stop.clone(), locks.clone());
         std::thread::Builder::new()
             .name("terrace-tier".into())
-            .spawn(move || crate::tier::demote::run_background(&srv.keyspace, &t, &stop))
+            .spawn(move || crate::tier::demote::run_background(&srv.keyspace, &demoting, &t, &stop))
             .expect("spawn the tier thread")
     });
 
@@ -284,7 +287,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     for i in 0..threads {
         let (tx, rx) = mpsc::unbounded_channel::<Handoff>();
         senders.push(tx);
-        let (srv, dispatch) = (srv.clone(), dispatch.clone());
+        let (srv, dispatch, serving) = (srv.clone(), dispatch.clone(), locks.clone());
         let rt = runtime()?;
         handles.push(
             std::thread::Builder::new()
@@ -292,7 +295,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                 // Scripts recurse on this stack (Lua calls, reply conversions): room for the
                 // depths they are allowed, in debug builds too.
                 .stack_size(REACTOR_STACK)
-                .spawn(move || reactor(rt, srv, dispatch, rx, i))
+                .spawn(move || reactor(rt, srv, serving, dispatch, rx, i))
                 .expect("spawn reactor thread"),
         );
     }
@@ -321,9 +324,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         }
         None => None,
     };
+    let _saver = crate::snapshot::spawn_saver(&srv, locks.clone()).map_err(ServerError::Runtime)?;
     let rt = runtime()?;
     let local_set = tokio::task::LocalSet::new();
-    let srv0 = srv.clone();
+    let (srv0, locks0) = (srv.clone(), locks.clone());
     local_set.block_on(&rt, async move {
         let mut listener = TcpListener::from_std(std_listener).expect("listener from std");
         let mut local = local;
@@ -347,7 +351,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         if let Some(l) = metrics_listener {
             tokio::task::spawn_local(metrics::serve(srv0.clone(), l));
         }
-        tokio::task::spawn_local(cron::run(srv0.clone()));
+        tokio::task::spawn_local(cron::run(srv0.clone(), locks0.clone()));
         {
             let srv = srv0.clone();
             tokio::task::spawn_local(async move {
@@ -387,7 +391,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                     if srv0.scripts.busy() {
                         // The reactors may all be stuck behind the script: serve it here.
                         info.reactor.store(usize::MAX, Ordering::Relaxed);
-                        tokio::task::spawn_local(connection::serve(srv0.clone(), dispatch.clone(), stream, info, None, usize::MAX));
+                        tokio::task::spawn_local(connection::serve(srv0.clone(), locks0.clone(), dispatch.clone(), stream, info, None, usize::MAX));
                         continue;
                     }
                     let target = srv0.reactors.assign();
@@ -473,7 +477,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     } else if let Some(t) = &tier {
         let names = srv.namespaces.lock().clone();
         let wal_seq = srv.wal().map(|w| w.last_assigned()).unwrap_or(0);
-        match crate::tier::warm::save(&srv.keyspace, &t.arena, &names, wal_seq) {
+        match crate::tier::warm::save(&srv.keyspace, &locks, &t.arena, &names, wal_seq) {
             Ok(keys) => tracing::info!(keys, file = %crate::tier::warm::index_path(t.arena.path()).display(), "wrote the warm-restart index"),
             Err(e) => tracing::error!("{e}; the next start will be cold"),
         }
@@ -487,7 +491,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
 /// here on a crash must start cold.
 /// Runs the WAL's records through the command dispatcher as they ran (same database, same
 /// time, not logged again); returns how many ran.
-fn replay(srv: &Arc<Server>, records: Vec<(u64, crate::wal::frame::Record)>) -> usize {
+fn replay(srv: &Arc<Server>, locks: &LockCap, records: Vec<(u64, crate::wal::frame::Record)>) -> usize {
     let info = Arc::new(ClientInfo::new(0, -1, "wal".into(), "wal".into(), 0, srv.limits.clone()));
     let mut conn = crate::command::Conn::new(info, srv);
     conn.authenticated = true;
@@ -498,14 +502,14 @@ fn replay(srv: &Arc<Server>, records: Vec<(u64, crate::wal::frame::Record)>) -> 
         conn.ns_base = r.ns_base;
         conn.replay_now = Some(r.now);
         if r.argv[0] == crate::storage::WB_RECORD {
-            if let Err(why) = crate::command::pipeline::storage::replay_write_back(srv, r.db, &r.argv, r.now) {
+            if let Err(why) = crate::command::pipeline::storage::replay_write_back(srv, locks, r.db, &r.argv, r.now) {
                 tracing::warn!(seq, "a replayed write-back record failed: {why}");
             }
             continue;
         }
         let argv: Vec<&[u8]> = r.argv.iter().map(Vec::as_slice).collect();
         out.clear();
-        let _ = crate::command::execute(srv, &mut conn, &argv, &mut out);
+        let _ = crate::command::execute(srv, locks, &mut conn, &argv, &mut out);
         if out.first() == Some(&b'-') {
             tracing::warn!(seq, reply = %String::from_utf8_lossy(&out).trim_end(), command = %String::from_utf8_lossy(&r.argv[0]), "a replayed WAL record failed");
         }
@@ -514,11 +518,11 @@ fn replay(srv: &Arc<Server>, records: Vec<(u64, crate::wal::frame::Record)>) -> 
 }
 
 /// Returns the WAL position the warm index covers when the tier restarted warm.
-fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<Option<u64>, ServerError> {
+fn start_tier(srv: &Server, locks: &LockCap, tier: &crate::tier::Tier) -> Result<Option<u64>, ServerError> {
     let arena = &tier.arena;
     let index = crate::tier::warm::index_path(arena.path());
     let started = std::time::Instant::now();
-    let warm = crate::tier::warm::load(&srv.keyspace, arena);
+    let warm = crate::tier::warm::load(&srv.keyspace, locks, arena);
     let io = |e: std::io::Error| ServerError::TierStart(format!("`pmem_path` {}: {e}", arena.path().display()));
     let is_warm = match warm {
         Some(loaded) => {
@@ -532,7 +536,7 @@ fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<Option<u64>, Ser
         None => {
             // Whatever a partial read put in the keyspace goes before the arena is reset.
             for id in srv.keyspace.all_shard_ids() {
-                drop(srv.keyspace.lock_one(id).clear());
+                drop(srv.keyspace.lock_one(locks, id).clear());
             }
             arena.start_cold().map_err(io)?;
             None
@@ -546,7 +550,7 @@ fn start_tier(srv: &Server, tier: &crate::tier::Tier) -> Result<Option<u64>, Ser
     Ok(is_warm)
 }
 
-fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, dispatch: Arc<Dispatch>, mut rx: mpsc::UnboundedReceiver<Handoff>, index: usize) {
+fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, locks: LockCap, dispatch: Arc<Dispatch>, mut rx: mpsc::UnboundedReceiver<Handoff>, index: usize) {
     srv.reactors.started(index);
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
@@ -560,7 +564,7 @@ fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, dispatch: Arc<Dispatch
             };
             match tokio::net::TcpStream::from_std(std_stream) {
                 Ok(stream) => {
-                    tokio::task::spawn_local(connection::serve(srv.clone(), dispatch.clone(), stream, info, carried, index));
+                    tokio::task::spawn_local(connection::serve(srv.clone(), locks.clone(), dispatch.clone(), stream, info, carried, index));
                 }
                 Err(e) => {
                     tracing::warn!(client = info.id, "cannot take over a connection: {e}");

@@ -13,7 +13,7 @@ pub use crate::clients::ClientInfo;
 pub use crate::clock::{now_ms, now_ms_at, now_us};
 use crate::config::EngineConfig;
 use crate::keyspace::eviction::Policy;
-use crate::keyspace::Keyspace;
+use crate::keyspace::{Keyspace, LockCap};
 use terrace_commands::table::CommandSpec;
 
 /// Per-command counters (INFO commandstats).
@@ -276,8 +276,6 @@ impl Runtime {
 }
 
 pub struct Server {
-    /// This server's own `Arc` (for background work started by a command).
-    me: std::sync::Weak<Server>,
     pub config: EngineConfig,
     /// The reactor threads and elastic threading's state.
     pub reactors: super::elastic::Reactors,
@@ -375,18 +373,19 @@ impl Server {
         self.namespaces.lock().iter().position(|n| n == key)
     }
 
-    pub fn new(config: EngineConfig, tier: Option<Arc<crate::tier::Tier>>, wal: Option<Arc<crate::wal::Wal>>) -> Arc<Server> {
+    /// The node's state, and the keyspace's lock capability (for the pipeline and the
+    /// background workers the caller starts; never for command handlers).
+    pub fn new(config: EngineConfig, tier: Option<Arc<crate::tier::Tier>>, wal: Option<Arc<crate::wal::Wal>>) -> (Arc<Server>, LockCap) {
         let run_id: String = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
-        let keyspace = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
+        let (keyspace, locks) = Keyspace::new(config.shard_bits, config.namespaces, &config.compression, Some(config.data_dir.join("compression")), tier);
         let keyspace_deletions = keyspace.deletion_switch();
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let tracking = crate::tracking::Tracking::new(keyspace.tracking_switch());
         let stats = Stats { per_command: (0..terrace_commands::stat_index::count()).map(|_| CommandStat::default()).collect(), ..Default::default() };
         let reactors =
             super::elastic::Reactors::new(config.threads.reactors(), matches!(config.threads, crate::config::Threads::Elastic(_)), config.elastic.clone());
-        Arc::new_cyclic(|me| Server {
+        let srv = Arc::new(Server {
             reactors,
-            me: me.clone(),
             runtime: Runtime {
                 maxmemory: AtomicU64::new(config.maxmemory),
                 policy: Mutex::new(config.maxmemory_policy),
@@ -430,7 +429,8 @@ impl Server {
             active_expire: AtomicBool::new(true),
             pause_until_ms: AtomicI64::new(0),
             pause_all: AtomicBool::new(false),
-        })
+        });
+        (srv, locks)
     }
 
     /// The same server with its WAL attached (at start, before any client connects).
@@ -452,11 +452,6 @@ impl Server {
     /// The write-ahead log, when on.
     pub fn wal(&self) -> Option<&Arc<crate::wal::Wal>> {
         self.wal.get()
-    }
-
-    /// A counted reference to this server.
-    pub fn arc(&self) -> Arc<Server> {
-        self.me.upgrade().expect("a running server is owned by an Arc")
     }
 
     pub fn request_shutdown(&self) {

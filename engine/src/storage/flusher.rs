@@ -16,7 +16,7 @@ use super::dirty::Taken;
 use super::tier::{storage_key, StorageTier};
 use super::Op;
 use crate::clock::now_ms;
-use crate::keyspace::Keyspace;
+use crate::keyspace::{Keyspace, LockCap};
 
 /// What the flusher needs of the node it flushes for (the server's state implements it).
 pub trait Source: Send + Sync {
@@ -36,7 +36,7 @@ const DRAIN_GIVE_UP: Duration = Duration::from_secs(10);
 /// device probe's measure replaces it once known (enough bytes to amortise one sync).
 const BATCH_BYTES: usize = 1 << 20;
 
-pub fn run<S: Source>(srv: std::sync::Weak<S>, tier: Arc<StorageTier>, stop: &std::sync::atomic::AtomicBool) {
+pub fn run<S: Source>(srv: std::sync::Weak<S>, locks: LockCap, tier: Arc<StorageTier>, stop: &std::sync::atomic::AtomicBool) {
     let cfg = tier.write_back.clone();
     let mut backoff = Duration::ZERO;
     let mut stopping_since: Option<Instant> = None;
@@ -68,7 +68,7 @@ pub fn run<S: Source>(srv: std::sync::Weak<S>, tier: Arc<StorageTier>, stop: &st
                 break;
             }
             let full = taken.len() == cfg.flush_batch;
-            match flush_batch(&*srv, &tier, taken) {
+            match flush_batch(&*srv, &locks, &tier, taken) {
                 Ok(()) => backoff = Duration::ZERO,
                 Err(()) => {
                     backoff = (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
@@ -83,7 +83,7 @@ pub fn run<S: Source>(srv: std::sync::Weak<S>, tier: Arc<StorageTier>, stop: &st
 }
 
 /// Writes `taken` (one batch per tenant); Err if storage refused (the keys are back in line).
-fn flush_batch(srv: &impl Source, tier: &StorageTier, taken: Vec<Taken>) -> Result<(), ()> {
+fn flush_batch(srv: &impl Source, locks: &LockCap, tier: &StorageTier, taken: Vec<Taken>) -> Result<(), ()> {
     let ks = srv.keyspace();
     let now = now_ms();
     let mut by_tenant: Vec<(String, Vec<Op>, Vec<Taken>)> = Vec::new();
@@ -101,7 +101,7 @@ fn flush_batch(srv: &impl Source, tier: &StorageTier, taken: Vec<Taken>) -> Resu
         }
         let (db, key) = (t.key.0, &t.key.1);
         let value = {
-            let shard = ks.lock_one(ks.shard_id(db, key));
+            let shard = ks.lock_one(locks, ks.shard_id(db, key));
             match shard.peek(key, now) {
                 Some(e) => {
                     let mut v = Vec::new();

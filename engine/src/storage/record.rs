@@ -59,7 +59,7 @@ mod tests {
 
     #[test]
     fn entries_round_trip_with_their_metadata() {
-        let ks = Keyspace::new(0, 1, &Default::default(), None, None);
+        let (ks, _) = Keyspace::new(0, 1, &Default::default(), None, None);
         let meta = Meta { expire: Some(1_900_000_000_000), flags: 77, version: 1, access: 0 };
         let s = Entry::new_str(b"k", b"hello", &meta);
         let mut out = Vec::new();

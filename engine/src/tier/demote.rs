@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 
 use super::{freeze, Tier, MIN_PMEM_VALUE};
-use crate::keyspace::{access, Keyspace};
+use crate::keyspace::{access, Keyspace, LockCap};
 
 /// Entries sampled per batch, and the share of them demoted (the coldest).
 const SAMPLES: usize = 48;
@@ -27,7 +27,7 @@ pub struct Batch {
 
 /// Demotes one batch from the next shard holding DRAM values; shards a command holds are
 /// skipped.
-pub fn demote_batch(ks: &Keyspace, tier: &Tier, now: i64) -> Batch {
+pub fn demote_batch(ks: &Keyspace, cap: &LockCap, tier: &Tier, now: i64) -> Batch {
     let lfu = ks.lfu.load(Ordering::Relaxed);
     let n = ks.num_shards();
     for _ in 0..n {
@@ -35,7 +35,7 @@ pub fn demote_batch(ks: &Keyspace, tier: &Tier, now: i64) -> Batch {
         if tier.policy_of(id as usize / ks.shards_per_db() / crate::keyspace::NUM_DBS).is_none() {
             continue; // a DRAM-only tenant's shard
         }
-        let Some(mut shard) = ks.try_lock_one(id) else { continue };
+        let Some(mut shard) = ks.try_lock_one(cap, id) else { continue };
         if shard.is_empty() {
             continue;
         }
@@ -102,6 +102,7 @@ pub fn demote_batch(ks: &Keyspace, tier: &Tier, now: i64) -> Batch {
 /// refused, as with maxmemory).
 pub fn make_room(
     ks: &Keyspace,
+    cap: &LockCap,
     tier: &Tier,
     policy: crate::keyspace::eviction::Policy,
     samples: usize,
@@ -112,7 +113,7 @@ pub fn make_room(
         if !tier.over_budget() {
             return true;
         }
-        let b = demote_batch(ks, tier, now);
+        let b = demote_batch(ks, cap, tier, now);
         if b.demoted > 0 {
             continue;
         }
@@ -121,7 +122,7 @@ pub fn make_room(
             // thread catches up.
             return true;
         }
-        if !crate::keyspace::eviction::evict_one(ks, policy, samples, now, obs) {
+        if !crate::keyspace::eviction::evict_one(ks, cap, policy, samples, now, obs) {
             return false;
         }
     }
@@ -130,11 +131,11 @@ pub fn make_room(
 
 /// The background demoter: keeps DRAM value bytes under 97% of the budget, so writes rarely
 /// demote themselves. Runs on its own thread until `stop` is set.
-pub fn run_background(ks: &Keyspace, tier: &Tier, stop: &std::sync::atomic::AtomicBool) {
+pub fn run_background(ks: &Keyspace, cap: &LockCap, tier: &Tier, stop: &std::sync::atomic::AtomicBool) {
     let low = tier.config.dram_max - tier.config.dram_max / 32;
     while !stop.load(Ordering::Relaxed) {
         if tier.dram_value_bytes() > low {
-            let b = demote_batch(ks, tier, crate::clock::now_ms());
+            let b = demote_batch(ks, cap, tier, crate::clock::now_ms());
             if b.demoted == 0 {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }

@@ -60,7 +60,7 @@ impl Out {
 
 /// Writes the index of every key, then flushes the arena and marks it closed cleanly.
 /// Runs after the reactors stopped: nothing changes the keyspace meanwhile.
-pub fn save(ks: &Keyspace, arena: &Arena, namespaces: &[String], wal_seq: u64) -> Result<usize, WarmError> {
+pub fn save(ks: &Keyspace, cap: &crate::keyspace::LockCap, arena: &Arena, namespaces: &[String], wal_seq: u64) -> Result<usize, WarmError> {
     let path = index_path(arena.path());
     let tmp = path.with_extension("index.tmp");
     let io = |source| WarmError::Io { path: path.clone(), source };
@@ -86,7 +86,7 @@ pub fn save(ks: &Keyspace, arena: &Arena, namespaces: &[String], wal_seq: u64) -
     let per_db = ks.shards_per_db();
     for id in ks.all_shard_ids() {
         let db = id as usize / per_db;
-        let shard = ks.lock_one(id);
+        let shard = ks.lock_one(cap, id);
         for e in shard.iter() {
             if crate::keyspace::is_expired(e.expire(), now) {
                 continue;
@@ -149,7 +149,7 @@ pub struct Loaded {
 
 /// Reads the index if it belongs to this arena's last clean close; None means start cold.
 /// On success the keys are in `ks` and the arena has claimed their ranges.
-pub fn load(ks: &Keyspace, arena: &Arena) -> Option<Loaded> {
+pub fn load(ks: &Keyspace, cap: &crate::keyspace::LockCap, arena: &Arena) -> Option<Loaded> {
     let prev = arena.previous();
     if prev.clean_stamp == 0 {
         return None;
@@ -214,7 +214,7 @@ pub fn load(ks: &Keyspace, arena: &Arena) -> Option<Loaded> {
         if crate::keyspace::is_expired(expire, now) {
             continue;
         }
-        ks.lock_one(ks.shard_id(db, key)).insert(entry);
+        ks.lock_one(cap, ks.shard_id(db, key)).insert(entry);
         loaded.keys += 1;
     }
     Some(loaded)

@@ -11,7 +11,7 @@ use super::storage;
 use super::Effects;
 use crate::command::table::CommandSpec;
 use crate::command::{BlockRequest, Conn, Data};
-use crate::keyspace::NUM_DBS;
+use crate::keyspace::{LockCap, NUM_DBS};
 use crate::server::state::Server;
 
 /// Commits what must be ordered with other writes; the caller still holds the locks.
@@ -68,7 +68,7 @@ pub(crate) struct Ran<'a> {
 }
 
 /// Commits the rest once the locks are released.
-pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, ran: &Ran, fx: Effects) {
+pub(crate) fn after_locks(srv: &Server, locks: &LockCap, conn: &mut Conn, ran: &Ran, fx: Effects) {
     let Ran { idx, spec, argv, failed, nanos, blocked } = *ran;
     // Server and connection commands (INFO, CONFIG RESETSTAT…) are counted at once: one may
     // read or reset the counters the next one adds to.
@@ -82,6 +82,9 @@ pub(crate) fn after_locks(srv: &Server, conn: &mut Conn, ran: &Ran, fx: Effects)
     }
     if !fx.notifications.is_empty() {
         srv.notifications.publish(&srv.pubsub, fx.notifications);
+    }
+    if fx.make_room {
+        let _ = super::admit_memory(srv, locks);
     }
     srv.slowlog.maybe_record(argv, nanos / 1000, &conn.info);
     if srv.latency.crosses(nanos) {

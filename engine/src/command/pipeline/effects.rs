@@ -25,6 +25,9 @@ pub struct Effects {
     pub invalidated: Vec<Vec<u8>>,
     /// Keyspace notifications to publish once the locks are released.
     pub notifications: Vec<crate::notify::Event>,
+    /// Memory must be brought under `maxmemory` once the locks are released (CONFIG SET
+    /// maxmemory lowered it: Redis evicts at once, not at the next write).
+    pub make_room: bool,
 }
 
 impl Effects {

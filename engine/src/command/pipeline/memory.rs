@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::keyspace::{eviction, NUM_DBS};
+use crate::keyspace::{eviction, LockCap, NUM_DBS};
 use crate::server::state::{now_ms, Server};
 
 /// What eviction tells the server and asks of it: a removal is logged to the WAL (under the
@@ -43,13 +43,13 @@ impl eviction::Observer for Evictions<'_> {
 
 /// Frees memory by demotion and eviction until under budget; false if the command must be
 /// refused.
-pub fn admit_memory(srv: &Server) -> bool {
+pub fn admit_memory(srv: &Server, locks: &LockCap) -> bool {
     let max = srv.runtime.maxmemory.load(Ordering::Relaxed);
     if let Some(tier) = srv.keyspace.tier() {
         if tier.over_budget() {
             let samples = srv.runtime.eviction_samples();
             let now = now_ms();
-            if !crate::tier::demote::make_room(&srv.keyspace, tier, srv.policy(), samples, now, &mut evictions(srv, now)) {
+            if !crate::tier::demote::make_room(&srv.keyspace, locks, tier, srv.policy(), samples, now, &mut evictions(srv, now)) {
                 return false;
             }
         }
@@ -62,7 +62,7 @@ pub fn admit_memory(srv: &Server) -> bool {
     let now = now_ms();
     let mut rounds = 0;
     while crate::alloc::used_memory() > max {
-        if !eviction::evict_one(&srv.keyspace, policy, samples, now, &mut evictions(srv, now)) {
+        if !eviction::evict_one(&srv.keyspace, locks, policy, samples, now, &mut evictions(srv, now)) {
             return false;
         }
         rounds += 1;
@@ -76,7 +76,7 @@ pub fn admit_memory(srv: &Server) -> bool {
 /// Whether namespace `ns` may grow. Over its data limit, a storage-backed tenant evicts its
 /// own coldest keys (they are in storage: the limit is its cache's size; LRU when the server
 /// does not evict); any other tenant's write is refused.
-pub fn admit_namespace(srv: &Server, ns: usize) -> bool {
+pub fn admit_namespace(srv: &Server, locks: &LockCap, ns: usize) -> bool {
     let ks = &srv.keyspace;
     if ks.namespace_admits(ns) {
         return true;
@@ -96,7 +96,7 @@ pub fn admit_namespace(srv: &Server, ns: usize) -> bool {
         if ks.namespace_admits(ns) {
             return true;
         }
-        if !eviction::evict_one_within(ks, shards.clone(), policy, samples, now, &mut evictions(srv, now)) {
+        if !eviction::evict_one_within(ks, locks, shards.clone(), policy, samples, now, &mut evictions(srv, now)) {
             return false;
         }
     }

@@ -30,7 +30,7 @@ use bytes::BytesMut;
 
 use super::table::CommandSpec;
 use super::{lock_ids, lookup, BlockRequest, CmdError, Conn, Ctx, Data, Outcome};
-use crate::keyspace::NUM_DBS;
+use crate::keyspace::{LockCap, NUM_DBS};
 use crate::protocol::ReplyWriter;
 use crate::server::state::{now_ms_at, Server};
 use storage::ReadThrough;
@@ -46,15 +46,16 @@ pub struct Request<'r> {
 }
 
 /// Executes one request on a connection and writes its reply into `out` (unless the client
-/// turned replies off with CLIENT REPLY).
-pub fn execute(srv: &Server, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
-    execute_request(srv, conn, &Request { argv, read_through: None, waited: None }, out)
+/// turned replies off with CLIENT REPLY). `locks` is the keyspace's lock capability: the
+/// pipeline takes the command's locks with it; its handler never sees it.
+pub fn execute(srv: &Server, locks: &LockCap, conn: &mut Conn, argv: &[&[u8]], out: &mut BytesMut) -> Outcome {
+    execute_request(srv, locks, conn, &Request { argv, read_through: None, waited: None }, out)
 }
 
 /// As `execute`, for a request read through from storage or run again after a wait.
-pub fn execute_request(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMut) -> Outcome {
+pub fn execute_request(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, out: &mut BytesMut) -> Outcome {
     let before = out.len();
-    let outcome = execute_inner(srv, conn, req, out);
+    let outcome = execute_inner(srv, locks, conn, req, out);
     if conn.reply_off {
         out.truncate(before);
     } else if conn.reply_skip > 0 {
@@ -67,7 +68,7 @@ pub fn execute_request(srv: &Server, conn: &mut Conn, req: &Request, out: &mut B
     outcome
 }
 
-fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMut) -> Outcome {
+fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, out: &mut BytesMut) -> Outcome {
     let argv = req.argv;
     let mut w = ReplyWriter::new(out, conn.resp3);
     let Some(spec) = lookup(argv[0]) else {
@@ -83,7 +84,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     if conn.acl_gen != srv.acl.generation() && !refresh_user(srv, conn) {
         return Outcome::Close;
     }
-    let verdict = admit(Origin::Client, spec, argv, &caller(conn), &ServerGate(srv));
+    let verdict = admit(Origin::Client, spec, argv, &caller(conn), &ServerGate { srv, locks: Some(locks) });
     match verdict {
         Verdict::Refuse(r) => {
             let text = r.error(Origin::Client, Some(spec), argv);
@@ -91,7 +92,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
             if spec.id == terrace_commands::table::CommandId::Exec {
                 // Redis refuses EXEC itself by aborting the transaction (and its WATCHes).
                 crate::command::txn::end_multi(conn);
-                crate::command::txn::release_watches(&srv.keyspace, conn);
+                release_watches(srv, locks, conn);
                 w.error(&format!("EXECABORT Transaction discarded because of: {text}"));
                 return Outcome::Done;
             }
@@ -116,7 +117,10 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     conn.info.last_cmd.store(idx, Ordering::Relaxed);
     let ids = lock_ids(srv, spec, argv, conn.db);
     let start = quanta::Instant::now();
-    let mut guards = srv.keyspace.lock_shards(ids);
+    let mut guards = match spec.lock {
+        super::table::Lock::Visit => srv.keyspace.visiting(locks),
+        _ => srv.keyspace.lock_shards(locks, ids),
+    };
     if req.read_through.is_some_and(|rt| rt.lost(srv, &mut guards)) {
         return Outcome::ReadAgain;
     }
@@ -148,7 +152,7 @@ fn execute_inner(srv: &Server, conn: &mut Conn, req: &Request, out: &mut BytesMu
     commit::under_locks(srv, conn, block.as_ref(), &mut data);
     let fx = data.release();
     let nanos = start.elapsed().as_nanos() as u64;
-    commit::after_locks(srv, conn, &commit::Ran { idx, spec, argv, failed: result.is_err(), nanos, blocked: block.is_some() }, fx);
+    commit::after_locks(srv, locks, conn, &commit::Ran { idx, spec, argv, failed: result.is_err(), nanos, blocked: block.is_some() }, fx);
     if close {
         return Outcome::Close;
     }
@@ -193,6 +197,13 @@ fn stream_gone(data: &mut Data, spec: &CommandSpec, argv: &[&[u8]], keys: &[Vec<
     None
 }
 
+/// Drops a connection's WATCH registrations outside any command: when it closes, or when
+/// its EXEC was refused (visiting the shards one at a time).
+pub fn release_watches(srv: &Server, locks: &LockCap, conn: &mut Conn) {
+    let mut visiting = srv.keyspace.visiting(locks);
+    super::txn::release_watches_with(&srv.keyspace, &mut visiting, conn);
+}
+
 /// The connection as admission sees it.
 fn caller(conn: &Conn) -> Caller<'_> {
     Caller {
@@ -208,38 +219,45 @@ fn caller(conn: &Conn) -> Caller<'_> {
     }
 }
 
-/// The server as admission sees it.
-struct ServerGate<'a>(&'a Server);
+/// The server as admission sees it; `locks` None inside EXEC or a script, which hold their
+/// locks already (they never make room: admission does it for the outer command).
+struct ServerGate<'a> {
+    srv: &'a Server,
+    locks: Option<&'a LockCap>,
+}
 
 impl Gate for ServerGate<'_> {
     fn auth_required(&self) -> bool {
-        self.0.acl.auth_required()
+        self.srv.acl.auth_required()
     }
     fn script_busy(&self) -> Option<bool> {
-        let scripts = &self.0.scripts;
+        let scripts = &self.srv.scripts;
         scripts.busy().then(|| scripts.running_function.load(Ordering::Relaxed))
     }
     fn paused_until(&self, writes: bool, spec: &CommandSpec) -> Option<i64> {
-        self.0.paused_until(writes, spec)
+        self.srv.paused_until(writes, spec)
     }
     fn declared_flags(&self, spec: &CommandSpec, argv: &[&[u8]]) -> Option<crate::scripting::shebang::Declared> {
-        self.0.scripts.declared_flags(spec.id, argv)
+        self.srv.scripts.declared_flags(spec.id, argv)
     }
     fn over_memory(&self, ns: usize) -> bool {
-        let max = self.0.runtime.maxmemory.load(Ordering::Relaxed);
-        (max > 0 && crate::alloc::used_memory() > max) || !self.0.keyspace.namespace_admits(ns)
+        let max = self.srv.runtime.maxmemory.load(Ordering::Relaxed);
+        (max > 0 && crate::alloc::used_memory() > max) || !self.srv.keyspace.namespace_admits(ns)
     }
     fn wal_poisoned(&self) -> Option<String> {
-        self.0.wal().and_then(|w| w.poisoned())
+        self.srv.wal().and_then(|w| w.poisoned())
     }
     fn storage_backed(&self, ns: usize) -> bool {
-        self.0.storage_tier().is_some_and(|t| t.backs(ns))
+        self.srv.storage_tier().is_some_and(|t| t.backs(ns))
     }
     fn make_room(&self, ns: usize) -> bool {
-        admit_memory(self.0) && admit_namespace(self.0, ns)
+        match self.locks {
+            Some(locks) => admit_memory(self.srv, locks) && admit_namespace(self.srv, locks, ns),
+            None => !self.over_memory(ns),
+        }
     }
     fn debug_command(&self) -> crate::config::DebugCommand {
-        self.0.config.debug_command
+        self.srv.config.debug_command
     }
 }
 

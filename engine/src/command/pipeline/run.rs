@@ -69,7 +69,7 @@ pub(crate) fn nested(ctx: &mut Ctx, origin: Origin, argv: &[&[u8]]) -> Nested {
     };
     // Never `Queue` or `Pause` for these origins: they apply to a client's own requests.
     let idx = terrace_commands::stat_index::of(spec, argv);
-    if let Verdict::Refuse(r) = admit(origin, spec, argv, &caller(ctx.conn), &ServerGate(srv)) {
+    if let Verdict::Refuse(r) = admit(origin, spec, argv, &caller(ctx.conn), &ServerGate { srv, locks: None }) {
         let text = r.error(origin, Some(spec), argv);
         account(srv, ctx.conn, Some(idx), &r, origin, &text);
         return Nested::Refused(text);

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use crate::command::table::{self, CommandId, CommandSpec, Lock};
 use crate::command::{arity_ok, lookup, Conn, Data, StorageWait};
-use crate::keyspace::{access, Entry, Meta};
+use crate::keyspace::{access, Entry, LockCap, Meta};
 use crate::server::state::{now_ms, Server};
 use crate::storage::flusher::Source as _;
 use crate::storage::tier::{CacheKey, StorageTier};
@@ -52,7 +52,7 @@ impl ReadThrough {
 /// Read-through: before a command runs, the keys it declares that the cache lacks are read
 /// from storage and admitted (a batched get per command). Err: storage could not be read,
 /// and the command must not run on a cache that may be missing its keys.
-pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<ReadThrough, String> {
+pub async fn read_through(srv: &Server, locks: &LockCap, conn: &Conn, argv: &[&[u8]]) -> Result<ReadThrough, String> {
     let Some(tier) = srv.storage_tier() else {
         return Ok(ReadThrough::default());
     };
@@ -90,7 +90,7 @@ pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<R
     let queuing = conn.multi.is_some() && !exec;
     if writes && tier.writes_back(ns) && !queuing {
         // Write-back: room under `dirty_max` first (backpressure).
-        tier.admit_dirty(|| !super::admit_memory(srv)).await?;
+        tier.admit_dirty(|| !super::admit_memory(srv, locks)).await?;
     }
     if wanted.is_empty() {
         return Ok(ReadThrough::default());
@@ -106,25 +106,25 @@ pub async fn read_through(srv: &Server, conn: &Conn, argv: &[&[u8]]) -> Result<R
     }
     // Keys read through are admitted: make room first, as a write would (reads alone must
     // not grow the cache past maxmemory; a read is never refused for memory).
-    let _ = super::admit_memory(srv);
-    let _ = super::admit_namespace(srv, ns);
+    let _ = super::admit_memory(srv, locks);
+    let _ = super::admit_namespace(srv, locks, ns);
     // One batched read per database (a command's keys are in one, MOVE's in two).
     let mut rest = &wanted[..];
     while let Some(((db, _), _)) = rest.split_first() {
         let n = rest.iter().take_while(|(d, _)| d == db).count();
         let keys: Vec<Vec<u8>> = rest[..n].iter().map(|(_, k)| k.clone()).collect();
-        read_keys(srv, tier, *db, &keys).await.map_err(|why| format!("ERR storage read failed ({why})"))?;
+        read_keys(srv, locks, tier, *db, &keys).await.map_err(|why| format!("ERR storage read failed ({why})"))?;
         rest = &rest[n..];
     }
     // What the command will find: keys that must still be there when it runs (and still
     // confirmed: checked again under its locks).
     let now = now_ms();
-    let present = wanted.iter().filter(|(db, k)| ks.lock_one(ks.shard_id(*db, k)).peek(k, now).is_some()).cloned().collect();
+    let present = wanted.iter().filter(|(db, k)| ks.lock_one(locks, ks.shard_id(*db, k)).peek(k, now).is_some()).cloned().collect();
     Ok(ReadThrough { present, checked: wanted })
 }
 
 /// Reads the keys of `wanted` the cache lacks from storage and admits them.
-async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: usize, wanted: &[Vec<u8>]) -> Result<(), String> {
+async fn read_keys(srv: &Server, locks: &LockCap, tier: &crate::storage::tier::StorageTier, db: usize, wanted: &[Vec<u8>]) -> Result<(), String> {
     let ks = &srv.keyspace;
     let lfu = ks.lfu.load(Ordering::Relaxed);
     for _attempt in 0..10 {
@@ -134,7 +134,7 @@ async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: u
         let missing: Vec<(Vec<u8>, u64)> = wanted
             .iter()
             .filter_map(|k| {
-                let shard = ks.lock_one(ks.shard_id(db, k));
+                let shard = ks.lock_one(locks, ks.shard_id(db, k));
                 (shard.peek(k, now).is_none() && !tier.dirty.contains(&(db, k.clone()))).then(|| (k.clone(), shard.mods))
             })
             .collect();
@@ -169,7 +169,7 @@ async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: u
                 }
             };
             let id = ks.shard_id(db, key);
-            let mut shard = ks.lock_one(id);
+            let mut shard = ks.lock_one(locks, id);
             let unchanged = shard.mods == *mods || ours.get(&id) == Some(&(*mods, shard.mods));
             if !unchanged {
                 // Written meanwhile: what storage said may already be old. Look again.
@@ -191,9 +191,9 @@ async fn read_keys(srv: &Server, tier: &crate::storage::tier::StorageTier, db: u
 
 /// After a write-through command's batch failed: its keys leave the cache, so reads go to
 /// storage (which did not take the write).
-pub fn invalidate(srv: &Server, keys: &[(usize, Vec<u8>)]) {
+pub fn invalidate(srv: &Server, locks: &LockCap, keys: &[(usize, Vec<u8>)]) {
     for (db, key) in keys {
-        srv.keyspace.lock_one(srv.keyspace.shard_id(*db, key)).remove(key);
+        srv.keyspace.lock_one(locks, srv.keyspace.shard_id(*db, key)).remove(key);
     }
 }
 
@@ -276,10 +276,10 @@ pub(super) fn mark_write_back(srv: &Server, tier: &StorageTier, data: &mut Data,
 
 /// Replays a write-back after-image (`WB_RECORD`): the key gets the logged value (or is
 /// deleted) and is dirty, so the flusher writes it to storage again.
-pub fn replay_write_back(srv: &Server, db: usize, argv: &[Vec<u8>], now: i64) -> Result<(), String> {
+pub fn replay_write_back(srv: &Server, locks: &LockCap, db: usize, argv: &[Vec<u8>], now: i64) -> Result<(), String> {
     let key = argv.get(1).ok_or("a write-back record without a key")?;
     let ks = &srv.keyspace;
-    let mut shard = ks.lock_one(ks.shard_id(db, key));
+    let mut shard = ks.lock_one(locks, ks.shard_id(db, key));
     let size = match argv.get(2) {
         None => {
             shard.remove(key);
