@@ -376,7 +376,10 @@ fn script_and_function_kill_through_the_proxy_reach_the_busy_engine() {
     let proxy = common::Proxy::start(&[&e1, &e2], &[], &[]);
     let mut c = proxy.client();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    q::<()>(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    // (An engine setting: the operator's, set on the engines.)
+    for e in [&e1, &e2] {
+        q::<()>(&mut e.client(), &["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    }
     q::<String>(&mut c, &["FUNCTION", "LOAD", "#!lua name=spinning\nredis.register_function('spin', function() while true do end end)"]);
     for (run, kill) in [(&["EVAL", "while true do end", "0"][..], &["SCRIPT", "KILL"][..]), (&["FCALL", "spin", "0"], &["FUNCTION", "KILL"])] {
         let mut busy = proxy.raw();

@@ -43,7 +43,8 @@ fn rig(extra: &[&str]) -> Rig {
     // DEBUG SLEEP stalls an engine in `a_stuck_engine_times_out_instead_of_hanging`.
     let debug = ["--enable-debug-command", "yes"];
     let engines = vec![Engine::start(&debug), Engine::start(&debug)];
-    let proxy = Proxy::start(&[&engines[0], &engines[1]], extra, &[]);
+    // The admin user may run what acts on every tenant (CONFIG RESETSTAT).
+    let proxy = Proxy::start(&[&engines[0], &engines[1]], extra, &[("TERRACE_PROXY_ADMIN_PASSWORD", "adminpw")]);
     Rig { engines, proxy }
 }
 
@@ -557,7 +558,10 @@ fn metrics_count_and_time_every_command() {
     let lat: String = q(&mut c, &["INFO", "latencystats"]);
     assert!(lat.contains("latency_percentiles_usec_set:p50="), "{lat}");
     let before: String = q(&mut c, &["INFO", "stats"]);
-    let _: () = q(&mut c, &["CONFIG", "RESETSTAT"]);
+    // Resetting the statistics every tenant shares is the operator's.
+    assert!(err(&mut c, &["CONFIG", "RESETSTAT"]).to_ascii_uppercase().contains("NOPERM"));
+    let mut admin = redis::Client::open(format!("redis://admin:adminpw@127.0.0.1:{}/", r.proxy.port)).unwrap().get_connection().unwrap();
+    let _: () = q(&mut admin, &["CONFIG", "RESETSTAT"]);
     let info: String = q(&mut c, &["INFO", "commandstats"]);
     assert!(!info.contains("cmdstat_set"), "{info}");
     let after: String = q(&mut c, &["INFO", "stats"]);
@@ -572,8 +576,10 @@ fn reload_moves_slots_without_dropping_clients() {
     let cfg = dir.join("terrace.toml");
     let one = format!("[proxy]\nengines = [\"127.0.0.1:{}\"]\n", e0.port);
     std::fs::write(&cfg, &one).unwrap();
-    let proxy = Proxy::start_for("", &["--config", cfg.to_str().unwrap()], &[]);
-    let mut c = proxy.client();
+    let proxy = Proxy::start_for("", &["--config", cfg.to_str().unwrap()], &[("TERRACE_PROXY_ADMIN_PASSWORD", "adminpw")]);
+    // TERRACE.RELOAD is the operator's.
+    assert!(err(&mut proxy.client(), &["TERRACE.RELOAD"]).to_ascii_uppercase().contains("NOPERM"));
+    let mut c = redis::Client::open(format!("redis://admin:adminpw@127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
     let _: () = q(&mut c, &["SET", "foo", "before"]);
     assert_eq!(q::<Option<String>>(&mut e0.client(), &["GET", "foo"]).as_deref(), Some("before"));
     // Two engines now; foo's slot (12182) moves to the second.

@@ -23,7 +23,7 @@ fn known_failures() -> BTreeSet<String> {
 }
 
 /// Runs test_commands.py against `port`: (passed count, names of failed tests, pytest output).
-fn run_suite(port: u16) -> (usize, BTreeSet<String>, String) {
+fn run_suite(url: &str) -> (usize, BTreeSet<String>, String) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/redis-py");
     let python = dir.join("venv/bin/python");
     assert!(
@@ -36,7 +36,7 @@ fn run_suite(port: u16) -> (usize, BTreeSet<String>, String) {
             "-m",
             "pytest",
             "tests/test_commands.py",
-            &format!("--redis-url=redis://127.0.0.1:{port}/0"),
+            &format!("--redis-url={url}"),
             "-m",
             "not onlycluster and not redismod and not ssl",
             "-q",
@@ -70,7 +70,7 @@ fn summary(text: &str) -> String {
 fn redis_py_suite() {
     // As test servers are run (Redis's own suite's configuration has DEBUG on).
     let e = Engine::start(&["--enable-debug-command", "yes"]);
-    let (passed, failed, text) = run_suite(e.port);
+    let (passed, failed, text) = run_suite(&format!("redis://127.0.0.1:{}/0", e.port));
     eprintln!("redis-py suite on terrace: {}", summary(&text));
     let known = known_failures();
     let unexpected: Vec<_> = failed.difference(&known).collect();
@@ -90,8 +90,10 @@ fn redis_py_suite() {
 fn redis_py_suite_through_the_proxy() {
     let debug = ["--enable-debug-command", "yes"];
     let engines = [Engine::start(&debug), Engine::start(&debug)];
-    let proxy = Proxy::start(&[&engines[0], &engines[1]], &[], &[]);
-    let (passed, failed, text) = run_suite(proxy.port);
+    // As the proxy's admin user: the suite sets CONFIG, reads SLOWLOG and runs DEBUG, which
+    // are the operator's through a proxy tenants share (tenant_isolation.rs).
+    let proxy = Proxy::start(&[&engines[0], &engines[1]], &[], &[("TERRACE_PROXY_ADMIN_PASSWORD", "suite-admin")]);
+    let (passed, failed, text) = run_suite(&format!("redis://admin:suite-admin@127.0.0.1:{}/0", proxy.port));
     eprintln!("redis-py suite through the proxy: {}", summary(&text));
     for must_pass in ["test_mget", "test_mset", "test_delete", "test_exists", "test_scan_iter", "test_keys", "test_dbsize", "test_randomkey"] {
         assert!(!failed.contains(must_pass), "{must_pass} failed through the proxy\n{}", tail(&text));

@@ -20,6 +20,7 @@ pub mod settings;
 pub mod stat_index;
 pub mod subcommands;
 pub mod table;
+pub mod tenancy;
 
 pub use subcommands::SUBCOMMANDS;
 use table::CommandSpec;

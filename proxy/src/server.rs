@@ -138,7 +138,11 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
             let id = sh.next_client_id.fetch_add(1, Ordering::Relaxed);
             sh.stats.connections_received.fetch_add(1, Ordering::Relaxed);
             sh.stats.connected_clients.fetch_add(1, Ordering::Relaxed);
-            sh.clients.lock().insert(id, (peer.to_string(), None));
+            let tenant = match &protocol {
+                Protocol::Redis => Arc::from(crate::tenants::DEFAULT),
+                Protocol::Memcache(name) => name.clone(),
+            };
+            sh.clients.lock().insert(id, frontend::ClientEntry { addr: peer.to_string(), name: None, tenant });
             if let Ok(std_stream) = stream.into_std() {
                 let _ = senders[next % threads].send((std_stream, id, protocol));
                 next = next.wrapping_add(1);

@@ -99,7 +99,7 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     pub stats: Stats,
     pub port: AtomicU64,
-    /// CLIENT LIST: id → (address, name).
+    /// CLIENT LIST: id → address, name, tenant.
     pub clients: parking_lot::Mutex<HashMap<u64, ClientEntry>>,
     pub metrics: crate::metrics::Registry,
     pub near_cache: Option<crate::near_cache::NearCache>,
@@ -242,8 +242,12 @@ pub struct Timing {
     pub started: tokio::time::Instant,
 }
 
-/// A client's address and name, for CLIENT LIST.
-pub type ClientEntry = (String, Option<Vec<u8>>);
+/// A client, for CLIENT LIST: a tenant's clients see only their own tenant's.
+pub struct ClientEntry {
+    pub addr: String,
+    pub name: Option<Vec<u8>>,
+    pub tenant: Arc<str>,
+}
 
 /// A topology and the reload generation it was read at.
 type Seen = (u64, Arc<Topology>);

@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use terrace_commands::connection::{client_name, write_hello, Auth, Hello, HELLO_NOAUTH};
 use terrace_commands::resp::{Limits, ReplyWriter, RequestParser};
 use terrace_commands::table::{full_name, CommandId, CommandSpec};
+use terrace_commands::tenancy::{names_tenant, tenancy, Tenancy};
 use terrace_commands::{arity_ok, lookup, unknown_command_error};
 
 use super::connection::{self, Frontend, Handled, Replies, State};
@@ -31,6 +32,8 @@ use crate::tenants::Tenant;
 use std::sync::Arc;
 
 const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+/// An engine-wide command asked by a tenant (`terrace_commands::tenancy`).
+const OPERATORS: &str = "NOPERM this command acts on the whole engine, which tenants share: it is the operator's (AUTH admin <password>)";
 const NUM_DBS: i64 = 16;
 
 enum Pending {
@@ -340,10 +343,12 @@ impl Client {
             return;
         }
         if argv[0].eq_ignore_ascii_case(b"terrace.reload") {
-            return match (self.authed, argv.len(), self.rx.shared.reload()) {
-                (false, _, _) => self.error("NOAUTH Authentication required."),
-                (_, 1, Ok(())) => self.ready(&b"+OK\r\n"[..]),
-                (_, 1, Err(e)) => self.error(&format!("ERR reload failed: {e}")),
+            if !self.admin {
+                return self.error(OPERATORS);
+            }
+            return match (argv.len(), self.rx.shared.reload()) {
+                (1, Ok(())) => self.ready(&b"+OK\r\n"[..]),
+                (1, Err(e)) => self.error(&format!("ERR reload failed: {e}")),
                 _ => self.error("ERR wrong number of arguments for 'terrace.reload' command"),
             };
         }
@@ -361,6 +366,10 @@ impl Client {
         }
         if !self.authed && !spec.no_auth {
             return self.error("NOAUTH Authentication required.");
+        }
+        if let Err(why) = self.permitted(spec, argv) {
+            self.refuse_in_txn();
+            return self.error(&why);
         }
         if !self.tenant.admit() {
             let msg = format!("ERR {}", self.tenant.over_limit_message());
@@ -450,6 +459,22 @@ impl Client {
                 let _ = b.send_relayed(raw);
                 self.relay = Some(b);
             }
+        }
+    }
+
+    /// Whether this client may run the call, by the command's tenancy: engine-wide commands
+    /// are the admin user's, a TERRACE.* command may name only the caller's own tenant, and
+    /// nothing may move the pooled engine connections into another namespace.
+    fn permitted(&self, spec: &CommandSpec, argv: &[&[u8]]) -> Result<(), String> {
+        match tenancy(spec, argv) {
+            Tenancy::Never => {
+                Err(format!("NOPERM {} is not available through the proxy: AUTH <tenant> <password> chooses the keyspace", spec.name.to_ascii_uppercase()))
+            }
+            Tenancy::Tenant => Ok(()),
+            _ if self.admin => Ok(()),
+            Tenancy::Operator => Err(OPERATORS.to_string()),
+            t @ Tenancy::OwnTenant(_) if names_tenant(t, argv, &self.tenant.name) => Ok(()),
+            Tenancy::OwnTenant(_) => Err(format!("NOPERM tenant '{}' may only name itself in {}", self.tenant.name, spec.name.to_ascii_uppercase())),
         }
     }
 
@@ -717,7 +742,11 @@ impl Client {
                 self.tenant = self.rx.topology().default_tenant();
                 self.authed = self.tenant.password.is_none();
                 self.admin = false;
-                self.rx.shared.clients.lock().entry(self.id).and_modify(|c| c.1 = None);
+                let tenant = self.tenant.name.clone();
+                self.rx.shared.clients.lock().entry(self.id).and_modify(|c| {
+                    c.name = None;
+                    c.tenant = tenant;
+                });
                 self.ready(&b"+RESET\r\n"[..]);
             }
         }
@@ -802,6 +831,7 @@ impl Client {
             for (_, b) in self.dedicated.drain() {
                 b.shutdown();
             }
+            self.rx.shared.clients.lock().entry(self.id).and_modify(|c| c.tenant = tenant.name.clone());
             self.tenant = tenant;
         }
         self.authed = true;
@@ -831,7 +861,7 @@ impl Client {
     }
 
     fn set_name(&mut self, name: Option<Vec<u8>>) {
-        self.rx.shared.clients.lock().entry(self.id).and_modify(|c| c.1 = name.clone());
+        self.rx.shared.clients.lock().entry(self.id).and_modify(|c| c.name = name.clone());
         self.name = name;
     }
 
@@ -863,13 +893,21 @@ impl Client {
             }
             ("setinfo", 4) => self.ready(&b"+OK\r\n"[..]),
             ("info", 2) => {
-                let addr = self.rx.shared.clients.lock().get(&self.id).map(|c| c.0.clone()).unwrap_or_default();
+                let addr = self.rx.shared.clients.lock().get(&self.id).map(|c| c.addr.clone()).unwrap_or_default();
                 let line = self.client_line(self.id, &addr, &self.name);
                 self.reply_with(|w| w.verbatim(&line))
             }
             ("list", 2) => {
-                let clients: Vec<(u64, String, Option<Vec<u8>>)> =
-                    self.rx.shared.clients.lock().iter().map(|(id, (a, n))| (*id, a.clone(), n.clone())).collect();
+                // A tenant's clients see their own tenant's; the admin user sees all.
+                let clients: Vec<(u64, String, Option<Vec<u8>>)> = self
+                    .rx
+                    .shared
+                    .clients
+                    .lock()
+                    .iter()
+                    .filter(|(_, c)| self.admin || c.tenant == self.tenant.name)
+                    .map(|(id, c)| (*id, c.addr.clone(), c.name.clone()))
+                    .collect();
                 let mut text = String::new();
                 for (id, addr, name) in &clients {
                     text += &self.client_line(*id, addr, name);
