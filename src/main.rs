@@ -262,6 +262,9 @@ struct EngineArgs {
     /// Who may run DEBUG: no, yes or local (clients on a loopback address) [env: TERRACE_ENABLE_DEBUG_COMMAND] [default: no]
     #[arg(long)]
     enable_debug_command: Option<String>,
+    /// A file (mode 0600) holding the password clients must AUTH with, as Redis's requirepass [env: TERRACE_REQUIREPASS_FILE] [default: none]
+    #[arg(long)]
+    requirepass_file: Option<std::path::PathBuf>,
 }
 
 impl EngineArgs {
@@ -298,6 +301,7 @@ impl EngineArgs {
             flush_interval_ms: self.flush_interval_ms,
             flush_batch: self.flush_batch,
             enable_debug_command: self.enable_debug_command,
+            requirepass_file: self.requirepass_file,
             ..Default::default()
         };
         let env = EngineSettings::from_env()?;

@@ -3,6 +3,11 @@
 //! them, and the console on its own thread (it pushes tenants to the proxy as the proxy's
 //! admin, with a password made up for this run). SIGINT/SIGTERM stop the proxy and the
 //! console, then the engines.
+//!
+//! The engines only answer clients that know their password (`-NOAUTH` otherwise), so
+//! nothing on the host bypasses the proxy's tenancy, quotas and command filters: a secret
+//! kept in `DATA_DIR/engine.secret` (mode 0600, made on the first start, kept across
+//! restarts), which the engines require and the proxy and the console authenticate with.
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -62,9 +67,27 @@ fn spawn(cmd: &[String]) -> std::io::Result<Child> {
     c.spawn()
 }
 
+/// The engines' password file in `data_dir`, made (mode 0600, 32 random bytes in hex) if
+/// missing.
+fn engine_secret(data_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let path = data_dir.join("engine.secret");
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
+        Ok(mut f) => {
+            writeln!(f, "{}", terrace_console::auth::random_hex(32)).and_then(|_| f.sync_all()).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
+    }
+    Ok(path)
+}
+
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.engines >= 1, "--engines must be at least 1");
     let exe = std::env::current_exe().context("cannot find the terrace executable")?;
+    let secret = engine_secret(&args.data_dir)?;
     let stopping = Arc::new(AtomicBool::new(false));
     let mut engines = Vec::new();
     let mut addrs = Vec::new();
@@ -81,6 +104,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
             "127.0.0.1".into(),
             "--data-dir".into(),
             dir.display().to_string(),
+            "--requirepass-file".into(),
+            secret.display().to_string(),
         ];
         let child = spawn(&command).with_context(|| format!("cannot start engine {}", i + 1))?;
         engines.push(Arc::new(Supervised { name: format!("engine {} (port {port})", i + 1), command, child: Mutex::new(Some(child)) }));
@@ -120,6 +145,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         engines: Some(addrs.clone()),
         proxies: Some(vec![proxy_addr]),
         proxy_admin_password: Some(admin_password.clone()),
+        engine_password_file: Some(secret.clone()),
         ..Default::default()
     }
     .or(terrace_console::ConsoleSettings::from_env()?)
@@ -136,6 +162,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         bind: Some(args.bind.clone()),
         engines: Some(addrs),
         admin_password: Some(admin_password),
+        engine_password_file: Some(secret),
         ..Default::default()
     };
     crate::release_freed_memory_every_second();

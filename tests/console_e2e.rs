@@ -122,8 +122,12 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     let (status, body) = post(json!({"name": "shop", "compression": "gzip"})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(body["error"], "compression: 'gzip' is not one of none, zstd, zstd-dict, pattern, auto");
-    let (status, body) = post(json!({"name": "bad name"})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    // (`.` and `..` would name folders outside the engines' compression folder.)
+    for name in ["bad name", ".", "..", "a/b"] {
+        let (status, body) = post(json!({ "name": name })).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{name}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("is not a tenant name"), "{body}");
+    }
     let (status, body) = post(json!({"name": "shop", "colour": "red"})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(body["error"].as_str().unwrap().contains("unknown field `colour`"), "{body}");

@@ -720,6 +720,31 @@ fn configuration_sources_and_errors() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("maxmemroy"));
 }
 
+/// `requirepass_file`: clients must AUTH with the secret in it; a file others may read is
+/// refused at start, naming the key.
+#[test]
+fn requirepass_file_makes_clients_authenticate() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::temp_dir("requirepass");
+    let secret = dir.join("engine.secret");
+    std::fs::write(&secret, "s3cret-from-a-file\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(["engine", "--port", "0", "--requirepass-file"]).arg(&secret).output().unwrap();
+    assert!(!bad.status.success());
+    let msg = String::from_utf8_lossy(&bad.stderr);
+    assert!(msg.contains("requirepass_file") && msg.contains("chmod 600"), "{msg}");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let e = Engine::start(&["--requirepass-file", secret.to_str().unwrap()]);
+    let mut raw = e.raw();
+    raw.send(&encode(&["GET", "k"]));
+    raw.expect(b"-NOAUTH Authentication required.\r\n");
+    raw.send(&encode(&["AUTH", "wrong"]));
+    raw.expect(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    raw.send(&encode(&["AUTH", "s3cret-from-a-file"]));
+    raw.send(&encode(&["GET", "k"]));
+    raw.expect(b"+OK\r\n$-1\r\n");
+}
+
 #[test]
 fn sigterm_and_shutdown_stop_cleanly() {
     let mut e = Engine::start(&[]);

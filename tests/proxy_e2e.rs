@@ -487,9 +487,19 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
     let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     let _: () = q(&mut c, &["MSET", "foo", "1", "bar", "0"]);
+    // The engines answer only who knows their password: a secret the appliance keeps in
+    // its data directory, readable by its owner alone.
+    let secret_file = dir.join("engine.secret");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&secret_file).unwrap().permissions().mode() & 0o777, 0o600);
+    let secret = std::fs::read_to_string(&secret_file).unwrap().trim().to_string();
+    assert_eq!(secret.len(), 64);
+    let mut stranger = common::Raw::connect(first);
+    stranger.send(&encode(&["GET", "bar"]));
+    stranger.expect(b"-NOAUTH Authentication required.\r\n");
     // foo lives on the second engine, bar on the first.
-    let mut e0 = redis::Client::open(format!("redis://127.0.0.1:{first}/")).unwrap().get_connection().unwrap();
-    let mut e1 = redis::Client::open(format!("redis://127.0.0.1:{}/", first + 1)).unwrap().get_connection().unwrap();
+    let mut e0 = redis::Client::open(format!("redis://:{secret}@127.0.0.1:{first}/")).unwrap().get_connection().unwrap();
+    let mut e1 = redis::Client::open(format!("redis://:{secret}@127.0.0.1:{}/", first + 1)).unwrap().get_connection().unwrap();
     assert_eq!(q::<Option<String>>(&mut e0, &["GET", "bar"]).as_deref(), Some("0"));
     assert_eq!(q::<Option<String>>(&mut e1, &["GET", "foo"]).as_deref(), Some("1"));
     // The console runs too, with its database in the data directory.

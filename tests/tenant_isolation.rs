@@ -49,7 +49,16 @@ fn write_bobs_keys(bob: &mut redis::Connection) {
     q::<()>(bob, &["HSET", "bob:profile", "name", "Bob", "card", "4111"]);
     q::<()>(bob, &["RPUSH", "bob:orders", "1", "2", "3"]);
     q::<()>(bob, &["ZADD", "bob:scores", "1", "a", "2", "b"]);
+    // Scripts and FUNCTION libraries are a tenant's too.
+    q::<String>(bob, &["FUNCTION", "LOAD", "REPLACE", VICTIM_LIBRARY]);
+    q::<String>(bob, &["SCRIPT", "LOAD", VICTIM_SCRIPT]);
 }
+
+const VICTIM_LIBRARY: &str = "#!lua name=victimlib\nredis.register_function('victim_fn', function() return 'victim' end)";
+const VICTIM_SCRIPT: &str = "return 'cached victim'";
+
+/// VICTIM_SCRIPT's SHA1, the name EVALSHA knows it by.
+const VICTIM_SHA: &str = "7899b0e7b43e9920cfd9774491ae5baa9d3df7b4";
 
 /// What bob reads of his own keys (through the proxy, as bob).
 fn bobs_view(bob: &mut redis::Connection) -> Vec<String> {
@@ -58,6 +67,8 @@ fn bobs_view(bob: &mut redis::Connection) -> Vec<String> {
     view.push(format!("{:?}", q::<Vec<String>>(bob, &["LRANGE", "bob:orders", "0", "-1"])));
     view.push(format!("{:?}", q::<Vec<String>>(bob, &["ZRANGE", "bob:scores", "0", "-1", "WITHSCORES"])));
     view.push(q::<i64>(bob, &["DBSIZE"]).to_string());
+    view.push(q::<String>(bob, &["FCALL", "victim_fn", "0"]));
+    view.push(q::<String>(bob, &["EVALSHA", VICTIM_SHA, "0"]));
     view
 }
 
@@ -100,6 +111,12 @@ fn a_hostile_tenant_cannot_switch_namespace_change_the_engines_or_list_others() 
         let keys: Vec<String> = q(c, &["KEYS", "*"]);
         assert!(keys.iter().all(|k| !k.starts_with("bob:")), "bob's keys listed: {keys:?}");
         assert_eq!(q::<Option<String>>(c, &["GET", "bob:card:1"]), None);
+    }
+    // An engine refuses a namespace name that is not one (`..` once named a folder outside
+    // the data directory's compression folder).
+    for name in [".", "..", "a/b"] {
+        let e = err(&mut engines[0].client(), &["TERRACE.NAMESPACE", name]);
+        assert!(e.contains("namespace names are 1-64 characters"), "{name}: {e}");
     }
     // A new connection of alice's is still in her keyspace.
     assert_eq!(q::<Option<String>>(&mut connect(&proxy, "alice", "alicepw"), &["GET", "bob:card:1"]), None);
@@ -249,4 +266,96 @@ fn every_command_as_a_tenant_or_unauthenticated_leaves_other_tenants_and_the_eng
             assert_eq!(q::<String>(&mut e.client(), &["PING"]), "PONG");
         }
     }
+}
+
+/// A push as a RESP2 subscriber reads it: `*N` and bulk strings.
+fn push(parts: &[&str]) -> Vec<u8> {
+    let mut v = format!("*{}\r\n", parts.len()).into_bytes();
+    for p in parts {
+        v.extend_from_slice(format!("${}\r\n{p}\r\n", p.len()).as_bytes());
+    }
+    v
+}
+
+/// A raw connection through the proxy, authenticated as a tenant, subscribed with `how`.
+fn subscriber(proxy: &Proxy, tenant: &str, password: &str, how: &str, channel: &str) -> common::Raw {
+    let mut s = proxy.raw();
+    s.send(&encode(&["AUTH", tenant, password]));
+    s.expect(b"+OK\r\n");
+    s.send(&encode(&[how, channel]));
+    // The confirmation ends with the subscription count, an integer.
+    let head = format!("*3\r\n${}\r\n{}\r\n${}\r\n{channel}\r\n:1\r\n", how.len(), how.to_ascii_lowercase(), channel.len());
+    s.expect(head.as_bytes());
+    s
+}
+
+/// Channels, patterns and keyspace notifications belong to a tenant: a pattern subscriber
+/// matching everything hears its own tenant's messages and events only, and PUBSUB lists
+/// only its own tenant's channels.
+#[test]
+fn pub_sub_channels_patterns_and_keyspace_events_are_per_tenant() {
+    let (_engines, proxy) = appliance();
+    let mut alice_everything = subscriber(&proxy, "alice", "alicepw", "PSUBSCRIBE", "*");
+    let mut alice_news = subscriber(&proxy, "alice", "alicepw", "SUBSCRIBE", "news");
+    let mut bob_news = subscriber(&proxy, "bob", "bobpw", "SUBSCRIBE", "news");
+    let mut alice = connect(&proxy, "alice", "alicepw");
+    let mut bob = connect(&proxy, "bob", "bobpw");
+    // Bob's message reaches bob's subscriber alone.
+    assert_eq!(q::<i64>(&mut bob, &["PUBLISH", "news", "for bob"]), 1);
+    bob_news.expect(&push(&["message", "news", "for bob"]));
+    // Alice's subscribers' next messages are alice's own (bob's was published first, on the
+    // same engine: had it reached them, it would come before).
+    assert_eq!(q::<i64>(&mut alice, &["PUBLISH", "news", "for alice"]), 2);
+    alice_news.expect(&push(&["message", "news", "for alice"]));
+    alice_everything.expect(&push(&["pmessage", "*", "news", "for alice"]));
+    // PUBSUB answers about the caller's own tenant.
+    assert_eq!(q::<Vec<String>>(&mut alice, &["PUBSUB", "CHANNELS"]), ["news"]);
+    assert_eq!(q::<i64>(&mut alice, &["PUBSUB", "NUMPAT"]), 1);
+    assert_eq!(q::<i64>(&mut bob, &["PUBSUB", "NUMPAT"]), 0);
+    assert_eq!(q::<Vec<(String, i64)>>(&mut bob, &["PUBSUB", "NUMSUB", "news"]), [("news".to_string(), 1)]);
+    // Keyspace notifications (the operator turns them on, for every engine): bob's writes
+    // are events in bob's tenant only. ({bar} keys live on the engine subscribers are on.)
+    let mut admin = connect(&proxy, "admin", "adminpw");
+    q::<()>(&mut admin, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    q::<()>(&mut bob, &["SET", "{bar}bob", "1"]);
+    q::<()>(&mut alice, &["SET", "{bar}alice", "1"]);
+    alice_everything.expect(&push(&["pmessage", "*", "__keyspace@0__:{bar}alice", "set"]));
+    alice_everything.expect(&push(&["pmessage", "*", "__keyevent@0__:set", "{bar}alice"]));
+    // And with bob's subscriber gone, a message of bob's reaches no one.
+    drop(bob_news);
+    common::eventually(5, "bob's subscriber gone", || q::<Vec<(String, i64)>>(&mut bob, &["PUBSUB", "NUMSUB", "news"]) == [("news".to_string(), 0)]);
+    assert_eq!(q::<i64>(&mut bob, &["PUBLISH", "news", "unheard"]), 0);
+}
+
+/// EVALSHA, SCRIPT EXISTS/FLUSH, FUNCTION LOAD/LIST/FLUSH and FCALL see the caller's own
+/// tenant's scripts and libraries; a tenant's libraries are saved and loaded with its
+/// namespace.
+#[test]
+fn scripts_and_functions_are_per_tenant() {
+    let (mut engines, proxy) = appliance();
+    let mut bob = connect(&proxy, "bob", "bobpw");
+    write_bobs_keys(&mut bob);
+    let mut alice = connect(&proxy, "alice", "alicepw");
+    assert!(err(&mut alice, &["FCALL", "victim_fn", "0"]).contains("Function not found"));
+    assert!(err(&mut alice, &["EVALSHA", VICTIM_SHA, "0"]).to_ascii_uppercase().contains("NOSCRIPT"));
+    assert_eq!(q::<Vec<i64>>(&mut alice, &["SCRIPT", "EXISTS", VICTIM_SHA]), [0]);
+    assert_eq!(q::<Vec<redis::Value>>(&mut alice, &["FUNCTION", "LIST"]), []);
+    // The same library name is alice's own library; her flushes leave bob's alone.
+    let mine = "#!lua name=victimlib\nredis.register_function('victim_fn', function() return 'alice' end)";
+    assert_eq!(q::<String>(&mut alice, &["FUNCTION", "LOAD", mine]), "victimlib");
+    assert_eq!(q::<String>(&mut alice, &["FCALL", "victim_fn", "0"]), "alice");
+    q::<()>(&mut alice, &["FUNCTION", "FLUSH"]);
+    q::<()>(&mut alice, &["SCRIPT", "FLUSH"]);
+    assert_eq!(q::<String>(&mut bob, &["FCALL", "victim_fn", "0"]), "victim");
+    assert_eq!(q::<String>(&mut bob, &["EVALSHA", VICTIM_SHA, "0"]), "cached victim");
+    // Saved and loaded with its namespace: after a restart bob's library is bob's alone.
+    let mut admin = connect(&proxy, "admin", "adminpw");
+    q::<()>(&mut admin, &["SAVE"]);
+    for e in engines.iter_mut() {
+        e.restart_clean(&[]);
+    }
+    let mut direct = engines[0].client();
+    assert_eq!(q::<Vec<redis::Value>>(&mut direct, &["FUNCTION", "LIST"]), [], "the default namespace has no library");
+    q::<()>(&mut direct, &["TERRACE.NAMESPACE", "bob"]);
+    assert_eq!(q::<String>(&mut direct, &["FCALL", "victim_fn", "0"]), "victim");
 }

@@ -12,6 +12,25 @@ pub enum ConfigError {
     Invalid { key: String, reason: String },
 }
 
+/// Reads a secret (the engines' password) from a file only its owner may read — mode 0600 or
+/// stricter, as ssh wants of a private key; its first line, trimmed. `key` names the setting
+/// in errors.
+pub fn read_secret_file(key: &str, path: &std::path::Path) -> Result<String, ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let invalid = |reason: String| ConfigError::Invalid { key: key.to_string(), reason };
+    let meta = std::fs::metadata(path).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(invalid(format!("{} may be read by others (mode {mode:o}): `chmod 600` it", path.display())));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let secret = text.lines().next().unwrap_or("").trim().to_string();
+    if secret.is_empty() {
+        return Err(invalid(format!("{} is empty", path.display())));
+    }
+    Ok(secret)
+}
+
 /// Reads one table (`[engine]`, `[proxy]`…) of a TOML file as `T` (missing: `T::default()`);
 /// the other tables belong to other readers.
 pub fn read_table<T: serde::de::DeserializeOwned + Default>(path: &std::path::Path, table: &str) -> Result<T, ConfigError> {
@@ -44,11 +63,26 @@ pub fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(mul)
 }
 
-/// Whether `name` may name a namespace: 1-64 letters, digits, '_', '-' and '.' (the engine,
-/// the proxy's tenants and the console check the same).
+/// Whether `name` may name a namespace: 1-64 ASCII letters, digits, '_' and '-' (the engine,
+/// the proxy's tenants and the console check the same). Names become folder names (a tenant's
+/// dictionaries, its cost-eval result), so nothing a name can say — `.`, `..`, a separator —
+/// leaves the folder it is put in.
 pub fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
 }
 
 /// The names a tenant's `tier_policy` may take (the engine parses them into its policies).
 pub const TIER_POLICIES: [&str; 5] = ["engine", "dram-only", "dram-first", "pmem-first", "bidirectional"];
+
+#[cfg(test)]
+mod name_tests {
+    #[test]
+    fn tenant_names_are_letters_digits_dash_and_underscore() {
+        for good in ["shop", "team-a_2", "A", &"x".repeat(64)] {
+            assert!(super::valid_name(good), "{good}");
+        }
+        for bad in [".", "..", "a.b", "a/b", "", "a b", "é", &"x".repeat(65)] {
+            assert!(!super::valid_name(bad), "{bad:?}");
+        }
+    }
+}

@@ -25,6 +25,8 @@ pub struct ConsoleSettings {
     pub proxies: Option<Vec<String>>,
     /// The proxies' `admin_password`.
     pub proxy_admin_password: Option<String>,
+    /// A file (mode 0600) holding the engines' password (their `requirepass_file`).
+    pub engine_password_file: Option<PathBuf>,
     /// The console admin's password on first start (otherwise one is generated and printed).
     pub admin_password: Option<String>,
     /// How often the reconcile loop checks proxies and engines.
@@ -40,6 +42,7 @@ impl ConsoleSettings {
             engines: self.engines.or(other.engines),
             proxies: self.proxies.or(other.proxies),
             proxy_admin_password: self.proxy_admin_password.or(other.proxy_admin_password),
+            engine_password_file: self.engine_password_file.or(other.engine_password_file),
             admin_password: self.admin_password.or(other.admin_password),
             reconcile_ms: self.reconcile_ms.or(other.reconcile_ms),
         }
@@ -58,6 +61,7 @@ impl ConsoleSettings {
             engines: var("TERRACE_CONSOLE_ENGINES").map(list),
             proxies: var("TERRACE_CONSOLE_PROXIES").map(list),
             proxy_admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
+            engine_password_file: var("TERRACE_CONSOLE_ENGINE_PASSWORD_FILE").map(PathBuf::from),
             admin_password: var("TERRACE_ADMIN_PASSWORD"),
             reconcile_ms: None,
         })
@@ -93,7 +97,12 @@ impl ConsoleSettings {
                 return Err(invalid("admin_password", "at least 8 characters"));
             }
         }
+        let engine_password = match &self.engine_password_file {
+            Some(path) => Some(terrace_commands::settings::read_secret_file("engine_password_file", path)?),
+            None => None,
+        };
         Ok(ConsoleConfig {
+            engine_password,
             port: self.port.unwrap_or(8080),
             bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
             db: self.db.unwrap_or_else(|| PathBuf::from("data/console.db")),
@@ -114,6 +123,8 @@ pub struct ConsoleConfig {
     pub engines: Vec<String>,
     pub proxies: Vec<String>,
     pub proxy_admin_password: Option<String>,
+    /// What the console authenticates to engines with (`engine_password_file`).
+    pub engine_password: Option<String>,
     pub admin_password: Option<String>,
     pub reconcile: Duration,
 }

@@ -30,8 +30,19 @@ impl Node {
         Ok(Node { addr: addr.to_string(), conn })
     }
 
-    pub async fn engine(addr: &str) -> Result<Node, NodeError> {
-        Self::connect(addr, Duration::from_secs(5)).await
+    /// An engine, authenticated with the engines' password when they have one
+    /// (`engine_password_file`).
+    pub async fn engine(addr: &str, password: Option<&str>) -> Result<Node, NodeError> {
+        Self::engine_waiting(addr, password, Duration::from_secs(5)).await
+    }
+
+    /// As `engine`, waiting up to `reply_timeout` for each reply.
+    pub async fn engine_waiting(addr: &str, password: Option<&str>, reply_timeout: Duration) -> Result<Node, NodeError> {
+        let mut n = Self::connect(addr, reply_timeout).await?;
+        if let Some(p) = password {
+            n.run::<()>(&["AUTH", p]).await?;
+        }
+        Ok(n)
     }
 
     /// A proxy, authenticated as its admin user.

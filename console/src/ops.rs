@@ -117,7 +117,7 @@ pub async fn delete_tenant(console: &Console, name: &str) -> Result<Vec<String>,
     let (engines, _) = db::topology(&console.db).await?;
     for addr in &engines {
         let flushed = async {
-            let mut n = Node::engine(addr).await?;
+            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
             n.run::<()>(&["TERRACE.NAMESPACE", name]).await?;
             n.run::<()>(&["FLUSHALL"]).await
         }
@@ -148,7 +148,7 @@ pub async fn retrain(console: &Arc<Console>, name: &str) -> Result<i64, OpError>
         let mut ok = 0;
         for (i, addr) in engines.iter().enumerate() {
             let run = async {
-                let mut n = Node::connect(addr, Duration::from_secs(150)).await?;
+                let mut n = Node::engine_waiting(addr, console.config.engine_password.as_deref(), Duration::from_secs(150)).await?;
                 n.json(&["TERRACE.RETRAIN", &name, "SYNC"]).await
             }
             .await;
@@ -182,7 +182,7 @@ pub async fn engine_stats(console: &Console, name: &str) -> Result<Value, OpErro
     let mut out = serde_json::Map::new();
     for addr in &engines {
         let got = async {
-            let mut n = Node::engine(addr).await?;
+            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
             let workload = n.json(&["TERRACE.WORKLOAD", name]).await?;
             let compression = n.json(&["TERRACE.COMPRESSION", "STATS", name]).await?;
             Ok::<_, crate::nodes::NodeError>(json!({"workload": workload, "compression": compression}))
@@ -210,7 +210,7 @@ pub async fn advice_from(console: &Console, name: &str, only: Option<usize>) -> 
     let mut errors = Vec::new();
     for addr in &engines {
         let got = async {
-            let mut n = Node::engine(addr).await?;
+            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
             let advise = n.json(&["TERRACE.ADVISE", name]).await?;
             let workload = n.json(&["TERRACE.WORKLOAD", name]).await?;
             Ok::<_, crate::nodes::NodeError>((advise, workload))

@@ -106,7 +106,7 @@ pub async fn pass(console: &Console) -> Outcome {
     let mut engine_status = Vec::new();
     for addr in &want.engines {
         let last = console.state.lock().pushed.get(addr).cloned();
-        let (s, pushed) = check_engine(addr, &want, last).await;
+        let (s, pushed) = check_engine(addr, console.config.engine_password.as_deref(), &want, last).await;
         errors.extend(s.error.iter().map(|e| format!("engine {addr}: {e}")));
         refused.extend(s.refused.iter().map(|e| format!("engine {addr}: {e}")));
         if let Some(p) = pushed {
@@ -160,11 +160,11 @@ async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatu
 
 /// Checks one engine and pushes the tenants' settings when it restarted or they changed.
 /// Answers its status and, when it pushed, what it pushed for.
-async fn check_engine(addr: &str, want: &Desired, last: Option<(String, String)>) -> (NodeStatus, Option<(String, String)>) {
+async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: Option<(String, String)>) -> (NodeStatus, Option<(String, String)>) {
     let mut s = NodeStatus { address: addr.into(), kind: "engine", checked_at: db::now(), ..Default::default() };
     let mut pushed = None;
     let result: Result<(), NodeError> = async {
-        let mut n = Node::engine(addr).await?;
+        let mut n = Node::engine(addr, password).await?;
         s.up = true;
         let info = n.info("all").await?;
         let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok());
@@ -215,7 +215,7 @@ async fn sample_usage(console: &Console, want: &Desired) {
     let mut totals: HashMap<&str, Usage> = HashMap::new();
     let at = db::now();
     for addr in &want.engines {
-        let Ok(mut n) = Node::engine(addr).await else { continue };
+        let Ok(mut n) = Node::engine(addr, console.config.engine_password.as_deref()).await else { continue };
         for t in &want.tenants {
             let Ok(w) = n.json(&["TERRACE.WORKLOAD", &t.name]).await else { continue };
             let u = totals.entry(&t.name).or_insert(Usage { at, keys: 0, logical_bytes: 0.0, stored_bytes: 0.0, qps: 0.0 });

@@ -62,7 +62,7 @@ pub enum Limit {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TenantError {
-    #[error("name: '{0}' is not a tenant name (1-64 letters, digits, '_', '-', '.'; not 'default' or 'admin')")]
+    #[error("name: '{0}' is not a tenant name (1-64 letters, digits, '_' and '-'; not 'default' or 'admin')")]
     Name(String),
     #[error("name is required")]
     NameMissing,
@@ -224,6 +224,10 @@ mod tests {
         assert_eq!(input("{}").apply(None, 0).unwrap_err(), TenantError::NameMissing);
         assert!(matches!(input(r#"{"name":"admin"}"#).apply(None, 0), Err(TenantError::Name(_))));
         assert!(matches!(input(r#"{"name":"a b"}"#).apply(None, 0), Err(TenantError::Name(_))));
+        for dots in [".", "..", "a.b"] {
+            let json = format!(r#"{{"name":"{dots}"}}"#);
+            assert!(matches!(input(&json).apply(None, 0), Err(TenantError::Name(_))), "{dots}");
+        }
         let e = input(r#"{"name":"x","compression":"gzip"}"#).apply(None, 0).unwrap_err();
         assert_eq!(e.to_string(), "compression: 'gzip' is not one of none, zstd, zstd-dict, pattern, auto");
         let e = input(r#"{"name":"x","max_memory":"lots"}"#).apply(None, 0).unwrap_err();

@@ -22,7 +22,10 @@ pub struct ClientInfo {
     pub name: Mutex<Option<String>>,
     /// The ACL user the connection is authenticated as.
     pub user: Mutex<String>,
+    /// The SELECTed database (0-15, within its namespace).
     pub db: AtomicUsize,
+    /// The connection's namespace (TERRACE.NAMESPACE; 0: the default one).
+    pub namespace: AtomicUsize,
     /// Index of the last command run (usize::MAX: none yet).
     pub last_cmd: AtomicUsize,
     /// Milliseconds since the server started, at the client's last request.
@@ -160,6 +163,7 @@ impl ClientInfo {
             name: Mutex::new(None),
             user: Mutex::new("default".to_string()),
             db: AtomicUsize::new(0),
+            namespace: AtomicUsize::new(0),
             last_cmd: AtomicUsize::new(usize::MAX),
             last_active_ms: AtomicU64::new(last_active_ms),
             resp: AtomicU8::new(2),

@@ -107,6 +107,9 @@ pub struct EngineSettings {
     /// Who may run DEBUG: no | yes | local (clients connected over loopback), as Redis 7's
     /// `enable-debug-command`.
     pub enable_debug_command: Option<String>,
+    /// A file (mode 0600) holding the password every client must give (`AUTH <password>`,
+    /// the default user's, as Redis's `requirepass`). `terrace up` makes one for its engines.
+    pub requirepass_file: Option<PathBuf>,
 }
 
 /// A number from environment variable `key`, if set.
@@ -170,6 +173,7 @@ impl EngineSettings {
             flush_interval_ms: self.flush_interval_ms.or(other.flush_interval_ms),
             flush_batch: self.flush_batch.or(other.flush_batch),
             enable_debug_command: self.enable_debug_command.or(other.enable_debug_command),
+            requirepass_file: self.requirepass_file.or(other.requirepass_file),
         }
     }
 
@@ -231,6 +235,7 @@ impl EngineSettings {
             flush_interval_ms: number(var("TERRACE_FLUSH_INTERVAL_MS"), "TERRACE_FLUSH_INTERVAL_MS")?,
             flush_batch: number(var("TERRACE_FLUSH_BATCH"), "TERRACE_FLUSH_BATCH")?,
             enable_debug_command: var("TERRACE_ENABLE_DEBUG_COMMAND"),
+            requirepass_file: var("TERRACE_REQUIREPASS_FILE").map(PathBuf::from),
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(
                     n.parse()
@@ -352,8 +357,13 @@ impl EngineSettings {
             None => d.debug_command,
             Some(v) => v.parse().map_err(|reason| ConfigError::Invalid { key: "enable_debug_command".into(), reason })?,
         };
+        let requirepass = match &self.requirepass_file {
+            Some(path) => Some(terrace_commands::settings::read_secret_file("requirepass_file", path)?),
+            None => None,
+        };
         Ok(EngineConfig {
             debug_command,
+            requirepass,
             tier,
             compression,
             namespaces,
@@ -387,6 +397,8 @@ pub struct EngineConfig {
     pub idle_spin: std::time::Duration,
     /// Who may run DEBUG.
     pub debug_command: DebugCommand,
+    /// The password clients must give (`requirepass_file`); None: none, as Redis by default.
+    pub requirepass: Option<String>,
     pub data_dir: PathBuf,
     /// log2 of shards per database.
     pub shard_bits: u32,
@@ -612,6 +624,7 @@ impl Default for EngineConfig {
             elastic: Default::default(),
             idle_spin: std::time::Duration::from_micros(DEFAULT_IDLE_SPIN_US),
             debug_command: DebugCommand::No,
+            requirepass: None,
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
             namespaces: 16,

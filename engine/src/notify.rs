@@ -49,16 +49,17 @@ impl Notifications {
             if flags & event_class == 0 {
                 continue;
             }
-            let db = db % NUM_DBS;
+            // On the channels of the key's namespace (its tenant's subscribers alone).
+            let (ns, db) = (db / NUM_DBS, db % NUM_DBS);
             // Publisher 0 is no client: every subscriber gets it through its mailbox.
             let mut own = ReplyWriter::new(&mut unused, false);
             if flags & class::KEYSPACE != 0 {
                 let channel = [format!("__keyspace@{db}__:").as_bytes(), &key].concat();
-                pubsub.publish(false, &channel, event.as_bytes(), 0, &mut own);
+                pubsub.publish(false, ns, &channel, event.as_bytes(), 0, &mut own);
             }
             if flags & class::KEYEVENT != 0 {
                 let channel = format!("__keyevent@{db}__:{event}");
-                pubsub.publish(false, channel.as_bytes(), &key, 0, &mut own);
+                pubsub.publish(false, ns, channel.as_bytes(), &key, 0, &mut own);
             }
         }
     }

@@ -1,5 +1,10 @@
 //! Publish/subscribe: who listens to which channel, pattern or shard channel, and delivery.
 //!
+//! Channels belong to a namespace (a tenant's keyspace): a message published in one reaches
+//! the subscribers and patterns of that namespace only, and PUBSUB lists only its channels,
+//! so tenants sharing an engine never see each other's messages. (The default namespace is
+//! what a plain Redis client of the engine uses.)
+//!
 //! Each connection has a mailbox (`ClientInfo::mailbox`): PUBLISH encodes the message for
 //! the receiver's protocol (RESP2 array or RESP3 push), appends it there and wakes the
 //! connection, which writes it out between requests. A receiver whose pending output
@@ -25,7 +30,8 @@ pub enum Kind {
     Shard,
 }
 
-type Subscribers = HashMap<Vec<u8>, HashMap<u64, Arc<ClientInfo>>>;
+/// Per namespace: channel (or pattern) → subscribers by client id.
+type Subscribers = HashMap<usize, HashMap<Vec<u8>, HashMap<u64, Arc<ClientInfo>>>>;
 
 #[derive(Default)]
 pub struct PubSub {
@@ -75,28 +81,37 @@ impl PubSub {
         }
     }
 
-    pub fn subscribe(&self, kind: Kind, name: &[u8], client: &Arc<ClientInfo>) {
-        self.map(kind).lock().entry(name.to_vec()).or_default().insert(client.id, client.clone());
+    pub fn subscribe(&self, kind: Kind, ns: usize, name: &[u8], client: &Arc<ClientInfo>) {
+        self.map(kind).lock().entry(ns).or_default().entry(name.to_vec()).or_default().insert(client.id, client.clone());
     }
 
-    pub fn unsubscribe(&self, kind: Kind, name: &[u8], client: u64) {
+    pub fn unsubscribe(&self, kind: Kind, ns: usize, name: &[u8], client: u64) {
         let mut m = self.map(kind).lock();
-        if let Some(subs) = m.get_mut(name) {
+        let Some(space) = m.get_mut(&ns) else { return };
+        if let Some(subs) = space.get_mut(name) {
             subs.remove(&client);
             if subs.is_empty() {
-                m.remove(name);
+                space.remove(name);
             }
+        }
+        if space.is_empty() {
+            m.remove(&ns);
         }
     }
 
-    /// Publishes to a channel (or shard channel): returns how many clients received it.
-    /// The publishing client's own copy (if it listens) is written to `own` instead of its
-    /// mailbox, so it precedes the PUBLISH reply as in Redis.
-    pub fn publish(&self, shard: bool, channel: &[u8], msg: &[u8], publisher: u64, own: &mut ReplyWriter) -> usize {
+    /// Publishes to a channel (or shard channel) of namespace `ns`: returns how many clients
+    /// received it. The publishing client's own copy (if it listens) is written to `own`
+    /// instead of its mailbox, so it precedes the PUBLISH reply as in Redis.
+    pub fn publish(&self, shard: bool, ns: usize, channel: &[u8], msg: &[u8], publisher: u64, own: &mut ReplyWriter) -> usize {
         let mut n = 0;
         let kind = if shard { "smessage" } else { "message" };
-        let direct: Vec<Arc<ClientInfo>> =
-            self.map(if shard { Kind::Shard } else { Kind::Channel }).lock().get(channel).map(|s| s.values().cloned().collect()).unwrap_or_default();
+        let direct: Vec<Arc<ClientInfo>> = self
+            .map(if shard { Kind::Shard } else { Kind::Channel })
+            .lock()
+            .get(&ns)
+            .and_then(|space| space.get(channel))
+            .map(|s| s.values().cloned().collect())
+            .unwrap_or_default();
         for c in direct {
             n += 1;
             if c.id == publisher {
@@ -111,7 +126,9 @@ impl PubSub {
         let matching: Vec<(Vec<u8>, Arc<ClientInfo>)> = self
             .patterns
             .lock()
-            .iter()
+            .get(&ns)
+            .into_iter()
+            .flatten()
             .filter(|(p, _)| glob_match(p, channel, false))
             .flat_map(|(p, subs)| subs.values().map(move |c| (p.clone(), c.clone())))
             .collect();
@@ -126,19 +143,22 @@ impl PubSub {
         n
     }
 
-    /// Active channels (or shard channels) matching an optional pattern.
-    pub fn active(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
-        let mut v: Vec<Vec<u8>> = self.map(kind).lock().keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c, false))).cloned().collect();
+    /// Namespace `ns`'s active channels (or shard channels) matching an optional pattern.
+    pub fn active(&self, kind: Kind, ns: usize, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let m = self.map(kind).lock();
+        let mut v: Vec<Vec<u8>> =
+            m.get(&ns).into_iter().flat_map(|space| space.keys()).filter(|c| pattern.is_none_or(|p| glob_match(p, c, false))).cloned().collect();
         v.sort();
         v
     }
 
-    pub fn count(&self, kind: Kind, name: &[u8]) -> usize {
-        self.map(kind).lock().get(name).map(|s| s.len()).unwrap_or(0)
+    pub fn count(&self, kind: Kind, ns: usize, name: &[u8]) -> usize {
+        self.map(kind).lock().get(&ns).and_then(|space| space.get(name)).map_or(0, |s| s.len())
     }
 
-    pub fn pattern_count(&self) -> usize {
-        self.patterns.lock().len()
+    /// Patterns subscribed to in namespace `ns`.
+    pub fn pattern_count(&self, ns: usize) -> usize {
+        self.patterns.lock().get(&ns).map_or(0, |space| space.len())
     }
 }
 

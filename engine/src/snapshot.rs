@@ -83,14 +83,22 @@ fn header(srv: &Server) -> Vec<u8> {
     if names.len() > 1 {
         aux(&mut out, "terrace-namespaces", &names[1..].join(","));
     }
-    drop(names);
     // The WAL position this image covers (taken under every shard lock): recovery replays
     // the log after it.
     if let Some(wal) = srv.wal() {
         aux(&mut out, "terrace-wal-seq", &wal.last_assigned().to_string());
     }
-    // FUNCTION libraries, as Redis 7 stores them.
-    for lib in srv.scripts.functions.snapshot().values() {
+    // FUNCTION libraries: the default namespace's as Redis 7 stores them; a tenant's as an
+    // aux field naming it (`terrace-function:<tenant>`, which redis-server skips).
+    let libraries = srv.scripts.functions.all();
+    for (ns, libs) in &libraries {
+        let Some(tenant) = names.get(*ns).filter(|_| *ns > 0) else { continue };
+        for lib in libs.values() {
+            aux(&mut out, &format!("{FUNCTION_AUX}{tenant}"), &lib.code);
+        }
+    }
+    drop(names);
+    for lib in libraries.get(&0).into_iter().flat_map(|libs| libs.values()) {
         out.push(OP_FUNCTION2);
         put_str(&mut out, lib.code.as_bytes());
     }
@@ -363,6 +371,14 @@ pub fn load(srv: &Server, locks: &LockCap, keys: bool) -> Result<Loaded, Snapsho
                     names.truncate(1);
                     names.extend(String::from_utf8_lossy(&v).split(',').filter(|n| !n.is_empty()).map(str::to_string));
                 }
+                if let Some(tenant) = k.strip_prefix(FUNCTION_AUX.as_bytes()) {
+                    let tenant = String::from_utf8_lossy(tenant);
+                    let ns = srv
+                        .tenant_namespace(&tenant)
+                        .filter(|&ns| ns > 0)
+                        .ok_or_else(|| corrupt(format!("a function library of tenant '{tenant}', which has no namespace")))?;
+                    add_library(srv, ns, &String::from_utf8_lossy(&v)).map_err(corrupt)?;
+                }
             }
             OP_SELECTDB => {
                 db = r.length().map_err(bad)?;
@@ -384,8 +400,7 @@ pub fn load(srv: &Server, locks: &LockCap, keys: bool) -> Result<Loaded, Snapsho
             }
             OP_FUNCTION2 => {
                 let code = String::from_utf8_lossy(&r.string().map_err(bad)?).into_owned();
-                let (name, lib) = check_library(srv, &code).map_err(|e| corrupt(format!("function library: {e}")))?;
-                srv.scripts.functions.add(&name, lib, true).map_err(|e| corrupt(format!("function library '{name}': {e}")))?;
+                add_library(srv, 0, &code).map_err(corrupt)?;
             }
             t => {
                 let key = r.string().map_err(bad)?;
@@ -416,6 +431,15 @@ pub struct Loaded {
     pub wal_seq: Option<u64>,
     /// Whether there was a file at all.
     pub exists: bool,
+}
+
+/// The aux field a tenant's FUNCTION library is saved in, followed by the tenant's name.
+const FUNCTION_AUX: &str = "terrace-function:";
+
+/// Loads a saved FUNCTION library into namespace `ns`.
+fn add_library(srv: &Server, ns: usize, code: &str) -> Result<(), String> {
+    let (name, lib) = check_library(srv, code).map_err(|e| format!("function library: {e}"))?;
+    srv.scripts.functions.add(ns, &name, lib, true).map_err(|e| format!("function library '{name}': {e}"))
 }
 
 /// A function library's name and functions, found by running its code.

@@ -39,6 +39,8 @@ pub struct BackendLimits {
 pub struct BackendSpec {
     pub engine: usize,
     pub addr: String,
+    /// The engines' password (`engine_password_file`), sent first on every connection.
+    pub password: Option<std::sync::Arc<str>>,
     /// The tenant's engine namespace (None: the default one).
     pub namespace: Option<std::sync::Arc<str>>,
     /// The namespace's data limit on this engine (0: none).
@@ -284,6 +286,10 @@ impl Backend {
     fn prologue(&self) -> (BytesMut, usize) {
         let mut out = BytesMut::new();
         let mut n = 0;
+        if let Some(password) = &self.spec.password {
+            resp::encode_request(&mut out, &["AUTH", password]);
+            n += 1;
+        }
         if let Some(ns) = &self.spec.namespace {
             let limit = self.spec.ns_maxmemory.to_string();
             let mut args: Vec<&[u8]> = vec![b"TERRACE.NAMESPACE", ns.as_bytes(), b"MAXMEMORY", limit.as_bytes()];

@@ -2,6 +2,7 @@
 //! variables and flags, merged as flag > env > file > default. Errors name the offending key.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -73,6 +74,9 @@ pub struct ProxySettings {
     /// Password of the `admin` user (`AUTH admin <password>`), who may replace engines, slots
     /// and tenants live (`TERRACE.TOPOLOGY`, what the console does); none = no admin.
     pub admin_password: Option<String>,
+    /// A file (mode 0600) holding the engines' password (their `requirepass_file`): every
+    /// engine connection authenticates with it first. `terrace up` makes one.
+    pub engine_password_file: Option<std::path::PathBuf>,
     /// How long a request may wait for an engine's reply.
     pub timeout_ms: Option<u64>,
     pub connect_timeout_ms: Option<u64>,
@@ -105,6 +109,7 @@ impl ProxySettings {
             threads: self.threads.or(other.threads),
             password: self.password.or(other.password),
             admin_password: self.admin_password.or(other.admin_password),
+            engine_password_file: self.engine_password_file.or(other.engine_password_file),
             timeout_ms: self.timeout_ms.or(other.timeout_ms),
             connect_timeout_ms: self.connect_timeout_ms.or(other.connect_timeout_ms),
             max_inflight: self.max_inflight.or(other.max_inflight),
@@ -119,7 +124,7 @@ impl ProxySettings {
 
     /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_MEMCACHE_PORT, TERRACE_PROXY_METRICS_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
     /// TERRACE_PROXY_THREADS, TERRACE_PROXY_PASSWORD, TERRACE_PROXY_ADMIN_PASSWORD,
-    /// TERRACE_PROXY_TIMEOUT_MS.
+    /// TERRACE_PROXY_ENGINE_PASSWORD_FILE, TERRACE_PROXY_TIMEOUT_MS.
     pub fn from_env() -> Result<ProxySettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         fn num<T: std::str::FromStr>(key: &str, v: Option<String>) -> Result<Option<T>, ConfigError> {
@@ -134,6 +139,7 @@ impl ProxySettings {
             threads: num("TERRACE_PROXY_THREADS", var("TERRACE_PROXY_THREADS"))?,
             password: var("TERRACE_PROXY_PASSWORD"),
             admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
+            engine_password_file: var("TERRACE_PROXY_ENGINE_PASSWORD_FILE").map(std::path::PathBuf::from),
             timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
             ..Default::default()
         })
@@ -202,7 +208,7 @@ impl ProxySettings {
         let tenants = self.tenants.unwrap_or_default();
         for (i, t) in tenants.iter().enumerate() {
             if !terrace_commands::settings::valid_name(&t.name) || t.name == crate::tenants::DEFAULT || t.name == crate::tenants::ADMIN {
-                return Err(invalid("tenants", format!("'{}' is not a tenant name (1-64 letters, digits, '_', '-', '.'; not 'default' or 'admin')", t.name)));
+                return Err(invalid("tenants", format!("'{}' is not a tenant name (1-64 letters, digits, '_' and '-'; not 'default' or 'admin')", t.name)));
             }
             if let Some(h) = &t.password_sha256 {
                 if t.password.is_some() {
@@ -257,8 +263,13 @@ impl ProxySettings {
                 return Err(invalid("tenants", format!("max_qps of tenant '{}' must be above 0", t.name)));
             }
         }
+        let engine_password = match &self.engine_password_file {
+            Some(path) => Some(Arc::from(terrace_commands::settings::read_secret_file("engine_password_file", path)?)),
+            None => None,
+        };
         Ok(ProxyConfig {
             tenants,
+            engine_password,
             port: self.port.unwrap_or(6379),
             memcache_port: self.memcache_port.unwrap_or(11211),
             metrics_port: self.metrics_port,
@@ -316,6 +327,8 @@ pub struct ProxyConfig {
     pub threads: usize,
     pub password: Option<String>,
     pub admin_password: Option<String>,
+    /// What every engine connection authenticates with first (`engine_password_file`).
+    pub engine_password: Option<Arc<str>>,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub max_inflight: usize,

@@ -137,6 +137,13 @@ pub fn set_maxclients_at_start(srv: &Server, n: usize) {
     }
 }
 
+/// `requirepass_file` at start: the default user's password, as CONFIG SET requirepass
+/// gives it (clients connecting from now on must AUTH).
+pub fn set_requirepass_at_start(srv: &Server, password: &str) -> Result<(), String> {
+    let mut unused = crate::command::pipeline::Effects::default();
+    set_param(srv, &mut unused, "requirepass", password)
+}
+
 pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(argv[1]).to_ascii_uppercase();
     match sub.as_str() {

@@ -3,7 +3,7 @@
 //! the same machinery as EVAL (`script::run_lua`).
 
 use super::args::{err, glob_match, is, subcommand_error, CmdError};
-use super::script::{keys_and_args, run_lua, RunMode};
+use super::script::{keys_and_args, namespace, run_lua, RunMode};
 use super::{CmdResult, Ctx};
 use crate::rdb::{crc64, put_str, Reader, RDB_VERSION};
 use crate::scripting;
@@ -25,7 +25,8 @@ fn fcall_generic(ctx: &mut Ctx, argv: &[&[u8]], ro_command: bool) -> CmdResult {
     let (keys, args) = keys_and_args(argv)?;
     let name = String::from_utf8_lossy(argv[1]).into_owned();
     let cache = ctx.srv.scripts.clone();
-    let Some(f) = scripting::with_vm(&cache, |vm| vm.library_function(&name)) else {
+    let ns = namespace(ctx);
+    let Some(f) = scripting::with_vm(&cache, |vm| vm.library_function(ns, &name)) else {
         return Err(err("ERR Function not found"));
     };
     let no_writes = f.flags.iter().any(|fl| fl == "no-writes");
@@ -66,6 +67,7 @@ fn parse_dump(p: &[u8]) -> Result<Vec<String>, CmdError> {
 pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
     let registry = &ctx.srv.scripts.functions;
+    let ns = namespace(ctx);
     match (sub.as_str(), argv.len()) {
         ("load", n) if n >= 3 => {
             let mut replace = false;
@@ -77,11 +79,11 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             }
             let code = String::from_utf8_lossy(argv[argv.len() - 1]).into_owned();
             let (name, lib) = check(ctx, &code)?;
-            registry.add(&name, lib, replace).map_err(CmdError::Msg)?;
+            registry.add(ns, &name, lib, replace).map_err(CmdError::Msg)?;
             ctx.out.bulk(name.as_bytes());
         }
         ("delete", 3) => {
-            if !registry.delete(&String::from_utf8_lossy(argv[2])) {
+            if !registry.delete(ns, &String::from_utf8_lossy(argv[2])) {
                 return Err(err("ERR Library not found"));
             }
             ctx.out.ok();
@@ -92,7 +94,7 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                     return Err(err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"));
                 }
             }
-            registry.flush();
+            registry.flush(ns);
             ctx.out.ok();
         }
         ("list", n) if n >= 2 => {
@@ -109,7 +111,7 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 }
                 i += 1;
             }
-            let libs: Vec<_> = registry.snapshot().into_iter().filter(|(n, _)| pattern.is_none_or(|p| glob_match(p, n.as_bytes(), false))).collect();
+            let libs: Vec<_> = registry.libraries(ns).into_iter().filter(|(n, _)| pattern.is_none_or(|p| glob_match(p, n.as_bytes(), false))).collect();
             ctx.out.array_len(libs.len());
             for (name, lib) in libs {
                 ctx.out.map_len(if withcode { 4 } else { 3 });
@@ -139,7 +141,7 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         ("dump", 2) => {
             let mut out = Vec::new();
-            for lib in registry.snapshot().values() {
+            for lib in registry.libraries(ns).values() {
                 out.push(OP_FUNCTION2);
                 put_str(&mut out, lib.code.as_bytes());
             }
@@ -160,20 +162,20 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 checked.push(check(ctx, code)?);
             }
             if policy != "REPLACE" && policy != "FLUSH" {
-                let existing = registry.snapshot();
+                let existing = registry.libraries(ns);
                 if let Some((name, _)) = checked.iter().find(|(n, _)| existing.contains_key(n)) {
                     return Err(err(format!("ERR Library {name} already exists")));
                 }
             }
             if policy == "FLUSH" {
-                registry.flush();
+                registry.flush(ns);
             }
             for (name, lib) in checked {
-                registry.add(&name, lib, policy != "APPEND").map_err(CmdError::Msg)?;
+                registry.add(ns, &name, lib, policy != "APPEND").map_err(CmdError::Msg)?;
             }
             ctx.out.ok();
         }
-        ("stats", 2) => ctx.srv.scripts.write_stats(&mut ctx.out),
+        ("stats", 2) => ctx.srv.scripts.write_stats(ns, &mut ctx.out),
         ("kill", 2) => {
             super::script::kill_running(&ctx.srv.scripts, true)?;
             ctx.out.ok();

@@ -77,10 +77,16 @@ fn send_confirm(ctx: &mut Ctx, what: &str, name: Option<&[u8]>, count: usize) {
     }
 }
 
+/// The namespace a connection's channels belong to (its tenant's).
+fn namespace(conn: &Conn) -> usize {
+    conn.ns_base / crate::keyspace::NUM_DBS
+}
+
 fn subscribe_generic(ctx: &mut Ctx, argv: &[&[u8]], kind: Kind) -> CmdResult {
+    let ns = namespace(ctx.conn);
     for name in &argv[1..] {
         if ctx.conn.subs.set(kind).insert(name.to_vec()) {
-            ctx.srv.pubsub.subscribe(kind, name, &ctx.conn.info);
+            ctx.srv.pubsub.subscribe(kind, ns, name, &ctx.conn.info);
         }
         let count = ctx.conn.subs.count(kind);
         send_confirm(ctx, names(kind).0, Some(name), count);
@@ -96,9 +102,10 @@ fn unsubscribe_generic(ctx: &mut Ctx, argv: &[&[u8]], kind: Kind) -> CmdResult {
         let count = ctx.conn.subs.count(kind);
         send_confirm(ctx, what, None, count);
     }
+    let ns = namespace(ctx.conn);
     for name in targets {
         if ctx.conn.subs.set(kind).remove(&name) {
-            ctx.srv.pubsub.unsubscribe(kind, &name, ctx.conn.info.id);
+            ctx.srv.pubsub.unsubscribe(kind, ns, &name, ctx.conn.info.id);
         }
         let count = ctx.conn.subs.count(kind);
         send_confirm(ctx, what, Some(&name), count);
@@ -109,9 +116,10 @@ fn unsubscribe_generic(ctx: &mut Ctx, argv: &[&[u8]], kind: Kind) -> CmdResult {
 
 /// Drops every subscription of a connection (RESET, disconnect).
 pub fn unsubscribe_all(srv: &Server, conn: &mut Conn) {
+    let ns = namespace(conn);
     for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
         for name in std::mem::take(conn.subs.set(kind)) {
-            srv.pubsub.unsubscribe(kind, &name, conn.info.id);
+            srv.pubsub.unsubscribe(kind, ns, &name, conn.info.id);
         }
     }
     publish_counts(conn);
@@ -137,7 +145,7 @@ pub fn sunsubscribe(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 fn publish_generic(ctx: &mut Ctx, argv: &[&[u8]], shard: bool) -> CmdResult {
-    let n = ctx.srv.pubsub.publish(shard, argv[1], argv[2], ctx.conn.info.id, &mut ctx.out);
+    let n = ctx.srv.pubsub.publish(shard, namespace(ctx.conn), argv[1], argv[2], ctx.conn.info.id, &mut ctx.out);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -151,11 +159,12 @@ pub fn spublish(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 pub fn pubsub(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let ps = &ctx.srv.pubsub;
+    let ns = namespace(ctx.conn);
     let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
     match (sub.as_str(), argv.len()) {
         ("channels" | "shardchannels", 2 | 3) => {
             let kind = if sub == "channels" { Kind::Channel } else { Kind::Shard };
-            let list = ps.active(kind, argv.get(2).copied());
+            let list = ps.active(kind, ns, argv.get(2).copied());
             ctx.out.array_len(list.len());
             for c in list {
                 ctx.out.bulk(&c);
@@ -166,10 +175,10 @@ pub fn pubsub(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.map_len(argv.len() - 2);
             for c in &argv[2..] {
                 ctx.out.bulk(c);
-                ctx.out.int(ps.count(kind, c) as i64);
+                ctx.out.int(ps.count(kind, ns, c) as i64);
             }
         }
-        ("numpat", 2) => ctx.out.int(ps.pattern_count() as i64),
+        ("numpat", 2) => ctx.out.int(ps.pattern_count(ns) as i64),
         ("help", 2) => ctx.out.help(&[
             "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "CHANNELS [<pattern>]",

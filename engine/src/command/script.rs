@@ -90,12 +90,17 @@ pub(crate) fn keys_and_args<'a, 'b>(argv: &'b [&'a [u8]]) -> Result<KeysAndArgs<
     Ok((&argv[3..3 + numkeys as usize], &argv[3 + numkeys as usize..]))
 }
 
+/// The namespace whose scripts and functions the caller sees (its tenant's).
+pub(crate) fn namespace(ctx: &Ctx) -> usize {
+    ctx.conn.ns_base / crate::keyspace::NUM_DBS
+}
+
 fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> CmdResult {
     let (keys, args) = keys_and_args(argv)?;
     let cache = ctx.srv.scripts.clone();
     let (sha, body) = if by_sha {
         let sha = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
-        match cache.get(&sha) {
+        match cache.get(namespace(ctx), &sha) {
             Some(b) => (sha, b),
             None => return Err(err("NOSCRIPT No matching script. Please use EVAL.")),
         }
@@ -108,10 +113,11 @@ fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> 
     }
     let mode = RunMode { readonly: readonly || declared.is_some_and(|d| d.no_writes), deny_oom: declared.is_none() };
     let source = if by_sha { None } else { Some(body.clone()) };
+    let ns = namespace(ctx);
     run_lua(ctx, mode, &sha, false, keys, args, |vm| {
         let f = vm.function(&sha, &body)?;
         if let Some(b) = &source {
-            cache.insert(b);
+            cache.insert(ns, b);
         }
         Ok(f)
     })
@@ -142,6 +148,7 @@ pub(crate) fn run_lua(
     let command = [ctx.spec.name.as_bytes(), name.as_bytes(), numkeys.as_bytes()].into_iter().chain(keys.iter().copied()).chain(args.iter().copied());
     *cache.running_command.lock() = Some((name.to_string(), command.map(<[u8]>::to_vec).collect()));
     cache.running_reactor.store(ctx.conn.info.reactor.load(Ordering::Relaxed), Ordering::Relaxed);
+    cache.running_namespace.store(namespace(ctx), Ordering::Relaxed);
     cache.running.store(true, Ordering::Release);
     let outcome = scripting::with_vm(&cache, |vm| -> Result<(Value, bool), ScriptError> {
         let f: Function = get(vm)?;
@@ -199,7 +206,7 @@ pub(crate) fn run_lua(
     // SELECT inside a script does not change the caller's database.
     ctx.conn.db = db;
     ctx.data.db = db;
-    ctx.conn.info.db.store(db, Ordering::Relaxed);
+    ctx.conn.info.db.store(db - ctx.conn.ns_base, Ordering::Relaxed);
     match outcome {
         Ok((v, resp3)) => {
             lua_to_reply(&mut ctx.out, &v, resp3, 0);
@@ -222,13 +229,14 @@ pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             scripting::with_vm(&cache, |vm| scripting::compile(&vm.lua, argv[2]).map(|_| ())).map_err(|e| match e {
                 ScriptError::Compile(m) | ScriptError::Reply(m) => CmdError::Msg(m),
             })?;
-            let sha = cache.insert(argv[2]);
+            let sha = cache.insert(namespace(ctx), argv[2]);
             ctx.out.bulk(sha.as_bytes());
         }
         ("exists", n) if n >= 3 => {
             ctx.out.array_len(n - 2);
             for sha in &argv[2..] {
-                ctx.out.int(cache.contains(&String::from_utf8_lossy(sha).to_ascii_lowercase()) as i64);
+                let known = cache.contains(namespace(ctx), &String::from_utf8_lossy(sha).to_ascii_lowercase());
+                ctx.out.int(known as i64);
             }
         }
         ("flush", 2 | 3) => {
@@ -237,7 +245,7 @@ pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                     return Err(err("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
                 }
             }
-            cache.flush();
+            cache.flush(namespace(ctx));
             ctx.out.ok();
         }
         ("kill", 2) => {

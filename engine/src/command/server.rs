@@ -123,6 +123,10 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if !argv.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
+    // A connection's channels are its namespace's: it leaves them before it moves.
+    if ctx.conn.subs.any() {
+        return Err(err("ERR TERRACE.NAMESPACE is not allowed while subscribed (UNSUBSCRIBE, PUNSUBSCRIBE and SUNSUBSCRIBE first)"));
+    }
     let mut limit = None;
     let mut storage_mode = None;
     let mut tier_policy = None;
@@ -163,7 +167,7 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let name = std::str::from_utf8(argv[1])
         .ok()
         .filter(|n| crate::server::namespaces::valid_name(n))
-        .ok_or_else(|| err("ERR namespace names are 1-64 characters of letters, digits, '_', '-' and '.'"))?;
+        .ok_or_else(|| err("ERR namespace names are 1-64 characters of letters, digits, '_' and '-'"))?;
     let index = {
         let mut names = ctx.srv.namespaces.lock();
         let key = if name == "default" { "" } else { name };
@@ -214,6 +218,7 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     }
     let logical = ctx.conn.db - ctx.conn.ns_base;
     ctx.conn.ns_base = index * NUM_DBS;
+    ctx.conn.info.namespace.store(index, Ordering::Relaxed);
     ctx.conn.db = ctx.conn.ns_base + logical;
     ctx.data.db = ctx.conn.db;
     ctx.out.ok();
@@ -349,8 +354,9 @@ pub fn role(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     txn::end_multi(ctx.conn);
     txn::unwatch_all(ctx);
-    ctx.conn.db = 0;
-    ctx.data.db = 0;
+    // Database 0 of the connection's namespace (it stays in its tenant's keyspace).
+    ctx.conn.db = ctx.conn.ns_base;
+    ctx.data.db = ctx.conn.db;
     ctx.conn.info.db.store(0, Ordering::Relaxed);
     ctx.conn.resp3 = false;
     ctx.out.resp3 = false;

@@ -1,6 +1,9 @@
 //! Redis 7 functions: libraries of Lua code (`#!lua name=<lib>`) that register named
 //! functions with `redis.register_function`, called with FCALL. The libraries' code is
 //! shared by all threads; each thread's VM loads them when the set of libraries changes.
+//! Libraries belong to a namespace (a tenant's): FUNCTION LOAD, LIST, FLUSH and FCALL see
+//! the caller's namespace's alone, so tenants sharing an engine never call, list or remove
+//! each other's functions.
 
 #[cfg(feature = "lua")]
 use std::cell::RefCell;
@@ -24,9 +27,13 @@ pub struct Library {
     pub functions: BTreeMap<String, Vec<String>>,
 }
 
+/// A namespace's libraries by name.
+pub type Libraries = BTreeMap<String, Library>;
+
 #[derive(Default)]
 pub struct Registry {
-    libs: Mutex<BTreeMap<String, Library>>,
+    /// Per namespace.
+    libs: Mutex<BTreeMap<usize, Libraries>>,
     generation: AtomicU64,
 }
 
@@ -202,18 +209,26 @@ impl Registry {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// A function's declared flags, if it exists.
-    pub fn flags_of(&self, function: &str) -> Option<Vec<String>> {
-        self.libs.lock().values().find_map(|l| l.functions.iter().find(|(f, _)| f.eq_ignore_ascii_case(function)).map(|(_, flags)| flags.clone()))
+    /// A function's declared flags, if namespace `ns` has it.
+    pub fn flags_of(&self, ns: usize, function: &str) -> Option<Vec<String>> {
+        let libs = self.libs.lock();
+        libs.get(&ns)?.values().find_map(|l| l.functions.iter().find(|(f, _)| f.eq_ignore_ascii_case(function)).map(|(_, flags)| flags.clone()))
     }
 
-    pub fn snapshot(&self) -> BTreeMap<String, Library> {
+    /// Namespace `ns`'s libraries.
+    pub fn libraries(&self, ns: usize) -> Libraries {
+        self.libs.lock().get(&ns).cloned().unwrap_or_default()
+    }
+
+    /// Every namespace's libraries.
+    pub fn all(&self) -> BTreeMap<usize, Libraries> {
         self.libs.lock().clone()
     }
 
-    /// Adds (or with `replace`, replaces) a validated library.
-    pub fn add(&self, name: &str, lib: Library, replace: bool) -> Result<(), String> {
-        let mut libs = self.libs.lock();
+    /// Adds (or with `replace`, replaces) a validated library of namespace `ns`.
+    pub fn add(&self, ns: usize, name: &str, lib: Library, replace: bool) -> Result<(), String> {
+        let mut all = self.libs.lock();
+        let libs = all.entry(ns).or_default();
         if libs.contains_key(name) && !replace {
             return Err(format!("ERR Library '{name}' already exists"));
         }
@@ -225,34 +240,37 @@ impl Registry {
             }
         }
         libs.insert(name.to_string(), lib);
-        drop(libs);
+        drop(all);
         self.bump();
         Ok(())
     }
 
-    pub fn delete(&self, name: &str) -> bool {
-        let removed = self.libs.lock().remove(name).is_some();
+    pub fn delete(&self, ns: usize, name: &str) -> bool {
+        let removed = self.libs.lock().get_mut(&ns).is_some_and(|libs| libs.remove(name).is_some());
         if removed {
             self.bump();
         }
         removed
     }
 
-    pub fn flush(&self) {
-        self.libs.lock().clear();
+    /// FUNCTION FLUSH: namespace `ns`'s libraries go; other namespaces' stay.
+    pub fn flush(&self, ns: usize) {
+        self.libs.lock().remove(&ns);
         self.bump();
     }
 
-    pub fn counts(&self) -> (usize, usize) {
-        let libs = self.libs.lock();
-        (libs.len(), libs.values().map(|l| l.functions.len()).sum())
+    /// Namespace `ns`'s libraries and functions.
+    pub fn counts(&self, ns: usize) -> (usize, usize) {
+        let all = self.libs.lock();
+        all.get(&ns).map_or((0, 0), |libs| (libs.len(), libs.values().map(|l| l.functions.len()).sum()))
     }
 }
 
-/// A thread's loaded functions, rebuilt when the registry's generation moves.
+/// A thread's loaded functions by (namespace, name), rebuilt when the registry's generation
+/// moves.
 #[cfg(feature = "lua")]
 #[derive(Default)]
 pub struct ThreadFunctions {
     pub generation: u64,
-    pub functions: HashMap<String, Loaded>,
+    pub functions: HashMap<(usize, String), Loaded>,
 }

@@ -5,7 +5,9 @@
 //!
 //! Each reactor thread owns one Lua VM (`vm`; a Lua state is not `Send`) with the functions it
 //! has compiled; the script bodies are shared in `ScriptCache`, so SCRIPT LOAD on one
-//! connection serves EVALSHA on any. A script runs while its EVAL holds every shard lock, so
+//! connection serves EVALSHA on any connection of the same namespace: scripts, like
+//! FUNCTION libraries, are a tenant's own (EVALSHA, SCRIPT EXISTS and SCRIPT FLUSH see the
+//! caller's namespace's). A script runs while its EVAL holds every shard lock, so
 //! it is atomic like a transaction, and `redis.call` runs command handlers directly on those
 //! locks. The Lua side is the cargo feature `lua`; without it the shared state below still
 //! exists (the server holds it) and the scripting commands refuse.
@@ -40,10 +42,13 @@ pub fn sha1_hex(body: &[u8]) -> String {
     Sha1::digest(body).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Script bodies by SHA1, shared by all threads, plus the state of the running script for
-/// SCRIPT KILL.
+/// A cached script: its namespace and SHA1.
+type ScriptKey = (usize, String);
+
+/// Script bodies by namespace and SHA1, shared by all threads, plus the state of the running
+/// script for SCRIPT KILL.
 pub struct ScriptCache {
-    bodies: Mutex<HashMap<String, Arc<[u8]>>>,
+    bodies: Mutex<HashMap<ScriptKey, Arc<[u8]>>>,
     /// Bumped by SCRIPT FLUSH so threads drop what they compiled.
     generation: AtomicU64,
     pub running: AtomicBool,
@@ -63,6 +68,8 @@ pub struct ScriptCache {
     /// The running script's name (the function's, or the EVAL's SHA1) and the command that
     /// runs it (FUNCTION STATS).
     pub running_command: Mutex<Option<(String, Vec<Vec<u8>>)>>,
+    /// The running script's namespace (FUNCTION STATS shows it to that namespace alone).
+    pub running_namespace: std::sync::atomic::AtomicUsize,
     pub running_reactor: std::sync::atomic::AtomicUsize,
     /// Taken by `server::busy` while it answers one request, and by the script's end before
     /// `running` goes false: the reactor runs its connections again only after.
@@ -83,6 +90,7 @@ impl Default for ScriptCache {
             running_client: AtomicU64::new(0),
             running_function: AtomicBool::new(false),
             running_command: Mutex::new(None),
+            running_namespace: std::sync::atomic::AtomicUsize::new(0),
             running_reactor: std::sync::atomic::AtomicUsize::new(usize::MAX),
             busy_gate: Mutex::new(()),
         }
@@ -95,35 +103,38 @@ impl Default for ScriptCache {
 pub const BUSY_THRESHOLD_MS: i64 = 5000;
 
 impl ScriptCache {
-    pub fn insert(&self, body: &[u8]) -> String {
+    /// Keeps a script body for namespace `ns`; its SHA1.
+    pub fn insert(&self, ns: usize, body: &[u8]) -> String {
         let sha = sha1_hex(body);
-        self.bodies.lock().entry(sha.clone()).or_insert_with(|| Arc::from(body));
+        self.bodies.lock().entry((ns, sha.clone())).or_insert_with(|| Arc::from(body));
         sha
     }
-    pub fn get(&self, sha: &str) -> Option<Arc<[u8]>> {
-        self.bodies.lock().get(sha).cloned()
+    pub fn get(&self, ns: usize, sha: &str) -> Option<Arc<[u8]>> {
+        self.bodies.lock().get(&(ns, sha.to_string())).cloned()
     }
-    pub fn contains(&self, sha: &str) -> bool {
-        self.bodies.lock().contains_key(sha)
+    pub fn contains(&self, ns: usize, sha: &str) -> bool {
+        self.bodies.lock().contains_key(&(ns, sha.to_string()))
     }
-    pub fn flush(&self) {
-        self.bodies.lock().clear();
+    /// SCRIPT FLUSH: namespace `ns`'s scripts go (threads drop what they compiled, which
+    /// other namespaces' scripts only pay for with a compilation).
+    pub fn flush(&self, ns: usize) {
+        self.bodies.lock().retain(|(space, _), _| *space != ns);
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
-    /// The flags the script or function a script command names declared (None: not a
-    /// script command, an unknown script, or a script without a shebang).
-    pub fn declared_flags(&self, id: terrace_commands::table::CommandId, argv: &[&[u8]]) -> Option<shebang::Declared> {
+    /// The flags the script or function a script command of namespace `ns` names declared
+    /// (None: not a script command, an unknown script, or a script without a shebang).
+    pub fn declared_flags(&self, id: terrace_commands::table::CommandId, ns: usize, argv: &[&[u8]]) -> Option<shebang::Declared> {
         use terrace_commands::table::CommandId;
         let of_body = |body: &[u8]| shebang::parse(body).ok().flatten().map(|(d, _)| d);
         match id {
             CommandId::Eval | CommandId::EvalRo => of_body(argv.get(1)?),
             CommandId::Evalsha | CommandId::EvalshaRo => {
                 let sha = String::from_utf8_lossy(argv.get(1)?).to_ascii_lowercase();
-                of_body(&self.get(&sha)?)
+                of_body(&self.get(ns, &sha)?)
             }
             CommandId::Fcall | CommandId::FcallRo => {
                 let name = std::str::from_utf8(argv.get(1)?).ok()?;
-                self.functions.flags_of(name).map(|f| shebang::Declared::of_function(&f))
+                self.functions.flags_of(ns, name).map(|f| shebang::Declared::of_function(&f))
             }
             _ => None,
         }
@@ -149,12 +160,14 @@ impl ScriptCache {
     }
 
     /// FUNCTION STATS: the running script (its name, command and how long it has run) and
-    /// the library counts.
-    pub fn write_stats(&self, out: &mut crate::protocol::ReplyWriter) {
-        let (libs, fns) = self.functions.counts();
+    /// namespace `ns`'s library counts.
+    pub fn write_stats(&self, ns: usize, out: &mut crate::protocol::ReplyWriter) {
+        let (libs, fns) = self.functions.counts(ns);
         out.map_len(2);
         out.bulk(b"running_script");
-        let running = self.running_command.lock().clone().filter(|_| self.running.load(Ordering::Acquire));
+        // Another tenant's running script (its name, keys and arguments) is not shown.
+        let own = self.running_namespace.load(Ordering::Relaxed) == ns;
+        let running = self.running_command.lock().clone().filter(|_| own && self.running.load(Ordering::Acquire));
         match running {
             Some((name, command)) => {
                 out.map_len(3);

@@ -111,24 +111,28 @@ pub fn with_vm<R>(cache: &Arc<ScriptCache>, f: impl FnOnce(&mut Vm) -> R) -> R {
 }
 
 impl Vm {
-    /// A FUNCTION by name, (re)loading the libraries if they changed since this thread last
-    /// looked.
-    pub fn library_function(&mut self, name: &str) -> Option<functions::Loaded> {
+    /// A FUNCTION of namespace `ns` by name, (re)loading the libraries if they changed since
+    /// this thread last looked.
+    pub fn library_function(&mut self, ns: usize, name: &str) -> Option<functions::Loaded> {
         let registry = &self.cache.functions;
         let generation = registry.generation();
         if self.fns.generation != generation {
             self.fns.functions.clear();
-            for (lib, l) in registry.snapshot() {
-                let body = functions::parse_header(&l.code).map(|(_, b)| b.to_string()).unwrap_or_default();
-                match functions::load(&self.lua, &self.redis, &body) {
-                    Ok(fs) => self.fns.functions.extend(fs),
-                    Err(e) => tracing::warn!(library = %lib, "library failed to load on this thread: {e}"),
+            for (space, libs) in registry.all() {
+                for (lib, l) in libs {
+                    let body = functions::parse_header(&l.code).map(|(_, b)| b.to_string()).unwrap_or_default();
+                    match functions::load(&self.lua, &self.redis, &body) {
+                        Ok(fs) => self.fns.functions.extend(fs.into_iter().map(|(f, loaded)| ((space, f), loaded))),
+                        Err(e) => tracing::warn!(library = %lib, "library failed to load on this thread: {e}"),
+                    }
                 }
             }
             self.fns.generation = generation;
         }
         // Function names are case-insensitive, as in Redis 7.
-        let found = self.fns.functions.get(name).or_else(|| self.fns.functions.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, f)| f));
+        let key = (ns, name.to_string());
+        let found =
+            self.fns.functions.get(&key).or_else(|| self.fns.functions.iter().find(|((s, k), _)| *s == ns && k.eq_ignore_ascii_case(name)).map(|(_, f)| f));
         found.cloned()
     }
 

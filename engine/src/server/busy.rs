@@ -106,7 +106,7 @@ fn answer(srv: &Server, client: &ClientInfo, argv: &[&[u8]], w: &mut ReplyWriter
             Err(e) => w.error(e),
         }
     } else if is(0, "function") && is(1, "stats") && argv.len() == 2 {
-        srv.scripts.write_stats(w);
+        srv.scripts.write_stats(client.namespace.load(Ordering::Relaxed), w);
     } else if is(0, "shutdown") && argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
         srv.request_shutdown();
         return true;

@@ -51,6 +51,8 @@ pub enum ServerError {
     Storage(#[from] crate::storage::StorageError),
     #[error("`{key}`: this engine was built without {what} (cargo feature `{feature}`)")]
     NotBuiltIn { key: &'static str, what: &'static str, feature: &'static str },
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 use dispatch::{Dispatch, Handoff};
@@ -141,6 +143,10 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     // thread's connections) and to background workers, never into `Server`.
     let (srv, locks) = Server::new(config, srv_tier, None);
     fit_maxclients(&srv);
+    if let Some(password) = &srv.config.requirepass {
+        crate::command::config::set_requirepass_at_start(&srv, password)
+            .map_err(|reason| crate::config::ConfigError::Invalid { key: "requirepass_file".into(), reason })?;
+    }
     srv.port.store(local.port() as u64, Ordering::Relaxed);
     *srv.saved_tenants.lock() = dictionaries;
     let warm = match &tier {

@@ -311,7 +311,19 @@ impl Reactor {
         let tenant = namespace.as_ref().and_then(|ns| topo.tenant(ns.as_bytes()));
         let ns_maxmemory = tenant.as_ref().map(|t| t.max_memory.div_ceil(topo.engines.len() as u64)).unwrap_or(0);
         let ns_options = tenant.map(|t| t.namespace_options.clone()).unwrap_or_default();
-        BackendSpec { engine, addr: topo.engines[engine].clone(), namespace: namespace.clone(), ns_maxmemory, ns_options, db, resp3, dedicated, up_flag }
+        let password = self.shared.config.engine_password.clone();
+        BackendSpec {
+            engine,
+            addr: topo.engines[engine].clone(),
+            password,
+            namespace: namespace.clone(),
+            ns_maxmemory,
+            ns_options,
+            db,
+            resp3,
+            dedicated,
+            up_flag,
+        }
     }
 
     /// The shared, pipelined connection to `engine` for clients of a tenant's namespace on

@@ -22,7 +22,7 @@ struct Effective {
 }
 
 impl Effective {
-    fn of(spec: &CommandSpec, argv: &[&[u8]], gate: &impl Gate) -> Effective {
+    fn of(spec: &CommandSpec, argv: &[&[u8]], ns: usize, gate: &impl Gate) -> Effective {
         let script = matches!(spec.id, CommandId::Eval | CommandId::Evalsha | CommandId::EvalRo | CommandId::EvalshaRo | CommandId::Fcall | CommandId::FcallRo);
         // FUNCTION LOAD and RESTORE may grow memory (Redis flags those subcommands denyoom).
         let sub = |name: &[u8]| argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(name));
@@ -31,7 +31,7 @@ impl Effective {
         if !script {
             return own;
         }
-        match gate.declared_flags(spec, argv) {
+        match gate.declared_flags(spec, ns, argv) {
             // No-writes implies allow-oom; what may replicate is now known.
             Some(d) => Effective { write: !d.no_writes, may_replicate: false, denyoom: !(d.allow_oom || d.no_writes), script },
             None => own,
@@ -96,7 +96,7 @@ pub trait Gate {
     fn paused_until(&self, writes: bool, spec: &CommandSpec) -> Option<i64>;
     /// The flags a script command's script or function declared (None: not a script
     /// command, or a script without a shebang).
-    fn declared_flags(&self, spec: &CommandSpec, argv: &[&[u8]]) -> Option<Declared>;
+    fn declared_flags(&self, spec: &CommandSpec, ns: usize, argv: &[&[u8]]) -> Option<Declared>;
     /// Whether memory is over `maxmemory` or namespace `ns` over its quota now (a pure read,
     /// for commands inside a script, which holds every lock and cannot evict).
     fn over_memory(&self, ns: usize) -> bool;
@@ -178,7 +178,7 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
             return Verdict::Refuse(Oom);
         }
     }
-    let effective = Effective::of(spec, argv, gate);
+    let effective = Effective::of(spec, argv, caller.namespace, gate);
     if origin == Origin::Client && !caller.authenticated && !spec.no_auth && gate.auth_required() {
         return Verdict::Refuse(NoAuth);
     }
@@ -332,7 +332,7 @@ mod tests {
         fn paused_until(&self, writes: bool, _spec: &CommandSpec) -> Option<i64> {
             self.paused_until.filter(|_| writes)
         }
-        fn declared_flags(&self, _spec: &CommandSpec, _argv: &[&[u8]]) -> Option<Declared> {
+        fn declared_flags(&self, _spec: &CommandSpec, _ns: usize, _argv: &[&[u8]]) -> Option<Declared> {
             self.declared
         }
         fn over_memory(&self, _ns: usize) -> bool {

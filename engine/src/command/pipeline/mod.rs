@@ -237,8 +237,8 @@ impl Gate for ServerGate<'_> {
     fn paused_until(&self, writes: bool, spec: &CommandSpec) -> Option<i64> {
         self.srv.paused_until(writes, spec)
     }
-    fn declared_flags(&self, spec: &CommandSpec, argv: &[&[u8]]) -> Option<crate::scripting::shebang::Declared> {
-        self.srv.scripts.declared_flags(spec.id, argv)
+    fn declared_flags(&self, spec: &CommandSpec, ns: usize, argv: &[&[u8]]) -> Option<crate::scripting::shebang::Declared> {
+        self.srv.scripts.declared_flags(spec.id, ns, argv)
     }
     fn over_memory(&self, ns: usize) -> bool {
         let max = self.srv.runtime.maxmemory.load(Ordering::Relaxed);
