@@ -313,10 +313,16 @@ fn pub_sub_channels_patterns_and_keyspace_events_are_per_tenant() {
     assert_eq!(q::<i64>(&mut alice, &["PUBSUB", "NUMPAT"]), 1);
     assert_eq!(q::<i64>(&mut bob, &["PUBSUB", "NUMPAT"]), 0);
     assert_eq!(q::<Vec<(String, i64)>>(&mut bob, &["PUBSUB", "NUMSUB", "news"]), [("news".to_string(), 1)]);
-    // Keyspace notifications (the operator turns them on, for every engine): bob's writes
-    // are events in bob's tenant only. ({bar} keys live on the engine subscribers are on.)
+    // Keyspace notifications are a tenant's own setting and events: alice turns hers on
+    // (a tenant may set notify-keyspace-events, and no other parameter); bob's and the
+    // default tenant's stay off, and bob's writes are no events of alice's. ({bar} keys
+    // live on the engine the subscribers are on.)
+    q::<()>(&mut alice, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    assert_eq!(q::<Vec<String>>(&mut alice, &["CONFIG", "GET", "notify-keyspace-events"]), ["notify-keyspace-events", "AKE"]);
+    assert_eq!(q::<Vec<String>>(&mut bob, &["CONFIG", "GET", "notify-keyspace-events"]), ["notify-keyspace-events", ""]);
     let mut admin = connect(&proxy, "admin", "adminpw");
-    q::<()>(&mut admin, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    assert_eq!(q::<Vec<String>>(&mut admin, &["CONFIG", "GET", "notify-keyspace-events"]), ["notify-keyspace-events", ""]);
+    assert!(err(&mut alice, &["CONFIG", "SET", "notify-keyspace-events", "KEA", "maxmemory", "1"]).to_ascii_uppercase().contains("NOPERM"));
     q::<()>(&mut bob, &["SET", "{bar}bob", "1"]);
     q::<()>(&mut alice, &["SET", "{bar}alice", "1"]);
     alice_everything.expect(&push(&["pmessage", "*", "__keyspace@0__:{bar}alice", "set"]));

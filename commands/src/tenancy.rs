@@ -22,6 +22,23 @@ pub enum Tenancy {
     Never,
 }
 
+/// The CONFIG parameters a tenant sets and reads for itself (the engine keeps them per
+/// namespace); every other parameter is the engine's.
+pub const TENANT_PARAMS: &[&str] = &["notify-keyspace-events"];
+
+fn tenant_param(name: &[u8]) -> bool {
+    TENANT_PARAMS.iter().any(|p| name.eq_ignore_ascii_case(p.as_bytes()))
+}
+
+/// CONFIG GET or SET of the tenant's own parameters alone.
+fn own_config(argv: &[&[u8]]) -> bool {
+    match argv.get(1) {
+        Some(s) if s.eq_ignore_ascii_case(b"get") => argv.len() >= 3 && argv[2..].iter().all(|p| tenant_param(p)),
+        Some(s) if s.eq_ignore_ascii_case(b"set") => argv.len() >= 4 && argv.len().is_multiple_of(2) && argv[2..].chunks(2).all(|kv| tenant_param(kv[0])),
+        _ => false,
+    }
+}
+
 fn sub_is(argv: &[&[u8]], names: &[&str]) -> bool {
     argv.get(1).is_some_and(|s| names.iter().any(|n| s.eq_ignore_ascii_case(n.as_bytes())))
 }
@@ -32,6 +49,7 @@ pub fn tenancy(spec: &CommandSpec, argv: &[&[u8]]) -> Tenancy {
     use Tenancy::*;
     match spec.id {
         TerraceNamespace => Never,
+        Config if own_config(argv) => Tenant,
         // Users, settings, debugging, modules, replication, the process itself.
         Acl | Config | Debug | Module | Replicaof | Slaveof | Shutdown | Monitor => Operator,
         // Persistence writes every tenant's data; the slow log shows every tenant's commands
@@ -76,6 +94,8 @@ mod tests {
         assert_eq!(of(&["terrace.namespace", "bob"]), Tenancy::Never);
         for argv in [
             &["config", "set", "maxmemory", "1"][..],
+            &["config", "set", "notify-keyspace-events", "KEA", "maxmemory", "1"],
+            &["config", "get", "notify*"],
             &["acl", "setuser", "default", "-get"],
             &["debug", "sleep", "0"],
             &["memory", "stats"],
@@ -87,7 +107,15 @@ mod tests {
         ] {
             assert_eq!(of(argv), Tenancy::Operator, "{argv:?}");
         }
-        for argv in [&["get", "k"][..], &["memory", "usage", "k"], &["latency", "latest"], &["flushall"], &["terrace.compression", "help"]] {
+        for argv in [
+            &["get", "k"][..],
+            &["memory", "usage", "k"],
+            &["latency", "latest"],
+            &["flushall"],
+            &["terrace.compression", "help"],
+            &["config", "set", "notify-keyspace-events", "KEA"],
+            &["config", "get", "NOTIFY-KEYSPACE-EVENTS"],
+        ] {
             assert_eq!(of(argv), Tenancy::Tenant, "{argv:?}");
         }
     }

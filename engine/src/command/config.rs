@@ -79,7 +79,10 @@ fn checked(name: &str, value: &str) -> Result<(&'static Param, String), String> 
 
 /// Applies a value `checked` accepts: the parameters with an effect take it, and it is
 /// stored for CONFIG GET (those CONFIG GET reads elsewhere are not in the text store).
-fn set_param(srv: &Server, fx: &mut crate::command::pipeline::Effects, name: &str, value: &str) -> Result<(), String> {
+/// `ns` is the namespace of the connection setting it: `notify-keyspace-events` is that
+/// namespace's own (its events go to its own subscribers); every other parameter is the
+/// engine's.
+fn set_param(srv: &Server, fx: &mut crate::command::pipeline::Effects, ns: usize, name: &str, value: &str) -> Result<(), String> {
     let (param, value) = checked(name, value)?;
     match param.name {
         "maxmemory" => {
@@ -106,7 +109,11 @@ fn set_param(srv: &Server, fx: &mut crate::command::pipeline::Effects, name: &st
         "latency-monitor-threshold" => srv.latency.set_threshold(value.parse().unwrap_or(0)),
         "notify-keyspace-events" => {
             let flags = terrace_commands::notify::parse_flags(&value).unwrap_or(0);
-            srv.notifications.set(flags, &srv.keyspace);
+            srv.notifications.set(ns, flags, &srv.keyspace);
+            if ns != 0 {
+                // (The text store is the default namespace's; CONFIG GET reads a tenant's.)
+                return Ok(());
+            }
         }
         "busy-reply-threshold" => srv.scripts.busy_threshold_ms.store(value.parse().unwrap_or(crate::scripting::BUSY_THRESHOLD_MS), Ordering::Relaxed),
         _ => srv.limits.apply(param.name, &value),
@@ -141,14 +148,22 @@ pub fn set_maxclients_at_start(srv: &Server, n: usize) {
 /// gives it (clients connecting from now on must AUTH).
 pub fn set_requirepass_at_start(srv: &Server, password: &str) -> Result<(), String> {
     let mut unused = crate::command::pipeline::Effects::default();
-    set_param(srv, &mut unused, "requirepass", password)
+    set_param(srv, &mut unused, 0, "requirepass", password)
 }
 
 pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(argv[1]).to_ascii_uppercase();
     match sub.as_str() {
         "GET" if argv.len() >= 3 => {
-            let params = all_params(ctx.srv);
+            let mut params = all_params(ctx.srv);
+            let ns = ctx.conn.ns_base / crate::keyspace::NUM_DBS;
+            if ns != 0 {
+                // A tenant's own notification classes.
+                let own = terrace_commands::notify::format_flags(ctx.srv.notifications.flags(ns));
+                for (_, v) in params.iter_mut().filter(|(k, _)| k == "notify-keyspace-events") {
+                    *v = own.clone();
+                }
+            }
             let mut hits: Vec<(String, String)> = Vec::new();
             for pat in &argv[2..] {
                 let pat = pat.to_ascii_lowercase();
@@ -198,7 +213,8 @@ pub fn config(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 }
             }
             for (k, v) in &pairs {
-                set_param(ctx.srv, &mut ctx.data.fx, k, v).map_err(|reason| refuse(k, reason))?;
+                let ns = ctx.conn.ns_base / crate::keyspace::NUM_DBS;
+                set_param(ctx.srv, &mut ctx.data.fx, ns, k, v).map_err(|reason| refuse(k, reason))?;
             }
             if let Some((listener, port)) = new_listener {
                 *ctx.srv.new_listener.lock() = Some(listener);

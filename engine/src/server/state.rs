@@ -381,6 +381,7 @@ impl Server {
         let keyspace_deletions = keyspace.deletion_switch();
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let tracking = crate::tracking::Tracking::new(keyspace.tracking_switch());
+        let notifications = crate::notify::Notifications::new(config.namespaces);
         let stats = Stats { per_command: (0..terrace_commands::stat_index::count()).map(|_| CommandStat::default()).collect(), ..Default::default() };
         let reactors =
             super::elastic::Reactors::new(config.threads.reactors(), matches!(config.threads, crate::config::Threads::Elastic(_)), config.elastic.clone());
@@ -406,7 +407,7 @@ impl Server {
             config,
             acl: crate::acl::Acl::default(),
             pubsub: crate::pubsub::PubSub::default(),
-            notifications: Default::default(),
+            notifications,
             monitors: crate::monitor::Monitors::default(),
             tracking,
             snapshot: crate::snapshot::SnapshotState::default(),

@@ -24,7 +24,7 @@ impl eviction::Observer for Evictions<'_> {
     fn evicted(&mut self, db: usize, key: &[u8]) {
         let srv = self.srv;
         let evicted = terrace_commands::notify::class::EVICTED;
-        if srv.notifications.wants(evicted) {
+        if srv.notifications.wants(db / NUM_DBS, evicted) {
             srv.notifications.publish(&srv.pubsub, vec![(db, evicted, "evicted", key.to_vec())]);
         }
         // A storage-backed tenant's evicted key is still in storage: nothing to log.
