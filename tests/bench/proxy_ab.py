@@ -23,21 +23,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_vs_redis import cpu_seconds, free_port, wait_port  # noqa: E402
+from proxy_vs_twemproxy import bench, start_engines, stop  # noqa: E402
 
 TESTS = ["set", "get"]
-
-
-def bench(port, test, pipeline, n, size, auth):
-    cmd = ["taskset", "-c", "0", "redis-benchmark", "-p", str(port), "-t", test, "-d", str(size), "-c", "50",
-           "-r", "100000", "-n", str(n), "-P", str(pipeline), "--csv", "-q"]
-    if auth:
-        cmd += ["--user", auth[0], "-a", auth[1]]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        cells = [c.strip('"') for c in line.split(",")]
-        if len(cells) > 4 and cells[0] != "test":
-            return float(cells[1]), float(cells[4])
-    raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
 
 
 def main():
@@ -55,14 +43,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="terrace-proxy-ab-")
     procs = []
     try:
-        eports = [free_port(), free_port()]
-        for i, p in enumerate(eports):
-            d = os.path.join(tmp, f"engine-{i}")
-            os.makedirs(d)
-            procs.append(subprocess.Popen(["taskset", "-c", "0", args.after, "engine", "--port", str(p), "--threads", "1", "--data-dir", d],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for p in eports:
-            wait_port(p)
+        eports = start_engines(args.after, tmp, procs)
         conf = os.path.join(tmp, "terrace.toml")
         with open(conf, "w") as f:
             f.write("[proxy]\n[[proxy.tenants]]\nname = \"bench\"\npassword = \"benchpw\"\n")
@@ -109,10 +90,7 @@ def main():
                       f"{med(a, 1):.3f} | {med(b, 2):.2f} | {med(a, 2):.2f} |")
         print(f"\nthroughput after/before: median {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
     finally:
-        for p in procs:
-            p.terminate()
-            p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop(procs, tmp)
 
 
 if __name__ == "__main__":

@@ -35,9 +35,12 @@ from engine_vs_redis import cli, cpu_seconds, free_port, wait_port  # noqa: E402
 TESTS = ["set", "get"]
 
 
-def bench(port, test, pipeline, n, size):
+def bench(port, test, pipeline, n, size, auth=None):
+    """redis-benchmark on core 0: (req/s, p50 ms); `auth` is (user, password) to AUTH with."""
     cmd = ["taskset", "-c", "0", "redis-benchmark", "-p", str(port), "-t", test, "-d", str(size), "-c", "50",
            "-r", "100000", "-n", str(n), "-P", str(pipeline), "--csv", "-q"]
+    if auth:
+        cmd += ["--user", auth[0], "-a", auth[1]]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
@@ -55,6 +58,28 @@ def memcslap(port, test, n):
     if not m:
         raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
     return int(m.group(1)) / float(m.group(2))
+
+
+def start_engines(terrace, tmp, procs, count=2):
+    """`count` engines `--threads 1` pinned to core 0, each with a data directory in `tmp`
+    (added to `procs`); their ports, once they accept."""
+    ports = [free_port() for _ in range(count)]
+    for i, p in enumerate(ports):
+        d = os.path.join(tmp, f"engine-{i}")
+        os.makedirs(d)
+        procs.append(subprocess.Popen(["taskset", "-c", "0", terrace, "engine", "--port", str(p), "--threads", "1", "--data-dir", d],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for p in ports:
+        wait_port(p)
+    return ports
+
+
+def stop(procs, tmp):
+    """Ends what a run started and removes its directory."""
+    for p in procs:
+        p.terminate()
+        p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def nutcracker_config(path, pools):
@@ -89,14 +114,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="terrace-proxy-bench-")
     procs = []
     try:
-        eports = [free_port(), free_port()]
-        for i, p in enumerate(eports):
-            d = os.path.join(tmp, f"engine-{i}")
-            os.makedirs(d)
-            procs.append(subprocess.Popen(["taskset", "-c", "0", args.terrace, "engine", "--port", str(p), "--threads", "1",
-                                           "--data-dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for p in eports:
-            wait_port(p)
+        eports = start_engines(args.terrace, tmp, procs)
         mports = [free_port(), free_port()]
         for p in mports:
             procs.append(subprocess.Popen(["taskset", "-c", "0", "memcached", "-p", str(p), "-U", "0", "-l", "127.0.0.1",
@@ -174,10 +192,7 @@ def main():
             print(f"| {test} | {med(tw, 0):,.0f} | {med(te, 0):,.0f} | {med(te, 0) / med(tw, 0):.2f} | {med(tw, 2):.2f} | "
                   f"{med(te, 2):.2f} | {med(di, 0):,.0f} |")
     finally:
-        for p in procs:
-            p.terminate()
-            p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop(procs, tmp)
 
 
 if __name__ == "__main__":
