@@ -743,6 +743,29 @@ fn requirepass_file_makes_clients_authenticate() {
     raw.send(&encode(&["AUTH", "s3cret-from-a-file"]));
     raw.send(&encode(&["GET", "k"]));
     raw.expect(b"+OK\r\n$-1\r\n");
+    drop(e);
+    // While a script holds the reactor, the clients waiting on it are answered at the socket:
+    // one that has not authenticated gets NOAUTH there too (it could stop the server).
+    let e = Engine::start(&["--threads", "1", "--requirepass-file", secret.to_str().unwrap()]);
+    let mut admin = e.raw();
+    admin.send(&encode(&["AUTH", "s3cret-from-a-file"]));
+    admin.send(&encode(&["CONFIG", "SET", "busy-reply-threshold", "100"]));
+    admin.expect(b"+OK\r\n+OK\r\n");
+    let mut stranger = e.raw();
+    stranger.send(&encode(&["PING"]));
+    stranger.expect(b"-NOAUTH Authentication required.\r\n");
+    let mut runner = e.raw();
+    runner.send(&encode(&["AUTH", "s3cret-from-a-file"]));
+    runner.expect(b"+OK\r\n");
+    runner.send(&encode(&["EVAL", "while true do end", "0"]));
+    std::thread::sleep(Duration::from_millis(500));
+    stranger.send(&encode(&["SHUTDOWN", "NOSAVE"]));
+    stranger.expect(b"-NOAUTH Authentication required.\r\n");
+    admin.send(&encode(&["SCRIPT", "KILL"]));
+    admin.expect(b"+OK\r\n");
+    assert!(runner.read_available().contains("killed"));
+    admin.send(&encode(&["PING"]));
+    admin.expect(b"+PONG\r\n");
 }
 
 #[test]

@@ -22,6 +22,9 @@ pub struct ClientInfo {
     pub name: Mutex<Option<String>>,
     /// The ACL user the connection is authenticated as.
     pub user: Mutex<String>,
+    /// Whether it has authenticated (or needs not): `server::busy`, which answers it at the
+    /// socket while a script holds its reactor, refuses it otherwise.
+    pub authenticated: AtomicBool,
     /// The SELECTed database (0-15, within its namespace).
     pub db: AtomicUsize,
     /// The connection's namespace (TERRACE.NAMESPACE; 0: the default one).
@@ -164,6 +167,7 @@ impl ClientInfo {
             user: Mutex::new("default".to_string()),
             db: AtomicUsize::new(0),
             namespace: AtomicUsize::new(0),
+            authenticated: AtomicBool::new(false),
             last_cmd: AtomicUsize::new(usize::MAX),
             last_active_ms: AtomicU64::new(last_active_ms),
             resp: AtomicU8::new(2),

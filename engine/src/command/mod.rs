@@ -116,6 +116,8 @@ impl Conn {
     }
 
     pub fn new(info: Arc<ClientInfo>, srv: &Server) -> Conn {
+        let authenticated = !srv.acl.auth_required();
+        info.authenticated.store(authenticated, Ordering::Relaxed);
         Conn {
             info,
             user: srv.acl.default_user(),
@@ -123,7 +125,7 @@ impl Conn {
             db: 0,
             ns_base: 0,
             resp3: false,
-            authenticated: !srv.acl.auth_required(),
+            authenticated,
             multi: None,
             multi_error: false,
             multi_writes: false,

@@ -60,6 +60,7 @@ pub fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(
             ctx.conn.user = u;
             ctx.conn.acl_gen = acl.generation();
             ctx.conn.authenticated = true;
+            ctx.conn.info.authenticated.store(true, Ordering::Relaxed);
             Ok(())
         }
         None => {
@@ -374,6 +375,7 @@ pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     ctx.conn.acl_gen = ctx.srv.acl.generation();
     *ctx.conn.info.user.lock() = "default".to_string();
     ctx.conn.authenticated = !ctx.srv.acl.auth_required();
+    ctx.conn.info.authenticated.store(ctx.conn.authenticated, Ordering::Relaxed);
     ctx.out.simple("RESET");
     Ok(())
 }

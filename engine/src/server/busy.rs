@@ -100,6 +100,12 @@ fn answer(srv: &Server, client: &ClientInfo, argv: &[&[u8]], w: &mut ReplyWriter
     if argv.is_empty() {
         return false;
     }
+    // Authentication comes before BUSY, as in Redis: a client that has not authenticated
+    // may not stop the script or the server (it may retry AUTH once the script ends).
+    if !client.authenticated.load(Ordering::Relaxed) {
+        w.error("NOAUTH Authentication required.");
+        return false;
+    }
     if (is(0, "script") || is(0, "function")) && is(1, "kill") && argv.len() == 2 {
         match srv.scripts.kill(is(0, "function")) {
             Ok(()) => w.ok(),
