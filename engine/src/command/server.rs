@@ -128,6 +128,10 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if ctx.conn.subs.any() {
         return Err(err("ERR TERRACE.NAMESPACE is not allowed while subscribed (UNSUBSCRIBE, PUNSUBSCRIBE and SUNSUBSCRIBE first)"));
     }
+    // EXEC locks its namespace's shards only, so watched keys must be in it.
+    if !ctx.conn.watched.is_empty() {
+        return Err(err("ERR TERRACE.NAMESPACE is not allowed while keys are watched (UNWATCH first)"));
+    }
     let mut limit = None;
     let mut storage_mode = None;
     let mut tier_policy = None;
