@@ -325,26 +325,8 @@ impl EngineSettings {
             }
         };
         let elastic = resolve_elastic(threads, self.elastic_up, self.elastic_down, self.elastic_sample_ms, self.elastic_down_ms)?;
-        let idle_spin = match self.idle_spin_us {
-            None => d.idle_spin,
-            Some(us) if us <= MAX_IDLE_SPIN_US => std::time::Duration::from_micros(us),
-            Some(us) => {
-                return Err(ConfigError::Invalid {
-                    key: "idle_spin_us".into(),
-                    reason: format!("{us} is above {MAX_IDLE_SPIN_US} (microseconds; 0 turns spinning off)"),
-                })
-            }
-        };
-        let tenant_slice = match self.tenant_slice_us {
-            None => d.tenant_slice,
-            Some(us) if us <= MAX_TENANT_SLICE_US => std::time::Duration::from_micros(us),
-            Some(us) => {
-                return Err(ConfigError::Invalid {
-                    key: "tenant_slice_us".into(),
-                    reason: format!("{us} is above {MAX_TENANT_SLICE_US} (microseconds; 0 turns fairness between tenants off)"),
-                })
-            }
-        };
+        let idle_spin = micros(self.idle_spin_us, d.idle_spin, MAX_IDLE_SPIN_US, "idle_spin_us", "0 turns spinning off")?;
+        let tenant_slice = micros(self.tenant_slice_us, d.tenant_slice, MAX_TENANT_SLICE_US, "tenant_slice_us", "0 turns fairness between tenants off")?;
         let shard_bits = self.shard_bits.unwrap_or(d.shard_bits);
         if shard_bits > 8 {
             return Err(ConfigError::Invalid { key: "shard_bits".into(), reason: format!("{shard_bits} is above 8") });
@@ -622,6 +604,15 @@ impl FromStr for DebugCommand {
             "local" => Ok(DebugCommand::Local),
             _ => Err(format!("'{s}' is not one of no, yes, local")),
         }
+    }
+}
+
+/// A duration setting given in microseconds (`key`): `default` when unset, refused past `max`.
+fn micros(value: Option<u64>, default: std::time::Duration, max: u64, key: &str, zero: &str) -> Result<std::time::Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(us) if us <= max => Ok(std::time::Duration::from_micros(us)),
+        Some(us) => Err(ConfigError::Invalid { key: key.into(), reason: format!("{us} is above {max} (microseconds; {zero})") }),
     }
 }
 

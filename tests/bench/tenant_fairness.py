@@ -27,8 +27,12 @@ import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_vs_redis import free_port, wait_port  # noqa: E402
 
 HEAVY = [
     ["SORT", "a:list", "LIMIT", "0", "1"],
@@ -203,25 +207,6 @@ def run_one(port, a_setup, b_setup, seconds):
     a_cmds = done.get(timeout=60)
     loader.join()
     return (pct(alone, 50), pct(alone, 99), pct(beside, 50), pct(beside, 99), a_cmds / (elapsed + warm))
-
-
-def wait_port(port, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"server on port {port} did not start")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def main():
