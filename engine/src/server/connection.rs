@@ -91,15 +91,33 @@ pub async fn serve(
         // Waiting with nothing pending: while a busy script holds this reactor, the control
         // thread may answer this client's requests (`super::busy`).
         info.idle_reading.store(out.is_empty() && inbuf.is_empty(), Ordering::Release);
-        let read = if pushes || elastic {
+        let ready = if pushes || elastic {
             tokio::select! {
                 biased;
-                r = stream.read_buf(&mut inbuf) => Some(r),
+                r = stream.readable() => Some(r),
                 _ = info.mailbox_notify.notified(), if pushes => None,
                 _ = info.move_requested(), if elastic => None,
             }
         } else {
-            Some(stream.read_buf(&mut inbuf).await)
+            Some(stream.readable().await)
+        };
+        let read = match ready {
+            None => None,
+            Some(Err(e)) => Some(Err(e)),
+            Some(Ok(())) => {
+                // The tenant's turn before the socket's bytes: waiting for it, the connection
+                // stays idle with its request unread, so `busy` can answer it should the
+                // turn's holder run a script that turns busy on this reactor.
+                turn.take(namespace(&conn)).await;
+                info.idle_reading.store(false, Ordering::Release);
+                match stream.try_read_buf(&mut inbuf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        turn.give_back();
+                        continue;
+                    }
+                    r => Some(r),
+                }
+            }
         };
 
         info.idle_reading.store(false, Ordering::Release);
