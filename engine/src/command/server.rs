@@ -677,8 +677,10 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
     )
 }
 
+/// The connected clients by id. A killed one is gone, as in Redis, even while its
+/// connection's task has yet to run and leave the registry.
 fn clients_sorted(srv: &Server) -> Vec<Arc<ClientInfo>> {
-    let mut v: Vec<Arc<ClientInfo>> = srv.clients.lock().values().cloned().collect();
+    let mut v: Vec<Arc<ClientInfo>> = srv.clients.lock().values().filter(|c| !c.killed.load(Ordering::Relaxed)).cloned().collect();
     v.sort_by_key(|c| c.id);
     v
 }
