@@ -60,7 +60,6 @@ pub struct Conn {
     /// First physical database of the connection's namespace (TERRACE.NAMESPACE).
     pub ns_base: usize,
     pub resp3: bool,
-    pub authenticated: bool,
     /// The ACL user, and the ACL generation it was read at.
     pub user: Arc<crate::acl::User>,
     pub acl_gen: u64,
@@ -115,9 +114,19 @@ impl Conn {
         self.monitor || self.subs.any() || self.tracking.is_some() || self.info.push_target.load(Ordering::Relaxed)
     }
 
+    /// Whether the connection has authenticated (or needs not). Kept in its `ClientInfo`,
+    /// where `server::busy` reads it too.
+    pub fn authenticated(&self) -> bool {
+        self.info.authenticated.load(Ordering::Relaxed)
+    }
+
+    /// Marks the connection authenticated or not.
+    pub fn set_authenticated(&self, yes: bool) {
+        self.info.authenticated.store(yes, Ordering::Relaxed);
+    }
+
     pub fn new(info: Arc<ClientInfo>, srv: &Server) -> Conn {
-        let authenticated = !srv.acl.auth_required();
-        info.authenticated.store(authenticated, Ordering::Relaxed);
+        info.authenticated.store(!srv.acl.auth_required(), Ordering::Relaxed);
         Conn {
             info,
             user: srv.acl.default_user(),
@@ -125,7 +134,6 @@ impl Conn {
             db: 0,
             ns_base: 0,
             resp3: false,
-            authenticated,
             multi: None,
             multi_error: false,
             multi_writes: false,

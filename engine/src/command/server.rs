@@ -59,8 +59,7 @@ pub fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(
             *ctx.conn.info.user.lock() = u.name.clone();
             ctx.conn.user = u;
             ctx.conn.acl_gen = acl.generation();
-            ctx.conn.authenticated = true;
-            ctx.conn.info.authenticated.store(true, Ordering::Relaxed);
+            ctx.conn.set_authenticated(true);
             Ok(())
         }
         None => {
@@ -86,7 +85,7 @@ pub fn hello(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if let Some(a) = &hello.auth {
         authenticate(ctx, a.user, a.password)?;
     }
-    if !ctx.conn.authenticated && ctx.srv.acl.auth_required() {
+    if !ctx.conn.authenticated() && ctx.srv.acl.auth_required() {
         return Err(err(HELLO_NOAUTH));
     }
     if let Some(n) = hello.name {
@@ -374,8 +373,7 @@ pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
     ctx.conn.user = ctx.srv.acl.default_user();
     ctx.conn.acl_gen = ctx.srv.acl.generation();
     *ctx.conn.info.user.lock() = "default".to_string();
-    ctx.conn.authenticated = !ctx.srv.acl.auth_required();
-    ctx.conn.info.authenticated.store(ctx.conn.authenticated, Ordering::Relaxed);
+    ctx.conn.set_authenticated(!ctx.srv.acl.auth_required());
     ctx.out.simple("RESET");
     Ok(())
 }

@@ -500,7 +500,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
 fn replay(srv: &Arc<Server>, locks: &LockCap, records: Vec<(u64, crate::wal::frame::Record)>) -> usize {
     let info = Arc::new(ClientInfo::new(0, -1, "wal".into(), "wal".into(), 0, srv.limits.clone()));
     let mut conn = crate::command::Conn::new(info, srv);
-    conn.authenticated = true;
+    conn.set_authenticated(true);
     let mut out = bytes::BytesMut::new();
     let n = records.len();
     for (seq, r) in records {

@@ -207,7 +207,7 @@ pub fn release_watches(srv: &Server, locks: &LockCap, conn: &mut Conn) {
 /// The connection as admission sees it.
 fn caller(conn: &Conn) -> Caller<'_> {
     Caller {
-        authenticated: conn.authenticated,
+        authenticated: conn.authenticated(),
         in_multi: conn.multi.is_some(),
         multi_writes: conn.multi_writes,
         multi_denyoom: conn.multi_denyoom,
