@@ -202,6 +202,9 @@ struct EngineArgs {
     /// How long a reactor keeps polling its sockets after a read before it sleeps, µs; 0 never spins [env: TERRACE_IDLE_SPIN_US] [default: 50]
     #[arg(long)]
     idle_spin_us: Option<u64>,
+    /// How long one tenant's connection runs requests before the other tenants on its reactor get their turn, µs; 0 turns fairness off [env: TERRACE_TENANT_SLICE_US] [default: 200]
+    #[arg(long)]
+    tenant_slice_us: Option<u64>,
     /// Data directory [env: TERRACE_DATA_DIR] [default: data]
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -281,6 +284,7 @@ impl EngineArgs {
             elastic_sample_ms: self.elastic_sample_ms,
             elastic_down_ms: self.elastic_down_ms,
             idle_spin_us: self.idle_spin_us,
+            tenant_slice_us: self.tenant_slice_us,
             data_dir: self.data_dir,
             compression: self.compression,
             compression_mode: self.compression_mode,

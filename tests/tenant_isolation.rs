@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::requests::{changes_connection_mode, describe_all, generate, skipped, Client, NoReply, HAND_WRITTEN};
-use common::{encode, err, q, temp_dir, Engine, Proxy, RedisPort};
+use common::{encode, err, eventually, q, temp_dir, Engine, Proxy, Raw, RedisPort};
 
 /// Two engines behind a proxy with tenants alice and bob, an admin user, and a default
 /// tenant without a password (what an unauthenticated client gets).
@@ -42,7 +42,7 @@ fn connect(proxy: &Proxy, user: &str, password: &str) -> redis::Connection {
 /// Bob's keys of every type, and how to read them back.
 const BOB_KEYS: usize = 40;
 
-fn write_bobs_keys(bob: &mut redis::Connection) {
+fn write_victim_data(bob: &mut redis::Connection) {
     for i in 0..BOB_KEYS {
         q::<()>(bob, &["SET", &format!("bob:card:{i}"), &format!("4111-{i:04}")]);
     }
@@ -61,7 +61,7 @@ const VICTIM_SCRIPT: &str = "return 'cached victim'";
 const VICTIM_SHA: &str = "7899b0e7b43e9920cfd9774491ae5baa9d3df7b4";
 
 /// What bob reads of his own keys (through the proxy, as bob).
-fn bobs_view(bob: &mut redis::Connection) -> Vec<String> {
+fn victim_view(bob: &mut redis::Connection) -> Vec<String> {
     let mut view: Vec<String> = (0..BOB_KEYS).map(|i| q::<Option<String>>(bob, &["GET", &format!("bob:card:{i}")]).unwrap_or_default()).collect();
     view.push(format!("{:?}", q::<Vec<String>>(bob, &["HGETALL", "bob:profile"])));
     view.push(format!("{:?}", q::<Vec<String>>(bob, &["LRANGE", "bob:orders", "0", "-1"])));
@@ -99,8 +99,8 @@ fn a_hostile_tenant_cannot_switch_namespace_change_the_engines_or_list_others() 
     let (engines, proxy) = appliance();
     let mut bob = connect(&proxy, "bob", "bobpw");
     let _: () = redis::cmd("CLIENT").arg("SETNAME").arg("bobs-app").query(&mut bob).unwrap();
-    write_bobs_keys(&mut bob);
-    let before = (bobs_view(&mut bob), engines_state(&engines));
+    write_victim_data(&mut bob);
+    let before = (victim_view(&mut bob), engines_state(&engines));
     let mut alice = connect(&proxy, "alice", "alicepw");
     let mut anonymous = proxy.client();
     anonymous.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -178,7 +178,7 @@ fn a_hostile_tenant_cannot_switch_namespace_change_the_engines_or_list_others() 
     // The operator keeps what tenants lose.
     assert_eq!(q::<Vec<String>>(&mut admin, &["CONFIG", "GET", "maxmemory"]), ["maxmemory", "0"]);
     // Nothing of bob's, and nothing the engines share, changed.
-    assert_eq!(bobs_view(&mut bob), before.0);
+    assert_eq!(victim_view(&mut bob), before.0);
     assert_eq!(engines_state(&engines), before.1);
 }
 
@@ -252,14 +252,14 @@ fn every_command_as_a_tenant_or_unauthenticated_leaves_other_tenants_and_the_eng
         for (name, password) in victims {
             let mut c = connect(&proxy, name, password);
             q::<()>(&mut c, &["FLUSHALL"]);
-            write_bobs_keys(&mut c);
-            views.push(bobs_view(&mut c));
+            write_victim_data(&mut c);
+            views.push(victim_view(&mut c));
         }
         let shared = engines_state(&engines);
         let sent = As::connect(proxy.port, attacker).every_command();
         assert!(sent > 10_000, "only {sent} requests");
         for ((name, password), before) in victims.iter().zip(&views) {
-            assert_eq!(&bobs_view(&mut connect(&proxy, name, password)), before, "{name}'s keys after {attacker:?} ran every command");
+            assert_eq!(&victim_view(&mut connect(&proxy, name, password)), before, "{name}'s keys after {attacker:?} ran every command");
         }
         assert_eq!(engines_state(&engines), shared, "the engines' settings after {attacker:?} ran every command");
         for e in &engines {
@@ -340,7 +340,7 @@ fn pub_sub_channels_patterns_and_keyspace_events_are_per_tenant() {
 fn scripts_and_functions_are_per_tenant() {
     let (mut engines, proxy) = appliance();
     let mut bob = connect(&proxy, "bob", "bobpw");
-    write_bobs_keys(&mut bob);
+    write_victim_data(&mut bob);
     let mut alice = connect(&proxy, "alice", "alicepw");
     assert!(err(&mut alice, &["FCALL", "victim_fn", "0"]).contains("Function not found"));
     assert!(err(&mut alice, &["EVALSHA", VICTIM_SHA, "0"]).to_ascii_uppercase().contains("NOSCRIPT"));
@@ -364,4 +364,57 @@ fn scripts_and_functions_are_per_tenant() {
     assert_eq!(q::<Vec<redis::Value>>(&mut direct, &["FUNCTION", "LIST"]), [], "the default namespace has no library");
     q::<()>(&mut direct, &["TERRACE.NAMESPACE", "bob"]);
     assert_eq!(q::<String>(&mut direct, &["FCALL", "victim_fn", "0"]), "victim");
+}
+
+/// One engine and two tenants, connected directly as the proxy's connections are: a
+/// tenant's script that runs for long holds its own namespace's keys and its reactor,
+/// nothing else. The other tenant's reads, writes, transactions and scripts go on
+/// meanwhile (on another reactor), and SCRIPT KILL, FUNCTION STATS and BUSY each concern the
+/// caller's own tenant's script.
+#[test]
+fn a_tenants_long_script_holds_back_only_its_own_tenant() {
+    let engine = Engine::start(&["--threads", "2"]);
+    q::<()>(&mut engine.client(), &["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    let in_namespace = |tenant: &str| {
+        let mut c = engine.client();
+        q::<()>(&mut c, &["TERRACE.NAMESPACE", tenant]);
+        c
+    };
+    q::<()>(&mut in_namespace("bob"), &["SET", "bob:k", "1"]);
+    let mut alice = Raw::connect(engine.port);
+    assert_eq!(alice.cmd(&["TERRACE.NAMESPACE", "alice"]), "+OK\r\n");
+    alice.send(&encode(&["EVAL", "while true do end", "0"]));
+    // (Raw: a connection that lands on the script's reactor before it is busy is answered
+    // only once it is.)
+    eventually(10, "alice's namespace answers BUSY while her script runs", || {
+        let mut c = Raw::connect(engine.port);
+        c.send(&[encode(&["TERRACE.NAMESPACE", "alice"]), encode(&["GET", "alice:k"])].concat());
+        let reply = c.read_available();
+        reply.contains("-BUSY")
+    });
+
+    // Bob's new connection goes to the reactor the script does not hold, and his keys are
+    // not locked by it: everything of his runs.
+    let mut bob = in_namespace("bob");
+    assert_eq!(q::<String>(&mut bob, &["GET", "bob:k"]), "1");
+    q::<()>(&mut bob, &["SET", "bob:k", "2"]);
+    let (incr, get): (i64, String) = redis::pipe().atomic().cmd("INCR").arg("bob:k").cmd("GET").arg("bob:k").query(&mut bob).unwrap();
+    assert_eq!((incr, get.as_str()), (3, "3"));
+    assert_eq!(q::<i64>(&mut bob, &["EVAL", "return redis.call('INCR', KEYS[1])", "1", "bob:k"]), 4);
+    assert!(q::<i64>(&mut bob, &["DBSIZE"]) == 1);
+    // He can neither see nor stop alice's script.
+    let kill = err(&mut bob, &["SCRIPT", "KILL"]);
+    assert!(kill.to_ascii_uppercase().contains("NOTBUSY"), "bob stopped alice's script: {kill}");
+    let stats: Vec<redis::Value> = q(&mut bob, &["FUNCTION", "STATS"]);
+    assert_eq!(stats[1], redis::Value::Nil, "bob sees alice's running script: {stats:?}");
+
+    // Alice sees hers, and stops it.
+    let mut alice2 = in_namespace("alice");
+    let stats: Vec<redis::Value> = q(&mut alice2, &["FUNCTION", "STATS"]);
+    assert_ne!(stats[1], redis::Value::Nil, "alice does not see her running script");
+    q::<()>(&mut alice2, &["SCRIPT", "KILL"]);
+    let reply = alice.read_available();
+    assert!(reply.contains("Script killed by user"), "{reply}");
+    assert_eq!(q::<Option<String>>(&mut alice2, &["GET", "alice:k"]), None);
+    assert_eq!(q::<String>(&mut in_namespace("bob"), &["GET", "bob:k"]), "4");
 }

@@ -16,7 +16,11 @@ pub enum Lock {
     Keys,
     /// Every shard of the current database.
     Db,
-    /// Every shard of every database.
+    /// Every shard of every database of the connection's namespace (its tenant's 16
+    /// databases): EXEC, scripts and functions, FLUSHALL, SWAPDB, MOVE, COPY … DB. Another
+    /// tenant's commands do not wait for them.
+    Namespace,
+    /// Every shard of every database, every tenant's (SAVE).
     All,
     /// No locks up front: the handler visits shards one at a time through `Data::visit`,
     /// `Data::totals` or `Data::census` (INFO's key counts, a tenant's census, UNWATCH).
@@ -462,8 +466,8 @@ command_table! {
         Type => c("type", 2, "readonly fast", K1, "keyspace", "Determines the type of value stored at a key."),
         Rename => c("rename", 3, "write", K12, "keyspace", "Renames a key and overwrites the destination."),
         Renamenx => c("renamenx", 3, "write fast", K12, "keyspace", "Renames a key only when the target key name doesn't exist."),
-        Copy => c("copy", -3, "write denyoom", K12, "keyspace", "Copies the value of a key to a new key.").lock(All),
-        Move => c("move", 3, "write fast", K1, "keyspace", "Moves a key to another database.").lock(All),
+        Copy => c("copy", -3, "write denyoom", K12, "keyspace", "Copies the value of a key to a new key.").lock(Namespace),
+        Move => c("move", 3, "write fast", K1, "keyspace", "Moves a key to another database.").lock(Namespace),
         Keys => c("keys", 2, "readonly", NOKEY, "keyspace", "Returns all key names that match a pattern.").lock(Db),
         Scan => c("scan", -2, "readonly", NOKEY, "keyspace", "Iterates over the key names in the database.").lock(Db),
         Randomkey => c("randomkey", 1, "readonly", NOKEY, "keyspace", "Returns a random key name from the database.").lock(Db),
@@ -707,7 +711,7 @@ command_table! {
         // scripting
         Eval => c("eval", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale", NOKEY, "scripting", "Executes a server-side Lua script.")
             .numkeys_at(2)
-            .lock(All),
+            .lock(Namespace),
         Evalsha => c(
             "evalsha",
             -3,
@@ -717,10 +721,10 @@ command_table! {
             "Executes a server-side Lua script by SHA1 digest.",
         )
         .numkeys_at(2)
-        .lock(All),
+        .lock(Namespace),
         EvalRo => c("eval_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Executes a read-only server-side Lua script.")
             .numkeys_at(2)
-            .lock(All),
+            .lock(Namespace),
         EvalshaRo => c(
             "evalsha_ro",
             -3,
@@ -730,18 +734,18 @@ command_table! {
             "Executes a read-only server-side Lua script by SHA1 digest.",
         )
         .numkeys_at(2)
-        .lock(All),
+        .lock(Namespace),
         Fcall => c("fcall", -3, "noscript skip_monitor may_replicate no_mandatory_keys stale", NOKEY, "scripting", "Invokes a function.")
             .numkeys_at(2)
-            .lock(All),
+            .lock(Namespace),
         FcallRo => c("fcall_ro", -3, "readonly noscript skip_monitor no_mandatory_keys stale", NOKEY, "scripting", "Invokes a read-only function.")
             .numkeys_at(2)
-            .lock(All),
+            .lock(Namespace),
         Function => c("function", -2, "noscript", NOKEY, "scripting", "A container for function commands."),
         Script => c("script", -2, "noscript", NOKEY, "scripting", "A container for Lua scripts management commands."),
         // transactions
         Multi => c("multi", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Starts a transaction."),
-        Exec => c("exec", 1, "noscript loading stale skip_slowlog", NOKEY, "transaction", "Executes all commands in a transaction.").lock(All),
+        Exec => c("exec", 1, "noscript loading stale skip_slowlog", NOKEY, "transaction", "Executes all commands in a transaction.").lock(Namespace),
         Discard => c("discard", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Discards a transaction.").lock(Visit),
         Watch => c("watch", -2, "noscript loading stale fast allow_busy", KALL, "transaction", "Monitors changes to keys to determine the execution of a transaction."),
         Unwatch => c("unwatch", 1, "noscript loading stale fast allow_busy", NOKEY, "transaction", "Forgets about watched keys of a transaction.").lock(Visit),
@@ -755,9 +759,9 @@ command_table! {
         Select => c("select", 2, "loading stale fast", NOKEY, "connection", "Changes the selected database."),
         Acl => c("acl", -2, "admin noscript loading stale", NOKEY, "server", "A container for Access List Control commands."),
         Client => c("client", -2, "admin noscript loading stale", NOKEY, "connection", "A container for client connection commands."),
-        Swapdb => c("swapdb", 3, "write fast", NOKEY, "server", "Swaps two Redis databases.").lock(All),
+        Swapdb => c("swapdb", 3, "write fast", NOKEY, "server", "Swaps two Redis databases.").lock(Namespace),
         Flushdb => c("flushdb", -1, "write", NOKEY, "server", "Remove all keys from the current database.").lock(Db),
-        Flushall => c("flushall", -1, "write", NOKEY, "server", "Removes all keys from all databases.").lock(All),
+        Flushall => c("flushall", -1, "write", NOKEY, "server", "Removes all keys from all databases.").lock(Namespace),
         Info => c("info", -1, "loading stale", NOKEY, "server", "Returns information and statistics about the server.").lock(Visit),
         Config => c("config", -2, "admin noscript loading stale", NOKEY, "server", "A container for server configuration commands."),
         Time => c("time", 1, "loading stale fast", NOKEY, "server", "Returns the server time."),

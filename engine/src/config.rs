@@ -65,6 +65,9 @@ pub struct EngineSettings {
     pub elastic_down_ms: Option<u64>,
     /// How long a reactor keeps polling after a read before it sleeps, µs (0: never spins).
     pub idle_spin_us: Option<u64>,
+    /// How long one tenant's connection runs requests before the other tenants on its
+    /// reactor get their turn, µs (0: no fairness between tenants).
+    pub tenant_slice_us: Option<u64>,
     pub data_dir: Option<PathBuf>,
     pub shard_bits: Option<u32>,
     /// Tenant namespaces an engine can hold (each with its own 16 databases).
@@ -146,6 +149,7 @@ impl EngineSettings {
             elastic_sample_ms: self.elastic_sample_ms.or(other.elastic_sample_ms),
             elastic_down_ms: self.elastic_down_ms.or(other.elastic_down_ms),
             idle_spin_us: self.idle_spin_us.or(other.idle_spin_us),
+            tenant_slice_us: self.tenant_slice_us.or(other.tenant_slice_us),
             data_dir: self.data_dir.or(other.data_dir),
             shard_bits: self.shard_bits.or(other.shard_bits),
             namespaces: self.namespaces.or(other.namespaces),
@@ -205,6 +209,7 @@ impl EngineSettings {
             elastic_sample_ms: number(var("TERRACE_ELASTIC_SAMPLE_MS"), "TERRACE_ELASTIC_SAMPLE_MS")?,
             elastic_down_ms: number(var("TERRACE_ELASTIC_DOWN_MS"), "TERRACE_ELASTIC_DOWN_MS")?,
             idle_spin_us: number(var("TERRACE_IDLE_SPIN_US"), "TERRACE_IDLE_SPIN_US")?,
+            tenant_slice_us: number(var("TERRACE_TENANT_SLICE_US"), "TERRACE_TENANT_SLICE_US")?,
             data_dir: var("TERRACE_DATA_DIR").map(PathBuf::from),
             shard_bits,
             namespaces: match var("TERRACE_NAMESPACES") {
@@ -320,16 +325,8 @@ impl EngineSettings {
             }
         };
         let elastic = resolve_elastic(threads, self.elastic_up, self.elastic_down, self.elastic_sample_ms, self.elastic_down_ms)?;
-        let idle_spin = match self.idle_spin_us {
-            None => d.idle_spin,
-            Some(us) if us <= MAX_IDLE_SPIN_US => std::time::Duration::from_micros(us),
-            Some(us) => {
-                return Err(ConfigError::Invalid {
-                    key: "idle_spin_us".into(),
-                    reason: format!("{us} is above {MAX_IDLE_SPIN_US} (microseconds; 0 turns spinning off)"),
-                })
-            }
-        };
+        let idle_spin = micros(self.idle_spin_us, d.idle_spin, MAX_IDLE_SPIN_US, "idle_spin_us", "0 turns spinning off")?;
+        let tenant_slice = micros(self.tenant_slice_us, d.tenant_slice, MAX_TENANT_SLICE_US, "tenant_slice_us", "0 turns fairness between tenants off")?;
         let shard_bits = self.shard_bits.unwrap_or(d.shard_bits);
         if shard_bits > 8 {
             return Err(ConfigError::Invalid { key: "shard_bits".into(), reason: format!("{shard_bits} is above 8") });
@@ -375,6 +372,7 @@ impl EngineSettings {
             threads,
             elastic,
             idle_spin,
+            tenant_slice,
             data_dir,
             shard_bits,
             wal,
@@ -395,6 +393,9 @@ pub struct EngineConfig {
     pub elastic: ElasticConfig,
     /// How long a reactor polls after a read before it sleeps (zero: it never spins).
     pub idle_spin: std::time::Duration,
+    /// How long a tenant's connection runs before the reactor's other tenants get their turn
+    /// (`server::fair`; zero: first come, first served).
+    pub tenant_slice: std::time::Duration,
     /// Who may run DEBUG.
     pub debug_command: DebugCommand,
     /// The password clients must give (`requirepass_file`); None: none, as Redis by default.
@@ -606,11 +607,25 @@ impl FromStr for DebugCommand {
     }
 }
 
+/// A duration setting given in microseconds (`key`): `default` when unset, refused past `max`.
+fn micros(value: Option<u64>, default: std::time::Duration, max: u64, key: &str, zero: &str) -> Result<std::time::Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(us) if us <= max => Ok(std::time::Duration::from_micros(us)),
+        Some(us) => Err(ConfigError::Invalid { key: key.into(), reason: format!("{us} is above {max} (microseconds; {zero})") }),
+    }
+}
+
 /// `idle_spin_us`'s default: the value Linux's ip-sysctl documentation recommends for socket
 /// busy polling (`net.core.busy_read`) with several sockets.
 pub const DEFAULT_IDLE_SPIN_US: u64 = 50;
 /// Past this, spinning would just be burning a core.
 const MAX_IDLE_SPIN_US: u64 = 10_000;
+/// `tenant_slice_us`'s default: a tenant's GET waits at most this long for each other busy
+/// tenant on its reactor (and a yield costs about a microsecond: under 1% at this length).
+pub const DEFAULT_TENANT_SLICE_US: u64 = 200;
+/// Past this, one tenant could hold a reactor for a visible pause.
+const MAX_TENANT_SLICE_US: u64 = 100_000;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -623,6 +638,7 @@ impl Default for EngineConfig {
             threads: Threads::default_elastic(),
             elastic: Default::default(),
             idle_spin: std::time::Duration::from_micros(DEFAULT_IDLE_SPIN_US),
+            tenant_slice: std::time::Duration::from_micros(DEFAULT_TENANT_SLICE_US),
             debug_command: DebugCommand::No,
             requirepass: None,
             data_dir: PathBuf::from("data"),
@@ -689,6 +705,15 @@ mod tests {
         assert!(e.contains("maxmemory_policy"), "{e}");
         let bad = EngineSettings { maxmemory: Some(toml::Value::String("lots".into())), ..Default::default() };
         assert!(bad.resolve().unwrap_err().to_string().contains("`maxmemory`"));
+    }
+
+    #[test]
+    fn tenant_slice_defaults_turns_off_at_zero_and_refuses_a_long_one() {
+        let slice = |us: Option<u64>| EngineSettings { tenant_slice_us: us, ..Default::default() }.resolve().map(|c| c.tenant_slice);
+        assert_eq!(slice(None).unwrap(), std::time::Duration::from_micros(DEFAULT_TENANT_SLICE_US));
+        assert_eq!(slice(Some(0)).unwrap(), std::time::Duration::ZERO);
+        let e = slice(Some(1_000_000)).unwrap_err().to_string();
+        assert!(e.contains("`tenant_slice_us`"), "{e}");
     }
 
     #[test]

@@ -177,7 +177,7 @@ pub fn function(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         ("stats", 2) => ctx.srv.scripts.write_stats(ns, &mut ctx.out),
         ("kill", 2) => {
-            super::script::kill_running(&ctx.srv.scripts, true)?;
+            super::script::kill_running(ctx, true)?;
             ctx.out.ok();
         }
         ("help", 2) => ctx.out.help(&[

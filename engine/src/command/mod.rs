@@ -187,6 +187,9 @@ pub enum Outcome {
     /// A key read through from storage for this command was evicted, or written again and
     /// not yet confirmed, before it got its locks: it did not run; read through again.
     ReadAgain,
+    /// Another command holds, or is taking, the whole of the connection's namespace (a
+    /// script, a long EXEC): this one did not run; wait for it off the thread, then run it.
+    NamespaceHeld,
 }
 
 /// The locked part of the keyspace a command works on.
@@ -486,6 +489,7 @@ pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> 
         Lock::None | Lock::Visit => ShardIds::new(),
         Lock::Keys if spec.first == 1 && spec.last == 1 && spec.keys_from == table::KeysFrom::Range => std::iter::once(ks.shard_id(db, argv[1])).collect(),
         Lock::Db => ks.db_shard_ids(db).collect(),
+        Lock::Namespace => ks.namespace_shard_ids(ks.namespace_of(db)).collect(),
         Lock::All => ks.all_shard_ids().collect(),
         Lock::Keys => table::key_positions(spec, argv).into_iter().map(|i| ks.shard_id(db, argv[i])).collect(),
     }

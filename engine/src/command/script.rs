@@ -1,6 +1,6 @@
 //! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT. The Lua side is in `crate::scripting`;
-//! here a script's `redis.call` runs command handlers on the EVAL's locks (every shard, like
-//! EXEC) and converts their replies.
+//! here a script's `redis.call` runs command handlers on the EVAL's locks (every shard of its
+//! namespace, like EXEC) and converts their replies.
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
@@ -45,7 +45,8 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, mode: RunMode) -> mlu
     let start_len = ctx.out.buf.len();
     // Compatibility mode refuses commands that may grow memory while out of memory, until
     // the script has written (then it must not stop halfway).
-    let deny_oom = mode.deny_oom && !ctx.srv.scripts.wrote.load(Ordering::Relaxed);
+    let slot = ctx.srv.scripts.running.slot(namespace(ctx));
+    let deny_oom = mode.deny_oom && !slot.wrote.load(Ordering::Relaxed);
     let ran = nested(ctx, Origin::Script { readonly: mode.readonly, deny_oom }, &argv);
     let reply = ctx.out.buf.split_off(start_len);
     ctx.out.resp3 = saved_resp3;
@@ -53,7 +54,7 @@ fn script_call(lua: &Lua, ctx: &mut Ctx, args: MultiValue, mode: RunMode) -> mlu
         Nested::Refused(error) => fail(&error),
         Nested::Ran(spec) => {
             if spec.write {
-                ctx.srv.scripts.wrote.store(true, Ordering::Relaxed);
+                ctx.srv.scripts.running.slot(namespace(ctx)).wrote.store(true, Ordering::Relaxed);
             }
             let (v, _) = reply_to_lua(lua, &reply)?;
             if let Some(e) = scripting::table_field(&v, "err") {
@@ -125,7 +126,7 @@ fn eval_generic(ctx: &mut Ctx, argv: &[&[u8]], by_sha: bool, readonly: bool) -> 
 
 /// Runs a script or a library function (`as_function`) as its caller's command: with
 /// `redis.call`/`pcall` bound to this command's context, atomically (the EVAL/FCALL holds
-/// every shard), SCRIPT KILL-able, and its value written as the reply.
+/// every shard of its namespace), SCRIPT KILL-able, and its value written as the reply.
 pub(crate) fn run_lua(
     ctx: &mut Ctx,
     mode: RunMode,
@@ -139,17 +140,16 @@ pub(crate) fn run_lua(
     let (db, in_exec, in_script) = (ctx.conn.db, ctx.in_exec, ctx.in_script);
     ctx.in_exec = true;
     ctx.in_script = true;
-    cache.wrote.store(false, Ordering::Relaxed);
-    cache.kill_requested.store(false, Ordering::Relaxed);
-    cache.started_ms.store(crate::server::state::now_ms(), Ordering::Relaxed);
-    cache.running_client.store(ctx.conn.info.id, Ordering::Relaxed);
-    cache.running_function.store(as_function, Ordering::Relaxed);
     let numkeys = keys.len().to_string();
     let command = [ctx.spec.name.as_bytes(), name.as_bytes(), numkeys.as_bytes()].into_iter().chain(keys.iter().copied()).chain(args.iter().copied());
-    *cache.running_command.lock() = Some((name.to_string(), command.map(<[u8]>::to_vec).collect()));
-    cache.running_reactor.store(ctx.conn.info.reactor.load(Ordering::Relaxed), Ordering::Relaxed);
-    cache.running_namespace.store(namespace(ctx), Ordering::Relaxed);
-    cache.running.store(true, Ordering::Release);
+    let runner = scripting::running::Runner {
+        client: ctx.conn.info.id,
+        reactor: ctx.conn.info.reactor.load(Ordering::Relaxed),
+        function: as_function,
+        name,
+        command: command.map(<[u8]>::to_vec).collect(),
+    };
+    let running = cache.running.start(namespace(ctx), runner);
     let outcome = scripting::with_vm(&cache, |vm| -> Result<(Value, bool), ScriptError> {
         let f: Function = get(vm)?;
         let ctx_cell = RefCell::new(&mut *ctx);
@@ -194,13 +194,7 @@ pub(crate) fn run_lua(
         let result = run.map_err(|e| ScriptError::Reply(format!("ERR {e}")))??;
         Ok((result, scripting::resp_version(&vm.lua) == 3))
     });
-    {
-        // Not while `server::busy` is answering one of this reactor's clients.
-        let _gate = cache.busy_gate.lock();
-        cache.running.store(false, Ordering::Release);
-    }
-    *cache.running_command.lock() = None;
-    cache.kill_requested.store(false, Ordering::Relaxed);
+    drop(running);
     ctx.in_exec = in_exec;
     ctx.in_script = in_script;
     // SELECT inside a script does not change the caller's database.
@@ -216,9 +210,10 @@ pub(crate) fn run_lua(
     }
 }
 
-/// SCRIPT KILL (`function` false) / FUNCTION KILL: asks the running script to stop.
-pub(crate) fn kill_running(cache: &scripting::ScriptCache, function: bool) -> Result<(), CmdError> {
-    cache.kill(function).map_err(err)
+/// SCRIPT KILL (`function` false) / FUNCTION KILL: asks the caller's namespace's running
+/// script to stop (another tenant's is not the caller's to stop, nor to see).
+pub(crate) fn kill_running(ctx: &Ctx, function: bool) -> Result<(), CmdError> {
+    ctx.srv.scripts.running.kill(namespace(ctx), function).map_err(err)
 }
 
 pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -249,7 +244,7 @@ pub fn script(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             ctx.out.ok();
         }
         ("kill", 2) => {
-            kill_running(&cache, false)?;
+            kill_running(ctx, false)?;
             ctx.out.ok();
         }
         ("debug", 3) => return Err(err("ERR SCRIPT DEBUG (the Lua debugger) is not supported by Terrace")),

@@ -127,6 +127,10 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if ctx.conn.subs.any() {
         return Err(err("ERR TERRACE.NAMESPACE is not allowed while subscribed (UNSUBSCRIBE, PUNSUBSCRIBE and SUNSUBSCRIBE first)"));
     }
+    // EXEC locks its namespace's shards only, so watched keys must be in it.
+    if !ctx.conn.watched.is_empty() {
+        return Err(err("ERR TERRACE.NAMESPACE is not allowed while keys are watched (UNWATCH first)"));
+    }
     let mut limit = None;
     let mut storage_mode = None;
     let mut tier_policy = None;
@@ -671,8 +675,10 @@ pub fn client_line(srv: &Server, c: &ClientInfo) -> String {
     )
 }
 
+/// The connected clients by id. A killed one is gone, as in Redis, even while its
+/// connection's task has yet to run and leave the registry.
 fn clients_sorted(srv: &Server) -> Vec<Arc<ClientInfo>> {
-    let mut v: Vec<Arc<ClientInfo>> = srv.clients.lock().values().cloned().collect();
+    let mut v: Vec<Arc<ClientInfo>> = srv.clients.lock().values().filter(|c| !c.killed.load(Ordering::Relaxed)).cloned().collect();
     v.sort_by_key(|c| c.id);
     v
 }

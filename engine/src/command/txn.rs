@@ -1,7 +1,8 @@
 //! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH.
 //!
-//! EXEC holds every shard lock while the queued commands run, so a transaction is atomic
-//! with respect to all other clients on all reactor threads. WATCH records each key's touch
+//! EXEC holds every shard lock of its namespace while the queued commands run, so a
+//! transaction is atomic with respect to all other clients on all reactor threads (other
+//! tenants' commands, which cannot reach its keys, do not wait for it). WATCH records each key's touch
 //! epoch (see `Shard::touch`); any write, deletion, expiry or flush moves it on.
 
 use std::sync::atomic::Ordering;
@@ -46,7 +47,7 @@ pub fn end_multi(conn: &mut Conn) {
 }
 
 /// Drops the connection's WATCH registrations through its command's guards (UNWATCH,
-/// DISCARD and RESET declare visits; EXEC holds every shard).
+/// DISCARD and RESET declare visits; EXEC holds its namespace's shards, where the watched keys are).
 pub fn unwatch_all(ctx: &mut Ctx) {
     release_watches_with(&ctx.srv.keyspace, &mut ctx.data.guards, ctx.conn);
 }

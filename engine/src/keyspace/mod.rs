@@ -41,6 +41,12 @@ pub use value::{hash_bytes, Collection};
 /// n*NUM_DBS .. (n+1)*NUM_DBS; namespace 0 is the default one.
 pub const NUM_DBS: usize = 16;
 
+/// How long a command holding shards waits for another one it visits (`Keyspace::visit`).
+const FOREIGN_VISIT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+/// How long a client's command waits for a shard at a time before it looks whether its
+/// namespace is being taken whole (`Keyspace::lock_shards_unless_held`).
+const UNLESS_HELD_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
+
 thread_local! {
     /// Set while this thread holds a command's shard locks (`Guards`).
     static HOLDING_GUARDS: Cell<bool> = const { Cell::new(false) };
@@ -70,6 +76,9 @@ pub struct Keyspace {
     /// Per namespace: data bytes (entries and their collections) and the limit (0: none).
     ns_used: Vec<Arc<AtomicI64>>,
     ns_limit: Vec<AtomicU64>,
+    /// Per namespace: since when (unix µs; 0: not) a command holds every one of its shards
+    /// (`lock_namespace`: EXEC, a script, FLUSHALL).
+    ns_held_since: Box<[AtomicI64]>,
     /// Where the cron's next re-measuring slice starts.
     remeasure_cursor: AtomicUsize,
     version: AtomicU64,
@@ -104,6 +113,8 @@ pub struct Guards<'a> {
     /// Where a command that reached a shard it did not lock was sent instead (`shard`,
     /// `pair`): two empty shards, whose contents are dropped with the guards.
     stray: Option<Box<[Shard; 2]>>,
+    /// Holding a whole namespace: its `ns_held_since`, cleared when the guards go.
+    whole: Option<&'a AtomicI64>,
 }
 
 /// A command reached a shard it neither holds nor may lock: its table entry does not declare
@@ -144,6 +155,7 @@ impl Keyspace {
             shard_bits,
             dbs,
             ns_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
+            ns_held_since: (0..ns_used.len()).map(|_| AtomicI64::new(0)).collect(),
             ns_used,
             remeasure_cursor: AtomicUsize::new(0),
             version: AtomicU64::new(1),
@@ -162,7 +174,7 @@ impl Keyspace {
     /// Turns keyspace notifications' event noting on or off (off: what shards noted goes).
     pub fn set_notify(&self, on: bool) {
         if self.notify.swap(on, Ordering::SeqCst) && !on && !self.deletions.load(Ordering::SeqCst) {
-            // Never waits: CONFIG SET may run inside EXEC, which holds every shard. A shard
+            // Never waits: CONFIG SET may run inside EXEC, which holds shards. A shard
             // held now is drained by its command, which drops the events (notifications off).
             for s in self.shards.iter() {
                 if let Some(mut s) = s.try_lock() {
@@ -365,6 +377,14 @@ impl Keyspace {
         0..self.shards.len() as u32
     }
 
+    /// Every shard of namespace `ns`'s databases (a contiguous range: namespace n owns
+    /// databases n*NUM_DBS.., and a database's shards are contiguous).
+    pub fn namespace_shard_ids(&self, ns: usize) -> std::ops::Range<u32> {
+        let per_ns = (NUM_DBS << self.shard_bits) as u32;
+        let first = (ns as u32 * per_ns).min(self.shards.len() as u32);
+        first..(first + per_ns).min(self.shards.len() as u32)
+    }
+
     /// Locks the given shards (ids may repeat and come in any order).
     pub fn lock_shards(&self, _: &LockCap, mut ids: ShardIds) -> Guards<'_> {
         assert_not_holding_guards();
@@ -375,28 +395,100 @@ impl Keyspace {
             ids.sort_unstable();
             ids.dedup();
         }
-        Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect(), visits: false, stray: None }
+        Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect(), visits: false, stray: None, whole: None }
     }
 
     /// No locks held, and the right to visit shards one at a time (`visit`): for a command
     /// declared `Lock::Visit`, and for background work passing guards to the same functions.
     pub fn visiting(&self, _: &LockCap) -> Guards<'_> {
-        Guards { held: SmallVec::new(), visits: true, stray: None }
+        Guards { held: SmallVec::new(), visits: true, stray: None, whole: None }
+    }
+
+    /// Every shard of namespace `ns` (a command declared `Lock::Namespace`), with the right to
+    /// read other shards one at a time, briefly (`visit`: INFO's totals inside a script).
+    /// Waits for another whole-namespace holder to finish (replaying the log, where nothing
+    /// else runs, it never does).
+    pub fn lock_namespace(&self, cap: &LockCap, ns: usize) -> Guards<'_> {
+        loop {
+            if let Some(guards) = self.try_lock_namespace(cap, ns) {
+                return guards;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+
+    /// As `lock_namespace`, unless another command holds (or is taking) namespace `ns`
+    /// whole: then None, and the caller waits for it off its thread. The claim
+    /// (`ns_held_since`) comes before the locks, so that a client's command that finds one
+    /// of them taken learns why (`lock_shards_unless_held`).
+    pub fn try_lock_namespace(&self, cap: &LockCap, ns: usize) -> Option<Guards<'_>> {
+        let since = self.ns_held_since.get(ns);
+        if let Some(since) = since {
+            since.compare_exchange(0, crate::clock::now_us().max(1), Ordering::SeqCst, Ordering::Relaxed).ok()?;
+        }
+        let mut guards = self.lock_shards(cap, self.namespace_shard_ids(ns).collect());
+        guards.visits = true;
+        guards.whole = since;
+        Some(guards)
+    }
+
+    /// As `lock_shards`, for a client's command in namespace `ns`: None (nothing held) when
+    /// another command holds, or is taking, every shard of `ns` — a script, a long EXEC — so
+    /// that the caller waits for it off its reactor's thread instead of in the lock (which
+    /// would stop the reactor's other tenants for as long as the script runs).
+    pub fn lock_shards_unless_held(&self, _: &LockCap, mut ids: ShardIds, ns: usize) -> Option<Guards<'_>> {
+        assert_not_holding_guards();
+        let claimed = || self.ns_held_since.get(ns).is_some_and(|s| s.load(Ordering::SeqCst) != 0);
+        if claimed() {
+            return None;
+        }
+        if ids.len() > 1 {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        let mut held = SmallVec::new();
+        for id in ids {
+            let shard = &self.shards[id as usize];
+            let guard = loop {
+                // A short wait at a time: the holder is another command (it goes in
+                // microseconds), unless a claim appears meanwhile.
+                if let Some(g) = shard.try_lock_for(UNLESS_HELD_WAIT) {
+                    break g;
+                }
+                if claimed() {
+                    return None;
+                }
+            };
+            held.push((id, guard));
+        }
+        if !held.is_empty() {
+            HOLDING_GUARDS.with(|h| h.set(true));
+        }
+        Some(Guards { held, visits: false, stray: None, whole: None })
+    }
+
+    /// How long a command has held every shard of namespace `ns` (None: none does). A
+    /// connection that would wait long for them waits off its thread instead.
+    pub fn namespace_held_for(&self, ns: usize) -> Option<std::time::Duration> {
+        let since = self.ns_held_since.get(ns)?.load(Ordering::Acquire);
+        (since != 0).then(|| std::time::Duration::from_micros(crate::clock::now_us().saturating_sub(since).max(0) as u64))
     }
 
     /// Reads shard `id` for a command that visits shards one at a time (a census, a sample,
     /// totals): through the command's locks when it holds the shard (EXEC and scripts hold
-    /// every shard), else by locking that shard alone when the command holds none, waiting
-    /// at most `wait` (None: it stayed busy). A command that holds some shards but not this
-    /// one gets `Undeclared` (locking another would break the lock order), and so does one
-    /// that did not declare visits (`Guards::visits`).
+    /// their namespace's shards), else by locking that shard alone, waiting at most `wait`
+    /// (None: it stayed busy). A command that holds shards waits at most `FOREIGN_VISIT_WAIT`
+    /// for another (two such commands of different tenants waiting for each other's shards
+    /// both give up instead of deadlocking). A command that did not declare visits
+    /// (`Guards::visits`) gets `Undeclared`.
     pub fn visit<R>(&self, guards: &mut Guards, id: u32, wait: std::time::Duration, f: impl FnOnce(&Shard) -> R) -> Result<Option<R>, Undeclared> {
         if guards.holds(id) {
             return Ok(Some(f(guards.shard(id))));
         }
-        if !guards.held.is_empty() || !guards.visits {
+        if !guards.visits {
             return Err(Undeclared);
         }
+        let wait = if guards.held.is_empty() { wait } else { wait.min(FOREIGN_VISIT_WAIT) };
         Ok(self.shards[id as usize].try_lock_for(wait).map(|s| f(&s)))
     }
 
@@ -446,11 +538,16 @@ impl Keyspace {
         Ok(c)
     }
 
-    /// Totals over every shard, visited one at a time (`visit`; a shard is waited for).
+    /// Totals over every shard, visited one at a time (`visit`; a shard is waited for,
+    /// unless a command holds its whole namespace — a tenant's long script must not stop
+    /// another's INFO — and then it is left out).
     pub fn totals(&self, guards: &mut Guards) -> Result<Totals, Undeclared> {
         let mut t = Totals::default();
+        let per_ns = NUM_DBS << self.shard_bits;
         for id in self.all_shard_ids() {
-            self.visit(guards, id, std::time::Duration::MAX, |s| t.add(id as usize >> self.shard_bits, s))?;
+            let held_whole = self.namespace_held_for(id as usize / per_ns).is_some() && !guards.holds(id);
+            let wait = if held_whole { std::time::Duration::ZERO } else { std::time::Duration::MAX };
+            self.visit(guards, id, wait, |s| t.add(id as usize >> self.shard_bits, s))?;
         }
         Ok(t)
     }
@@ -480,6 +577,9 @@ impl NamespaceCensus {
 
 impl Drop for Guards<'_> {
     fn drop(&mut self) {
+        if let Some(since) = self.whole {
+            since.store(0, Ordering::Release);
+        }
         if !self.held.is_empty() {
             HOLDING_GUARDS.with(|h| h.set(false));
         }

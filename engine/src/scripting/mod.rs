@@ -7,8 +7,8 @@
 //! has compiled; the script bodies are shared in `ScriptCache`, so SCRIPT LOAD on one
 //! connection serves EVALSHA on any connection of the same namespace: scripts, like
 //! FUNCTION libraries, are a tenant's own (EVALSHA, SCRIPT EXISTS and SCRIPT FLUSH see the
-//! caller's namespace's). A script runs while its EVAL holds every shard lock, so
-//! it is atomic like a transaction, and `redis.call` runs command handlers directly on those
+//! caller's namespace's). A script runs while its EVAL holds every shard lock of
+//! its namespace, so it is atomic like a transaction (other tenants do not wait for it), and `redis.call` runs command handlers directly on those
 //! locks. The Lua side is the cargo feature `lua`; without it the shared state below still
 //! exists (the server holds it) and the scripting commands refuse.
 
@@ -19,12 +19,13 @@ mod convert;
 pub mod functions;
 #[cfg(feature = "lua")]
 mod libs;
+pub mod running;
 pub mod shebang;
 #[cfg(feature = "lua")]
 mod vm;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -42,57 +43,33 @@ pub fn sha1_hex(body: &[u8]) -> String {
     Sha1::digest(body).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A cached script: its namespace and SHA1.
-type ScriptKey = (usize, String);
+/// One namespace's script bodies by SHA1.
+type Scripts = HashMap<String, Arc<[u8]>>;
 
-/// Script bodies by namespace and SHA1, shared by all threads, plus the state of the running
-/// script for SCRIPT KILL.
+/// Script bodies by namespace and SHA1, shared by all threads, the FUNCTION libraries, and
+/// the scripts running now (`running`).
 pub struct ScriptCache {
-    bodies: Mutex<HashMap<ScriptKey, Arc<[u8]>>>,
+    /// Per namespace, by SHA1 (looked up by `&str`: EVALSHA allocates nothing).
+    bodies: Mutex<HashMap<usize, Scripts>>,
     /// Bumped by SCRIPT FLUSH so threads drop what they compiled.
     generation: AtomicU64,
-    pub running: AtomicBool,
-    /// When the running script started (unix ms).
-    pub started_ms: std::sync::atomic::AtomicI64,
-    pub wrote: AtomicBool,
-    pub kill_requested: AtomicBool,
+    /// The running scripts, one slot per namespace (SCRIPT KILL, BUSY, FUNCTION STATS).
+    pub running: running::RunningScripts,
     /// FUNCTION libraries.
     pub functions: functions::Registry,
     /// `busy-reply-threshold` (`lua-time-limit`), ms.
     pub busy_threshold_ms: std::sync::atomic::AtomicI64,
-    /// The client running the script and its reactor (`server::busy` answers that reactor's
-    /// other clients while the script is busy).
-    pub running_client: AtomicU64,
-    /// The running script is a library function (FCALL), not an EVAL.
-    pub running_function: AtomicBool,
-    /// The running script's name (the function's, or the EVAL's SHA1) and the command that
-    /// runs it (FUNCTION STATS).
-    pub running_command: Mutex<Option<(String, Vec<Vec<u8>>)>>,
-    /// The running script's namespace (FUNCTION STATS shows it to that namespace alone).
-    pub running_namespace: std::sync::atomic::AtomicUsize,
-    pub running_reactor: std::sync::atomic::AtomicUsize,
-    /// Taken by `server::busy` while it answers one request, and by the script's end before
-    /// `running` goes false: the reactor runs its connections again only after.
-    pub busy_gate: Mutex<()>,
 }
 
-impl Default for ScriptCache {
-    fn default() -> Self {
+impl ScriptCache {
+    /// The cache of an engine with `namespaces` namespaces.
+    pub fn new(namespaces: usize) -> ScriptCache {
         ScriptCache {
             bodies: Default::default(),
             generation: Default::default(),
-            running: Default::default(),
-            started_ms: Default::default(),
-            wrote: Default::default(),
-            kill_requested: Default::default(),
+            running: running::RunningScripts::new(namespaces),
             functions: Default::default(),
             busy_threshold_ms: std::sync::atomic::AtomicI64::new(BUSY_THRESHOLD_MS),
-            running_client: AtomicU64::new(0),
-            running_function: AtomicBool::new(false),
-            running_command: Mutex::new(None),
-            running_namespace: std::sync::atomic::AtomicUsize::new(0),
-            running_reactor: std::sync::atomic::AtomicUsize::new(usize::MAX),
-            busy_gate: Mutex::new(()),
         }
     }
 }
@@ -106,19 +83,19 @@ impl ScriptCache {
     /// Keeps a script body for namespace `ns`; its SHA1.
     pub fn insert(&self, ns: usize, body: &[u8]) -> String {
         let sha = sha1_hex(body);
-        self.bodies.lock().entry((ns, sha.clone())).or_insert_with(|| Arc::from(body));
+        self.bodies.lock().entry(ns).or_default().entry(sha.clone()).or_insert_with(|| Arc::from(body));
         sha
     }
     pub fn get(&self, ns: usize, sha: &str) -> Option<Arc<[u8]>> {
-        self.bodies.lock().get(&(ns, sha.to_string())).cloned()
+        self.bodies.lock().get(&ns).and_then(|scripts| scripts.get(sha)).cloned()
     }
     pub fn contains(&self, ns: usize, sha: &str) -> bool {
-        self.bodies.lock().contains_key(&(ns, sha.to_string()))
+        self.bodies.lock().get(&ns).is_some_and(|scripts| scripts.contains_key(sha))
     }
     /// SCRIPT FLUSH: namespace `ns`'s scripts go (threads drop what they compiled, which
     /// other namespaces' scripts only pay for with a compilation).
     pub fn flush(&self, ns: usize) {
-        self.bodies.lock().retain(|(space, _), _| *space != ns);
+        self.bodies.lock().remove(&ns);
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
     /// The flags the script or function a script command of namespace `ns` names declared
@@ -140,25 +117,6 @@ impl ScriptCache {
         }
     }
 
-    /// SCRIPT KILL (`function` false) / FUNCTION KILL (true): asks the running script to
-    /// stop, unless it has written or is of the other kind (each command stops its own).
-    pub fn kill(&self, function: bool) -> Result<(), &'static str> {
-        if !self.running.load(Ordering::Acquire) {
-            return Err("NOTBUSY No scripts in execution right now.");
-        }
-        if self.wrote.load(Ordering::Relaxed) {
-            return Err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
-        }
-        match (function, self.running_function.load(Ordering::Relaxed)) {
-            (false, true) => Err("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."),
-            (true, false) => Err("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."),
-            _ => {
-                self.kill_requested.store(true, Ordering::Relaxed);
-                Ok(())
-            }
-        }
-    }
-
     /// FUNCTION STATS: the running script (its name, command and how long it has run) and
     /// namespace `ns`'s library counts.
     pub fn write_stats(&self, ns: usize, out: &mut crate::protocol::ReplyWriter) {
@@ -166,9 +124,8 @@ impl ScriptCache {
         out.map_len(2);
         out.bulk(b"running_script");
         // Another tenant's running script (its name, keys and arguments) is not shown.
-        let own = self.running_namespace.load(Ordering::Relaxed) == ns;
-        let running = self.running_command.lock().clone().filter(|_| own && self.running.load(Ordering::Acquire));
-        match running {
+        let slot = self.running.slot(ns);
+        match slot.command() {
             Some((name, command)) => {
                 out.map_len(3);
                 out.bulk(b"name");
@@ -179,7 +136,7 @@ impl ScriptCache {
                     out.bulk(a);
                 }
                 out.bulk(b"duration_ms");
-                out.int(crate::clock::now_ms() - self.started_ms.load(Ordering::Relaxed));
+                out.int(slot.running_ms());
             }
             None => out.null(),
         }
@@ -193,9 +150,13 @@ impl ScriptCache {
         out.int(fns as i64);
     }
 
-    /// Whether a script has been running longer than the busy threshold.
-    pub fn busy(&self) -> bool {
-        self.running.load(Ordering::Relaxed)
-            && crate::clock::now_ms() - self.started_ms.load(Ordering::Relaxed) > self.busy_threshold_ms.load(Ordering::Relaxed)
+    /// Whether namespace `ns`'s script has been running longer than the busy threshold.
+    pub fn busy(&self, ns: usize) -> bool {
+        self.running.busy(ns, self.busy_threshold_ms.load(Ordering::Relaxed))
+    }
+
+    /// Whether some namespace's script has been running longer than the busy threshold.
+    pub fn any_busy(&self) -> bool {
+        self.running.any_busy(self.busy_threshold_ms.load(Ordering::Relaxed))
     }
 }

@@ -61,7 +61,7 @@ fn new_vm(cache: &Arc<ScriptCache>) -> mlua::Result<Vm> {
         if functions::load_overran() {
             return Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into()));
         }
-        if kill.kill_requested.load(Ordering::Relaxed) {
+        if kill.running.stop_requested_here() {
             let line = libs::script_line(lua);
             return Err(mlua::Error::external(CallError { err: "ERR Script killed by user with SCRIPT KILL...".into(), line }));
         }
@@ -87,7 +87,7 @@ fn new_vm(cache: &Arc<ScriptCache>) -> mlua::Result<Vm> {
     // runner above keeps the real xpcall; scripts get pcall/xpcall that let SCRIPT KILL's
     // error through, told by `killed`.)
     let killed_cache = cache.clone();
-    let killed = lua.create_function(move |_, ()| Ok(killed_cache.kill_requested.load(Ordering::Relaxed)))?;
+    let killed = lua.create_function(move |_, ()| Ok(killed_cache.running.stop_requested_here()))?;
     let globals: Table = lua.load(include_str!("sandbox.lua")).set_name("=sandbox").call(killed)?;
     Ok(Vm { lua, cache: cache.clone(), compiled: HashMap::new(), generation: 0, redis, globals, runner, fns: Default::default() })
 }

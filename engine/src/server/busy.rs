@@ -11,7 +11,7 @@
 //!
 //! A connection is touched only while its task waits for input with nothing pending
 //! (`ClientInfo::idle_reading`) on the busy reactor, and only while the script still runs
-//! (checked under `ScriptCache::busy_gate`, which the script's end takes before the reactor
+//! (checked under its slot's `busy_gate`, which the script's end takes before the reactor
 //! runs anything else), so the task and this never read the same socket at once.
 
 use std::sync::atomic::Ordering;
@@ -22,6 +22,7 @@ use bytes::BytesMut;
 use super::state::Server;
 use crate::clients::{ClientInfo, Deferred};
 use crate::protocol::{Limits, ReplyWriter, RequestParser};
+use crate::scripting::running::Slot;
 
 /// How often the control thread looks for a busy script.
 pub const CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
@@ -29,12 +30,26 @@ pub const CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(10
 /// The longest request read here (a busy client sends short commands; a longer one waits).
 const PEEK_MAX: usize = 64 * 1024;
 
-/// Serves, once, the waiting clients of the reactor a busy script holds.
+/// The reactors busy scripts hold now.
+pub fn held_reactors(srv: &Server) -> Vec<usize> {
+    srv.scripts.running.slots().filter(|(ns, _)| srv.scripts.busy(*ns)).map(|(_, slot)| slot.reactor.load(Ordering::Relaxed)).collect()
+}
+
+/// Serves, once, the waiting clients of every reactor a busy script holds.
 pub fn serve_waiting_clients(srv: &Server) {
-    if !srv.scripts.busy() {
+    if !srv.scripts.any_busy() {
         return;
     }
-    let (runner, reactor) = (srv.scripts.running_client.load(Ordering::Relaxed), srv.scripts.running_reactor.load(Ordering::Relaxed));
+    for (ns, slot) in srv.scripts.running.slots() {
+        if srv.scripts.busy(ns) {
+            serve_reactor_of(srv, slot);
+        }
+    }
+}
+
+/// Serves the waiting clients of the reactor the script of `slot` holds.
+fn serve_reactor_of(srv: &Server, slot: &Slot) {
+    let (runner, reactor) = (slot.client.load(Ordering::Relaxed), slot.reactor.load(Ordering::Relaxed));
     let waiting: Vec<Arc<ClientInfo>> = srv
         .clients
         .lock()
@@ -45,11 +60,11 @@ pub fn serve_waiting_clients(srv: &Server) {
     for client in waiting {
         // One request at a time, each under the gate: the script may end between two.
         loop {
-            let _gate = srv.scripts.busy_gate.lock();
-            if !srv.scripts.running.load(Ordering::Acquire) || !client.idle_reading.load(Ordering::Acquire) {
+            let _gate = slot.busy_gate.lock();
+            if !slot.is_running() || !client.idle_reading.load(Ordering::Acquire) {
                 return;
             }
-            if !answer_one(srv, &client) {
+            if !answer_one(srv, slot, &client) {
                 break;
             }
         }
@@ -57,7 +72,7 @@ pub fn serve_waiting_clients(srv: &Server) {
 }
 
 /// Reads one complete request from the client's socket, if there is one, and answers it.
-fn answer_one(srv: &Server, client: &ClientInfo) -> bool {
+fn answer_one(srv: &Server, slot: &Slot, client: &ClientInfo) -> bool {
     let mut buf = vec![0u8; PEEK_MAX];
     // SAFETY: `client.fd` is the open socket of a connection whose task waits for input on
     // the reactor the running script holds: the task cannot close it before the script ends,
@@ -77,7 +92,7 @@ fn answer_one(srv: &Server, client: &ClientInfo) -> bool {
     let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(peeked, i)).collect();
     let mut out = BytesMut::new();
     let resp3 = client.resp.load(Ordering::Relaxed) == 3;
-    let close = answer(srv, client, &argv, &mut ReplyWriter::new(&mut out, resp3));
+    let close = answer(srv, slot, client, &argv, &mut ReplyWriter::new(&mut out, resp3));
     if !out.is_empty() && send_all(client.fd, &out) == 0 {
         return false;
     }
@@ -91,12 +106,14 @@ fn answer_one(srv: &Server, client: &ClientInfo) -> bool {
     taken == req.consumed as isize
 }
 
-/// The reply to a request that arrived while a script is busy; true if the connection must
-/// close after it.
-fn answer(srv: &Server, client: &ClientInfo, argv: &[&[u8]], w: &mut ReplyWriter) -> bool {
+/// The reply to a request that arrived while the script of `slot` is busy on the client's
+/// reactor; true if the connection must close after it. SCRIPT KILL, FUNCTION KILL and
+/// FUNCTION STATS concern the client's own namespace's script (a client of another tenant
+/// sharing the reactor gets NOTBUSY, and BUSY for the rest until the script ends).
+fn answer(srv: &Server, slot: &Slot, client: &ClientInfo, argv: &[&[u8]], w: &mut ReplyWriter) -> bool {
     let is = |i: usize, s: &str| argv.get(i).is_some_and(|a| a.eq_ignore_ascii_case(s.as_bytes()));
     let in_multi = client.in_multi.load(Ordering::Relaxed);
-    let busy = crate::command::pipeline::busy_error(srv.scripts.running_function.load(Ordering::Relaxed));
+    let busy = crate::command::pipeline::busy_error(slot.function.load(Ordering::Relaxed));
     if argv.is_empty() {
         return false;
     }
@@ -107,7 +124,7 @@ fn answer(srv: &Server, client: &ClientInfo, argv: &[&[u8]], w: &mut ReplyWriter
         return false;
     }
     if (is(0, "script") || is(0, "function")) && is(1, "kill") && argv.len() == 2 {
-        match srv.scripts.kill(is(0, "function")) {
+        match srv.scripts.running.kill(client.namespace.load(Ordering::Relaxed), is(0, "function")) {
             Ok(()) => w.ok(),
             Err(e) => w.error(e),
         }

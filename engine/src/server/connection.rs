@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::dispatch::{Carried, Dispatch, Handoff};
+use super::fair::Turn;
 use super::state::{ClientInfo, Server};
 use crate::command::{self, BlockRequest, Conn, Outcome, TimeoutReply};
 use crate::keyspace::LockCap;
@@ -56,6 +57,8 @@ pub async fn serve(
     let elastic = srv.reactors.elastic && srv.reactors.count() > 1 && here.is_some();
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut parser = RequestParser::new(Limits::default());
+    // The connection runs requests only while it holds its tenant's turn on this reactor.
+    let mut turn = Turn::new(srv.config.tenant_slice);
     'conn: loop {
         if info.killed.load(Ordering::Relaxed) {
             break;
@@ -88,15 +91,33 @@ pub async fn serve(
         // Waiting with nothing pending: while a busy script holds this reactor, the control
         // thread may answer this client's requests (`super::busy`).
         info.idle_reading.store(out.is_empty() && inbuf.is_empty(), Ordering::Release);
-        let read = if pushes || elastic {
+        let ready = if pushes || elastic {
             tokio::select! {
                 biased;
-                r = stream.read_buf(&mut inbuf) => Some(r),
+                r = stream.readable() => Some(r),
                 _ = info.mailbox_notify.notified(), if pushes => None,
                 _ = info.move_requested(), if elastic => None,
             }
         } else {
-            Some(stream.read_buf(&mut inbuf).await)
+            Some(stream.readable().await)
+        };
+        let read = match ready {
+            None => None,
+            Some(Err(e)) => Some(Err(e)),
+            Some(Ok(())) => {
+                // The tenant's turn before the socket's bytes: waiting for it, the connection
+                // stays idle with its request unread, so `busy` can answer it should the
+                // turn's holder run a script that turns busy on this reactor.
+                turn.take(namespace(&conn)).await;
+                info.idle_reading.store(false, Ordering::Release);
+                match stream.try_read_buf(&mut inbuf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        turn.give_back();
+                        continue;
+                    }
+                    r => Some(r),
+                }
+            }
         };
 
         info.idle_reading.store(false, Ordering::Release);
@@ -121,6 +142,7 @@ pub async fn serve(
         srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
         info.last_active_ms.store(srv.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         parser.set_max_bulk_len(srv.limits.max_bulk_len.load(Ordering::Relaxed));
+        turn.take(namespace(&conn)).await;
         loop {
             let req = match parser.parse(&inbuf) {
                 Ok(Some(r)) => r,
@@ -129,6 +151,7 @@ pub async fn serve(
                     let text = format!("ERR {e}");
                     srv.stats.note_error(&text);
                     ReplyWriter::new(&mut out, conn.resp3).error(&text);
+                    turn.give_back();
                     let _ = flush(&srv, &mut conn, &mut stream, &mut out).await;
                     break 'conn;
                 }
@@ -146,7 +169,10 @@ pub async fn serve(
                 let read = if srv.storage_tier().is_some() {
                     let buf: &[u8] = &inbuf;
                     let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(buf, i)).collect();
-                    match command::read_through(&srv, &locks, &conn, &argv).await {
+                    turn.give_back();
+                    let read = command::read_through(&srv, &locks, &conn, &argv).await;
+                    turn.take(namespace(&conn)).await;
+                    match read {
                         Ok(read) => Some(read),
                         Err(why) => {
                             ReplyWriter::new(&mut out, conn.resp3).error(&why);
@@ -175,6 +201,13 @@ pub async fn serve(
                         other => Ok(other),
                     }
                 };
+                if matches!(outcome, Ok(Outcome::NamespaceHeld)) {
+                    // Run again (read through again) once the holder is done.
+                    turn.give_back();
+                    wait_for_namespace(&srv, &info, namespace(&conn)).await;
+                    turn.take(namespace(&conn)).await;
+                    continue;
+                }
                 if !matches!(outcome, Ok(Outcome::ReadAgain)) {
                     break outcome;
                 }
@@ -189,6 +222,7 @@ pub async fn serve(
             parser.reset();
             match outcome {
                 Ok(Outcome::Close) => {
+                    turn.give_back();
                     if !info.killed.load(Ordering::Relaxed) {
                         let _ = flush(&srv, &mut conn, &mut stream, &mut out).await;
                     }
@@ -196,6 +230,7 @@ pub async fn serve(
                 }
                 Ok(_) => {}
                 Err((outcome, argv)) => {
+                    turn.give_back();
                     if !flush(&srv, &mut conn, &mut stream, &mut out).await {
                         if let Outcome::Block(b) = &outcome {
                             srv.blocking.unregister(info.id, b.db, &b.keys);
@@ -207,10 +242,15 @@ pub async fn serve(
                     }
                 }
             }
-            if out.len() >= FLUSH_AT && !flush(&srv, &mut conn, &mut stream, &mut out).await {
-                break 'conn;
+            if out.len() >= FLUSH_AT {
+                turn.give_back();
+                if !flush(&srv, &mut conn, &mut stream, &mut out).await {
+                    break 'conn;
+                }
             }
+            turn.after_request(namespace(&conn)).await;
         }
+        turn.give_back();
         info.qbuf.store(inbuf.len(), Ordering::Relaxed);
         if inbuf.is_empty() && inbuf.capacity() > KEEP_BUFFER {
             inbuf = BytesMut::with_capacity(16 * 1024);
@@ -242,6 +282,32 @@ pub async fn serve(
     srv.monitors.remove(info.id);
     srv.tracking.disable(info.id);
     srv.clients.lock().remove(&info.id);
+}
+
+/// The namespace (tenant) the connection's requests run in.
+fn namespace(conn: &Conn) -> usize {
+    conn.ns_base / crate::keyspace::NUM_DBS
+}
+
+/// After this long holding a whole namespace, its holder is waited for in 1 ms sleeps rather
+/// than by yielding to the reactor's other connections.
+const LONG_HOLD: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Waits, off the reactor's thread, until no command holds namespace `ns` whole (a script,
+/// an EXEC), its script turns busy (admission then answers BUSY), or the client is killed.
+/// Waiting in the shard locks instead would stop every other tenant's connection on this
+/// reactor for as long as the script runs.
+async fn wait_for_namespace(srv: &Server, info: &ClientInfo, ns: usize) {
+    while let Some(held) = srv.keyspace.namespace_held_for(ns) {
+        if srv.scripts.busy(ns) || info.killed.load(Ordering::Relaxed) {
+            return;
+        }
+        if held < LONG_HOLD {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
 }
 
 /// Applies what requests answered while a busy script held this reactor did to the
@@ -454,6 +520,12 @@ async fn wait_and_retry(
                 match wait_blocked(srv, conn, stream, inbuf, out, &block, until).await {
                     Woken::Retry => waited = Some(block),
                     Woken::Finished(keep_open) => return keep_open,
+                }
+            }
+            Outcome::NamespaceHeld => {
+                wait_for_namespace(srv, &conn.info, conn.ns_base / crate::keyspace::NUM_DBS).await;
+                if conn.info.killed.load(Ordering::Relaxed) {
+                    return false;
                 }
             }
             Outcome::Close => return false,

@@ -4,14 +4,16 @@
 //! The control thread (the caller's) owns the listener, the cron and signal handling, and
 //! hands accepted connections to the reactors round-robin. It never runs commands on shard
 //! locks, so a long Lua script can't stop it: while a script is busy (past the busy
-//! threshold) it serves new connections itself, which is how an operator reaches SCRIPT KILL
-//! or SHUTDOWN NOSAVE, as with Redis.
+//! threshold) new connections go to a reactor no busy script holds, or, when every reactor is
+//! held, are served by the control thread itself — which is how an operator reaches SCRIPT
+//! KILL or SHUTDOWN NOSAVE, as with Redis.
 
 pub mod busy;
 pub mod connection;
 pub mod cron;
 pub mod dispatch;
 pub mod elastic;
+pub mod fair;
 #[cfg(feature = "metrics-http")]
 pub mod metrics;
 pub mod namespaces;
@@ -394,13 +396,20 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                         continue;
                     }
                     let info = register_client(&srv0, peer, local, std::os::fd::AsRawFd::as_raw_fd(&stream));
-                    if srv0.scripts.busy() {
-                        // The reactors may all be stuck behind the script: serve it here.
-                        info.reactor.store(usize::MAX, Ordering::Relaxed);
-                        tokio::task::spawn_local(connection::serve(srv0.clone(), locks0.clone(), dispatch.clone(), stream, info, None, usize::MAX));
-                        continue;
+                    let mut target = srv0.reactors.assign();
+                    if srv0.scripts.any_busy() {
+                        // Not to a reactor a busy script holds; when they all are, served here.
+                        let held = busy::held_reactors(&srv0);
+                        let active = srv0.reactors.active.load(Ordering::Relaxed).max(1);
+                        match (0..active).map(|i| (target + i) % active).find(|r| !held.contains(r)) {
+                            Some(free) => target = free,
+                            None => {
+                                info.reactor.store(usize::MAX, Ordering::Relaxed);
+                                tokio::task::spawn_local(connection::serve(srv0.clone(), locks0.clone(), dispatch.clone(), stream, info, None, usize::MAX));
+                                continue;
+                            }
+                        }
                     }
-                    let target = srv0.reactors.assign();
                     info.reactor.store(target, Ordering::Relaxed);
                     if let Ok(std_stream) = stream.into_std() {
                         let _ = dispatch.send(target, Handoff::New(std_stream, info));

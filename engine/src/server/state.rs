@@ -382,6 +382,7 @@ impl Server {
         keyspace.lfu.store(config.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         let tracking = crate::tracking::Tracking::new(keyspace.tracking_switch());
         let notifications = crate::notify::Notifications::new(config.namespaces);
+        let scripts = Arc::new(crate::scripting::ScriptCache::new(config.namespaces));
         let stats = Stats { per_command: (0..terrace_commands::stat_index::count()).map(|_| CommandStat::default()).collect(), ..Default::default() };
         let reactors =
             super::elastic::Reactors::new(config.threads.reactors(), matches!(config.threads, crate::config::Threads::Elastic(_)), config.elastic.clone());
@@ -411,7 +412,7 @@ impl Server {
             monitors: crate::monitor::Monitors::default(),
             tracking,
             snapshot: crate::snapshot::SnapshotState::default(),
-            scripts: Arc::default(),
+            scripts,
             stats,
             clients: Mutex::new(HashMap::new()),
             limits: Arc::default(),
@@ -458,7 +459,7 @@ impl Server {
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
         // A running script stops too (SHUTDOWN NOSAVE ends even an unkillable one).
-        self.scripts.kill_requested.store(true, Ordering::SeqCst);
+        self.scripts.running.stop_all();
         self.shutdown_notify.notify_waiters();
         for c in self.clients.lock().values() {
             c.kill_locked();

@@ -432,14 +432,15 @@ impl Client {
             }
             Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,
             Kind::Kill => {
-                // No namespace, database or protocol set up first: the kill needs none, and
-                // a busy engine refuses all but a few commands.
+                // In the tenant's namespace (an engine stops only the caller's namespace's
+                // script), with no database or protocol set up first: the kill needs none,
+                // and while its script is busy the namespace refuses all but a few commands.
                 for b in self.killers.drain(..) {
                     b.shutdown();
                 }
                 let mut parts = Vec::with_capacity(self.engines());
                 for e in 0..self.engines() {
-                    let b = self.rx.dedicated(e, &None, 0, false);
+                    let b = self.rx.dedicated(e, &self.tenant.namespace, 0, false);
                     parts.push(send(&b, raw, &self.owner, false).await);
                     self.killers.push(b);
                 }

@@ -87,9 +87,10 @@ impl Caller<'_> {
 /// What admission asks of the server, only when a rule needs it.
 pub trait Gate {
     fn auth_required(&self) -> bool;
-    /// Whether a script runs past the busy threshold: Some(true) for a library function
-    /// (FCALL), Some(false) for EVAL's.
-    fn script_busy(&self) -> Option<bool>;
+    /// Whether namespace `ns`'s script runs past the busy threshold: Some(true) for a
+    /// library function (FCALL), Some(false) for EVAL's. (Another tenant's script does not
+    /// make this one's commands wait: it holds its own namespace's shards.)
+    fn script_busy(&self, ns: usize) -> Option<bool>;
     /// Until when CLIENT PAUSE holds this command back (unix ms), if it does; `writes`: it
     /// writes or may replicate (by its flags, a script's declared ones, or for EXEC the
     /// queued commands').
@@ -98,7 +99,7 @@ pub trait Gate {
     /// command, or a script without a shebang).
     fn declared_flags(&self, spec: &CommandSpec, ns: usize, argv: &[&[u8]]) -> Option<Declared>;
     /// Whether memory is over `maxmemory` or namespace `ns` over its quota now (a pure read,
-    /// for commands inside a script, which holds every lock and cannot evict).
+    /// for commands inside a script, which holds its namespace's locks and cannot evict).
     fn over_memory(&self, ns: usize) -> bool;
     /// Why the WAL refuses writes, if it is poisoned.
     fn wal_poisoned(&self) -> Option<String>;
@@ -191,7 +192,7 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         if caller.subscribed_resp2 && !crate::command::pubsub::allowed_while_subscribed(spec.id) {
             return Verdict::Refuse(Subscribed);
         }
-        if let Some(function) = gate.script_busy().filter(|_| !allowed_while_busy(spec, argv)) {
+        if let Some(function) = gate.script_busy(caller.namespace).filter(|_| !allowed_while_busy(spec, argv)) {
             return Verdict::Refuse(Busy(function));
         }
         let writes = if spec.id == CommandId::Exec { caller.multi_writes } else { effective.writes() };
@@ -326,7 +327,7 @@ mod tests {
         fn auth_required(&self) -> bool {
             self.auth_required
         }
-        fn script_busy(&self) -> Option<bool> {
+        fn script_busy(&self, _ns: usize) -> Option<bool> {
             self.busy.then_some(false)
         }
         fn paused_until(&self, writes: bool, _spec: &CommandSpec) -> Option<i64> {

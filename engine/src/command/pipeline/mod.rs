@@ -102,6 +102,17 @@ fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, 
         Verdict::Pause(until) => return Outcome::Paused(until),
         Verdict::Queue { .. } | Verdict::Run => {}
     }
+    // A client's command that needs shards of a namespace another command holds whole
+    // waits for it off the thread (it is told before MONITOR sees it: seen once, when it runs).
+    // (Commands that lock nothing or visit shards one at a time do not wait; nor does any
+    // once the holder is a busy script: admission answered those that would need its shards.)
+    use super::table::Lock;
+    let ns = srv.keyspace.namespace_of(conn.db);
+    let client = conn.replay_now.is_none();
+    let waits_for_namespace = client && matches!(spec.lock, Lock::Keys | Lock::Db | Lock::Namespace);
+    if waits_for_namespace && !matches!(verdict, Verdict::Queue { .. }) && srv.keyspace.namespace_held_for(ns).is_some() && !srv.scripts.busy(ns) {
+        return Outcome::NamespaceHeld;
+    }
     if spec.monitored && req.waited.is_none() && srv.monitors.active() {
         srv.monitors.feed(conn.db, &conn.info.addr, argv);
     }
@@ -115,12 +126,15 @@ fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, 
         return Outcome::Done;
     }
     conn.info.last_cmd.store(idx, Ordering::Relaxed);
-    let ids = lock_ids(srv, spec, argv, conn.db);
     let start = quanta::Instant::now();
-    let mut guards = match spec.lock {
-        super::table::Lock::Visit => srv.keyspace.visiting(locks),
-        _ => srv.keyspace.lock_shards(locks, ids),
+    let guards = match spec.lock {
+        Lock::Visit => Some(srv.keyspace.visiting(locks)),
+        Lock::Namespace if waits_for_namespace => srv.keyspace.try_lock_namespace(locks, ns),
+        Lock::Namespace => Some(srv.keyspace.lock_namespace(locks, ns)),
+        _ if waits_for_namespace => srv.keyspace.lock_shards_unless_held(locks, lock_ids(srv, spec, argv, conn.db), ns),
+        _ => Some(srv.keyspace.lock_shards(locks, lock_ids(srv, spec, argv, conn.db))),
     };
+    let Some(mut guards) = guards else { return Outcome::NamespaceHeld };
     if req.read_through.is_some_and(|rt| rt.lost(srv, &mut guards)) {
         return Outcome::ReadAgain;
     }
@@ -230,9 +244,9 @@ impl Gate for ServerGate<'_> {
     fn auth_required(&self) -> bool {
         self.srv.acl.auth_required()
     }
-    fn script_busy(&self) -> Option<bool> {
+    fn script_busy(&self, ns: usize) -> Option<bool> {
         let scripts = &self.srv.scripts;
-        scripts.busy().then(|| scripts.running_function.load(Ordering::Relaxed))
+        scripts.busy(ns).then(|| scripts.running.slot(ns).function.load(Ordering::Relaxed))
     }
     fn paused_until(&self, writes: bool, spec: &CommandSpec) -> Option<i64> {
         self.srv.paused_until(writes, spec)

@@ -86,7 +86,7 @@ pub(crate) fn nested(ctx: &mut Ctx, origin: Origin, argv: &[&[u8]]) -> Nested {
         if matches!(origin, Origin::Script { .. }) {
             // A script that reads anything has its declared keys remembered (Redis 7).
             if spec.flags.has(table::Flags::READONLY) {
-                let command = srv.scripts.running_command.lock().as_ref().map(|(_, c)| c.clone());
+                let command = srv.scripts.running.slot(ctx.conn.ns_base / crate::keyspace::NUM_DBS).command().map(|(_, c)| c);
                 if let Some(command) = command {
                     let numkeys = command.get(2).and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok()).unwrap_or(0);
                     let keys: Vec<&[u8]> = command.iter().skip(3).take(numkeys).map(Vec::as_slice).collect();
