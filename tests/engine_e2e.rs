@@ -977,6 +977,30 @@ fn geo_commands() {
 }
 
 #[test]
+fn clients_a_push_wakes_run_before_the_pushers_next_command() {
+    // Redis serves the clients a command woke — and those their commands woke in turn —
+    // before it runs the next command: after RPUSH l1, the chain BRPOPLPUSH l1→l2 then
+    // l2→l1 has completed when the pusher looks (Redis's 'Circular BRPOPLPUSH'). Two reactor
+    // threads, so the three clients may run on different threads.
+    let e = Engine::start(&["--threads", "2"]);
+    let mut c = e.client();
+    for round in 0..25 {
+        let mut rd1 = e.raw();
+        let mut rd2 = e.raw();
+        rd1.send(&encode(&["BRPOPLPUSH", "l1", "l2", "0"]));
+        common::eventually(5, "the first client blocks", || info_field(&mut c, "clients", "blocked_clients") == 1);
+        rd2.send(&encode(&["BRPOPLPUSH", "l2", "l1", "0"]));
+        common::eventually(5, "both clients block", || info_field(&mut c, "clients", "blocked_clients") == 2);
+        q::<()>(&mut c, &["RPUSH", "l1", "a"]);
+        assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "l1", "0", "-1"]), vec!["a"], "round {round}");
+        assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "l2", "0", "-1"]), Vec::<String>::new(), "round {round}");
+        rd1.expect(b"$1\r\na\r\n");
+        rd2.expect(b"$1\r\na\r\n");
+        q::<()>(&mut c, &["DEL", "l1"]);
+    }
+}
+
+#[test]
 fn blocked_client_keeps_its_deadline_across_spurious_wakeups() {
     let e = Engine::start(&[]);
     let url = e.url();

@@ -78,6 +78,9 @@ pub struct Conn {
     /// Pushes for this client wait in its mailbox though it has no subscriptions (a
     /// confirmation sent with replies off).
     pub pushes_waiting: bool,
+    /// The last command woke blocked clients: its reply waits until they have run again
+    /// (`BlockRegistry::woken_pending`).
+    pub woke_blocked: bool,
     /// CLIENT REPLY SKIP: replies still to suppress (this command's and the next one's).
     pub reply_skip: u8,
     /// Pub/sub subscriptions.
@@ -142,6 +145,7 @@ impl Conn {
             block_notify: Arc::new(Notify::new()),
             reply_off: false,
             pushes_waiting: false,
+            woke_blocked: false,
             reply_skip: 0,
             subs: pubsub::Subscriptions::default(),
             monitor: false,

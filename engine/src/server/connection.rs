@@ -242,6 +242,9 @@ pub async fn serve(
                     }
                 }
             }
+            if std::mem::take(&mut conn.woke_blocked) {
+                wait_for_woken(&srv).await;
+            }
             if out.len() >= FLUSH_AT {
                 turn.give_back();
                 if !flush(&srv, &mut conn, &mut stream, &mut out).await {
@@ -277,6 +280,7 @@ pub async fn serve(
     if let Some(st) = here {
         st.connections.fetch_sub(1, Ordering::Relaxed);
     }
+    srv.blocking.served(info.id);
     command::pipeline::release_watches(&srv, &locks, &mut conn);
     command::pubsub::unsubscribe_all(&srv, &mut conn);
     srv.monitors.remove(info.id);
@@ -303,6 +307,29 @@ async fn wait_for_namespace(srv: &Server, info: &ClientInfo, ns: usize) {
             return;
         }
         if held < LONG_HOLD {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// How long a command that woke blocked clients waits for them to run again before it
+/// replies anyway (one whose reactor a busy script holds would otherwise hold it up).
+const WOKEN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Waits until the blocked clients woken by this connection's last command — and those
+/// their commands woke in turn — have run again (`BlockRegistry::woken_pending`), so its
+/// client's next command sees what they did, as on Redis. They may run on this reactor:
+/// the wait yields to it.
+async fn wait_for_woken(srv: &Server) {
+    let start = Instant::now();
+    while srv.blocking.woken_pending() {
+        let waited = start.elapsed();
+        if waited >= WOKEN_WAIT {
+            return;
+        }
+        if waited < LONG_HOLD {
             tokio::task::yield_now().await;
         } else {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
@@ -535,10 +562,13 @@ async fn wait_and_retry(
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         let woken_from = waited.take().filter(|_| was_blocked);
         outcome = command::execute_request(srv, locks, conn, &command::Request { argv: &args, read_through: None, waited: woken_from.as_ref() }, out);
-        if let Some(block) = woken_from.as_ref().filter(|_| !matches!(outcome, Outcome::Block(_))) {
-            // Served (or failed): what is left is the next waiter's. (Blocked again: there
-            // was nothing for it, and the turn ends.)
-            pass_the_turn(srv, block);
+        if let Some(block) = &woken_from {
+            if !matches!(outcome, Outcome::Block(_)) {
+                // Served (or failed): what is left is the next waiter's. (Blocked again:
+                // there was nothing for it, and the turn ends.)
+                pass_the_turn(srv, block);
+            }
+            srv.blocking.served(conn.info.id);
         }
     }
 }
@@ -617,6 +647,7 @@ async fn wait_blocked(
     if matches!(woken, Woken::Finished(_)) {
         // It may have been the one a signal picked: the next waiter gets its turn.
         pass_the_turn(srv, block);
+        srv.blocking.served(info.id);
     }
     woken
 }

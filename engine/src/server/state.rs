@@ -1,7 +1,7 @@
 //! Process-wide engine state shared by all reactors: keyspace, runtime settings, counters,
 //! the client registry and the blocked-client registry.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -96,6 +96,8 @@ pub struct BlockRegistry {
     deletions: Arc<AtomicBool>,
     /// Clients whose command CLIENT PAUSE holds back (counted as blocked, as Redis does).
     postponed: AtomicUsize,
+    /// Clients a signal woke that have not yet run their command again (`signal`, `served`).
+    woken: Mutex<HashSet<u64>>,
 }
 
 /// A client held back by CLIENT PAUSE, counted among the blocked clients while this lives.
@@ -169,14 +171,34 @@ impl BlockRegistry {
         self.deletion_waiters.load(Ordering::Relaxed) > 0
     }
 
-    /// Wakes the oldest client blocked on a key. Once it is served, or stops waiting, it
-    /// signals the key again for the next one (the connection's `pass_the_turn`): blocked
-    /// clients are served in the order they blocked, not in the order their threads run.
-    pub fn signal(&self, db: usize, key: &[u8]) {
+    /// Wakes the oldest client blocked on a key; true if there was one. Once it is served, or
+    /// stops waiting, it signals the key again for the next one (the connection's
+    /// `pass_the_turn`): blocked clients are served in the order they blocked, not in the
+    /// order their threads run. Until it says it is `served`, `woken_pending` holds.
+    pub fn signal(&self, db: usize, key: &[u8]) -> bool {
         let m = self.map.lock();
-        if let Some((_, n, _)) = m.get(&(db, key.to_vec())).and_then(|v| v.first()) {
-            n.notify_one();
-        }
+        let Some((client, n, _)) = m.get(&(db, key.to_vec())).and_then(|v| v.first()) else {
+            return false;
+        };
+        // (Noted under the map's lock: the client cannot end its wait and say it is served
+        // before it is noted as woken.)
+        self.woken.lock().insert(*client);
+        n.notify_one();
+        true
+    }
+
+    /// A woken client ran its command again (served, blocked again or failed), or stopped
+    /// waiting: whatever its command made ready has been signalled already.
+    pub fn served(&self, client: u64) {
+        self.woken.lock().remove(&client);
+    }
+
+    /// Whether some woken client has yet to run its command again. A command that woke
+    /// clients replies once they have (`served`), as Redis serves blocked clients before it
+    /// runs the next command: a chain of them (BRPOPLPUSH a→b, b→a) completes before the
+    /// writer's client can look.
+    pub fn woken_pending(&self) -> bool {
+        !self.woken.lock().is_empty()
     }
 
     /// Counts a client CLIENT PAUSE holds back until the returned guard goes.

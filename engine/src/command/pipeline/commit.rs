@@ -77,7 +77,7 @@ pub(crate) fn after_locks(srv: &Server, locks: &LockCap, conn: &mut Conn, ran: &
     }
     if !fx.ready.is_empty() && srv.blocking.any_waiting() {
         for (db, key) in &fx.ready {
-            srv.blocking.signal(*db, key);
+            conn.woke_blocked |= srv.blocking.signal(*db, key);
         }
     }
     if !fx.notifications.is_empty() {
