@@ -202,7 +202,7 @@ struct EngineArgs {
     /// How long a reactor keeps polling its sockets after a read before it sleeps, µs; 0 never spins [env: TERRACE_IDLE_SPIN_US] [default: 50]
     #[arg(long)]
     idle_spin_us: Option<u64>,
-    /// How long one tenant's connection runs requests before the other tenants on its reactor get their turn, µs; 0 turns fairness off [env: TERRACE_TENANT_SLICE_US] [default: 200]
+    /// How long one tenant's connection runs requests before the other tenants on its reactor get their turn, µs; 0 turns fairness off [env: TERRACE_TENANT_SLICE_US] [default: 100]
     #[arg(long)]
     tenant_slice_us: Option<u64>,
     /// Data directory [env: TERRACE_DATA_DIR] [default: data]

@@ -622,8 +622,10 @@ pub const DEFAULT_IDLE_SPIN_US: u64 = 50;
 /// Past this, spinning would just be burning a core.
 const MAX_IDLE_SPIN_US: u64 = 10_000;
 /// `tenant_slice_us`'s default: a tenant's GET waits at most this long for each other busy
-/// tenant on its reactor (and a yield costs about a microsecond: under 1% at this length).
-pub const DEFAULT_TENANT_SLICE_US: u64 = 200;
+/// tenant on its reactor, plus the command running then (measured: BENCHMARKS.md, "CPU
+/// fairness between tenants"; 100 µs kept B's p99 within 2× of alone, 200 µs doubled it). A
+/// yield costs about a microsecond, paid only while several tenants share the reactor.
+pub const DEFAULT_TENANT_SLICE_US: u64 = 100;
 /// Past this, one tenant could hold a reactor for a visible pause.
 const MAX_TENANT_SLICE_US: u64 = 100_000;
 

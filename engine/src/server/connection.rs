@@ -58,7 +58,7 @@ pub async fn serve(
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut parser = RequestParser::new(Limits::default());
     // The connection runs requests only while it holds its tenant's turn on this reactor.
-    let mut turn = Turn::new(srv.config.tenant_slice);
+    let mut turn = Turn::new(srv.config.tenant_slice, namespace(&conn));
     'conn: loop {
         if info.killed.load(Ordering::Relaxed) {
             break;
@@ -266,10 +266,11 @@ pub async fn serve(
         if conn.receives_pushes() || std::mem::take(&mut conn.pushes_waiting) {
             crate::pubsub::drain_mailbox(&info, &mut out);
         }
-        if !out.is_empty() && here.is_some_and(|st| st.connections.load(Ordering::Relaxed) > 1) {
+        if !out.is_empty() && here.is_some_and(|st| st.connections.load(Ordering::Relaxed) > 1) && turn.may_batch_replies(namespace(&conn)) {
             // Replies are written after every other connection this reactor found readable
             // has run its commands, as Redis writes them before it sleeps: a client reading
-            // many connections is woken once per burst instead of once per reply.
+            // many connections is woken once per burst instead of once per reply. (Not
+            // behind another tenant's commands: `Turn::may_batch_replies`.)
             behind_ready_tasks().await;
         }
         if !flush(&srv, &mut conn, &mut stream, &mut out).await {

@@ -8,7 +8,8 @@
 //! while it holds its tenant's turn, and for at most `tenant_slice` at a stretch; then it
 //! hands the turn to the next waiting connection of its tenant and queues behind it (or, with
 //! no one waiting, keeps it and yields once, so that the connections of other tenants that
-//! became ready meanwhile run first). The reactor's run queue thus holds at most one
+//! became ready meanwhile run first — if other tenants have connections on this reactor at
+//! all: a reactor serving one tenant never yields for fairness). The reactor's run queue thus holds at most one
 //! connection per tenant: tenants take the thread round robin, one slice each, however many
 //! connections they have, and a tenant's new request waits for at most one slice of each
 //! other busy tenant (plus whatever single command is running then — a command, or a script,
@@ -39,6 +40,8 @@ use std::time::Duration;
 /// One tenant's turn on this reactor.
 #[derive(Default)]
 struct Tenant {
+    /// Connections of the tenant that have run requests on this reactor and are still here.
+    residents: usize,
     /// A connection holds the turn (running, or handed it and about to run).
     held: bool,
     /// Connections waiting for the turn, first come first served.
@@ -102,6 +105,30 @@ fn others_waiting(ns: usize) -> bool {
     TURNS.with(|t| t.borrow().get(ns).is_some_and(|tenant| !tenant.waiting.is_empty()))
 }
 
+/// Whether a tenant other than `ns` has connections on this reactor.
+fn others_resident(ns: usize) -> bool {
+    TURNS.with(|t| t.borrow().iter().enumerate().any(|(i, tenant)| i != ns && tenant.residents > 0))
+}
+
+/// Moves a connection's residency on this reactor from namespace `from` to `to`.
+fn move_residency(from: Option<usize>, to: Option<usize>) {
+    let _ = TURNS.try_with(|t| {
+        let mut turns = t.borrow_mut();
+        if let Some(ns) = from {
+            let tenant = tenant(&mut turns, ns);
+            tenant.residents = tenant.residents.saturating_sub(1);
+        }
+        if let Some(ns) = to {
+            tenant(&mut turns, ns).residents += 1;
+        }
+    });
+}
+
+/// Whether a tenant other than `ns` holds or waits for its turn on this reactor.
+fn others_active(ns: usize) -> bool {
+    TURNS.with(|t| t.borrow().iter().enumerate().any(|(i, tenant)| i != ns && (tenant.held || !tenant.waiting.is_empty())))
+}
+
 /// Waiting for a turn; dropped before it is granted, it leaves the queue, and after, it
 /// passes the turn on.
 struct Wait {
@@ -144,12 +171,21 @@ pub struct Turn {
     slice: Duration,
     /// The namespace whose turn is held, and since when.
     held: Option<(usize, quanta::Instant)>,
+    /// The namespace this connection is counted a resident of on this reactor.
+    resident: Option<usize>,
 }
 
 impl Turn {
-    /// Turns of `slice` (zero: no fairness — requests run as they come).
-    pub fn new(slice: Duration) -> Turn {
-        Turn { slice, held: None }
+    /// Turns of `slice` (zero: no fairness — requests run as they come) for a connection
+    /// that has just come to this reactor in namespace `ns`: from now on, the other tenants
+    /// running here let its requests in at the end of each of their slices.
+    pub fn new(slice: Duration, ns: usize) -> Turn {
+        let mut turn = Turn { slice, held: None, resident: None };
+        if !slice.is_zero() {
+            move_residency(None, Some(ns));
+            turn.resident = Some(ns);
+        }
+        turn
     }
 
     /// Takes namespace `ns`'s turn, waiting behind its other connections if one holds it.
@@ -162,6 +198,10 @@ impl Turn {
                 return;
             }
             self.give_back();
+        }
+        if self.resident != Some(ns) {
+            move_residency(self.resident, Some(ns));
+            self.resident = Some(ns);
         }
         if let Some(waiter) = take_or_queue(ns) {
             Wait { ns, waiter, done: false }.await;
@@ -182,6 +222,13 @@ impl Turn {
         }
     }
 
+    /// Whether this connection's replies may wait for the other connections the reactor
+    /// found ready (written once per burst, as Redis writes before it sleeps): not while
+    /// another tenant is running here, whose commands they would wait behind.
+    pub fn may_batch_replies(&self, ns: usize) -> bool {
+        self.slice.is_zero() || !others_active(ns)
+    }
+
     /// After a request of namespace `ns`: once the slice is used up, lets the others run —
     /// the tenant's next waiting connection (this one queues behind it), and the other
     /// tenants' ready connections.
@@ -199,6 +246,10 @@ impl Turn {
         if others_waiting(ns) {
             self.give_back();
             self.take(ns).await;
+        } else if !others_resident(ns) {
+            // Alone on this reactor: nobody else's requests to let in (tokio's own polling
+            // of the I/O driver keeps the tenant's other connections going).
+            self.held = Some((ns, quanta::Instant::now()));
         } else {
             // Kept across the yield: the tenant's connections that become ready meanwhile
             // queue behind this one rather than run beside it.
@@ -211,6 +262,7 @@ impl Turn {
 impl Drop for Turn {
     fn drop(&mut self) {
         self.give_back();
+        move_residency(self.resident.take(), None);
     }
 }
 
@@ -222,14 +274,18 @@ mod tests {
         TURNS.with(|t| t.borrow().iter().all(|tenant| !tenant.held && tenant.waiting.is_empty()))
     }
 
+    fn residents(ns: usize) -> usize {
+        TURNS.with(|t| t.borrow().get(ns).map_or(0, |tenant| tenant.residents))
+    }
+
     fn run<F: Future>(f: F) -> F::Output {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         tokio::task::LocalSet::new().block_on(&rt, f)
     }
 
-    /// Runs `requests` requests of `cost` each for a connection of `ns`, recording the order.
-    async fn connection(ns: usize, name: &'static str, requests: usize, cost: Duration, log: Rc<RefCell<Vec<&'static str>>>) {
-        let mut turn = Turn::new(Duration::from_micros(500));
+    /// Runs `requests` requests of `cost` each for a connection of `ns` (arrived on the
+    /// reactor when `Turn::new` was called), recording the order.
+    async fn connection(mut turn: Turn, ns: usize, name: &'static str, requests: usize, cost: Duration, log: Rc<RefCell<Vec<&'static str>>>) {
         turn.take(ns).await;
         for _ in 0..requests {
             let until = std::time::Instant::now() + cost;
@@ -247,9 +303,11 @@ mod tests {
             let mut tasks = Vec::new();
             // Tenant 1: four connections of heavy requests; tenant 2: one, started last.
             for name in ["a1", "a2", "a3", "a4"] {
-                tasks.push(tokio::task::spawn_local(connection(1, name, 20, Duration::from_micros(300), log.clone())));
+                let turn = Turn::new(Duration::from_micros(500), 1);
+                tasks.push(tokio::task::spawn_local(connection(turn, 1, name, 20, Duration::from_micros(300), log.clone())));
             }
-            tasks.push(tokio::task::spawn_local(connection(2, "b", 10, Duration::from_micros(300), log.clone())));
+            let turn = Turn::new(Duration::from_micros(500), 2);
+            tasks.push(tokio::task::spawn_local(connection(turn, 2, "b", 10, Duration::from_micros(300), log.clone())));
             for t in tasks {
                 t.await.unwrap();
             }
@@ -267,18 +325,18 @@ mod tests {
     #[test]
     fn a_dropped_waiter_leaves_the_queue_and_the_turn_moves_on() {
         run(async {
-            let mut holder = Turn::new(Duration::from_millis(1));
+            let mut holder = Turn::new(Duration::from_millis(1), 0);
             holder.take(3).await;
             // A connection that stops waiting (closed) must not keep the turn from others.
             let gone = tokio::task::spawn_local(async {
-                let mut t = Turn::new(Duration::from_millis(1));
+                let mut t = Turn::new(Duration::from_millis(1), 0);
                 t.take(3).await;
             });
             tokio::task::yield_now().await;
             gone.abort();
             let _ = gone.await;
             let next = tokio::task::spawn_local(async {
-                let mut t = Turn::new(Duration::from_millis(1));
+                let mut t = Turn::new(Duration::from_millis(1), 0);
                 t.take(3).await;
                 true
             });
@@ -290,10 +348,42 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_is_a_resident_of_its_current_namespace_until_it_goes() {
+        run(async {
+            let mut a = Turn::new(Duration::from_millis(1), 0);
+            a.take(4).await;
+            a.give_back();
+            assert_eq!(residents(4), 1, "still here while idle");
+            assert!(!others_resident(4) && others_resident(5));
+            a.take(6).await;
+            assert_eq!((residents(4), residents(6)), (0, 1), "moved to another namespace");
+            drop(a);
+            assert_eq!(residents(6), 0);
+            assert!(all_free());
+        });
+    }
+
+    #[test]
+    fn replies_are_batched_only_while_no_other_tenant_runs_here() {
+        run(async {
+            let mut a = Turn::new(Duration::from_millis(1), 0);
+            let mut b = Turn::new(Duration::from_millis(1), 0);
+            b.take(2).await;
+            assert!(b.may_batch_replies(2), "alone on the reactor");
+            a.take(1).await;
+            assert!(!b.may_batch_replies(2), "tenant 1 runs here: its commands would delay tenant 2's replies");
+            a.give_back();
+            assert!(b.may_batch_replies(2));
+            b.give_back();
+            assert!(Turn::new(Duration::ZERO, 0).may_batch_replies(2), "no turns: as before");
+        });
+    }
+
+    #[test]
     fn a_zero_slice_turns_fairness_off() {
         run(async {
-            let mut a = Turn::new(Duration::ZERO);
-            let mut b = Turn::new(Duration::ZERO);
+            let mut a = Turn::new(Duration::ZERO, 0);
+            let mut b = Turn::new(Duration::ZERO, 0);
             a.take(1).await;
             b.take(1).await;
             a.after_request(1).await;
