@@ -125,12 +125,17 @@ def write_dataset(path, keys):
             f.write(b"*3\r\n$3\r\nSET\r\n$16\r\n" + key + b"\r\n$100\r\n" + value + b"\r\n")
 
 
+def require_tools(tools, packages):
+    """Stops with the Debian packages to install if one of `tools` is not on the PATH."""
+    for tool in tools:
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} not found (apt-get install {packages})")
+
+
 def start_pinned_pair(terrace_binary, data_dir):
     """redis-server and `terrace engine --threads 1`, both pinned to core 0, on free ports:
     [(name, port, process)] (not yet waited for)."""
-    for tool in ["redis-server", "redis-benchmark", "redis-cli", "taskset"]:
-        if not shutil.which(tool):
-            raise SystemExit(f"{tool} not found (apt-get install redis-server redis-tools util-linux)")
+    require_tools(["redis-server", "redis-benchmark", "redis-cli", "taskset"], "redis-server redis-tools util-linux")
     rport, tport = free_port(), free_port()
     redis = subprocess.Popen(["taskset", "-c", "0", "redis-server", "--port", str(rport), "--save", "", "--appendonly", "no",
                               "--dir", data_dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

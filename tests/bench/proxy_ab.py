@@ -15,14 +15,13 @@ Usage: tests/bench/proxy_ab.py --before OLD/terrace --after target/release/terra
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_redis import cpu_seconds, free_port, wait_port  # noqa: E402
+from engine_vs_redis import cpu_seconds, free_port, require_tools, wait_port  # noqa: E402
 from proxy_vs_twemproxy import bench, start_engines, stop  # noqa: E402
 
 TESTS = ["set", "get"]
@@ -37,9 +36,7 @@ def main():
     ap.add_argument("--pipelines", default="16,1", help="pipeline depths (-P)")
     ap.add_argument("--default", action="store_true", help="as the default tenant instead of tenant 'bench'")
     args = ap.parse_args()
-    for tool in ["redis-benchmark", "taskset"]:
-        if not shutil.which(tool):
-            raise SystemExit(f"{tool} not found (apt-get install redis-tools util-linux)")
+    require_tools(["redis-benchmark", "taskset"], "redis-tools util-linux")
     tmp = tempfile.mkdtemp(prefix="terrace-proxy-ab-")
     procs = []
     try:

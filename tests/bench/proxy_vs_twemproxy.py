@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_redis import cli, cpu_seconds, free_port, wait_port  # noqa: E402
+from engine_vs_redis import cli, cpu_seconds, free_port, require_tools, wait_port  # noqa: E402
 
 TESTS = ["set", "get"]
 
@@ -107,9 +107,7 @@ def main():
     ap.add_argument("--size", type=int, default=128, help="value size (-d)")
     ap.add_argument("--pipelines", default="16,1", help="pipeline depths (-P)")
     args = ap.parse_args()
-    for tool in ["nutcracker", "redis-benchmark", "redis-cli", "taskset", "memcached", "memcslap"]:
-        if not shutil.which(tool):
-            raise SystemExit(f"{tool} not found (apt-get install nutcracker redis-tools util-linux)")
+    require_tools(["nutcracker", "redis-benchmark", "redis-cli", "taskset", "memcached", "memcslap"], "nutcracker redis-tools util-linux")
 
     tmp = tempfile.mkdtemp(prefix="terrace-proxy-bench-")
     procs = []

@@ -33,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_redis import free_port, wait_port  # noqa: E402
+from engine_vs_redis import free_port, require_tools, wait_port  # noqa: E402
 
 HEAVY = [
     ["SORT", "a:list", "LIMIT", "0", "1"],
@@ -227,9 +227,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=8.0, help="B's probe beside A, per run")
     ap.add_argument("--slices", default="100", help="tenant_slice_us values to run terrace with (besides 0)")
     args = ap.parse_args()
-    for tool in ["redis-server", "taskset"]:
-        if not shutil.which(tool):
-            raise SystemExit(f"{tool} not found (apt-get install redis-server util-linux)")
+    require_tools(["redis-server", "taskset"], "redis-server util-linux")
     tmp = tempfile.mkdtemp(prefix="terrace-fairness-")
     servers = []
     variants = [(f"terrace (slice {us} µs)", ["--tenant-slice-us", us]) for us in args.slices.split(",")]
