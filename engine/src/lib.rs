@@ -22,6 +22,7 @@ pub mod notify;
 pub mod probe;
 pub mod pubsub;
 pub mod rdb;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod snapshot;

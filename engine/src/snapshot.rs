@@ -336,6 +336,12 @@ pub fn load(srv: &Server, locks: &LockCap, keys: bool) -> Result<Loaded, Snapsho
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
         Err(source) => return Err(SnapshotError::Io { path, source }),
     };
+    load_image(srv, locks, &bytes, keys, path)
+}
+
+/// Loads an RDB image (`path`: where it came from, for errors) into an empty keyspace, as
+/// `load` does with `dump.rdb` (a replica loads its master's this way).
+pub fn load_image(srv: &Server, locks: &LockCap, bytes: &[u8], keys: bool, path: PathBuf) -> Result<Loaded, SnapshotError> {
     let corrupt = |why: String| SnapshotError::Corrupt { path: path.clone(), why };
     if bytes.len() < 9 + 9 || &bytes[..5] != b"REDIS" {
         return Err(corrupt("missing the REDIS header".into()));

@@ -187,6 +187,9 @@ pub fn skipped(name: &str, argv: &[Vec<u8>]) -> bool {
         // Would lock the test's clients out (they use the default user without a password).
         "acl|setuser" | "acl|deluser" | "acl|load" | "auth" | "hello" => argv.iter().any(|a| a.eq_ignore_ascii_case(b"default") || a.starts_with(b">")),
         "config|set" => matches!(arg(2).as_str(), "requirepass" | "port" | "bind" | "dir"),
+        // Would make the server a replica of whatever the arguments name, refusing every
+        // later write (replication has tests of its own: tests/replication_e2e.rs).
+        "replicaof" | "slaveof" => !(arg(1) == "no" && arg(2) == "one"),
         _ => false,
     }
 }

@@ -81,6 +81,9 @@ pub struct Conn {
     /// The last command woke blocked clients: its reply waits until they have run again
     /// (`BlockRegistry::woken_pending`).
     pub woke_blocked: bool,
+    /// The replication link's own connection: it applies the master's stream, so it may
+    /// write on a replica and CLIENT PAUSE does not hold it.
+    pub from_master: bool,
     /// CLIENT REPLY SKIP: replies still to suppress (this command's and the next one's).
     pub reply_skip: u8,
     /// Pub/sub subscriptions.
@@ -146,6 +149,7 @@ impl Conn {
             reply_off: false,
             pushes_waiting: false,
             woke_blocked: false,
+            from_master: false,
             reply_skip: 0,
             subs: pubsub::Subscriptions::default(),
             monitor: false,

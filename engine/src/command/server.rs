@@ -348,10 +348,28 @@ pub fn bgsave(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn role(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
-    ctx.out.array_len(3);
-    ctx.out.bulk(b"master");
-    ctx.out.int(0);
-    ctx.out.array_len(0);
+    let repl = &ctx.srv.replication;
+    match (repl.master(), repl.link()) {
+        (Some(master), Some(link)) => {
+            ctx.out.array_len(5);
+            ctx.out.bulk(b"slave");
+            ctx.out.bulk(master.host.as_bytes());
+            ctx.out.int(master.port as i64);
+            let state: &[u8] = match link.state {
+                crate::replication::LinkState::Connecting => b"connecting",
+                crate::replication::LinkState::Sync => b"sync",
+                crate::replication::LinkState::Connected => b"connected",
+            };
+            ctx.out.bulk(state);
+            ctx.out.int(link.offset);
+        }
+        _ => {
+            ctx.out.array_len(3);
+            ctx.out.bulk(b"master");
+            ctx.out.int(0);
+            ctx.out.array_len(0);
+        }
+    }
     Ok(())
 }
 
@@ -576,18 +594,26 @@ pub fn module(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// REPLICAOF / SLAVEOF: an engine is always a master (durability comes from the storage
-/// tier and the proxy spreads load), so NO ONE succeeds and following another server is
-/// refused.
+/// REPLICAOF / SLAVEOF host port: follow that master (`server::follower` runs the link;
+/// the keyspace is replaced by the master's at the sync); NO ONE: be a master again, keeping
+/// the data.
 pub fn replicaof(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if is(argv[1], "NO") && is(argv[2], "ONE") {
+        ctx.srv.replication.follow(None);
         ctx.out.ok();
         return Ok(());
     }
-    if int(argv[2]).ok().filter(|p| (0..=65535).contains(p)).is_none() {
+    let Some(port) = int(argv[2]).ok().filter(|p| (1..=65535).contains(p)) else {
         return Err(err("ERR Invalid master port"));
+    };
+    let host = String::from_utf8_lossy(argv[1]).into_owned();
+    let master = crate::replication::Master { host, port: port as u16 };
+    if ctx.srv.replication.follow(Some(master)) {
+        ctx.out.ok();
+    } else {
+        ctx.out.simple("OK Already connected to specified master");
     }
-    Err(err("ERR Terrace engines do not replicate from another server; REPLICAOF only accepts NO ONE"))
+    Ok(())
 }
 
 /// WAIT numreplicas timeout: an engine has no replicas, so no write is ever acknowledged by
@@ -1203,7 +1229,7 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         );
     }
     if want("replication") {
-        s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n\r\n");
+        replication_info(srv, &mut s);
     }
     if want("cpu") {
         // SAFETY: an all-zero rusage is a valid value (integers and timevals).
@@ -1330,4 +1356,42 @@ pub fn threads(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         Some(_) => Err(CmdError::Syntax),
     }
+}
+
+/// INFO's replication section, with Redis's fields.
+fn replication_info(srv: &Server, s: &mut String) {
+    let repl = &srv.replication;
+    s.push_str("# Replication\r\n");
+    let (replid, offset) = match (repl.master(), repl.link()) {
+        (Some(master), Some(link)) => {
+            let up = link.state == crate::replication::LinkState::Connected;
+            let offset = link.offset.max(0);
+            let _ = write!(
+                s,
+                "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{}\r\n\
+                 master_sync_in_progress:{}\r\nslave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\nslave_priority:100\r\n\
+                 slave_read_only:1\r\nreplica_announced:1\r\n",
+                master.host,
+                master.port,
+                if up { "up" } else { "down" },
+                if up { link.last_io.elapsed().as_secs() as i64 } else { -1 },
+                u8::from(link.state == crate::replication::LinkState::Sync),
+            );
+            if !up {
+                let _ = write!(s, "master_link_down_since_seconds:{}\r\n", link.last_io.elapsed().as_secs());
+            }
+            (if link.master_replid.len() == 40 { link.master_replid } else { repl.replid.clone() }, offset)
+        }
+        _ => {
+            s.push_str("role:master\r\n");
+            (repl.replid.clone(), 0)
+        }
+    };
+    let _ = write!(
+        s,
+        "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\n\
+         master_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\n\
+         repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
+        "0".repeat(40)
+    );
 }

@@ -14,6 +14,7 @@ pub mod cron;
 pub mod dispatch;
 pub mod elastic;
 pub mod fair;
+pub mod follower;
 #[cfg(feature = "metrics-http")]
 pub mod metrics;
 pub mod namespaces;
@@ -333,6 +334,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         None => None,
     };
     let _saver = crate::snapshot::spawn_saver(&srv, locks.clone()).map_err(ServerError::Runtime)?;
+    let _follower = follower::spawn(&srv, locks.clone()).map_err(ServerError::Runtime)?;
     let rt = runtime()?;
     let local_set = tokio::task::LocalSet::new();
     let (srv0, locks0) = (srv.clone(), locks.clone());

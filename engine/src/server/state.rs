@@ -328,6 +328,8 @@ pub struct Server {
     pub wal_off: Box<[std::sync::atomic::AtomicBool]>,
     /// The running traffic recording (`TERRACE.RECORD`), if any.
     pub recorder: crate::stats::recorder::Recorder,
+    /// Whom this engine follows (REPLICAOF) and how the link stands.
+    pub replication: crate::replication::Replication,
     /// Per namespace: the workload statistics the cost model reads.
     pub tenant_stats: Box<[crate::stats::tenant::TenantStats]>,
     /// Compression settings and dictionaries read at start, by tenant directory name, until
@@ -423,6 +425,7 @@ impl Server {
             namespaces: Mutex::new(vec![String::new()]),
             device: Default::default(),
             recorder: Default::default(),
+            replication: Default::default(),
             cost_evals: Mutex::new(HashMap::new()),
             wal_off: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),
             tenant_stats: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),

@@ -70,6 +70,8 @@ pub struct Caller<'a> {
     pub subscribed_resp2: bool,
     /// Replaying the WAL: the log's state is reproduced exactly (no memory admission).
     pub replaying: bool,
+    /// The replication link applying its master's stream (writes on a replica).
+    pub master: bool,
     pub user: &'a User,
     pub namespace: usize,
     /// The client's address (`ip:port`; something else, such as "wal", for the engine's own
@@ -109,6 +111,8 @@ pub trait Gate {
     fn make_room(&self, ns: usize) -> bool;
     /// Who may run DEBUG (`enable-debug-command`).
     fn debug_command(&self) -> DebugCommand;
+    /// Whether this engine is a replica (its clients may not write).
+    fn read_only_replica(&self) -> bool;
 }
 
 /// What admission decided.
@@ -146,6 +150,8 @@ pub enum Refusal {
     NotWithStorage,
     /// DEBUG while `enable-debug-command` does not allow it for this client.
     DebugNotAllowed,
+    /// A write on a replica, by a client (or its script) rather than the master's stream.
+    ReadOnlyReplica,
 }
 
 /// Decides whether command `spec` (found by `argv[0]`) may run for `caller`. An
@@ -175,6 +181,9 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         if readonly && (spec.write || spec.flags.has(Flags::MAY_REPLICATE)) {
             return Verdict::Refuse(WriteInReadonlyScript);
         }
+        if spec.write && !caller.master && gate.read_only_replica() {
+            return Verdict::Refuse(ReadOnlyReplica);
+        }
         if deny_oom && spec.denyoom && gate.over_memory(caller.namespace) {
             return Verdict::Refuse(Oom);
         }
@@ -183,7 +192,10 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     if origin == Origin::Client && !caller.authenticated && !spec.no_auth && gate.auth_required() {
         return Verdict::Refuse(NoAuth);
     }
-    if !caller.user.unrestricted {
+    // The master's stream is applied whatever this replica's ACL rules, memory or running
+    // script say (Redis's master client is not checked either): refusing a command of it
+    // would leave the replica diverged for good.
+    if !caller.user.unrestricted && !caller.master {
         if let Err(denied) = caller.user.check(spec.id.index(), argv) {
             return Verdict::Refuse(Denied(denied));
         }
@@ -192,11 +204,16 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         if caller.subscribed_resp2 && !crate::command::pubsub::allowed_while_subscribed(spec.id) {
             return Verdict::Refuse(Subscribed);
         }
-        if let Some(function) = gate.script_busy(caller.namespace).filter(|_| !allowed_while_busy(spec, argv)) {
+        if let Some(function) = gate.script_busy(caller.namespace).filter(|_| !allowed_while_busy(spec, argv) && !caller.master) {
             return Verdict::Refuse(Busy(function));
         }
+        // (As Redis: by the command's own flags, or those its script declared; a write
+        // inside a script without flags is refused when it runs.)
+        if effective.write && !caller.master && gate.read_only_replica() {
+            return Verdict::Refuse(ReadOnlyReplica);
+        }
         let writes = if spec.id == CommandId::Exec { caller.multi_writes } else { effective.writes() };
-        if let Some(until) = gate.paused_until(writes, spec) {
+        if let Some(until) = gate.paused_until(writes, spec).filter(|_| !caller.master) {
             return Verdict::Pause(until);
         }
     }
@@ -208,7 +225,7 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     if origin == Origin::Client {
         // EXEC may grow memory if a command it queued may (Redis refuses it then).
         let denyoom = effective.denyoom || (spec.id == CommandId::Exec && caller.multi_denyoom);
-        if (denyoom || effective.script) && !caller.replaying {
+        if (denyoom || effective.script) && !caller.replaying && !caller.master {
             // Room is made before any script too (the commands inside see what eviction
             // freed), but only what may grow memory is refused without it.
             let room = gate.make_room(caller.namespace);
@@ -271,6 +288,7 @@ impl Refusal {
             Refusal::DebugNotAllowed => "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a \
                                           local connection, otherwise you need to set this option in the configuration file, and then restart the server."
                 .into(),
+            Refusal::ReadOnlyReplica => "READONLY You can't write against a read only replica.".into(),
             Refusal::NotWithStorage => {
                 format!("ERR {} is not supported for a tenant with a storage tier yet", spec.map_or("", |s| s.name).to_ascii_uppercase())
             }
@@ -281,13 +299,20 @@ impl Refusal {
     pub fn aborts_multi(&self) -> bool {
         matches!(
             self,
-            Refusal::Unknown | Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::NotInMulti | Refusal::DebugNotAllowed | Refusal::Busy(_)
+            Refusal::Unknown
+                | Refusal::Arity
+                | Refusal::Denied(_)
+                | Refusal::Oom
+                | Refusal::NotInMulti
+                | Refusal::DebugNotAllowed
+                | Refusal::Busy(_)
+                | Refusal::ReadOnlyReplica
         )
     }
 
     /// Whether it counts in the command's `rejected_calls`.
     pub fn counts_rejected(&self) -> bool {
-        matches!(self, Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::DebugNotAllowed)
+        matches!(self, Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::DebugNotAllowed | Refusal::ReadOnlyReplica)
     }
 
     /// Whether it counts in `total_error_replies`.
@@ -301,6 +326,7 @@ impl Refusal {
                 | Refusal::Oom
                 | Refusal::NotWithStorage
                 | Refusal::DebugNotAllowed
+                | Refusal::ReadOnlyReplica
         )
     }
 }
@@ -321,6 +347,7 @@ mod tests {
         full: bool,
         debug: Option<DebugCommand>,
         declared: Option<Declared>,
+        replica: bool,
     }
 
     impl Gate for FakeGate {
@@ -351,6 +378,9 @@ mod tests {
         fn debug_command(&self) -> DebugCommand {
             self.debug.unwrap_or(DebugCommand::Yes)
         }
+        fn read_only_replica(&self) -> bool {
+            self.replica
+        }
     }
 
     fn verdict(origin: Origin, caller: &Caller, gate: &FakeGate, argv: &[&str]) -> Verdict {
@@ -367,6 +397,7 @@ mod tests {
             multi_denyoom: false,
             subscribed_resp2: false,
             replaying: false,
+            master: false,
             user,
             namespace: 0,
             peer: "127.0.0.1:5000",
@@ -566,5 +597,28 @@ mod tests {
             Refusal::NotWithStorage.error(Origin::Client, lookup(b"flushall"), &[b"flushall"]),
             "ERR FLUSHALL is not supported for a tenant with a storage tier yet"
         );
+    }
+
+    #[test]
+    fn a_replica_refuses_its_clients_writes_but_not_the_masters_stream() {
+        let user = User::default_user();
+        let gate = FakeGate { replica: true, paused_until: Some(i64::MAX), ..FakeGate::default() };
+        let readonly = Verdict::Refuse(Refusal::ReadOnlyReplica);
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["set", "k", "v"]), readonly);
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Script { readonly: false, deny_oom: false }, &caller(&user), &gate, &["del", "k"]), readonly);
+        let queued = Caller { in_multi: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &queued, &gate, &["incr", "k"]), readonly);
+        assert!(Refusal::ReadOnlyReplica.aborts_multi(), "EXEC answers EXECABORT after it");
+        // The link's own connection writes, and CLIENT PAUSE does not hold it; nor do ACL
+        // rules, full memory or a busy script refuse what the master sent.
+        let master = Caller { master: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &master, &gate, &["set", "k", "v"]), Verdict::Run);
+        let strict = Caller { master: true, user: &User::new("strict"), ..caller(&user) };
+        let hard = FakeGate { replica: true, full: true, busy: true, ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &strict, &hard, &["set", "k", "v"]), Verdict::Run);
+        let not_master = Caller { master: false, ..strict };
+        assert!(matches!(verdict(Origin::Client, &not_master, &FakeGate::default(), &["set", "k", "v"]), Verdict::Refuse(Refusal::Denied(_))));
+        assert_eq!(Refusal::ReadOnlyReplica.error(Origin::Client, lookup(b"set"), &[b"set"]), "READONLY You can't write against a read only replica.");
     }
 }

@@ -227,6 +227,7 @@ fn caller(conn: &Conn) -> Caller<'_> {
         multi_denyoom: conn.multi_denyoom,
         subscribed_resp2: !conn.resp3 && conn.subs.any(),
         replaying: conn.replay_now.is_some(),
+        master: conn.from_master,
         user: &conn.user,
         namespace: conn.ns_base / NUM_DBS,
         peer: &conn.info.addr,
@@ -272,6 +273,9 @@ impl Gate for ServerGate<'_> {
     }
     fn debug_command(&self) -> crate::config::DebugCommand {
         self.srv.config.debug_command
+    }
+    fn read_only_replica(&self) -> bool {
+        self.srv.replication.is_replica()
     }
 }
 

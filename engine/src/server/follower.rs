@@ -1,0 +1,297 @@
+//! The replica's side of Redis's replication protocol: the thread that follows the master a
+//! `REPLICAOF host port` named. It connects, does the handshake (`PING`, `REPLCONF
+//! listening-port`, `REPLCONF capa eof capa psync2`, `PSYNC ? -1`), takes the full sync
+//! (`+FULLRESYNC replid offset`, then the master's RDB, as `$<length>` or in the diskless
+//! `$EOF:<mark>` form, after any newlines the master sends while it prepares it), replaces
+//! the keyspace with it, and then applies the master's command stream in order on a
+//! connection of its own that may write (clients of a replica may not). It acknowledges its
+//! offset (`REPLCONF ACK`) every second and when the master asks (`REPLCONF GETACK`). A
+//! broken link is tried again every second, with a full sync each time (no partial resync
+//! yet). `REPLICAOF NO ONE` or another master ends the link within 100 ms.
+//!
+//! The master's data lands in the default namespace (a Redis master has no tenants).
+//! Hand-written over a blocking socket on a thread of its own: the stream is applied in
+//! order, one command at a time, and no crate implements the replica side of the protocol.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use super::state::{ClientInfo, Server};
+use crate::keyspace::LockCap;
+use crate::protocol::{Limits, RequestParser};
+use crate::replication::{LinkState, Master};
+
+/// How long a reply of the handshake may take.
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
+/// How long the master may stay silent before the link counts as broken (Redis's
+/// `repl-timeout` default).
+const SILENCE: Duration = Duration::from_secs(60);
+/// How often the offset is acknowledged.
+const ACK_EVERY: Duration = Duration::from_secs(1);
+
+/// Why a link ended.
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the master answered {0}")]
+    Master(String),
+    #[error("the master's snapshot could not be loaded: {0}")]
+    Load(String),
+    #[error("the master closed the link")]
+    Closed,
+    #[error("the master sent nothing for {0:?}")]
+    Silent(Duration),
+    /// REPLICAOF changed (or the server stops): not an error to report.
+    #[error("replication changed")]
+    Superseded,
+}
+
+/// Starts the follower thread, which follows whatever master REPLICAOF names until the
+/// server is gone.
+pub fn spawn(srv: &Arc<Server>, locks: LockCap) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let weak = Arc::downgrade(srv);
+    std::thread::Builder::new().name("terrace-replica".into()).spawn(move || run(weak, locks))
+}
+
+fn run(weak: Weak<Server>, locks: LockCap) {
+    loop {
+        let Some(srv) = weak.upgrade() else { return };
+        if srv.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some((generation, master)) = srv.replication.wait_for_master(Duration::from_millis(500)) else { continue };
+        match follow(&srv, &locks, generation, &master) {
+            Err(LinkError::Superseded) | Ok(()) => {}
+            Err(e) => {
+                let why = e.to_string();
+                srv.replication.update_link(generation, |l| {
+                    if l.last_error.as_deref() != Some(why.as_str()) {
+                        tracing::warn!(master = %format!("{}:{}", master.host, master.port), "replication link: {why}; trying again every second");
+                    }
+                    l.state = LinkState::Connecting;
+                    l.last_error = Some(why.clone());
+                });
+                drop(srv);
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// The socket to the master, with what was read and not yet used.
+struct Wire<'a> {
+    srv: &'a Server,
+    generation: u64,
+    stream: TcpStream,
+    buf: BytesMut,
+    last_io: Instant,
+}
+
+impl Wire<'_> {
+    /// Reads more into the buffer, giving up when REPLICAOF changes or after `silence`.
+    fn fill(&mut self, silence: Duration) -> Result<(), LinkError> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            if self.srv.replication.generation() != self.generation || self.srv.shutdown.load(Ordering::Relaxed) {
+                return Err(LinkError::Superseded);
+            }
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(LinkError::Closed),
+                Ok(n) => {
+                    // Checked again: what the master sent after a REPLICAOF NO ONE was
+                    // answered must not be applied.
+                    if self.srv.replication.generation() != self.generation {
+                        return Err(LinkError::Superseded);
+                    }
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    self.last_io = Instant::now();
+                    return Ok(());
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    if self.last_io.elapsed() >= silence {
+                        return Err(LinkError::Silent(silence));
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// One reply line of the handshake (without its CRLF); newlines the master sends to
+    /// keep the link alive before a line are skipped.
+    fn line(&mut self) -> Result<String, LinkError> {
+        loop {
+            while self.buf.first() == Some(&b'\n') {
+                let _ = self.buf.split_to(1);
+            }
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = self.buf.split_to(end + 2);
+                return Ok(String::from_utf8_lossy(&line[..end]).into_owned());
+            }
+            self.fill(HANDSHAKE_WAIT)?;
+        }
+    }
+
+    /// Sends a command and reads its one-line reply.
+    fn call(&mut self, argv: &[&str]) -> Result<String, LinkError> {
+        self.send(argv)?;
+        self.line()
+    }
+
+    fn send(&mut self, argv: &[&str]) -> Result<(), LinkError> {
+        let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+        for a in argv {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        self.stream.write_all(&out)?;
+        Ok(())
+    }
+
+    /// The master's snapshot after `+FULLRESYNC`: `$<length>` then that many bytes, or
+    /// `$EOF:<40-byte mark>` then bytes up to the mark.
+    fn snapshot(&mut self) -> Result<Vec<u8>, LinkError> {
+        let header = self.line()?;
+        let Some(spec) = header.strip_prefix('$') else {
+            return Err(LinkError::Master(format!("'{header}' where the snapshot should begin")));
+        };
+        if let Some(mark) = spec.strip_prefix("EOF:") {
+            let mark = mark.as_bytes().to_vec();
+            if mark.len() != 40 {
+                return Err(LinkError::Master(format!("an end mark of {} bytes", mark.len())));
+            }
+            loop {
+                if self.buf.len() >= mark.len() && self.buf.ends_with(&mark) {
+                    let mut image = self.buf.split().to_vec();
+                    image.truncate(image.len() - mark.len());
+                    return Ok(image);
+                }
+                self.fill(SILENCE)?;
+            }
+        }
+        let len: usize = spec.parse().map_err(|_| LinkError::Master(format!("'{header}' where the snapshot should begin")))?;
+        while self.buf.len() < len {
+            self.fill(SILENCE)?;
+        }
+        Ok(self.buf.split_to(len).to_vec())
+    }
+}
+
+/// Follows `master` (REPLICAOF generation `generation`) until the link breaks or
+/// REPLICAOF changes.
+fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Result<(), LinkError> {
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(master.host.as_str(), master.port))?
+        .next()
+        .ok_or_else(|| LinkError::Master(format!("no address for {}", master.host)))?;
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut wire = Wire { srv, generation, stream, buf: BytesMut::with_capacity(64 * 1024), last_io: Instant::now() };
+    let expect_ok = |reply: String, what: &str| -> Result<(), LinkError> {
+        if reply.starts_with('+') {
+            Ok(())
+        } else {
+            Err(LinkError::Master(format!("{reply} to {what}")))
+        }
+    };
+    let pong = wire.call(&["PING"])?;
+    if !pong.starts_with("+PONG") {
+        return Err(LinkError::Master(format!("{pong} to PING (a master that needs a password is not supported yet)")));
+    }
+    expect_ok(wire.call(&["REPLCONF", "listening-port", &srv.config.port.to_string()])?, "REPLCONF listening-port")?;
+    expect_ok(wire.call(&["REPLCONF", "capa", "eof", "capa", "psync2"])?, "REPLCONF capa")?;
+    let reply = wire.call(&["PSYNC", "?", "-1"])?;
+    let mut words = reply.split(' ');
+    let (Some("+FULLRESYNC"), Some(replid), Some(offset)) = (words.next(), words.next(), words.next().and_then(|o| o.parse::<i64>().ok())) else {
+        return Err(LinkError::Master(format!("{reply} to PSYNC")));
+    };
+    let replid = replid.to_string();
+    srv.replication.update_link(generation, |l| {
+        l.state = LinkState::Sync;
+        l.master_replid = replid.clone();
+    });
+    let image = wire.snapshot()?;
+    replace_keyspace(srv, locks, &image)?;
+    srv.replication.update_link(generation, |l| {
+        l.state = LinkState::Connected;
+        l.offset = offset;
+        l.last_io = Instant::now();
+        l.last_error = None;
+    });
+    tracing::info!(master = %format!("{}:{}", master.host, master.port), bytes = image.len(), offset, "replication: full sync done, following the master's stream");
+    drop(image);
+    apply_stream(&mut wire, locks, offset)
+}
+
+/// Replaces every key with the master's snapshot (the default namespace's libraries too).
+fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), LinkError> {
+    for id in srv.keyspace.all_shard_ids() {
+        drop(srv.keyspace.lock_one(locks, id).clear());
+    }
+    srv.scripts.functions.flush(0);
+    crate::snapshot::load_image(srv, locks, image, true, "(the master's snapshot)".into()).map_err(|e| LinkError::Load(e.to_string()))?;
+    Ok(())
+}
+
+/// Applies the master's command stream from offset `offset`, acknowledging as it goes.
+fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64) -> Result<(), LinkError> {
+    let srv = wire.srv;
+    let info = Arc::new(ClientInfo::new(0, -1, "master".into(), "master".into(), 0, srv.limits.clone()));
+    let mut conn = crate::command::Conn::new(info, srv);
+    conn.set_authenticated(true);
+    conn.from_master = true;
+    let mut parser = RequestParser::new(Limits { max_bulk_len: usize::MAX >> 1, ..Limits::default() });
+    let mut out = BytesMut::new();
+    // Acknowledged at once: a master sending its snapshot diskless starts the stream only
+    // after the replica's first ACK (Redis's replica sends it as soon as it has loaded).
+    wire.send(&["REPLCONF", "ACK", &offset.to_string()])?;
+    let mut acked = Instant::now();
+    loop {
+        loop {
+            let req = match parser.parse(&wire.buf) {
+                Ok(Some(req)) => req,
+                Ok(None) => break,
+                Err(e) => return Err(LinkError::Master(format!("a malformed command in its stream ({e})"))),
+            };
+            let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(&wire.buf, i)).collect();
+            let getack = argv.len() == 3 && argv[0].eq_ignore_ascii_case(b"replconf") && argv[1].eq_ignore_ascii_case(b"getack");
+            if getack {
+                // The offset before this request, as Redis acknowledges it.
+                let ack = offset.to_string();
+                wire.send(&["REPLCONF", "ACK", &ack])?;
+                acked = Instant::now();
+            } else if !argv.is_empty() {
+                out.clear();
+                // A tenant's script or transaction holding the namespace whole: run the
+                // command once it is done (it did not run).
+                while matches!(crate::command::execute(srv, locks, &mut conn, &argv, &mut out), crate::command::Outcome::NamespaceHeld) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if out.first() == Some(&b'-') {
+                    tracing::warn!(reply = %String::from_utf8_lossy(&out).trim_end(), command = %String::from_utf8_lossy(argv[0]), "a command of the master's stream failed here");
+                }
+            }
+            offset += req.consumed as i64;
+            let _ = wire.buf.split_to(req.consumed);
+            parser.reset();
+        }
+        srv.replication.update_link(wire.generation, |l| {
+            l.offset = offset;
+            l.last_io = wire.last_io;
+        });
+        if acked.elapsed() >= ACK_EVERY {
+            wire.send(&["REPLCONF", "ACK", &offset.to_string()])?;
+            acked = Instant::now();
+        }
+        wire.fill(SILENCE)?;
+    }
+}

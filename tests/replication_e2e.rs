@@ -1,0 +1,177 @@
+//! Replication end to end: a `terrace engine` as the replica of a real redis-server 7.0
+//! (REPLICAOF, the full sync, the command stream, acknowledgements WAIT counts, READONLY,
+//! ROLE and INFO replication, a dropped link followed again, REPLICAOF NO ONE).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{q, Engine, RedisPort};
+use redis::Value;
+
+/// Every key of databases 0..16 with its type, a canonical form of its value, and whether
+/// it has a time to live.
+fn dataset(c: &mut redis::Connection) -> BTreeMap<(usize, String), (String, String, bool)> {
+    let mut all = BTreeMap::new();
+    for db in 0..16 {
+        q::<()>(c, &["SELECT", &db.to_string()]);
+        let keys: Vec<String> = q(c, &["KEYS", "*"]);
+        for k in keys {
+            let kind: String = q(c, &["TYPE", &k]);
+            let value = match kind.as_str() {
+                "string" => q::<String>(c, &["GET", &k]),
+                "list" => q::<Vec<String>>(c, &["LRANGE", &k, "0", "-1"]).join(","),
+                "hash" => {
+                    let mut m: Vec<(String, String)> = q::<BTreeMap<String, String>>(c, &["HGETALL", &k]).into_iter().collect();
+                    m.sort();
+                    format!("{m:?}")
+                }
+                "set" => {
+                    let mut m: Vec<String> = q(c, &["SMEMBERS", &k]);
+                    m.sort();
+                    m.join(",")
+                }
+                "zset" => q::<Vec<String>>(c, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]).join(","),
+                "stream" => format!("{:?}", q::<Value>(c, &["XRANGE", &k, "-", "+"])),
+                other => panic!("key {k} of type {other}"),
+            };
+            let ttl: i64 = q(c, &["PTTL", &k]);
+            all.insert((db, k), (kind, value, ttl > 0));
+        }
+    }
+    q::<()>(c, &["SELECT", "0"]);
+    all
+}
+
+fn info_stat(c: &mut redis::Connection, field: &str) -> i64 {
+    let text: String = q(c, &["INFO", "stats"]);
+    text.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':'))).unwrap_or_else(|| panic!("no {field} in {text}")).trim().parse().unwrap()
+}
+
+fn replication_field(c: &mut redis::Connection, field: &str) -> String {
+    let text: String = q(c, &["INFO", "replication"]);
+    text.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':'))).unwrap_or_else(|| panic!("no {field} in {text}")).trim().to_string()
+}
+
+/// Writes a mix of every type to the master: `round` makes each call's keys and values
+/// differ, so that later rounds overwrite, grow and delete what earlier ones wrote.
+fn mixed_writes(c: &mut redis::Connection, round: usize, n: usize) {
+    let mut p = redis::pipe();
+    for i in 0..n {
+        let k = i % 500;
+        match i % 12 {
+            0 => p.cmd("SET").arg(format!("s:{k}")).arg(format!("v{round}:{i}")),
+            1 => p.cmd("INCRBY").arg(format!("n:{k}")).arg(i),
+            2 => p.cmd("RPUSH").arg(format!("l:{}", k % 50)).arg(format!("e{round}:{i}")),
+            3 => p.cmd("HSET").arg(format!("h:{}", k % 50)).arg(format!("f{}", i % 30)).arg(round),
+            4 => p.cmd("SADD").arg(format!("set:{}", k % 50)).arg(i % 200),
+            5 => p.cmd("ZADD").arg(format!("z:{}", k % 50)).arg(i as f64 / 7.0).arg(format!("m{}", i % 100)),
+            6 => p.cmd("EXPIRE").arg(format!("s:{k}")).arg(3600),
+            7 => p.cmd("DEL").arg(format!("s:{}", (k + 7) % 500)),
+            8 => p.cmd("SPOP").arg(format!("set:{}", k % 50)),
+            9 => p.cmd("LMOVE").arg(format!("l:{}", k % 50)).arg(format!("l:{}", (k + 1) % 50)).arg("LEFT").arg("RIGHT"),
+            10 => p.cmd("XADD").arg(format!("x:{}", k % 10)).arg("*").arg("f").arg(i),
+            _ => p.cmd("SETEX").arg(format!("t:{k}")).arg(3600).arg(i),
+        };
+    }
+    p.query::<()>(c).unwrap();
+    // A transaction, a script's writes, and another database.
+    q::<()>(c, &["MULTI"]);
+    q::<()>(c, &["INCR", "txn"]);
+    q::<()>(c, &["LPUSH", "txn:list", &round.to_string()]);
+    q::<Value>(c, &["EXEC"]);
+    q::<Value>(c, &["EVAL", "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('INCR', KEYS[2])", "2", "lua:s", "lua:n", &round.to_string()]);
+    q::<()>(c, &["SELECT", "3"]);
+    for i in 0..200 {
+        q::<()>(c, &["SET", &format!("db3:{i}"), &format!("{round}")]);
+    }
+    q::<()>(c, &["SELECT", "0"]);
+}
+
+#[test]
+fn a_terrace_engine_replicates_a_redis_server() {
+    let master = common::start_redis();
+    let mut m = master.client();
+    // The first sync diskless (Redis 7's default: `$EOF:<mark>`), without its 5 s wait.
+    q::<()>(&mut m, &["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
+    mixed_writes(&mut m, 0, 6000);
+    let engine = Engine::start(&[]);
+    let mut r = engine.client();
+    q::<()>(&mut r, &["SET", "replica-only", "gone at the sync"]);
+    assert_eq!(q::<Vec<Value>>(&mut r, &["ROLE"])[0], Value::BulkString(b"master".to_vec()));
+
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]), "OK");
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]), "OK Already connected to specified master");
+    common::eventually(20, "the replica's link is up", || replication_field(&mut r, "master_link_status") == "up");
+    assert_eq!(replication_field(&mut r, "role"), "slave");
+    // The master's snapshot replaced the replica's own data.
+    assert_eq!(dataset(&mut r), dataset(&mut m));
+
+    // The command stream: more of every type, a transaction, a script, SPOP, relative
+    // expiries; WAIT counts the replica once it has acknowledged them.
+    for round in 1..4 {
+        mixed_writes(&mut m, round, 3000);
+        assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1, "round {round}: the replica acknowledged the stream");
+        assert_eq!(dataset(&mut r), dataset(&mut m), "round {round}");
+    }
+    assert_eq!(replication_field(&mut m, "connected_slaves"), "1");
+    let master_offset: i64 = replication_field(&mut m, "master_repl_offset").parse().unwrap();
+    // (At least: the master's PING every 10 s moves both on.)
+    common::eventually(5, "the replica's offset reaches the master's", || {
+        replication_field(&mut r, "slave_repl_offset").parse::<i64>().unwrap() >= master_offset
+    });
+    assert_eq!(replication_field(&mut r, "master_replid"), replication_field(&mut m, "master_replid"));
+    let role: Vec<Value> = q(&mut r, &["ROLE"]);
+    assert_eq!(role[0], Value::BulkString(b"slave".to_vec()));
+    assert_eq!(role[2], Value::Int(master.port as i64));
+    assert_eq!(role[3], Value::BulkString(b"connected".to_vec()));
+    assert!(matches!(role[4], Value::Int(o) if o >= master_offset), "{role:?}");
+
+    // Its clients may read, not write (nor queue a write, nor write from a script).
+    assert_eq!(q::<String>(&mut r, &["GET", "lua:s"]), "3");
+    let e = redis::cmd("SET").arg("k").arg("v").query::<()>(&mut r).unwrap_err();
+    assert!(e.to_string().contains("You can't write against a read only replica"), "{e}");
+    let e = redis::cmd("EVAL").arg("return redis.call('DEL', 'lua:s')").arg(0).query::<()>(&mut r).unwrap_err();
+    assert!(e.to_string().contains("read only replica"), "{e}");
+
+    // A dropped link is followed again (a new full sync, now from a snapshot on disk:
+    // `$<length>`), and the stream goes on.
+    q::<()>(&mut m, &["CONFIG", "SET", "repl-diskless-sync", "no"]);
+    let syncs: i64 = info_stat(&mut m, "sync_full");
+    q::<i64>(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]);
+    mixed_writes(&mut m, 4, 3000);
+    common::eventually(20, "the link is back", || {
+        replication_field(&mut r, "master_link_status") == "up" && replication_field(&mut m, "connected_slaves") == "1"
+    });
+    assert_eq!(info_stat(&mut m, "sync_full"), syncs + 1, "one more full sync");
+    mixed_writes(&mut m, 5, 3000);
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1);
+    assert_eq!(dataset(&mut r), dataset(&mut m), "after the link was dropped");
+
+    // REPLICAOF NO ONE: a master again, with the data it had.
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "NO", "ONE"]), "OK");
+    assert_eq!(replication_field(&mut r, "role"), "master");
+    q::<()>(&mut r, &["SET", "mine", "now"]);
+    assert_eq!(q::<String>(&mut r, &["GET", "mine"]), "now");
+    q::<()>(&mut m, &["SET", "s:0", "after NO ONE"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_ne!(q::<Option<String>>(&mut r, &["GET", "s:0"]).as_deref(), Some("after NO ONE"), "no longer follows");
+}
+
+#[test]
+fn replicaof_refuses_a_bad_port_and_reports_a_master_it_cannot_reach() {
+    let engine = Engine::start(&[]);
+    let mut r = engine.client();
+    for port in ["0", "65536", "x"] {
+        let e = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(port).query::<()>(&mut r).unwrap_err();
+        assert!(e.to_string().contains("Invalid master port"), "{e}");
+    }
+    let nobody = common::free_port();
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "127.0.0.1", &nobody.to_string()]), "OK");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(replication_field(&mut r, "master_link_status"), "down");
+    let role: Vec<Value> = q(&mut r, &["ROLE"]);
+    assert_eq!(role[3], Value::BulkString(b"connecting".to_vec()));
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "NO", "ONE"]), "OK");
+    q::<()>(&mut r, &["SET", "k", "v"]);
+}
