@@ -159,7 +159,7 @@ impl Wire<'_> {
 
     /// The master's snapshot after `+FULLRESYNC`: `$<length>` then that many bytes, or
     /// `$EOF:<40-byte mark>` then bytes up to the mark.
-    fn snapshot(&mut self) -> Result<Vec<u8>, LinkError> {
+    fn snapshot(&mut self) -> Result<BytesMut, LinkError> {
         let header = self.line()?;
         let Some(spec) = header.strip_prefix('$') else {
             return Err(LinkError::Master(format!("'{header}' where the snapshot should begin")));
@@ -171,7 +171,7 @@ impl Wire<'_> {
             }
             loop {
                 if self.buf.len() >= mark.len() && self.buf.ends_with(&mark) {
-                    let mut image = self.buf.split().to_vec();
+                    let mut image = self.buf.split();
                     image.truncate(image.len() - mark.len());
                     return Ok(image);
                 }
@@ -179,10 +179,12 @@ impl Wire<'_> {
             }
         }
         let len: usize = spec.parse().map_err(|_| LinkError::Master(format!("'{header}' where the snapshot should begin")))?;
+        // Its size is known: one allocation, not a doubling buffer.
+        self.buf.reserve(len.saturating_sub(self.buf.len()));
         while self.buf.len() < len {
             self.fill(SILENCE)?;
         }
-        Ok(self.buf.split_to(len).to_vec())
+        Ok(self.buf.split_to(len))
     }
 }
 
