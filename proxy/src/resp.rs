@@ -1,11 +1,10 @@
 //! RESP reply frames as the proxy sees them: where one complete RESP2/RESP3 value ends in a
-//! backend's read buffer, the elements of an aggregate, integers, and request encoding.
+//! backend's read buffer, the elements of an aggregate, integers (request encoding is the commands crate's,
+//! re-exported).
 //!
 //! Written by hand: the proxy forwards replies as opaque byte ranges and only needs to know
 //! their extent (and, for merged commands, the extent of each element). A decoding crate would
 //! build a value tree for every reply just to re-encode it.
-
-use bytes::{BufMut, BytesMut};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum FrameError {
@@ -181,26 +180,7 @@ pub fn elements(frame: &[u8]) -> Option<Vec<&[u8]>> {
     Some(out)
 }
 
-/// Appends a request as a RESP array of bulk strings.
-pub fn encode_request<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
-    put_header(out, b'*', args.len());
-    for a in args {
-        put_bulk(out, a.as_ref());
-    }
-}
-
-pub fn put_header(out: &mut BytesMut, kind: u8, n: usize) {
-    let mut b = itoa::Buffer::new();
-    out.put_u8(kind);
-    out.put_slice(b.format(n).as_bytes());
-    out.put_slice(b"\r\n");
-}
-
-pub fn put_bulk(out: &mut BytesMut, data: &[u8]) {
-    put_header(out, b'$', data.len());
-    out.put_slice(data);
-    out.put_slice(b"\r\n");
-}
+pub use terrace_commands::resp::{encode_request, put_bulk, put_header};
 
 #[cfg(test)]
 mod tests {
@@ -262,8 +242,5 @@ mod tests {
         assert_eq!(bulk(e[2]), None);
         assert!(elements(b"*-1\r\n").is_none());
         assert!(is_error(b"-ERR x\r\n"));
-        let mut out = BytesMut::new();
-        encode_request(&mut out, &["GET", "k"]);
-        assert_eq!(&out[..], b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
     }
 }

@@ -509,6 +509,15 @@ impl Keyspace {
         self.shards[id as usize].lock()
     }
 
+    /// Empties every shard, one at a time, dropping each table after its lock is released
+    /// (a replica's full sync; a warm start that failed part way).
+    pub fn clear_all(&self, locks: &LockCap) {
+        for id in self.all_shard_ids() {
+            let removed = self.lock_one(locks, id).clear();
+            drop(removed);
+        }
+    }
+
     /// Locks one shard if it is free (background work skips shards a command holds).
     pub fn try_lock_one(&self, _: &LockCap, id: u32) -> Option<MutexGuard<'_, Shard>> {
         assert_not_holding_guards();

@@ -303,16 +303,12 @@ const LONG_HOLD: std::time::Duration = std::time::Duration::from_millis(1);
 /// Waiting in the shard locks instead would stop every other tenant's connection on this
 /// reactor for as long as the script runs.
 async fn wait_for_namespace(srv: &Server, info: &ClientInfo, ns: usize) {
-    while let Some(held) = srv.keyspace.namespace_held_for(ns) {
-        if srv.scripts.busy(ns) || info.killed.load(Ordering::Relaxed) {
-            return;
-        }
-        if held < LONG_HOLD {
-            tokio::task::yield_now().await;
-        } else {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-    }
+    poll_until(|| match srv.keyspace.namespace_held_for(ns) {
+        None => Poll::Done,
+        Some(_) if srv.scripts.busy(ns) || info.killed.load(Ordering::Relaxed) => Poll::Done,
+        Some(held) => Poll::again_after(held),
+    })
+    .await
 }
 
 /// How long a command that woke blocked clients waits for them to run again before it
@@ -325,15 +321,44 @@ const WOKEN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 /// the wait yields to it.
 async fn wait_for_woken(srv: &Server) {
     let start = Instant::now();
-    while srv.blocking.woken_pending() {
+    poll_until(|| {
         let waited = start.elapsed();
-        if waited >= WOKEN_WAIT {
-            return;
-        }
-        if waited < LONG_HOLD {
-            tokio::task::yield_now().await;
+        if !srv.blocking.woken_pending() || waited >= WOKEN_WAIT {
+            Poll::Done
         } else {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            Poll::again_after(waited)
+        }
+    })
+    .await
+}
+
+/// What a wait's condition says each time it is checked.
+enum Poll {
+    Done,
+    /// Check again after the reactor's other ready tasks have run.
+    Yield,
+    /// Check again in 1 ms.
+    Sleep,
+}
+
+impl Poll {
+    /// Yields while what is waited for has lasted less than `LONG_HOLD`, then sleeps.
+    fn again_after(lasted: std::time::Duration) -> Poll {
+        if lasted < LONG_HOLD {
+            Poll::Yield
+        } else {
+            Poll::Sleep
+        }
+    }
+}
+
+/// Checks `condition` until it says `Done`, off the reactor's thread between checks.
+async fn poll_until(mut condition: impl FnMut() -> Poll) {
+    loop {
+        match condition() {
+            Poll::Done => return,
+            Poll::Yield => tokio::task::yield_now().await,
+            Poll::Sleep => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
         }
     }
 }

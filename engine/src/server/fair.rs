@@ -40,7 +40,7 @@ use std::time::Duration;
 /// One tenant's turn on this reactor.
 #[derive(Default)]
 struct Tenant {
-    /// Connections of the tenant that have run requests on this reactor and are still here.
+    /// Connections of the tenant on this reactor, counted from their arrival until they go.
     residents: usize,
     /// A connection holds the turn (running, or handed it and about to run).
     held: bool,

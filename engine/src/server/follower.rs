@@ -147,12 +147,8 @@ impl Wire<'_> {
     }
 
     fn send(&mut self, argv: &[&str]) -> Result<(), LinkError> {
-        let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-        for a in argv {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
+        let mut out = BytesMut::new();
+        terrace_commands::resp::encode_request(&mut out, argv);
         self.stream.write_all(&out)?;
         Ok(())
     }
@@ -161,8 +157,9 @@ impl Wire<'_> {
     /// `$EOF:<40-byte mark>` then bytes up to the mark.
     fn snapshot(&mut self) -> Result<BytesMut, LinkError> {
         let header = self.line()?;
+        let not_a_snapshot = || LinkError::Master(format!("'{header}' where the snapshot should begin"));
         let Some(spec) = header.strip_prefix('$') else {
-            return Err(LinkError::Master(format!("'{header}' where the snapshot should begin")));
+            return Err(not_a_snapshot());
         };
         if let Some(mark) = spec.strip_prefix("EOF:") {
             let mark = mark.as_bytes().to_vec();
@@ -178,7 +175,7 @@ impl Wire<'_> {
                 self.fill(SILENCE)?;
             }
         }
-        let len: usize = spec.parse().map_err(|_| LinkError::Master(format!("'{header}' where the snapshot should begin")))?;
+        let len: usize = spec.parse().map_err(|_| not_a_snapshot())?;
         // Its size is known: one allocation, not a doubling buffer.
         self.buf.reserve(len.saturating_sub(self.buf.len()));
         while self.buf.len() < len {
@@ -236,9 +233,7 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
 
 /// Replaces every key with the master's snapshot (the default namespace's libraries too).
 fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), LinkError> {
-    for id in srv.keyspace.all_shard_ids() {
-        drop(srv.keyspace.lock_one(locks, id).clear());
-    }
+    srv.keyspace.clear_all(locks);
     srv.scripts.functions.flush(0);
     crate::snapshot::load_image(srv, locks, image, true, "(the master's snapshot)".into()).map_err(|e| LinkError::Load(e.to_string()))?;
     Ok(())

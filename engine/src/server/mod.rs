@@ -552,9 +552,7 @@ fn start_tier(srv: &Server, locks: &LockCap, tier: &crate::tier::Tier) -> Result
         }
         None => {
             // Whatever a partial read put in the keyspace goes before the arena is reset.
-            for id in srv.keyspace.all_shard_ids() {
-                drop(srv.keyspace.lock_one(locks, id).clear());
-            }
+            srv.keyspace.clear_all(locks);
             arena.start_cold().map_err(io)?;
             None
         }

@@ -166,8 +166,7 @@ impl Hll {
     /// Writes `regs` (only ever raising registers), keeping the sparse form when it still fits.
     pub fn store_registers(&mut self, regs: &[u8], dense: bool, sparse_max: usize) -> Result<(), Invalid> {
         if dense || self.encoding() == Encoding::Dense || regs.iter().any(|&r| r > SPARSE_VAL_MAX) {
-            let mut bytes = header(DENSE);
-            bytes.resize(DENSE_SIZE, 0);
+            let mut bytes = empty_dense();
             for (i, &r) in regs.iter().enumerate() {
                 dense_set(&mut bytes[HDR..], i, r);
             }
@@ -339,9 +338,15 @@ fn dense_set(regs: &mut [u8], i: usize, val: u8) {
     }
 }
 
-fn dense_from_runs(runs: &[Run]) -> Vec<u8> {
+/// A dense HyperLogLog with every register zero.
+fn empty_dense() -> Vec<u8> {
     let mut bytes = header(DENSE);
     bytes.resize(DENSE_SIZE, 0);
+    bytes
+}
+
+fn dense_from_runs(runs: &[Run]) -> Vec<u8> {
+    let mut bytes = empty_dense();
     let mut i = 0;
     for &(v, len) in runs {
         if v > 0 {
