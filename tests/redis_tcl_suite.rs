@@ -26,6 +26,25 @@ fn known_failures() -> BTreeSet<(String, String)> {
         .collect()
 }
 
+/// COMPATIBILITY.md shows the known failures as a table between its `known-failures` marks;
+/// it must say what the list says.
+#[test]
+fn compatibility_md_shows_the_known_failures() {
+    let md = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/COMPATIBILITY.md")).expect("COMPATIBILITY.md");
+    let (_, rest) = md.split_once("<!-- known-failures: begin").expect("the begin mark in COMPATIBILITY.md");
+    let (table, _) = rest.split_once("<!-- known-failures: end -->").expect("the end mark in COMPATIBILITY.md");
+    let shown: BTreeSet<(String, String)> = table
+        .lines()
+        .filter(|l| l.starts_with("| unit/"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
+            (cells[0].to_string(), cells[1].to_string())
+        })
+        .collect();
+    let known = known_failures();
+    assert_eq!(shown, known, "COMPATIBILITY.md's table and tests/compat/redis-tcl-known-failures.txt disagree: update the table");
+}
+
 #[test]
 fn redis_tcl_suite() {
     let out = std::env::temp_dir().join(format!("redis-tcl-{}.tsv", std::process::id()));
