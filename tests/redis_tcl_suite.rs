@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 /// Passes at the last count (COMPATIBILITY.md); raise it as tests are fixed.
-const MIN_PASSED: usize = 1750;
+const MIN_PASSED: usize = 1751;
 
 /// `FILE<TAB>NAME` of the known failures (`#` starts a comment; the reason follows the name
 /// after another tab).

@@ -1,6 +1,9 @@
-//! Replication end to end: a `terrace engine` as the replica of a real redis-server 7.0
-//! (REPLICAOF, the full sync, the command stream, acknowledgements WAIT counts, READONLY,
-//! ROLE and INFO replication, a dropped link followed again, REPLICAOF NO ONE).
+//! Replication end to end, both ways with a real redis-server 7.0: a `terrace engine` as
+//! its replica (REPLICAOF, the full sync, the command stream, acknowledgements WAIT counts,
+//! READONLY, ROLE and INFO replication, a dropped link followed again, REPLICAOF NO ONE),
+//! and a redis-server as the replica of a Terrace engine (full sync, the stream with
+//! absolute expiries and the keys the master expires, WAIT, partial resynchronization,
+//! min-replicas-to-write); and an engine replicating an engine.
 
 mod common;
 
@@ -174,4 +177,90 @@ fn replicaof_refuses_a_bad_port_and_reports_a_master_it_cannot_reach() {
     assert_eq!(role[3], Value::BulkString(b"connecting".to_vec()));
     assert_eq!(q::<String>(&mut r, &["REPLICAOF", "NO", "ONE"]), "OK");
     q::<()>(&mut r, &["SET", "k", "v"]);
+}
+
+fn dbsize(c: &mut redis::Connection) -> i64 {
+    q(c, &["DBSIZE"])
+}
+
+#[test]
+fn a_redis_server_replicates_a_terrace_engine() {
+    let engine = Engine::start(&[]);
+    let mut m = engine.client();
+    mixed_writes(&mut m, 0, 6000);
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "0", "0"]), 0);
+    let replica = common::start_redis_with(&["--replicaof", "127.0.0.1", &engine.port.to_string()]);
+    let mut r = replica.client();
+    common::eventually(20, "the replica's link is up", || replication_field(&mut r, "master_link_status") == "up");
+    assert_eq!(info_stat(&mut m, "sync_full"), 1);
+    assert_eq!(dataset(&mut r), dataset(&mut m), "after the full sync");
+
+    // The stream: every type, a transaction, a script's writes, SPOP, XADD *, relative
+    // expiries (sent as absolute times), another database.
+    for round in 1..4 {
+        mixed_writes(&mut m, round, 3000);
+        assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1, "round {round}: the replica acknowledged");
+        assert_eq!(dataset(&mut r), dataset(&mut m), "round {round}");
+    }
+    let (master_ttl, replica_ttl): (i64, i64) = (q(&mut m, &["PEXPIRETIME", "t:1"]), q(&mut r, &["PEXPIRETIME", "t:1"]));
+    assert_eq!(master_ttl, replica_ttl, "the same expiry time, not the same relative one");
+    assert_eq!(replication_field(&mut m, "connected_slaves"), "1");
+    assert!(replication_field(&mut m, "slave0").contains(&format!("port={},state=online", replica.port)));
+    let role: Vec<Value> = q(&mut m, &["ROLE"]);
+    assert_eq!(role[0], Value::BulkString(b"master".to_vec()));
+    assert!(matches!(&role[2], Value::Array(replicas) if replicas.len() == 1), "{role:?}");
+
+    // Keys the master expires (its sweep, and a read finding one) reach the replica as DELs:
+    // a Redis replica does not expire keys on its own, and counts them until told.
+    for i in 0..100 {
+        q::<()>(&mut m, &["SET", &format!("brief:{i}"), "x", "PX", "30"]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    assert_eq!(q::<Option<String>>(&mut m, &["GET", "brief:0"]), None);
+    common::eventually(10, "the master's sweep expires the rest", || q::<Vec<String>>(&mut m, &["KEYS", "brief:*"]).is_empty());
+    q::<()>(&mut m, &["SET", "after-expiry", "1"]);
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1);
+    assert_eq!(dbsize(&mut r), dbsize(&mut m), "expired keys deleted on the replica");
+
+    // A dropped link resumes from the backlog (+CONTINUE), not with a new full sync.
+    q::<i64>(&mut r, &["CLIENT", "KILL", "TYPE", "master"]);
+    mixed_writes(&mut m, 4, 2000);
+    common::eventually(20, "the link is back", || replication_field(&mut r, "master_link_status") == "up");
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1);
+    assert_eq!(info_stat(&mut m, "sync_partial_ok"), 1, "a partial resynchronization");
+    assert_eq!(info_stat(&mut m, "sync_full"), 1, "no second full sync");
+    assert_eq!(dataset(&mut r), dataset(&mut m), "after the partial resynchronization");
+
+    // min-replicas-to-write: writes refused while fewer good replicas are attached.
+    q::<()>(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "2"]);
+    let e = redis::cmd("SET").arg("k").arg("v").query::<()>(&mut m).unwrap_err();
+    assert!(e.to_string().contains("Not enough good replicas to write"), "{e}");
+    redis::cmd("GET").arg("s:1").query::<Option<String>>(&mut m).expect("reads still run");
+    q::<()>(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    q::<()>(&mut m, &["SET", "k", "v"]);
+
+    // The replica goes: WAIT counts nobody, after its timeout.
+    q::<()>(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    drop(replica);
+    common::eventually(10, "the master notices", || replication_field(&mut m, "connected_slaves") == "0");
+    q::<()>(&mut m, &["SET", "k", "w"]);
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "200"]), 0);
+}
+
+#[test]
+fn a_terrace_engine_replicates_a_terrace_engine() {
+    let master = Engine::start(&[]);
+    let mut m = master.client();
+    mixed_writes(&mut m, 0, 3000);
+    let replica = Engine::start(&[]);
+    let mut r = replica.client();
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]), "OK");
+    common::eventually(20, "the replica's link is up", || replication_field(&mut r, "master_link_status") == "up");
+    assert_eq!(dataset(&mut r), dataset(&mut m), "after the full sync");
+    for round in 1..3 {
+        mixed_writes(&mut m, round, 3000);
+        assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1, "round {round}");
+        assert_eq!(dataset(&mut r), dataset(&mut m), "round {round}");
+    }
+    assert_eq!(replication_field(&mut r, "master_replid"), replication_field(&mut m, "master_replid"));
 }

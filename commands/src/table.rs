@@ -154,6 +154,9 @@ const ROUTES: &[(CommandId, Route)] = {
         (CommandId::Debug, EngineOnly),
         (CommandId::Replicaof, EngineOnly),
         (CommandId::Slaveof, EngineOnly),
+        (CommandId::Psync, EngineOnly),
+        (CommandId::Sync, EngineOnly),
+        (CommandId::Replconf, EngineOnly),
         (CommandId::Module, EngineOnly),
     ]
 };
@@ -797,6 +800,9 @@ command_table! {
             "server",
             "Sets a Redis server as a replica of another, or promotes it to being a master.",
         ),
+        Psync => c("psync", -3, "admin noscript no_async_loading no_multi", NOKEY, "server", "An internal command used in replication."),
+        Sync => c("sync", 1, "admin noscript no_async_loading no_multi", NOKEY, "server", "An internal command used in replication."),
+        Replconf => c("replconf", -1, "admin noscript loading stale allow_busy", NOKEY, "server", "An internal command for configuring the replication stream."),
         Monitor => c("monitor", 1, "admin noscript loading stale", NOKEY, "server", "Listens for all requests received by the server in real-time."),
         Shutdown => c(
             "shutdown",

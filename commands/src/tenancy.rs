@@ -51,7 +51,7 @@ pub fn tenancy(spec: &CommandSpec, argv: &[&[u8]]) -> Tenancy {
         TerraceNamespace => Never,
         Config if own_config(argv) => Tenant,
         // Users, settings, debugging, modules, replication, the process itself.
-        Acl | Config | Debug | Module | Replicaof | Slaveof | Shutdown | Monitor => Operator,
+        Acl | Config | Debug | Module | Replicaof | Slaveof | Psync | Sync | Replconf | Shutdown | Monitor => Operator,
         // Persistence writes every tenant's data; the slow log shows every tenant's commands
         // with their arguments.
         Save | Bgsave | Slowlog => Operator,

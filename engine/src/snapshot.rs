@@ -66,7 +66,16 @@ pub fn rdb_path(data_dir: &Path) -> PathBuf {
     data_dir.join("dump.rdb")
 }
 
-fn header(srv: &Server) -> Vec<u8> {
+/// Which part of the keyspace an image holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every namespace (`dump.rdb`), with Terrace's own aux fields.
+    Everything,
+    /// The default namespace's databases 0-15, as a Redis replica reads them.
+    DefaultNamespace,
+}
+
+fn header(srv: &Server, scope: Scope) -> Vec<u8> {
     let mut out = format!("REDIS{RDB_VERSION:04}").into_bytes();
     let aux = |out: &mut Vec<u8>, k: &str, v: &str| {
         out.push(OP_AUX);
@@ -80,19 +89,19 @@ fn header(srv: &Server) -> Vec<u8> {
     aux(&mut out, "aof-base", "0");
     // Which tenant owns which block of databases (namespace n: databases 16n..16n+15).
     let names = srv.namespaces.lock();
-    if names.len() > 1 {
+    if names.len() > 1 && scope == Scope::Everything {
         aux(&mut out, "terrace-namespaces", &names[1..].join(","));
     }
     // The WAL position this image covers (taken under every shard lock): recovery replays
     // the log after it.
-    if let Some(wal) = srv.wal() {
+    if let Some(wal) = srv.wal().filter(|_| scope == Scope::Everything) {
         aux(&mut out, "terrace-wal-seq", &wal.last_assigned().to_string());
     }
     // FUNCTION libraries: the default namespace's as Redis 7 stores them; a tenant's as an
     // aux field naming it (`terrace-function:<tenant>`, which redis-server skips).
     let libraries = srv.scripts.functions.all();
     for (ns, libs) in &libraries {
-        let Some(tenant) = names.get(*ns).filter(|_| *ns > 0) else { continue };
+        let Some(tenant) = names.get(*ns).filter(|_| *ns > 0 && scope == Scope::Everything) else { continue };
         for lib in libs.values() {
             aux(&mut out, &format!("{FUNCTION_AUX}{tenant}"), &lib.code);
         }
@@ -169,16 +178,42 @@ type ShardWriter<'f> = dyn FnMut(&Shard) -> Result<(), SnapshotError> + 'f;
 type ShardVisitor<'v> = dyn for<'f> FnMut(u32, &mut ShardWriter<'f>) -> Result<(), SnapshotError> + 'v;
 
 /// Writes a snapshot. `visit(shard id, f)` runs `f` on a shard (locked or held by the caller).
-/// Each database's key count (RESIZEDB) is a hint taken in a first pass.
 fn write_snapshot(srv: &Server, visit: &mut ShardVisitor) -> Result<(), SnapshotError> {
     let data_dir = &srv.config.data_dir;
     std::fs::create_dir_all(data_dir).map_err(|source| SnapshotError::Io { path: data_dir.into(), source })?;
     let tmp = data_dir.join(format!("temp-{}.rdb", std::process::id()));
     let mut w = RdbWriter::create(&tmp)?;
-    w.write(&header(srv))?;
+    write_image(srv, Scope::Everything, visit, &mut |bytes| w.write(bytes))?;
+    w.finish()?;
+    let path = rdb_path(data_dir);
+    std::fs::rename(&tmp, &path).map_err(|source| SnapshotError::Io { path: path.clone(), source })
+}
+
+/// The default namespace's keys and libraries as an RDB image in memory, through the shards
+/// the caller holds (every one: a replica's full sync, one instant of the stream).
+pub fn replication_image(srv: &Server, guards: &mut Guards) -> Result<Vec<u8>, SnapshotError> {
+    let mut image = Vec::new();
+    write_image(srv, Scope::DefaultNamespace, &mut |id, f| f(guards.shard(id)), &mut |bytes| {
+        image.extend_from_slice(bytes);
+        Ok(())
+    })?;
+    image.push(OP_EOF);
+    let crc = crc64(&image);
+    image.extend_from_slice(&crc.to_le_bytes());
+    Ok(image)
+}
+
+/// Writes an image's header and keys (not its end) to `sink`. Each database's key count
+/// (RESIZEDB) is a hint taken in a first pass.
+fn write_image(srv: &Server, scope: Scope, visit: &mut ShardVisitor, sink: &mut dyn FnMut(&[u8]) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
+    sink(&header(srv, scope))?;
     let now = now_ms();
     let ks = &srv.keyspace;
-    for db in 0..ks.dbs() {
+    let dbs = match scope {
+        Scope::Everything => ks.dbs(),
+        Scope::DefaultNamespace => ks.dbs().min(crate::keyspace::NUM_DBS),
+    };
+    for db in 0..dbs {
         if !in_snapshots(srv, db) {
             continue;
         }
@@ -198,7 +233,7 @@ fn write_snapshot(srv: &Server, visit: &mut ShardVisitor) -> Result<(), Snapshot
         head.push(OP_RESIZEDB);
         put_len(&mut head, keys);
         put_len(&mut head, expires);
-        w.write(&head)?;
+        sink(&head)?;
         let mut buf = Vec::new();
         for id in ks.db_shard_ids(db) {
             visit(id, &mut |shard: &Shard| {
@@ -207,13 +242,11 @@ fn write_snapshot(srv: &Server, visit: &mut ShardVisitor) -> Result<(), Snapshot
                 }
                 Ok(())
             })?;
-            w.write(&buf)?;
+            sink(&buf)?;
             buf.clear();
         }
     }
-    w.finish()?;
-    let path = rdb_path(data_dir);
-    std::fs::rename(&tmp, &path).map_err(|source| SnapshotError::Io { path: path.clone(), source })
+    Ok(())
 }
 
 /// SAVE: a point-in-time image, through the shards the command holds.

@@ -240,13 +240,18 @@ impl Drop for RedisServer {
 }
 
 pub fn start_redis() -> RedisServer {
+    start_redis_with(&[])
+}
+
+/// A redis-server with extra arguments (`--replicaof host port`…).
+pub fn start_redis_with(extra: &[&str]) -> RedisServer {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let dir = temp_dir("redis");
     let mut cmd = Command::new("redis-server");
-    cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"]).arg(&dir).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"]).arg(&dir).args(extra).stdout(Stdio::null()).stderr(Stdio::null());
     die_with_parent(&mut cmd);
     let child = cmd.spawn().expect("redis-server not found: run tests/run.sh, which installs it");
     let deadline = Instant::now() + Duration::from_secs(10);

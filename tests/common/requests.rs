@@ -190,6 +190,8 @@ pub fn skipped(name: &str, argv: &[Vec<u8>]) -> bool {
         // Would make the server a replica of whatever the arguments name, refusing every
         // later write (replication has tests of its own: tests/replication_e2e.rs).
         "replicaof" | "slaveof" => !(arg(1) == "no" && arg(2) == "one"),
+        // Turn the connection into a replica's link (tests/replication_e2e.rs).
+        "psync" | "sync" => true,
         _ => false,
     }
 }

@@ -1,10 +1,10 @@
 //! Requests as a client writes them: a RESP array of bulk strings. Shared by the proxy's
 //! engine connections and an engine's link to its master.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 
 /// Appends a request as a RESP array of bulk strings.
-pub fn encode_request<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
+pub fn encode_request<A: AsRef<[u8]>>(out: &mut impl BufMut, args: &[A]) {
     put_header(out, b'*', args.len());
     for a in args {
         put_bulk(out, a.as_ref());
@@ -12,7 +12,7 @@ pub fn encode_request<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
 }
 
 /// Appends a RESP header: `kind`, the count, CRLF.
-pub fn put_header(out: &mut BytesMut, kind: u8, n: usize) {
+pub fn put_header(out: &mut impl BufMut, kind: u8, n: usize) {
     let mut b = itoa::Buffer::new();
     out.put_u8(kind);
     out.put_slice(b.format(n).as_bytes());
@@ -20,7 +20,7 @@ pub fn put_header(out: &mut BytesMut, kind: u8, n: usize) {
 }
 
 /// Appends one bulk string.
-pub fn put_bulk(out: &mut BytesMut, data: &[u8]) {
+pub fn put_bulk(out: &mut impl BufMut, data: &[u8]) {
     put_header(out, b'$', data.len());
     out.put_slice(data);
     out.put_slice(b"\r\n");
@@ -29,6 +29,7 @@ pub fn put_bulk(out: &mut BytesMut, data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
 
     #[test]
     fn a_request_is_an_array_of_bulk_strings() {

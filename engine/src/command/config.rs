@@ -115,6 +115,9 @@ fn set_param(srv: &Server, fx: &mut crate::command::pipeline::Effects, ns: usize
                 return Ok(());
             }
         }
+        "repl-backlog-size" => srv.replication.set_backlog_size(value.parse().unwrap_or(1 << 20)),
+        "min-replicas-to-write" => srv.replication.min_replicas.store(value.parse().unwrap_or(0), Ordering::Relaxed),
+        "min-replicas-max-lag" => srv.replication.min_replicas_max_lag.store(value.parse().unwrap_or(10), Ordering::Relaxed),
         "busy-reply-threshold" => srv.scripts.busy_threshold_ms.store(value.parse().unwrap_or(crate::scripting::BUSY_THRESHOLD_MS), Ordering::Relaxed),
         _ => srv.limits.apply(param.name, &value),
     }

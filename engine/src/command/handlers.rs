@@ -289,6 +289,8 @@ fn handler_for(id: CommandId) -> Handler {
         CommandId::Module => server::module,
         CommandId::Replicaof => server::replicaof,
         CommandId::Slaveof => server::replicaof,
+        CommandId::Psync | CommandId::Sync => server::psync,
+        CommandId::Replconf => server::replconf,
         CommandId::Monitor => server::monitor,
         CommandId::Shutdown => server::shutdown,
         CommandId::Eval => lua::eval,

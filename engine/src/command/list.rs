@@ -359,7 +359,7 @@ pub fn block_or_timeout(ctx: &mut Ctx, keys: Vec<Vec<u8>>, t: Option<std::time::
         match reply {
             TimeoutReply::NullArray => ctx.out.null_array(),
             TimeoutReply::NullBulk => ctx.out.null(),
-            TimeoutReply::Zero => ctx.out.int(0),
+            TimeoutReply::Replicas(offset) => ctx.out.int(ctx.srv.replication.acked_at_least(offset) as i64),
         }
         return;
     }

@@ -84,6 +84,13 @@ pub struct Conn {
     /// The replication link's own connection: it applies the master's stream, so it may
     /// write on a replica and CLIENT PAUSE does not hold it.
     pub from_master: bool,
+    /// The replication offset after this client's last write (what its WAIT waits for).
+    pub repl_offset: u64,
+    /// PSYNC/SYNC asked for this connection to become a replica's link: the connection
+    /// hands its socket to `server::replicas` once the reply so far is written.
+    pub psync: Option<crate::replication::Psync>,
+    /// What REPLCONF said before PSYNC (listening-port, capa).
+    pub replica_hello: crate::replication::Psync,
     /// CLIENT REPLY SKIP: replies still to suppress (this command's and the next one's).
     pub reply_skip: u8,
     /// Pub/sub subscriptions.
@@ -150,6 +157,9 @@ impl Conn {
             pushes_waiting: false,
             woke_blocked: false,
             from_master: false,
+            repl_offset: 0,
+            psync: None,
+            replica_hello: Default::default(),
             reply_skip: 0,
             subs: pubsub::Subscriptions::default(),
             monitor: false,
@@ -168,8 +178,8 @@ impl Conn {
 pub enum TimeoutReply {
     NullArray,
     NullBulk,
-    /// The integer 0 (WAIT: no replica acknowledged).
-    Zero,
+    /// WAIT: how many replicas acknowledged this replication offset by then.
+    Replicas(u64),
 }
 
 /// A blocking command that found nothing to pop.

@@ -364,10 +364,17 @@ pub fn role(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
             ctx.out.int(link.offset);
         }
         _ => {
+            let replicas = repl.replicas();
             ctx.out.array_len(3);
             ctx.out.bulk(b"master");
-            ctx.out.int(0);
-            ctx.out.array_len(0);
+            ctx.out.int(repl.offset() as i64);
+            ctx.out.array_len(replicas.len());
+            for r in &replicas {
+                ctx.out.array_len(3);
+                ctx.out.bulk(r.ip.as_bytes());
+                ctx.out.bulk(r.port.to_string().as_bytes());
+                ctx.out.bulk(r.acked.to_string().as_bytes());
+            }
         }
     }
     Ok(())
@@ -616,20 +623,73 @@ pub fn replicaof(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// WAIT numreplicas timeout: an engine has no replicas, so no write is ever acknowledged by
-/// one; as Redis does, WAIT for at least one replica blocks until its timeout (0: forever).
+/// WAIT numreplicas timeout: blocks until that many replicas acknowledged the client's
+/// writes so far (its `repl_offset`), or the timeout (0: none) passes; answers how many did.
 pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let numreplicas = int(argv[1])?;
     let timeout = int(argv[2]).map_err(|_| err("ERR timeout is not an integer or out of range"))?;
     if timeout < 0 {
         return Err(err("ERR timeout is negative"));
     }
-    if numreplicas <= 0 || ctx.conn.multi.is_some() {
-        ctx.out.int(0);
+    let repl = &ctx.srv.replication;
+    if repl.is_replica() {
+        return Err(err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
+    }
+    let target = ctx.conn.repl_offset;
+    let acked = repl.acked_at_least(target);
+    if acked as i64 >= numreplicas || ctx.in_exec || ctx.conn.multi.is_some() {
+        ctx.out.int(acked as i64);
         return Ok(());
     }
+    repl.wait_for_acks(ctx.conn.block_notify.clone());
     let t = (timeout > 0).then(|| std::time::Duration::from_millis(timeout as u64));
-    super::list::block_or_timeout(ctx, Vec::new(), t, super::TimeoutReply::Zero);
+    super::list::block_or_timeout(ctx, Vec::new(), t, super::TimeoutReply::Replicas(target));
+    Ok(())
+}
+
+/// REPLCONF: what a replica says of itself before PSYNC (listening-port, ip-address, capa,
+/// rdb-only…), each answered OK. ACK and GETACK belong to a replication link: a client's are
+/// ignored without a reply, as Redis does.
+pub fn replconf(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if argv.len().is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    for pair in argv[1..].chunks(2) {
+        let (option, value) = (pair[0], pair[1]);
+        if is(option, "ACK") || is(option, "GETACK") {
+            return Ok(());
+        }
+        if is(option, "listening-port") {
+            ctx.conn.replica_hello.port =
+                int(value).ok().and_then(|p| u16::try_from(p).ok()).ok_or_else(|| err("ERR value is not an integer or out of range"))?;
+        } else if is(option, "capa") {
+            ctx.conn.replica_hello.eof |= is(value, "eof");
+        } else if !(is(option, "ip-address") || is(option, "rdb-only") || is(option, "rdb-filter-only")) {
+            return Err(err(format!("ERR Unrecognized REPLCONF option: {}", String::from_utf8_lossy(option))));
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// PSYNC replid offset / SYNC: this connection becomes the link of a replica; the connection
+/// hands its socket to `server::replicas`, which answers (+CONTINUE or +FULLRESYNC and the
+/// snapshot) and streams the writes from then on.
+pub fn psync(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if ctx.srv.replication.is_replica() {
+        return Err(err("ERR this engine is a replica: attach replicas to its master (chained replication is not supported)"));
+    }
+    let mut request = ctx.conn.replica_hello.clone();
+    if is(argv[0], "SYNC") {
+        request.replid = "?".into();
+        request.offset = -1;
+        request.old_sync = true;
+    } else {
+        request.replid = String::from_utf8_lossy(argv[1]).into_owned();
+        request.offset = int(argv[2])?;
+    }
+    ctx.conn.psync = Some(request);
+    ctx.close = true;
     Ok(())
 }
 
@@ -1209,13 +1269,16 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         let (expired, evicted) = (totals.expired, totals.evicted);
         let _ = write!(
             s,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n\r\n",
             st.connections_received.load(Ordering::Relaxed),
             st.commands_processed.load(Ordering::Relaxed),
             st.instantaneous_ops.load(Ordering::Relaxed),
             st.net_input_bytes.load(Ordering::Relaxed),
             st.net_output_bytes.load(Ordering::Relaxed),
             st.rejected_connections.load(Ordering::Relaxed),
+            srv.replication.syncs.full.load(Ordering::Relaxed),
+            srv.replication.syncs.partial_ok.load(Ordering::Relaxed),
+            srv.replication.syncs.partial_err.load(Ordering::Relaxed),
             expired,
             evicted,
             st.keyspace_hits.load(Ordering::Relaxed),
@@ -1384,14 +1447,25 @@ fn replication_info(srv: &Server, s: &mut String) {
         }
         _ => {
             s.push_str("role:master\r\n");
-            (repl.replid.clone(), 0)
+            (repl.replid.clone(), repl.offset() as i64)
         }
     };
+    let replicas = repl.replicas();
+    let _ = write!(s, "connected_slaves:{}\r\n", replicas.len());
+    let master_offset = repl.offset();
+    for (i, r) in replicas.iter().enumerate() {
+        let lag = r.acked_at.elapsed().as_secs();
+        let _ = write!(s, "slave{i}:ip={},port={},state={},offset={},lag={lag}\r\n", r.ip, r.port, r.state.name(), r.acked);
+    }
+    let (first, histlen) = repl.backlog().map_or((0, 0), |b| b.span());
     let _ = write!(
         s,
-        "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\n\
-         master_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\n\
-         repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
-        "0".repeat(40)
+        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\n\
+         master_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\n\
+         repl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n\r\n",
+        "0".repeat(40),
+        u8::from(repl.backlog().is_some()),
+        repl.backlog_size.load(Ordering::Relaxed),
     );
+    let _ = master_offset;
 }

@@ -117,8 +117,9 @@ pub fn spop(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
     };
     ctx.data.modified(key);
-    // The members were picked at random: the WAL gets what was removed, not the dice.
-    if ctx.srv.wal().is_some() && ctx.conn.replay_now.is_none() && !popped.is_empty() {
+    // The members were picked at random: the WAL and replicas get what was removed, not
+    // the dice.
+    if ctx.srv.records_writes() && ctx.conn.replay_now.is_none() && !popped.is_empty() {
         let mut srem: Vec<&[u8]> = vec![b"SREM", key];
         srem.extend(popped.iter().map(|m| &m[..]));
         ctx.data.log(ctx.conn.ns_base, &srem);

@@ -215,6 +215,13 @@ pub fn xadd(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     write_id(&mut ctx.out, id);
     ctx.data.modified(key);
     ctx.data.signal(key);
+    if !matches!(args.id, Some((_, true))) && ctx.srv.records_writes() && ctx.conn.replay_now.is_none() {
+        // The ID was made here (`*`, `ms-*`): the log and replicas get it, not the clock.
+        let made = id.to_string();
+        let mut logged = argv.to_vec();
+        logged[args.id_pos] = made.as_bytes();
+        ctx.data.log(ctx.conn.ns_base, &logged);
+    }
     Ok(())
 }
 

@@ -95,6 +95,8 @@ pub struct Keyspace {
     notify: Arc<AtomicBool>,
     /// On while a blocked client must hear of its key's deletion (`deletion_switch`).
     deletions: Arc<AtomicBool>,
+    /// On once replicas are fed: shards note the keys they expire (`Shard::expired`).
+    feeding: Arc<AtomicBool>,
 }
 
 thread_local! {
@@ -141,17 +143,19 @@ impl Keyspace {
         let tracking = Arc::new(AtomicBool::new(false));
         let notify = Arc::new(AtomicBool::new(false));
         let deletions = Arc::new(AtomicBool::new(false));
+        let feeding = Arc::new(AtomicBool::new(false));
         let keyspace = Keyspace {
             tier,
             shards: (0..n)
                 .map(|i| {
                     let shard = Shard::counting_into(ns_used[i / per_ns].clone(), dram_values.clone());
-                    Mutex::new(shard.tracked_by(tracking.clone(), notify.clone(), deletions.clone()))
+                    Mutex::new(shard.tracked_by(tracking.clone(), notify.clone(), deletions.clone()).feeding_into(feeding.clone()))
                 })
                 .collect(),
             tracking,
             notify,
             deletions,
+            feeding,
             shard_bits,
             dbs,
             ns_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
@@ -195,6 +199,11 @@ impl Keyspace {
     }
 
     /// Whether shards note what happens to keys (notifications, or deletion waiters).
+    /// Shards note the keys they expire from now on (replicas are fed).
+    pub fn start_feeding(&self) {
+        self.feeding.store(true, Ordering::SeqCst);
+    }
+
     pub fn noting(&self) -> bool {
         self.notify.load(Ordering::Relaxed) || self.deletions.load(Ordering::Relaxed)
     }
@@ -671,6 +680,17 @@ impl<'a> Guards<'a> {
         for (id, s) in self.held.iter_mut() {
             let db = *id as usize / shards_per_db;
             out.extend(s.events.drain(..).map(|(h, k)| (db, h, k)));
+        }
+    }
+
+    /// Appends the keys the held shards expired while replicas are fed to `out`, with each
+    /// key's database.
+    pub fn take_expired(&mut self, shards_per_db: usize, out: &mut Vec<(usize, Vec<u8>)>) {
+        for (id, s) in self.held.iter_mut() {
+            if !s.expired.is_empty() {
+                let db = *id as usize / shards_per_db;
+                out.extend(s.expired.drain(..).map(|k| (db, k)));
+            }
         }
     }
 

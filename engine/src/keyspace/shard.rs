@@ -98,6 +98,10 @@ pub struct Shard {
     /// What happened to keys while notifications are on, in order: the command holding the
     /// shard takes them after its handler (`Guards::take_events`) and names the events.
     pub(super) events: Vec<(Happened, Vec<u8>)>,
+    /// Whether replicas are fed (shared by every shard): keys this shard expires are then
+    /// kept in `expired` until they are sent as DELs, under the lock, in order with writes.
+    feeding: Arc<AtomicBool>,
+    pub expired: Vec<Vec<u8>>,
 }
 
 /// What happened to a key, for keyspace notifications.
@@ -125,6 +129,20 @@ impl Shard {
         self.notify = notify;
         self.deletions = deletions;
         self
+    }
+
+    /// Keys this shard expires are noted for replicas while `feeding` is set.
+    pub fn feeding_into(mut self, feeding: Arc<AtomicBool>) -> Shard {
+        self.feeding = feeding;
+        self
+    }
+
+    /// Notes an expired key for replicas (they delete it when the master says so).
+    #[inline]
+    fn note_expired(&mut self, key: &[u8]) {
+        if self.feeding.load(Ordering::Relaxed) {
+            self.expired.push(key.to_vec());
+        }
     }
 
     /// Whether what happens to keys is noted (`events`).
@@ -205,6 +223,7 @@ impl Shard {
         if expired {
             self.remove(key);
             self.renote(key, Some(Happened::Expired));
+            self.note_expired(key);
             self.expired_keys += 1;
             return None;
         }
@@ -494,6 +513,7 @@ impl Shard {
                     drop(e);
                     self.touch(&key);
                     self.renote(&key, Some(Happened::Expired));
+                    self.note_expired(&key);
                 }
             }
         }

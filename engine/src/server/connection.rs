@@ -226,6 +226,14 @@ pub async fn serve(
                     if !info.killed.load(Ordering::Relaxed) {
                         let _ = flush(&srv, &mut conn, &mut stream, &mut out).await;
                     }
+                    if let Some(psync) = conn.psync.take() {
+                        // The socket goes on as the replica's link, with what the replica
+                        // sent after PSYNC (its first ACKs, possibly).
+                        let leftover = inbuf.split();
+                        leave(&srv, &locks, &mut conn, here);
+                        super::replicas::attach(srv.clone(), locks.clone(), stream, info, psync, leftover);
+                        return;
+                    }
                     break 'conn;
                 }
                 Ok(_) => {}
@@ -277,16 +285,23 @@ pub async fn serve(
             break;
         }
     }
-    conn.tally.publish(&srv);
+    leave(&srv, &locks, &mut conn, here);
+}
+
+/// What a connection leaves behind when it ends: its counters published, its watches,
+/// subscriptions, MONITOR and tracking gone, its entry in CLIENT LIST removed.
+fn leave(srv: &Server, locks: &LockCap, conn: &mut Conn, here: Option<&super::elastic::ReactorStats>) {
+    let id = conn.info.id;
+    conn.tally.publish(srv);
     if let Some(st) = here {
         st.connections.fetch_sub(1, Ordering::Relaxed);
     }
-    srv.blocking.served(info.id);
-    command::pipeline::release_watches(&srv, &locks, &mut conn);
-    command::pubsub::unsubscribe_all(&srv, &mut conn);
-    srv.monitors.remove(info.id);
-    srv.tracking.disable(info.id);
-    srv.clients.lock().remove(&info.id);
+    srv.blocking.served(id);
+    command::pipeline::release_watches(srv, locks, conn);
+    command::pubsub::unsubscribe_all(srv, conn);
+    srv.monitors.remove(id);
+    srv.tracking.disable(id);
+    srv.clients.lock().remove(&id);
 }
 
 /// The namespace (tenant) the connection's requests run in.
@@ -607,12 +622,12 @@ enum Woken {
     Finished(bool),
 }
 
-fn write_timeout_reply(out: &mut BytesMut, resp3: bool, kind: TimeoutReply) {
+fn write_timeout_reply(srv: &Server, out: &mut BytesMut, resp3: bool, kind: TimeoutReply) {
     let mut w = ReplyWriter::new(out, resp3);
     match kind {
         TimeoutReply::NullArray => w.null_array(),
         TimeoutReply::NullBulk => w.null(),
-        TimeoutReply::Zero => w.int(0),
+        TimeoutReply::Replicas(offset) => w.int(srv.replication.acked_at_least(offset) as i64),
     }
 }
 
@@ -641,7 +656,7 @@ async fn wait_blocked(
         tokio::select! {
             _ = conn.block_notify.notified() => break Woken::Retry,
             _ = &mut sleep => {
-                write_timeout_reply(out, conn.resp3, block.timeout_reply);
+                write_timeout_reply(srv, out, conn.resp3, block.timeout_reply);
                 break Woken::Finished(flush(srv, conn, stream, out).await);
             }
             _ = info.wake.notified() => {
@@ -655,7 +670,7 @@ async fn wait_blocked(
                         break Woken::Finished(flush(srv, conn, stream, out).await);
                     }
                     _ => {
-                        write_timeout_reply(out, conn.resp3, block.timeout_reply);
+                        write_timeout_reply(srv, out, conn.resp3, block.timeout_reply);
                         break Woken::Finished(flush(srv, conn, stream, out).await);
                     }
                 }

@@ -58,6 +58,23 @@ pub async fn run(srv: Arc<Server>, locks: LockCap) {
     }
 }
 
+/// Sends the keys a sweep expired to replicas as DELs (Redis's replicas do not expire keys
+/// on their own), before the shard is released.
+fn feed_expired(srv: &Server, id: u32, shard: &mut crate::keyspace::Shard) {
+    if shard.expired.is_empty() {
+        return;
+    }
+    let keys = std::mem::take(&mut shard.expired);
+    let db = id as usize / srv.keyspace.shards_per_db();
+    if let Some(backlog) = srv.replication.feed().filter(|_| db < crate::keyspace::NUM_DBS) {
+        backlog.append(|stream| {
+            for key in &keys {
+                stream.command(db, &[b"DEL".as_slice(), key]);
+            }
+        });
+    }
+}
+
 /// Sweeps every shard with keys that have a TTL, a slice of its table per tick, so that a
 /// full pass over a shard takes about two seconds whatever its size.
 fn active_expire(srv: &Server, locks: &LockCap) {
@@ -78,6 +95,7 @@ fn active_expire(srv: &Server, locks: &LockCap) {
             srv.latency.observe("expire-cycle", spent, now / 1000);
         }
         let events = if srv.keyspace.notifying() { shard.take_events() } else { Vec::new() };
+        feed_expired(srv, id, &mut shard);
         drop(shard);
         if !events.is_empty() {
             // What the sweep expired (anything else a shard noted outside a command is not

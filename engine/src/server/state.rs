@@ -481,6 +481,13 @@ impl Server {
         self.wal.get()
     }
 
+    /// Whether writes are recorded as they commit (`Effects::log`): for the WAL, or for
+    /// replicas.
+    #[inline]
+    pub fn records_writes(&self) -> bool {
+        self.wal.get().is_some() || self.replication.feed().is_some()
+    }
+
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
         // A running script stops too (SHUTDOWN NOSAVE ends even an unkillable one).

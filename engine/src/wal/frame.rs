@@ -70,8 +70,18 @@ pub fn put_record(out: &mut Vec<u8>, now: i64, db: usize, ns_base: usize, argv: 
 /// The records of a batch payload (None if it does not parse: a bug or corruption that the
 /// checksum did not catch).
 pub fn records(payload: &[u8], count: u32) -> Option<Vec<Record>> {
-    let mut pos = 0;
     let mut out = Vec::with_capacity(count as usize);
+    for_each_record(payload, count, |now, db, ns_base, argv| {
+        out.push(Record { now, db, ns_base, argv: argv.iter().map(|a| a.to_vec()).collect() });
+    })?;
+    Some(out)
+}
+
+/// Calls `f(now, db, ns_base, argv)` for each record of a batch payload, borrowing from it;
+/// None if it does not parse (what was read before is still given).
+pub fn for_each_record<'p>(payload: &'p [u8], count: u32, mut f: impl FnMut(i64, usize, usize, &[&'p [u8]])) -> Option<()> {
+    let mut pos = 0;
+    let mut argv: Vec<&[u8]> = Vec::new();
     for _ in 0..count {
         let now = i64::from_le_bytes(payload.get(pos..pos + 8)?.try_into().ok()?);
         pos += 8;
@@ -81,15 +91,15 @@ pub fn records(payload: &[u8], count: u32) -> Option<Vec<Record>> {
         if argc == 0 || argc > payload.len() {
             return None;
         }
-        let mut argv = Vec::with_capacity(argc);
+        argv.clear();
         for _ in 0..argc {
             let n = get_varint(payload, &mut pos)? as usize;
-            argv.push(payload.get(pos..pos.checked_add(n)?)?.to_vec());
+            argv.push(payload.get(pos..pos.checked_add(n)?)?);
             pos += n;
         }
-        out.push(Record { now, db, ns_base, argv });
+        f(now, db, ns_base, &argv);
     }
-    (pos == payload.len()).then_some(out)
+    (pos == payload.len()).then_some(())
 }
 
 fn checksum(seq: u64, count: u32, payload: &[u8]) -> u32 {

@@ -113,6 +113,8 @@ pub trait Gate {
     fn debug_command(&self) -> DebugCommand;
     /// Whether this engine is a replica (its clients may not write).
     fn read_only_replica(&self) -> bool;
+    /// Whether fewer good replicas are attached than `min-replicas-to-write` asks.
+    fn too_few_replicas(&self) -> bool;
 }
 
 /// What admission decided.
@@ -152,6 +154,8 @@ pub enum Refusal {
     DebugNotAllowed,
     /// A write on a replica, by a client (or its script) rather than the master's stream.
     ReadOnlyReplica,
+    /// A write while fewer good replicas are attached than `min-replicas-to-write`.
+    NoReplicas,
 }
 
 /// Decides whether command `spec` (found by `argv[0]`) may run for `caller`. An
@@ -184,6 +188,9 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         if spec.write && !caller.master && gate.read_only_replica() {
             return Verdict::Refuse(ReadOnlyReplica);
         }
+        if spec.write && !caller.master && gate.too_few_replicas() {
+            return Verdict::Refuse(NoReplicas);
+        }
         if deny_oom && spec.denyoom && gate.over_memory(caller.namespace) {
             return Verdict::Refuse(Oom);
         }
@@ -211,6 +218,10 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         // inside a script without flags is refused when it runs.)
         if effective.write && !caller.master && gate.read_only_replica() {
             return Verdict::Refuse(ReadOnlyReplica);
+        }
+        let exec_writes = spec.id == CommandId::Exec && caller.multi_writes;
+        if (effective.write || exec_writes) && !caller.master && gate.too_few_replicas() {
+            return Verdict::Refuse(NoReplicas);
         }
         let writes = if spec.id == CommandId::Exec { caller.multi_writes } else { effective.writes() };
         if let Some(until) = gate.paused_until(writes, spec).filter(|_| !caller.master) {
@@ -289,6 +300,7 @@ impl Refusal {
                                           local connection, otherwise you need to set this option in the configuration file, and then restart the server."
                 .into(),
             Refusal::ReadOnlyReplica => "READONLY You can't write against a read only replica.".into(),
+            Refusal::NoReplicas => "NOREPLICAS Not enough good replicas to write.".into(),
             Refusal::NotWithStorage => {
                 format!("ERR {} is not supported for a tenant with a storage tier yet", spec.map_or("", |s| s.name).to_ascii_uppercase())
             }
@@ -307,12 +319,13 @@ impl Refusal {
                 | Refusal::DebugNotAllowed
                 | Refusal::Busy(_)
                 | Refusal::ReadOnlyReplica
+                | Refusal::NoReplicas
         )
     }
 
     /// Whether it counts in the command's `rejected_calls`.
     pub fn counts_rejected(&self) -> bool {
-        matches!(self, Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::DebugNotAllowed | Refusal::ReadOnlyReplica)
+        matches!(self, Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::DebugNotAllowed | Refusal::ReadOnlyReplica | Refusal::NoReplicas)
     }
 
     /// Whether it counts in `total_error_replies`.
@@ -327,6 +340,7 @@ impl Refusal {
                 | Refusal::NotWithStorage
                 | Refusal::DebugNotAllowed
                 | Refusal::ReadOnlyReplica
+                | Refusal::NoReplicas
         )
     }
 }
@@ -348,6 +362,7 @@ mod tests {
         debug: Option<DebugCommand>,
         declared: Option<Declared>,
         replica: bool,
+        too_few_replicas: bool,
     }
 
     impl Gate for FakeGate {
@@ -380,6 +395,9 @@ mod tests {
         }
         fn read_only_replica(&self) -> bool {
             self.replica
+        }
+        fn too_few_replicas(&self) -> bool {
+            self.too_few_replicas
         }
     }
 
@@ -620,5 +638,23 @@ mod tests {
         let not_master = Caller { master: false, ..strict };
         assert!(matches!(verdict(Origin::Client, &not_master, &FakeGate::default(), &["set", "k", "v"]), Verdict::Refuse(Refusal::Denied(_))));
         assert_eq!(Refusal::ReadOnlyReplica.error(Origin::Client, lookup(b"set"), &[b"set"]), "READONLY You can't write against a read only replica.");
+    }
+
+    #[test]
+    fn min_replicas_to_write_refuses_writes_and_scripts_that_may_write() {
+        let user = User::default_user();
+        let gate = FakeGate { too_few_replicas: true, ..FakeGate::default() };
+        let refused = Verdict::Refuse(Refusal::NoReplicas);
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["set", "k", "v"]), refused);
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Script { readonly: false, deny_oom: false }, &caller(&user), &gate, &["set", "k", "v"]), refused);
+        let queued = Caller { in_multi: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &queued, &gate, &["incr", "k"]), refused);
+        assert!(Refusal::NoReplicas.aborts_multi());
+        let declared_writes = FakeGate { declared: Some(Declared { no_writes: false, ..Declared::default() }), ..gate };
+        assert_eq!(verdict(Origin::Client, &caller(&user), &declared_writes, &["eval", "#!lua\nreturn 1", "0"]), refused, "a shebang without no-writes");
+        let master = Caller { master: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &master, &FakeGate { too_few_replicas: true, ..FakeGate::default() }, &["set", "k", "v"]), Verdict::Run);
+        assert_eq!(Refusal::NoReplicas.error(Origin::Client, lookup(b"set"), &[b"set"]), "NOREPLICAS Not enough good replicas to write.");
     }
 }

@@ -12,6 +12,7 @@ use super::Effects;
 use crate::command::table::CommandSpec;
 use crate::command::{BlockRequest, Conn, Data};
 use crate::keyspace::{LockCap, NUM_DBS};
+use crate::replication::{propagate, Backlog};
 use crate::server::state::Server;
 
 /// Commits what must be ordered with other writes; the caller still holds the locks.
@@ -23,6 +24,9 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
     if let Some(t) = srv.keyspace.tier() {
         let fx = &data.fx;
         t.count_hits(fx.hits - fx.pmem_hits, fx.pmem_hits);
+    }
+    if let Some(backlog) = srv.replication.feed() {
+        feed_replicas(srv, conn, backlog, data);
     }
     let ns = conn.ns_base / NUM_DBS;
     if let Some(tier) = srv.storage_tier().filter(|t| t.backs(ns)) {
@@ -54,6 +58,27 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
             }
         }
     }
+}
+
+/// Sends the command's writes, and the keys it found expired, to replicas — under its
+/// locks, so the stream's order is the execution order — and notes the offset the client's
+/// WAIT waits for.
+fn feed_replicas(srv: &Server, conn: &mut Conn, backlog: &Backlog, data: &mut Data) {
+    let mut expired = Vec::new();
+    data.guards.take_expired(srv.keyspace.shards_per_db(), &mut expired);
+    expired.retain(|(db, _)| *db < NUM_DBS);
+    let fx = &data.fx;
+    if expired.is_empty() && fx.wal_count == 0 {
+        return;
+    }
+    conn.repl_offset = backlog.append(|stream| {
+        for (db, key) in &expired {
+            stream.command(*db, &[b"DEL".as_slice(), key]);
+        }
+        if fx.wal_count > 0 {
+            propagate::put_commit(stream, &fx.wal_buf, fx.wal_count);
+        }
+    });
 }
 
 /// A command that ran: what the rest of its commit needs.

@@ -277,6 +277,9 @@ impl Gate for ServerGate<'_> {
     fn read_only_replica(&self) -> bool {
         self.srv.replication.is_replica()
     }
+    fn too_few_replicas(&self) -> bool {
+        self.srv.replication.too_few_replicas()
+    }
 }
 
 /// Counts a refusal (answered with `text`), logs an ACL denial, and marks a transaction being

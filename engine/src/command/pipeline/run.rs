@@ -100,7 +100,8 @@ pub(crate) fn nested(ctx: &mut Ctx, origin: Origin, argv: &[&[u8]]) -> Nested {
     Nested::Ran(spec)
 }
 
-/// Logs a write command that ran, at the leaf: nothing if the WAL is off, the command is
+/// Logs a write command that ran, at the leaf: nothing if neither the WAL nor replicas
+/// record writes, the command is
 /// being replayed, failed or blocked, or its handler logged records itself (SPOP's SREM).
 /// A storage-backed tenant's declared keys are noted instead: their after-images go to
 /// storage (and, for write-back, to the WAL) when the command commits.
@@ -121,7 +122,7 @@ fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before
         }
         return;
     }
-    if ctx.srv.wal().is_none() || ctx.data.fx.wal_count != before {
+    if !ctx.srv.records_writes() || ctx.data.fx.wal_count != before {
         return;
     }
     let (now, db) = (ctx.data.now, ctx.data.db);

@@ -1,0 +1,190 @@
+//! Serves the replicas attached to this engine: a connection whose client sent PSYNC (or
+//! SYNC) hands its socket here, and a thread per replica answers it as a Redis master does —
+//! `+CONTINUE` when the backlog still holds what the replica lacks (same replication ID),
+//! else `+FULLRESYNC <replid> <offset>` and the snapshot — then sends the command stream
+//! from the backlog while a second thread reads the replica's `REPLCONF ACK`s for WAIT.
+//!
+//! The snapshot is the default namespace's, made while every shard is held, so it is one
+//! instant of the stream: the writes after it are exactly those after its offset. Writes
+//! wait while it is made (in memory; it is sent after the locks are released).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use super::state::{ClientInfo, Server};
+use crate::keyspace::LockCap;
+use crate::protocol::{Limits, RequestParser};
+use crate::replication::backlog::Read as BacklogRead;
+use crate::replication::{Psync, Replica, ReplicaState};
+
+/// How much of the stream one write sends at most.
+const CHUNK: usize = 1 << 20;
+/// How long a replica may stay silent (no ACK) before it is dropped (Redis's `repl-timeout`).
+const REPL_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+enum ServeError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("its snapshot could not be made: {0}")]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+    #[error("it fell behind the stream by more than the replica output limit")]
+    Behind,
+    #[error("it closed the link")]
+    Closed,
+    #[error("it sent no acknowledgement for {0:?}")]
+    Silent(Duration),
+}
+
+/// Takes over a connection whose client asked to be a replica (`psync`), with the bytes it
+/// sent after PSYNC (`leftover`: its first ACKs, possibly).
+pub fn attach(srv: Arc<Server>, locks: LockCap, stream: tokio::net::TcpStream, info: Arc<ClientInfo>, psync: Psync, leftover: BytesMut) {
+    let stream = match stream.into_std().and_then(|s| s.set_nonblocking(false).map(|()| s)) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(replica = %info.addr, "cannot take over the replica's connection: {e}");
+            return;
+        }
+    };
+    let name = format!("terrace-replica-{}", info.id);
+    let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        let id = info.id;
+        let ip = info.addr.rsplit_once(':').map_or(info.addr.as_str(), |(ip, _)| ip).to_string();
+        let port = if psync.port != 0 { psync.port } else { info.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0) };
+        srv.replication.attach_replica(Replica { id, ip, port, state: ReplicaState::WaitBgsave, acked: 0, acked_at: Instant::now() });
+        tracing::info!(replica = %info.addr, replid = %psync.replid, offset = psync.offset, "replica asks for synchronization");
+        match serve(&srv, &locks, stream, id, &psync, leftover) {
+            Ok(()) => tracing::info!(replica = %info.addr, "replica link closed"),
+            Err(e) => tracing::warn!(replica = %info.addr, "replica dropped: {e}"),
+        }
+        srv.replication.detach_replica(id);
+    });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start a replica's thread: {e}");
+    }
+}
+
+fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, psync: &Psync, leftover: BytesMut) -> Result<(), ServeError> {
+    let repl = &srv.replication;
+    stream.set_nodelay(true)?;
+    let continues = psync.replid == repl.replid && psync.offset > 0 && repl.feed().is_some_and(|b| b.attach(id, psync.offset as u64 - 1));
+    if continues {
+        repl.syncs.partial_ok.fetch_add(1, Ordering::Relaxed);
+        stream.write_all(format!("+CONTINUE {}\r\n", repl.replid).as_bytes())?;
+        tracing::info!(replica = id, from = psync.offset, "partial resynchronization accepted");
+        repl.update_replica(id, |r| {
+            r.state = ReplicaState::Online;
+            r.acked = psync.offset as u64 - 1;
+        });
+    } else {
+        if psync.replid != "?" {
+            repl.syncs.partial_err.fetch_add(1, Ordering::Relaxed);
+        }
+        repl.syncs.full.fetch_add(1, Ordering::Relaxed);
+        let (image, offset) = snapshot_at_an_offset(srv, locks, id)?;
+        if !psync.old_sync {
+            stream.write_all(format!("+FULLRESYNC {} {offset}\r\n", repl.replid).as_bytes())?;
+        }
+        repl.update_replica(id, |r| r.state = ReplicaState::SendBulk);
+        stream.write_all(format!("${}\r\n", image.len()).as_bytes())?;
+        stream.write_all(&image)?;
+        drop(image);
+        tracing::info!(replica = id, offset, "snapshot sent; streaming");
+        repl.update_replica(id, |r| {
+            r.state = ReplicaState::Online;
+            r.acked = offset;
+            r.acked_at = Instant::now();
+        });
+    }
+    let closed = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (srv, closed, stream) = (srv.clone(), closed.clone(), stream.try_clone()?);
+        std::thread::Builder::new().name(format!("terrace-replica-{id}-acks")).spawn(move || {
+            read_acks(&srv, stream, id, leftover);
+            closed.store(true, Ordering::SeqCst);
+        })?
+    };
+    let result = stream_to(srv, &mut stream, id, &closed);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = reader.join();
+    result
+}
+
+/// The default namespace's image, taken while every shard is held, and the stream offset
+/// it corresponds to; the replica reads the stream from that offset on.
+fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64) -> Result<(Vec<u8>, u64), ServeError> {
+    let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
+    let started = Instant::now();
+    srv.keyspace.start_feeding();
+    let backlog = srv.replication.start_feeding();
+    let image = crate::snapshot::replication_image(srv, &mut guards)?;
+    let offset = backlog.offset();
+    // The replica does not know which database the stream is in.
+    backlog.forget_selected();
+    assert!(backlog.attach(id, offset), "the backlog's own end is in it");
+    drop(guards);
+    tracing::info!(replica = id, bytes = image.len(), ms = started.elapsed().as_millis() as u64, "snapshot made for a replica (writes waited)");
+    Ok((image, offset))
+}
+
+/// Sends the stream from the backlog until the link or the engine ends.
+fn stream_to(srv: &Server, stream: &mut TcpStream, id: u64, closed: &AtomicBool) -> Result<(), ServeError> {
+    let backlog = srv.replication.backlog().expect("a replica reads a backlog");
+    loop {
+        if closed.load(Ordering::SeqCst) {
+            return Err(ServeError::Closed);
+        }
+        if srv.shutdown.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if let Some(r) = srv.replication.replicas().into_iter().find(|r| r.id == id) {
+            if r.acked_at.elapsed() > REPL_TIMEOUT {
+                return Err(ServeError::Silent(REPL_TIMEOUT));
+            }
+        }
+        match backlog.read(id, CHUNK, Duration::from_millis(100)) {
+            BacklogRead::Bytes(bytes) => stream.write_all(&bytes)?,
+            BacklogRead::Nothing => {}
+            BacklogRead::Gone => return Err(ServeError::Behind),
+        }
+    }
+}
+
+/// Reads what the replica sends: `REPLCONF ACK <offset>` (anything else is ignored, as a
+/// Redis master ignores it), until it closes the link.
+fn read_acks(srv: &Server, mut stream: TcpStream, id: u64, mut buf: BytesMut) {
+    let mut parser = RequestParser::new(Limits::default());
+    let mut chunk = [0u8; 4096];
+    loop {
+        loop {
+            let req = match parser.parse(&buf) {
+                Ok(Some(req)) => req,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(replica = id, "malformed data from a replica: {e}");
+                    return;
+                }
+            };
+            let arg = |i: usize| (i < req.args.len()).then(|| req.arg(&buf, i));
+            if let (Some(cmd), Some(sub), Some(offset)) = (arg(0), arg(1), arg(2)) {
+                if cmd.eq_ignore_ascii_case(b"REPLCONF") && sub.eq_ignore_ascii_case(b"ACK") {
+                    if let Some(offset) = std::str::from_utf8(offset).ok().and_then(|o| o.parse::<u64>().ok()) {
+                        srv.replication.acknowledged(id, offset);
+                    }
+                }
+            }
+            let consumed = req.consumed;
+            bytes::Buf::advance(&mut buf, consumed);
+            parser.reset();
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
