@@ -137,19 +137,33 @@ fn a_terrace_engine_replicates_a_redis_server() {
     let e = redis::cmd("EVAL").arg("return redis.call('DEL', 'lua:s')").arg(0).query::<()>(&mut r).unwrap_err();
     assert!(e.to_string().contains("read only replica"), "{e}");
 
-    // A dropped link is followed again (a new full sync, now from a snapshot on disk:
-    // `$<length>`), and the stream goes on.
-    q::<()>(&mut m, &["CONFIG", "SET", "repl-diskless-sync", "no"]);
+    // A dropped link continues where it stopped (+CONTINUE from the master's backlog; the
+    // stream was in another database when it broke).
+    q::<()>(&mut m, &["SELECT", "5"]);
+    q::<()>(&mut m, &["SET", "in-db-5", "1"]);
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1);
     let syncs: i64 = info_stat(&mut m, "sync_full");
     q::<i64>(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]);
+    q::<()>(&mut m, &["INCR", "in-db-5"]);
+    q::<()>(&mut m, &["SELECT", "0"]);
     mixed_writes(&mut m, 4, 3000);
     common::eventually(20, "the link is back", || {
         replication_field(&mut r, "master_link_status") == "up" && replication_field(&mut m, "connected_slaves") == "1"
     });
+    assert_eq!(info_stat(&mut m, "sync_partial_ok"), 1, "a partial resynchronization");
+    assert_eq!(info_stat(&mut m, "sync_full"), syncs, "no new full sync");
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1);
+    assert_eq!(dataset(&mut r), dataset(&mut m), "after the partial resynchronization");
+
+    // Following the master anew is a full sync, now from a snapshot on disk (`$<length>`).
+    q::<()>(&mut m, &["CONFIG", "SET", "repl-diskless-sync", "no"]);
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "NO", "ONE"]), "OK");
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]), "OK");
+    common::eventually(20, "the link is back", || replication_field(&mut r, "master_link_status") == "up");
     assert_eq!(info_stat(&mut m, "sync_full"), syncs + 1, "one more full sync");
     mixed_writes(&mut m, 5, 3000);
     assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1);
-    assert_eq!(dataset(&mut r), dataset(&mut m), "after the link was dropped");
+    assert_eq!(dataset(&mut r), dataset(&mut m), "after the new full sync");
 
     // REPLICAOF NO ONE: a master again, with the data it had.
     assert_eq!(q::<String>(&mut r, &["REPLICAOF", "NO", "ONE"]), "OK");

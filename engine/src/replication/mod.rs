@@ -43,6 +43,8 @@ pub struct Link {
     /// The master's replication ID and this replica's offset in its stream.
     pub master_replid: String,
     pub offset: i64,
+    /// The database the master's stream is in at `offset` (kept for a partial resync).
+    pub db: usize,
     pub last_io: Instant,
     /// Why the last attempt failed, if it did (logged once per change).
     pub last_error: Option<String>,
@@ -165,8 +167,14 @@ impl Replication {
             return false;
         }
         self.replica.store(master.is_some(), Ordering::SeqCst);
-        *self.link.lock() =
-            master.as_ref().map(|_| Link { state: LinkState::Connecting, master_replid: "?".into(), offset: -1, last_io: Instant::now(), last_error: None });
+        *self.link.lock() = master.as_ref().map(|_| Link {
+            state: LinkState::Connecting,
+            master_replid: "?".into(),
+            offset: -1,
+            db: 0,
+            last_io: Instant::now(),
+            last_error: None,
+        });
         *current = master;
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.changed.notify_all();
@@ -313,12 +321,22 @@ impl Replication {
         }
     }
 
+    /// Puts a PING in the stream while replicas are attached.
+    pub fn ping_replicas(&self) {
+        if let Some(b) = self.feed().filter(|_| !self.replicas.lock().is_empty()) {
+            b.append_raw(PING);
+        }
+    }
+
     fn wake_waiters(&self) {
         for n in std::mem::take(&mut *self.ack_waiters.lock()) {
             n.notify_one();
         }
     }
 }
+
+/// What a master sends its replicas now and then (a write that changes nothing).
+pub const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 
 /// What a master sends to have its replicas acknowledge at once.
 pub const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";

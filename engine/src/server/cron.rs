@@ -24,8 +24,15 @@ pub async fn run(srv: Arc<Server>, locks: LockCap) {
         if srv.shutdown.load(Ordering::Relaxed) {
             return;
         }
-        if srv.active_expire.load(Ordering::Relaxed) {
+        // A replica does not expire keys on its own: its master's DELs do (as Redis's
+        // replicas), so it never deletes a key its master still writes to.
+        if srv.active_expire.load(Ordering::Relaxed) && !srv.replication.is_replica() {
             active_expire(&srv, &locks);
+        }
+        if n.is_multiple_of(100) {
+            // Replicas hear from their master at least every 10 s, writes or not (Redis's
+            // `repl-ping-replica-period`): their link's silence timeout stays for real faults.
+            srv.replication.ping_replicas();
         }
         // Tenant memory and the DRAM budget: collections that grew in place are measured
         // again, a slice a tick.

@@ -208,7 +208,25 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
     }
     expect_ok(wire.call(&["REPLCONF", "listening-port", &srv.config.port.to_string()])?, "REPLCONF listening-port")?;
     expect_ok(wire.call(&["REPLCONF", "capa", "eof", "capa", "psync2"])?, "REPLCONF capa")?;
-    let reply = wire.call(&["PSYNC", "?", "-1"])?;
+    // After a full sync, a broken link asks to continue where it stopped (PSYNC replid
+    // offset+1); the master answers +CONTINUE if its backlog still has what follows.
+    let resume = srv.replication.link().filter(|l| l.master_replid.len() == 40 && l.offset >= 0);
+    let reply = match &resume {
+        Some(l) => wire.call(&["PSYNC", &l.master_replid, &(l.offset + 1).to_string()])?,
+        None => wire.call(&["PSYNC", "?", "-1"])?,
+    };
+    if let (Some(l), Some(rest)) = (&resume, reply.strip_prefix("+CONTINUE")) {
+        let new_replid = rest.trim();
+        let replid = if new_replid.len() == 40 { new_replid.to_string() } else { l.master_replid.clone() };
+        srv.replication.update_link(generation, |link| {
+            link.state = LinkState::Connected;
+            link.master_replid = replid;
+            link.last_io = Instant::now();
+            link.last_error = None;
+        });
+        tracing::info!(master = %format!("{}:{}", master.host, master.port), offset = l.offset, "replication: partial resynchronization, following the master's stream");
+        return apply_stream(&mut wire, locks, l.offset, l.db);
+    }
     let mut words = reply.split(' ');
     let (Some("+FULLRESYNC"), Some(replid), Some(offset)) = (words.next(), words.next(), words.next().and_then(|o| o.parse::<i64>().ok())) else {
         return Err(LinkError::Master(format!("{reply} to PSYNC")));
@@ -217,18 +235,20 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
     srv.replication.update_link(generation, |l| {
         l.state = LinkState::Sync;
         l.master_replid = replid.clone();
+        l.offset = -1;
     });
     let image = wire.snapshot()?;
     replace_keyspace(srv, locks, &image)?;
     srv.replication.update_link(generation, |l| {
         l.state = LinkState::Connected;
         l.offset = offset;
+        l.db = 0;
         l.last_io = Instant::now();
         l.last_error = None;
     });
     tracing::info!(master = %format!("{}:{}", master.host, master.port), bytes = image.len(), offset, "replication: full sync done, following the master's stream");
     drop(image);
-    apply_stream(&mut wire, locks, offset)
+    apply_stream(&mut wire, locks, offset, 0)
 }
 
 /// Replaces every key with the master's snapshot (the default namespace's libraries too).
@@ -239,13 +259,19 @@ fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), L
     Ok(())
 }
 
-/// Applies the master's command stream from offset `offset`, acknowledging as it goes.
-fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64) -> Result<(), LinkError> {
+/// Applies the master's command stream from offset `offset` (in database `db`),
+/// acknowledging as it goes. The offset counts whole commands outside a transaction: a
+/// link broken inside MULTI resumes before it.
+fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64, db: usize) -> Result<(), LinkError> {
     let srv = wire.srv;
     let info = Arc::new(ClientInfo::new(0, -1, "master".into(), "master".into(), 0, srv.limits.clone()));
     let mut conn = crate::command::Conn::new(info, srv);
     conn.set_authenticated(true);
     conn.from_master = true;
+    conn.db = db;
+    conn.info.db.store(db, Ordering::Relaxed);
+    // The offset read so far, and the last one outside a transaction (what is applied).
+    let mut read = offset;
     let mut parser = RequestParser::new(Limits { max_bulk_len: usize::MAX >> 1, ..Limits::default() });
     let mut out = BytesMut::new();
     // Acknowledged at once: a master sending its snapshot diskless starts the stream only
@@ -277,12 +303,16 @@ fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64) -> Result<(),
                     tracing::warn!(reply = %String::from_utf8_lossy(&out).trim_end(), command = %String::from_utf8_lossy(argv[0]), "a command of the master's stream failed here");
                 }
             }
-            offset += req.consumed as i64;
+            read += req.consumed as i64;
+            if conn.multi.is_none() {
+                offset = read;
+            }
             let _ = wire.buf.split_to(req.consumed);
             parser.reset();
         }
         srv.replication.update_link(wire.generation, |l| {
             l.offset = offset;
+            l.db = conn.db;
             l.last_io = wire.last_io;
         });
         if acked.elapsed() >= ACK_EVERY {

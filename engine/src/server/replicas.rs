@@ -37,6 +37,8 @@ enum ServeError {
     Behind,
     #[error("it closed the link")]
     Closed,
+    #[error("this engine became a replica itself")]
+    NowAReplica,
     #[error("it sent no acknowledgement for {0:?}")]
     Silent(Duration),
 }
@@ -141,6 +143,12 @@ fn stream_to(srv: &Server, stream: &mut TcpStream, id: u64, closed: &AtomicBool)
         }
         if srv.shutdown.load(Ordering::Relaxed) {
             return Ok(());
+        }
+        if srv.replication.is_replica() {
+            // This engine now follows a master itself (REPLICAOF): what it loads from there
+            // is not in this stream, so its replicas must sync again (they are refused while
+            // it is a replica).
+            return Err(ServeError::NowAReplica);
         }
         if let Some(r) = srv.replication.replicas().into_iter().find(|r| r.id == id) {
             if r.acked_at.elapsed() > REPL_TIMEOUT {
