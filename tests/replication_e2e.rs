@@ -265,16 +265,41 @@ fn a_redis_server_replicates_a_terrace_engine() {
 fn a_terrace_engine_replicates_a_terrace_engine() {
     let master = Engine::start(&[]);
     let mut m = master.client();
+    let mut alice = master.client();
+    q::<()>(&mut alice, &["TERRACE.NAMESPACE", "alice"]);
     mixed_writes(&mut m, 0, 3000);
+    mixed_writes(&mut alice, 0, 2000);
     let replica = Engine::start(&[]);
     let mut r = replica.client();
     assert_eq!(q::<String>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]), "OK");
     common::eventually(20, "the replica's link is up", || replication_field(&mut r, "master_link_status") == "up");
+    let mut r_alice = replica.client();
+    q::<()>(&mut r_alice, &["TERRACE.NAMESPACE", "alice"]);
     assert_eq!(dataset(&mut r), dataset(&mut m), "after the full sync");
+    assert_eq!(dataset(&mut r_alice), dataset(&mut alice), "a tenant's data after the full sync");
+    // The stream carries every namespace: a tenant's writes (its transactions and scripts
+    // too), then a tenant that appears after the sync.
+    let mut bob = master.client();
+    q::<()>(&mut bob, &["TERRACE.NAMESPACE", "bob"]);
     for round in 1..3 {
         mixed_writes(&mut m, round, 3000);
-        assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1, "round {round}");
+        mixed_writes(&mut alice, round, 2000);
+        mixed_writes(&mut bob, round, 1000);
+        assert_eq!(q::<i64>(&mut alice, &["WAIT", "1", "10000"]), 1, "round {round}");
         assert_eq!(dataset(&mut r), dataset(&mut m), "round {round}");
+        assert_eq!(dataset(&mut r_alice), dataset(&mut alice), "round {round}: alice");
     }
-    assert_eq!(replication_field(&mut r, "master_replid"), replication_field(&mut m, "master_replid"));
+    let mut r_bob = replica.client();
+    q::<()>(&mut r_bob, &["TERRACE.NAMESPACE", "bob"]);
+    assert_eq!(dataset(&mut r_bob), dataset(&mut bob), "bob, whose namespace the stream made");
+    // A redis-server replica of the same engine gets the default namespace's data only.
+    let redis = common::start_redis_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut rr = redis.client();
+    common::eventually(20, "the redis replica's link is up", || replication_field(&mut rr, "master_link_status") == "up");
+    mixed_writes(&mut alice, 3, 500);
+    mixed_writes(&mut m, 3, 500);
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "2", "10000"]), 2, "both replicas, each by its own stream");
+    assert_eq!(dataset(&mut rr), dataset(&mut m));
+    assert_eq!(dataset(&mut r_alice), dataset(&mut alice));
+    assert_ne!(replication_field(&mut r, "master_replid"), replication_field(&mut rr, "master_replid"), "two streams, two IDs");
 }

@@ -73,6 +73,9 @@ enum Scope {
     Everything,
     /// The default namespace's databases 0-15, as a Redis replica reads them.
     DefaultNamespace,
+    /// Every namespace, with their names and libraries, for a Terrace replica (no WAL
+    /// position: the replica's log is its own).
+    EveryNamespace,
 }
 
 fn header(srv: &Server, scope: Scope) -> Vec<u8> {
@@ -89,7 +92,7 @@ fn header(srv: &Server, scope: Scope) -> Vec<u8> {
     aux(&mut out, "aof-base", "0");
     // Which tenant owns which block of databases (namespace n: databases 16n..16n+15).
     let names = srv.namespaces.lock();
-    if names.len() > 1 && scope == Scope::Everything {
+    if names.len() > 1 && scope != Scope::DefaultNamespace {
         aux(&mut out, "terrace-namespaces", &names[1..].join(","));
     }
     // The WAL position this image covers (taken under every shard lock): recovery replays
@@ -101,7 +104,7 @@ fn header(srv: &Server, scope: Scope) -> Vec<u8> {
     // aux field naming it (`terrace-function:<tenant>`, which redis-server skips).
     let libraries = srv.scripts.functions.all();
     for (ns, libs) in &libraries {
-        let Some(tenant) = names.get(*ns).filter(|_| *ns > 0 && scope == Scope::Everything) else { continue };
+        let Some(tenant) = names.get(*ns).filter(|_| *ns > 0 && scope != Scope::DefaultNamespace) else { continue };
         for lib in libs.values() {
             aux(&mut out, &format!("{FUNCTION_AUX}{tenant}"), &lib.code);
         }
@@ -189,11 +192,13 @@ fn write_snapshot(srv: &Server, visit: &mut ShardVisitor) -> Result<(), Snapshot
     std::fs::rename(&tmp, &path).map_err(|source| SnapshotError::Io { path: path.clone(), source })
 }
 
-/// The default namespace's keys and libraries as an RDB image in memory, through the shards
-/// the caller holds (every one: a replica's full sync, one instant of the stream).
-pub fn replication_image(srv: &Server, guards: &mut Guards) -> Result<Vec<u8>, SnapshotError> {
+/// A replica's RDB image in memory — the default namespace's keys and libraries, or
+/// (`every_namespace`, for a Terrace replica) every namespace's with their names — through
+/// the shards the caller holds (every one: a full sync, one instant of the stream).
+pub fn replication_image(srv: &Server, guards: &mut Guards, every_namespace: bool) -> Result<Vec<u8>, SnapshotError> {
     let mut image = Vec::new();
-    write_image(srv, Scope::DefaultNamespace, &mut |id, f| f(guards.shard(id)), &mut |bytes| {
+    let scope = if every_namespace { Scope::EveryNamespace } else { Scope::DefaultNamespace };
+    write_image(srv, scope, &mut |id, f| f(guards.shard(id)), &mut |bytes| {
         image.extend_from_slice(bytes);
         Ok(())
     })?;
@@ -210,7 +215,7 @@ fn write_image(srv: &Server, scope: Scope, visit: &mut ShardVisitor, sink: &mut 
     let now = now_ms();
     let ks = &srv.keyspace;
     let dbs = match scope {
-        Scope::Everything => ks.dbs(),
+        Scope::Everything | Scope::EveryNamespace => ks.dbs(),
         Scope::DefaultNamespace => ks.dbs().min(crate::keyspace::NUM_DBS),
     };
     for db in 0..dbs {

@@ -359,7 +359,7 @@ pub fn block_or_timeout(ctx: &mut Ctx, keys: Vec<Vec<u8>>, t: Option<std::time::
         match reply {
             TimeoutReply::NullArray => ctx.out.null_array(),
             TimeoutReply::NullBulk => ctx.out.null(),
-            TimeoutReply::Replicas(offset) => ctx.out.int(ctx.srv.replication.acked_at_least(offset) as i64),
+            TimeoutReply::Replicas(offsets) => ctx.out.int(ctx.srv.replication.acked_at_least(offsets) as i64),
         }
         return;
     }

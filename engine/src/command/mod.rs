@@ -84,8 +84,8 @@ pub struct Conn {
     /// The replication link's own connection: it applies the master's stream, so it may
     /// write on a replica and CLIENT PAUSE does not hold it.
     pub from_master: bool,
-    /// The replication offset after this client's last write (what its WAIT waits for).
-    pub repl_offset: u64,
+    /// The replication offsets after this client's last write (what its WAIT waits for).
+    pub repl_offsets: crate::replication::Offsets,
     /// PSYNC/SYNC asked for this connection to become a replica's link: the connection
     /// hands its socket to `server::replicas` once the reply so far is written.
     pub psync: Option<crate::replication::Psync>,
@@ -157,7 +157,7 @@ impl Conn {
             pushes_waiting: false,
             woke_blocked: false,
             from_master: false,
-            repl_offset: 0,
+            repl_offsets: [0; 2],
             psync: None,
             replica_hello: Default::default(),
             reply_skip: 0,
@@ -178,8 +178,8 @@ impl Conn {
 pub enum TimeoutReply {
     NullArray,
     NullBulk,
-    /// WAIT: how many replicas acknowledged this replication offset by then.
-    Replicas(u64),
+    /// WAIT: how many replicas acknowledged these replication offsets by then.
+    Replicas(crate::replication::Offsets),
 }
 
 /// A blocking command that found nothing to pop.

@@ -635,7 +635,7 @@ pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if repl.is_replica() {
         return Err(err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
     }
-    let target = ctx.conn.repl_offset;
+    let target = ctx.conn.repl_offsets;
     let acked = repl.acked_at_least(target);
     if acked as i64 >= numreplicas || ctx.in_exec || ctx.conn.multi.is_some() {
         ctx.out.int(acked as i64);
@@ -664,6 +664,7 @@ pub fn replconf(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 int(value).ok().and_then(|p| u16::try_from(p).ok()).ok_or_else(|| err("ERR value is not an integer or out of range"))?;
         } else if is(option, "capa") {
             ctx.conn.replica_hello.eof |= is(value, "eof");
+            ctx.conn.replica_hello.terrace |= is(value, "terrace");
         } else if !(is(option, "ip-address") || is(option, "rdb-only") || is(option, "rdb-filter-only")) {
             return Err(err(format!("ERR Unrecognized REPLCONF option: {}", String::from_utf8_lossy(option))));
         }
@@ -1457,14 +1458,15 @@ fn replication_info(srv: &Server, s: &mut String) {
         let lag = r.acked_at.elapsed().as_secs();
         let _ = write!(s, "slave{i}:ip={},port={},state={},offset={},lag={lag}\r\n", r.ip, r.port, r.state.name(), r.acked);
     }
-    let (first, histlen) = repl.backlog().map_or((0, 0), |b| b.span());
+    let redis_stream = repl.backlog(crate::replication::Flavor::Redis);
+    let (first, histlen) = redis_stream.map_or((0, 0), |b| b.span());
     let _ = write!(
         s,
         "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\n\
          master_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\n\
          repl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n\r\n",
         "0".repeat(40),
-        u8::from(repl.backlog().is_some()),
+        u8::from(redis_stream.is_some()),
         repl.backlog_size.load(Ordering::Relaxed),
     );
     let _ = master_offset;

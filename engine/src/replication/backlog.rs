@@ -13,6 +13,8 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 use terrace_commands::resp::encode_request;
 
+use crate::keyspace::NUM_DBS;
+
 /// What a replica may fall behind by before it is dropped (Redis's default
 /// `client-output-buffer-limit replica 256mb`).
 pub const REPLICA_LAG_LIMIT: u64 = 256 << 20;
@@ -60,21 +62,49 @@ impl Inner {
     }
 }
 
+/// Names a namespace by its index (the stream switches namespaces by name: a replica may
+/// number them otherwise).
+pub type Names<'a> = &'a dyn Fn(usize) -> Option<String>;
+
 /// Commands being added to the stream.
-pub struct Stream {
+pub struct Stream<'a> {
     bytes: Vec<u8>,
+    /// The physical database the stream is in (None: unknown to a replica starting here).
     selected: Option<usize>,
+    /// For a stream of every namespace (Terrace replicas): a change of namespace is sent as
+    /// `TERRACE.NAMESPACE <name>`. None: the default namespace's databases only.
+    names: Option<Names<'a>>,
 }
 
-impl Stream {
-    /// A command that runs in database `db` (a SELECT goes first when the stream is in
-    /// another one).
-    pub fn command<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A]) {
-        if self.selected != Some(db) {
-            encode_request(&mut self.bytes, &[b"SELECT".as_slice(), db.to_string().as_bytes()]);
-            self.selected = Some(db);
+impl Stream<'_> {
+    /// Makes the stream's database `db` (SELECT, after TERRACE.NAMESPACE for another
+    /// namespace). False if the stream cannot carry it.
+    pub fn select(&mut self, db: usize) -> bool {
+        if self.selected == Some(db) {
+            return true;
         }
-        encode_request(&mut self.bytes, argv);
+        let (ns, logical) = (db / NUM_DBS, db % NUM_DBS);
+        if self.selected.is_none_or(|s| s / NUM_DBS != ns) {
+            match (self.names, ns) {
+                (None, 0) => {}
+                (None, _) => return false,
+                (Some(names), _) => {
+                    let Some(name) = names(ns) else { return false };
+                    let name = if ns == 0 { "default".to_string() } else { name };
+                    encode_request(&mut self.bytes, &[b"TERRACE.NAMESPACE".as_slice(), name.as_bytes()]);
+                }
+            }
+        }
+        encode_request(&mut self.bytes, &[b"SELECT".as_slice(), logical.to_string().as_bytes()]);
+        self.selected = Some(db);
+        true
+    }
+
+    /// A command that runs in database `db`.
+    pub fn command<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A]) {
+        if self.select(db) {
+            encode_request(&mut self.bytes, argv);
+        }
     }
 
     /// A command that runs in no database (MULTI, EXEC).
@@ -114,9 +144,9 @@ impl Backlog {
 
     /// Appends what `write` puts in the stream (one commit's commands), in one piece.
     /// Returns the offset after them.
-    pub fn append(&self, write: impl FnOnce(&mut Stream)) -> u64 {
+    pub fn append(&self, names: Option<Names>, write: impl FnOnce(&mut Stream)) -> u64 {
         let mut inner = self.inner.lock();
-        let mut stream = Stream { bytes: Vec::new(), selected: inner.selected };
+        let mut stream = Stream { bytes: Vec::new(), selected: inner.selected, names };
         write(&mut stream);
         inner.selected = stream.selected;
         inner.buf.extend(stream.bytes);
@@ -129,7 +159,7 @@ impl Backlog {
 
     /// Appends bytes that run in no database (REPLCONF GETACK, PING).
     pub fn append_raw(&self, bytes: &[u8]) -> u64 {
-        self.append(|s| s.bytes.extend_from_slice(bytes))
+        self.append(None, |s| s.bytes.extend_from_slice(bytes))
     }
 
     /// Makes the next command say SELECT (a new replica starts from here without knowing
@@ -200,18 +230,40 @@ mod tests {
     #[test]
     fn offsets_count_every_byte_and_a_select_starts_each_database() {
         let b = Backlog::new(100, 1 << 20);
-        let end = b.append(|s| s.command(0, &["PING"]));
+        let end = b.append(None, |s| s.command(0, &["PING"]));
         let select = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n";
         assert_eq!(end, 100 + (select.len() + 14) as u64);
-        assert_eq!(b.append(|s| s.command(0, &["X"])), end + 11, "no second SELECT for the same database");
+        assert_eq!(b.append(None, |s| s.command(0, &["X"])), end + 11, "no second SELECT for the same database");
         assert!(b.attach(1, 100));
         let Read::Bytes(bytes) = b.read(1, 1 << 20, Duration::ZERO) else { panic!("bytes") };
         assert!(bytes.starts_with(select));
         assert_eq!(b.read(1, 10, Duration::from_millis(1)), Read::Nothing);
         b.forget_selected();
-        b.append(|s| s.command(0, &[""; 0]));
+        b.append(None, |s| s.command(0, &[""; 0]));
         let Read::Bytes(again) = b.read(1, 1 << 20, Duration::ZERO) else { panic!("bytes") };
         assert_eq!(again, [&select[..], b"*0\r\n"].concat(), "a SELECT after forget_selected");
+    }
+
+    #[test]
+    fn a_stream_of_every_namespace_switches_them_by_name() {
+        let names = |ns: usize| ["", "alice", "bob"].get(ns).map(|n| n.to_string());
+        let b = Backlog::new(0, 1 << 20);
+        b.append(Some(&names), |s| {
+            s.command(17, &["SET", "k", "v"]);
+            s.command(18, &["SET", "k", "v"]);
+            s.command(0, &["SET", "k", "v"]);
+            s.command(16 * 9, &["SET", "k", "v"]);
+        });
+        b.append(None, |s| s.command(20, &["SET", "k", "v"]));
+        assert!(b.attach(1, 0));
+        let Read::Bytes(bytes) = b.read(1, 1 << 20, Duration::ZERO) else { panic!("bytes") };
+        let words: Vec<String> =
+            String::from_utf8(bytes).unwrap().split("\r\n").filter(|w| !w.starts_with(['*', '$']) && !w.is_empty()).map(String::from).collect();
+        assert_eq!(
+            words.join(" "),
+            "TERRACE.NAMESPACE alice SELECT 1 SET k v SELECT 2 SET k v TERRACE.NAMESPACE default SELECT 0 SET k v",
+            "a namespace without a name, and a tenant's database in a default-namespace stream, are left out"
+        );
     }
 
     #[test]

@@ -50,6 +50,38 @@ pub struct Link {
     pub last_error: Option<String>,
 }
 
+/// Which stream a replica follows: Redis's (the default namespace's databases 0-15, what a
+/// redis-server replica can apply) or Terrace's (every namespace, switched by
+/// `TERRACE.NAMESPACE`; a replica asks for it with `REPLCONF capa terrace`). Each has its own
+/// replication ID and offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    Redis,
+    Terrace,
+}
+
+impl Flavor {
+    pub const ALL: [Flavor; 2] = [Flavor::Redis, Flavor::Terrace];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A replication offset in each stream (what a client's WAIT waits for).
+pub type Offsets = [u64; 2];
+
+/// One stream as a master feeds it.
+#[derive(Default)]
+struct Feed {
+    /// Its replication ID (the Redis stream's is `Replication::replid`).
+    replid: String,
+    backlog: OnceLock<Backlog>,
+    feeding: AtomicBool,
+    /// The offset after the last GETACK sent.
+    getack_at: Mutex<u64>,
+}
+
 /// A replica's PSYNC (SYNC: `?`, -1) and what it said in REPLCONF before it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Psync {
@@ -61,6 +93,8 @@ pub struct Psync {
     pub eof: bool,
     /// SYNC (the old protocol: no `+FULLRESYNC` line before the snapshot).
     pub old_sync: bool,
+    /// REPLCONF capa terrace: it takes the stream of every namespace.
+    pub terrace: bool,
 }
 
 /// Where a replica attached to this engine is, as INFO's `slaveN:state=` says.
@@ -92,7 +126,8 @@ pub struct Replica {
     /// The port it listens on (REPLCONF listening-port).
     pub port: u16,
     pub state: ReplicaState,
-    /// The offset it acknowledged last (REPLCONF ACK).
+    pub flavor: Flavor,
+    /// The offset it acknowledged last (REPLCONF ACK), in its flavor's stream.
     pub acked: u64,
     pub acked_at: Instant,
 }
@@ -116,15 +151,12 @@ pub struct Replication {
     changed: Condvar,
     replica: AtomicBool,
     link: Mutex<Option<Link>>,
-    /// As a master: the stream (made when the first replica attaches), whether writes are fed
-    /// into it, the replicas attached, and WAIT's waiting clients.
-    backlog: OnceLock<Backlog>,
-    feeding: AtomicBool,
+    /// As a master: its streams (each made when its first replica attaches), the replicas
+    /// attached, and WAIT's waiting clients.
+    streams: [Feed; 2],
     replicas: Mutex<Vec<Replica>>,
     ack_waiters: Mutex<Vec<Arc<tokio::sync::Notify>>>,
     pub syncs: Syncs,
-    /// The offset after the last GETACK sent.
-    getack_at: Mutex<u64>,
     /// `repl-backlog-size`, `min-replicas-to-write`, `min-replicas-max-lag` (seconds).
     pub backlog_size: AtomicUsize,
     pub min_replicas: AtomicUsize,
@@ -140,11 +172,9 @@ impl Default for Replication {
             changed: Condvar::new(),
             replica: AtomicBool::new(false),
             link: Mutex::new(None),
-            backlog: OnceLock::new(),
-            feeding: AtomicBool::new(false),
+            streams: [Feed::default(), Feed { replid: random_replid(), ..Feed::default() }],
             replicas: Mutex::new(Vec::new()),
             ack_waiters: Mutex::new(Vec::new()),
-            getack_at: Mutex::new(0),
             syncs: Syncs::default(),
             backlog_size: AtomicUsize::new(1 << 20),
             min_replicas: AtomicUsize::new(0),
@@ -224,39 +254,77 @@ impl Replication {
 
 /// As a master.
 impl Replication {
-    /// The backlog writes go to, once a replica has attached (None before: nothing is fed).
+    /// The backlog of stream `flavor`, if writes are fed into it (a replica attached).
     #[inline]
-    pub fn feed(&self) -> Option<&Backlog> {
-        if self.feeding.load(Ordering::Relaxed) {
-            self.backlog.get()
+    pub fn feed(&self, flavor: Flavor) -> Option<&Backlog> {
+        let f = &self.streams[flavor.index()];
+        if f.feeding.load(Ordering::Relaxed) {
+            f.backlog.get()
         } else {
             None
         }
     }
 
-    /// The backlog, made now if there was none; writes are fed into it from now on (the
-    /// caller holds every shard, so no write is half in the snapshot it takes).
-    pub fn start_feeding(&self) -> &Backlog {
-        let backlog = self.backlog.get_or_init(|| Backlog::new(0, self.backlog_size.load(Ordering::Relaxed)));
-        self.feeding.store(true, Ordering::SeqCst);
+    /// Whether writes are fed into any stream.
+    #[inline]
+    pub fn feeding(&self) -> bool {
+        self.streams.iter().any(|f| f.feeding.load(Ordering::Relaxed))
+    }
+
+    /// The backlog of stream `flavor`, made now if there was none; writes are fed into it
+    /// from now on (the caller holds every shard, so no write is half in the snapshot it
+    /// takes).
+    pub fn start_feeding(&self, flavor: Flavor) -> &Backlog {
+        let f = &self.streams[flavor.index()];
+        let backlog = f.backlog.get_or_init(|| Backlog::new(0, self.backlog_size.load(Ordering::Relaxed)));
+        f.feeding.store(true, Ordering::SeqCst);
         backlog
     }
 
-    /// The backlog, if one was ever made.
-    pub fn backlog(&self) -> Option<&Backlog> {
-        self.backlog.get()
+    /// The backlog of stream `flavor`, if one was ever made.
+    pub fn backlog(&self, flavor: Flavor) -> Option<&Backlog> {
+        self.streams[flavor.index()].backlog.get()
+    }
+
+    /// The replication ID of stream `flavor`.
+    pub fn replid_of(&self, flavor: Flavor) -> &str {
+        match flavor {
+            Flavor::Redis => &self.replid,
+            Flavor::Terrace => &self.streams[1].replid,
+        }
     }
 
     pub fn set_backlog_size(&self, size: usize) {
         self.backlog_size.store(size, Ordering::Relaxed);
-        if let Some(b) = self.backlog.get() {
-            b.set_keep(size);
+        for f in &self.streams {
+            if let Some(b) = f.backlog.get() {
+                b.set_keep(size);
+            }
         }
     }
 
-    /// The master replication offset (0 before any replica attached).
+    /// The master replication offset of Redis's stream, what INFO and ROLE show (0 before
+    /// any replica attached).
     pub fn offset(&self) -> u64 {
-        self.backlog.get().map_or(0, Backlog::offset)
+        self.offset_of(Flavor::Redis)
+    }
+
+    pub fn offset_of(&self, flavor: Flavor) -> u64 {
+        self.backlog(flavor).map_or(0, Backlog::offset)
+    }
+
+    /// Appends to every stream being fed what `write` puts in it for that flavor, and
+    /// returns each stream's offset after it (unfed streams: unchanged). `names` names a
+    /// namespace for Terrace's stream.
+    pub fn append_everywhere(&self, names: backlog::Names, mut write: impl FnMut(Flavor, &mut Stream)) -> Offsets {
+        let mut offsets = [0; 2];
+        for flavor in Flavor::ALL {
+            if let Some(b) = self.feed(flavor) {
+                let names = (flavor == Flavor::Terrace).then_some(names);
+                offsets[flavor.index()] = b.append(names, |s| write(flavor, s));
+            }
+        }
+        offsets
     }
 
     pub fn attach_replica(&self, replica: Replica) {
@@ -271,8 +339,10 @@ impl Replication {
 
     pub fn detach_replica(&self, id: u64) {
         self.replicas.lock().retain(|r| r.id != id);
-        if let Some(b) = self.backlog.get() {
-            b.detach(id);
+        for f in &self.streams {
+            if let Some(b) = f.backlog.get() {
+                b.detach(id);
+            }
         }
         self.wake_waiters();
     }
@@ -290,9 +360,9 @@ impl Replication {
         self.wake_waiters();
     }
 
-    /// How many online replicas acknowledged `offset` or more.
-    pub fn acked_at_least(&self, offset: u64) -> usize {
-        self.replicas.lock().iter().filter(|r| r.state == ReplicaState::Online && r.acked >= offset).count()
+    /// How many online replicas acknowledged `offsets` (each in its own stream) or more.
+    pub fn acked_at_least(&self, offsets: Offsets) -> usize {
+        self.replicas.lock().iter().filter(|r| r.state == ReplicaState::Online && r.acked >= offsets[r.flavor.index()]).count()
     }
 
     /// Online replicas that acknowledged within `min-replicas-max-lag` seconds.
@@ -309,22 +379,29 @@ impl Replication {
 
     /// A WAIT waits: `notify` is told when an acknowledgement arrives (once; it registers
     /// again if it still waits). Replicas are asked to acknowledge at once, unless nothing
-    /// was written since they were last asked (a WAIT woken by an acknowledgement that was
-    /// not enough would otherwise ask again and again).
+    /// was written to their stream since they were last asked (a WAIT woken by an
+    /// acknowledgement that was not enough would otherwise ask again and again).
     pub fn wait_for_acks(&self, notify: Arc<tokio::sync::Notify>) {
         self.ack_waiters.lock().push(notify);
-        if let Some(b) = self.feed() {
-            let mut asked = self.getack_at.lock();
-            if b.offset() > *asked {
-                *asked = b.append_raw(GETACK);
+        for flavor in Flavor::ALL {
+            if let Some(b) = self.feed(flavor) {
+                let mut asked = self.streams[flavor.index()].getack_at.lock();
+                if b.offset() > *asked {
+                    *asked = b.append_raw(GETACK);
+                }
             }
         }
     }
 
-    /// Puts a PING in the stream while replicas are attached.
+    /// Puts a PING in the streams while replicas are attached.
     pub fn ping_replicas(&self) {
-        if let Some(b) = self.feed().filter(|_| !self.replicas.lock().is_empty()) {
-            b.append_raw(PING);
+        if self.replicas.lock().is_empty() {
+            return;
+        }
+        for flavor in Flavor::ALL {
+            if let Some(b) = self.feed(flavor) {
+                b.append_raw(PING);
+            }
         }
     }
 
@@ -368,10 +445,12 @@ mod tests {
     #[test]
     fn wait_counts_online_replicas_that_acknowledged_enough() {
         let r = Replication::default();
-        assert!(r.feed().is_none(), "nothing fed before a replica attaches");
-        r.start_feeding().append_raw(b"0123456789");
+        assert!(r.feed(Flavor::Redis).is_none() && !r.feeding(), "nothing fed before a replica attaches");
+        r.start_feeding(Flavor::Redis).append_raw(b"0123456789");
         assert_eq!(r.offset(), 10);
-        let replica = |id| Replica { id, ip: "127.0.0.1".into(), port: 1, state: ReplicaState::Online, acked: 0, acked_at: Instant::now() };
+        assert_ne!(r.replid_of(Flavor::Redis), r.replid_of(Flavor::Terrace));
+        let replica =
+            |id| Replica { id, ip: "127.0.0.1".into(), port: 1, state: ReplicaState::Online, flavor: Flavor::Redis, acked: 0, acked_at: Instant::now() };
         r.attach_replica(replica(1));
         r.attach_replica(Replica { state: ReplicaState::SendBulk, ..replica(2) });
         let notify = Arc::new(tokio::sync::Notify::new());
@@ -381,8 +460,12 @@ mod tests {
         assert_eq!(r.offset(), 10 + GETACK.len() as u64, "not again while nothing was written");
         r.acknowledged(1, 10);
         r.acknowledged(2, 10);
-        assert_eq!(r.acked_at_least(10), 1, "a replica still syncing does not count");
-        assert_eq!(r.acked_at_least(11), 0);
+        assert_eq!(r.acked_at_least([10, 0]), 1, "a replica still syncing does not count");
+        assert_eq!(r.acked_at_least([11, 0]), 0);
+        r.attach_replica(Replica { flavor: Flavor::Terrace, ..replica(3) });
+        r.acknowledged(3, 5);
+        assert_eq!(r.acked_at_least([10, 5]), 2, "each replica by its own stream's offset");
+        r.detach_replica(3);
         assert!(r.ack_waiters.lock().is_empty(), "the waiter was told");
         r.min_replicas.store(2, Ordering::Relaxed);
         assert!(r.too_few_replicas());

@@ -29,9 +29,27 @@ pub fn is_blocking(name: &[u8]) -> bool {
     BLOCKING.iter().any(|b| is(name, b))
 }
 
-/// The command replicas run for record `argv` (run at `now`), or None when it changes
-/// nothing a replica has (GETEX without options).
-pub fn rewrite(now: i64, argv: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
+/// What replicas run for a record.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rewritten {
+    /// The command as it ran.
+    Same,
+    /// This command instead.
+    As(Vec<Vec<u8>>),
+    /// Nothing: it changed nothing a replica has (GETEX without options).
+    Nothing,
+}
+
+/// What replicas run for record `argv` (run at `now`).
+pub fn rewrite(now: i64, argv: &[&[u8]]) -> Rewritten {
+    match rewritten(now, argv) {
+        None => Rewritten::Nothing,
+        Some(new) if new.len() == argv.len() && new.iter().zip(argv).all(|(a, b)| a == b) => Rewritten::Same,
+        Some(new) => Rewritten::As(new),
+    }
+}
+
+fn rewritten(now: i64, argv: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
     let owned = |args: &[&[u8]]| args.iter().map(|a| a.to_vec()).collect::<Vec<_>>();
     let name = argv[0];
     let unchanged = || Some(owned(argv));
@@ -108,40 +126,25 @@ pub fn rewrite(now: i64, argv: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
     }
 }
 
-/// Adds one commit's records (`wal::frame`'s form) of the default namespace to the stream:
-/// in MULTI/EXEC when there are several or one may block.
-pub fn put_commit(stream: &mut Stream, payload: &[u8], count: u32) {
-    if count == 1 {
-        // The common case, without collecting: one command, unchanged unless it has a time.
-        crate::wal::frame::for_each_record(payload, count, |now, db, ns_base, argv| {
-            if ns_base != 0 {
-                return;
-            }
-            let blocking = is_blocking(argv[0]);
-            if blocking {
-                stream.word("MULTI");
-            }
-            match rewrite(now, argv) {
-                Some(new) if new.len() != argv.len() || new.iter().zip(argv).any(|(a, b)| a != b) => stream.command(db, &new),
-                Some(_) => stream.command(db, argv),
-                None => {}
-            }
-            if blocking {
-                stream.word("EXEC");
-            }
-        });
-        return;
-    }
+/// Adds one commit's records (`wal::frame`'s form) of the databases the stream `carries` to
+/// it: in MULTI/EXEC when there are several or one may block.
+pub fn put_commit(stream: &mut Stream, payload: &[u8], count: u32, carries: &dyn Fn(usize) -> bool) {
     let mut commands = Vec::with_capacity(count as usize);
-    crate::wal::frame::for_each_record(payload, count, |now, db, ns_base, argv| {
-        if ns_base == 0 {
-            if let Some(c) = rewrite(now, argv) {
-                commands.push((db, c));
+    crate::wal::frame::for_each_record(payload, count, |now, db, _, argv| {
+        if carries(db) {
+            match rewrite(now, argv) {
+                Rewritten::Same => commands.push((db, argv.iter().map(|a| a.to_vec()).collect())),
+                Rewritten::As(new) => commands.push((db, new)),
+                Rewritten::Nothing => {}
             }
         }
     });
-    let wrap = commands.len() > 1 || commands.iter().any(|(_, c)| is_blocking(&c[0]));
+    let wrap = commands.len() > 1 || commands.iter().any(|(_, c): &(usize, Vec<Vec<u8>>)| is_blocking(&c[0]));
     if wrap {
+        // (Into the first command's namespace before MULTI: TERRACE.NAMESPACE cannot be queued.)
+        if !stream.select(commands[0].0) {
+            return;
+        }
         stream.word("MULTI");
     }
     for (db, c) in &commands {
@@ -162,7 +165,7 @@ mod tests {
 
     fn rw(now: i64, line: &str) -> Option<String> {
         let argv: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-        words(rewrite(now, &argv))
+        words(rewritten(now, &argv))
     }
 
     #[test]
@@ -193,10 +196,10 @@ mod tests {
         let mut payload = Vec::new();
         for (ns_base, line) in records {
             let argv: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-            crate::wal::frame::put_record(&mut payload, 1000, 0, *ns_base, &argv);
+            crate::wal::frame::put_record(&mut payload, 1000, *ns_base, *ns_base, &argv);
         }
         let b = super::super::Backlog::new(0, 1 << 20);
-        b.append(|s| put_commit(s, &payload, records.len() as u32));
+        b.append(None, |s| put_commit(s, &payload, records.len() as u32, &|db| db < 16));
         assert!(b.attach(1, 0));
         let super::super::backlog::Read::Bytes(bytes) = b.read(1, 1 << 20, std::time::Duration::ZERO) else { return String::new() };
         String::from_utf8(bytes).unwrap().split("\r\n").filter(|w| !w.starts_with(['*', '$'])).collect::<Vec<_>>().join(" ")
@@ -206,11 +209,12 @@ mod tests {
     fn a_commit_goes_whole_and_only_the_default_namespace() {
         assert_eq!(stream_of(&[(0, "SET k v")]), "SELECT 0 SET k v ");
         assert_eq!(stream_of(&[(0, "SET k v EX 1")]), "SELECT 0 SET k v PXAT 2000 ");
-        assert_eq!(stream_of(&[(0, "INCR a"), (0, "INCR b")]), "MULTI SELECT 0 INCR a INCR b EXEC ");
-        assert_eq!(stream_of(&[(0, "BLPOP a b 0")]), "MULTI SELECT 0 BLPOP a b 0 EXEC ");
+        assert_eq!(stream_of(&[(0, "INCR a"), (0, "INCR b")]), "SELECT 0 MULTI INCR a INCR b EXEC ");
+        assert_eq!(stream_of(&[(0, "BLPOP a b 0")]), "SELECT 0 MULTI BLPOP a b 0 EXEC ");
         assert_eq!(stream_of(&[(16, "SET k v")]), "", "a tenant's write");
         assert_eq!(stream_of(&[(16, "SET k v"), (0, "DEL k")]), "SELECT 0 DEL k ");
         assert_eq!(stream_of(&[(0, "GETEX k")]), "");
+        assert_eq!(rewrite(0, &[b"INCR", b"k"]), Rewritten::Same);
     }
 
     #[test]

@@ -627,7 +627,7 @@ fn write_timeout_reply(srv: &Server, out: &mut BytesMut, resp3: bool, kind: Time
     match kind {
         TimeoutReply::NullArray => w.null_array(),
         TimeoutReply::NullBulk => w.null(),
-        TimeoutReply::Replicas(offset) => w.int(srv.replication.acked_at_least(offset) as i64),
+        TimeoutReply::Replicas(offsets) => w.int(srv.replication.acked_at_least(offsets) as i64),
     }
 }
 

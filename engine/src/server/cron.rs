@@ -73,13 +73,13 @@ fn feed_expired(srv: &Server, id: u32, shard: &mut crate::keyspace::Shard) {
     }
     let keys = std::mem::take(&mut shard.expired);
     let db = id as usize / srv.keyspace.shards_per_db();
-    if let Some(backlog) = srv.replication.feed().filter(|_| db < crate::keyspace::NUM_DBS) {
-        backlog.append(|stream| {
+    srv.replicate(|stream, carries| {
+        if carries(db) {
             for key in &keys {
                 stream.command(db, &[b"DEL".as_slice(), key]);
             }
-        });
-    }
+        }
+    });
 }
 
 /// Sweeps every shard with keys that have a TTL, a slice of its table per tick, so that a

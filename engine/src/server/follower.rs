@@ -207,7 +207,8 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
         return Err(LinkError::Master(format!("{pong} to PING (a master that needs a password is not supported yet)")));
     }
     expect_ok(wire.call(&["REPLCONF", "listening-port", &srv.config.port.to_string()])?, "REPLCONF listening-port")?;
-    expect_ok(wire.call(&["REPLCONF", "capa", "eof", "capa", "psync2"])?, "REPLCONF capa")?;
+    // (`capa terrace`: an engine master sends every namespace; redis-server ignores it.)
+    expect_ok(wire.call(&["REPLCONF", "capa", "eof", "capa", "psync2", "capa", "terrace"])?, "REPLCONF capa")?;
     // After a full sync, a broken link asks to continue where it stopped (PSYNC replid
     // offset+1); the master answers +CONTINUE if its backlog still has what follows.
     let resume = srv.replication.link().filter(|l| l.master_replid.len() == 40 && l.offset >= 0);
@@ -254,7 +255,9 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
 /// Replaces every key with the master's snapshot (the default namespace's libraries too).
 fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), LinkError> {
     srv.keyspace.clear_all(locks);
-    srv.scripts.functions.flush(0);
+    for ns in srv.scripts.functions.all().into_keys() {
+        srv.scripts.functions.flush(ns);
+    }
     crate::snapshot::load_image(srv, locks, image, true, "(the master's snapshot)".into()).map_err(|e| LinkError::Load(e.to_string()))?;
     Ok(())
 }
@@ -268,8 +271,11 @@ fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64, db: usize) ->
     let mut conn = crate::command::Conn::new(info, srv);
     conn.set_authenticated(true);
     conn.from_master = true;
+    // (In the namespace the stream was in: an engine master's stream switches them.)
+    conn.ns_base = db / crate::keyspace::NUM_DBS * crate::keyspace::NUM_DBS;
+    conn.info.namespace.store(db / crate::keyspace::NUM_DBS, Ordering::Relaxed);
     conn.db = db;
-    conn.info.db.store(db, Ordering::Relaxed);
+    conn.info.db.store(db % crate::keyspace::NUM_DBS, Ordering::Relaxed);
     // The offset read so far, and the last one outside a transaction (what is applied).
     let mut read = offset;
     let mut parser = RequestParser::new(Limits { max_bulk_len: usize::MAX >> 1, ..Limits::default() });

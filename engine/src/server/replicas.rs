@@ -4,9 +4,11 @@
 //! else `+FULLRESYNC <replid> <offset>` and the snapshot — then sends the command stream
 //! from the backlog while a second thread reads the replica's `REPLCONF ACK`s for WAIT.
 //!
-//! The snapshot is the default namespace's, made while every shard is held, so it is one
-//! instant of the stream: the writes after it are exactly those after its offset. Writes
-//! wait while it is made (in memory; it is sent after the locks are released).
+//! A redis-server replica gets Redis's stream (the default namespace's data); a Terrace
+//! replica (`REPLCONF capa terrace`) the stream of every namespace. The snapshot is made
+//! while every shard is held, so it is one instant of the stream: the writes after it are
+//! exactly those after its offset. Writes wait while it is made (in memory; it is sent
+//! after the locks are released).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -20,7 +22,7 @@ use super::state::{ClientInfo, Server};
 use crate::keyspace::LockCap;
 use crate::protocol::{Limits, RequestParser};
 use crate::replication::backlog::Read as BacklogRead;
-use crate::replication::{Psync, Replica, ReplicaState};
+use crate::replication::{Flavor, Psync, Replica, ReplicaState};
 
 /// How much of the stream one write sends at most.
 const CHUNK: usize = 1 << 20;
@@ -58,9 +60,10 @@ pub fn attach(srv: Arc<Server>, locks: LockCap, stream: tokio::net::TcpStream, i
         let id = info.id;
         let ip = info.addr.rsplit_once(':').map_or(info.addr.as_str(), |(ip, _)| ip).to_string();
         let port = if psync.port != 0 { psync.port } else { info.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0) };
-        srv.replication.attach_replica(Replica { id, ip, port, state: ReplicaState::WaitBgsave, acked: 0, acked_at: Instant::now() });
+        let flavor = if psync.terrace { Flavor::Terrace } else { Flavor::Redis };
+        srv.replication.attach_replica(Replica { id, ip, port, state: ReplicaState::WaitBgsave, flavor, acked: 0, acked_at: Instant::now() });
         tracing::info!(replica = %info.addr, replid = %psync.replid, offset = psync.offset, "replica asks for synchronization");
-        match serve(&srv, &locks, stream, id, &psync, leftover) {
+        match serve(&srv, &locks, stream, id, flavor, &psync, leftover) {
             Ok(()) => tracing::info!(replica = %info.addr, "replica link closed"),
             Err(e) => tracing::warn!(replica = %info.addr, "replica dropped: {e}"),
         }
@@ -71,13 +74,14 @@ pub fn attach(srv: Arc<Server>, locks: LockCap, stream: tokio::net::TcpStream, i
     }
 }
 
-fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, psync: &Psync, leftover: BytesMut) -> Result<(), ServeError> {
+fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, flavor: Flavor, psync: &Psync, leftover: BytesMut) -> Result<(), ServeError> {
     let repl = &srv.replication;
+    let replid = repl.replid_of(flavor);
     stream.set_nodelay(true)?;
-    let continues = psync.replid == repl.replid && psync.offset > 0 && repl.feed().is_some_and(|b| b.attach(id, psync.offset as u64 - 1));
+    let continues = psync.replid == replid && psync.offset > 0 && repl.feed(flavor).is_some_and(|b| b.attach(id, psync.offset as u64 - 1));
     if continues {
         repl.syncs.partial_ok.fetch_add(1, Ordering::Relaxed);
-        stream.write_all(format!("+CONTINUE {}\r\n", repl.replid).as_bytes())?;
+        stream.write_all(format!("+CONTINUE {replid}\r\n").as_bytes())?;
         tracing::info!(replica = id, from = psync.offset, "partial resynchronization accepted");
         repl.update_replica(id, |r| {
             r.state = ReplicaState::Online;
@@ -88,9 +92,9 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, psy
             repl.syncs.partial_err.fetch_add(1, Ordering::Relaxed);
         }
         repl.syncs.full.fetch_add(1, Ordering::Relaxed);
-        let (image, offset) = snapshot_at_an_offset(srv, locks, id)?;
+        let (image, offset) = snapshot_at_an_offset(srv, locks, id, flavor)?;
         if !psync.old_sync {
-            stream.write_all(format!("+FULLRESYNC {} {offset}\r\n", repl.replid).as_bytes())?;
+            stream.write_all(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes())?;
         }
         repl.update_replica(id, |r| r.state = ReplicaState::SendBulk);
         stream.write_all(format!("${}\r\n", image.len()).as_bytes())?;
@@ -111,20 +115,21 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, psy
             closed.store(true, Ordering::SeqCst);
         })?
     };
-    let result = stream_to(srv, &mut stream, id, &closed);
+    let result = stream_to(srv, &mut stream, id, flavor, &closed);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = reader.join();
     result
 }
 
-/// The default namespace's image, taken while every shard is held, and the stream offset
-/// it corresponds to; the replica reads the stream from that offset on.
-fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64) -> Result<(Vec<u8>, u64), ServeError> {
+/// The image a replica of stream `flavor` starts from (the default namespace's, or every
+/// namespace's but storage-backed ones), taken while every shard is held, and the stream
+/// offset it corresponds to; the replica reads the stream from that offset on.
+fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor) -> Result<(Vec<u8>, u64), ServeError> {
     let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
     let started = Instant::now();
     srv.keyspace.start_feeding();
-    let backlog = srv.replication.start_feeding();
-    let image = crate::snapshot::replication_image(srv, &mut guards)?;
+    let backlog = srv.replication.start_feeding(flavor);
+    let image = crate::snapshot::replication_image(srv, &mut guards, flavor == Flavor::Terrace)?;
     let offset = backlog.offset();
     // The replica does not know which database the stream is in.
     backlog.forget_selected();
@@ -135,8 +140,8 @@ fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64) -> Result<(Vec<
 }
 
 /// Sends the stream from the backlog until the link or the engine ends.
-fn stream_to(srv: &Server, stream: &mut TcpStream, id: u64, closed: &AtomicBool) -> Result<(), ServeError> {
-    let backlog = srv.replication.backlog().expect("a replica reads a backlog");
+fn stream_to(srv: &Server, stream: &mut TcpStream, id: u64, flavor: Flavor, closed: &AtomicBool) -> Result<(), ServeError> {
+    let backlog = srv.replication.backlog(flavor).expect("a replica reads a backlog");
     loop {
         if closed.load(Ordering::SeqCst) {
             return Err(ServeError::Closed);

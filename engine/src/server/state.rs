@@ -485,7 +485,23 @@ impl Server {
     /// replicas.
     #[inline]
     pub fn records_writes(&self) -> bool {
-        self.wal.get().is_some() || self.replication.feed().is_some()
+        self.wal.get().is_some() || self.replication.feeding()
+    }
+
+    /// Appends what `write` puts in every replication stream being fed; `write` is told
+    /// which physical databases its stream carries — Redis's, the default namespace's;
+    /// Terrace's, every namespace but a storage-backed one (storage holds its data, and
+    /// only a primary writes storage). Returns each stream's offset after it (0: not fed).
+    pub fn replicate(&self, mut write: impl FnMut(&mut crate::replication::Stream, &dyn Fn(usize) -> bool)) -> crate::replication::Offsets {
+        let names = |ns: usize| self.namespaces.lock().get(ns).cloned();
+        let storage = self.storage_tier();
+        self.replication.append_everywhere(&names, |flavor, stream| {
+            let carries = |db: usize| match flavor {
+                crate::replication::Flavor::Redis => db < crate::keyspace::NUM_DBS,
+                crate::replication::Flavor::Terrace => storage.is_none_or(|t| !t.backs(db / crate::keyspace::NUM_DBS)),
+            };
+            write(stream, &carries)
+        })
     }
 
     pub fn request_shutdown(&self) {

@@ -12,7 +12,7 @@ use super::Effects;
 use crate::command::table::CommandSpec;
 use crate::command::{BlockRequest, Conn, Data};
 use crate::keyspace::{LockCap, NUM_DBS};
-use crate::replication::{propagate, Backlog};
+use crate::replication::propagate;
 use crate::server::state::Server;
 
 /// Commits what must be ordered with other writes; the caller still holds the locks.
@@ -25,8 +25,8 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
         let fx = &data.fx;
         t.count_hits(fx.hits - fx.pmem_hits, fx.pmem_hits);
     }
-    if let Some(backlog) = srv.replication.feed() {
-        feed_replicas(srv, conn, backlog, data);
+    if srv.replication.feeding() {
+        feed_replicas(srv, conn, data);
     }
     let ns = conn.ns_base / NUM_DBS;
     if let Some(tier) = srv.storage_tier().filter(|t| t.backs(ns)) {
@@ -61,24 +61,26 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
 }
 
 /// Sends the command's writes, and the keys it found expired, to replicas — under its
-/// locks, so the stream's order is the execution order — and notes the offset the client's
+/// locks, so the stream's order is the execution order — and notes the offsets the client's
 /// WAIT waits for.
-fn feed_replicas(srv: &Server, conn: &mut Conn, backlog: &Backlog, data: &mut Data) {
+fn feed_replicas(srv: &Server, conn: &mut Conn, data: &mut Data) {
     let mut expired = Vec::new();
     data.guards.take_expired(srv.keyspace.shards_per_db(), &mut expired);
-    expired.retain(|(db, _)| *db < NUM_DBS);
     let fx = &data.fx;
     if expired.is_empty() && fx.wal_count == 0 {
         return;
     }
-    conn.repl_offset = backlog.append(|stream| {
-        for (db, key) in &expired {
+    let offsets = srv.replicate(|stream, carries| {
+        for (db, key) in expired.iter().filter(|(db, _)| carries(*db)) {
             stream.command(*db, &[b"DEL".as_slice(), key]);
         }
         if fx.wal_count > 0 {
-            propagate::put_commit(stream, &fx.wal_buf, fx.wal_count);
+            propagate::put_commit(stream, &fx.wal_buf, fx.wal_count, carries);
         }
     });
+    for (mine, now) in conn.repl_offsets.iter_mut().zip(offsets) {
+        *mine = (*mine).max(now);
+    }
 }
 
 /// A command that ran: what the rest of its commit needs.

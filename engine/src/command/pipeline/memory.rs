@@ -32,8 +32,12 @@ impl eviction::Observer for Evictions<'_> {
             return;
         }
         // Replicas delete what their master evicts (they do not evict on their own).
-        if let Some(backlog) = srv.replication.feed().filter(|_| db < NUM_DBS) {
-            backlog.append(|stream| stream.command(db, &[b"DEL".as_slice(), key]));
+        if srv.replication.feeding() {
+            srv.replicate(|stream, carries| {
+                if carries(db) {
+                    stream.command(db, &[b"DEL".as_slice(), key]);
+                }
+            });
         }
         if let Some(wal) = srv.wal() {
             wal.append_one(self.now, db, db / NUM_DBS * NUM_DBS, &[b"DEL", key]);
