@@ -303,3 +303,44 @@ fn a_terrace_engine_replicates_a_terrace_engine() {
     assert_eq!(dataset(&mut r_alice), dataset(&mut alice));
     assert_ne!(replication_field(&mut r, "master_replid"), replication_field(&mut rr, "master_replid"), "two streams, two IDs");
 }
+
+#[test]
+fn wait_through_the_proxy_counts_the_replicas_of_every_engine_written_to() {
+    let (e0, e1) = (Engine::start(&[]), Engine::start(&[]));
+    let replica = Engine::start(&[]);
+    let mut r = replica.client();
+    q::<()>(&mut r, &["REPLICAOF", "127.0.0.1", &e0.port.to_string()]);
+    common::eventually(20, "the replica's link is up", || replication_field(&mut r, "master_link_status") == "up");
+    let proxy = common::Proxy::start(&[&e0, &e1], &[], &[]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    // A key of each engine (written through the proxy, found on the engine).
+    let mut on = [None, None];
+    let mut direct = e0.client();
+    for i in 0.. {
+        let key = format!("key:{i}");
+        q::<()>(&mut c, &["SET", &key, "1"]);
+        let engine = if q::<i64>(&mut direct, &["EXISTS", &key]) == 1 { 0 } else { 1 };
+        on[engine].get_or_insert(key);
+        if on.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    let [k0, k1] = on.map(Option::unwrap);
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "300"]), 0, "engine 1 was written to and has no replica");
+    q::<()>(&mut c, &["SET", &k0, "2"]);
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "5000"]), 1, "only engine 0 written since: its replica has it");
+    assert_eq!(q::<String>(&mut r, &["GET", &k0]), "2");
+    q::<()>(&mut c, &["INCR", &k0]);
+    q::<()>(&mut c, &["INCR", &k1]);
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "300"]), 0, "the smallest count of the engines written to");
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "5000"]), 1, "nothing written since: engine 0 answers for its replicas");
+    // A WAIT holds the client's own connection, not the ones other clients share.
+    let mut other = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    q::<()>(&mut c, &["SET", &k1, "x"]);
+    let started = std::time::Instant::now();
+    let waiter = std::thread::spawn(move || q::<i64>(&mut c, &["WAIT", "1", "1500"]));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(q::<String>(&mut other, &["GET", &k1]), "x");
+    assert!(started.elapsed() < std::time::Duration::from_millis(1000), "another client's GET did not wait for the WAIT");
+    assert_eq!(waiter.join().unwrap(), 0);
+}

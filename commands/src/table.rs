@@ -53,6 +53,9 @@ pub enum Route {
     ByArguments,
     /// Not served through a proxy: run it on an engine.
     EngineOnly,
+    /// WAIT: each engine the client wrote to since its last WAIT waits for its replicas, on
+    /// a connection of the client's own; the smallest count answers.
+    Wait,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +136,8 @@ const ROUTES: &[(CommandId, Route)] = {
         (CommandId::Bgsave, FanOut(Combine::AllOk)),
         (CommandId::Scan, Scan),
         (CommandId::Info, Info),
+        (CommandId::Wait, Wait),
+        (CommandId::TerraceWait, Wait),
         (CommandId::Blpop, Blocking),
         (CommandId::Brpop, Blocking),
         (CommandId::Brpoplpush, Blocking),
@@ -409,6 +414,14 @@ command_table! {
         TerraceNamespace => c("terrace.namespace", -2, "fast no_multi noscript", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace."),
         TerraceRetrain => c("terrace.retrain", -2, "admin noscript", NOKEY, "server", "Terrace: trains a new compression dictionary generation for a tenant."),
         TerraceThreads => c("terrace.threads", -1, "admin noscript", NOKEY, "server", "Terrace: the reactors (elastic threading) and how many serve."),
+        TerraceWait => c(
+            "terrace.wait",
+            3,
+            "noscript",
+            NOKEY,
+            "generic",
+            "Terrace: as WAIT, for every write the engine took so far (on any connection: the proxy's WAIT).",
+        ),
         TerraceStats => c("terrace.stats", 1, "admin noscript", NOKEY, "server", "Terrace: the engine's keys, memory and tier placement as JSON.").lock(Visit),
         TerraceWorkload => c(
             "terrace.workload",

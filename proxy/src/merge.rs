@@ -18,6 +18,8 @@ pub enum Merge {
     Positional(Vec<(u16, u32)>),
     /// Arrays concatenated (KEYS).
     Concat,
+    /// The smallest integer (WAIT: the replicas every engine's writes reached).
+    Min,
     /// The first non-null reply (RANDOMKEY; parts are asked in a random rotation).
     FirstNonNull,
     /// SCAN replies from engines `engine`, `engine + 1`, … of `engines`: their keys up to the
@@ -55,6 +57,15 @@ pub fn merge(kind: &Merge, parts: &[&[u8]], out: &mut BytesMut) {
             out.put_slice(b.format(sum).as_bytes());
             out.put_slice(b"\r\n");
         }
+        Merge::Min => match parts.iter().map(|p| resp::integer(p)).collect::<Option<Vec<i64>>>() {
+            Some(counts) => {
+                out.put_u8(b':');
+                let mut b = itoa::Buffer::new();
+                out.put_slice(b.format(counts.into_iter().min().unwrap_or(0)).as_bytes());
+                out.put_slice(b"\r\n");
+            }
+            None => unexpected(out, "WAIT"),
+        },
         Merge::AllOk => out.put_slice(parts[0]),
         Merge::AnyOk => out.put_slice(parts.iter().find(|p| !resp::is_error(p)).unwrap_or(&parts[0])),
         Merge::Positional(positions) => {
@@ -134,6 +145,8 @@ mod tests {
         assert_eq!(run(Merge::AllOk, &[b"+OK\r\n", b"+OK\r\n"]), "+OK\r\n");
         assert_eq!(run(Merge::AnyOk, &[b"-NOTBUSY x\r\n", b"+OK\r\n"]), "+OK\r\n");
         assert_eq!(run(Merge::AnyOk, &[b"-NOTBUSY x\r\n", b"-NOTBUSY y\r\n"]), "-NOTBUSY x\r\n");
+        assert_eq!(run(Merge::Min, &[b":2\r\n", b":1\r\n", b":3\r\n"]), ":1\r\n");
+        assert_eq!(run(Merge::Min, &[b":2\r\n", b"-ERR x\r\n"]), "-ERR x\r\n");
     }
 
     #[test]

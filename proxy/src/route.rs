@@ -25,6 +25,8 @@ pub enum Kind {
     Txn(Txn),
     /// SUBSCRIBE & co.: the client's connection becomes a relay to one engine.
     Subscribe,
+    /// WAIT: to each engine the client wrote to since its last WAIT, on its own connections.
+    Wait,
     /// SCRIPT KILL, FUNCTION KILL: to every engine on a new connection (an engine busy in a
     /// script serves only connections opened since), answered if one engine took it.
     Kill,
@@ -56,6 +58,7 @@ pub fn classify(spec: &CommandSpec, argv: &[&[u8]]) -> Kind {
         Route::Scan => Kind::Scan,
         Route::Info => Kind::Info,
         Route::Blocking => Kind::Blocking,
+        Route::Wait => Kind::Wait,
         Route::Transaction(t) => Kind::Txn(t),
         Route::Subscribe => Kind::Subscribe,
         Route::EngineOnly if spec.id == CommandId::Monitor => Kind::Refused("MONITOR is not supported through the Terrace proxy; run it on an engine"),

@@ -282,6 +282,7 @@ fn handler_for(id: CommandId) -> Handler {
         CommandId::Latency => diagnostics::latency,
         CommandId::Lolwut => diagnostics::lolwut,
         CommandId::Wait => server::wait,
+        CommandId::TerraceWait => server::terrace_wait,
         CommandId::Cluster => server::cluster,
         CommandId::Readonly => server::cluster,
         CommandId::Readwrite => server::cluster,

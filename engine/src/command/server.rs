@@ -624,8 +624,22 @@ pub fn replicaof(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 /// WAIT numreplicas timeout: blocks until that many replicas acknowledged the client's
-/// writes so far (its `repl_offset`), or the timeout (0: none) passes; answers how many did.
+/// writes so far (its `repl_offsets`), or the timeout (0: none) passes; answers how many did.
 pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let target = ctx.conn.repl_offsets;
+    wait_for(ctx, argv, target)
+}
+
+/// TERRACE.WAIT numreplicas timeout: as WAIT, for every write the engine took so far — the
+/// proxy's WAIT, whose client wrote through connections other clients share.
+pub fn terrace_wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    use crate::replication::Flavor;
+    let repl = &ctx.srv.replication;
+    let target = [repl.offset_of(Flavor::Redis), repl.offset_of(Flavor::Terrace)];
+    wait_for(ctx, argv, target)
+}
+
+fn wait_for(ctx: &mut Ctx, argv: &[&[u8]], target: crate::replication::Offsets) -> CmdResult {
     let numreplicas = int(argv[1])?;
     let timeout = int(argv[2]).map_err(|_| err("ERR timeout is not an integer or out of range"))?;
     if timeout < 0 {
@@ -635,7 +649,6 @@ pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if repl.is_replica() {
         return Err(err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
     }
-    let target = ctx.conn.repl_offsets;
     let acked = repl.acked_at_least(target);
     if acked as i64 >= numreplicas || ctx.in_exec || ctx.conn.multi.is_some() {
         ctx.out.int(acked as i64);

@@ -45,6 +45,9 @@ enum Pending {
     /// A blocking command: the client reads no further requests until it is answered.
     Unblock(Rc<Slot>),
     Merged(Vec<Rc<Slot>>, Merge),
+    /// WAIT on each engine written to: the smallest count; the client reads no further
+    /// requests until it is answered.
+    Waited(Vec<Rc<Slot>>),
     /// A GET missed in the near cache: its reply goes to the client and, if cacheable, into
     /// the cache (database, key, cache generation at the miss).
     Fill(Rc<Slot>, u32, Bytes, u64),
@@ -89,6 +92,8 @@ struct Client {
     peer: Option<std::net::IpAddr>,
     blocked: bool,
     closing: bool,
+    /// Engines the client sent writes to since its last WAIT.
+    written: std::collections::BTreeSet<usize>,
 }
 
 /// Redis's reply to wrong credentials.
@@ -119,6 +124,7 @@ pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
         relay: None,
         blocked: false,
         closing: false,
+        written: Default::default(),
     };
     connection::serve(client, stream, id).await
 }
@@ -181,6 +187,12 @@ impl Frontend for Client {
                 let Some(replies) = take_all(parts) else { return false };
                 let frames: Vec<&[u8]> = replies.iter().map(|r| &r[..]).collect();
                 merge::merge(m, &frames, out);
+            }
+            Pending::Waited(parts) => {
+                let Some(replies) = take_all(parts) else { return false };
+                let frames: Vec<&[u8]> = replies.iter().map(|r| &r[..]).collect();
+                merge::merge(&Merge::Min, &frames, out);
+                self.blocked = false;
             }
             Pending::Info(parts, sections) => {
                 let Some(replies) = take_all(parts) else { return false };
@@ -392,6 +404,15 @@ impl Client {
                 }
             }
         }
+        if spec.write || spec.flags.has(terrace_commands::table::Flags::MAY_REPLICATE) {
+            // What WAIT will wait for: the engine of the keys, else every engine.
+            match (&kind, self.key_engine(spec, argv)) {
+                (Kind::Keyed | Kind::Blocking, Some(e)) => {
+                    self.written.insert(e);
+                }
+                _ => self.written.extend(0..self.engines()),
+            }
+        }
         if self.txn.is_some() {
             return self.queue(spec, kind, argv, raw).await;
         }
@@ -431,6 +452,22 @@ impl Client {
                 self.blocked = true;
             }
             Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,
+            Kind::Wait => {
+                // Each engine written to since the last WAIT (engine 0 when none: WAIT then
+                // answers how many replicas are there) waits for every write it took so far,
+                // which covers the client's: their connections are shared.
+                let engines: Vec<usize> = std::mem::take(&mut self.written).into_iter().collect();
+                let engines = if engines.is_empty() { vec![0] } else { engines };
+                let mut req = BytesMut::new();
+                resp::encode_request(&mut req, &[b"TERRACE.WAIT".as_slice(), argv[1], argv[2]]);
+                let mut parts = Vec::with_capacity(engines.len());
+                for e in engines {
+                    let b = self.dedicated(e);
+                    parts.push(send(&b, &req, &self.owner, true).await);
+                }
+                self.push(Pending::Waited(parts));
+                self.blocked = true;
+            }
             Kind::Kill => {
                 // In the tenant's namespace (an engine stops only the caller's namespace's
                 // script), with no database or protocol set up first: the kill needs none,
