@@ -344,3 +344,45 @@ fn wait_through_the_proxy_counts_the_replicas_of_every_engine_written_to() {
     assert!(started.elapsed() < std::time::Duration::from_millis(1000), "another client's GET did not wait for the WAIT");
     assert_eq!(waiter.join().unwrap(), 0);
 }
+
+#[test]
+fn a_promoted_replica_continues_the_stream_for_the_other_replica_and_the_old_master() {
+    let a = Engine::start(&[]);
+    let mut ma = a.client();
+    mixed_writes(&mut ma, 0, 3000);
+    let (b, c) = (Engine::start(&[]), Engine::start(&[]));
+    let (mut mb, mut mc) = (b.client(), c.client());
+    for r in [&mut mb, &mut mc] {
+        q::<()>(r, &["REPLICAOF", "127.0.0.1", &a.port.to_string()]);
+        common::eventually(20, "the replica's link is up", || replication_field(r, "master_link_status") == "up");
+    }
+    mixed_writes(&mut ma, 1, 3000);
+    q::<()>(&mut ma, &["SELECT", "4"]);
+    q::<()>(&mut ma, &["SET", "in-db-4", "a"]);
+    q::<()>(&mut ma, &["SELECT", "0"]);
+    assert_eq!(q::<i64>(&mut ma, &["WAIT", "2", "10000"]), 2);
+    let a_id = replication_field(&mut ma, "master_replid");
+    let a_offset: u64 = replication_field(&mut ma, "master_repl_offset").parse().unwrap();
+
+    // B is promoted: it keeps A's ID as its previous one, up to where it had followed A.
+    assert_eq!(q::<String>(&mut mb, &["REPLICAOF", "NO", "ONE"]), "OK");
+    assert_eq!(replication_field(&mut mb, "master_replid2"), a_id);
+    assert_eq!(replication_field(&mut mb, "second_repl_offset"), (a_offset + 1).to_string());
+    assert_ne!(replication_field(&mut mb, "master_replid"), a_id);
+    // C follows B with a partial resynchronization (PSYNC2), and so does A, turned replica
+    // without having written more.
+    q::<()>(&mut mc, &["REPLICAOF", "127.0.0.1", &b.port.to_string()]);
+    common::eventually(20, "C follows B", || replication_field(&mut mc, "master_link_status") == "up");
+    q::<()>(&mut ma, &["REPLICAOF", "127.0.0.1", &b.port.to_string()]);
+    common::eventually(20, "A follows B", || replication_field(&mut ma, "master_link_status") == "up");
+    assert_eq!(info_stat(&mut mb, "sync_partial_ok"), 2, "both continued");
+    assert_eq!(info_stat(&mut mb, "sync_full"), 0, "no full sync");
+    // B's writes reach both, in the databases they were made in.
+    mixed_writes(&mut mb, 2, 3000);
+    q::<()>(&mut mb, &["SELECT", "4"]);
+    q::<()>(&mut mb, &["INCR", "counter-4"]);
+    q::<()>(&mut mb, &["SELECT", "0"]);
+    assert_eq!(q::<i64>(&mut mb, &["WAIT", "2", "10000"]), 2);
+    assert_eq!(dataset(&mut mc), dataset(&mut mb));
+    assert_eq!(dataset(&mut ma), dataset(&mut mb));
+}

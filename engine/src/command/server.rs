@@ -607,6 +607,10 @@ pub fn module(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 pub fn replicaof(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if is(argv[1], "NO") && is(argv[2], "ONE") {
         ctx.srv.replication.follow(None);
+        if ctx.srv.replication.feeding() {
+            // Promoted: the stream it mirrored goes on as its own, with the keys it expires.
+            ctx.srv.keyspace.start_feeding();
+        }
         ctx.out.ok();
         return Ok(());
     }
@@ -682,7 +686,12 @@ pub fn replconf(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             return Err(err(format!("ERR Unrecognized REPLCONF option: {}", String::from_utf8_lossy(option))));
         }
     }
-    ctx.out.ok();
+    if argv[1..].chunks(2).any(|p| is(p[0], "capa") && is(p[1], "terrace")) {
+        // An engine replica learns that it gets the stream of every namespace.
+        ctx.out.simple("OK terrace");
+    } else {
+        ctx.out.ok();
+    }
     Ok(())
 }
 
@@ -1437,8 +1446,16 @@ pub fn threads(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 
 /// INFO's replication section, with Redis's fields.
 fn replication_info(srv: &Server, s: &mut String) {
+    use crate::replication::Flavor;
     let repl = &srv.replication;
     s.push_str("# Replication\r\n");
+    // The stream shown: Redis's, unless only engines replicate from this one (or it mirrors
+    // an engine master's).
+    let shown = match repl.mirrored() {
+        Some(f) => f,
+        None if repl.backlog(Flavor::Redis).is_none() && repl.backlog(Flavor::Terrace).is_some() => Flavor::Terrace,
+        None => Flavor::Redis,
+    };
     let (replid, offset) = match (repl.master(), repl.link()) {
         (Some(master), Some(link)) => {
             let up = link.state == crate::replication::LinkState::Connected;
@@ -1457,30 +1474,28 @@ fn replication_info(srv: &Server, s: &mut String) {
             if !up {
                 let _ = write!(s, "master_link_down_since_seconds:{}\r\n", link.last_io.elapsed().as_secs());
             }
-            (if link.master_replid.len() == 40 { link.master_replid } else { repl.replid.clone() }, offset)
+            (if link.master_replid.len() == 40 { link.master_replid } else { repl.replid_of(shown) }, offset)
         }
         _ => {
             s.push_str("role:master\r\n");
-            (repl.replid.clone(), repl.offset() as i64)
+            (repl.replid_of(shown), repl.offset_of(shown) as i64)
         }
     };
     let replicas = repl.replicas();
     let _ = write!(s, "connected_slaves:{}\r\n", replicas.len());
-    let master_offset = repl.offset();
     for (i, r) in replicas.iter().enumerate() {
         let lag = r.acked_at.elapsed().as_secs();
         let _ = write!(s, "slave{i}:ip={},port={},state={},offset={},lag={lag}\r\n", r.ip, r.port, r.state.name(), r.acked);
     }
-    let redis_stream = repl.backlog(crate::replication::Flavor::Redis);
-    let (first, histlen) = redis_stream.map_or((0, 0), |b| b.span());
+    let stream = repl.backlog(shown);
+    let (first, histlen) = stream.map_or((0, 0), |b| b.span());
+    let (replid2, second) = repl.replid2_of(shown).map_or(("0".repeat(40), -1), |(id, upto)| (id, upto as i64));
     let _ = write!(
         s,
-        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\n\
-         master_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\n\
+        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{replid2}\r\n\
+         master_repl_offset:{offset}\r\nsecond_repl_offset:{second}\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\n\
          repl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n\r\n",
-        "0".repeat(40),
-        u8::from(redis_stream.is_some()),
+        u8::from(stream.is_some()),
         repl.backlog_size.load(Ordering::Relaxed),
     );
-    let _ = master_offset;
 }

@@ -162,6 +162,20 @@ impl Backlog {
         self.append(None, |s| s.bytes.extend_from_slice(bytes))
     }
 
+    /// Starts again at `offset`, empty (a replica's mirror after a full sync); readers go.
+    pub fn reset(&self, offset: u64) {
+        let mut inner = self.inner.lock();
+        inner.buf.clear();
+        inner.start = offset;
+        inner.readers.clear();
+        inner.selected = None;
+    }
+
+    /// The database the stream is in at its end (None: not known).
+    pub fn selected(&self) -> Option<usize> {
+        self.inner.lock().selected
+    }
+
     /// Makes the next command say SELECT (a new replica starts from here without knowing
     /// the stream's database).
     pub fn forget_selected(&self) {

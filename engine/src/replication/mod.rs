@@ -71,11 +71,14 @@ impl Flavor {
 /// A replication offset in each stream (what a client's WAIT waits for).
 pub type Offsets = [u64; 2];
 
-/// One stream as a master feeds it.
+/// One stream as a master feeds it (or, on a replica, as it mirrors its master's).
 #[derive(Default)]
 struct Feed {
-    /// Its replication ID (the Redis stream's is `Replication::replid`).
-    replid: String,
+    /// Its replication ID: this engine's as a master, its master's while it is a replica.
+    replid: Mutex<String>,
+    /// The ID it had before this engine was promoted, and the offset up to which that
+    /// history is this stream's too (a replica of the old master continues here: PSYNC2).
+    replid2: Mutex<Option<(String, u64)>>,
     backlog: OnceLock<Backlog>,
     feeding: AtomicBool,
     /// The offset after the last GETACK sent.
@@ -143,8 +146,6 @@ pub struct Syncs {
 
 /// Replication's state on this engine.
 pub struct Replication {
-    /// This engine's replication ID as a master (40 hex digits, new at every start).
-    pub replid: String,
     /// Bumped by every REPLICAOF: a follower started for an older one stops.
     generation: AtomicU64,
     master: Mutex<Option<Master>>,
@@ -157,6 +158,8 @@ pub struct Replication {
     replicas: Mutex<Vec<Replica>>,
     ack_waiters: Mutex<Vec<Arc<tokio::sync::Notify>>>,
     pub syncs: Syncs,
+    /// While a replica: which stream (1 Redis, 2 Terrace) mirrors its master's (0: none).
+    mirrored: std::sync::atomic::AtomicU8,
     /// `repl-backlog-size`, `min-replicas-to-write`, `min-replicas-max-lag` (seconds).
     pub backlog_size: AtomicUsize,
     pub min_replicas: AtomicUsize,
@@ -166,20 +169,26 @@ pub struct Replication {
 impl Default for Replication {
     fn default() -> Self {
         Replication {
-            replid: random_replid(),
             generation: AtomicU64::new(0),
             master: Mutex::new(None),
             changed: Condvar::new(),
             replica: AtomicBool::new(false),
             link: Mutex::new(None),
-            streams: [Feed::default(), Feed { replid: random_replid(), ..Feed::default() }],
+            streams: [Feed::new(), Feed::new()],
             replicas: Mutex::new(Vec::new()),
             ack_waiters: Mutex::new(Vec::new()),
             syncs: Syncs::default(),
+            mirrored: Default::default(),
             backlog_size: AtomicUsize::new(1 << 20),
             min_replicas: AtomicUsize::new(0),
             min_replicas_max_lag: AtomicU64::new(10),
         }
+    }
+}
+
+impl Feed {
+    fn new() -> Feed {
+        Feed { replid: Mutex::new(random_replid()), ..Feed::default() }
     }
 }
 
@@ -195,6 +204,9 @@ impl Replication {
         let mut current = self.master.lock();
         if *current == master {
             return false;
+        }
+        if master.is_none() && self.replica.load(Ordering::SeqCst) {
+            self.promote();
         }
         self.replica.store(master.is_some(), Ordering::SeqCst);
         *self.link.lock() = master.as_ref().map(|_| Link {
@@ -287,11 +299,87 @@ impl Replication {
     }
 
     /// The replication ID of stream `flavor`.
-    pub fn replid_of(&self, flavor: Flavor) -> &str {
-        match flavor {
-            Flavor::Redis => &self.replid,
-            Flavor::Terrace => &self.streams[1].replid,
+    pub fn replid_of(&self, flavor: Flavor) -> String {
+        self.streams[flavor.index()].replid.lock().clone()
+    }
+
+    /// The previous ID of stream `flavor` and the offset its history is shared up to.
+    pub fn replid2_of(&self, flavor: Flavor) -> Option<(String, u64)> {
+        self.streams[flavor.index()].replid2.lock().clone()
+    }
+
+    /// Whether a replica that followed `replid` up to `offset` (PSYNC's offset less one) can
+    /// continue in stream `flavor`: the ID is this stream's, or its previous one with the
+    /// offset within the shared history (PSYNC2).
+    pub fn continues(&self, flavor: Flavor, replid: &str, offset: u64) -> bool {
+        let f = &self.streams[flavor.index()];
+        *f.replid.lock() == replid || f.replid2.lock().as_ref().is_some_and(|(id, upto)| id == replid && offset < *upto)
+    }
+
+    /// As a replica, after a full sync: stream `flavor` mirrors the master's from `offset`
+    /// on, under its ID (so that this engine, promoted, continues it for the other replicas).
+    pub fn mirror_from(&self, flavor: Flavor, replid: &str, offset: u64) {
+        let f = &self.streams[flavor.index()];
+        let backlog = f.backlog.get_or_init(|| Backlog::new(offset, self.backlog_size.load(Ordering::Relaxed)));
+        backlog.reset(offset);
+        f.feeding.store(false, Ordering::SeqCst);
+        *f.replid.lock() = replid.to_string();
+        *f.replid2.lock() = None;
+        self.mirrored.store(flavor.index() as u8 + 1, Ordering::SeqCst);
+    }
+
+    /// As a replica: the master continued under a new ID (`+CONTINUE <id>`: it was promoted);
+    /// the old one stays this stream's previous ID.
+    pub fn mirror_renamed(&self, flavor: Flavor, replid: &str) {
+        let f = &self.streams[flavor.index()];
+        let mut id = f.replid.lock();
+        if *id != replid {
+            let upto = f.backlog.get().map_or(0, |b| b.offset() + 1);
+            *f.replid2.lock() = Some((id.clone(), upto));
+            *id = replid.to_string();
         }
+    }
+
+    /// As a replica: the master's stream as received, appended to the mirror.
+    pub fn mirror(&self, bytes: &[u8]) {
+        if let Some(flavor) = self.mirrored() {
+            if let Some(b) = self.backlog(flavor) {
+                b.append_raw(bytes);
+            }
+        }
+    }
+
+    /// The stream this replica mirrors, if any.
+    pub fn mirrored(&self) -> Option<Flavor> {
+        match self.mirrored.load(Ordering::SeqCst) {
+            1 => Some(Flavor::Redis),
+            2 => Some(Flavor::Terrace),
+            _ => None,
+        }
+    }
+
+    /// Where this engine's history stands, for a PSYNC to a new master: (stream, replication
+    /// ID, offset, the database the stream is in there). As a replica, its master's stream
+    /// as mirrored; as a master, its own stream (Terrace's if it had replicas of it).
+    pub fn history(&self) -> Option<(Flavor, String, u64, Option<usize>)> {
+        let flavor = self.mirrored().or_else(|| Flavor::ALL.into_iter().rev().find(|f| self.backlog(*f).is_some()))?;
+        let b = self.backlog(flavor)?;
+        Some((flavor, self.replid_of(flavor), b.offset(), b.selected()))
+    }
+
+    /// REPLICAOF NO ONE on a replica: the mirrored stream goes on as this engine's own under
+    /// a new ID, the old one kept as its previous ID up to here, so the old master's other
+    /// replicas (and the old master) continue with a partial resync.
+    fn promote(&self) {
+        let Some(flavor) = self.mirrored() else { return };
+        self.mirrored.store(0, Ordering::SeqCst);
+        let f = &self.streams[flavor.index()];
+        let Some(b) = f.backlog.get() else { return };
+        let mut id = f.replid.lock();
+        *f.replid2.lock() = Some((id.clone(), b.offset() + 1));
+        *id = random_replid();
+        b.forget_selected();
+        f.feeding.store(true, Ordering::SeqCst);
     }
 
     pub fn set_backlog_size(&self, size: usize) {
@@ -425,7 +513,7 @@ mod tests {
     #[test]
     fn replicaof_switches_role_and_a_stale_follower_cannot_touch_the_new_link() {
         let r = Replication::default();
-        assert_eq!(r.replid.len(), 40);
+        assert_eq!(r.replid_of(Flavor::Redis).len(), 40);
         assert!(!r.is_replica() && r.link().is_none());
         let m = Master { host: "127.0.0.1".into(), port: 6379 };
         assert!(r.follow(Some(m.clone())));
@@ -473,5 +561,26 @@ mod tests {
         assert!(!r.too_few_replicas());
         r.detach_replica(2);
         assert!(r.too_few_replicas());
+    }
+
+    #[test]
+    fn a_promoted_replica_keeps_its_masters_id_as_the_previous_one() {
+        let r = Replication::default();
+        r.follow(Some(Master { host: "a".into(), port: 1 }));
+        let master_id = "m".repeat(40);
+        r.mirror_from(Flavor::Terrace, &master_id, 100);
+        r.mirror(b"0123456789");
+        assert!(r.feed(Flavor::Terrace).is_none(), "a replica feeds nothing from its commits");
+        assert_eq!(r.history(), Some((Flavor::Terrace, master_id.clone(), 110, None)));
+        assert!(r.continues(Flavor::Terrace, &master_id, 105));
+        r.follow(None);
+        let new_id = r.replid_of(Flavor::Terrace);
+        assert_ne!(new_id, master_id);
+        assert_eq!(r.replid2_of(Flavor::Terrace), Some((master_id.clone(), 111)));
+        assert!(r.continues(Flavor::Terrace, &master_id, 110), "the old master's replicas continue");
+        assert!(!r.continues(Flavor::Terrace, &master_id, 111), "past the shared history");
+        assert!(r.continues(Flavor::Terrace, &new_id, 200));
+        assert!(r.feed(Flavor::Terrace).is_some(), "its own stream from now on");
+        assert_eq!(r.mirrored(), None);
     }
 }

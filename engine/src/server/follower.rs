@@ -24,7 +24,7 @@ use bytes::BytesMut;
 use super::state::{ClientInfo, Server};
 use crate::keyspace::LockCap;
 use crate::protocol::{Limits, RequestParser};
-use crate::replication::{LinkState, Master};
+use crate::replication::{Flavor, LinkState, Master};
 
 /// How long a reply of the handshake may take.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
@@ -207,26 +207,41 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
         return Err(LinkError::Master(format!("{pong} to PING (a master that needs a password is not supported yet)")));
     }
     expect_ok(wire.call(&["REPLCONF", "listening-port", &srv.config.port.to_string()])?, "REPLCONF listening-port")?;
-    // (`capa terrace`: an engine master sends every namespace; redis-server ignores it.)
-    expect_ok(wire.call(&["REPLCONF", "capa", "eof", "capa", "psync2", "capa", "terrace"])?, "REPLCONF capa")?;
-    // After a full sync, a broken link asks to continue where it stopped (PSYNC replid
-    // offset+1); the master answers +CONTINUE if its backlog still has what follows.
-    let resume = srv.replication.link().filter(|l| l.master_replid.len() == 40 && l.offset >= 0);
+    // (`capa terrace`: an engine master sends every namespace, and says so; redis-server
+    // ignores it.)
+    let capa = wire.call(&["REPLCONF", "capa", "eof", "capa", "psync2", "capa", "terrace"])?;
+    let flavor = if capa.starts_with("+OK terrace") { Flavor::Terrace } else { Flavor::Redis };
+    expect_ok(capa, "REPLCONF capa")?;
+    // Continue where this engine's history stands, if the master still has what follows
+    // (PSYNC replid offset+1 → +CONTINUE): after a broken link, the stream as followed; after
+    // REPLICAOF to another master, what it mirrored of its old master's stream (which a
+    // promoted replica continues) or, for a master turned replica, its own stream.
+    let resume = match srv.replication.link().filter(|l| l.master_replid.len() == 40 && l.offset >= 0) {
+        Some(l) => Some((l.master_replid, l.offset, l.db)),
+        None => srv.replication.history().filter(|h| h.0 == flavor).map(|(_, id, offset, db)| (id, offset as i64, db.unwrap_or(0))),
+    };
     let reply = match &resume {
-        Some(l) => wire.call(&["PSYNC", &l.master_replid, &(l.offset + 1).to_string()])?,
+        Some((id, offset, _)) => wire.call(&["PSYNC", id, &(offset + 1).to_string()])?,
         None => wire.call(&["PSYNC", "?", "-1"])?,
     };
-    if let (Some(l), Some(rest)) = (&resume, reply.strip_prefix("+CONTINUE")) {
+    if let (Some((id, offset, db)), Some(rest)) = (&resume, reply.strip_prefix("+CONTINUE")) {
         let new_replid = rest.trim();
-        let replid = if new_replid.len() == 40 { new_replid.to_string() } else { l.master_replid.clone() };
+        let replid = if new_replid.len() == 40 { new_replid.to_string() } else { id.clone() };
+        if srv.replication.mirrored() != Some(flavor) || srv.replication.backlog(flavor).is_none_or(|b| b.offset() != *offset as u64) {
+            srv.replication.mirror_from(flavor, &replid, *offset as u64);
+        } else {
+            srv.replication.mirror_renamed(flavor, &replid);
+        }
         srv.replication.update_link(generation, |link| {
             link.state = LinkState::Connected;
             link.master_replid = replid;
+            link.offset = *offset;
+            link.db = *db;
             link.last_io = Instant::now();
             link.last_error = None;
         });
-        tracing::info!(master = %format!("{}:{}", master.host, master.port), offset = l.offset, "replication: partial resynchronization, following the master's stream");
-        return apply_stream(&mut wire, locks, l.offset, l.db);
+        tracing::info!(master = %format!("{}:{}", master.host, master.port), offset, "replication: partial resynchronization, following the master's stream");
+        return apply_stream(&mut wire, locks, *offset, *db);
     }
     let mut words = reply.split(' ');
     let (Some("+FULLRESYNC"), Some(replid), Some(offset)) = (words.next(), words.next(), words.next().and_then(|o| o.parse::<i64>().ok())) else {
@@ -240,6 +255,7 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
     });
     let image = wire.snapshot()?;
     replace_keyspace(srv, locks, &image)?;
+    srv.replication.mirror_from(flavor, &replid, offset.max(0) as u64);
     srv.replication.update_link(generation, |l| {
         l.state = LinkState::Connected;
         l.offset = offset;
@@ -310,6 +326,9 @@ fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64, db: usize) ->
                 }
             }
             read += req.consumed as i64;
+            // The stream as received, kept with the master's offsets (this engine, promoted,
+            // continues it for the master's other replicas).
+            srv.replication.mirror(&wire.buf[..req.consumed]);
             if conn.multi.is_none() {
                 offset = read;
             }

@@ -78,7 +78,9 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, fla
     let repl = &srv.replication;
     let replid = repl.replid_of(flavor);
     stream.set_nodelay(true)?;
-    let continues = psync.replid == replid && psync.offset > 0 && repl.feed(flavor).is_some_and(|b| b.attach(id, psync.offset as u64 - 1));
+    let continues = psync.offset > 0
+        && repl.continues(flavor, &psync.replid, psync.offset as u64 - 1)
+        && repl.feed(flavor).is_some_and(|b| b.attach(id, psync.offset as u64 - 1));
     if continues {
         repl.syncs.partial_ok.fetch_add(1, Ordering::Relaxed);
         stream.write_all(format!("+CONTINUE {replid}\r\n").as_bytes())?;
