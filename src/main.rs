@@ -75,6 +75,16 @@ struct ConsoleArgs {
     /// Milliseconds between reconcile passes [default: 2000]
     #[arg(long)]
     reconcile_ms: Option<u64>,
+    /// Replicas of a new slot map, comma-separated host:port; the i-th follows engine i
+    /// modulo the engines [env: TERRACE_CONSOLE_REPLICAS]
+    #[arg(long)]
+    replicas: Option<String>,
+    /// Milliseconds between the coordinator's checks of primaries and replicas [default: 500]
+    #[arg(long)]
+    health_ms: Option<u64>,
+    /// Milliseconds a primary may be unreachable before its best replica replaces it [default: 2000]
+    #[arg(long)]
+    failover_after_ms: Option<u64>,
     /// TOML configuration file; its [console] table is read.
     #[arg(long, env = "TERRACE_CONFIG")]
     config: Option<PathBuf>,
@@ -90,6 +100,9 @@ impl ConsoleArgs {
             engines: self.engines.map(list),
             proxies: self.proxies.map(list),
             reconcile_ms: self.reconcile_ms,
+            replicas: self.replicas.map(list),
+            health_ms: self.health_ms,
+            failover_after_ms: self.failover_after_ms,
             ..Default::default()
         };
         let file = match &self.config {

@@ -369,3 +369,127 @@ async fn the_admin_changes_the_password_and_other_sessions_end() {
     let r = c.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "admin"), ("password", "new-password-1")]).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
 }
+
+/// Keys (hash tags) on each of two engines, found by writing through the proxy.
+fn tags_per_engine(proxy_port: u16, first: &Engine, n: usize) -> [Vec<String>; 2] {
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{proxy_port}/")).unwrap().get_connection().unwrap();
+    let mut direct = first.client();
+    let mut tags: [Vec<String>; 2] = Default::default();
+    let mut i = 0;
+    while tags.iter().any(|t| t.len() < n) {
+        let tag = format!("t{i}");
+        let _: () = redis::cmd("SET").arg(format!("{{{tag}}}")).arg(1).query(&mut c).unwrap();
+        let on_first: i64 = redis::cmd("EXISTS").arg(format!("{{{tag}}}")).query(&mut direct).unwrap();
+        tags[usize::from(on_first == 0)].push(tag);
+        i += 1;
+    }
+    tags
+}
+
+fn role_of(e: &Engine) -> (String, String) {
+    let text: String = redis::cmd("INFO").arg("replication").query(&mut e.client()).unwrap();
+    let field = |f: &str| text.lines().find_map(|l| l.strip_prefix(f).and_then(|r| r.strip_prefix(':'))).unwrap_or("").trim().to_string();
+    (field("role"), field("master_link_status"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
+    let (mut e0, e1) = (Engine::start(&[]), Engine::start(&[]));
+    let (r0, r1) = (Engine::start(&[]), Engine::start(&[]));
+    let proxy = Proxy::start_admin_on(free_port(), &[&e0, &e1]);
+    let replicas = format!("127.0.0.1:{},127.0.0.1:{}", r0.port, r1.port);
+    let console = Console::start_with(&[&e0, &e1], &[&proxy], &["--replicas", &replicas, "--health-ms", "200", "--failover-after-ms", "1000"]);
+    eventually(20, "the console points each replica at its primary", || {
+        role_of(&r0) == ("slave".into(), "up".into()) && role_of(&r1) == ("slave".into(), "up".into())
+    });
+    let tags = tags_per_engine(proxy.port, &e0, 8);
+
+    // Writers through the proxy, each write acknowledged by WAIT 1 200 or not.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killed_at = std::sync::Arc::new(std::sync::Mutex::new(None::<std::time::Instant>));
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (stop, killed_at, tags, port) = (stop.clone(), killed_at.clone(), tags.clone(), proxy.port);
+            std::thread::spawn(move || {
+                let connect = || redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+                let mut c = connect();
+                let (mut acked, mut other_failures, mut back_after) = (Vec::new(), Vec::new(), None);
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    let engine = n % 2;
+                    let key = format!("{{{}}}:w{w}:{n}", tags[engine][n % tags[engine].len()]);
+                    match redis::cmd("SET").arg(&key).arg(n).query::<()>(&mut c) {
+                        Ok(()) => {
+                            if engine == 0 && back_after.is_none() {
+                                if let Some(t) = *killed_at.lock().unwrap() {
+                                    back_after = Some(t.elapsed());
+                                }
+                            }
+                            if matches!(redis::cmd("WAIT").arg(1).arg(200).query::<i64>(&mut c), Ok(1)) {
+                                acked.push((key, n));
+                            }
+                        }
+                        Err(e) => {
+                            if engine == 1 {
+                                other_failures.push(e.to_string());
+                            }
+                            if e.is_connection_dropped() || e.is_io_error() {
+                                c = connect();
+                            }
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                        }
+                    }
+                }
+                (acked, other_failures, back_after)
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let _ = e0.child.kill();
+    let _ = e0.child.wait();
+    *killed_at.lock().unwrap() = Some(std::time::Instant::now());
+    let dead_port = e0.port;
+    eventually(15, "writes to the killed primary's slots succeed again", || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+        redis::cmd("SET").arg(format!("{{{}}}:probe", tags[0][0])).arg(1).query::<()>(&mut c).is_ok()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked = Vec::new();
+    for w in writers {
+        let (a, other_failures, back_after) = w.join().unwrap();
+        assert!(other_failures.is_empty(), "the other primary's slots never fail: {other_failures:?}");
+        assert!(back_after.is_some_and(|t| t < std::time::Duration::from_secs(10)), "{back_after:?}");
+        acked.extend(a);
+    }
+    assert!(acked.len() > 100, "writes were acknowledged ({})", acked.len());
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    for (key, n) in &acked {
+        let v: Option<usize> = redis::cmd("GET").arg(key).query(&mut c).unwrap();
+        assert_eq!(v, Some(*n), "acknowledged write {key} lost");
+    }
+    assert_eq!(role_of(&r0).0, "master", "the replica was promoted");
+
+    // The console shows the new map and what it did.
+    let (session, csrf) = login(&console.url).await;
+    let token = token(&session, &console.url, &csrf, "failover-test").await;
+    let (status, topology) = api(reqwest::Method::GET, format!("{}/api/v1/topology", console.url), &token, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(topology["engines"][0], format!("127.0.0.1:{}", r0.port));
+    assert!(topology["replicas"].as_array().unwrap().iter().any(|r| r["address"] == format!("127.0.0.1:{dead_port}") && r["engine"] == 0));
+    assert!(topology["events"].as_array().unwrap().iter().any(|e| e["kind"] == "failover"), "{topology}");
+
+    // The old primary comes back empty on its address: it becomes a replica of the new one
+    // and never serves the slots.
+    let back = Engine::start_on(dead_port, &temp_dir("engine"));
+    eventually(20, "the old primary rejoins as a replica", || role_of(&back) == ("slave".into(), "up".into()));
+    for (key, n) in acked.iter().take(200) {
+        let v: Option<usize> = redis::cmd("GET").arg(key).query(&mut c).unwrap();
+        assert_eq!(v, Some(*n));
+    }
+    let (dbsize_new, dbsize_back): (i64, i64) =
+        (redis::cmd("DBSIZE").query(&mut r0.client()).unwrap(), redis::cmd("DBSIZE").query(&mut back.client()).unwrap());
+    assert_eq!(dbsize_back, dbsize_new, "it resynchronized from the new primary");
+    drop(console);
+}

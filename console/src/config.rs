@@ -31,6 +31,13 @@ pub struct ConsoleSettings {
     pub admin_password: Option<String>,
     /// How often the reconcile loop checks proxies and engines.
     pub reconcile_ms: Option<u64>,
+    /// Replicas of a new slot map (`host:port`): the i-th follows engine i modulo the
+    /// number of engines.
+    pub replicas: Option<Vec<String>>,
+    /// How often the coordinator checks every primary and replica.
+    pub health_ms: Option<u64>,
+    /// How long a primary may be unreachable before its best replica replaces it.
+    pub failover_after_ms: Option<u64>,
 }
 
 impl ConsoleSettings {
@@ -45,6 +52,9 @@ impl ConsoleSettings {
             engine_password_file: self.engine_password_file.or(other.engine_password_file),
             admin_password: self.admin_password.or(other.admin_password),
             reconcile_ms: self.reconcile_ms.or(other.reconcile_ms),
+            replicas: self.replicas.or(other.replicas),
+            health_ms: self.health_ms.or(other.health_ms),
+            failover_after_ms: self.failover_after_ms.or(other.failover_after_ms),
         }
     }
 
@@ -64,6 +74,9 @@ impl ConsoleSettings {
             engine_password_file: var("TERRACE_CONSOLE_ENGINE_PASSWORD_FILE").map(PathBuf::from),
             admin_password: var("TERRACE_ADMIN_PASSWORD"),
             reconcile_ms: None,
+            replicas: var("TERRACE_CONSOLE_REPLICAS").map(list),
+            health_ms: None,
+            failover_after_ms: None,
         })
     }
 
@@ -88,6 +101,19 @@ impl ConsoleSettings {
         }
         let proxies = self.proxies.unwrap_or_else(|| vec!["127.0.0.1:6379".into()]);
         check("proxies", &proxies)?;
+        let replicas = self.replicas.unwrap_or_default();
+        check("replicas", &replicas)?;
+        if let Some(a) = replicas.iter().find(|r| engines.contains(r)) {
+            return Err(invalid("replicas", format!("'{a}' is also an engine")));
+        }
+        let health_ms = self.health_ms.unwrap_or(500);
+        if !(50..=60_000).contains(&health_ms) {
+            return Err(invalid("health_ms", "between 50 and 60000"));
+        }
+        let failover_after_ms = self.failover_after_ms.unwrap_or(2000);
+        if !(100..=600_000).contains(&failover_after_ms) || failover_after_ms < health_ms {
+            return Err(invalid("failover_after_ms", "between 100 and 600000, and at least health_ms"));
+        }
         let reconcile_ms = self.reconcile_ms.unwrap_or(2000);
         if !(100..=600_000).contains(&reconcile_ms) {
             return Err(invalid("reconcile_ms", "between 100 and 600000"));
@@ -111,6 +137,9 @@ impl ConsoleSettings {
             proxy_admin_password: self.proxy_admin_password.filter(|p| !p.is_empty()),
             admin_password: self.admin_password,
             reconcile: Duration::from_millis(reconcile_ms),
+            replicas,
+            health: Duration::from_millis(health_ms),
+            failover_after: Duration::from_millis(failover_after_ms),
         })
     }
 }
@@ -127,6 +156,9 @@ pub struct ConsoleConfig {
     pub engine_password: Option<String>,
     pub admin_password: Option<String>,
     pub reconcile: Duration,
+    pub replicas: Vec<String>,
+    pub health: Duration,
+    pub failover_after: Duration,
 }
 
 #[cfg(test)]
@@ -144,6 +176,11 @@ mod tests {
         assert!(e.to_string().contains("`admin_password`"), "{e}");
         let e = ConsoleSettings { reconcile_ms: Some(5), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`reconcile_ms`"), "{e}");
+        assert_eq!((c.health, c.failover_after), (Duration::from_millis(500), Duration::from_millis(2000)));
+        let e = ConsoleSettings { replicas: Some(vec!["127.0.0.1:7001".into()]), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("`replicas`: '127.0.0.1:7001' is also an engine"), "{e}");
+        let e = ConsoleSettings { failover_after_ms: Some(50), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("`failover_after_ms`"), "{e}");
     }
 
     #[test]

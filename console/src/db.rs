@@ -221,9 +221,11 @@ pub async fn topology(db: &Db) -> Result<(Vec<String>, Vec<(u16, u16, usize)>), 
     Ok((engines, ranges))
 }
 
-/// The first start: engines from the configuration, slots split evenly, the proxies.
-pub async fn seed_topology(db: &Db, engines: &[String], proxies: &[String]) -> Result<(), DbError> {
+/// The first start: engines from the configuration, slots split evenly, their replicas (the
+/// i-th follows engine i modulo the engines), the proxies.
+pub async fn seed_topology(db: &Db, engines: &[String], replicas: &[String], proxies: &[String]) -> Result<(), DbError> {
     let mut tx = db.begin().await?;
+
     let have: i64 = sqlx::query("SELECT COUNT(*) FROM engines").fetch_one(&mut *tx).await?.get(0);
     if have == 0 {
         let n = engines.len();
@@ -238,6 +240,9 @@ pub async fn seed_topology(db: &Db, engines: &[String], proxies: &[String]) -> R
                 .execute(&mut *tx)
                 .await?;
         }
+        for (i, r) in replicas.iter().enumerate() {
+            sqlx::query("INSERT INTO replicas (address, engine) VALUES (?, ?)").bind(r).bind((i % n) as i64).execute(&mut *tx).await?;
+        }
     }
     let have: i64 = sqlx::query("SELECT COUNT(*) FROM proxies").fetch_one(&mut *tx).await?.get(0);
     if have == 0 {
@@ -247,6 +252,42 @@ pub async fn seed_topology(db: &Db, engines: &[String], proxies: &[String]) -> R
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// Every replica with the index of the engine it follows.
+pub async fn replicas(db: &Db) -> Result<Vec<(String, usize)>, DbError> {
+    let rows = sqlx::query("SELECT address, engine FROM replicas ORDER BY engine, address").fetch_all(db).await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get::<i64, _>(1) as usize)).collect())
+}
+
+/// A failover in the slot map: engine `idx` is now `new_primary` (one of its replicas), and
+/// `old_primary` becomes one of its replicas (re-pointed when it answers again).
+pub async fn replace_primary(db: &Db, idx: usize, old_primary: &str, new_primary: &str) -> Result<(), DbError> {
+    let mut tx = db.begin().await?;
+    sqlx::query("DELETE FROM replicas WHERE address = ?").bind(new_primary).execute(&mut *tx).await?;
+    sqlx::query("UPDATE engines SET address = ? WHERE idx = ?").bind(new_primary).bind(idx as i64).execute(&mut *tx).await?;
+    sqlx::query("INSERT OR REPLACE INTO replicas (address, engine) VALUES (?, ?)").bind(old_primary).bind(idx as i64).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// One thing the coordinator did, for the console's log.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Event {
+    pub at: i64,
+    pub kind: String,
+    pub message: String,
+}
+
+pub async fn add_event(db: &Db, kind: &str, message: &str) -> Result<(), DbError> {
+    sqlx::query("INSERT INTO events (at, kind, message) VALUES (?, ?, ?)").bind(now()).bind(kind).bind(message).execute(db).await?;
+    Ok(())
+}
+
+/// The newest `limit` events, newest first.
+pub async fn events(db: &Db, limit: i64) -> Result<Vec<Event>, DbError> {
+    let rows = sqlx::query("SELECT at, kind, message FROM events ORDER BY id DESC LIMIT ?").bind(limit).fetch_all(db).await?;
+    Ok(rows.iter().map(|r| Event { at: r.get(0), kind: r.get(1), message: r.get(2) }).collect())
 }
 
 pub async fn proxies(db: &Db) -> Result<Vec<String>, DbError> {

@@ -1,11 +1,14 @@
 //! Terrace console: the control plane. It keeps tenants and the slot map in its SQLite
-//! database, pushes them to proxies and engines and keeps them there (`reconcile`), and serves
-//! the operators' pages and the REST API (`web`): tenants, retraining, the cost advisor.
+//! database, pushes them to proxies and engines and keeps them there (`reconcile`), keeps
+//! replicas following their primaries and fails a primary over to its best replica
+//! (`failover`), and serves the operators' pages and the REST API (`web`): tenants,
+//! retraining, the cost advisor, the topology and its events.
 
 pub mod auth;
 mod charts;
 pub mod config;
 pub mod db;
+pub mod failover;
 mod nodes;
 mod ops;
 pub mod reconcile;
@@ -69,7 +72,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|source| ConsoleError::Bind { addr: addr.clone(), source })?;
         let local = listener.local_addr().map_err(|source| ConsoleError::Bind { addr, source })?;
         let db = db::open(&config.db).await?;
-        db::seed_topology(&db, &config.engines, &config.proxies).await?;
+        db::seed_topology(&db, &config.engines, &config.replicas, &config.proxies).await?;
         db::abandon_retrains(&db).await?;
         let admin_password = auth::ensure_admin(&db, config.admin_password.as_deref()).await?;
         let dummy_hash = tokio::task::spawn_blocking(|| auth::hash_password(&auth::random_hex(16))).await.expect("hashing does not panic");
@@ -83,6 +86,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             dummy_hash,
         });
         tokio::spawn(reconcile::run(console.clone()));
+        tokio::spawn(failover::run(console.clone()));
         let app = web::router(console).into_make_service_with_connect_info::<SocketAddr>();
         ready(&Started { url: format!("http://{local}"), admin_password });
         let stop = async {

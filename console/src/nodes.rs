@@ -23,9 +23,13 @@ const CONNECT: Duration = Duration::from_secs(2);
 impl Node {
     /// Connects; `reply_timeout` bounds every command (a retraining run waits long).
     pub async fn connect(addr: &str, reply_timeout: Duration) -> Result<Node, NodeError> {
+        Self::connect_within(addr, CONNECT, reply_timeout).await
+    }
+
+    async fn connect_within(addr: &str, connect: Duration, reply_timeout: Duration) -> Result<Node, NodeError> {
         let wrap = |source| NodeError::Redis { addr: addr.to_string(), source };
         let client = redis::Client::open(format!("redis://{addr}/")).map_err(wrap)?;
-        let config = AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT)).set_response_timeout(Some(reply_timeout));
+        let config = AsyncConnectionConfig::new().set_connection_timeout(Some(connect)).set_response_timeout(Some(reply_timeout));
         let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(wrap)?;
         Ok(Node { addr: addr.to_string(), conn })
     }
@@ -39,6 +43,16 @@ impl Node {
     /// As `engine`, waiting up to `reply_timeout` for each reply.
     pub async fn engine_waiting(addr: &str, password: Option<&str>, reply_timeout: Duration) -> Result<Node, NodeError> {
         let mut n = Self::connect(addr, reply_timeout).await?;
+        if let Some(p) = password {
+            n.run::<()>(&["AUTH", p]).await?;
+        }
+        Ok(n)
+    }
+
+    /// An engine the coordinator checks: connecting and each reply within `bound` (a node
+    /// that does not answer that fast counts as down for this check).
+    pub async fn engine_bounded(addr: &str, password: Option<&str>, bound: Duration) -> Result<Node, NodeError> {
+        let mut n = Self::connect_within(addr, bound, bound).await?;
         if let Some(p) = password {
             n.run::<()>(&["AUTH", p]).await?;
         }

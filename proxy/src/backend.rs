@@ -234,8 +234,9 @@ impl Backend {
         self.stop.notify_one();
     }
 
+    /// `-TRYAGAIN`, the error Redis clients retry (a failover may be replacing the engine).
     fn error_reply(&self, why: &str) -> Bytes {
-        Bytes::from(format!("-ERR engine {} unavailable: {why}\r\n", self.spec.addr))
+        Bytes::from(format!("-TRYAGAIN engine {} unavailable: {why}\r\n", self.spec.addr))
     }
 
     fn set_up(&self, up: bool) {

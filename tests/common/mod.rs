@@ -561,6 +561,11 @@ pub struct Console {
 impl Console {
     /// A console over `engines` pushing to `proxies`, reconciling every 300 ms.
     pub fn start(engines: &[&Engine], proxies: &[&Proxy]) -> Console {
+        Self::start_with(engines, proxies, &[])
+    }
+
+    /// As `start`, with more flags (`--replicas`, `--failover-after-ms`…).
+    pub fn start_with(engines: &[&Engine], proxies: &[&Proxy], extra: &[&str]) -> Console {
         let dir = temp_dir("console");
         let list = |ports: Vec<u16>| ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
@@ -568,6 +573,7 @@ impl Console {
             .arg(dir.join("console.db"))
             .args(["--engines", &list(engines.iter().map(|e| e.port).collect())])
             .args(["--proxies", &list(proxies.iter().map(|p| p.port).collect())])
+            .args(extra)
             .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
             .env("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)
             .stdout(Stdio::piped())

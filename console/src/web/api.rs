@@ -28,6 +28,7 @@ pub fn router() -> Router<Arc<Console>> {
         .route("/tenants/{name}/advice", get(advice))
         .route("/tenants/{name}/apply", post(apply))
         .route("/topology", get(topology))
+        .route("/topology/failover", post(fail_over))
         .route("/nodes", get(nodes))
         .route("/tokens", get(list_tokens).post(create_token))
         .route("/tokens/{id}", axum::routing::delete(revoke_token))
@@ -160,8 +161,40 @@ async fn topology(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
         Err(e) => return op_error(e.into()),
     };
     let proxies = db::proxies(&c.db).await.unwrap_or_default();
+    let replicas = db::replicas(&c.db).await.unwrap_or_default();
+    let events = db::events(&c.db, 50).await.unwrap_or_default();
     let slots: Vec<Value> = ranges.iter().map(|(f, l, e)| json!({ "first": f, "last": l, "engine": e })).collect();
-    Json(json!({ "engines": engines, "slots": slots, "proxies": proxies })).into_response()
+    let replicas: Vec<Value> = replicas.iter().map(|(a, e)| json!({ "address": a, "engine": e })).collect();
+    Json(json!({ "engines": engines, "replicas": replicas, "slots": slots, "proxies": proxies, "events": events })).into_response()
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailoverRequest {
+    engine: usize,
+}
+
+/// Planned maintenance: the engine's best replica takes its place now.
+async fn fail_over(_: ApiUser, State(c): State<Arc<Console>>, Body(r): Body<FailoverRequest>) -> Response {
+    let (engines, _) = match db::topology(&c.db).await {
+        Ok(t) => t,
+        Err(e) => return op_error(e.into()),
+    };
+    let Some(old) = engines.get(r.engine).cloned() else {
+        return error(StatusCode::NOT_FOUND, &format!("engine: no engine {} in the slot map", r.engine));
+    };
+    let replicas: Vec<String> = db::replicas(&c.db).await.unwrap_or_default().into_iter().filter(|(_, e)| *e == r.engine).map(|(a, _)| a).collect();
+    if replicas.is_empty() {
+        return error(StatusCode::CONFLICT, &format!("engine {} ({old}) has no replica to fail over to", r.engine));
+    }
+    match crate::failover::failover(&c, r.engine, &old, &replicas, "failed over by the operator").await {
+        Ok(true) => {
+            let (engines, _) = db::topology(&c.db).await.unwrap_or_default();
+            Json(json!({ "engine": r.engine, "primary": engines.get(r.engine), "previous": old })).into_response()
+        }
+        Ok(false) => error(StatusCode::BAD_GATEWAY, "no replica could be promoted (see the events)"),
+        Err(e) => op_error(e.into()),
+    }
 }
 
 async fn nodes(_: ApiUser, State(c): State<Arc<Console>>) -> Response {

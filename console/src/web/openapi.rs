@@ -52,7 +52,8 @@ pub fn document() -> Value {
                 "responses": op("", "200", &["404", "502"])["responses"].clone(),
             } })),
             "/tenants/{name}/apply": sub(json!({ "post": op("Apply the recommended configuration to the tenant.", "200", &["404", "409", "502"]) })),
-            "/topology": { "get": op("Engines, the slot map and the proxies.", "200", &[]) },
+            "/topology": { "get": op("Engines (primaries), their replicas, the slot map, the proxies and the coordinator's latest events.", "200", &[]) },
+            "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", &["404", "409", "422", "502"]), "FailoverRequest") },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked.", "200", &[]) },
             "/tokens": {
                 "get": op("List API tokens (without the tokens).", "200", &[]),
@@ -69,6 +70,7 @@ pub fn document() -> Value {
             "responses": { "Error": { "description": "failure", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } } },
             "schemas": {
                 "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "string" } } },
+                "FailoverRequest": { "type": "object", "required": ["engine"], "properties": { "engine": { "type": "integer", "minimum": 0 } }, "additionalProperties": false },
                 "NewToken": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string", "maxLength": 64 } }, "additionalProperties": false },
                 "TenantInput": {
                     "type": "object",

@@ -637,9 +637,7 @@ pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 /// TERRACE.WAIT numreplicas timeout: as WAIT, for every write the engine took so far — the
 /// proxy's WAIT, whose client wrote through connections other clients share.
 pub fn terrace_wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    use crate::replication::Flavor;
-    let repl = &ctx.srv.replication;
-    let target = [repl.offset_of(Flavor::Redis), repl.offset_of(Flavor::Terrace)];
+    let target = ctx.srv.replication.written_offsets();
     wait_for(ctx, argv, target)
 }
 

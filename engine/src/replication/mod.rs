@@ -83,6 +83,9 @@ struct Feed {
     feeding: AtomicBool,
     /// The offset after the last GETACK sent.
     getack_at: Mutex<u64>,
+    /// The offset after the last write (what a GETACK's answer covers: a replica
+    /// acknowledges the offset before the GETACK itself, as Redis's do).
+    written_to: AtomicU64,
 }
 
 /// A replica's PSYNC (SYNC: `?`, -1) and what it said in REPLCONF before it.
@@ -379,6 +382,7 @@ impl Replication {
         *f.replid2.lock() = Some((id.clone(), b.offset() + 1));
         *id = random_replid();
         b.forget_selected();
+        f.written_to.store(b.offset(), Ordering::SeqCst);
         f.feeding.store(true, Ordering::SeqCst);
     }
 
@@ -401,6 +405,12 @@ impl Replication {
         self.backlog(flavor).map_or(0, Backlog::offset)
     }
 
+    /// Each stream's offset after its last write (TERRACE.WAIT waits for these: not for the
+    /// GETACKs and PINGs after them).
+    pub fn written_offsets(&self) -> Offsets {
+        Flavor::ALL.map(|f| self.streams[f.index()].written_to.load(Ordering::SeqCst))
+    }
+
     /// Appends to every stream being fed what `write` puts in it for that flavor, and
     /// returns each stream's offset after it (unfed streams: unchanged). `names` names a
     /// namespace for Terrace's stream.
@@ -409,7 +419,9 @@ impl Replication {
         for flavor in Flavor::ALL {
             if let Some(b) = self.feed(flavor) {
                 let names = (flavor == Flavor::Terrace).then_some(names);
-                offsets[flavor.index()] = b.append(names, |s| write(flavor, s));
+                let end = b.append(names, |s| write(flavor, s));
+                self.streams[flavor.index()].written_to.fetch_max(end, Ordering::SeqCst);
+                offsets[flavor.index()] = end;
             }
         }
         offsets
@@ -546,6 +558,10 @@ mod tests {
         assert_eq!(r.offset(), 10 + GETACK.len() as u64, "replicas asked to acknowledge");
         r.wait_for_acks(notify.clone());
         assert_eq!(r.offset(), 10 + GETACK.len() as u64, "not again while nothing was written");
+        let written = r.append_everywhere(&|_| None, |_, s| s.command(0, &["SET", "k", "v"]))[0];
+        r.wait_for_acks(notify.clone());
+        assert_eq!(r.written_offsets()[0], written, "a GETACK is not a write a WAIT waits for");
+        assert!(r.offset() > written);
         r.acknowledged(1, 10);
         r.acknowledged(2, 10);
         assert_eq!(r.acked_at_least([10, 0]), 1, "a replica still syncing does not count");

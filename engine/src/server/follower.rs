@@ -216,8 +216,9 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
     // (PSYNC replid offset+1 → +CONTINUE): after a broken link, the stream as followed; after
     // REPLICAOF to another master, what it mirrored of its old master's stream (which a
     // promoted replica continues) or, for a master turned replica, its own stream.
-    let resume = match srv.replication.link().filter(|l| l.master_replid.len() == 40 && l.offset >= 0) {
-        Some(l) => Some((l.master_replid, l.offset, l.db)),
+    let followed = srv.replication.link().filter(|l| l.master_replid.len() == 40 && l.offset >= 0);
+    let resume = match &followed {
+        Some(l) => Some((l.master_replid.clone(), l.offset, l.db)),
         None => srv.replication.history().filter(|h| h.0 == flavor).map(|(_, id, offset, db)| (id, offset as i64, db.unwrap_or(0))),
     };
     let reply = match &resume {
@@ -247,6 +248,15 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
     let (Some("+FULLRESYNC"), Some(replid), Some(offset)) = (words.next(), words.next(), words.next().and_then(|o| o.parse::<i64>().ok())) else {
         return Err(LinkError::Master(format!("{reply} to PSYNC")));
     };
+    if let Some(l) = followed.as_ref().filter(|l| l.master_replid != replid && offset < l.offset) {
+        // The same master (same REPLICAOF) under a new ID and with less history than this
+        // replica has: it restarted without its data. Following it would empty this replica
+        // too; it waits instead, for the coordinator's failover or an operator's REPLICAOF.
+        return Err(LinkError::Master(format!(
+            "its history restarted (ID {replid} at offset {offset}, this replica is at {} of {}): not following it into emptiness; REPLICAOF again to resync from it",
+            l.offset, l.master_replid
+        )));
+    }
     let replid = replid.to_string();
     srv.replication.update_link(generation, |l| {
         l.state = LinkState::Sync;

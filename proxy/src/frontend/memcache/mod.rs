@@ -213,7 +213,8 @@ fn error_line(frame: &[u8]) -> String {
     } else if text.starts_with("OOM") {
         "SERVER_ERROR out of memory storing object\r\n".to_string()
     } else {
-        format!("SERVER_ERROR {}\r\n", text.strip_prefix("ERR ").unwrap_or(&text))
+        let text = text.strip_prefix("ERR ").or_else(|| text.strip_prefix("TRYAGAIN ")).unwrap_or(&text);
+        format!("SERVER_ERROR {text}\r\n")
     }
 }
 

@@ -1,0 +1,158 @@
+//! The coordinator: keeps every engine's replicas following it and replaces a primary that
+//! fails. Every `health_ms` it checks each primary of the slot map (INFO over a connection
+//! with short timeouts) and each replica (`ROLE`-like fields of INFO replication). A primary
+//! unreachable for `failover_after_ms`, or one that answers with a new `run_id` (it
+//! restarted, possibly without its data, faster than that), is replaced by its replica with
+//! the highest replication offset: `REPLICAOF NO ONE` on it, the slot map's entry changed
+//! in the database, the map pushed to every proxy (the reconcile loop, woken), the other
+//! replicas re-pointed, and the old primary listed as a replica, re-pointed when it answers
+//! again. Every step is an event in the database (`events`), which the console shows.
+//!
+//! While the console is down nothing fails over; the data path does not depend on it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::db;
+use crate::nodes::Node;
+use crate::Console;
+
+/// How long one check of a node may take (connect and reply each).
+const PROBE: Duration = Duration::from_millis(400);
+
+/// What the coordinator last saw of a primary.
+struct Seen {
+    address: String,
+    last_ok: Instant,
+    run_id: Option<String>,
+}
+
+/// What a node answered.
+struct Probe {
+    run_id: String,
+    /// `role:slave`: (master host, master port, link up).
+    following: Option<(String, u16, bool)>,
+    /// The replication offset it reached (a replica's `slave_repl_offset`, a master's own).
+    offset: i64,
+}
+
+async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
+    let mut n = Node::engine_bounded(address, password, PROBE).await.ok()?;
+    let info = n.info("all").await.ok()?;
+    let following = (info.get("role").map(String::as_str) == Some("slave")).then(|| {
+        let host = info.get("master_host").cloned().unwrap_or_default();
+        let port = info.get("master_port").and_then(|p| p.parse().ok()).unwrap_or(0);
+        (host, port, info.get("master_link_status").map(String::as_str) == Some("up"))
+    });
+    let offset = if following.is_some() { info.get("slave_repl_offset") } else { info.get("master_repl_offset") };
+    Some(Probe { run_id: info.get("run_id").cloned().unwrap_or_default(), following, offset: offset.and_then(|o| o.parse().ok()).unwrap_or(-1) })
+}
+
+/// Records an event (and logs it).
+async fn event(console: &Console, kind: &str, message: String) {
+    tracing::warn!(kind, "{message}");
+    if let Err(e) = db::add_event(&console.db, kind, &message).await {
+        tracing::error!(error = %e, "cannot record an event");
+    }
+}
+
+/// Checks the slot map's engines and replicas every `health_ms`, failing over as needed.
+pub async fn run(console: Arc<Console>) {
+    let mut seen: HashMap<usize, Seen> = HashMap::new();
+    loop {
+        if let Err(e) = tick(&console, &mut seen).await {
+            tracing::warn!(error = %e, "coordinator");
+        }
+        tokio::time::sleep(console.config.health).await;
+    }
+}
+
+async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), db::DbError> {
+    let (engines, _) = db::topology(&console.db).await?;
+    let replicas = db::replicas(&console.db).await?;
+    if replicas.is_empty() {
+        return Ok(());
+    }
+    let password = console.config.engine_password.as_deref();
+    for (idx, address) in engines.iter().enumerate() {
+        let mine: Vec<String> = replicas.iter().filter(|(_, e)| *e == idx).map(|(a, _)| a.clone()).collect();
+        let entry = seen.entry(idx).or_insert_with(|| Seen { address: address.clone(), last_ok: Instant::now(), run_id: None });
+        if entry.address != *address {
+            *entry = Seen { address: address.clone(), last_ok: Instant::now(), run_id: None };
+        }
+        let why = match probe(address, password).await {
+            Some(p) if p.following.is_none() => {
+                entry.last_ok = Instant::now();
+                let restarted = entry.run_id.as_ref().is_some_and(|r| *r != p.run_id);
+                entry.run_id = Some(p.run_id);
+                if !restarted {
+                    continue;
+                }
+                "restarted (a new run_id: its data may be gone)".to_string()
+            }
+            Some(_) => {
+                // A primary that follows someone (an operator's REPLICAOF): not failed.
+                entry.last_ok = Instant::now();
+                continue;
+            }
+            None if entry.last_ok.elapsed() >= console.config.failover_after => format!("unreachable for {} ms", entry.last_ok.elapsed().as_millis()),
+            None => continue,
+        };
+        if mine.is_empty() {
+            continue;
+        }
+        if failover(console, idx, address, &mine, &why).await? {
+            seen.remove(&idx);
+        }
+    }
+    // Replicas follow their primary (after a failover: the new one; the old primary, when
+    // it answers again, too).
+    let (engines, _) = db::topology(&console.db).await?;
+    for (address, idx) in db::replicas(&console.db).await? {
+        let Some(primary) = engines.get(idx) else { continue };
+        let Some(p) = probe(&address, password).await else { continue };
+        let Some((host, port)) = primary.rsplit_once(':').and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?))) else { continue };
+        if p.following.as_ref().is_some_and(|(h, pt, _)| *h == host && *pt == port) {
+            continue;
+        }
+        let Ok(mut n) = Node::engine_bounded(&address, password, PROBE).await else { continue };
+        match n.run::<String>(&["REPLICAOF", &host, &port.to_string()]).await {
+            Ok(_) => event(console, "replica", format!("{address} now follows {primary} (engine {idx})")).await,
+            Err(e) => tracing::warn!(replica = %address, error = %e, "cannot point a replica at its primary"),
+        }
+    }
+    Ok(())
+}
+
+/// Replaces primary `idx` (at `old`) by the reachable replica with the highest offset.
+/// False when none could be promoted (tried again next check).
+pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[String], why: &str) -> Result<bool, db::DbError> {
+    let password = console.config.engine_password.as_deref();
+    let mut best: Option<(String, i64)> = None;
+    for r in replicas {
+        if let Some(p) = probe(r, password).await {
+            if best.as_ref().is_none_or(|(_, o)| p.offset > *o) {
+                best = Some((r.clone(), p.offset));
+            }
+        }
+    }
+    let Some((new, offset)) = best else {
+        event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: no replica answers, nothing to promote")).await;
+        return Ok(false);
+    };
+    let promoted = async {
+        let mut n = Node::engine_bounded(&new, password, PROBE).await?;
+        n.run::<String>(&["REPLICAOF", "NO", "ONE"]).await
+    }
+    .await;
+    if let Err(e) = promoted {
+        event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} refused REPLICAOF NO ONE: {e}")).await;
+        return Ok(false);
+    }
+    db::replace_primary(&console.db, idx, old, &new).await?;
+    event(console, "failover", format!("engine {idx}: {old} {why}; {new} promoted (replication offset {offset}); {old} becomes its replica")).await;
+    // The proxies get the new map now, not at the next reconcile interval.
+    console.wake.notify_one();
+    Ok(true)
+}
