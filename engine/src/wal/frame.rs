@@ -70,12 +70,16 @@ pub fn put_record(out: &mut Vec<u8>, now: i64, db: usize, ns_base: usize, argv: 
 /// The records of a batch payload (None if it does not parse: a bug or corruption that the
 /// checksum did not catch).
 pub fn records(payload: &[u8], count: u32) -> Option<Vec<Record>> {
-    let mut out = Vec::with_capacity(count as usize);
+    // (Not `count` itself: a corrupt batch whose checksum still holds may claim billions.)
+    let mut out = Vec::with_capacity((count as usize).min(payload.len() / MIN_RECORD));
     for_each_record(payload, count, |now, db, ns_base, argv| {
         out.push(Record { now, db, ns_base, argv: argv.iter().map(|a| a.to_vec()).collect() });
     })?;
     Some(out)
 }
+
+/// The fewest bytes a record takes: its time, database, namespace and argument count.
+const MIN_RECORD: usize = 8 + 1 + 1 + 1;
 
 /// Calls `f(now, db, ns_base, argv)` for each record of a batch payload, borrowing from it;
 /// None if it does not parse (what was read before is still given).
@@ -167,6 +171,26 @@ pub fn read(b: &[u8]) -> Result<Option<Batch<'_>>, Stop> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_batch_claiming_more_records_than_it_holds_is_refused_without_allocating_for_them() {
+        // Found by the wal_read fuzz target: a batch whose checksum holds with a count of
+        // billions made `records` reserve room for them (ASan: out of memory).
+        let mut payload = Vec::new();
+        put_record(&mut payload, 1, 0, 0, &[b"SET", b"k", b"v"]);
+        let mut framed = Vec::new();
+        frame(&mut framed, 1, u32::MAX, &payload);
+        let b = read(&framed).unwrap().unwrap();
+        assert_eq!(b.count, u32::MAX);
+        assert_eq!(records(b.payload, b.count), None);
+        // The fuzzer's own input, kept as it was found.
+        let found = include_bytes!("../../../fuzz/regressions/wal_read/huge-record-count");
+        let mut pos = 0;
+        while let Ok(Some(b)) = read(&found[pos..]) {
+            let _ = records(b.payload, b.count);
+            pos += b.len;
+        }
+    }
+
     use super::*;
 
     fn batch(seq: u64, cmds: &[&[&[u8]]]) -> Vec<u8> {
