@@ -281,6 +281,12 @@ struct EngineArgs {
     /// A file (mode 0600) holding the password clients must AUTH with, as Redis's requirepass [env: TERRACE_REQUIREPASS_FILE] [default: none]
     #[arg(long)]
     requirepass_file: Option<std::path::PathBuf>,
+    /// A file (mode 0600) holding the password given to a master when replicating, as Redis's masterauth [env: TERRACE_MASTERAUTH_FILE] [default: none]
+    #[arg(long)]
+    masterauth_file: Option<std::path::PathBuf>,
+    /// Start fenced: refuse clients (-TRYAGAIN) until a REPLICAOF gives this engine a role (what `terrace up` restarts a replicated engine with)
+    #[arg(long)]
+    wait_for_role: bool,
 }
 
 impl EngineArgs {
@@ -319,6 +325,8 @@ impl EngineArgs {
             flush_batch: self.flush_batch,
             enable_debug_command: self.enable_debug_command,
             requirepass_file: self.requirepass_file,
+            masterauth_file: self.masterauth_file,
+            wait_for_role: self.wait_for_role.then_some(true),
             ..Default::default()
         };
         let env = EngineSettings::from_env()?;

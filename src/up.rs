@@ -4,6 +4,10 @@
 //! admin, with a password made up for this run). SIGINT/SIGTERM stop the proxy and the
 //! console, then the engines.
 //!
+//! With `--replicas N`, each engine gets N replicas (more engines, supervised alike) that the
+//! console keeps following their primary and fails over to; a restarted engine then comes
+//! back fenced until the console gives it a role.
+//!
 //! The engines only answer clients that know their password (`-NOAUTH` otherwise), so
 //! nothing on the host bypasses the proxy's tenancy, quotas and command filters: a secret
 //! kept in `DATA_DIR/engine.secret` (mode 0600, made on the first start, kept across
@@ -32,9 +36,13 @@ pub struct UpArgs {
     /// Data directory; engine N keeps its files in DIR/engine-N.
     #[arg(long, default_value = "data")]
     data_dir: PathBuf,
-    /// Number of engines.
+    /// Number of engines (primaries of the slot map).
     #[arg(long, default_value_t = 2)]
     engines: u16,
+    /// Replicas per engine, started and supervised alike (ports after the engines'); the
+    /// console keeps them following their primary and fails over to them.
+    #[arg(long, default_value_t = 0)]
+    replicas: u16,
     /// Port of the first engine; the others follow.
     #[arg(long, default_value_t = 7001)]
     engine_port: u16,
@@ -46,7 +54,10 @@ pub struct UpArgs {
 /// One supervised engine process.
 struct Supervised {
     name: String,
-    command: Vec<String>,
+    /// What a restart runs: with replicas, the engine comes back fenced (`--wait-for-role`)
+    /// until the console has failed it over or re-pointed it — back empty, it must not serve
+    /// its slots (nor have its replicas follow it) in the meantime.
+    restart: Vec<String>,
     child: Mutex<Option<Child>>,
 }
 
@@ -89,10 +100,14 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the terrace executable")?;
     let secret = engine_secret(&args.data_dir)?;
     let stopping = Arc::new(AtomicBool::new(false));
+    anyhow::ensure!(args.replicas <= 4, "--replicas must be at most 4");
     let mut engines = Vec::new();
     let mut addrs = Vec::new();
-    for i in 0..args.engines {
-        let port = args.engine_port + i;
+    let mut replica_addrs = Vec::new();
+    // The primaries first, then each round of replicas (replica j of engine i on port
+    // engine_port + engines * (j + 1) + i).
+    for i in 0..args.engines * (1 + args.replicas) {
+        let port = args.engine_port.checked_add(i).context("--engine-port leaves no room for every engine")?;
         let dir = args.data_dir.join(format!("engine-{}", i + 1));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let command = vec![
@@ -106,10 +121,23 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
             dir.display().to_string(),
             "--requirepass-file".into(),
             secret.display().to_string(),
+            // (A replica gives its primary the same password; after a failover any engine may
+            // become a replica.)
+            "--masterauth-file".into(),
+            secret.display().to_string(),
         ];
+        let replica = i >= args.engines;
+        let mut restart = command.clone();
+        if args.replicas > 0 {
+            restart.push("--wait-for-role".into());
+        }
         let child = spawn(&command).with_context(|| format!("cannot start engine {}", i + 1))?;
-        engines.push(Arc::new(Supervised { name: format!("engine {} (port {port})", i + 1), command, child: Mutex::new(Some(child)) }));
-        addrs.push(format!("127.0.0.1:{port}"));
+        engines.push(Arc::new(Supervised { name: format!("engine {} (port {port})", i + 1), restart, child: Mutex::new(Some(child)) }));
+        if replica {
+            replica_addrs.push(format!("127.0.0.1:{port}"));
+        } else {
+            addrs.push(format!("127.0.0.1:{port}"));
+        }
     }
     for e in &engines {
         let (e, stopping) = (e.clone(), stopping.clone());
@@ -117,7 +145,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     // Clients get the proxy once the engines answer (an engine loading a large snapshot
     // takes a while); the proxy would reconnect anyway, but its first clients would see errors.
-    for addr in &addrs {
+    for addr in addrs.iter().chain(&replica_addrs) {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect(addr).is_err() {
             anyhow::ensure!(std::time::Instant::now() < deadline, "engine {addr} did not start within 60 s");
@@ -125,12 +153,13 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         }
     }
     eprintln!(
-        "terrace up: proxy on {}:{} (Redis clients) and {}:{} (Memcached clients), engines on {}",
+        "terrace up: proxy on {}:{} (Redis clients) and {}:{} (Memcached clients), engines on {}{}",
         args.bind,
         if args.port == 0 { "(ephemeral)".to_string() } else { args.port.to_string() },
         args.bind,
         args.memcache_port,
-        addrs.join(", ")
+        addrs.join(", "),
+        if replica_addrs.is_empty() { String::new() } else { format!(", replicas on {}", replica_addrs.join(", ")) }
     );
     let admin_password = terrace_console::auth::random_hex(24);
     // The console needs the proxy's port: an ephemeral one (port 0) is picked here.
@@ -143,6 +172,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         port: Some(args.console_port),
         db: Some(args.data_dir.join("console.db")),
         engines: Some(addrs.clone()),
+        replicas: Some(replica_addrs),
         proxies: Some(vec![proxy_addr]),
         proxy_admin_password: Some(admin_password.clone()),
         engine_password_file: Some(secret.clone()),
@@ -203,7 +233,7 @@ fn supervise(e: &Supervised, stopping: &AtomicBool) {
         if stopping.load(Ordering::SeqCst) {
             return;
         }
-        match spawn(&e.command) {
+        match spawn(&e.restart) {
             Ok(c) => *e.child.lock().unwrap() = Some(c),
             Err(err) => tracing::error!(engine = %e.name, %err, "cannot restart the engine"),
         }

@@ -761,3 +761,84 @@ fn a_tenant_over_its_memory_limit_gets_oom_alone() {
     let info: String = q(&mut engines[0].client(), &["INFO", "memory"]);
     assert!(info.contains("terrace_namespace_maxmemory:0"), "the default namespace has no limit: {info}");
 }
+
+/// `terrace up --replicas 1`: four engines, the second pair following the first; a primary
+/// that dies is restarted fenced and replaced by its replica, and no read of its slots ever
+/// sees the empty restarted engine.
+#[test]
+fn terrace_up_with_replicas_fails_over_a_primary_that_died() {
+    use std::io::{BufRead, BufReader};
+    let dir = temp_dir("up-replicas");
+    let first = loop {
+        let p = common::free_port();
+        if p < 65000 && (1..4).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+            break p;
+        }
+    };
+    let console_port = common::free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
+    cmd.args([
+        "up",
+        "--replicas",
+        "1",
+        "--port",
+        "0",
+        "--memcache-port",
+        "0",
+        "--engine-port",
+        &first.to_string(),
+        "--console-port",
+        &console_port.to_string(),
+        "--data-dir",
+    ])
+    .arg(&dir)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null());
+    common::die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
+    let engine = |p: u16| redis::Client::open(format!("redis://:{secret}@127.0.0.1:{p}/")).unwrap().get_connection().unwrap();
+    let role = |p: u16| -> (String, String) {
+        let text: String = q(&mut engine(p), &["INFO", "replication"]);
+        let field = |f: &str| text.lines().find_map(|l| l.strip_prefix(f).and_then(|r| r.strip_prefix(':'))).unwrap_or("").trim().to_string();
+        (field("role"), format!("{}:{}", field("master_port"), field("master_link_status")))
+    };
+    common::eventually(30, "each replica follows its primary", || {
+        role(first + 2) == ("slave".into(), format!("{first}:up")) && role(first + 3) == ("slave".into(), format!("{}:up", first + 1))
+    });
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    let _: () = q(&mut c, &["MSET", "foo", "1", "bar", "0"]);
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "5000"]), 1, "bar's engine's replica has it");
+    assert_eq!(q::<Option<String>>(&mut engine(first), &["GET", "bar"]).as_deref(), Some("0"), "bar lives on the first engine");
+
+    // The first engine dies; the supervisor restarts it at once, fenced, and the console
+    // fails it over to its replica. No read of bar ever answers from the empty engine.
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<Value>(&mut engine(first));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match redis::cmd("GET").arg("bar").query::<Option<String>>(&mut c) {
+            Ok(v) => {
+                assert_eq!(v.as_deref(), Some("0"), "a read answered by the restarted, empty engine");
+                if role(first + 2).0 == "master" {
+                    break;
+                }
+            }
+            Err(e) => assert!(e.to_string().to_lowercase().contains("tryagain") || e.is_connection_dropped() || e.is_io_error(), "{e}"),
+        }
+        assert!(Instant::now() < deadline, "no failover");
+        thread::sleep(Duration::from_millis(20));
+    }
+    common::eventually(20, "writes to bar's slots work again", || redis::cmd("SET").arg("bar").arg("2").query::<()>(&mut c).is_ok());
+    common::eventually(30, "the restarted engine rejoins as a replica", || role(first) == ("slave".into(), format!("{}:up", first + 2)));
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "bar"]).as_deref(), Some("2"));
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "foo"]).as_deref(), Some("1"));
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -386,3 +386,33 @@ fn a_promoted_replica_continues_the_stream_for_the_other_replica_and_the_old_mas
     assert_eq!(dataset(&mut mc), dataset(&mut mb));
     assert_eq!(dataset(&mut ma), dataset(&mut mb));
 }
+
+#[test]
+fn a_replica_gives_its_master_the_masterauth_password() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::temp_dir("masterauth");
+    let secret = dir.join("engine.secret");
+    std::fs::write(&secret, "replication-secret\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let secret = secret.to_str().unwrap();
+    let master = Engine::start(&["--requirepass-file", secret]);
+    let mut m = master.client();
+    q::<()>(&mut m, &["AUTH", "replication-secret"]);
+    q::<()>(&mut m, &["SET", "k", "v"]);
+    // Without the password the link stays down, saying why.
+    let plain = Engine::start(&[]);
+    let mut p = plain.client();
+    q::<()>(&mut p, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert_eq!(replication_field(&mut p, "master_link_status"), "down");
+    // With it (CONFIG SET masterauth), the link comes up; from the file at start, too.
+    q::<()>(&mut p, &["CONFIG", "SET", "masterauth", "replication-secret"]);
+    common::eventually(20, "the link is up with the password", || replication_field(&mut p, "master_link_status") == "up");
+    assert_eq!(q::<String>(&mut p, &["GET", "k"]), "v");
+    let filed = Engine::start(&["--masterauth-file", secret, "--requirepass-file", secret]);
+    let mut f = filed.client();
+    q::<()>(&mut f, &["AUTH", "replication-secret"]);
+    q::<()>(&mut f, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    common::eventually(20, "the link is up with the file's password", || replication_field(&mut f, "master_link_status") == "up");
+    assert_eq!(q::<String>(&mut f, &["GET", "k"]), "v");
+}

@@ -99,11 +99,22 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
             None if entry.last_ok.elapsed() >= console.config.failover_after => format!("unreachable for {} ms", entry.last_ok.elapsed().as_millis()),
             None => continue,
         };
-        if mine.is_empty() {
-            continue;
-        }
-        if failover(console, idx, address, &mine, &why).await? {
+        let restarted = why.starts_with("restarted");
+        if !mine.is_empty() && failover(console, idx, address, &mine, &why).await? {
             seen.remove(&idx);
+        } else if restarted {
+            // Nothing to fail over to: the restarted primary serves again (if it came back
+            // fenced, waiting for its role) with what it has.
+            if let Ok(mut n) = Node::engine_bounded(address, password, PROBE).await {
+                if n.run::<String>(&["REPLICAOF", "NO", "ONE"]).await.is_ok() {
+                    event(
+                        console,
+                        "primary",
+                        format!("engine {idx} ({address}) restarted with no replica to take over: it serves again, with the data it has"),
+                    )
+                    .await;
+                }
+            }
         }
     }
     // Replicas follow their primary (after a failover: the new one; the old primary, when

@@ -113,6 +113,14 @@ pub struct EngineSettings {
     /// A file (mode 0600) holding the password every client must give (`AUTH <password>`,
     /// the default user's, as Redis's `requirepass`). `terrace up` makes one for its engines.
     pub requirepass_file: Option<PathBuf>,
+    /// A file (mode 0600) holding the password this engine gives its master when it is a
+    /// replica (Redis's `masterauth`). `terrace up` gives its replicas the engines' one.
+    pub masterauth_file: Option<PathBuf>,
+    /// Start fenced: answer nothing but INFO, ROLE, REPLICAOF and their like until a
+    /// REPLICAOF gives the engine a role (NO ONE at once; a master once the first sync
+    /// from it is done). `terrace up` restarts a replicated engine so: back
+    /// empty, it must not serve as a primary before the coordinator has failed it over.
+    pub wait_for_role: Option<bool>,
 }
 
 /// A number from environment variable `key`, if set.
@@ -178,6 +186,8 @@ impl EngineSettings {
             flush_batch: self.flush_batch.or(other.flush_batch),
             enable_debug_command: self.enable_debug_command.or(other.enable_debug_command),
             requirepass_file: self.requirepass_file.or(other.requirepass_file),
+            masterauth_file: self.masterauth_file.or(other.masterauth_file),
+            wait_for_role: self.wait_for_role.or(other.wait_for_role),
         }
     }
 
@@ -241,6 +251,8 @@ impl EngineSettings {
             flush_batch: number(var("TERRACE_FLUSH_BATCH"), "TERRACE_FLUSH_BATCH")?,
             enable_debug_command: var("TERRACE_ENABLE_DEBUG_COMMAND"),
             requirepass_file: var("TERRACE_REQUIREPASS_FILE").map(PathBuf::from),
+            masterauth_file: var("TERRACE_MASTERAUTH_FILE").map(PathBuf::from),
+            wait_for_role: None,
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(
                     n.parse()
@@ -358,9 +370,15 @@ impl EngineSettings {
             Some(path) => Some(terrace_commands::settings::read_secret_file("requirepass_file", path)?),
             None => None,
         };
+        let masterauth = match &self.masterauth_file {
+            Some(path) => Some(terrace_commands::settings::read_secret_file("masterauth_file", path)?),
+            None => None,
+        };
         Ok(EngineConfig {
             debug_command,
             requirepass,
+            masterauth,
+            wait_for_role: self.wait_for_role.unwrap_or(false),
             tier,
             compression,
             namespaces,
@@ -400,6 +418,10 @@ pub struct EngineConfig {
     pub debug_command: DebugCommand,
     /// The password clients must give (`requirepass_file`); None: none, as Redis by default.
     pub requirepass: Option<String>,
+    /// The password given to a master (`masterauth_file`).
+    pub masterauth: Option<String>,
+    /// Start fenced until REPLICAOF (`wait_for_role`).
+    pub wait_for_role: bool,
     pub data_dir: PathBuf,
     /// log2 of shards per database.
     pub shard_bits: u32,
@@ -643,6 +665,8 @@ impl Default for EngineConfig {
             tenant_slice: std::time::Duration::from_micros(DEFAULT_TENANT_SLICE_US),
             debug_command: DebugCommand::No,
             requirepass: None,
+            masterauth: None,
+            wait_for_role: false,
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
             namespaces: 16,

@@ -115,6 +115,7 @@ fn set_param(srv: &Server, fx: &mut crate::command::pipeline::Effects, ns: usize
                 return Ok(());
             }
         }
+        "masterauth" => *srv.replication.masterauth.lock() = Some(value.clone()).filter(|v| !v.is_empty()),
         "repl-backlog-size" => srv.replication.set_backlog_size(value.parse().unwrap_or(1 << 20)),
         "min-replicas-to-write" => srv.replication.min_replicas.store(value.parse().unwrap_or(0), Ordering::Relaxed),
         "min-replicas-max-lag" => srv.replication.min_replicas_max_lag.store(value.parse().unwrap_or(10), Ordering::Relaxed),

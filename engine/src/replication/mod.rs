@@ -163,6 +163,10 @@ pub struct Replication {
     pub syncs: Syncs,
     /// While a replica: which stream (1 Redis, 2 Terrace) mirrors its master's (0: none).
     mirrored: std::sync::atomic::AtomicU8,
+    /// Fenced until a REPLICAOF gives this engine a role (`wait_for_role`).
+    fenced: AtomicBool,
+    /// The password given to the master (`masterauth`: the configuration's, or CONFIG SET's).
+    pub masterauth: Mutex<Option<String>>,
     /// `repl-backlog-size`, `min-replicas-to-write`, `min-replicas-max-lag` (seconds).
     pub backlog_size: AtomicUsize,
     pub min_replicas: AtomicUsize,
@@ -182,6 +186,8 @@ impl Default for Replication {
             ack_waiters: Mutex::new(Vec::new()),
             syncs: Syncs::default(),
             mirrored: Default::default(),
+            masterauth: Mutex::new(None),
+            fenced: AtomicBool::new(false),
             backlog_size: AtomicUsize::new(1 << 20),
             min_replicas: AtomicUsize::new(0),
             min_replicas_max_lag: AtomicU64::new(10),
@@ -204,6 +210,11 @@ impl Replication {
     /// Follows `master` from now on (None: REPLICAOF NO ONE, this engine is a master again
     /// and keeps its data). Returns false when it already followed that master.
     pub fn follow(&self, master: Option<Master>) -> bool {
+        if master.is_none() {
+            // A master again: it serves what it has. (Told to follow a master, a fenced
+            // engine stays fenced until its first sync is done: `unfence`.)
+            self.unfence();
+        }
         let mut current = self.master.lock();
         if *current == master {
             return false;
@@ -224,6 +235,23 @@ impl Replication {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.changed.notify_all();
         true
+    }
+
+    /// Fences the engine until a REPLICAOF (it restarted and waits for its role).
+    pub fn fence(&self) {
+        self.fenced.store(true, Ordering::SeqCst);
+    }
+
+    /// Serves clients again (REPLICAOF NO ONE, or a replica's first sync done).
+    pub fn unfence(&self) {
+        if self.fenced.swap(false, Ordering::SeqCst) {
+            tracing::info!("serving clients: this engine has its role");
+        }
+    }
+
+    /// Whether the engine waits for a REPLICAOF before it serves clients.
+    pub fn fenced(&self) -> bool {
+        self.fenced.load(Ordering::Relaxed)
     }
 
     /// Whether this engine follows a master (its clients may not write).

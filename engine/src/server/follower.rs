@@ -202,9 +202,14 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
             Err(LinkError::Master(format!("{reply} to {what}")))
         }
     };
+    let password = srv.replication.masterauth.lock().clone();
+    if let Some(p) = password.filter(|p| !p.is_empty()) {
+        let auth = wire.call(&["AUTH", &p])?;
+        expect_ok(auth, "AUTH (masterauth)")?;
+    }
     let pong = wire.call(&["PING"])?;
     if !pong.starts_with("+PONG") {
-        return Err(LinkError::Master(format!("{pong} to PING (a master that needs a password is not supported yet)")));
+        return Err(LinkError::Master(format!("{pong} to PING (set masterauth if the master needs a password)")));
     }
     expect_ok(wire.call(&["REPLCONF", "listening-port", &srv.config.port.to_string()])?, "REPLCONF listening-port")?;
     // (`capa terrace`: an engine master sends every namespace, and says so; redis-server
@@ -242,6 +247,7 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
             link.last_error = None;
         });
         tracing::info!(master = %format!("{}:{}", master.host, master.port), offset, "replication: partial resynchronization, following the master's stream");
+        srv.replication.unfence();
         return apply_stream(&mut wire, locks, *offset, *db);
     }
     let mut words = reply.split(' ');
@@ -274,6 +280,7 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
         l.last_error = None;
     });
     tracing::info!(master = %format!("{}:{}", master.host, master.port), bytes = image.len(), offset, "replication: full sync done, following the master's stream");
+    srv.replication.unfence();
     drop(image);
     apply_stream(&mut wire, locks, offset, 0)
 }

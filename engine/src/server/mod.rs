@@ -147,6 +147,11 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     // thread's connections) and to background workers, never into `Server`.
     let (srv, locks) = Server::new(config, srv_tier, None);
     fit_maxclients(&srv);
+    *srv.replication.masterauth.lock() = srv.config.masterauth.clone();
+    if srv.config.wait_for_role {
+        srv.replication.fence();
+        tracing::warn!("waiting for a role: clients get -TRYAGAIN until a REPLICAOF (from the coordinator) says whom to follow, or NO ONE");
+    }
     if let Some(password) = &srv.config.requirepass {
         crate::command::config::set_requirepass_at_start(&srv, password)
             .map_err(|reason| crate::config::ConfigError::Invalid { key: "requirepass_file".into(), reason })?;

@@ -115,6 +115,8 @@ pub trait Gate {
     fn read_only_replica(&self) -> bool;
     /// Whether fewer good replicas are attached than `min-replicas-to-write` asks.
     fn too_few_replicas(&self) -> bool;
+    /// Whether the engine waits for a REPLICAOF to give it a role (`wait_for_role`).
+    fn fenced(&self) -> bool;
 }
 
 /// What admission decided.
@@ -156,6 +158,9 @@ pub enum Refusal {
     ReadOnlyReplica,
     /// A write while fewer good replicas are attached than `min-replicas-to-write`.
     NoReplicas,
+    /// Anything but what a replica with no master answers (Redis's `stale` commands), while
+    /// the engine waits for its role.
+    Fenced,
 }
 
 /// Decides whether command `spec` (found by `argv[0]`) may run for `caller`. An
@@ -198,6 +203,9 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     let effective = Effective::of(spec, argv, caller.namespace, gate);
     if origin == Origin::Client && !caller.authenticated && !spec.no_auth && gate.auth_required() {
         return Verdict::Refuse(NoAuth);
+    }
+    if origin == Origin::Client && !caller.master && gate.fenced() && !(spec.flags.has(Flags::STALE) || spec.id == CommandId::Ping) {
+        return Verdict::Refuse(Fenced);
     }
     // The master's stream is applied whatever this replica's ACL rules, memory or running
     // script say (Redis's master client is not checked either): refusing a command of it
@@ -301,6 +309,7 @@ impl Refusal {
                 .into(),
             Refusal::ReadOnlyReplica => "READONLY You can't write against a read only replica.".into(),
             Refusal::NoReplicas => "NOREPLICAS Not enough good replicas to write.".into(),
+            Refusal::Fenced => "TRYAGAIN this engine restarted and waits for its role (REPLICAOF from the coordinator, or REPLICAOF NO ONE)".into(),
             Refusal::NotWithStorage => {
                 format!("ERR {} is not supported for a tenant with a storage tier yet", spec.map_or("", |s| s.name).to_ascii_uppercase())
             }
@@ -320,6 +329,7 @@ impl Refusal {
                 | Refusal::Busy(_)
                 | Refusal::ReadOnlyReplica
                 | Refusal::NoReplicas
+                | Refusal::Fenced
         )
     }
 
@@ -363,6 +373,7 @@ mod tests {
         declared: Option<Declared>,
         replica: bool,
         too_few_replicas: bool,
+        fenced: bool,
     }
 
     impl Gate for FakeGate {
@@ -398,6 +409,9 @@ mod tests {
         }
         fn too_few_replicas(&self) -> bool {
             self.too_few_replicas
+        }
+        fn fenced(&self) -> bool {
+            self.fenced
         }
     }
 
@@ -656,5 +670,20 @@ mod tests {
         let master = Caller { master: true, ..caller(&user) };
         assert_eq!(verdict(Origin::Client, &master, &FakeGate { too_few_replicas: true, ..FakeGate::default() }, &["set", "k", "v"]), Verdict::Run);
         assert_eq!(Refusal::NoReplicas.error(Origin::Client, lookup(b"set"), &[b"set"]), "NOREPLICAS Not enough good replicas to write.");
+    }
+
+    #[test]
+    fn a_fenced_engine_answers_only_what_a_masterless_replica_does() {
+        let user = User::default_user();
+        let gate = FakeGate { fenced: true, ..FakeGate::default() };
+        for argv in [&["get", "k"][..], &["set", "k", "v"], &["dbsize"]] {
+            assert_eq!(verdict(Origin::Client, &caller(&user), &gate, argv), Verdict::Refuse(Refusal::Fenced), "{argv:?}");
+        }
+        for argv in [&["info"][..], &["ping"], &["replicaof", "no", "one"], &["role"], &["config", "get", "port"]] {
+            assert_eq!(verdict(Origin::Client, &caller(&user), &gate, argv), Verdict::Run, "{argv:?}");
+        }
+        let master = Caller { master: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &master, &gate, &["set", "k", "v"]), Verdict::Run, "the master's stream");
+        assert!(Refusal::Fenced.error(Origin::Client, lookup(b"get"), &[b"get"]).starts_with("TRYAGAIN "));
     }
 }

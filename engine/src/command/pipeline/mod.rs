@@ -280,6 +280,9 @@ impl Gate for ServerGate<'_> {
     fn too_few_replicas(&self) -> bool {
         self.srv.replication.too_few_replicas()
     }
+    fn fenced(&self) -> bool {
+        self.srv.replication.fenced()
+    }
 }
 
 /// Counts a refusal (answered with `text`), logs an ACL denial, and marks a transaction being
