@@ -479,6 +479,8 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     assert_eq!(topology["engines"][0], format!("127.0.0.1:{}", r0.port));
     assert!(topology["replicas"].as_array().unwrap().iter().any(|r| r["address"] == format!("127.0.0.1:{dead_port}") && r["engine"] == 0));
     assert!(topology["events"].as_array().unwrap().iter().any(|e| e["kind"] == "failover"), "{topology}");
+    let page = session.get(format!("{}/topology", console.url)).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("Fail over now") && page.contains("promoted"), "{page}");
 
     // The old primary comes back empty on its address: it becomes a replica of the new one
     // and never serves the slots.
@@ -491,5 +493,30 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     let (dbsize_new, dbsize_back): (i64, i64) =
         (redis::cmd("DBSIZE").query(&mut r0.client()).unwrap(), redis::cmd("DBSIZE").query(&mut back.client()).unwrap());
     assert_eq!(dbsize_back, dbsize_new, "it resynchronized from the new primary");
+
+    // Roles, offsets and lag as the coordinator sees them; then a planned failover of the
+    // other engine through the API.
+    let mut seen = Value::Null;
+    for _ in 0..50 {
+        seen = api(reqwest::Method::GET, format!("{}/api/v1/topology", console.url), &token, None).await.1;
+        let members = seen["members"].as_array().cloned().unwrap_or_default();
+        if members.len() == 4 && members.iter().all(|m| m["up"] == true && (m["role"] == "primary" || m["linked"] == true)) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let members = seen["members"].as_array().unwrap();
+    assert_eq!(members.len(), 4, "{seen}");
+    assert!(members.iter().all(|m| m["up"] == true && (m["role"] == "primary" || (m["linked"] == true && m["lag"].is_i64()))), "{seen}");
+    let (status, body) = api(reqwest::Method::POST, format!("{}/api/v1/topology/failover", console.url), &token, Some(json!({ "engine": 1 }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["primary"], format!("127.0.0.1:{}", r1.port));
+    let (status, _) = api(reqwest::Method::POST, format!("{}/api/v1/topology/failover", console.url), &token, Some(json!({ "engine": 7 }))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    eventually(20, "writes to engine 1's slots go to its new primary", || {
+        redis::cmd("SET").arg(format!("{{{}}}:after-planned", tags[1][0])).arg(1).query::<()>(&mut c).is_ok()
+            && redis::cmd("EXISTS").arg(format!("{{{}}}:after-planned", tags[1][0])).query::<i64>(&mut r1.client()).unwrap_or(0) == 1
+    });
+    eventually(20, "the old primary of engine 1 follows the new one", || role_of(&e1) == ("slave".into(), "up".into()));
     drop(console);
 }

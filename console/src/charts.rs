@@ -269,6 +269,22 @@ pub fn number(v: f64) -> String {
     }
 }
 
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (days to a civil date: Howard Hinnant's
+/// algorithm; a date crate for this one line of the pages would be more than it needs).
+pub fn date_time(unix: i64) -> String {
+    let (days, secs) = (unix.div_euclid(86400), unix.rem_euclid(86400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
 /// Unix seconds as HH:MM (UTC).
 pub fn clock(v: f64) -> String {
     let s = v as i64 % 86400;
@@ -281,6 +297,13 @@ mod tests {
 
     fn axes(id: &'static str) -> Axes<'static> {
         Axes { id, title: "T <&>", x_label: "x", y_label: "y", x_fmt: ratio, y_fmt: number }
+    }
+
+    #[test]
+    fn dates_are_civil_utc() {
+        assert_eq!(date_time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(date_time(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(date_time(1_796_257_969), "2026-12-03 00:32:49 UTC");
     }
 
     #[test]

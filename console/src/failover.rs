@@ -28,6 +28,23 @@ struct Seen {
     run_id: Option<String>,
 }
 
+/// One engine of the topology as the coordinator last saw it (the Topology page and API).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Member {
+    pub address: String,
+    /// The slot map's engine it serves or follows.
+    pub engine: usize,
+    /// `primary` or `replica`.
+    pub role: &'static str,
+    pub up: bool,
+    /// Its replication offset (-1: unknown).
+    pub offset: i64,
+    /// A replica: its link to the primary is up.
+    pub linked: bool,
+    /// A replica: bytes behind its primary (None: unknown).
+    pub lag: Option<i64>,
+}
+
 /// What a node answered.
 struct Probe {
     run_id: String,
@@ -72,8 +89,10 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
     let (engines, _) = db::topology(&console.db).await?;
     let replicas = db::replicas(&console.db).await?;
     if replicas.is_empty() {
+        console.state.lock().members = Vec::new();
         return Ok(());
     }
+    let mut members = Vec::new();
     let password = console.config.engine_password.as_deref();
     for (idx, address) in engines.iter().enumerate() {
         let mine: Vec<String> = replicas.iter().filter(|(_, e)| *e == idx).map(|(a, _)| a.clone()).collect();
@@ -81,7 +100,17 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         if entry.address != *address {
             *entry = Seen { address: address.clone(), last_ok: Instant::now(), run_id: None };
         }
-        let why = match probe(address, password).await {
+        let probed = probe(address, password).await;
+        members.push(Member {
+            address: address.clone(),
+            engine: idx,
+            role: "primary",
+            up: probed.is_some(),
+            offset: probed.as_ref().map_or(-1, |p| p.offset),
+            linked: false,
+            lag: None,
+        });
+        let why = match probed {
             Some(p) if p.following.is_none() => {
                 entry.last_ok = Instant::now();
                 let restarted = entry.run_id.as_ref().is_some_and(|r| *r != p.run_id);
@@ -122,7 +151,18 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
     let (engines, _) = db::topology(&console.db).await?;
     for (address, idx) in db::replicas(&console.db).await? {
         let Some(primary) = engines.get(idx) else { continue };
-        let Some(p) = probe(&address, password).await else { continue };
+        let probed = probe(&address, password).await;
+        let primary_offset = members.iter().find(|m| m.engine == idx && m.role == "primary" && m.offset >= 0).map(|m| m.offset);
+        members.push(Member {
+            address: address.clone(),
+            engine: idx,
+            role: "replica",
+            up: probed.is_some(),
+            offset: probed.as_ref().map_or(-1, |p| p.offset),
+            linked: probed.as_ref().is_some_and(|p| p.following.as_ref().is_some_and(|f| f.2)),
+            lag: probed.as_ref().filter(|p| p.offset >= 0).and_then(|p| primary_offset.map(|o| (o - p.offset).max(0))),
+        });
+        let Some(p) = probed else { continue };
         let Some((host, port)) = primary.rsplit_once(':').and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?))) else { continue };
         if p.following.as_ref().is_some_and(|(h, pt, _)| *h == host && *pt == port) {
             continue;
@@ -133,6 +173,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
             Err(e) => tracing::warn!(replica = %address, error = %e, "cannot point a replica at its primary"),
         }
     }
+    console.state.lock().members = members;
     Ok(())
 }
 

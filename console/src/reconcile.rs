@@ -53,6 +53,8 @@ impl NodeStatus {
 pub struct State {
     pub proxies: Vec<NodeStatus>,
     pub engines: Vec<NodeStatus>,
+    /// The replication topology as the coordinator last saw it.
+    pub members: Vec<crate::failover::Member>,
     /// Per engine address: (run_id, digest) last pushed.
     pushed: HashMap<String, (String, String)>,
     last_sample: Option<Instant>,

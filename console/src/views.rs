@@ -199,6 +199,9 @@ pub struct AdvisorPage {
 pub struct TopologyPage {
     pub frame: Frame,
     pub engines: Vec<String>,
+    /// Primaries and replicas as the coordinator last saw them (empty: no replicas).
+    pub members: Vec<crate::failover::Member>,
+    pub events: Vec<crate::db::Event>,
     pub ranges: Vec<(u16, u16, usize)>,
     pub proxies: Vec<String>,
     pub map_svg: String,
@@ -207,6 +210,11 @@ pub struct TopologyPage {
 impl TopologyPage {
     pub fn engine_address(&self, index: &usize) -> String {
         self.engines.get(*index).cloned().unwrap_or_default()
+    }
+
+    /// A unix time as the pages show times.
+    pub fn when(&self, at: &i64) -> String {
+        crate::charts::date_time(*at)
     }
 }
 

@@ -165,7 +165,8 @@ async fn topology(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
     let events = db::events(&c.db, 50).await.unwrap_or_default();
     let slots: Vec<Value> = ranges.iter().map(|(f, l, e)| json!({ "first": f, "last": l, "engine": e })).collect();
     let replicas: Vec<Value> = replicas.iter().map(|(a, e)| json!({ "address": a, "engine": e })).collect();
-    Json(json!({ "engines": engines, "replicas": replicas, "slots": slots, "proxies": proxies, "events": events })).into_response()
+    let members = c.state.lock().members.clone();
+    Json(json!({ "engines": engines, "replicas": replicas, "members": members, "slots": slots, "proxies": proxies, "events": events })).into_response()
 }
 
 #[derive(serde::Deserialize)]

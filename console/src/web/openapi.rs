@@ -52,7 +52,7 @@ pub fn document() -> Value {
                 "responses": op("", "200", &["404", "502"])["responses"].clone(),
             } })),
             "/tenants/{name}/apply": sub(json!({ "post": op("Apply the recommended configuration to the tenant.", "200", &["404", "409", "502"]) })),
-            "/topology": { "get": op("Engines (primaries), their replicas, the slot map, the proxies and the coordinator's latest events.", "200", &[]) },
+            "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies and the coordinator's latest events.", "200", &[]) },
             "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", &["404", "409", "422", "502"]), "FailoverRequest") },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked.", "200", &[]) },
             "/tokens": {

@@ -309,7 +309,32 @@ pub async fn topology(State(console): State<Arc<Console>>, PageUser(s, _): PageU
         Err(e) => return op_error(&s, e.into()),
     };
     let proxies = db::proxies(&console.db).await.unwrap_or_default();
-    TopologyPage { frame: frame(&s), map_svg: slot_map_svg(&ranges), engines, ranges, proxies }.into_response()
+    let events = db::events(&console.db, 30).await.unwrap_or_default();
+    let members = console.state.lock().members.clone();
+    TopologyPage { frame: frame(&s), map_svg: slot_map_svg(&ranges), engines, members, events, ranges, proxies }.into_response()
+}
+
+/// "Fail over now" on the Topology page: the engine's best replica takes its place.
+pub async fn fail_over(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    let Some(idx) = f.get("engine").and_then(|e| e.parse::<usize>().ok()) else {
+        return error_page(Some(frame(&s)), StatusCode::UNPROCESSABLE_ENTITY, "Which engine? (engine: a number)");
+    };
+    let engines = db::topology(&console.db).await.map(|t| t.0).unwrap_or_default();
+    let Some(old) = engines.get(idx).cloned() else {
+        return error_page(Some(frame(&s)), StatusCode::NOT_FOUND, &format!("There is no engine {idx} in the slot map."));
+    };
+    let replicas: Vec<String> = db::replicas(&console.db).await.unwrap_or_default().into_iter().filter(|(_, e)| *e == idx).map(|(a, _)| a).collect();
+    if replicas.is_empty() {
+        return error_page(Some(frame(&s)), StatusCode::CONFLICT, &format!("Engine {idx} ({old}) has no replica to fail over to."));
+    }
+    match crate::failover::failover(&console, idx, &old, &replicas, "failed over by the operator").await {
+        Ok(true) => Redirect::to("/topology").into_response(),
+        Ok(false) => error_page(Some(frame(&s)), StatusCode::BAD_GATEWAY, "No replica could be promoted (see the events on the Topology page)."),
+        Err(e) => op_error(&s, e.into()),
+    }
 }
 
 pub async fn tokens(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
