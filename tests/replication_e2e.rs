@@ -97,7 +97,7 @@ fn a_terrace_engine_replicates_a_redis_server() {
     let mut m = master.client();
     // The first sync diskless (Redis 7's default: `$EOF:<mark>`), without its 5 s wait.
     q::<()>(&mut m, &["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
-    mixed_writes(&mut m, 0, 6000);
+    mixed_writes(&mut m, 0, 40_000);
     let engine = Engine::start(&[]);
     let mut r = engine.client();
     q::<()>(&mut r, &["SET", "replica-only", "gone at the sync"]);
@@ -112,8 +112,9 @@ fn a_terrace_engine_replicates_a_redis_server() {
 
     // The command stream: more of every type, a transaction, a script, SPOP, relative
     // expiries; WAIT counts the replica once it has acknowledged them.
+    // (100,000 writes in all by the end of these rounds.)
     for round in 1..4 {
-        mixed_writes(&mut m, round, 3000);
+        mixed_writes(&mut m, round, 20_000);
         assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1, "round {round}: the replica acknowledged the stream");
         assert_eq!(dataset(&mut r), dataset(&mut m), "round {round}");
     }
@@ -201,7 +202,7 @@ fn dbsize(c: &mut redis::Connection) -> i64 {
 fn a_redis_server_replicates_a_terrace_engine() {
     let engine = Engine::start(&[]);
     let mut m = engine.client();
-    mixed_writes(&mut m, 0, 6000);
+    mixed_writes(&mut m, 0, 40_000);
     assert_eq!(q::<i64>(&mut m, &["WAIT", "0", "0"]), 0);
     let replica = common::start_redis_with(&["--replicaof", "127.0.0.1", &engine.port.to_string()]);
     let mut r = replica.client();
@@ -211,8 +212,9 @@ fn a_redis_server_replicates_a_terrace_engine() {
 
     // The stream: every type, a transaction, a script's writes, SPOP, XADD *, relative
     // expiries (sent as absolute times), another database.
+    // (100,000 writes in all by the end of these rounds.)
     for round in 1..4 {
-        mixed_writes(&mut m, round, 3000);
+        mixed_writes(&mut m, round, 20_000);
         assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1, "round {round}: the replica acknowledged");
         assert_eq!(dataset(&mut r), dataset(&mut m), "round {round}");
     }
@@ -415,4 +417,50 @@ fn a_replica_gives_its_master_the_masterauth_password() {
     q::<()>(&mut f, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
     common::eventually(20, "the link is up with the file's password", || replication_field(&mut f, "master_link_status") == "up");
     assert_eq!(q::<String>(&mut f, &["GET", "k"]), "v");
+}
+
+fn info_number(c: &mut redis::Connection, section: &str, field: &str) -> f64 {
+    let text: String = q(c, &["INFO", section]);
+    text.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':'))).unwrap_or_else(|| panic!("no {field}")).trim().parse().unwrap()
+}
+
+/// An engine with a PMem tier and a compressing tenant, and a replica configured alike (as
+/// the console pushes tenants' settings to every engine): the same logical data, and about
+/// the same memory (the replica encodes and places values by its own settings).
+#[test]
+fn a_replica_of_a_tiered_compressing_engine_holds_the_same_data_in_about_the_same_memory() {
+    let tiered = |tag: &str| {
+        let dir = common::temp_dir(tag);
+        let arena = dir.join("pmem.arena");
+        let args = ["--pmem-path", arena.to_str().unwrap(), "--pmem-size", "64mb", "--dram-max", "2mb", "--tier-policy", "dram-first"];
+        Engine::start_in(&dir, &args, &[])
+    };
+    let (master, replica) = (tiered("tiered-master"), tiered("tiered-replica"));
+    let (mut m, mut r) = (master.client(), replica.client());
+    let (mut alice, mut r_alice) = (master.client(), replica.client());
+    for c in [&mut alice, &mut r_alice] {
+        q::<()>(c, &["TERRACE.NAMESPACE", "alice", "COMPRESSION", "zstd", "COMPRESSION-MIN-SIZE", "16"]);
+    }
+    let value = |i: usize| format!("{{\"id\":{i},\"city\":\"Springfield\",\"country\":\"US\",\"population\":{},\"tags\":[\"a\",\"b\"]}}", i * 7);
+    for (c, prefix) in [(&mut m, "d"), (&mut alice, "a")] {
+        let mut p = redis::pipe();
+        for i in 0..20_000 {
+            p.cmd("SET").arg(format!("{prefix}:{i}")).arg(value(i)).ignore();
+        }
+        p.query::<()>(c).unwrap();
+    }
+    q::<()>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    common::eventually(30, "the replica's link is up", || replication_field(&mut r, "master_link_status") == "up");
+    // More after the sync, through the stream.
+    for i in 20_000..25_000 {
+        q::<()>(&mut alice, &["SET", &format!("a:{i}"), &value(i)]);
+    }
+    assert_eq!(q::<i64>(&mut alice, &["WAIT", "1", "10000"]), 1);
+    assert_eq!(dataset(&mut r), dataset(&mut m), "the default namespace");
+    assert_eq!(dataset(&mut r_alice), dataset(&mut alice), "the compressing tenant");
+    assert!(info_number(&mut m, "tiers", "pmem_keys") > 0.0 && info_number(&mut r, "tiers", "pmem_keys") > 0.0, "values in PMem on both");
+    for (section, field) in [("memory", "used_memory"), ("tiers", "pmem_value_bytes")] {
+        let (a, b) = (info_number(&mut m, section, field), info_number(&mut r, section, field));
+        assert!((b / a - 1.0).abs() <= 0.10, "{field}: the replica's {b} vs the primary's {a}");
+    }
 }

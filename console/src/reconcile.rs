@@ -106,7 +106,9 @@ pub async fn pass(console: &Console) -> Outcome {
         proxy_status.push(s);
     }
     let mut engine_status = Vec::new();
-    for addr in &want.engines {
+    // Replicas get the tenants' settings too: promoted, they serve with them.
+    let replicas: Vec<String> = db::replicas(&console.db).await.unwrap_or_default().into_iter().map(|(a, _)| a).collect();
+    for addr in want.engines.iter().chain(&replicas) {
         let last = console.state.lock().pushed.get(addr).cloned();
         let (s, pushed) = check_engine(addr, console.config.engine_password.as_deref(), &want, last).await;
         errors.extend(s.error.iter().map(|e| format!("engine {addr}: {e}")));

@@ -170,6 +170,7 @@ impl Wire<'_> {
                 if self.buf.len() >= mark.len() && self.buf.ends_with(&mark) {
                     let mut image = self.buf.split();
                     image.truncate(image.len() - mark.len());
+                    self.own_buffer();
                     return Ok(image);
                 }
                 self.fill(SILENCE)?;
@@ -181,7 +182,18 @@ impl Wire<'_> {
         while self.buf.len() < len {
             self.fill(SILENCE)?;
         }
-        Ok(self.buf.split_to(len))
+        let image = self.buf.split_to(len);
+        self.own_buffer();
+        Ok(image)
+    }
+
+    /// Moves what follows a snapshot into a buffer of its own: split off, the snapshot still
+    /// shares its allocation with the rest, which would keep all of it alive after the
+    /// snapshot is loaded and dropped.
+    fn own_buffer(&mut self) {
+        let mut fresh = BytesMut::with_capacity(self.buf.len().max(64 * 1024));
+        fresh.extend_from_slice(&self.buf);
+        self.buf = fresh;
     }
 }
 
