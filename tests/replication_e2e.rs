@@ -464,3 +464,34 @@ fn a_replica_of_a_tiered_compressing_engine_holds_the_same_data_in_about_the_sam
         assert!((b / a - 1.0).abs() <= 0.10, "{field}: the replica's {b} vs the primary's {a}");
     }
 }
+
+/// A replica killed while its full sync is loading, started again on its data directory and
+/// pointed at the master again, converges.
+#[test]
+fn a_replica_restarted_mid_sync_converges() {
+    let master = Engine::start(&[]);
+    let mut m = master.client();
+    let mut p = redis::pipe();
+    for i in 0..300_000 {
+        p.cmd("SET").arg(format!("key:{i}")).arg(format!("value of key {i} with some padding to be loaded")).ignore();
+    }
+    p.query::<()>(&mut m).unwrap();
+    let mut replica = Engine::start(&[]);
+    let mut r = replica.client();
+    q::<()>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    // Killed while it loads the master's snapshot (`master_sync_in_progress:1`).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while replication_field(&mut r, "master_sync_in_progress") != "1" {
+        assert!(std::time::Instant::now() < deadline, "the sync did not start");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    replica.restart(&[]);
+    let mut r = replica.client();
+    q::<()>(&mut m, &["SET", "after", "the restart"]);
+    q::<()>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    common::eventually(30, "the restarted replica's link is up", || replication_field(&mut r, "master_link_status") == "up");
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1);
+    assert_eq!(q::<i64>(&mut r, &["DBSIZE"]), 300_001);
+    assert_eq!(q::<String>(&mut r, &["GET", "after"]), "the restart");
+    assert_eq!(q::<String>(&mut r, &["GET", "key:299999"]), "value of key 299999 with some padding to be loaded");
+}
