@@ -520,3 +520,88 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     eventually(20, "the old primary of engine 1 follows the new one", || role_of(&e1) == ("slave".into(), "up".into()));
     drop(console);
 }
+
+/// Ten rounds: sixteen writers through the proxy with `WAIT 1 200` after each write, and the
+/// primary of one engine killed with SIGKILL each round (its replica takes over; the killed
+/// one comes back empty on its port and becomes the replica of the next round). No write a
+/// WAIT acknowledged is lost, the other engine's slots never fail, and writes to the killed
+/// primary's slots succeed again within 10 s every round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_kills_of_a_primary_lose_no_acknowledged_write() {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (a, e1, b, r1) = (Engine::start(&[]), Engine::start(&[]), Engine::start(&[]), Engine::start(&[]));
+    let proxy = Proxy::start_admin_on(free_port(), &[&a, &e1]);
+    let replicas = format!("127.0.0.1:{},127.0.0.1:{}", b.port, r1.port);
+    let console = Console::start_with(&[&a, &e1], &[&proxy], &["--replicas", &replicas, "--health-ms", "200", "--failover-after-ms", "1000"]);
+    eventually(20, "the replicas follow", || role_of(&b) == ("slave".into(), "up".into()) && role_of(&r1) == ("slave".into(), "up".into()));
+    let tags = tags_per_engine(proxy.port, &a, 16);
+    let (mut primary, mut replica) = (a.port, b.port);
+    let mut pair: HashMap<u16, Engine> = HashMap::from([(a.port, a), (b.port, b)]);
+
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..16)
+        .map(|w| {
+            let (stop, tags, port) = (stop.clone(), tags.clone(), proxy.port);
+            std::thread::spawn(move || {
+                let connect = || redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+                let mut c = connect();
+                let (mut acked, mut other_failures, mut n) = (Vec::new(), Vec::new(), 0usize);
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let engine = n % 2;
+                    let key = format!("{{{}}}:w{w}:{n}", tags[engine][(n / 2) % tags[engine].len()]);
+                    match redis::cmd("SET").arg(&key).arg(n).query::<()>(&mut c) {
+                        Ok(()) => {
+                            if matches!(redis::cmd("WAIT").arg(1).arg(200).query::<i64>(&mut c), Ok(1)) {
+                                acked.push((key, n));
+                            }
+                        }
+                        Err(e) => {
+                            if engine == 1 {
+                                other_failures.push(e.to_string());
+                            }
+                            if e.is_connection_dropped() || e.is_io_error() {
+                                c = connect();
+                            }
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                        }
+                    }
+                }
+                (acked, other_failures)
+            })
+        })
+        .collect();
+    let mut probe = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    let mut recoveries = Vec::new();
+    for round in 0..10 {
+        eventually(30, "the replica is linked", || role_of(&pair[&replica]) == ("slave".into(), "up".into()));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let mut dead = pair.remove(&primary).unwrap();
+        let _ = dead.child.kill();
+        let _ = dead.child.wait();
+        let killed = std::time::Instant::now();
+        while redis::cmd("SET").arg(format!("{{{}}}:probe", tags[0][0])).arg(round).query::<()>(&mut probe).is_err() {
+            assert!(killed.elapsed() < std::time::Duration::from_secs(10), "round {round}: writes not back within 10 s");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        recoveries.push(killed.elapsed());
+        pair.insert(primary, Engine::start_on(primary, &temp_dir("engine")));
+        std::mem::swap(&mut primary, &mut replica);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = Vec::new();
+    for w in writers {
+        let (a, other_failures) = w.join().unwrap();
+        assert!(other_failures.is_empty(), "the other engine's slots never fail: {other_failures:?}");
+        acked.extend(a);
+    }
+    assert!(acked.len() > 500, "writes were acknowledged ({})", acked.len());
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    for (key, n) in &acked {
+        let v: Option<usize> = redis::cmd("GET").arg(key).query(&mut c).unwrap();
+        assert_eq!(v, Some(*n), "acknowledged write {key} lost");
+    }
+    eprintln!("writes back after each kill: {recoveries:?}");
+    drop(console);
+}
