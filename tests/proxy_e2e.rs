@@ -462,9 +462,26 @@ fn many_clients_through_the_proxy() {
     assert_eq!(n, 4000);
 }
 
+/// Starts `terrace up` on engines from port `first` on (and its console on `console_port`)
+/// with `extra` flags; answers the process and the proxy's Redis port.
+fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&str]) -> (std::process::Child, u16) {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
+    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
+        .arg(dir)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    common::die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("terrace proxy ready on "), "{line}");
+    (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
+}
+
 #[test]
 fn terrace_up_runs_two_engines_behind_the_proxy() {
-    use std::io::{BufRead, BufReader};
     let dir = temp_dir("up");
     // Two consecutive free ports for the engines.
     let first = loop {
@@ -474,17 +491,7 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
         }
     };
     let console_port = common::free_port();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
-    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
-        .arg(&dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    common::die_with_parent(&mut cmd);
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("terrace proxy ready on "), "{line}");
-    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let (mut child, port) = start_up(&dir, first, console_port, &[]);
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     let _: () = q(&mut c, &["MSET", "foo", "1", "bar", "0"]);
     // The engines answer only who knows their password: a secret the appliance keeps in
@@ -767,7 +774,6 @@ fn a_tenant_over_its_memory_limit_gets_oom_alone() {
 /// sees the empty restarted engine.
 #[test]
 fn terrace_up_with_replicas_fails_over_a_primary_that_died() {
-    use std::io::{BufRead, BufReader};
     let dir = temp_dir("up-replicas");
     let first = loop {
         let p = common::free_port();
@@ -775,30 +781,7 @@ fn terrace_up_with_replicas_fails_over_a_primary_that_died() {
             break p;
         }
     };
-    let console_port = common::free_port();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
-    cmd.args([
-        "up",
-        "--replicas",
-        "1",
-        "--port",
-        "0",
-        "--memcache-port",
-        "0",
-        "--engine-port",
-        &first.to_string(),
-        "--console-port",
-        &console_port.to_string(),
-        "--data-dir",
-    ])
-    .arg(&dir)
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::null());
-    common::die_with_parent(&mut cmd);
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let (mut child, port) = start_up(&dir, first, common::free_port(), &["--replicas", "1"]);
     let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
     let engine = |p: u16| redis::Client::open(format!("redis://:{secret}@127.0.0.1:{p}/")).unwrap().get_connection().unwrap();
     let role = |p: u16| -> (String, String) {

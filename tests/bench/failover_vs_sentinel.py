@@ -90,6 +90,22 @@ class Writer(threading.Thread):
                 time.sleep(0.01)
 
 
+def one_kill(where, kill, survivor, timeout):
+    """Writes through the server `where()` names, `kill()`s the primary after 1.5 s: (seconds
+    until a SET succeeds again, SETs answered OK before the kill that `survivor()` lacks,
+    SETs answered OK before the kill)."""
+    w = Writer(where)
+    w.start()
+    time.sleep(1.5)
+    kill()
+    w.killed_at = time.monotonic()
+    wait_until(lambda: w.back_after is not None, timeout)
+    time.sleep(0.5)
+    w.stop = True
+    w.join()
+    return w.back_after, lost(survivor(), w.acked), len(w.acked)
+
+
 def linked(port):
     """Whether the server at `port` is a replica with its link up."""
     try:
@@ -132,18 +148,9 @@ def terrace_rounds(terrace, tmp, rounds):
         primary, replica = ports
         for r in range(rounds):
             wait_until(lambda: linked(replica), 60)
-            w = Writer(lambda: proxy)
-            w.start()
-            time.sleep(1.5)
-            procs[primary].kill()
-            procs[primary].wait()
-            w.killed_at = time.monotonic()
-            wait_until(lambda: w.back_after is not None, 120)
-            time.sleep(0.5)
-            w.stop = True
-            w.join()
-            results.append((w.back_after, lost(proxy, w.acked), len(w.acked)))
-            print(f"terrace round {r + 1}: writes back after {w.back_after:.2f} s, {results[-1][1]} of {len(w.acked)} lost", flush=True)
+            dead = procs[primary]
+            results.append(one_kill(lambda: proxy, lambda: (dead.kill(), dead.wait()), lambda: proxy, 120))
+            print(f"terrace round {r + 1}: writes back after {results[-1][0]:.2f} s, {results[-1][1]} of {results[-1][2]} lost", flush=True)
             engine(primary)  # back empty: the console makes it the new primary's replica
             primary, replica = replica, primary
     finally:
@@ -185,19 +192,10 @@ def sentinel_rounds(tmp, rounds, down_after):
             primary = master()
             replica = ports[1] if primary == ports[0] else ports[0]
             wait_until(lambda: linked(replica), 120)
-            w = Writer(master)
-            w.start()
-            time.sleep(1.5)
-            procs[primary].kill()
-            procs[primary].wait()
-            w.killed_at = time.monotonic()
-            wait_until(lambda: w.back_after is not None, 300)
-            time.sleep(0.5)
-            w.stop = True
-            w.join()
-            results.append((w.back_after, lost(master(), w.acked), len(w.acked)))
+            dead = procs[primary]
+            results.append(one_kill(master, lambda: (dead.kill(), dead.wait()), master, 300))
             label = "default" if down_after is None else str(down_after)
-            print(f"sentinel ({label}) round {r + 1}: writes back after {w.back_after:.2f} s, {results[-1][1]} of {len(w.acked)} lost", flush=True)
+            print(f"sentinel ({label}) round {r + 1}: writes back after {results[-1][0]:.2f} s, {results[-1][1]} of {results[-1][2]} lost", flush=True)
             server(primary)  # back empty: Sentinel makes it the new master's replica
     finally:
         for p in list(procs.values()) + [se]:

@@ -23,24 +23,14 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_redis import bench, cli, free_port, load_memory_dataset, require_tools, wait_port, write_dataset  # noqa: E402
-from replica_of_redis import replication_field, wait_until  # noqa: E402
+from engine_vs_redis import bench, cli, load_memory_dataset, require_tools, write_dataset  # noqa: E402
+from replica_of_redis import replication_field, start_server, wait_until  # noqa: E402
 
 RUNS = [("set", 16, 2_000_000), ("get", 16, 2_000_000), ("set", 1, 200_000), ("get", 1, 200_000)]
 
 
 def start(kind, terrace, tmp, core):
-    port = free_port()
-    data = os.path.join(tmp, f"{kind}-{port}")
-    os.makedirs(data)
-    if kind == "terrace":
-        cmd = [terrace, "engine", "--port", str(port), "--threads", "1", "--data-dir", data]
-    else:
-        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", data,
-               "--repl-diskless-sync-delay", "0"]
-    p = subprocess.Popen(["taskset", "-c", str(core)] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port)
-    return port, p
+    return start_server(kind, terrace, tmp, core, ["--repl-diskless-sync-delay", "0"])
 
 
 def run_one(kind, terrace, tmp, dataset):

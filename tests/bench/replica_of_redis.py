@@ -35,17 +35,23 @@ def replication_field(port, name):
     raise KeyError(name)
 
 
-def start_replica(kind, terrace, tmp):
+def start_server(kind, terrace, tmp, core, redis_args=()):
+    """`terrace engine --threads 1` or redis-server (without persistence) on a free port,
+    pinned to `core`: (port, process)."""
     port = free_port()
     data = os.path.join(tmp, f"{kind}-{port}")
     os.makedirs(data)
     if kind == "terrace":
         cmd = [terrace, "engine", "--port", str(port), "--threads", "1", "--data-dir", data]
     else:
-        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", data]
-    p = subprocess.Popen(["taskset", "-c", "1"] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", data, *redis_args]
+    p = subprocess.Popen(["taskset", "-c", str(core)] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     return port, p
+
+
+def start_replica(kind, terrace, tmp):
+    return start_server(kind, terrace, tmp, 1)
 
 
 def wait_until(check, timeout=300.0):
