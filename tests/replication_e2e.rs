@@ -479,12 +479,15 @@ fn a_replica_restarted_mid_sync_converges() {
     let mut replica = Engine::start(&[]);
     let mut r = replica.client();
     q::<()>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
-    // Killed while it loads the master's snapshot (`master_sync_in_progress:1`).
+    // Killed while it loads the master's snapshot (INFO persistence `loading:1`), when its
+    // clients get -LOADING rather than a keyspace half replaced.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while replication_field(&mut r, "master_sync_in_progress") != "1" {
-        assert!(std::time::Instant::now() < deadline, "the sync did not start");
+    while info_number(&mut r, "persistence", "loading") != 1.0 {
+        assert!(std::time::Instant::now() < deadline, "the load did not start");
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+    let e = redis::cmd("GET").arg("key:1").query::<Option<String>>(&mut r).unwrap_err();
+    assert!(e.to_string().contains("Redis is loading the dataset in memory"), "{e}");
     replica.restart(&[]);
     let mut r = replica.client();
     q::<()>(&mut m, &["SET", "after", "the restart"]);

@@ -1278,7 +1278,8 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         let snap = &srv.snapshot;
         let _ = write!(
             s,
-            "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n",
+            "# Persistence\r\nloading:{}\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n",
+            u8::from(srv.replication.loading()),
             snap.in_progress.load(Ordering::Relaxed) as u8,
             snap.last_save.load(Ordering::Relaxed),
             if snap.last_ok.load(Ordering::Relaxed) { "ok" } else { "err" }

@@ -165,6 +165,8 @@ pub struct Replication {
     mirrored: std::sync::atomic::AtomicU8,
     /// Fenced until a REPLICAOF gives this engine a role (`wait_for_role`).
     fenced: AtomicBool,
+    /// A replica is replacing its keyspace with its master's snapshot.
+    loading: AtomicBool,
     /// The password given to the master (`masterauth`: the configuration's, or CONFIG SET's).
     pub masterauth: Mutex<Option<String>>,
     /// `repl-backlog-size`, `min-replicas-to-write`, `min-replicas-max-lag` (seconds).
@@ -188,6 +190,7 @@ impl Default for Replication {
             mirrored: Default::default(),
             masterauth: Mutex::new(None),
             fenced: AtomicBool::new(false),
+            loading: AtomicBool::new(false),
             backlog_size: AtomicUsize::new(1 << 20),
             min_replicas: AtomicUsize::new(0),
             min_replicas_max_lag: AtomicU64::new(10),
@@ -240,6 +243,16 @@ impl Replication {
     /// Fences the engine until a REPLICAOF (it restarted and waits for its role).
     pub fn fence(&self) {
         self.fenced.store(true, Ordering::SeqCst);
+    }
+
+    /// While a replica loads its master's snapshot, clients get -LOADING (but for Redis's
+    /// `loading` commands): they would see the keyspace half replaced.
+    pub fn set_loading(&self, on: bool) {
+        self.loading.store(on, Ordering::SeqCst);
+    }
+
+    pub fn loading(&self) -> bool {
+        self.loading.load(Ordering::Relaxed)
     }
 
     /// Serves clients again (REPLICAOF NO ONE, or a replica's first sync done).

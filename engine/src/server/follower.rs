@@ -299,12 +299,14 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
 
 /// Replaces every key with the master's snapshot (the default namespace's libraries too).
 fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), LinkError> {
+    srv.replication.set_loading(true);
     srv.keyspace.clear_all(locks);
     for ns in srv.scripts.functions.all().into_keys() {
         srv.scripts.functions.flush(ns);
     }
-    crate::snapshot::load_image(srv, locks, image, true, "(the master's snapshot)".into()).map_err(|e| LinkError::Load(e.to_string()))?;
-    Ok(())
+    let loaded = crate::snapshot::load_image(srv, locks, image, true, "(the master's snapshot)".into()).map_err(|e| LinkError::Load(e.to_string()));
+    srv.replication.set_loading(false);
+    loaded.map(|_| ())
 }
 
 /// Applies the master's command stream from offset `offset` (in database `db`),

@@ -117,6 +117,8 @@ pub trait Gate {
     fn too_few_replicas(&self) -> bool;
     /// Whether the engine waits for a REPLICAOF to give it a role (`wait_for_role`).
     fn fenced(&self) -> bool;
+    /// Whether a replica is loading its master's snapshot.
+    fn loading(&self) -> bool;
 }
 
 /// What admission decided.
@@ -161,6 +163,8 @@ pub enum Refusal {
     /// Anything but what a replica with no master answers (Redis's `stale` commands), while
     /// the engine waits for its role.
     Fenced,
+    /// Anything but Redis's `loading` commands while a replica loads its master's snapshot.
+    Loading,
 }
 
 /// Decides whether command `spec` (found by `argv[0]`) may run for `caller`. An
@@ -206,6 +210,9 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     }
     if origin == Origin::Client && !caller.master && gate.fenced() && !(spec.flags.has(Flags::STALE) || spec.id == CommandId::Ping) {
         return Verdict::Refuse(Fenced);
+    }
+    if origin == Origin::Client && !caller.master && gate.loading() && !spec.flags.has(Flags::LOADING) {
+        return Verdict::Refuse(Loading);
     }
     // The master's stream is applied whatever this replica's ACL rules, memory or running
     // script say (Redis's master client is not checked either): refusing a command of it
@@ -309,6 +316,7 @@ impl Refusal {
                 .into(),
             Refusal::ReadOnlyReplica => "READONLY You can't write against a read only replica.".into(),
             Refusal::NoReplicas => "NOREPLICAS Not enough good replicas to write.".into(),
+            Refusal::Loading => "LOADING Redis is loading the dataset in memory".into(),
             Refusal::Fenced => "TRYAGAIN this engine restarted and waits for its role (REPLICAOF from the coordinator, or REPLICAOF NO ONE)".into(),
             Refusal::NotWithStorage => {
                 format!("ERR {} is not supported for a tenant with a storage tier yet", spec.map_or("", |s| s.name).to_ascii_uppercase())
@@ -330,6 +338,7 @@ impl Refusal {
                 | Refusal::ReadOnlyReplica
                 | Refusal::NoReplicas
                 | Refusal::Fenced
+                | Refusal::Loading
         )
     }
 
@@ -374,6 +383,7 @@ mod tests {
         replica: bool,
         too_few_replicas: bool,
         fenced: bool,
+        loading: bool,
     }
 
     impl Gate for FakeGate {
@@ -412,6 +422,9 @@ mod tests {
         }
         fn fenced(&self) -> bool {
             self.fenced
+        }
+        fn loading(&self) -> bool {
+            self.loading
         }
     }
 
@@ -685,5 +698,14 @@ mod tests {
         let master = Caller { master: true, ..caller(&user) };
         assert_eq!(verdict(Origin::Client, &master, &gate, &["set", "k", "v"]), Verdict::Run, "the master's stream");
         assert!(Refusal::Fenced.error(Origin::Client, lookup(b"get"), &[b"get"]).starts_with("TRYAGAIN "));
+    }
+
+    #[test]
+    fn a_replica_loading_its_masters_snapshot_answers_loading() {
+        let user = User::default_user();
+        let gate = FakeGate { loading: true, ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["get", "k"]), Verdict::Refuse(Refusal::Loading));
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["info"]), Verdict::Run, "INFO is a loading command");
+        assert_eq!(Refusal::Loading.error(Origin::Client, lookup(b"get"), &[b"get"]), "LOADING Redis is loading the dataset in memory");
     }
 }

@@ -283,6 +283,9 @@ impl Gate for ServerGate<'_> {
     fn fenced(&self) -> bool {
         self.srv.replication.fenced()
     }
+    fn loading(&self) -> bool {
+        self.srv.replication.loading()
+    }
 }
 
 /// Counts a refusal (answered with `text`), logs an ACL denial, and marks a transaction being
