@@ -225,7 +225,7 @@ impl Encoder {
                     return Err(error(format!("Cannot serialise, excessive nesting ({depth})")));
                 }
                 match self.array_length(t)? {
-                    Some(len) if len > 0 => self.array(out, t, len, depth)?,
+                    Some((len, items)) if len > 0 => self.array(out, t, len, items, depth)?,
                     _ => self.object(out, t, depth)?,
                 }
             }
@@ -260,9 +260,12 @@ impl Encoder {
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
-    /// The array length of a table whose keys are all positive integers (None: an object),
-    /// or an error for an excessively sparse one when conversion is off.
-    fn array_length(&self, t: &Table) -> mlua::Result<Option<i64>> {
+    /// The array length and item count of a table whose keys are all positive integers (None:
+    /// an object), or an error for an excessively sparse one when conversion is off, or for
+    /// one whose text could not be a reply (a sparse-array ratio of 0 lets `{[2^40]=1}`
+    /// through, as in lua-cjson, whose loop would then write nulls for hours; here it is
+    /// refused before a byte is written).
+    fn array_length(&self, t: &Table) -> mlua::Result<Option<(i64, i64)>> {
         let (mut max, mut items) = (0i64, 0i64);
         for pair in t.pairs::<Value, Value>() {
             let (k, _) = pair?;
@@ -284,16 +287,49 @@ impl Encoder {
             }
             return Ok(None);
         }
-        Ok(Some(max))
+        // Each element takes at least two bytes ("0," or the 5 of "null,").
+        if max.saturating_sub(items).saturating_mul(5) > MAX_TEXT {
+            return Err(error(format!("Cannot serialise table: an array of {max} elements, {items} of them set, would exceed {MAX_TEXT} bytes")));
+        }
+        Ok(Some((max, items)))
     }
 
-    fn array(&self, out: &mut Vec<u8>, t: &Table, len: i64, depth: i64) -> mlua::Result<()> {
+    /// A table's array part, `len` long with `items` set: element by element when dense;
+    /// when sparse, its set elements in order with the nulls between them written in runs
+    /// (not `len` lookups).
+    fn array(&self, out: &mut Vec<u8>, t: &Table, len: i64, items: i64, depth: i64) -> mlua::Result<()> {
         out.push(b'[');
-        for i in 1..=len {
-            if i > 1 {
-                out.push(b',');
+        if items.saturating_mul(2) >= len {
+            for i in 1..=len {
+                if i > 1 {
+                    out.push(b',');
+                }
+                self.value(out, &t.raw_get::<Value>(i)?, depth)?;
             }
-            self.value(out, &t.raw_get::<Value>(i)?, depth)?;
+        } else {
+            let mut set: Vec<(i64, Value)> = Vec::with_capacity(items as usize);
+            for pair in t.pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                let k = match k {
+                    Value::Integer(i) => i,
+                    Value::Number(n) => n as i64,
+                    _ => continue,
+                };
+                set.push((k, v));
+            }
+            set.sort_unstable_by_key(|(k, _)| *k);
+            let mut next = 1;
+            for (k, v) in &set {
+                for _ in next..*k {
+                    out.extend_from_slice(if next == 1 { b"null" } else { b",null" });
+                    next += 1;
+                }
+                if *k > 1 {
+                    out.push(b',');
+                }
+                self.value(out, v, depth)?;
+                next = k + 1;
+            }
         }
         out.push(b']');
         Ok(())
@@ -393,6 +429,10 @@ fn to_lua(lua: &Lua, v: &serde_json::Value) -> mlua::Result<Value> {
     })
 }
 
+/// The longest JSON text `encode` writes for an array's nulls: Redis's `proto-max-bulk-len`
+/// default (a longer text could not be a reply anyway).
+const MAX_TEXT: i64 = 512 << 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,6 +467,21 @@ mod tests {
         assert_eq!(string(&lua, "cjson.encode_sparse_array(true) return cjson.encode({[20]=1})"), r#"{"20":1}"#);
         let e = eval(&lua, "return cjson.encode({[true]=1})").unwrap_err().to_string();
         assert!(e.contains("table key must be a number or string"), "{e}");
+    }
+
+    #[test]
+    fn a_huge_sparse_array_is_refused_at_once_and_a_large_one_written_in_runs() {
+        // Found by the lua_libraries fuzz target: with a sparse ratio of 0 (no check, as in
+        // lua-cjson) `{[2^40]=1}` had the encoder look up every index — hours of work.
+        let lua = lua();
+        let started = std::time::Instant::now();
+        let e = eval(&lua, "cjson.encode_sparse_array(false, 0) return cjson.encode({[2^40]=1})").unwrap_err().to_string();
+        assert!(e.contains("would exceed"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(string(&lua, "return cjson.encode({[3]='c', [1]='a', [6]=true})"), r#"["a",null,"c",null,null,true]"#);
+        let text = string(&lua, "return cjson.encode({[1000000]=1})");
+        assert_eq!(text.len(), 1 + 999_999 * 5 + 1 + 1);
+        assert!(text.starts_with("[null,null") && text.ends_with(",null,1]"));
     }
 
     #[test]
