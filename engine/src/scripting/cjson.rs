@@ -320,7 +320,7 @@ impl Encoder {
             set.sort_unstable_by_key(|(k, _)| *k);
             let mut next = 1;
             for (k, v) in &set {
-                for _ in next..*k {
+                while next < *k {
                     out.extend_from_slice(if next == 1 { b"null" } else { b",null" });
                     next += 1;
                 }
