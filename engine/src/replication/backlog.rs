@@ -39,6 +39,10 @@ struct Inner {
     readers: HashMap<u64, u64>,
     /// The database the stream's last command ran in (None: the next one says SELECT).
     selected: Option<usize>,
+    /// Readers waiting for bytes (an append wakes them only if there are some).
+    waiting: usize,
+    /// Reused for each append's bytes.
+    scratch: Vec<u8>,
 }
 
 impl Inner {
@@ -121,7 +125,8 @@ pub struct Backlog {
 impl Backlog {
     /// A backlog that begins at offset `start`, keeping `keep` bytes.
     pub fn new(start: u64, keep: usize) -> Backlog {
-        Backlog { inner: Mutex::new(Inner { buf: VecDeque::new(), start, keep, readers: HashMap::new(), selected: None }), grew: Condvar::new() }
+        let inner = Inner { buf: VecDeque::new(), start, keep, readers: HashMap::new(), selected: None, waiting: 0, scratch: Vec::new() };
+        Backlog { inner: Mutex::new(inner), grew: Condvar::new() }
     }
 
     /// The master replication offset: every byte ever appended.
@@ -146,14 +151,20 @@ impl Backlog {
     /// Returns the offset after them.
     pub fn append(&self, names: Option<Names>, write: impl FnOnce(&mut Stream)) -> u64 {
         let mut inner = self.inner.lock();
-        let mut stream = Stream { bytes: Vec::new(), selected: inner.selected, names };
+        let mut stream = Stream { bytes: std::mem::take(&mut inner.scratch), selected: inner.selected, names };
         write(&mut stream);
         inner.selected = stream.selected;
-        inner.buf.extend(stream.bytes);
+        let mut bytes = stream.bytes;
+        inner.buf.extend(bytes.iter());
+        bytes.clear();
+        inner.scratch = bytes;
         inner.trim();
         let end = inner.end();
+        let wake = inner.waiting > 0;
         drop(inner);
-        self.grew.notify_all();
+        if wake {
+            self.grew.notify_all();
+        }
         end
     }
 
@@ -210,7 +221,9 @@ impl Backlog {
             return Read::Gone;
         }
         if at == inner.end() {
+            inner.waiting += 1;
             self.grew.wait_for(&mut inner, wait);
+            inner.waiting -= 1;
             if inner.readers.get(&id) != Some(&at) || at < inner.start {
                 inner.readers.remove(&id);
                 inner.trim();

@@ -29,6 +29,14 @@ pub fn is_blocking(name: &[u8]) -> bool {
     BLOCKING.iter().any(|b| is(name, b))
 }
 
+/// Whether a record may have a relative time or be something else replicas get in another
+/// form; most writes (SET k v, INCR, HSET…) do not, and are sent without a copy.
+fn may_need_rewriting(argv: &[&[u8]]) -> bool {
+    const NAMES: [&str; 9] = ["EXPIRE", "PEXPIRE", "EXPIREAT", "SETEX", "PSETEX", "GETEX", "GETDEL", "RESTORE", "SET"];
+    let name = argv[0];
+    NAMES.iter().any(|n| is(name, n)) && !(argv.len() == 3 && is(name, "SET"))
+}
+
 /// What replicas run for a record.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Rewritten {
@@ -42,6 +50,9 @@ pub enum Rewritten {
 
 /// What replicas run for record `argv` (run at `now`).
 pub fn rewrite(now: i64, argv: &[&[u8]]) -> Rewritten {
+    if !may_need_rewriting(argv) {
+        return Rewritten::Same;
+    }
     match rewritten(now, argv) {
         None => Rewritten::Nothing,
         Some(new) if new.len() == argv.len() && new.iter().zip(argv).all(|(a, b)| a == b) => Rewritten::Same,
@@ -129,6 +140,30 @@ fn rewritten(now: i64, argv: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
 /// Adds one commit's records (`wal::frame`'s form) of the databases the stream `carries` to
 /// it: in MULTI/EXEC when there are several or one may block.
 pub fn put_commit(stream: &mut Stream, payload: &[u8], count: u32, carries: &dyn Fn(usize) -> bool) {
+    if count == 1 {
+        // The common case without collecting: one command, as it ran unless it has a time.
+        crate::wal::frame::for_each_record(payload, count, |now, db, _, argv| {
+            if !carries(db) {
+                return;
+            }
+            let blocking = is_blocking(argv[0]);
+            if blocking && !stream.select(db) {
+                return;
+            }
+            if blocking {
+                stream.word("MULTI");
+            }
+            match rewrite(now, argv) {
+                Rewritten::Same => stream.command(db, argv),
+                Rewritten::As(new) => stream.command(db, &new),
+                Rewritten::Nothing => {}
+            }
+            if blocking {
+                stream.word("EXEC");
+            }
+        });
+        return;
+    }
     let mut commands = Vec::with_capacity(count as usize);
     crate::wal::frame::for_each_record(payload, count, |now, db, _, argv| {
         if carries(db) {
