@@ -492,6 +492,12 @@ impl Replication {
         self.replicas.lock().clone()
     }
 
+    /// How long replica `id` has not acknowledged anything (its sender checks it after
+    /// every chunk: a lookup, not a copy of every replica).
+    pub fn silent_for(&self, id: u64) -> Option<std::time::Duration> {
+        self.replicas.lock().iter().find(|r| r.id == id).map(|r| r.acked_at.elapsed())
+    }
+
     /// A replica acknowledged `offset`: WAIT's clients look again.
     pub fn acknowledged(&self, id: u64, offset: u64) {
         self.update_replica(id, |r| {

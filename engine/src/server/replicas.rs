@@ -157,10 +157,8 @@ fn stream_to(srv: &Server, stream: &mut TcpStream, id: u64, flavor: Flavor, clos
             // it is a replica).
             return Err(ServeError::NowAReplica);
         }
-        if let Some(r) = srv.replication.replicas().into_iter().find(|r| r.id == id) {
-            if r.acked_at.elapsed() > REPL_TIMEOUT {
-                return Err(ServeError::Silent(REPL_TIMEOUT));
-            }
+        if srv.replication.silent_for(id).is_some_and(|s| s > REPL_TIMEOUT) {
+            return Err(ServeError::Silent(REPL_TIMEOUT));
         }
         match backlog.read(id, CHUNK, Duration::from_millis(100)) {
             BacklogRead::Bytes(bytes) => stream.write_all(&bytes)?,
