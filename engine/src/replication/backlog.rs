@@ -8,6 +8,7 @@
 //! the channel crates lets a late reader start from an arbitrary past offset.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -120,13 +121,19 @@ impl Stream<'_> {
 pub struct Backlog {
     inner: Mutex<Inner>,
     grew: Condvar,
+    /// Bytes were appended while a reader waited, and it was not woken yet: `publish` wakes
+    /// it. (A commit does not wake the sender itself: with a pipeline, that would be a
+    /// context switch and a small socket write per command. The connection publishes once
+    /// per batch, before its replies go out, as Redis writes to its replicas once per
+    /// event-loop turn.)
+    unpublished: AtomicBool,
 }
 
 impl Backlog {
     /// A backlog that begins at offset `start`, keeping `keep` bytes.
     pub fn new(start: u64, keep: usize) -> Backlog {
         let inner = Inner { buf: VecDeque::new(), start, keep, readers: HashMap::new(), selected: None, waiting: 0, scratch: Vec::new() };
-        Backlog { inner: Mutex::new(inner), grew: Condvar::new() }
+        Backlog { inner: Mutex::new(inner), grew: Condvar::new(), unpublished: AtomicBool::new(false) }
     }
 
     /// The master replication offset: every byte ever appended.
@@ -147,8 +154,8 @@ impl Backlog {
         inner.trim();
     }
 
-    /// Appends what `write` puts in the stream (one commit's commands), in one piece.
-    /// Returns the offset after them.
+    /// Appends what `write` puts in the stream (one commit's commands), in one piece; the
+    /// readers see it once it is published. Returns the offset after them.
     pub fn append(&self, names: Option<Names>, write: impl FnOnce(&mut Stream)) -> u64 {
         let mut inner = self.inner.lock();
         let mut stream = Stream { bytes: std::mem::take(&mut inner.scratch), selected: inner.selected, names };
@@ -160,17 +167,25 @@ impl Backlog {
         inner.scratch = bytes;
         inner.trim();
         let end = inner.end();
-        let wake = inner.waiting > 0;
-        drop(inner);
-        if wake {
-            self.grew.notify_all();
+        if inner.waiting > 0 {
+            self.unpublished.store(true, Ordering::Release);
         }
         end
     }
 
-    /// Appends bytes that run in no database (REPLCONF GETACK, PING).
+    /// Wakes the readers waiting for what was appended since they last read.
+    #[inline]
+    pub fn publish(&self) {
+        if self.unpublished.load(Ordering::Relaxed) && self.unpublished.swap(false, Ordering::AcqRel) {
+            self.grew.notify_all();
+        }
+    }
+
+    /// Appends bytes that run in no database (REPLCONF GETACK, PING) and publishes them.
     pub fn append_raw(&self, bytes: &[u8]) -> u64 {
-        self.append(None, |s| s.bytes.extend_from_slice(bytes))
+        let end = self.append(None, |s| s.bytes.extend_from_slice(bytes));
+        self.publish();
+        end
     }
 
     /// Starts again at `offset`, empty (a replica's mirror after a full sync); readers go.
@@ -320,6 +335,26 @@ mod tests {
         }
         assert_eq!(b.read(1, 10, Duration::ZERO), Read::Gone);
         assert_eq!(b.span().1, 0, "nothing kept once it is gone");
+    }
+
+    #[test]
+    fn an_append_wakes_a_waiting_reader_only_when_published() {
+        let b = std::sync::Arc::new(Backlog::new(0, 1 << 20));
+        assert!(b.attach(1, 0));
+        let reader = {
+            let b = b.clone();
+            std::thread::spawn(move || b.read(1, 100, Duration::from_secs(60)))
+        };
+        while b.inner.lock().waiting == 0 {
+            std::thread::yield_now();
+        }
+        b.append(None, |s| s.command(0, &["SET", "k", "v"]));
+        assert!(b.unpublished.load(Ordering::SeqCst), "appended, the reader not woken yet");
+        b.publish();
+        assert!(!b.unpublished.load(Ordering::SeqCst));
+        assert!(matches!(reader.join().unwrap(), Read::Bytes(_)), "woken by the publish, long before its wait ends");
+        b.append(None, |s| s.command(0, &["SET", "k", "v"]));
+        assert!(!b.unpublished.load(Ordering::SeqCst), "no reader waits: nothing to wake");
     }
 
     #[test]

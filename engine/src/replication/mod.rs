@@ -468,6 +468,19 @@ impl Replication {
         offsets
     }
 
+    /// Wakes the replicas' senders for what was appended since (a connection calls it once
+    /// per batch, before its replies go out; the cron once per tick, for the rest).
+    #[inline]
+    pub fn publish(&self) {
+        for f in &self.streams {
+            if f.feeding.load(Ordering::Relaxed) {
+                if let Some(b) = f.backlog.get() {
+                    b.publish();
+                }
+            }
+        }
+    }
+
     pub fn attach_replica(&self, replica: Replica) {
         self.replicas.lock().push(replica);
     }

@@ -482,6 +482,8 @@ async fn settle_storage(srv: &Server, conn: &mut Conn, out: &mut BytesMut) {
 async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
     conn.tally.publish(srv);
     settle_storage(srv, conn, out).await;
+    // The batch's writes go to the replicas while its replies wait for the WAL, if they do.
+    srv.replication.publish();
     if conn.wal_pending > 0 {
         let seq = std::mem::take(&mut conn.wal_pending);
         if let Some(wal) = srv.wal() {

@@ -34,6 +34,8 @@ pub async fn run(srv: Arc<Server>, locks: LockCap) {
             // `repl-ping-replica-period`): their link's silence timeout stays for real faults.
             srv.replication.ping_replicas();
         }
+        // What no connection published: the sweep's DELs, evictions outside a batch.
+        srv.replication.publish();
         // Tenant memory and the DRAM budget: collections that grew in place are measured
         // again, a slice a tick.
         srv.keyspace.remeasure_slice(&locks, Duration::from_millis(5), n.is_multiple_of(20));
