@@ -74,3 +74,34 @@ fn an_outage_is_an_error_and_the_adapter_recovers() {
     let e = postgres::connect("postgres://postgres@127.0.0.1:1/postgres").err().unwrap().to_string();
     assert!(e.contains("postgres"), "{e}");
 }
+
+/// Fencing against PostgreSQL: two engines' connections to one database, the second given a
+/// newer term of the same slot range; every write of the older term is refused from then on,
+/// other ranges are not affected, and the fence is in the database (a new connection sees it).
+#[test]
+fn a_newer_term_fences_out_the_writes_of_an_older_one() {
+    use terrace_engine::storage::Term;
+    let pg = Postgres::start();
+    let (old, new) = (postgres::connect(&pg.url()).unwrap(), postgres::connect(&pg.url()).unwrap());
+    let term = |group: &str, epoch| Term { group: group.into(), epoch };
+    let put = |s: &terrace_engine::storage::Storage, v: &str| s.block_on(s.write("t".into(), vec![(b"k".to_vec(), Some(v.as_bytes().to_vec()))]));
+    put(&old, "unfenced").unwrap();
+    old.block_on(old.begin_term(term("range-0", 1))).unwrap();
+    put(&old, "first").unwrap();
+    new.block_on(new.begin_term(term("range-0", 2))).unwrap();
+    let refused = put(&old, "stale");
+    assert!(matches!(refused, Err(StorageError::Fenced { mine: 1, newer: 2, .. })), "{refused:?}");
+    assert!(refused.unwrap_err().to_string().contains("newer primary"));
+    assert!(old.superseded() && !new.superseded());
+    put(&new, "second").unwrap();
+    assert_eq!(old.block_on(old.get("t".into(), vec![b"k".to_vec()])).unwrap(), vec![Some(b"second".to_vec())], "the refused write left nothing");
+    assert!(matches!(old.block_on(old.begin_term(term("range-0", 1))), Err(StorageError::Fenced { .. })));
+    old.block_on(old.begin_term(term("range-1", 1))).unwrap();
+    put(&old, "another range").unwrap();
+    // A term's first write raises the fence itself (its engine was given the term without
+    // reaching storage then).
+    let third = postgres::connect(&pg.url()).unwrap();
+    third.block_on(third.begin_term(term("range-2", 5))).unwrap();
+    let late = postgres::connect(&pg.url()).unwrap();
+    assert!(matches!(late.block_on(late.begin_term(term("range-2", 4))), Err(StorageError::Fenced { mine: 4, newer: 5, .. })));
+}

@@ -413,6 +413,14 @@ command_table! {
         Cad => c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value."),
         TerraceNamespace => c("terrace.namespace", -2, "fast no_multi noscript", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace."),
         TerraceRetrain => c("terrace.retrain", -2, "admin noscript", NOKEY, "server", "Terrace: trains a new compression dictionary generation for a tenant."),
+        TerraceEpoch => c(
+            "terrace.epoch",
+            -1,
+            "admin noscript",
+            NOKEY,
+            "server",
+            "Terrace: the primary term this engine writes storage in (the coordinator's); given one, raises its fence in storage.",
+        ),
         TerraceThreads => c("terrace.threads", -1, "admin noscript", NOKEY, "server", "Terrace: the reactors (elastic threading) and how many serve."),
         TerraceWait => c(
             "terrace.wait",

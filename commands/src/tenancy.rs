@@ -59,7 +59,7 @@ pub fn tenancy(spec: &CommandSpec, argv: &[&[u8]]) -> Tenancy {
         Latency if sub_is(argv, &["reset"]) => Operator,
         Memory if !sub_is(argv, &["usage", "help"]) => Operator,
         // Engine-wide figures and the one recorder every tenant would share.
-        TerraceThreads | TerraceStats => Operator,
+        TerraceThreads | TerraceStats | TerraceEpoch => Operator,
         TerraceRecord if sub_is(argv, &["sample"]) => OwnTenant(2),
         TerraceRecord => Operator,
         TerraceRetrain | TerraceWorkload | TerraceAdvise => OwnTenant(1),

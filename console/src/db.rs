@@ -271,6 +271,19 @@ pub async fn replace_primary(db: &Db, idx: usize, old_primary: &str, new_primary
     Ok(())
 }
 
+/// Each slot-map engine's primary term (its epoch), by index.
+pub async fn epochs(db: &Db) -> Result<Vec<u64>, DbError> {
+    let rows = sqlx::query("SELECT epoch FROM engines ORDER BY idx").fetch_all(db).await?;
+    Ok(rows.iter().map(|r| r.get::<i64, _>(0) as u64).collect())
+}
+
+/// Raises engine `idx`'s epoch for a new primary term and returns it (taken before the new
+/// primary is told, so no two engines are ever given one epoch, even across a crash).
+pub async fn next_epoch(db: &Db, idx: usize) -> Result<u64, DbError> {
+    let row = sqlx::query("UPDATE engines SET epoch = epoch + 1 WHERE idx = ? RETURNING epoch").bind(idx as i64).fetch_one(db).await?;
+    Ok(row.get::<i64, _>(0) as u64)
+}
+
 /// One thing the coordinator did, for the console's log.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Event {

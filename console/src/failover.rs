@@ -8,6 +8,12 @@
 //! replicas re-pointed, and the old primary listed as a replica, re-pointed when it answers
 //! again. Every step is an event in the database (`events`), which the console shows.
 //!
+//! Primary terms: each slot-map engine has an epoch in the database. Every primary is given
+//! its range's term (`TERRACE.EPOCH range-<idx> <epoch>`) when it lacks it; a failover takes
+//! the next epoch first and gives it to the replica before `REPLICAOF NO ONE`, which raises
+//! the range's fence in the storage tier: a former primary, even one that was only paused,
+//! can no longer write storage (its writes are refused, and it stops taking them).
+//!
 //! While the console is down nothing fails over; the data path does not depend on it.
 
 use std::collections::HashMap;
@@ -52,6 +58,19 @@ struct Probe {
     following: Option<(String, u16, bool)>,
     /// The replication offset it reached (a replica's `slave_repl_offset`, a master's own).
     offset: i64,
+    /// The primary term it holds (`terrace_term_group`, `terrace_term_epoch`).
+    term: Option<(String, u64)>,
+}
+
+/// The storage fence group of slot-map engine `idx`.
+pub fn group(idx: usize) -> String {
+    format!("range-{idx}")
+}
+
+/// Gives engine `address` the term (`idx`'s group, `epoch`).
+async fn give_term(address: &str, password: Option<&str>, idx: usize, epoch: u64) -> Result<(), String> {
+    let mut n = Node::engine_bounded(address, password, PROBE).await.map_err(|e| e.to_string())?;
+    n.run::<String>(&["TERRACE.EPOCH", &group(idx), &epoch.to_string()]).await.map(|_| ()).map_err(|e| e.to_string())
 }
 
 async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
@@ -63,7 +82,8 @@ async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
         (host, port, info.get("master_link_status").map(String::as_str) == Some("up"))
     });
     let offset = if following.is_some() { info.get("slave_repl_offset") } else { info.get("master_repl_offset") };
-    Some(Probe { run_id: info.get("run_id").cloned().unwrap_or_default(), following, offset: offset.and_then(|o| o.parse().ok()).unwrap_or(-1) })
+    let term = info.get("terrace_term_group").cloned().zip(info.get("terrace_term_epoch").and_then(|e| e.parse().ok()));
+    Some(Probe { run_id: info.get("run_id").cloned().unwrap_or_default(), following, offset: offset.and_then(|o| o.parse().ok()).unwrap_or(-1), term })
 }
 
 /// Records an event (and logs it).
@@ -94,6 +114,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
     }
     let mut members = Vec::new();
     let password = console.config.engine_password.as_deref();
+    let epochs = db::epochs(&console.db).await?;
     for (idx, address) in engines.iter().enumerate() {
         let mine: Vec<String> = replicas.iter().filter(|(_, e)| *e == idx).map(|(a, _)| a.clone()).collect();
         let entry = seen.entry(idx).or_insert_with(|| Seen { address: address.clone(), last_ok: Instant::now(), run_id: None });
@@ -113,6 +134,13 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         let why = match probed {
             Some(p) if p.following.is_none() => {
                 entry.last_ok = Instant::now();
+                let epoch = epochs.get(idx).copied().unwrap_or(1);
+                if p.term.as_ref() != Some(&(group(idx), epoch)) {
+                    match give_term(address, password, idx, epoch).await {
+                        Ok(()) => tracing::info!(engine = idx, %address, epoch, "primary given its term"),
+                        Err(e) => tracing::warn!(engine = idx, %address, epoch, error = %e, "cannot give a primary its term"),
+                    }
+                }
                 let restarted = entry.run_id.as_ref().is_some_and(|r| *r != p.run_id);
                 entry.run_id = Some(p.run_id);
                 if !restarted {
@@ -193,6 +221,12 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
         event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: no replica answers, nothing to promote")).await;
         return Ok(false);
     };
+    // The new term first: the fence in storage is raised before the replica takes writes.
+    let epoch = db::next_epoch(&console.db, idx).await?;
+    if let Err(e) = give_term(&new, password, idx, epoch).await {
+        event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} could not take epoch {epoch}: {e}")).await;
+        return Ok(false);
+    }
     let promoted = async {
         let mut n = Node::engine_bounded(&new, password, PROBE).await?;
         n.run::<String>(&["REPLICAOF", "NO", "ONE"]).await
@@ -203,7 +237,7 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
         return Ok(false);
     }
     db::replace_primary(&console.db, idx, old, &new).await?;
-    event(console, "failover", format!("engine {idx}: {old} {why}; {new} promoted (replication offset {offset}); {old} becomes its replica")).await;
+    event(console, "failover", format!("engine {idx}: {old} {why}; {new} promoted (replication offset {offset}, epoch {epoch}); {old} becomes its replica")).await;
     // The proxies get the new map now, not at the next reconcile interval.
     console.wake.notify_one();
     Ok(true)

@@ -76,6 +76,7 @@ fn handler_for(id: CommandId) -> Handler {
         CommandId::TerraceNamespace => server::namespace,
         CommandId::TerraceRetrain => compression::retrain,
         CommandId::TerraceThreads => server::threads,
+        CommandId::TerraceEpoch => server::terrace_epoch,
         CommandId::TerraceStats => stats::stats,
         CommandId::TerraceWorkload => stats::workload,
         CommandId::TerraceRecord => stats::record,

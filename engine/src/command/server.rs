@@ -634,6 +634,55 @@ pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     wait_for(ctx, argv, target)
 }
 
+/// TERRACE.EPOCH [group epoch]: the primary term this engine writes storage in — without
+/// arguments, [group, epoch] (nil before the coordinator gave one). Given one (the
+/// coordinator does before it promotes a replica, and to every primary that lacks its
+/// range's), the storage tier's fence for `group` is raised to `epoch` first, so a former
+/// primary of the range can no longer write; an epoch older than storage's or this
+/// engine's is refused.
+pub fn terrace_epoch(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    if argv.len() == 1 {
+        match ctx.srv.term.lock().clone() {
+            Some(t) => {
+                ctx.out.array_len(2);
+                ctx.out.bulk(t.group.as_bytes());
+                ctx.out.int(t.epoch as i64);
+            }
+            None => ctx.out.null_array(),
+        }
+        return Ok(());
+    }
+    if argv.len() != 3 {
+        return Err(err("ERR wrong number of arguments for 'terrace.epoch' command"));
+    }
+    let group = std::str::from_utf8(argv[1]).ok().filter(|g| !g.is_empty()).ok_or_else(|| err("ERR the group must be a non-empty UTF-8 name"))?;
+    let epoch = std::str::from_utf8(argv[2]).ok().and_then(|e| e.parse::<u64>().ok()).ok_or_else(|| err("ERR the epoch must be a non-negative integer"))?;
+    let term = crate::storage::Term { group: group.to_string(), epoch };
+    if let Some(now) = ctx.srv.term.lock().clone() {
+        if now == term {
+            ctx.out.ok();
+            return Ok(());
+        }
+        if now.group == term.group && now.epoch > term.epoch {
+            return Err(err(&format!("ERR epoch {epoch} is older than this engine's ({})", now.epoch)));
+        }
+    }
+    if let Some(tier) = ctx.srv.storage_tier() {
+        // On a thread of its own: a reactor cannot wait on another runtime in place.
+        let storage = &tier.storage;
+        let raised = std::thread::scope(|s| s.spawn(|| storage.block_on(storage.begin_term(term.clone()))).join());
+        match raised {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(err(&format!("ERR {e}"))),
+            Err(_) => return Err(err("ERR raising the storage fence failed")),
+        }
+    }
+    tracing::info!(group = %term.group, epoch = term.epoch, "primary term taken");
+    *ctx.srv.term.lock() = Some(term);
+    ctx.out.ok();
+    Ok(())
+}
+
 /// TERRACE.WAIT numreplicas timeout: as WAIT, for every write the engine took so far — the
 /// proxy's WAIT, whose client wrote through connections other clients share.
 pub fn terrace_wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
@@ -1489,6 +1538,9 @@ fn replication_info(srv: &Server, s: &mut String) {
     let stream = repl.backlog(shown);
     let (first, histlen) = stream.map_or((0, 0), |b| b.span());
     let (replid2, second) = repl.replid2_of(shown).map_or(("0".repeat(40), -1), |(id, upto)| (id, upto as i64));
+    if let Some(t) = srv.term.lock().as_ref() {
+        let _ = write!(s, "terrace_term_group:{}\r\nterrace_term_epoch:{}\r\n", t.group, t.epoch);
+    }
     let _ = write!(
         s,
         "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{replid2}\r\n\

@@ -301,6 +301,11 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
 fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), LinkError> {
     srv.replication.set_loading(true);
     srv.keyspace.clear_all(locks);
+    if let Some(tier) = srv.storage_tier() {
+        // Its unflushed writes went with its keyspace (a former primary's: storage fenced
+        // them out, and flushing them as deletions now would lose the new primary's data).
+        tier.dirty.clear();
+    }
     for ns in srv.scripts.functions.all().into_keys() {
         srv.scripts.functions.flush(ns);
     }

@@ -319,6 +319,9 @@ pub struct Server {
     storage: std::sync::OnceLock<Arc<crate::storage::tier::StorageTier>>,
     /// Tenant namespaces by index ("" is the default one, index 0).
     pub namespaces: Mutex<Vec<String>>,
+    /// The primary term the coordinator gave this engine (`TERRACE.EPOCH`), if any: its
+    /// storage writes carry it.
+    pub term: Mutex<Option<crate::storage::Term>>,
     /// What the device probe measured (set once, in the background, after start).
     pub device: std::sync::OnceLock<crate::probe::DeviceProfile>,
     /// Tenants' latest `terrace cost-eval` results, by tenant name.
@@ -423,6 +426,7 @@ impl Server {
             wal: wal.map(std::sync::OnceLock::from).unwrap_or_default(),
             storage: Default::default(),
             namespaces: Mutex::new(vec![String::new()]),
+            term: Mutex::new(None),
             device: Default::default(),
             recorder: Default::default(),
             replication: Default::default(),

@@ -106,6 +106,12 @@ impl DirtySet {
         s.keys.len()
     }
 
+    /// Forgets every marked key (a replica's keyspace was replaced by its master's: what it
+    /// had not flushed is not its to flush).
+    pub fn clear(&self) {
+        *self.inner.lock() = Inner::default();
+    }
+
     pub fn contains(&self, key: &CacheKey) -> bool {
         let s = self.inner.lock();
         !s.keys.is_empty() && s.keys.contains_key(key)

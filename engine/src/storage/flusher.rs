@@ -6,7 +6,8 @@
 //! batch per tenant. On success a key is clean unless it was written meanwhile; on failure
 //! the keys go back to the front of the line and the flusher backs off (up to a second), so a
 //! storage outage loses nothing: writes pile up to `dirty_max`, then wait, then fail.
-//! At shutdown it keeps flushing until nothing is dirty or storage keeps refusing.
+//! At shutdown it keeps flushing until nothing is dirty or storage keeps refusing. Once
+//! storage refused a write for a newer primary term (fencing: `super::Term`) it stops.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -59,6 +60,16 @@ pub fn run<S: Source>(srv: std::sync::Weak<S>, locks: LockCap, tier: Arc<Storage
                 }
                 return;
             }
+        }
+        if tier.storage.superseded() {
+            // A newer primary of this range writes storage now: nothing of this engine's
+            // goes there (its dirty keys stay in its cache until it resyncs as a replica).
+            if stopping {
+                tracing::error!(keys = tier.dirty.size().0, "stopping with dirty keys that a newer primary's term keeps out of storage");
+                return;
+            }
+            backoff = Duration::from_secs(1);
+            continue;
         }
         let Some(srv) = srv.upgrade() else { return };
         // Several batches per wake-up while there is a backlog.

@@ -7,6 +7,11 @@
 //! ON CONFLICT DO UPDATE`, the deletes as one `DELETE … = ANY(…)` (several writes to one key
 //! in a batch are coalesced first: the last one wins). Reads are one `= ANY(…)` query per
 //! batch. Lost connections are `Unavailable`; the pool reconnects when the server is back.
+//!
+//! Fences (`super::Term`) are rows of `terrace_fences`. A write of a term reads its group's
+//! row FOR SHARE inside its transaction and gives up if the epoch there is newer (raising it
+//! first if it is older: the first write of a term); raising a fence updates the row, so it
+//! waits for the writes holding it and every later write of an older term sees the new epoch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +19,12 @@ use std::time::Duration;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::Row;
 
-use super::{BoxFut, Op, Pairs, Storage, StorageAdapter, StorageError, Values};
+use super::{BoxFut, Op, Pairs, Storage, StorageAdapter, StorageError, Term, Values};
+
+/// A term's epoch as PostgreSQL's bigint.
+fn epoch_of(term: &Term) -> Result<i64, StorageError> {
+    i64::try_from(term.epoch).map_err(|_| StorageError::Backend(format!("epoch {} does not fit PostgreSQL's bigint", term.epoch)))
+}
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS terrace_kv (
     tenant text NOT NULL,
@@ -22,6 +32,18 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS terrace_kv (
     value bytea NOT NULL,
     PRIMARY KEY (tenant, key)
 )";
+
+/// Each slot range's fence: the newest primary term's epoch (`super::Term`).
+const FENCES: &str = "CREATE TABLE IF NOT EXISTS terrace_fences (
+    grp text PRIMARY KEY,
+    epoch bigint NOT NULL
+)";
+
+/// Raises a group's fence to an epoch (never lowers it); answers the epoch it holds then.
+/// The row stays locked until the transaction ends: a write of the group's older term in
+/// flight (holding it FOR SHARE) finishes first, and none starts after.
+const RAISE: &str = "INSERT INTO terrace_fences (grp, epoch) VALUES ($1, $2) \
+     ON CONFLICT (grp) DO UPDATE SET epoch = GREATEST(terrace_fences.epoch, EXCLUDED.epoch) RETURNING epoch";
 
 pub struct Postgres {
     pool: PgPool,
@@ -42,6 +64,7 @@ pub fn connect(url: &str) -> Result<Storage, StorageError> {
     let pool = rt.block_on(async {
         let pool = PgPoolOptions::new().max_connections(8).acquire_timeout(Duration::from_secs(3)).connect(url).await.map_err(classify)?;
         sqlx::query(SCHEMA).execute(&pool).await.map_err(classify)?;
+        sqlx::query(FENCES).execute(&pool).await.map_err(classify)?;
         Ok::<_, StorageError>(pool)
     })?;
     Ok(Storage::from_parts(Arc::new(Postgres { pool }), rt))
@@ -108,7 +131,17 @@ impl StorageAdapter for Postgres {
         })
     }
 
-    fn write<'a>(&'a self, tenant: &'a str, ops: Vec<Op>) -> BoxFut<'a, Result<(), StorageError>> {
+    fn fence<'a>(&'a self, term: &'a Term) -> BoxFut<'a, Result<(), StorageError>> {
+        Box::pin(async move {
+            let held: i64 = sqlx::query_scalar(RAISE).bind(&term.group).bind(epoch_of(term)?).fetch_one(&self.pool).await.map_err(classify)?;
+            if held as u64 > term.epoch {
+                return Err(term.fenced(held as u64));
+            }
+            Ok(())
+        })
+    }
+
+    fn write<'a>(&'a self, tenant: &'a str, ops: Vec<Op>, term: Option<&'a Term>) -> BoxFut<'a, Result<(), StorageError>> {
         Box::pin(async move {
             let ops = coalesce(&ops);
             let (mut put_keys, mut put_values, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
@@ -122,6 +155,18 @@ impl StorageAdapter for Postgres {
                 }
             }
             let mut tx = self.pool.begin().await.map_err(classify)?;
+            if let Some(term) = term {
+                let held: Option<i64> =
+                    sqlx::query_scalar("SELECT epoch FROM terrace_fences WHERE grp = $1 FOR SHARE").bind(&term.group).fetch_optional(&mut *tx).await.map_err(classify)?;
+                let held = match held {
+                    Some(e) if e as u64 >= term.epoch => e as u64,
+                    // The term's first write: its fence was not raised yet (or not here).
+                    _ => sqlx::query_scalar::<_, i64>(RAISE).bind(&term.group).bind(epoch_of(term)?).fetch_one(&mut *tx).await.map_err(classify)? as u64,
+                };
+                if held > term.epoch {
+                    return Err(term.fenced(held));
+                }
+            }
             if !put_keys.is_empty() {
                 sqlx::query(
                     "INSERT INTO terrace_kv (tenant, key, value) SELECT $1, k, v FROM UNNEST($2::bytea[], $3::bytea[]) AS t(k, v) \

@@ -88,6 +88,10 @@ pub async fn read_through(srv: &Server, locks: &LockCap, conn: &Conn, argv: &[&[
         add(argv);
     }
     let queuing = conn.multi.is_some() && !exec;
+    if writes && !queuing && tier.storage.superseded() {
+        // Fenced: its writes would never reach storage (write-back) or be refused there.
+        return Err("READONLY this engine's primary term ended: storage holds a newer primary's epoch for its slots; it takes writes again once it is given a new role".into());
+    }
     if writes && tier.writes_back(ns) && !queuing {
         // Write-back: room under `dirty_max` first (backpressure).
         tier.admit_dirty(|| !super::admit_memory(srv, locks)).await?;
