@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{eventually, free_port, Console, Engine, Postgres, Proxy, RedisPort};
+use common::{eventually, free_port, q, Console, Engine, Postgres, Proxy, RedisPort};
 use terrace_engine::storage::{postgres, tier::storage_key};
 
 fn info(e: &Engine, field: &str) -> Option<String> {
@@ -82,4 +82,84 @@ fn a_paused_primary_cannot_flush_once_its_replica_took_over() {
     // Reads still answer (from its cache; it is not the slots' primary in the proxy's map).
     let v: Option<String> = redis::cmd("GET").arg("b").query(&mut p).unwrap();
     assert_eq!(v.as_deref(), Some("first"));
+}
+
+/// A field of the engine's INFO (any section).
+fn info_all(e: &Engine, field: &str) -> Option<String> {
+    let text: String = redis::cmd("INFO").arg("everything").query(&mut e.client()).ok()?;
+    text.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+}
+
+fn dirty(e: &Engine) -> i64 {
+    info_all(e, "dirty_keys").and_then(|v| v.parse().ok()).unwrap_or(-1)
+}
+
+fn follow(replica: &Engine, primary: &Engine) {
+    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(primary.port).query(&mut replica.client()).unwrap();
+    eventually(20, "the replica follows", || info(replica, "master_link_status").as_deref() == Some("up"));
+}
+
+/// A write-back tenant on shared storage, replicated: the replica holds the primary's cache
+/// (the writes' after-images, not the commands that read through storage), marks the keys
+/// dirty there and forgets them once the primary flushed them; a replica attached while keys
+/// are dirty gets them dirty with its full sync. With storage down, the primary acknowledges
+/// writes it cannot flush, and dies: the replica, promoted under a new term, flushes every
+/// one of them.
+#[test]
+fn a_promoted_replica_flushes_what_its_write_back_primary_had_not() {
+    let pg = Postgres::start();
+    let url = pg.url();
+    let storage = postgres::connect(&url).unwrap();
+    let start = || Engine::start(&["--storage", "postgres", "--storage-url", &url, "--storage-mode", "write-back", "--flush-interval-ms", "50"]);
+    let (mut primary, replica) = (start(), start());
+    follow(&replica, &primary);
+    let mut p = primary.client();
+    for i in 0..50 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(format!("v{i}")).query(&mut p).unwrap();
+    }
+    let _: () = redis::cmd("HSET").arg("h").arg("f1").arg("a").arg("f2").arg("b").query(&mut p).unwrap();
+    for _ in 0..3 {
+        let _: i64 = redis::cmd("INCR").arg("n").query(&mut p).unwrap();
+    }
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    assert_eq!(acked, 1);
+    eventually(10, "the primary flushes and the replica hears of it", || {
+        dirty(&primary) == 0 && dirty(&replica) == 0 && holds(&stored(&storage, "k49"), "v49")
+    });
+    let mut r = replica.client();
+    let (k1, f2, n): (String, String, i64) = (q(&mut r, &["GET", "k1"]), q(&mut r, &["HGET", "h", "f2"]), q(&mut r, &["GET", "n"]));
+    assert_eq!((k1.as_str(), f2.as_str(), n), ("v1", "b", 3), "the replica holds the primary's cache");
+
+    // Storage down: the primary acknowledges from its cache what it cannot flush. (An engine
+    // does not start on a storage tier it cannot reach: the late replica starts first.)
+    let late = start();
+    pg.stop();
+    for i in 0..50 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(format!("w{i}")).query(&mut p).unwrap();
+    }
+    let _: i64 = redis::cmd("DEL").arg("k1").query(&mut p).unwrap();
+    let _: i64 = redis::cmd("INCR").arg("n").query(&mut p).unwrap();
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    assert_eq!(acked, 1);
+    let held = dirty(&primary);
+    assert_eq!(held, 51, "k0..k49 (k1 a deletion) and n");
+    eventually(10, "the replica has them dirty too", || dirty(&replica) == held);
+    follow(&late, &primary);
+    eventually(10, "a replica synced now has them dirty", || dirty(&late) == held);
+    let (lk, ln): (String, i64) = (q(&mut late.client(), &["GET", "k7"]), q(&mut late.client(), &["GET", "n"]));
+    assert_eq!((lk.as_str(), ln), ("w7", 4));
+
+    // The primary dies; storage comes back; the replica takes a new term and is promoted.
+    primary.child.kill().unwrap();
+    primary.child.wait().unwrap();
+    pg.resume();
+    eventually(20, "the replica takes the new term (storage reachable again)", || {
+        redis::cmd("TERRACE.EPOCH").arg("range-0").arg(2).query::<()>(&mut r).is_ok()
+    });
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut r).unwrap();
+    eventually(20, "the promoted replica flushes what the primary had not", || {
+        dirty(&replica) == 0 && (0..50).filter(|i| *i != 1).all(|i| holds(&stored(&storage, &format!("k{i}")), &format!("w{i}")))
+    });
+    assert_eq!(stored(&storage, "k1"), None, "the deletion was flushed too");
+    assert!(holds(&stored(&storage, "n"), "4"), "{:?}", stored(&storage, "n"));
 }

@@ -237,7 +237,8 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
         return Ok(false);
     }
     db::replace_primary(&console.db, idx, old, &new).await?;
-    event(console, "failover", format!("engine {idx}: {old} {why}; {new} promoted (replication offset {offset}, epoch {epoch}); {old} becomes its replica")).await;
+    event(console, "failover", format!("engine {idx}: {old} {why}; {new} promoted (replication offset {offset}, epoch {epoch}); {old} becomes its replica"))
+        .await;
     // The proxies get the new map now, not at the next reconcile interval.
     console.wake.notify_one();
     Ok(true)

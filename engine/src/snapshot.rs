@@ -168,11 +168,16 @@ impl RdbWriter {
     }
 }
 
-/// Whether database `db`'s keys belong in a snapshot: not a storage-backed tenant's. Its data
-/// is storage's plus (write-back) the WAL's unflushed after-images; a snapshot of it could be
-/// stale after a crash (a key written, flushed and its record pruned since).
-fn in_snapshots(srv: &Server, db: usize) -> bool {
-    srv.storage_tier().is_none_or(|t| !t.backs(db / crate::keyspace::NUM_DBS))
+/// Whether database `db`'s keys belong in an image of `scope`: not a storage-backed tenant's.
+/// Its data is storage's plus (write-back) the WAL's unflushed after-images; a snapshot of
+/// it could be stale after a crash (a key written, flushed and its record pruned since). A
+/// Terrace replica's image has it when storage is shared: the replica holds the primary's
+/// cache (and the stream after the image marks what is dirty).
+fn in_snapshots(srv: &Server, db: usize, scope: Scope) -> bool {
+    match srv.storage_tier().filter(|t| t.backs(db / crate::keyspace::NUM_DBS)) {
+        None => true,
+        Some(t) => scope == Scope::EveryNamespace && t.storage.shared(),
+    }
 }
 
 /// What writes one shard into a snapshot.
@@ -219,7 +224,7 @@ fn write_image(srv: &Server, scope: Scope, visit: &mut ShardVisitor, sink: &mut 
         Scope::DefaultNamespace => ks.dbs().min(crate::keyspace::NUM_DBS),
     };
     for db in 0..dbs {
-        if !in_snapshots(srv, db) {
+        if !in_snapshots(srv, db, scope) {
             continue;
         }
         let (mut keys, mut expires) = (0usize, 0usize);

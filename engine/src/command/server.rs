@@ -664,7 +664,7 @@ pub fn terrace_epoch(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             return Ok(());
         }
         if now.group == term.group && now.epoch > term.epoch {
-            return Err(err(&format!("ERR epoch {epoch} is older than this engine's ({})", now.epoch)));
+            return Err(err(format!("ERR epoch {epoch} is older than this engine's ({})", now.epoch)));
         }
     }
     if let Some(tier) = ctx.srv.storage_tier() {
@@ -673,7 +673,7 @@ pub fn terrace_epoch(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         let raised = std::thread::scope(|s| s.spawn(|| storage.block_on(storage.begin_term(term.clone()))).join());
         match raised {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(err(&format!("ERR {e}"))),
+            Ok(Err(e)) => return Err(err(format!("ERR {e}"))),
             Err(_) => return Err(err("ERR raising the storage fence failed")),
         }
     }

@@ -18,6 +18,10 @@ use parking_lot::{Condvar, Mutex};
 
 pub use backlog::{Backlog, Stream};
 
+/// The command a stream carries a write-back or write-through after-image as (storage's
+/// record form), and the one that tells a replica its master flushed a key.
+pub const CLEAN_RECORD: &[u8] = b"TERRACE.CLEAN";
+
 /// The master a `REPLICAOF host port` named.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Master {
@@ -66,6 +70,19 @@ impl Flavor {
     fn index(self) -> usize {
         self as usize
     }
+}
+
+/// How a stream carries a database's writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carry {
+    /// Not at all (another namespace than a Redis stream's; storage-backed data a replica
+    /// cannot hold).
+    Nothing,
+    /// As the commands that made them.
+    Commands,
+    /// As each written key's after-image (`TERRACE.WB key [record]`): a storage-backed
+    /// tenant's, whose commands ran on keys read through from storage.
+    AfterImages,
 }
 
 /// A replication offset in each stream (what a client's WAIT waits for).

@@ -76,7 +76,7 @@ fn feed_expired(srv: &Server, id: u32, shard: &mut crate::keyspace::Shard) {
     let keys = std::mem::take(&mut shard.expired);
     let db = id as usize / srv.keyspace.shards_per_db();
     srv.replicate(|stream, carries| {
-        if carries(db) {
+        if carries(db) != crate::replication::Carry::Nothing {
             for key in &keys {
                 stream.command(db, &[b"DEL".as_slice(), key]);
             }

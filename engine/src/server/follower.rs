@@ -13,6 +13,8 @@
 //! Hand-written over a blocking socket on a thread of its own: the stream is applied in
 //! order, one command at a time, and no crate implements the replica side of the protocol.
 
+use crate::replication::CLEAN_RECORD;
+use crate::storage::WB_RECORD;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
@@ -314,6 +316,26 @@ fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), L
     loaded.map(|_| ())
 }
 
+/// A storage-backed tenant's write as its master sent it: `TERRACE.WB key [record]`, the
+/// key's after-image (dirty here if the tenant writes back, until the master says
+/// `TERRACE.CLEAN key`: it flushed it).
+fn apply_storage_record(srv: &Server, locks: &LockCap, db: usize, argv: &[&[u8]]) {
+    let Some(tier) = srv.storage_tier() else {
+        tracing::warn!("the master sent a storage-backed write, and this engine has no storage tier");
+        return;
+    };
+    if argv[0] == CLEAN_RECORD {
+        if let Some(key) = argv.get(1) {
+            tier.dirty.forget(&(db, key.to_vec()));
+        }
+        return;
+    }
+    let dirty = tier.writes_back(db / crate::keyspace::NUM_DBS);
+    if let Err(why) = crate::command::pipeline::storage::replay_write_back(srv, locks, db, argv, crate::clock::now_ms(), dirty) {
+        tracing::warn!("an after-image from the master does not apply: {why}");
+    }
+}
+
 /// Applies the master's command stream from offset `offset` (in database `db`),
 /// acknowledging as it goes. The offset counts whole commands outside a transaction: a
 /// link broken inside MULTI resumes before it.
@@ -345,7 +367,9 @@ fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64, db: usize) ->
             };
             let argv: Vec<&[u8]> = (0..req.args.len()).map(|i| req.arg(&wire.buf, i)).collect();
             let getack = argv.len() == 3 && argv[0].eq_ignore_ascii_case(b"replconf") && argv[1].eq_ignore_ascii_case(b"getack");
-            if getack {
+            if argv.first().is_some_and(|a| *a == WB_RECORD || *a == CLEAN_RECORD) {
+                apply_storage_record(srv, locks, conn.db, &argv);
+            } else if getack {
                 // The offset before this request, as Redis acknowledges it.
                 let ack = offset.to_string();
                 wire.send(&["REPLCONF", "ACK", &ack])?;

@@ -525,7 +525,8 @@ fn replay(srv: &Arc<Server>, locks: &LockCap, records: Vec<(u64, crate::wal::fra
         conn.ns_base = r.ns_base;
         conn.replay_now = Some(r.now);
         if r.argv[0] == crate::storage::WB_RECORD {
-            if let Err(why) = crate::command::pipeline::storage::replay_write_back(srv, locks, r.db, &r.argv, r.now) {
+            let argv: Vec<&[u8]> = r.argv.iter().map(Vec::as_slice).collect();
+            if let Err(why) = crate::command::pipeline::storage::replay_write_back(srv, locks, r.db, &argv, r.now, true) {
                 tracing::warn!(seq, "a replayed write-back record failed: {why}");
             }
             continue;

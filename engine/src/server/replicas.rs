@@ -135,10 +135,39 @@ fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor)
     let offset = backlog.offset();
     // The replica does not know which database the stream is in.
     backlog.forget_selected();
+    if flavor == Flavor::Terrace {
+        mark_dirty_keys(srv, &mut guards);
+    }
     assert!(backlog.attach(id, offset), "the backlog's own end is in it");
     drop(guards);
     tracing::info!(replica = id, bytes = image.len(), ms = started.elapsed().as_millis() as u64, "snapshot made for a replica (writes waited)");
     Ok((image, offset))
+}
+
+/// Puts the after-image of every dirty key of a shared storage tier's tenants in the stream
+/// (the shards held): the new replica starts with them marked dirty, so that, promoted, it
+/// flushes what this engine had not. (Replicas already following get them again: the same
+/// values, already dirty there.)
+fn mark_dirty_keys(srv: &Server, guards: &mut crate::keyspace::Guards) {
+    let Some(tier) = srv.storage_tier().filter(|t| t.storage.shared()) else { return };
+    let now = crate::clock::now_ms();
+    for (db, key) in tier.dirty.keys() {
+        let record = match crate::command::pipeline::storage::after_image(srv, guards, db, &key, now) {
+            Ok(record) => record,
+            Err(why) => {
+                tracing::error!(key = %String::from_utf8_lossy(&key), "not sent to the replica: {why}");
+                continue;
+            }
+        };
+        srv.replicate(|stream, carry| {
+            if carry(db) == crate::replication::Carry::AfterImages {
+                match &record {
+                    Some(r) => stream.command(db, &[crate::storage::WB_RECORD, &key, r]),
+                    None => stream.command(db, &[crate::storage::WB_RECORD, &key]),
+                }
+            }
+        });
+    }
 }
 
 /// Sends the stream from the backlog until the link or the engine ends.

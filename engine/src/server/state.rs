@@ -14,6 +14,7 @@ pub use crate::clock::{now_ms, now_ms_at, now_us};
 use crate::config::EngineConfig;
 use crate::keyspace::eviction::Policy;
 use crate::keyspace::{Keyspace, LockCap};
+use crate::replication::Carry;
 use terrace_commands::table::CommandSpec;
 
 /// Per-command counters (INFO commandstats).
@@ -381,6 +382,37 @@ impl crate::storage::flusher::Source for Server {
     fn batch_bytes(&self) -> Option<usize> {
         self.device.get().map(|d| d.storage_batch_bytes())
     }
+
+    fn writes_storage(&self) -> bool {
+        !self.replication.is_replica()
+    }
+
+    /// Tells replicas which keys are clean (`TERRACE.CLEAN key`), each under its shard's
+    /// lock: a write to the key lands wholly before the check (then it is not clean) or
+    /// after the CLEAN in the stream (then it is dirty again there too).
+    fn cleaned(&self, locks: &LockCap, tier: &crate::storage::tier::StorageTier, taken: &[crate::storage::dirty::Taken]) {
+        let terrace = crate::replication::Flavor::Terrace;
+        if self.replication.feed(terrace).is_none() {
+            tier.dirty.flushed_all(taken);
+            return;
+        }
+        for t in taken {
+            let (db, key) = (t.key.0, &t.key.1);
+            if self.carry(terrace, db) != Carry::AfterImages {
+                tier.dirty.flushed(t);
+                continue;
+            }
+            let _held = self.keyspace.lock_one(locks, self.keyspace.shard_id(db, key));
+            if tier.dirty.flushed(t) {
+                self.replicate(|stream, carry| {
+                    if carry(db) == Carry::AfterImages {
+                        stream.command(db, &[crate::replication::CLEAN_RECORD, key]);
+                    }
+                });
+            }
+        }
+        self.replication.publish();
+    }
 }
 
 impl Server {
@@ -493,19 +525,26 @@ impl Server {
     }
 
     /// Appends what `write` puts in every replication stream being fed; `write` is told
-    /// which physical databases its stream carries — Redis's, the default namespace's;
-    /// Terrace's, every namespace but a storage-backed one (storage holds its data, and
-    /// only a primary writes storage). Returns each stream's offset after it (0: not fed).
-    pub fn replicate(&self, mut write: impl FnMut(&mut crate::replication::Stream, &dyn Fn(usize) -> bool)) -> crate::replication::Offsets {
+    /// how its stream carries each physical database (`carry`): Redis's, the default
+    /// namespace's commands unless storage backs it; Terrace's, every namespace's commands,
+    /// but a storage-backed one's as after-images when storage is shared (a replica holds
+    /// the cache, only the primary writes storage) and not at all when it is this engine's
+    /// own. Returns each stream's offset after it (0: not fed).
+    pub fn replicate(&self, mut write: impl FnMut(&mut crate::replication::Stream, &dyn Fn(usize) -> Carry)) -> crate::replication::Offsets {
         let names = |ns: usize| self.namespaces.lock().get(ns).cloned();
-        let storage = self.storage_tier();
-        self.replication.append_everywhere(&names, |flavor, stream| {
-            let carries = |db: usize| match flavor {
-                crate::replication::Flavor::Redis => db < crate::keyspace::NUM_DBS,
-                crate::replication::Flavor::Terrace => storage.is_none_or(|t| !t.backs(db / crate::keyspace::NUM_DBS)),
-            };
-            write(stream, &carries)
-        })
+        self.replication.append_everywhere(&names, |flavor, stream| write(stream, &|db| self.carry(flavor, db)))
+    }
+
+    /// How stream `flavor` carries database `db`'s writes (see `replicate`).
+    pub fn carry(&self, flavor: crate::replication::Flavor, db: usize) -> Carry {
+        let ns = db / crate::keyspace::NUM_DBS;
+        let backed = self.storage_tier().filter(|t| t.backs(ns));
+        match (flavor, backed) {
+            (crate::replication::Flavor::Redis, _) if ns > 0 => Carry::Nothing,
+            (_, None) => Carry::Commands,
+            (crate::replication::Flavor::Terrace, Some(t)) if t.storage.shared() => Carry::AfterImages,
+            (_, Some(_)) => Carry::Nothing,
+        }
     }
 
     pub fn request_shutdown(&self) {

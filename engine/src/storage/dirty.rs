@@ -54,7 +54,12 @@ impl Inner {
             }
             return false;
         }
-        let m = self.keys.remove(&taken.key).expect("present");
+        self.unmark(&taken.key);
+        true
+    }
+
+    fn unmark(&mut self, key: &CacheKey) {
+        let Some(m) = self.keys.remove(key) else { return };
         self.bytes -= m.bytes;
         if let std::collections::btree_map::Entry::Occupied(mut o) = self.since.entry(m.since) {
             *o.get_mut() -= 1;
@@ -62,7 +67,6 @@ impl Inner {
                 o.remove();
             }
         }
-        true
     }
 }
 
@@ -112,6 +116,11 @@ impl DirtySet {
         *self.inner.lock() = Inner::default();
     }
 
+    /// Unmarks `key` whatever wrote it (a replica: its master flushed the key).
+    pub fn forget(&self, key: &CacheKey) {
+        self.inner.lock().unmark(key);
+    }
+
     pub fn contains(&self, key: &CacheKey) -> bool {
         let s = self.inner.lock();
         !s.keys.is_empty() && s.keys.contains_key(key)
@@ -139,8 +148,7 @@ impl DirtySet {
         out
     }
 
-    /// One key's `flushed_all`, with its answer (the flusher clears whole batches).
-    #[cfg(test)]
+    /// One key's `flushed_all`, with its answer: whether the key is clean now.
     pub fn flushed(&self, taken: &Taken) -> bool {
         self.inner.lock().flushed(taken)
     }

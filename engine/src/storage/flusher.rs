@@ -26,6 +26,14 @@ pub trait Source: Send + Sync {
     fn tenant_of(&self, db: usize) -> String;
     /// The device probe's batch size, once measured.
     fn batch_bytes(&self) -> Option<usize>;
+    /// Whether this engine writes storage now (a replica does not: its primary does).
+    fn writes_storage(&self) -> bool {
+        true
+    }
+    /// The keys of `taken` are in storage: each is clean unless written meanwhile.
+    fn cleaned(&self, _locks: &LockCap, tier: &StorageTier, taken: &[Taken]) {
+        tier.dirty.flushed_all(taken);
+    }
 }
 
 /// How long a stopping engine keeps retrying a refusing storage before it gives up (what is
@@ -68,10 +76,19 @@ pub fn run<S: Source>(srv: std::sync::Weak<S>, locks: LockCap, tier: Arc<Storage
                 tracing::error!(keys = tier.dirty.size().0, "stopping with dirty keys that a newer primary's term keeps out of storage");
                 return;
             }
-            backoff = Duration::from_secs(1);
+            idle(&tier, Duration::from_secs(1));
             continue;
         }
         let Some(srv) = srv.upgrade() else { return };
+        if !srv.writes_storage() {
+            // A replica: its primary flushes these keys and says so in the stream.
+            if stopping {
+                return;
+            }
+            drop(srv);
+            idle(&tier, cfg.flush_interval);
+            continue;
+        }
         // Several batches per wake-up while there is a backlog.
         loop {
             let taken = tier.dirty.take(cfg.flush_batch);
@@ -91,6 +108,12 @@ pub fn run<S: Source>(srv: std::sync::Weak<S>, locks: LockCap, tier: Arc<Storage
             }
         }
     }
+}
+
+/// Waits `wait` without flushing (however many keys are dirty), or until woken to stop.
+fn idle(tier: &StorageTier, wait: Duration) {
+    let mut guard = tier.flush_lock.lock();
+    tier.flush_wake.wait_for(&mut guard, wait);
 }
 
 /// Writes `taken` (one batch per tenant); Err if storage refused (the keys are back in line).
@@ -161,7 +184,7 @@ fn flush_batch(srv: &impl Source, locks: &LockCap, tier: &StorageTier, taken: Ve
                 // The entries' dirty bits are left: eviction clears a bit once it finds the
                 // key gone from the dirty set (going back to a million cold entries here
                 // would cost more than the write).
-                tier.dirty.flushed_all(&taken);
+                srv.cleaned(locks, tier, &taken);
             }
             Err(e) => {
                 c.errors.fetch_add(1, Ordering::Relaxed);

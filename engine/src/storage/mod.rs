@@ -74,6 +74,12 @@ pub type Values = Vec<Option<Vec<u8>>>;
 /// durable when it returns Ok.
 pub trait StorageAdapter: Send + Sync + 'static {
     fn name(&self) -> &'static str;
+    /// Whether other engines reach the same data (a database server), rather than this
+    /// engine alone (an embedded tree). A replica of a shared storage tier holds its
+    /// primary's cache and writes nothing to storage; of a private one, nothing.
+    fn shared(&self) -> bool {
+        false
+    }
     /// Values of `keys` (None: absent), in the same order.
     fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Values, StorageError>>;
     /// Puts and deletes, atomically. The batch is handed over (an adapter that writes on
@@ -135,6 +141,10 @@ impl Storage {
 
     pub fn name(&self) -> &'static str {
         self.adapter.name()
+    }
+
+    pub fn shared(&self) -> bool {
+        self.adapter.shared()
     }
 
     /// Runs `f` on the storage runtime; awaitable from any runtime.

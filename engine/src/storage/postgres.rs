@@ -115,6 +115,10 @@ impl StorageAdapter for Postgres {
         "postgres"
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn get<'a>(&'a self, tenant: &'a str, keys: &'a [Vec<u8>]) -> BoxFut<'a, Result<Values, StorageError>> {
         Box::pin(async move {
             let rows = sqlx::query("SELECT key, value FROM terrace_kv WHERE tenant = $1 AND key = ANY($2)")
@@ -156,8 +160,11 @@ impl StorageAdapter for Postgres {
             }
             let mut tx = self.pool.begin().await.map_err(classify)?;
             if let Some(term) = term {
-                let held: Option<i64> =
-                    sqlx::query_scalar("SELECT epoch FROM terrace_fences WHERE grp = $1 FOR SHARE").bind(&term.group).fetch_optional(&mut *tx).await.map_err(classify)?;
+                let held: Option<i64> = sqlx::query_scalar("SELECT epoch FROM terrace_fences WHERE grp = $1 FOR SHARE")
+                    .bind(&term.group)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(classify)?;
                 let held = match held {
                     Some(e) if e as u64 >= term.epoch => e as u64,
                     // The term's first write: its fence was not raised yet (or not here).

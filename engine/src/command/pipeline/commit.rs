@@ -12,8 +12,9 @@ use super::Effects;
 use crate::command::table::CommandSpec;
 use crate::command::{BlockRequest, Conn, Data};
 use crate::keyspace::{LockCap, NUM_DBS};
-use crate::replication::propagate;
+use crate::replication::{propagate, Carry};
 use crate::server::state::Server;
+use crate::storage::WB_RECORD;
 
 /// Commits what must be ordered with other writes; the caller still holds the locks.
 pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockRequest>, data: &mut Data) {
@@ -36,7 +37,16 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
         data.fx.wal_count = 0;
         if !data.fx.touched.is_empty() {
             let touched = std::mem::take(&mut data.fx.touched);
-            if tier.writes_back(ns) {
+            if conn.from_master {
+                // A replica writes no storage: its master did (write-through) or will
+                // (write-back: the keys stay dirty here until it says they are clean, so
+                // this engine, promoted, flushes what it had not).
+                if tier.writes_back(ns) {
+                    for key in &touched {
+                        tier.dirty.mark(key, 0, 0);
+                    }
+                }
+            } else if tier.writes_back(ns) {
                 if let Some(seq) = storage::mark_write_back(srv, tier, data, touched) {
                     conn.wal_pending = conn.wal_pending.max(seq);
                 }
@@ -62,25 +72,52 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
 
 /// Sends the command's writes, and the keys it found expired, to replicas — under its
 /// locks, so the stream's order is the execution order — and notes the offsets the client's
-/// WAIT waits for.
+/// WAIT waits for. A storage-backed tenant's writes go as their keys' after-images.
 fn feed_replicas(srv: &Server, conn: &mut Conn, data: &mut Data) {
     let mut expired = Vec::new();
     data.guards.take_expired(srv.keyspace.shards_per_db(), &mut expired);
+    let images = after_images(srv, data);
     let fx = &data.fx;
-    if expired.is_empty() && fx.wal_count == 0 {
+    if expired.is_empty() && fx.wal_count == 0 && images.is_empty() {
         return;
     }
-    let offsets = srv.replicate(|stream, carries| {
-        for (db, key) in expired.iter().filter(|(db, _)| carries(*db)) {
+    let offsets = srv.replicate(|stream, carry| {
+        for (db, key) in expired.iter().filter(|(db, _)| carry(*db) != Carry::Nothing) {
             stream.command(*db, &[b"DEL".as_slice(), key]);
         }
         if fx.wal_count > 0 {
-            propagate::put_commit(stream, &fx.wal_buf, fx.wal_count, carries);
+            propagate::put_commit(stream, &fx.wal_buf, fx.wal_count, &|db| carry(db) == Carry::Commands);
+        }
+        for (db, key, record) in images.iter().filter(|(db, ..)| carry(*db) == Carry::AfterImages) {
+            match record {
+                Some(r) => stream.command(*db, &[WB_RECORD, key, r]),
+                None => stream.command(*db, &[WB_RECORD, key]),
+            }
         }
     });
     for (mine, now) in conn.repl_offsets.iter_mut().zip(offsets) {
         *mine = (*mine).max(now);
     }
+}
+
+/// The after-images of the keys a storage-backed tenant's command wrote, when a stream
+/// carries them (Terrace's, storage shared): (database, key, stored record or deletion).
+fn after_images(srv: &Server, data: &mut Data) -> Vec<(usize, Vec<u8>, Option<Vec<u8>>)> {
+    let terrace = crate::replication::Flavor::Terrace;
+    if data.fx.touched.is_empty() || srv.replication.feed(terrace).is_none() {
+        return Vec::new();
+    }
+    let mut keys: Vec<&(usize, Vec<u8>)> = data.fx.touched.iter().filter(|(db, _)| srv.carry(terrace, *db) == Carry::AfterImages).collect();
+    keys.sort();
+    keys.dedup();
+    let mut images = Vec::with_capacity(keys.len());
+    for (db, key) in keys {
+        match storage::after_image(srv, &mut data.guards, *db, key, data.now) {
+            Ok(record) => images.push((*db, key.clone(), record)),
+            Err(why) => tracing::error!(key = %String::from_utf8_lossy(key), "not sent to replicas: {why}"),
+        }
+    }
+    images
 }
 
 /// A command that ran: what the rest of its commit needs.

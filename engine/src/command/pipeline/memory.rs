@@ -34,7 +34,7 @@ impl eviction::Observer for Evictions<'_> {
         // Replicas delete what their master evicts (they do not evict on their own).
         if srv.replication.feeding() {
             srv.replicate(|stream, carries| {
-                if carries(db) {
+                if carries(db) != crate::replication::Carry::Nothing {
                     stream.command(db, &[b"DEL".as_slice(), key]);
                 }
             });

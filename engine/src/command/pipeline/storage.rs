@@ -90,7 +90,10 @@ pub async fn read_through(srv: &Server, locks: &LockCap, conn: &Conn, argv: &[&[
     let queuing = conn.multi.is_some() && !exec;
     if writes && !queuing && tier.storage.superseded() {
         // Fenced: its writes would never reach storage (write-back) or be refused there.
-        return Err("READONLY this engine's primary term ended: storage holds a newer primary's epoch for its slots; it takes writes again once it is given a new role".into());
+        return Err(
+            "READONLY this engine's primary term ended: storage holds a newer primary's epoch for its slots; it takes writes again once it is given a new role"
+                .into(),
+        );
     }
     if writes && tier.writes_back(ns) && !queuing {
         // Write-back: room under `dirty_max` first (backpressure).
@@ -194,10 +197,39 @@ async fn read_keys(srv: &Server, locks: &LockCap, tier: &crate::storage::tier::S
 }
 
 /// After a write-through command's batch failed: its keys leave the cache, so reads go to
-/// storage (which did not take the write).
+/// storage (which did not take the write) — replicas' caches too, which had the write's
+/// after-images.
 pub fn invalidate(srv: &Server, locks: &LockCap, keys: &[(usize, Vec<u8>)]) {
     for (db, key) in keys {
-        srv.keyspace.lock_one(locks, srv.keyspace.shard_id(*db, key)).remove(key);
+        let mut shard = srv.keyspace.lock_one(locks, srv.keyspace.shard_id(*db, key));
+        shard.remove(key);
+        if srv.replication.feeding() {
+            srv.replicate(|stream, carry| {
+                if carry(*db) == crate::replication::Carry::AfterImages {
+                    stream.command(*db, &[WB_RECORD, key]);
+                }
+            });
+        }
+    }
+    srv.replication.publish();
+}
+
+/// The after-image of `key` in database `db` through the shards `guards` hold: its stored
+/// form, or None if it is gone.
+pub fn after_image(
+    srv: &Server,
+    guards: &mut crate::keyspace::Guards,
+    db: usize,
+    key: &[u8],
+    now: i64,
+) -> Result<Option<Vec<u8>>, crate::storage::StorageError> {
+    match guards.shard(srv.keyspace.shard_id(db, key)).peek(key, now) {
+        Some(e) => {
+            let mut v = Vec::new();
+            crate::storage::record::encode(&srv.keyspace, db, e, &mut v)?;
+            Ok(Some(v))
+        }
+        None => Ok(None),
     }
 }
 
@@ -208,17 +240,12 @@ pub(super) fn queue_after_images(srv: &Server, tier: &crate::storage::tier::Stor
     touched.dedup();
     let mut ops = Vec::with_capacity(touched.len());
     for (db, key) in &touched {
-        let id = srv.keyspace.shard_id(*db, key);
-        let value = match data.guards.shard(id).peek(key, data.now) {
-            Some(e) => {
-                let mut v = Vec::new();
-                if let Err(why) = crate::storage::record::encode(&srv.keyspace, *db, e, &mut v) {
-                    tracing::error!("not written to storage: {why}");
-                    continue;
-                }
-                Some(v)
+        let value = match after_image(srv, &mut data.guards, *db, key, data.now) {
+            Ok(value) => value,
+            Err(why) => {
+                tracing::error!("not written to storage: {why}");
+                continue;
             }
-            None => None,
         };
         ops.push((srv.tenant_of(*db), (crate::storage::tier::storage_key(*db % crate::keyspace::NUM_DBS, key), value), (*db, key.clone())));
     }
@@ -278,9 +305,10 @@ pub(super) fn mark_write_back(srv: &Server, tier: &StorageTier, data: &mut Data,
     seq
 }
 
-/// Replays a write-back after-image (`WB_RECORD`): the key gets the logged value (or is
-/// deleted) and is dirty, so the flusher writes it to storage again.
-pub fn replay_write_back(srv: &Server, locks: &LockCap, db: usize, argv: &[Vec<u8>], now: i64) -> Result<(), String> {
+/// Installs an after-image (`WB_RECORD`): the key gets the logged value (or is deleted) and,
+/// if `dirty`, is marked so the flusher writes it to storage (a write-back WAL record
+/// replayed; a write-back tenant's write from a replica's master).
+pub fn replay_write_back(srv: &Server, locks: &LockCap, db: usize, argv: &[&[u8]], now: i64, dirty: bool) -> Result<(), String> {
     let key = argv.get(1).ok_or("a write-back record without a key")?;
     let ks = &srv.keyspace;
     let mut shard = ks.lock_one(locks, ks.shard_id(db, key));
@@ -297,14 +325,14 @@ pub fn replay_write_back(srv: &Server, locks: &LockCap, db: usize, argv: &[Vec<u
                 crate::rdb::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
                 crate::rdb::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
             };
-            e.set_dirty(true);
+            e.set_dirty(dirty);
             let size = e.heap_size();
             shard.insert(e);
             size
         }
     };
-    if let Some(tier) = srv.storage_tier() {
-        tier.dirty.mark(&(db, key.clone()), size, 0);
+    if let Some(tier) = srv.storage_tier().filter(|_| dirty) {
+        tier.dirty.mark(&(db, key.to_vec()), size, 0);
     }
     Ok(())
 }
