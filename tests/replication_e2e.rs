@@ -498,3 +498,62 @@ fn a_replica_restarted_mid_sync_converges() {
     assert_eq!(q::<String>(&mut r, &["GET", "after"]), "the restart");
     assert_eq!(q::<String>(&mut r, &["GET", "key:299999"]), "value of key 299999 with some padding to be loaded");
 }
+
+/// A full sync as a replica that reads the diskless form asks for it (`REPLCONF capa eof`):
+/// `$EOF:<40-byte mark>`, the RDB image, the mark, as Redis 7 sends it by default
+/// (`repl-diskless-sync yes`); with it off, or to a replica without that capability,
+/// `$<length>` and the image.
+#[test]
+fn a_full_sync_is_diskless_for_a_replica_that_reads_that_form() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let e = Engine::start(&[]);
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut e.client()).unwrap();
+    let sync = |capa_eof: bool| -> (String, Vec<u8>) {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut line = String::new();
+        if capa_eof {
+            s.write_all(b"*5\r\n$8\r\nREPLCONF\r\n$4\r\ncapa\r\n$3\r\neof\r\n$4\r\ncapa\r\n$6\r\npsync2\r\n").unwrap();
+            r.read_line(&mut line).unwrap();
+            assert_eq!(line, "+OK\r\n");
+        }
+        s.write_all(b"*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n").unwrap();
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        assert!(line.starts_with("+FULLRESYNC "), "{line}");
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let header = line.trim_end().to_string();
+        let body = match header.strip_prefix("$EOF:") {
+            Some(mark) => {
+                assert_eq!(mark.len(), 40);
+                let mut body = Vec::new();
+                let mut byte = [0u8; 1];
+                while !body.ends_with(mark.as_bytes()) {
+                    r.read_exact(&mut byte).unwrap();
+                    body.push(byte[0]);
+                }
+                body.truncate(body.len() - 40);
+                body
+            }
+            None => {
+                let n: usize = header[1..].parse().unwrap();
+                let mut body = vec![0u8; n];
+                r.read_exact(&mut body).unwrap();
+                body
+            }
+        };
+        (header, body)
+    };
+    let (header, diskless) = sync(true);
+    assert!(header.starts_with("$EOF:"), "{header}");
+    let has_k = |image: &[u8]| image.windows(4).any(|w| w == b"\x01k\x01v");
+    assert!(diskless.starts_with(b"REDIS") && has_k(&diskless), "the image, without the mark");
+    let (header, plain) = sync(false);
+    assert!(header.starts_with('$') && !header.starts_with("$EOF:"), "{header}");
+    assert!(plain.starts_with(b"REDIS") && has_k(&plain));
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("repl-diskless-sync").arg("no").query(&mut e.client()).unwrap();
+    let (header, _) = sync(true);
+    assert!(!header.starts_with("$EOF:"), "disk-backed form when repl-diskless-sync is off: {header}");
+}

@@ -106,8 +106,9 @@ pub async fn run(console: Arc<Console>) {
 }
 
 async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), db::DbError> {
-    let (engines, _) = db::topology(&console.db).await?;
-    let replicas = db::replicas(&console.db).await?;
+    let (mut engines, _) = db::topology(&console.db).await?;
+    let mut replicas = db::replicas(&console.db).await?;
+    let mut failed_over = false;
     if replicas.is_empty() {
         console.state.lock().members = Vec::new();
         return Ok(());
@@ -158,6 +159,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         };
         let restarted = why.starts_with("restarted");
         if !mine.is_empty() && failover(console, idx, address, &mine, &why).await? {
+            failed_over = true;
             seen.remove(&idx);
         } else if restarted {
             // Nothing to fail over to: the restarted primary serves again (if it came back
@@ -176,8 +178,11 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
     }
     // Replicas follow their primary (after a failover: the new one; the old primary, when
     // it answers again, too).
-    let (engines, _) = db::topology(&console.db).await?;
-    for (address, idx) in db::replicas(&console.db).await? {
+    if failed_over {
+        (engines, _) = db::topology(&console.db).await?;
+        replicas = db::replicas(&console.db).await?;
+    }
+    for (address, idx) in replicas {
         let Some(primary) = engines.get(idx) else { continue };
         let probed = probe(&address, password).await;
         let primary_offset = members.iter().find(|m| m.engine == idx && m.role == "primary" && m.offset >= 0).map(|m| m.offset);

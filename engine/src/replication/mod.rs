@@ -222,7 +222,7 @@ impl Feed {
 }
 
 /// 40 random hex digits, as Redis's replication IDs.
-fn random_replid() -> String {
+pub fn random_replid() -> String {
     (0..40).map(|_| char::from_digit(fastrand::u32(0..16), 16).expect("a hex digit")).collect()
 }
 

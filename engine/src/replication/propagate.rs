@@ -5,6 +5,8 @@
 //! records go as one MULTI/EXEC when there are several, or when one is a blocking command
 //! (inside MULTI it cannot block: it takes what is there, as it did on the master).
 
+use smallvec::SmallVec;
+
 use super::Stream;
 
 fn is(a: &[u8], name: &str) -> bool {
@@ -137,44 +139,37 @@ fn rewritten(now: i64, argv: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
     }
 }
 
-/// Adds one commit's records (`wal::frame`'s form) of the databases the stream `carries` to
-/// it: in MULTI/EXEC when there are several or one may block.
-pub fn put_commit(stream: &mut Stream, payload: &[u8], count: u32, carries: &dyn Fn(usize) -> bool) {
-    if count == 1 {
-        // The common case without collecting: one command, as it ran unless it has a time.
-        crate::wal::frame::for_each_record(payload, count, |now, db, _, argv| {
-            if !carries(db) {
-                return;
-            }
-            let blocking = is_blocking(argv[0]);
-            if blocking && !stream.select(db) {
-                return;
-            }
-            if blocking {
-                stream.word("MULTI");
-            }
-            match rewrite(now, argv) {
-                Rewritten::Same => stream.command(db, argv),
-                Rewritten::As(new) => stream.command(db, &new),
-                Rewritten::Nothing => {}
-            }
-            if blocking {
-                stream.word("EXEC");
-            }
-        });
-        return;
+/// A record as replicas run it: as it ran (its arguments borrowed from the record) or
+/// rewritten.
+enum Command<'p> {
+    Same(SmallVec<[&'p [u8]; 6]>),
+    As(Vec<Vec<u8>>),
+}
+
+impl Command<'_> {
+    fn name(&self) -> &[u8] {
+        match self {
+            Command::Same(argv) => argv[0],
+            Command::As(argv) => &argv[0],
+        }
     }
-    let mut commands = Vec::with_capacity(count as usize);
+}
+
+/// Adds one commit's records (`wal::frame`'s form) of the databases the stream `carries` to
+/// it: in MULTI/EXEC when there are several or one may block. (The common commit, one
+/// record as it ran, is sent without an allocation: its arguments stay borrowed.)
+pub fn put_commit(stream: &mut Stream, payload: &[u8], count: u32, carries: &dyn Fn(usize) -> bool) {
+    let mut commands: SmallVec<[(usize, Command); 1]> = SmallVec::new();
     crate::wal::frame::for_each_record(payload, count, |now, db, _, argv| {
         if carries(db) {
             match rewrite(now, argv) {
-                Rewritten::Same => commands.push((db, argv.iter().map(|a| a.to_vec()).collect())),
-                Rewritten::As(new) => commands.push((db, new)),
+                Rewritten::Same => commands.push((db, Command::Same(argv.iter().copied().collect()))),
+                Rewritten::As(new) => commands.push((db, Command::As(new))),
                 Rewritten::Nothing => {}
             }
         }
     });
-    let wrap = commands.len() > 1 || commands.iter().any(|(_, c): &(usize, Vec<Vec<u8>>)| is_blocking(&c[0]));
+    let wrap = commands.len() > 1 || commands.iter().any(|(_, c)| is_blocking(c.name()));
     if wrap {
         // (Into the first command's namespace before MULTI: TERRACE.NAMESPACE cannot be queued.)
         if !stream.select(commands[0].0) {
@@ -183,7 +178,10 @@ pub fn put_commit(stream: &mut Stream, payload: &[u8], count: u32, carries: &dyn
         stream.word("MULTI");
     }
     for (db, c) in &commands {
-        stream.command(*db, c);
+        match c {
+            Command::Same(argv) => stream.command(*db, argv),
+            Command::As(argv) => stream.command(*db, argv),
+        }
     }
     if wrap {
         stream.word("EXEC");

@@ -99,8 +99,7 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, fla
             stream.write_all(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes())?;
         }
         repl.update_replica(id, |r| r.state = ReplicaState::SendBulk);
-        stream.write_all(format!("${}\r\n", image.len()).as_bytes())?;
-        stream.write_all(&image)?;
+        send_image(srv, &mut stream, psync, &image)?;
         drop(image);
         tracing::info!(replica = id, offset, "snapshot sent; streaming");
         repl.update_replica(id, |r| {
@@ -121,6 +120,21 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, fla
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = reader.join();
     result
+}
+
+/// Sends a full sync's image: diskless (`$EOF:<mark>`, the image, the mark) to a replica
+/// that reads that form when `repl-diskless-sync` is on (Redis 7's default), else as
+/// `$<length>` as a disk-backed master sends it. (The image is in memory either way.)
+fn send_image(srv: &Server, stream: &mut TcpStream, psync: &Psync, image: &[u8]) -> std::io::Result<()> {
+    if psync.eof && srv.param("repl-diskless-sync").is_none_or(|v| v == "yes") {
+        let mark = crate::replication::random_replid();
+        stream.write_all(format!("$EOF:{mark}\r\n").as_bytes())?;
+        stream.write_all(image)?;
+        stream.write_all(mark.as_bytes())
+    } else {
+        stream.write_all(format!("${}\r\n", image.len()).as_bytes())?;
+        stream.write_all(image)
+    }
 }
 
 /// The image a replica of stream `flavor` starts from (the default namespace's, or every

@@ -594,6 +594,11 @@ impl Server {
         applies.then_some(until)
     }
 
+    /// A CONFIG parameter's current text (those kept as text: not maxmemory, port…).
+    pub fn param(&self, name: &str) -> Option<String> {
+        self.runtime.params.lock().iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
     pub fn policy(&self) -> Policy {
         *self.runtime.policy.lock()
     }
