@@ -93,6 +93,14 @@ def main():
         print(f"| replica lag when SET -P 16 ends, bytes | {t:,.0f} | {rd:,.0f} | |")
         t, rd = med("terrace", lambda x: x[3]), med("redis", lambda x: x[3])
         print(f"| replica catch-up after it, s | {t:.3f} | {rd:.3f} | |")
+        print()
+        print("Each round (the spread behind the medians): terrace / redis-server")
+        print()
+        print("| round | full sync, s | " + " | ".join(f"{t.upper()} -P {p}, req/s" for t, p, _ in RUNS) + " |")
+        print("|---" * (2 + len(RUNS)) + "|")
+        for r, (te, re_) in enumerate(zip(results["terrace"], results["redis"])):
+            cells = [f"{te[1][(t, p)]:,.0f} / {re_[1][(t, p)]:,.0f}" for t, p, _ in RUNS]
+            print(f"| {r + 1} | {te[0]:.2f} / {re_[0]:.2f} | " + " | ".join(cells) + " |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
