@@ -163,3 +163,62 @@ fn a_promoted_replica_flushes_what_its_write_back_primary_had_not() {
     assert_eq!(stored(&storage, "k1"), None, "the deletion was flushed too");
     assert!(holds(&stored(&storage, "n"), "4"), "{:?}", stored(&storage, "n"));
 }
+
+fn get(e: &Engine, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(&mut e.client()).unwrap()
+}
+
+/// The embedded LSM is each engine's own, so a replica keeps a copy of its master's: a full
+/// sync carries what the master's storage holds (keys no longer in its cache too) into the
+/// replica's storage, and the stream's writes after it reach the replica's storage as well.
+/// A primary paused across a failover writes only its own storage — which its full sync as
+/// the new primary's replica then replaces: its late writes never come back.
+#[test]
+fn a_replica_keeps_its_own_copy_of_an_lsm_tier_and_a_demoted_primary_loses_its_late_writes() {
+    let flags = ["--storage", "lsm", "--storage-mode", "write-back", "--flush-interval-ms", "50"];
+    let mut primary = Engine::start(&flags);
+    for i in 0..300 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(format!("v{i}")).query(&mut primary.client()).unwrap();
+    }
+    eventually(10, "the primary flushes", || dirty(&primary) == 0);
+    // Restarted, its cache is empty: the keys are in its storage only.
+    primary.restart_clean(&flags);
+    let _: () = redis::cmd("SET").arg("k0").arg("new").query(&mut primary.client()).unwrap();
+    let mut replica = Engine::start(&flags);
+    follow(&replica, &primary);
+    assert_eq!(get(&replica, "k5").as_deref(), Some("v5"), "a key only the master's storage held");
+    assert_eq!(get(&replica, "k299").as_deref(), Some("v299"));
+    assert_eq!(get(&replica, "k0").as_deref(), Some("new"));
+    let _: () = redis::cmd("SET").arg("k1").arg("later").query(&mut primary.client()).unwrap();
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut primary.client()).unwrap();
+    assert_eq!(acked, 1);
+
+    // The primary is paused; its replica is promoted and written to.
+    let mut p = primary.client();
+    signal(&primary, libc::SIGSTOP);
+    let _: () = redis::cmd("TERRACE.EPOCH").arg("range-0").arg(2).query(&mut replica.client()).unwrap();
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut replica.client()).unwrap();
+    let _: () = redis::cmd("SET").arg("k2").arg("from-the-new-primary").query(&mut replica.client()).unwrap();
+    signal(&primary, libc::SIGCONT);
+    // Back, it still takes a write, into its own storage.
+    let _: () = redis::cmd("SET").arg("k2").arg("stale").query(&mut p).unwrap();
+    let _: () = redis::cmd("SET").arg("only-late").arg("stale").query(&mut p).unwrap();
+    eventually(10, "the old primary flushes its late writes", || dirty(&primary) == 0);
+
+    // It rejoins as the new primary's replica: its storage is the new primary's again.
+    follow(&primary, &replica);
+    assert_eq!(get(&primary, "k2").as_deref(), Some("from-the-new-primary"));
+    eventually(10, "the new primary flushes", || dirty(&replica) == 0);
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut primary.client()).unwrap();
+    eventually(10, "the old primary flushes what it was sent", || dirty(&primary) == 0);
+    // Both restarted (caches empty): each storage holds the new primary's values.
+    replica.restart_clean(&flags);
+    primary.restart_clean(&flags);
+    for e in [&replica, &primary] {
+        assert_eq!(get(e, "k2").as_deref(), Some("from-the-new-primary"), "port {}", e.port);
+        assert_eq!(get(e, "k1").as_deref(), Some("later"), "port {}", e.port);
+        assert_eq!(get(e, "k0").as_deref(), Some("new"), "port {}", e.port);
+        assert_eq!(get(e, "k7").as_deref(), Some("v7"), "port {}", e.port);
+        assert_eq!(get(e, "only-late"), None, "port {}: a write of the old primary's after the failover", e.port);
+    }
+}

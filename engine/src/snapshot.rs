@@ -26,6 +26,10 @@ const OP_SELECTDB: u8 = 0xFE;
 const OP_EOF: u8 = 0xFF;
 const OP_IDLE: u8 = 0xF8;
 const OP_FREQ: u8 = 0xF9;
+/// Terrace's own, in a Terrace replica's image only: a key as this engine's own storage
+/// tier holds it (`storage key, record`, in the database SELECTDB named), for the replica's
+/// own storage tier, not its cache.
+const OP_STORED: u8 = 0xF0;
 /// The RDB opcode that carries one library's code (FUNCTION DUMP payloads, RDB files).
 pub const OP_FUNCTION2: u8 = 245;
 
@@ -174,10 +178,46 @@ impl RdbWriter {
 /// Terrace replica's image has it when storage is shared: the replica holds the primary's
 /// cache (and the stream after the image marks what is dirty).
 fn in_snapshots(srv: &Server, db: usize, scope: Scope) -> bool {
-    match srv.storage_tier().filter(|t| t.backs(db / crate::keyspace::NUM_DBS)) {
-        None => true,
-        Some(t) => scope == Scope::EveryNamespace && t.storage.shared(),
+    srv.storage_tier().is_none_or(|t| !t.backs(db / crate::keyspace::NUM_DBS)) || scope == Scope::EveryNamespace
+}
+
+/// Adds to a Terrace replica's `image` (made by `replication_image`) what this engine's own
+/// storage tier (the embedded LSM: no other engine reaches it) holds for each storage-backed
+/// tenant, every key as stored (`OP_STORED`), for the replica's storage tier. Read after the
+/// image's instant, without the shards: a key written since is in the stream after the
+/// image too, and the replica applies that after this, so it ends with the newest value.
+/// (The section is held in memory with the rest of the image.)
+pub fn add_own_storage(srv: &Server, image: &mut Vec<u8>) -> Result<(), SnapshotError> {
+    let Some(tier) = srv.storage_tier().filter(|t| !t.storage.shared()) else { return Ok(()) };
+    let failed = |e: crate::storage::StorageError| SnapshotError::Corrupt { path: "(this engine's storage tier)".into(), why: e.to_string() };
+    image.truncate(image.len() - 9); // OP_EOF and the checksum, put back below
+    let namespaces = srv.namespaces.lock().len();
+    for ns in (0..namespaces).filter(|&ns| tier.backs(ns)) {
+        let tenant = crate::storage::flusher::Source::tenant_of(srv, ns * crate::keyspace::NUM_DBS);
+        let mut after: Option<Vec<u8>> = None;
+        let mut selected = None;
+        loop {
+            let page = tier.storage.block_on(tier.storage.scan(tenant.clone(), after.clone(), 1024)).map_err(failed)?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.0.clone());
+            for (key, record) in page {
+                let Some((&db_in_tenant, key)) = key.split_first() else { continue };
+                let db = ns * crate::keyspace::NUM_DBS + db_in_tenant as usize;
+                if selected != Some(db) {
+                    image.push(OP_SELECTDB);
+                    put_len(image, db);
+                    selected = Some(db);
+                }
+                image.push(OP_STORED);
+                put_str(image, key);
+                put_str(image, &record);
+            }
+        }
     }
+    image.push(OP_EOF);
+    let crc = crc64(image);
+    image.extend_from_slice(&crc.to_le_bytes());
+    Ok(())
 }
 
 /// What writes one shard into a snapshot.
@@ -385,6 +425,73 @@ pub fn load(srv: &Server, locks: &LockCap, keys: bool) -> Result<Loaded, Snapsho
 /// Loads an RDB image (`path`: where it came from, for errors) into an empty keyspace, as
 /// `load` does with `dump.rdb` (a replica loads its master's this way).
 pub fn load_image(srv: &Server, locks: &LockCap, bytes: &[u8], keys: bool, path: PathBuf) -> Result<Loaded, SnapshotError> {
+    load_image_into(srv, locks, bytes, keys, path, None)
+}
+
+/// As `load_image`, for a replica: the image may carry its master's storage (`OP_STORED`),
+/// written to `storage` (this engine's own tier) in batches.
+pub fn load_replica_image(srv: &Server, locks: &LockCap, bytes: &[u8], storage: Option<&crate::storage::tier::StorageTier>) -> Result<Loaded, SnapshotError> {
+    load_image_into(srv, locks, bytes, true, "(the master's snapshot)".into(), storage)
+}
+
+/// Deletes everything `tenant` has in this engine's own storage tier (a replica's full sync
+/// replaces it with its master's).
+pub fn wipe_own_storage(tier: &crate::storage::tier::StorageTier, tenant: &str) -> Result<(), crate::storage::StorageError> {
+    let storage = &tier.storage;
+    loop {
+        let page = storage.block_on(storage.scan(tenant.to_string(), None, 1024))?;
+        if page.is_empty() {
+            return Ok(());
+        }
+        storage.block_on(storage.write(tenant.to_string(), page.into_iter().map(|(k, _)| (k, None)).collect()))?;
+    }
+}
+
+/// Keys bound for a replica's own storage tier, by tenant, written a batch at a time (each
+/// tenant's old data wiped first).
+struct StoredBatch<'t> {
+    tier: &'t crate::storage::tier::StorageTier,
+    ops: Vec<(String, crate::storage::Op)>,
+    wiped: std::collections::HashSet<String>,
+}
+
+impl StoredBatch<'_> {
+    const SIZE: usize = 1024;
+
+    fn add(&mut self, tenant: String, db: usize, key: Vec<u8>, record: Vec<u8>) -> Result<(), crate::storage::StorageError> {
+        if !self.wiped.contains(&tenant) {
+            wipe_own_storage(self.tier, &tenant)?;
+            self.wiped.insert(tenant.clone());
+        }
+        self.ops.push((tenant, (crate::storage::tier::storage_key(db % crate::keyspace::NUM_DBS, &key), Some(record))));
+        if self.ops.len() >= Self::SIZE {
+            self.write()?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self) -> Result<(), crate::storage::StorageError> {
+        let mut ops = std::mem::take(&mut self.ops);
+        while !ops.is_empty() {
+            let tenant = ops[0].0.clone();
+            let (mine, rest): (Vec<_>, Vec<_>) = ops.into_iter().partition(|(t, _)| *t == tenant);
+            ops = rest;
+            let storage = &self.tier.storage;
+            storage.block_on(storage.write(tenant, mine.into_iter().map(|(_, op)| op).collect()))?;
+        }
+        Ok(())
+    }
+}
+
+fn load_image_into(
+    srv: &Server,
+    locks: &LockCap,
+    bytes: &[u8],
+    keys: bool,
+    path: PathBuf,
+    storage: Option<&crate::storage::tier::StorageTier>,
+) -> Result<Loaded, SnapshotError> {
+    let mut for_storage = storage.map(|tier| StoredBatch { tier, ops: Vec::new(), wiped: Default::default() });
     let corrupt = |why: String| SnapshotError::Corrupt { path: path.clone(), why };
     if bytes.len() < 9 + 9 || &bytes[..5] != b"REDIS" {
         return Err(corrupt("missing the REDIS header".into()));
@@ -451,6 +558,15 @@ pub fn load_image(srv: &Server, locks: &LockCap, bytes: &[u8], keys: bool, path:
                 let code = String::from_utf8_lossy(&r.string().map_err(bad)?).into_owned();
                 add_library(srv, 0, &code).map_err(corrupt)?;
             }
+            OP_STORED => {
+                let key = r.string().map_err(bad)?;
+                let record = r.string().map_err(bad)?;
+                let Some(batch) = for_storage.as_mut() else {
+                    return Err(corrupt("a stored key outside a replica's image, or for an engine without a storage tier".into()));
+                };
+                let tenant = crate::storage::flusher::Source::tenant_of(srv, db);
+                batch.add(tenant, db, key, record).map_err(|e| corrupt(format!("its storage tier refused the master's keys: {e}")))?;
+            }
             t => {
                 let key = r.string().map_err(bad)?;
                 let value = decode_value(&mut r, t)
@@ -468,6 +584,9 @@ pub fn load_image(srv: &Server, locks: &LockCap, bytes: &[u8], keys: bool, path:
                 loaded += 1;
             }
         }
+    }
+    if let Some(batch) = for_storage.as_mut() {
+        batch.write().map_err(|e| corrupt(format!("its storage tier refused the master's keys: {e}")))?;
     }
     Ok(Loaded { keys: loaded, wal_seq, exists: true })
 }

@@ -307,11 +307,20 @@ fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), L
         // Its unflushed writes went with its keyspace (a former primary's: storage fenced
         // them out, and flushing them as deletions now would lose the new primary's data).
         tier.dirty.clear();
+        if !tier.storage.shared() {
+            // Its own storage's tenants are replaced by the master's (in the image).
+            let namespaces = srv.namespaces.lock().len();
+            for ns in (0..namespaces).filter(|&ns| tier.backs(ns)) {
+                let tenant = crate::storage::flusher::Source::tenant_of(srv, ns * crate::keyspace::NUM_DBS);
+                crate::snapshot::wipe_own_storage(tier, &tenant).map_err(|e| LinkError::Load(format!("its storage tier: {e}")))?;
+            }
+        }
     }
     for ns in srv.scripts.functions.all().into_keys() {
         srv.scripts.functions.flush(ns);
     }
-    let loaded = crate::snapshot::load_image(srv, locks, image, true, "(the master's snapshot)".into()).map_err(|e| LinkError::Load(e.to_string()));
+    let own = srv.storage_tier().filter(|t| !t.storage.shared()).map(|t| &**t);
+    let loaded = crate::snapshot::load_replica_image(srv, locks, image, own).map_err(|e| LinkError::Load(e.to_string()));
     srv.replication.set_loading(false);
     loaded.map(|_| ())
 }
@@ -325,7 +334,8 @@ fn apply_storage_record(srv: &Server, locks: &LockCap, db: usize, argv: &[&[u8]]
         return;
     };
     if argv[0] == CLEAN_RECORD {
-        if let Some(key) = argv.get(1) {
+        // (With storage of its own, this engine flushes its dirty keys itself.)
+        if let Some(key) = argv.get(1).filter(|_| tier.storage.shared()) {
             tier.dirty.forget(&(db, key.to_vec()));
         }
         return;
@@ -333,6 +343,15 @@ fn apply_storage_record(srv: &Server, locks: &LockCap, db: usize, argv: &[&[u8]]
     let dirty = tier.writes_back(db / crate::keyspace::NUM_DBS);
     if let Err(why) = crate::command::pipeline::storage::replay_write_back(srv, locks, db, argv, crate::clock::now_ms(), dirty) {
         tracing::warn!("an after-image from the master does not apply: {why}");
+        return;
+    }
+    if !dirty && !tier.storage.shared() {
+        // Write-through, to its own storage: written in order behind its other writes (not
+        // waited for: the master's storage took it already).
+        if let Some(key) = argv.get(1) {
+            let op = (crate::storage::tier::storage_key(db % crate::keyspace::NUM_DBS, key), argv.get(2).map(|r| r.to_vec()));
+            tier.enqueue(vec![(crate::storage::flusher::Source::tenant_of(srv, db), op, (db, key.to_vec()))]);
+        }
     }
 }
 

@@ -145,7 +145,7 @@ fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor)
     let started = Instant::now();
     srv.keyspace.start_feeding();
     let backlog = srv.replication.start_feeding(flavor);
-    let image = crate::snapshot::replication_image(srv, &mut guards, flavor == Flavor::Terrace)?;
+    let mut image = crate::snapshot::replication_image(srv, &mut guards, flavor == Flavor::Terrace)?;
     let offset = backlog.offset();
     // The replica does not know which database the stream is in.
     backlog.forget_selected();
@@ -154,16 +154,19 @@ fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor)
     }
     assert!(backlog.attach(id, offset), "the backlog's own end is in it");
     drop(guards);
+    if flavor == Flavor::Terrace {
+        crate::snapshot::add_own_storage(srv, &mut image)?;
+    }
     tracing::info!(replica = id, bytes = image.len(), ms = started.elapsed().as_millis() as u64, "snapshot made for a replica (writes waited)");
     Ok((image, offset))
 }
 
-/// Puts the after-image of every dirty key of a shared storage tier's tenants in the stream
-/// (the shards held): the new replica starts with them marked dirty, so that, promoted, it
-/// flushes what this engine had not. (Replicas already following get them again: the same
+/// Puts the after-image of every dirty key of the storage-backed tenants in the stream (the
+/// shards held): the new replica starts with them marked dirty, so that it (with storage of
+/// its own) or, once promoted, it (sharing this engine's) flushes what this engine had not. (Replicas already following get them again: the same
 /// values, already dirty there.)
 fn mark_dirty_keys(srv: &Server, guards: &mut crate::keyspace::Guards) {
-    let Some(tier) = srv.storage_tier().filter(|t| t.storage.shared()) else { return };
+    let Some(tier) = srv.storage_tier() else { return };
     let now = crate::clock::now_ms();
     for (db, key) in tier.dirty.keys() {
         let record = match crate::command::pipeline::storage::after_image(srv, guards, db, &key, now) {

@@ -383,8 +383,10 @@ impl crate::storage::flusher::Source for Server {
         self.device.get().map(|d| d.storage_batch_bytes())
     }
 
+    /// A primary; or a replica with storage of its own (the embedded LSM: it keeps its own
+    /// copy of its master's), not one sharing its master's.
     fn writes_storage(&self) -> bool {
-        !self.replication.is_replica()
+        !self.replication.is_replica() || self.storage_tier().is_some_and(|t| !t.storage.shared())
     }
 
     /// Tells replicas which keys are clean (`TERRACE.CLEAN key`), each under its shard's
@@ -392,7 +394,8 @@ impl crate::storage::flusher::Source for Server {
     /// after the CLEAN in the stream (then it is dirty again there too).
     fn cleaned(&self, locks: &LockCap, tier: &crate::storage::tier::StorageTier, taken: &[crate::storage::dirty::Taken]) {
         let terrace = crate::replication::Flavor::Terrace;
-        if self.replication.feed(terrace).is_none() {
+        if self.replication.feed(terrace).is_none() || !tier.storage.shared() {
+            // (Replicas with storage of their own flush their own dirty keys.)
             tier.dirty.flushed_all(taken);
             return;
         }
@@ -527,9 +530,8 @@ impl Server {
     /// Appends what `write` puts in every replication stream being fed; `write` is told
     /// how its stream carries each physical database (`carry`): Redis's, the default
     /// namespace's commands unless storage backs it; Terrace's, every namespace's commands,
-    /// but a storage-backed one's as after-images when storage is shared (a replica holds
-    /// the cache, only the primary writes storage) and not at all when it is this engine's
-    /// own. Returns each stream's offset after it (0: not fed).
+    /// but a storage-backed one's as after-images (its commands ran on keys read through
+    /// from storage). Returns each stream's offset after it (0: not fed).
     pub fn replicate(&self, mut write: impl FnMut(&mut crate::replication::Stream, &dyn Fn(usize) -> Carry)) -> crate::replication::Offsets {
         let names = |ns: usize| self.namespaces.lock().get(ns).cloned();
         self.replication.append_everywhere(&names, |flavor, stream| write(stream, &|db| self.carry(flavor, db)))
@@ -542,8 +544,8 @@ impl Server {
         match (flavor, backed) {
             (crate::replication::Flavor::Redis, _) if ns > 0 => Carry::Nothing,
             (_, None) => Carry::Commands,
-            (crate::replication::Flavor::Terrace, Some(t)) if t.storage.shared() => Carry::AfterImages,
-            (_, Some(_)) => Carry::Nothing,
+            (crate::replication::Flavor::Terrace, Some(_)) => Carry::AfterImages,
+            (crate::replication::Flavor::Redis, Some(_)) => Carry::Nothing,
         }
     }
 

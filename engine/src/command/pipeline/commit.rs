@@ -37,8 +37,8 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
         data.fx.wal_count = 0;
         if !data.fx.touched.is_empty() {
             let touched = std::mem::take(&mut data.fx.touched);
-            if conn.from_master {
-                // A replica writes no storage: its master did (write-through) or will
+            if conn.from_master && tier.storage.shared() {
+                // A replica writes no shared storage: its master did (write-through) or will
                 // (write-back: the keys stay dirty here until it says they are clean, so
                 // this engine, promoted, flushes what it had not).
                 if tier.writes_back(ns) {
@@ -51,7 +51,11 @@ pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockReq
                     conn.wal_pending = conn.wal_pending.max(seq);
                 }
             } else {
-                conn.storage_waits.push(storage::queue_after_images(srv, tier, data, touched));
+                let wait = storage::queue_after_images(srv, tier, data, touched);
+                // (A replica's copy in its own storage: written in order, not waited for.)
+                if !conn.from_master {
+                    conn.storage_waits.push(wait);
+                }
             }
         }
     }
