@@ -557,3 +557,52 @@ fn a_full_sync_is_diskless_for_a_replica_that_reads_that_form() {
     let (header, _) = sync(true);
     assert!(!header.starts_with("$EOF:"), "disk-backed form when repl-diskless-sync is off: {header}");
 }
+
+/// A master may send the command stream right behind a diskless snapshot's end mark, in the
+/// same packet: the replica finds the mark there, loads the snapshot and applies what
+/// follows. (A stand-in master on a socket, speaking the protocol byte by byte.)
+#[test]
+fn a_replica_finds_the_end_mark_with_the_stream_right_behind_it() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let e = Engine::start(&[]);
+    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(port).query(&mut e.client()).unwrap();
+    let (socket, _) = listener.accept().unwrap();
+    socket.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut w = socket.try_clone().unwrap();
+    let mut r = BufReader::new(socket);
+    let mut command = || -> Vec<String> {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let n: usize = line.trim_end().strip_prefix('*').unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
+        (0..n)
+            .map(|_| {
+                line.clear();
+                r.read_line(&mut line).unwrap();
+                let len: usize = line.trim_end()[1..].parse().unwrap();
+                let mut arg = vec![0u8; len + 2];
+                r.read_exact(&mut arg).unwrap();
+                String::from_utf8_lossy(&arg[..len]).into_owned()
+            })
+            .collect()
+    };
+    loop {
+        let argv = command();
+        match argv[0].to_ascii_uppercase().as_str() {
+            "PING" => w.write_all(b"+PONG\r\n").unwrap(),
+            "REPLCONF" => w.write_all(b"+OK\r\n").unwrap(),
+            "PSYNC" => break,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let mark = "0123456789abcdef0123456789abcdef01234567";
+    let mut packet = format!("+FULLRESYNC {} 0\r\n$EOF:{mark}\r\n", "f".repeat(40)).into_bytes();
+    packet.extend_from_slice(b"REDIS0009\xff\0\0\0\0\0\0\0\0"); // an empty image (no checksum)
+    packet.extend_from_slice(mark.as_bytes());
+    packet.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
+    w.write_all(&packet).unwrap();
+    common::eventually(10, "the write behind the mark is applied", || {
+        redis::cmd("GET").arg("k").query::<Option<String>>(&mut e.client()).ok().flatten().as_deref() == Some("v")
+    });
+}

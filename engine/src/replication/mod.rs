@@ -153,6 +153,8 @@ pub struct Replica {
     /// The offset it acknowledged last (REPLCONF ACK), in its flavor's stream.
     pub acked: u64,
     pub acked_at: Instant,
+    /// How many acknowledgements it sent (a diskless sync's stream starts after the first).
+    pub acks: u64,
 }
 
 /// INFO stats' counts of the synchronizations served to replicas.
@@ -528,11 +530,17 @@ impl Replication {
         self.replicas.lock().iter().find(|r| r.id == id).map(|r| r.acked_at.elapsed())
     }
 
+    /// How many acknowledgements replica `id` sent.
+    pub fn acks_of(&self, id: u64) -> Option<u64> {
+        self.replicas.lock().iter().find(|r| r.id == id).map(|r| r.acks)
+    }
+
     /// A replica acknowledged `offset`: WAIT's clients look again.
     pub fn acknowledged(&self, id: u64, offset: u64) {
         self.update_replica(id, |r| {
             r.acked = r.acked.max(offset);
             r.acked_at = Instant::now();
+            r.acks += 1;
         });
         self.wake_waiters();
     }
@@ -626,8 +634,16 @@ mod tests {
         r.start_feeding(Flavor::Redis).append_raw(b"0123456789");
         assert_eq!(r.offset(), 10);
         assert_ne!(r.replid_of(Flavor::Redis), r.replid_of(Flavor::Terrace));
-        let replica =
-            |id| Replica { id, ip: "127.0.0.1".into(), port: 1, state: ReplicaState::Online, flavor: Flavor::Redis, acked: 0, acked_at: Instant::now() };
+        let replica = |id| Replica {
+            id,
+            ip: "127.0.0.1".into(),
+            port: 1,
+            state: ReplicaState::Online,
+            flavor: Flavor::Redis,
+            acked: 0,
+            acked_at: Instant::now(),
+            acks: 0,
+        };
         r.attach_replica(replica(1));
         r.attach_replica(Replica { state: ReplicaState::SendBulk, ..replica(2) });
         let notify = Arc::new(tokio::sync::Notify::new());

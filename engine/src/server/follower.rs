@@ -168,13 +168,20 @@ impl Wire<'_> {
             if mark.len() != 40 {
                 return Err(LinkError::Master(format!("an end mark of {} bytes", mark.len())));
             }
+            // The mark is looked for in what each read added (and the 39 bytes before it):
+            // a master may send the stream right behind it (an engine does once the replica
+            // acknowledged; a redis-server the same).
+            let mut searched: usize = 0;
             loop {
-                if self.buf.len() >= mark.len() && self.buf.ends_with(&mark) {
-                    let mut image = self.buf.split();
-                    image.truncate(image.len() - mark.len());
+                let from = searched.saturating_sub(mark.len() - 1);
+                if let Some(at) = self.buf[from..].windows(mark.len()).position(|w| w == mark.as_slice()) {
+                    let end = from + at;
+                    let image = self.buf.split_to(end);
+                    let _ = self.buf.split_to(mark.len());
                     self.own_buffer();
                     return Ok(image);
                 }
+                searched = self.buf.len();
                 self.fill(SILENCE)?;
             }
         }

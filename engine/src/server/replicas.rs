@@ -61,7 +61,7 @@ pub fn attach(srv: Arc<Server>, locks: LockCap, stream: tokio::net::TcpStream, i
         let ip = info.addr.rsplit_once(':').map_or(info.addr.as_str(), |(ip, _)| ip).to_string();
         let port = if psync.port != 0 { psync.port } else { info.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0) };
         let flavor = if psync.terrace { Flavor::Terrace } else { Flavor::Redis };
-        srv.replication.attach_replica(Replica { id, ip, port, state: ReplicaState::WaitBgsave, flavor, acked: 0, acked_at: Instant::now() });
+        srv.replication.attach_replica(Replica { id, ip, port, state: ReplicaState::WaitBgsave, flavor, acked: 0, acked_at: Instant::now(), acks: 0 });
         tracing::info!(replica = %info.addr, replid = %psync.replid, offset = psync.offset, "replica asks for synchronization");
         match serve(&srv, &locks, stream, id, flavor, &psync, leftover) {
             Ok(()) => tracing::info!(replica = %info.addr, "replica link closed"),
@@ -78,6 +78,7 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, fla
     let repl = &srv.replication;
     let replid = repl.replid_of(flavor);
     stream.set_nodelay(true)?;
+    let mut diskless = false;
     let continues = psync.offset > 0
         && repl.continues(flavor, &psync.replid, psync.offset as u64 - 1)
         && repl.feed(flavor).is_some_and(|b| b.attach(id, psync.offset as u64 - 1));
@@ -99,7 +100,7 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, fla
             stream.write_all(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes())?;
         }
         repl.update_replica(id, |r| r.state = ReplicaState::SendBulk);
-        send_image(srv, &mut stream, psync, &image)?;
+        diskless = send_image(srv, &mut stream, psync, &image)?;
         drop(image);
         tracing::info!(replica = id, offset, "snapshot sent; streaming");
         repl.update_replica(id, |r| {
@@ -116,7 +117,7 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, fla
             closed.store(true, Ordering::SeqCst);
         })?
     };
-    let result = stream_to(srv, &mut stream, id, flavor, &closed);
+    let result = if diskless { first_ack(srv, id, &closed) } else { Ok(()) }.and_then(|()| stream_to(srv, &mut stream, id, flavor, &closed));
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = reader.join();
     result
@@ -125,16 +126,36 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, fla
 /// Sends a full sync's image: diskless (`$EOF:<mark>`, the image, the mark) to a replica
 /// that reads that form when `repl-diskless-sync` is on (Redis 7's default), else as
 /// `$<length>` as a disk-backed master sends it. (The image is in memory either way.)
-fn send_image(srv: &Server, stream: &mut TcpStream, psync: &Psync, image: &[u8]) -> std::io::Result<()> {
+/// Returns whether it was diskless.
+fn send_image(srv: &Server, stream: &mut TcpStream, psync: &Psync, image: &[u8]) -> std::io::Result<bool> {
     if psync.eof && srv.param("repl-diskless-sync").is_none_or(|v| v == "yes") {
         let mark = crate::replication::random_replid();
         stream.write_all(format!("$EOF:{mark}\r\n").as_bytes())?;
         stream.write_all(image)?;
-        stream.write_all(mark.as_bytes())
+        stream.write_all(mark.as_bytes())?;
+        Ok(true)
     } else {
         stream.write_all(format!("${}\r\n", image.len()).as_bytes())?;
-        stream.write_all(image)
+        stream.write_all(image)?;
+        Ok(false)
     }
+}
+
+/// After a diskless image, the stream waits for the replica's first acknowledgement, as a
+/// Redis master's does: a replica looks for the end mark in the last bytes it read, and the
+/// stream right behind the mark would hide it.
+fn first_ack(srv: &Server, id: u64, closed: &AtomicBool) -> Result<(), ServeError> {
+    let since = Instant::now();
+    while srv.replication.acks_of(id).unwrap_or(0) == 0 {
+        if closed.load(Ordering::SeqCst) {
+            return Err(ServeError::Closed);
+        }
+        if since.elapsed() > REPL_TIMEOUT {
+            return Err(ServeError::Silent(REPL_TIMEOUT));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
 }
 
 /// The image a replica of stream `flavor` starts from (the default namespace's, or every
