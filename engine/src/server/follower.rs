@@ -171,10 +171,11 @@ impl Wire<'_> {
             // The mark is looked for in what each read added (and the 39 bytes before it):
             // a master may send the stream right behind it (an engine does once the replica
             // acknowledged; a redis-server the same).
+            let finder = memchr::memmem::Finder::new(&mark);
             let mut searched: usize = 0;
             loop {
                 let from = searched.saturating_sub(mark.len() - 1);
-                if let Some(at) = self.buf[from..].windows(mark.len()).position(|w| w == mark.as_slice()) {
+                if let Some(at) = finder.find(&self.buf[from..]) {
                     let end = from + at;
                     let image = self.buf.split_to(end);
                     let _ = self.buf.split_to(mark.len());
