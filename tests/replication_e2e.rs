@@ -499,10 +499,10 @@ fn a_replica_restarted_mid_sync_converges() {
     assert_eq!(q::<String>(&mut r, &["GET", "key:299999"]), "value of key 299999 with some padding to be loaded");
 }
 
-/// A full sync as a replica that reads the diskless form asks for it (`REPLCONF capa eof`):
-/// `$EOF:<40-byte mark>`, the RDB image, the mark, as Redis 7 sends it by default
+/// A full sync as a Redis replica that reads the diskless form asks for it (`REPLCONF capa
+/// eof`): `$EOF:<40-byte mark>`, the RDB image, the mark, as Redis 7 sends it by default
 /// (`repl-diskless-sync yes`); with it off, or to a replica without that capability,
-/// `$<length>` and the image.
+/// `$<length>` and the image (an engine replica always gets that form).
 #[test]
 fn a_full_sync_is_diskless_for_a_replica_that_reads_that_form() {
     use std::io::{BufRead, BufReader, Read, Write};
