@@ -428,15 +428,29 @@ pub fn load_image(srv: &Server, locks: &LockCap, bytes: &[u8], keys: bool, path:
     load_image_into(srv, locks, bytes, keys, path, None)
 }
 
-/// As `load_image`, for a replica: the image may carry its master's storage (`OP_STORED`),
-/// written to `storage` (this engine's own tier) in batches.
-pub fn load_replica_image(srv: &Server, locks: &LockCap, bytes: &[u8], storage: Option<&crate::storage::tier::StorageTier>) -> Result<Loaded, SnapshotError> {
-    load_image_into(srv, locks, bytes, true, "(the master's snapshot)".into(), storage)
+/// As `load_image`, for a replica: with storage of its own (`own`), every storage-backed
+/// tenant's data there is replaced by what the image carries of its master's storage
+/// (`OP_STORED`, written in batches) — tenants it knows now are wiped first, tenants the
+/// image names anew when their first key comes.
+pub fn load_replica_image(srv: &Server, locks: &LockCap, bytes: &[u8], own: Option<&crate::storage::tier::StorageTier>) -> Result<Loaded, SnapshotError> {
+    let path: PathBuf = "(the master's snapshot)".into();
+    let mut batch = None;
+    if let Some(tier) = own {
+        let mut wiped = std::collections::HashSet::new();
+        let namespaces = srv.namespaces.lock().len();
+        for ns in (0..namespaces).filter(|&ns| tier.backs(ns)) {
+            let tenant = crate::storage::flusher::Source::tenant_of(srv, ns * crate::keyspace::NUM_DBS);
+            wipe_own_storage(tier, &tenant).map_err(|e| SnapshotError::Corrupt { path: path.clone(), why: format!("its storage tier: {e}") })?;
+            wiped.insert(tenant);
+        }
+        batch = Some(StoredBatch { tier, ops: Vec::new(), wiped });
+    }
+    load_image_into(srv, locks, bytes, true, path, batch)
 }
 
 /// Deletes everything `tenant` has in this engine's own storage tier (a replica's full sync
 /// replaces it with its master's).
-pub fn wipe_own_storage(tier: &crate::storage::tier::StorageTier, tenant: &str) -> Result<(), crate::storage::StorageError> {
+fn wipe_own_storage(tier: &crate::storage::tier::StorageTier, tenant: &str) -> Result<(), crate::storage::StorageError> {
     let storage = &tier.storage;
     loop {
         let page = storage.block_on(storage.scan(tenant.to_string(), None, 1024))?;
@@ -489,9 +503,8 @@ fn load_image_into(
     bytes: &[u8],
     keys: bool,
     path: PathBuf,
-    storage: Option<&crate::storage::tier::StorageTier>,
+    mut for_storage: Option<StoredBatch>,
 ) -> Result<Loaded, SnapshotError> {
-    let mut for_storage = storage.map(|tier| StoredBatch { tier, ops: Vec::new(), wiped: Default::default() });
     let corrupt = |why: String| SnapshotError::Corrupt { path: path.clone(), why };
     if bytes.len() < 9 + 9 || &bytes[..5] != b"REDIS" {
         return Err(corrupt("missing the REDIS header".into()));

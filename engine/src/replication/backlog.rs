@@ -112,6 +112,15 @@ impl Stream<'_> {
         }
     }
 
+    /// A storage-backed key's after-image in database `db`: `TERRACE.WB key [record]` (no
+    /// record: it is gone).
+    pub fn after_image(&mut self, db: usize, key: &[u8], record: Option<&[u8]>) {
+        match record {
+            Some(r) => self.command(db, &[crate::storage::WB_RECORD, key, r]),
+            None => self.command(db, &[crate::storage::WB_RECORD, key]),
+        }
+    }
+
     /// A command that runs in no database (MULTI, EXEC).
     pub fn word(&mut self, word: &str) {
         encode_request(&mut self.bytes, &[word]);

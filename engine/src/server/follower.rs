@@ -13,8 +13,6 @@
 //! Hand-written over a blocking socket on a thread of its own: the stream is applied in
 //! order, one command at a time, and no crate implements the replica side of the protocol.
 
-use crate::replication::CLEAN_RECORD;
-use crate::storage::WB_RECORD;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
@@ -26,7 +24,8 @@ use bytes::BytesMut;
 use super::state::{ClientInfo, Server};
 use crate::keyspace::LockCap;
 use crate::protocol::{Limits, RequestParser};
-use crate::replication::{Flavor, LinkState, Master};
+use crate::replication::{Flavor, LinkState, Master, CLEAN_RECORD};
+use crate::storage::WB_RECORD;
 
 /// How long a reply of the handshake may take.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
@@ -315,18 +314,11 @@ fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), L
         // Its unflushed writes went with its keyspace (a former primary's: storage fenced
         // them out, and flushing them as deletions now would lose the new primary's data).
         tier.dirty.clear();
-        if !tier.storage.shared() {
-            // Its own storage's tenants are replaced by the master's (in the image).
-            let namespaces = srv.namespaces.lock().len();
-            for ns in (0..namespaces).filter(|&ns| tier.backs(ns)) {
-                let tenant = crate::storage::flusher::Source::tenant_of(srv, ns * crate::keyspace::NUM_DBS);
-                crate::snapshot::wipe_own_storage(tier, &tenant).map_err(|e| LinkError::Load(format!("its storage tier: {e}")))?;
-            }
-        }
     }
     for ns in srv.scripts.functions.all().into_keys() {
         srv.scripts.functions.flush(ns);
     }
+    // (With storage of its own, that storage's tenants are replaced by the master's too.)
     let own = srv.storage_tier().filter(|t| !t.storage.shared()).map(|t| &**t);
     let loaded = crate::snapshot::load_replica_image(srv, locks, image, own).map_err(|e| LinkError::Load(e.to_string()));
     srv.replication.set_loading(false);

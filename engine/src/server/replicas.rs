@@ -160,8 +160,9 @@ fn first_ack(srv: &Server, id: u64, closed: &AtomicBool) -> Result<(), ServeErro
 }
 
 /// The image a replica of stream `flavor` starts from (the default namespace's, or every
-/// namespace's but storage-backed ones), taken while every shard is held, and the stream
-/// offset it corresponds to; the replica reads the stream from that offset on.
+/// namespace's with what this engine's own storage holds after it), taken while every
+/// shard is held, and the stream offset it corresponds to; the replica reads the stream
+/// from that offset on.
 fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor) -> Result<(Vec<u8>, u64), ServeError> {
     let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
     let started = Instant::now();
@@ -184,9 +185,9 @@ fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor)
 }
 
 /// Puts the after-image of every dirty key of the storage-backed tenants in the stream (the
-/// shards held): the new replica starts with them marked dirty, so that it (with storage of
-/// its own) or, once promoted, it (sharing this engine's) flushes what this engine had not. (Replicas already following get them again: the same
-/// values, already dirty there.)
+/// shards held): the new replica starts with them marked dirty, so that it flushes what
+/// this engine had not — to storage of its own at once, to shared storage once promoted.
+/// (Replicas already following get them again: the same values, already dirty there.)
 fn mark_dirty_keys(srv: &Server, guards: &mut crate::keyspace::Guards) {
     let Some(tier) = srv.storage_tier() else { return };
     let now = crate::clock::now_ms();
@@ -200,10 +201,7 @@ fn mark_dirty_keys(srv: &Server, guards: &mut crate::keyspace::Guards) {
         };
         srv.replicate(|stream, carry| {
             if carry(db) == crate::replication::Carry::AfterImages {
-                match &record {
-                    Some(r) => stream.command(db, &[crate::storage::WB_RECORD, &key, r]),
-                    None => stream.command(db, &[crate::storage::WB_RECORD, &key]),
-                }
+                stream.after_image(db, &key, record.as_deref());
             }
         });
     }

@@ -14,7 +14,6 @@ use crate::command::{BlockRequest, Conn, Data};
 use crate::keyspace::{LockCap, NUM_DBS};
 use crate::replication::{propagate, Carry};
 use crate::server::state::Server;
-use crate::storage::WB_RECORD;
 
 /// Commits what must be ordered with other writes; the caller still holds the locks.
 pub(crate) fn under_locks(srv: &Server, conn: &mut Conn, block: Option<&BlockRequest>, data: &mut Data) {
@@ -93,10 +92,7 @@ fn feed_replicas(srv: &Server, conn: &mut Conn, data: &mut Data) {
             propagate::put_commit(stream, &fx.wal_buf, fx.wal_count, &|db| carry(db) == Carry::Commands);
         }
         for (db, key, record) in images.iter().filter(|(db, ..)| carry(*db) == Carry::AfterImages) {
-            match record {
-                Some(r) => stream.command(*db, &[WB_RECORD, key, r]),
-                None => stream.command(*db, &[WB_RECORD, key]),
-            }
+            stream.after_image(*db, key, record.as_deref());
         }
     });
     for (mine, now) in conn.repl_offsets.iter_mut().zip(offsets) {
@@ -105,7 +101,7 @@ fn feed_replicas(srv: &Server, conn: &mut Conn, data: &mut Data) {
 }
 
 /// The after-images of the keys a storage-backed tenant's command wrote, when a stream
-/// carries them (Terrace's, storage shared): (database, key, stored record or deletion).
+/// carries them (Terrace's): (database, key, stored record or deletion).
 fn after_images(srv: &Server, data: &mut Data) -> Vec<(usize, Vec<u8>, Option<Vec<u8>>)> {
     let terrace = crate::replication::Flavor::Terrace;
     if data.fx.touched.is_empty() || srv.replication.feed(terrace).is_none() {

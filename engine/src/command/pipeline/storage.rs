@@ -206,7 +206,7 @@ pub fn invalidate(srv: &Server, locks: &LockCap, keys: &[(usize, Vec<u8>)]) {
         if srv.replication.feeding() {
             srv.replicate(|stream, carry| {
                 if carry(*db) == crate::replication::Carry::AfterImages {
-                    stream.command(*db, &[WB_RECORD, key]);
+                    stream.after_image(*db, key, None);
                 }
             });
         }
