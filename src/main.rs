@@ -218,6 +218,9 @@ struct EngineArgs {
     /// How long one tenant's connection runs requests before the other tenants on its reactor get their turn, µs; 0 turns fairness off [env: TERRACE_TENANT_SLICE_US] [default: 100]
     #[arg(long)]
     tenant_slice_us: Option<u64>,
+    /// Requests of a pipeline whose keys are pulled into the CPU cache together before they run; 0 turns it off [env: TERRACE_PREFETCH_BATCH] [default: 32]
+    #[arg(long)]
+    prefetch_batch: Option<usize>,
     /// Data directory [env: TERRACE_DATA_DIR] [default: data]
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -304,6 +307,7 @@ impl EngineArgs {
             elastic_down_ms: self.elastic_down_ms,
             idle_spin_us: self.idle_spin_us,
             tenant_slice_us: self.tenant_slice_us,
+            prefetch_batch: self.prefetch_batch,
             data_dir: self.data_dir,
             compression: self.compression,
             compression_mode: self.compression_mode,

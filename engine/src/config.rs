@@ -68,6 +68,8 @@ pub struct EngineSettings {
     /// How long one tenant's connection runs requests before the other tenants on its
     /// reactor get their turn, µs (0: no fairness between tenants).
     pub tenant_slice_us: Option<u64>,
+    /// Requests of a pipeline whose keys are prefetched together (0: no prefetching).
+    pub prefetch_batch: Option<usize>,
     pub data_dir: Option<PathBuf>,
     pub shard_bits: Option<u32>,
     /// Tenant namespaces an engine can hold (each with its own 16 databases).
@@ -158,6 +160,7 @@ impl EngineSettings {
             elastic_down_ms: self.elastic_down_ms.or(other.elastic_down_ms),
             idle_spin_us: self.idle_spin_us.or(other.idle_spin_us),
             tenant_slice_us: self.tenant_slice_us.or(other.tenant_slice_us),
+            prefetch_batch: self.prefetch_batch.or(other.prefetch_batch),
             data_dir: self.data_dir.or(other.data_dir),
             shard_bits: self.shard_bits.or(other.shard_bits),
             namespaces: self.namespaces.or(other.namespaces),
@@ -220,6 +223,7 @@ impl EngineSettings {
             elastic_down_ms: number(var("TERRACE_ELASTIC_DOWN_MS"), "TERRACE_ELASTIC_DOWN_MS")?,
             idle_spin_us: number(var("TERRACE_IDLE_SPIN_US"), "TERRACE_IDLE_SPIN_US")?,
             tenant_slice_us: number(var("TERRACE_TENANT_SLICE_US"), "TERRACE_TENANT_SLICE_US")?,
+            prefetch_batch: number(var("TERRACE_PREFETCH_BATCH"), "TERRACE_PREFETCH_BATCH")?,
             data_dir: var("TERRACE_DATA_DIR").map(PathBuf::from),
             shard_bits,
             namespaces: match var("TERRACE_NAMESPACES") {
@@ -339,6 +343,13 @@ impl EngineSettings {
         let elastic = resolve_elastic(threads, self.elastic_up, self.elastic_down, self.elastic_sample_ms, self.elastic_down_ms)?;
         let idle_spin = micros(self.idle_spin_us, d.idle_spin, MAX_IDLE_SPIN_US, "idle_spin_us", "0 turns spinning off")?;
         let tenant_slice = micros(self.tenant_slice_us, d.tenant_slice, MAX_TENANT_SLICE_US, "tenant_slice_us", "0 turns fairness between tenants off")?;
+        let prefetch_batch = self.prefetch_batch.unwrap_or(d.prefetch_batch);
+        if prefetch_batch > MAX_PREFETCH_BATCH {
+            return Err(ConfigError::Invalid {
+                key: "prefetch_batch".into(),
+                reason: format!("{prefetch_batch} is above {MAX_PREFETCH_BATCH} (requests; 0 turns prefetching off)"),
+            });
+        }
         let shard_bits = self.shard_bits.unwrap_or(d.shard_bits);
         if shard_bits > 8 {
             return Err(ConfigError::Invalid { key: "shard_bits".into(), reason: format!("{shard_bits} is above 8") });
@@ -391,6 +402,7 @@ impl EngineSettings {
             elastic,
             idle_spin,
             tenant_slice,
+            prefetch_batch,
             data_dir,
             shard_bits,
             wal,
@@ -414,6 +426,8 @@ pub struct EngineConfig {
     /// How long a tenant's connection runs before the reactor's other tenants get their turn
     /// (`server::fair`; zero: first come, first served).
     pub tenant_slice: std::time::Duration,
+    /// Requests of a pipeline whose keys are prefetched together (`keyspace::prefetch`; 0: off).
+    pub prefetch_batch: usize,
     /// Who may run DEBUG.
     pub debug_command: DebugCommand,
     /// The password clients must give (`requirepass_file`); None: none, as Redis by default.
@@ -650,6 +664,13 @@ const MAX_IDLE_SPIN_US: u64 = 10_000;
 pub const DEFAULT_TENANT_SLICE_US: u64 = 100;
 /// Past this, one tenant could hold a reactor for a visible pause.
 const MAX_TENANT_SLICE_US: u64 = 100_000;
+/// `prefetch_batch`'s default: enough keys for the CPU to overlap their cache misses (the
+/// fill buffers hold 10–16), few enough to stay cached until their commands run (Redis 8's
+/// `prefetch-batch-max-size` defaults to 16 and allows 128). Measured: BENCHMARKS.md,
+/// "Prefetching a batch's keys".
+pub const DEFAULT_PREFETCH_BATCH: usize = 32;
+/// Past this, the first keys would leave the cache before their commands run.
+const MAX_PREFETCH_BATCH: usize = 128;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -663,6 +684,7 @@ impl Default for EngineConfig {
             elastic: Default::default(),
             idle_spin: std::time::Duration::from_micros(DEFAULT_IDLE_SPIN_US),
             tenant_slice: std::time::Duration::from_micros(DEFAULT_TENANT_SLICE_US),
+            prefetch_batch: DEFAULT_PREFETCH_BATCH,
             debug_command: DebugCommand::No,
             requirepass: None,
             masterauth: None,
@@ -740,6 +762,16 @@ mod tests {
         assert_eq!(slice(Some(0)).unwrap(), std::time::Duration::ZERO);
         let e = slice(Some(1_000_000)).unwrap_err().to_string();
         assert!(e.contains("`tenant_slice_us`"), "{e}");
+    }
+
+    #[test]
+    fn prefetch_batch_defaults_turns_off_at_zero_and_has_a_ceiling() {
+        let batch = |n: Option<usize>| EngineSettings { prefetch_batch: n, ..Default::default() }.resolve().map(|c| c.prefetch_batch);
+        assert_eq!(batch(None).unwrap(), DEFAULT_PREFETCH_BATCH);
+        assert_eq!(batch(Some(0)).unwrap(), 0);
+        assert_eq!(batch(Some(MAX_PREFETCH_BATCH)).unwrap(), MAX_PREFETCH_BATCH);
+        let e = batch(Some(MAX_PREFETCH_BATCH + 1)).unwrap_err().to_string();
+        assert!(e.contains("`prefetch_batch`"), "{e}");
     }
 
     #[test]

@@ -9,6 +9,9 @@ and user alone, from /proc/PID/stat; and how much of it the engine spent idle sp
 how busy redis-benchmark was (its CPU over the run's wall time): near 100% means the row
 measures the client's core, and only the CPU columns compare the servers.
 
+A BIN may carry engine options after commas, to compare settings of one build:
+`target/release/terrace,--prefetch-batch,0`.
+
 Usage: tests/bench/engine_ab.py [--rounds 3] [--test get] [--size 128] [--pipeline 16]
        [--requests 2000000] [--preload] BIN [BIN ...]      (BIN "redis": redis-server)
 """
@@ -29,7 +32,8 @@ def start(binary, port, data_dir):
     if binary == "redis":
         cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", data_dir]
     else:
-        cmd = [binary, "engine", "--port", str(port), "--threads", "1", "--data-dir", data_dir]
+        path, *options = binary.split(",")
+        cmd = [path, "engine", "--port", str(port), "--threads", "1", "--data-dir", data_dir, *options]
     proc = subprocess.Popen(["taskset", "-c", "0", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     cli(port, "PING")
@@ -46,7 +50,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2_000_000)
     ap.add_argument("--preload", action="store_true", help="fill 1,000,000 SETs first (GET then hits)")
     args = ap.parse_args()
-    names = [b if b == "redis" else os.path.basename(b) for b in args.binaries]
+    names = [b if b == "redis" else " ".join([os.path.basename(b.split(",")[0]), *b.split(",")[1:]]) for b in args.binaries]
     print(f"{args.test.upper()} -d {args.size} -P {args.pipeline} -c 50 -r 1000000 -n {args.requests}"
           f"{', preloaded' if args.preload else ''}; servers on core 0, redis-benchmark on core 1; {args.rounds} rounds")
     print("| round | server | req/s | CPU µs/req | user µs/req | spin µs/req | client busy |")

@@ -13,6 +13,7 @@
 pub mod access;
 pub mod entry;
 pub mod eviction;
+pub mod prefetch;
 pub mod ranked;
 pub mod shard;
 pub mod stream;
@@ -371,9 +372,18 @@ impl Keyspace {
     /// Global id of the shard holding `key` in database `db`.
     #[inline]
     pub fn shard_id(&self, db: usize, key: &[u8]) -> u32 {
+        if self.shard_bits == 0 {
+            return db as u32;
+        }
+        self.shard_of_hash(db, hash_bytes(key))
+    }
+
+    /// Global id of the shard holding a key of hash `h` in database `db`.
+    #[inline]
+    fn shard_of_hash(&self, db: usize, h: u64) -> u32 {
         // Bits 40.. of the hash: hashbrown uses the low bits for the bucket and the top 7
         // for its control bytes, so shard selection must not reuse either.
-        let s = if self.shard_bits == 0 { 0 } else { (hash_bytes(key) >> 40) as usize & ((1 << self.shard_bits) - 1) };
+        let s = (h >> 40) as usize & ((1 << self.shard_bits) - 1);
         ((db << self.shard_bits) | s) as u32
     }
 

@@ -382,6 +382,15 @@ impl Shard {
         }
     }
 
+    /// Pulls the slots and entries a lookup of hash `h` would read into the CPU cache
+    /// (`Keyspace::prefetch`).
+    pub fn prefetch(&self, h: u64) {
+        self.table.find(h, |e| {
+            e.prefetch();
+            false
+        });
+    }
+
     fn holds(table: &HashTable<Entry>, key: &[u8]) -> bool {
         table.find(hash_bytes(key), |e| e.key() == key).is_some()
     }

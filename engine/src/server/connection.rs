@@ -57,6 +57,7 @@ pub async fn serve(
     let elastic = srv.reactors.elastic && srv.reactors.count() > 1 && here.is_some();
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut parser = RequestParser::new(Limits::default());
+    let mut prefetcher = crate::command::prefetch::Prefetcher::default();
     // The connection runs requests only while it holds its tenant's turn on this reactor.
     let mut turn = Turn::new(srv.config.tenant_slice, namespace(&conn));
     'conn: loop {
@@ -143,7 +144,9 @@ pub async fn serve(
         info.last_active_ms.store(srv.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         parser.set_max_bulk_len(srv.limits.max_bulk_len.load(Ordering::Relaxed));
         turn.take(namespace(&conn)).await;
+        prefetcher.restart();
         loop {
+            prefetcher.next(&srv, &locks, conn.db, &inbuf);
             let req = match parser.parse(&inbuf) {
                 Ok(Some(r)) => r,
                 Ok(None) => break,

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use super::state::{ClientInfo, Server};
+use crate::command::prefetch::Prefetcher;
 use crate::keyspace::LockCap;
 use crate::protocol::{Limits, RequestParser};
 use crate::replication::{Flavor, LinkState, Master, CLEAN_RECORD};
@@ -377,8 +378,11 @@ fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64, db: usize) ->
     // after the replica's first ACK (Redis's replica sends it as soon as it has loaded).
     wire.send(&["REPLCONF", "ACK", &offset.to_string()])?;
     let mut acked = Instant::now();
+    let mut prefetcher = Prefetcher::default();
     loop {
+        prefetcher.restart();
         loop {
+            prefetcher.next(srv, locks, conn.db, &wire.buf);
             let req = match parser.parse(&wire.buf) {
                 Ok(Some(req)) => req,
                 Ok(None) => break,
