@@ -20,7 +20,6 @@ pub mod keys;
 pub mod list;
 pub mod memcache;
 pub mod pipeline;
-pub mod prefetch;
 pub mod pubsub;
 #[cfg(feature = "lua")]
 pub mod script;

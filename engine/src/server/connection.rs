@@ -57,7 +57,7 @@ pub async fn serve(
     let elastic = srv.reactors.elastic && srv.reactors.count() > 1 && here.is_some();
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut parser = RequestParser::new(Limits::default());
-    let mut prefetcher = crate::command::prefetch::Prefetcher::default();
+    let mut prefetcher = super::prefetch::Prefetcher::default();
     // The connection runs requests only while it holds its tenant's turn on this reactor.
     let mut turn = Turn::new(srv.config.tenant_slice, namespace(&conn));
     'conn: loop {

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
+use super::prefetch::Prefetcher;
 use super::state::{ClientInfo, Server};
-use crate::command::prefetch::Prefetcher;
 use crate::keyspace::LockCap;
 use crate::protocol::{Limits, RequestParser};
 use crate::replication::{Flavor, LinkState, Master, CLEAN_RECORD};

@@ -18,6 +18,7 @@ pub mod follower;
 #[cfg(feature = "metrics-http")]
 pub mod metrics;
 pub mod namespaces;
+pub mod prefetch;
 pub mod replicas;
 pub mod spin;
 pub mod state;

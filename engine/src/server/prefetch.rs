@@ -3,8 +3,8 @@
 
 use terrace_commands::resp::peek_requests;
 
+use super::state::Server;
 use crate::keyspace::LockCap;
-use crate::server::state::Server;
 
 /// Prefetches, in database `db`, the first key of each of the (up to `batch`) requests at the
 /// start of `buf`; does nothing for a single key.
