@@ -149,6 +149,9 @@ struct ProxyArgs {
     /// Milliseconds a request may wait for an engine [env: TERRACE_PROXY_TIMEOUT_MS] [default: 2000]
     #[arg(long)]
     timeout_ms: Option<u64>,
+    /// Every proxy, comma-separated host:port, as cluster-mode clients are shown them (CLUSTER SLOTS) [env: TERRACE_PROXY_CLUSTER_NODES] [default: this proxy alone]
+    #[arg(long)]
+    cluster_nodes: Option<String>,
 }
 
 impl ProxyArgs {
@@ -164,6 +167,7 @@ impl ProxyArgs {
             engines: self.engines.map(|e| terrace_proxy::config::split_list(&e)),
             threads: self.threads,
             timeout_ms: self.timeout_ms,
+            cluster_nodes: self.cluster_nodes.map(|e| terrace_proxy::config::split_list(&e)),
             ..Default::default()
         };
         let overrides = flags.or(ProxySettings::from_env()?);

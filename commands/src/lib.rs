@@ -17,6 +17,7 @@ pub mod numbers;
 pub mod params;
 pub mod resp;
 pub mod settings;
+pub mod slots;
 pub mod stat_index;
 pub mod subcommands;
 pub mod table;

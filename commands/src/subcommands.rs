@@ -102,6 +102,14 @@ pub fn sub_index(container: &str, sub: &[u8]) -> Option<usize> {
     FLAT.iter().position(|(c, s)| *c == container && s.as_bytes().eq_ignore_ascii_case(sub))
 }
 
+/// Whether `argc` arguments (the container's name and the subcommand's included) fit the
+/// arity of `container`'s subcommand `sub`; None for an unknown subcommand.
+pub fn sub_arity_ok(container: &str, sub: &[u8], argc: usize) -> Option<bool> {
+    let subs = SUBCOMMANDS.iter().find(|(c, _)| *c == container)?.1;
+    let &(_, arity) = subs.iter().find(|(s, _)| s.as_bytes().eq_ignore_ascii_case(sub))?;
+    Some((arity > 0 && argc == arity as usize) || (arity < 0 && argc >= arity.unsigned_abs() as usize))
+}
+
 /// The container and subcommand numbered `i`.
 pub fn sub_name(i: usize) -> Option<(&'static str, &'static str)> {
     FLAT.get(i).copied()

@@ -68,6 +68,10 @@ pub enum Connection {
     Select,
     Client,
     Reset,
+    /// CLUSTER: the proxies' cluster view (`proxy::frontend::cluster`).
+    Cluster,
+    /// READONLY, READWRITE, ASKING: accepted (every proxy serves every slot, from primaries).
+    ClusterMode,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +118,10 @@ const ROUTES: &[(CommandId, Route)] = {
         (CommandId::Auth, Connection(self::Connection::Auth)),
         (CommandId::Select, Connection(self::Connection::Select)),
         (CommandId::Reset, Connection(self::Connection::Reset)),
+        (CommandId::Cluster, Connection(self::Connection::Cluster)),
+        (CommandId::Readonly, Connection(self::Connection::ClusterMode)),
+        (CommandId::Readwrite, Connection(self::Connection::ClusterMode)),
+        (CommandId::Asking, Connection(self::Connection::ClusterMode)),
         (CommandId::Client, ByArguments),
         (CommandId::Config, ByArguments),
         (CommandId::Script, ByArguments),
@@ -807,7 +815,7 @@ command_table! {
             "generic",
             "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.",
         ),
-        Cluster => c("cluster", -2, "", NOKEY, "cluster", "A container for Redis Cluster commands."),
+        Cluster => c("cluster", -2, "", NOKEY, "cluster", "A container for Redis Cluster commands.").lock(Visit),
         Readonly => c("readonly", 1, "loading stale fast", NOKEY, "cluster", "Enables read-only queries for a connection to a Redis Cluster replica node."),
         Readwrite => c("readwrite", 1, "loading stale fast", NOKEY, "cluster", "Enables read-write queries for a connection to a Reids Cluster replica node."),
         Asking => c("asking", 1, "fast", NOKEY, "cluster", "Signals that a cluster client is following an -ASK redirect."),

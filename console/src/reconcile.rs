@@ -71,8 +71,12 @@ pub struct Desired {
 pub async fn desired(db: &db::Db) -> Result<Desired, db::DbError> {
     let (engines, ranges) = db::topology(db).await?;
     let tenants = db::tenants(db).await?;
+    // The proxies, as cluster-mode clients are shown them (the addresses the console reaches
+    // them at: give it addresses clients can reach too).
+    let proxies = db::proxies(db).await?;
     let document = serde_json::json!({
         "engines": engines,
+        "proxies": proxies,
         "slots": ranges.iter().map(|(f, l, e)| serde_json::json!({"engine": e, "range": format!("{f}-{l}")})).collect::<Vec<_>>(),
         "tenants": tenants.iter().map(Tenant::proxy_entry).collect::<Vec<_>>(),
     })

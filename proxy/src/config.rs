@@ -93,6 +93,10 @@ pub struct ProxySettings {
     pub near_cache_entries: Option<u64>,
     /// Slot ownership; default: slots split evenly over the engines in order.
     pub slots: Option<Vec<SlotRange>>,
+    /// Every proxy, `host:port`, as cluster-mode clients are shown them (CLUSTER SLOTS: each
+    /// an even share of the slots); default: this proxy alone. The console pushes its own
+    /// `proxies` list.
+    pub cluster_nodes: Option<Vec<String>>,
     pub tenants: Option<Vec<TenantSettings>>,
 }
 
@@ -116,6 +120,7 @@ impl ProxySettings {
             client_output_limit: self.client_output_limit.or(other.client_output_limit),
             pubsub_output_limit: self.pubsub_output_limit.or(other.pubsub_output_limit),
             slots: self.slots.or(other.slots),
+            cluster_nodes: self.cluster_nodes.or(other.cluster_nodes),
             tenants: self.tenants.or(other.tenants),
             near_cache_ttl_ms: self.near_cache_ttl_ms.or(other.near_cache_ttl_ms),
             near_cache_entries: self.near_cache_entries.or(other.near_cache_entries),
@@ -124,7 +129,8 @@ impl ProxySettings {
 
     /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_MEMCACHE_PORT, TERRACE_PROXY_METRICS_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
     /// TERRACE_PROXY_THREADS, TERRACE_PROXY_PASSWORD, TERRACE_PROXY_ADMIN_PASSWORD,
-    /// TERRACE_PROXY_ENGINE_PASSWORD_FILE, TERRACE_PROXY_TIMEOUT_MS.
+    /// TERRACE_PROXY_ENGINE_PASSWORD_FILE, TERRACE_PROXY_TIMEOUT_MS, TERRACE_PROXY_CLUSTER_NODES
+    /// (comma-separated).
     pub fn from_env() -> Result<ProxySettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         fn num<T: std::str::FromStr>(key: &str, v: Option<String>) -> Result<Option<T>, ConfigError> {
@@ -141,6 +147,7 @@ impl ProxySettings {
             admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
             engine_password_file: var("TERRACE_PROXY_ENGINE_PASSWORD_FILE").map(std::path::PathBuf::from),
             timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
+            cluster_nodes: var("TERRACE_PROXY_CLUSTER_NODES").map(|s| split_list(&s)),
             ..Default::default()
         })
     }
@@ -159,11 +166,20 @@ impl ProxySettings {
         if engines.len() > 1024 {
             return Err(invalid("engines", "at most 1024 engines"));
         }
-        for e in &engines {
-            let ok = e.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-            if !ok {
-                return Err(invalid("engines", format!("'{e}' is not host:port")));
+        let host_port = |key: &str, list: &[String]| {
+            for e in list {
+                let ok = e.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+                if !ok {
+                    return Err(invalid(key, format!("'{e}' is not host:port")));
+                }
             }
+            Ok(())
+        };
+        host_port("engines", &engines)?;
+        let cluster_nodes = self.cluster_nodes.unwrap_or_default();
+        host_port("cluster_nodes", &cluster_nodes)?;
+        if cluster_nodes.len() > crate::slots::SLOTS {
+            return Err(invalid("cluster_nodes", "more proxies than slots"));
         }
         let slot_map = match &self.slots {
             None => SlotMap::even(engines.len()),
@@ -285,6 +301,7 @@ impl ProxySettings {
             client_output_limit,
             pubsub_output_limit,
             slot_map,
+            cluster_nodes,
             reload_from: None,
             near_cache_ttl: Duration::from_millis(self.near_cache_ttl_ms.unwrap_or(0)),
             near_cache_entries: self.near_cache_entries.unwrap_or(10_000),
@@ -336,6 +353,8 @@ pub struct ProxyConfig {
     pub client_output_limit: usize,
     pub pubsub_output_limit: usize,
     pub slot_map: SlotMap,
+    /// The proxies of the cluster view (empty: this one alone).
+    pub cluster_nodes: Vec<String>,
     /// Where a reload re-reads the configuration: the file, and the settings (flags,
     /// environment) that win over it.
     pub reload_from: Option<(std::path::PathBuf, ProxySettings)>,
@@ -356,6 +375,8 @@ mod tests {
         assert_eq!(c.engines.len(), 2);
         let bad = ProxySettings { engines: Some(vec!["nohost".into()]), ..Default::default() };
         assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `engines`: 'nohost' is not host:port");
+        let bad = ProxySettings { cluster_nodes: Some(vec!["127.0.0.1".into()]), ..Default::default() };
+        assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `cluster_nodes`: '127.0.0.1' is not host:port");
         let bad = ProxySettings { slots: Some(vec![SlotRange { engine: 0, range: "0-100".into() }]), ..Default::default() };
         assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `slots`: slot 101 is not assigned to any engine");
     }

@@ -370,7 +370,11 @@ impl Proxy {
     /// `engines` empty: the engines come from a `--config` file in `extra`.
     pub fn start_for(engines: &str, extra: &[&str], env: &[(&str, &str)]) -> Proxy {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
-        cmd.args(["proxy", "--port", "0", "--memcache-port", "0"]);
+        cmd.args(["proxy", "--memcache-port", "0"]);
+        // An ephemeral port unless the test names one.
+        if !extra.contains(&"--port") {
+            cmd.args(["--port", "0"]);
+        }
         if !engines.is_empty() {
             cmd.args(["--engines", engines]);
         }

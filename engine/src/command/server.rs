@@ -408,8 +408,10 @@ pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 }
 
 /// CLUSTER, READONLY, READWRITE, ASKING: an engine is a standalone server (the proxy spreads
-/// keys over engines), so these answer as a Redis with cluster support disabled.
-pub fn cluster(_ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+/// keys over engines), so these answer as a Redis with cluster support disabled — except
+/// COUNTKEYSINSLOT and GETKEYSINSLOT, which the proxies' cluster view forwards to the
+/// engine owning the slot.
+pub fn cluster(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if is(argv[0], "CLUSTER") {
         let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
         let known = super::args::SUBCOMMANDS.iter().any(|(c, subs)| {
@@ -418,8 +420,73 @@ pub fn cluster(_ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         if !known {
             return Err(super::args::subcommand_error("cluster", argv));
         }
+        match sub.as_str() {
+            "countkeysinslot" => return keys_in_slot(ctx, argv[2], None),
+            "getkeysinslot" => {
+                let count = std::str::from_utf8(argv[3]).ok().and_then(|s| s.parse::<i64>().ok()).filter(|n| *n >= 0);
+                let Some(count) = count else { return Err(err("ERR Invalid slot or number of keys")) };
+                return keys_in_slot(ctx, argv[2], Some(count as usize));
+            }
+            _ => {}
+        }
     }
     Err(err("ERR This instance has cluster support disabled"))
+}
+
+/// How long CLUSTER COUNTKEYSINSLOT waits for each shard another command holds.
+const SLOT_VISIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The keys of the current database in a Redis Cluster hash slot: how many (`limit` None) or
+/// up to `limit` of their names. The engine keeps no per-slot index (its shards are split by
+/// its own hash), so this reads every key of the database, one shard at a time.
+fn keys_in_slot(ctx: &mut Ctx, slot: &[u8], limit: Option<usize>) -> CmdResult {
+    let slot = std::str::from_utf8(slot).ok().and_then(|s| s.parse::<i64>().ok()).filter(|s| (0..terrace_commands::slots::SLOTS as i64).contains(s));
+    let Some(slot) = slot else {
+        return Err(err(if limit.is_some() { "ERR Invalid slot or number of keys" } else { "ERR Invalid or out of range slot" }));
+    };
+    let slot = slot as u16;
+    let now = ctx.data.now;
+    let mut count = 0usize;
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    let ids: Vec<u32> = ctx.data.ks.db_shard_ids(ctx.data.db).collect();
+    for id in ids {
+        let want = limit.map(|l| l.saturating_sub(names.len()));
+        if want == Some(0) {
+            break;
+        }
+        let visited = ctx.data.visit(id, SLOT_VISIT_WAIT, |shard| {
+            let mut n = 0;
+            let mut found = Vec::new();
+            for e in shard.iter() {
+                if crate::keyspace::is_expired(e.expire(), now) || terrace_commands::slots::key_slot(e.key()) != slot {
+                    continue;
+                }
+                n += 1;
+                if want.is_some_and(|w| found.len() < w) {
+                    found.push(e.key().to_vec());
+                }
+            }
+            (n, found)
+        });
+        match visited {
+            Ok(Some((n, found))) => {
+                count += n;
+                names.extend(found);
+            }
+            Ok(None) => return Err(err("ERR a shard stayed busy; try again")),
+            Err(_) => return Err(err("ERR internal error: the command's shards were not declared")),
+        }
+    }
+    match limit {
+        None => ctx.out.int(count as i64),
+        Some(_) => {
+            ctx.out.array_len(names.len());
+            for k in &names {
+                ctx.out.bulk(k);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// CLIENT GETREDIR: -1 when not tracking, 0 without a redirect, else the target's id.

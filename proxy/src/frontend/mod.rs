@@ -2,6 +2,7 @@
 //! it serves, the connection loop and reply queue (`connection`), and the protocol front ends
 //! plugged into it (`redis`: RESP2/RESP3; `memcache`: text and meta).
 
+pub mod cluster;
 pub(crate) mod connection;
 mod info;
 pub mod memcache;
@@ -41,6 +42,8 @@ pub struct Topology {
     pub engine_up: Vec<Arc<AtomicBool>>,
     /// The default tenant first, then the configured ones.
     pub tenants: Vec<Arc<Tenant>>,
+    /// The proxies cluster-mode clients are shown (`cluster`); empty: this one alone.
+    pub cluster_nodes: Vec<String>,
 }
 
 impl Topology {
@@ -75,7 +78,13 @@ impl Topology {
             };
             tenants.push(Tenant::new(&t.name, password, t.memcache_port, t.max_qps, max_memory, i as u32 + 1).with_namespace_options(options));
         }
-        Arc::new(Topology { engines: config.engines.clone(), slot_map: config.slot_map.clone(), engine_up, tenants })
+        Arc::new(Topology {
+            engines: config.engines.clone(),
+            slot_map: config.slot_map.clone(),
+            engine_up,
+            tenants,
+            cluster_nodes: config.cluster_nodes.clone(),
+        })
     }
 
     pub fn default_tenant(&self) -> Arc<Tenant> {
@@ -124,6 +133,9 @@ pub struct TopologyDocument {
     pub slots: Option<Vec<crate::config::SlotRange>>,
     #[serde(default)]
     pub tenants: Vec<crate::config::TenantSettings>,
+    /// Every proxy (`host:port`): the nodes of the cluster view (the console's `proxies`).
+    #[serde(default)]
+    pub proxies: Option<Vec<String>>,
 }
 
 impl Shared {
@@ -182,6 +194,7 @@ impl Shared {
             engines: Some(doc.engines),
             slots: doc.slots,
             tenants: Some(doc.tenants),
+            cluster_nodes: doc.proxies.or_else(|| Some(self.config.cluster_nodes.clone())),
             port: Some(self.config.port),
             memcache_port: Some(self.config.memcache_port),
             password: self.config.password.clone(),
@@ -224,6 +237,7 @@ impl Shared {
             "engine_up": up,
             "slots": topo.slot_map.ranges().into_iter().map(|(e, first, last)| serde_json::json!({"engine": e, "range": format!("{first}-{last}")})).collect::<Vec<_>>(),
             "tenants": tenants,
+            "proxies": topo.cluster_nodes,
         })
         .to_string()
     }

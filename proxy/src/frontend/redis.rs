@@ -90,6 +90,8 @@ struct Client {
     relay: Option<Rc<Backend>>,
     /// The client's address (failed AUTH attempts are limited per address).
     peer: Option<std::net::IpAddr>,
+    /// The proxy's address the client reached (its node in the cluster view).
+    local_addr: Option<std::net::SocketAddr>,
     blocked: bool,
     closing: bool,
     /// Engines the client sent writes to since its last WAIT.
@@ -101,6 +103,7 @@ const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is dis
 
 pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
     let peer = stream.peer_addr().ok().map(|a| a.ip());
+    let local_addr = stream.local_addr().ok();
     let tenant = rx.topology().default_tenant();
     let authed = tenant.password.is_none();
     let client = Client {
@@ -108,6 +111,7 @@ pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
         tenant,
         id,
         peer,
+        local_addr,
         name: None,
         db: 0,
         resp3: false,
@@ -768,6 +772,27 @@ impl Client {
             }
             Local::Hello => self.hello(argv),
             Local::Client => self.client(argv),
+            Local::Cluster if super::cluster::asks_engine(argv) => {
+                // COUNTKEYSINSLOT, GETKEYSINSLOT: the engine owning the slot counts its keys
+                // (an invalid slot goes to engine 0, which says so in Redis's words).
+                let slot = std::str::from_utf8(argv[2]).ok().and_then(|s| s.parse::<u16>().ok()).filter(|s| usize::from(*s) < crate::slots::SLOTS);
+                let engine = slot.map_or(0, |s| self.rx.topology().slot_map.engine_of_slot(s));
+                let mut req = BytesMut::new();
+                resp::encode_request(&mut req, argv);
+                self.send_to(engine, &req).await;
+            }
+            Local::Cluster => {
+                let Some(local) = self.local_addr else {
+                    return self.error("ERR the proxy does not know the address this client reached");
+                };
+                let nodes = super::cluster::nodes(&self.rx.topology().cluster_nodes, local);
+                let mut b = BytesMut::new();
+                match super::cluster::answer(argv, &nodes, &mut ReplyWriter::new(&mut b, self.resp3)) {
+                    super::cluster::Answer::Done => self.ready(b.freeze()),
+                    super::cluster::Answer::Error(e) => self.error(&e),
+                }
+            }
+            Local::ClusterMode => self.ready(&b"+OK\r\n"[..]),
             Local::Reset => {
                 self.txn = None;
                 self.pin = None;
