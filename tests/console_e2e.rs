@@ -479,6 +479,14 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     eventually(20, "the console points each replica at its primary", || {
         role_of(&r0) == ("slave".into(), "up".into()) && role_of(&r1) == ("slave".into(), "up".into())
     });
+    // The proxy is given the replicas in sync (for tenants' replica_reads) and the proxies
+    // (its cluster view).
+    let mut admin = redis::Client::open(format!("redis://admin:{}@127.0.0.1:{}/", common::PROXY_ADMIN_PASSWORD, proxy.port)).unwrap().get_connection().unwrap();
+    let want_replicas = serde_json::json!([[format!("127.0.0.1:{}", r0.port)], [format!("127.0.0.1:{}", r1.port)]]);
+    eventually(20, "the proxy lists the replicas", || {
+        let doc: serde_json::Value = serde_json::from_str(&q::<String>(&mut admin, &["TERRACE.TOPOLOGY", "GET"])).unwrap();
+        doc["replicas"] == want_replicas && doc["proxies"] == serde_json::json!([format!("127.0.0.1:{}", proxy.port)])
+    });
     let tags = tags_per_engine(proxy.port, &e0, 8);
 
     // Writers through the proxy, each write acknowledged by WAIT 1 200 or not.

@@ -151,6 +151,7 @@ fn tenant_of(r: &SqliteRow) -> Tenant {
         tier_policy: r.get("tier_policy"),
         wal: r.get("wal"),
         memcache_port: r.get::<Option<i64>, _>("memcache_port").map(|v| v as u16),
+        replica_reads: r.get::<i64, _>("replica_reads") != 0,
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
     }
@@ -181,8 +182,8 @@ pub async fn save_tenant(db: &Db, t: &Tenant, create: bool) -> Result<Result<(),
         }
     }
     sqlx::query(
-        "INSERT OR REPLACE INTO tenants (name, password_sha256, max_qps, max_memory, compression, compression_mode, storage_mode, tier_policy, wal, memcache_port, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO tenants (name, password_sha256, max_qps, max_memory, compression, compression_mode, storage_mode, tier_policy, wal, memcache_port, replica_reads, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&t.name)
     .bind(&t.password_sha256)
@@ -194,6 +195,7 @@ pub async fn save_tenant(db: &Db, t: &Tenant, create: bool) -> Result<Result<(),
     .bind(&t.tier_policy)
     .bind(&t.wal)
     .bind(t.memcache_port.map(|v| v as i64))
+    .bind(t.replica_reads as i64)
     .bind(t.created_at)
     .bind(t.updated_at)
     .execute(db)

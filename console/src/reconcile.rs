@@ -68,8 +68,21 @@ pub struct Desired {
     pub digest: String,
 }
 
-pub async fn desired(db: &db::Db) -> Result<Desired, db::DbError> {
+/// `members`: the replication topology as the coordinator last saw it — a replica is given
+/// to the proxies (for tenants' `replica_reads`) only while it is up and linked to its
+/// primary, so a replica still syncing, or an old primary that came back empty and is not
+/// following yet, never serves reads.
+pub async fn desired(db: &db::Db, members: &[crate::failover::Member]) -> Result<Desired, db::DbError> {
     let (engines, ranges) = db::topology(db).await?;
+    let mut replicas: Vec<Vec<String>> = vec![Vec::new(); engines.len()];
+    for m in members {
+        if m.role == "replica" && m.up && m.linked && m.engine < engines.len() {
+            replicas[m.engine].push(m.address.clone());
+        }
+    }
+    while replicas.last().is_some_and(Vec::is_empty) {
+        replicas.pop();
+    }
     let tenants = db::tenants(db).await?;
     // The proxies, as cluster-mode clients are shown them (the addresses the console reaches
     // them at: give it addresses clients can reach too).
@@ -77,6 +90,7 @@ pub async fn desired(db: &db::Db) -> Result<Desired, db::DbError> {
     let document = serde_json::json!({
         "engines": engines,
         "proxies": proxies,
+        "replicas": replicas,
         "slots": ranges.iter().map(|(f, l, e)| serde_json::json!({"engine": e, "range": format!("{f}-{l}")})).collect::<Vec<_>>(),
         "tenants": tenants.iter().map(Tenant::proxy_entry).collect::<Vec<_>>(),
     })
@@ -95,7 +109,8 @@ pub struct Outcome {
 /// One pass over every node (empty errors: everything holds the console's state).
 pub async fn pass(console: &Console) -> Outcome {
     let _one_at_a_time = console.pass_lock.lock().await;
-    let want = match desired(&console.db).await {
+    let members = console.state.lock().members.clone();
+    let want = match desired(&console.db, &members).await {
         Ok(d) => d,
         Err(e) => return Outcome { errors: vec![e.to_string()], refused: Vec::new() },
     };

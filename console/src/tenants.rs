@@ -29,6 +29,8 @@ pub struct Tenant {
     /// `engine` (its commands are logged when the engine has a WAL) or `off`.
     pub wal: String,
     pub memcache_port: Option<u16>,
+    /// Its reads go to replicas of the engine owning the key (they may be behind).
+    pub replica_reads: bool,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -49,6 +51,7 @@ pub struct TenantInput {
     pub tier_policy: Option<String>,
     pub wal: Option<String>,
     pub memcache_port: Option<Limit>,
+    pub replica_reads: Option<bool>,
 }
 
 /// A number, a size as text, or null/empty for "none".
@@ -127,6 +130,7 @@ impl TenantInput {
             tier_policy: "engine".into(),
             wal: "engine".into(),
             memcache_port: None,
+            replica_reads: false,
             created_at: now,
             updated_at: now,
         });
@@ -162,6 +166,9 @@ impl TenantInput {
         if let Some(v) = &self.wal {
             t.wal = choice("wal", v, &WAL_MODES)?;
         }
+        if let Some(v) = self.replica_reads {
+            t.replica_reads = v;
+        }
         t.updated_at = now;
         Ok(t)
     }
@@ -181,6 +188,7 @@ impl Tenant {
             "storage_mode": self.storage_mode,
             "tier_policy": self.tier_policy,
             "wal": self.wal,
+            "replica_reads": self.replica_reads,
         })
     }
 

@@ -52,6 +52,10 @@ pub struct TenantSettings {
     pub tier_policy: Option<String>,
     /// engine (logged when the engines run a WAL) | off.
     pub wal: Option<String>,
+    /// Its reads go to a replica of the engine owning the key when there is one (they may
+    /// miss the latest writes: README, "Replication and failover").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica_reads: Option<bool>,
 }
 
 /// Settings as given by one source; `None` means "not given here".
@@ -93,6 +97,9 @@ pub struct ProxySettings {
     pub near_cache_entries: Option<u64>,
     /// Slot ownership; default: slots split evenly over the engines in order.
     pub slots: Option<Vec<SlotRange>>,
+    /// Each engine's replicas, `host:port`, in the order of `engines` (for tenants with
+    /// `replica_reads`); the console pushes them.
+    pub replicas: Option<Vec<Vec<String>>>,
     /// Every proxy, `host:port`, as cluster-mode clients are shown them (CLUSTER SLOTS: each
     /// an even share of the slots); default: this proxy alone. The console pushes its own
     /// `proxies` list.
@@ -121,6 +128,7 @@ impl ProxySettings {
             pubsub_output_limit: self.pubsub_output_limit.or(other.pubsub_output_limit),
             slots: self.slots.or(other.slots),
             cluster_nodes: self.cluster_nodes.or(other.cluster_nodes),
+            replicas: self.replicas.or(other.replicas),
             tenants: self.tenants.or(other.tenants),
             near_cache_ttl_ms: self.near_cache_ttl_ms.or(other.near_cache_ttl_ms),
             near_cache_entries: self.near_cache_entries.or(other.near_cache_entries),
@@ -178,6 +186,13 @@ impl ProxySettings {
         host_port("engines", &engines)?;
         let cluster_nodes = self.cluster_nodes.unwrap_or_default();
         host_port("cluster_nodes", &cluster_nodes)?;
+        let replicas = self.replicas.unwrap_or_default();
+        if replicas.len() > engines.len() {
+            return Err(invalid("replicas", format!("{} lists for {} engines", replicas.len(), engines.len())));
+        }
+        for r in &replicas {
+            host_port("replicas", r)?;
+        }
         if cluster_nodes.len() > crate::slots::SLOTS {
             return Err(invalid("cluster_nodes", "more proxies than slots"));
         }
@@ -302,6 +317,7 @@ impl ProxySettings {
             pubsub_output_limit,
             slot_map,
             cluster_nodes,
+            replicas,
             reload_from: None,
             near_cache_ttl: Duration::from_millis(self.near_cache_ttl_ms.unwrap_or(0)),
             near_cache_entries: self.near_cache_entries.unwrap_or(10_000),
@@ -355,6 +371,8 @@ pub struct ProxyConfig {
     pub slot_map: SlotMap,
     /// The proxies of the cluster view (empty: this one alone).
     pub cluster_nodes: Vec<String>,
+    /// Each engine's replicas (by engine index; shorter than `engines` when the last have none).
+    pub replicas: Vec<Vec<String>>,
     /// Where a reload re-reads the configuration: the file, and the settings (flags,
     /// environment) that win over it.
     pub reload_from: Option<(std::path::PathBuf, ProxySettings)>,

@@ -63,6 +63,8 @@ pub struct Tenant {
     /// Settings the engines apply to the tenant's namespace (`TERRACE.NAMESPACE` options:
     /// COMPRESSION, COMPRESSION-MODE, COMPRESSION-MIN-SIZE, STORAGE-MODE).
     pub namespace_options: Vec<(&'static str, String)>,
+    /// Reads go to the owning engine's replicas when it has some (`replica_reads`).
+    pub replica_reads: bool,
     bucket: Mutex<Bucket>,
 }
 
@@ -84,6 +86,7 @@ impl Tenant {
             max_memory,
             cache_id,
             namespace_options: Vec::new(),
+            replica_reads: false,
             bucket: Mutex::new(Bucket { tokens, at: Instant::now() }),
         })
     }
@@ -92,6 +95,12 @@ impl Tenant {
     pub fn with_namespace_options(self: Arc<Self>, options: Vec<(&'static str, String)>) -> Arc<Tenant> {
         let mut t = Arc::into_inner(self).expect("a tenant under construction has one owner");
         t.namespace_options = options;
+        Arc::new(t)
+    }
+
+    pub fn with_replica_reads(self: Arc<Self>, on: bool) -> Arc<Tenant> {
+        let mut t = Arc::into_inner(self).expect("a tenant under construction has one owner");
+        t.replica_reads = on;
         Arc::new(t)
     }
 

@@ -86,6 +86,7 @@ pub fn document() -> Value {
                         "tier_policy": { "type": "string", "enum": crate::tenants::TIER_POLICIES },
                         "wal": { "type": "string", "enum": crate::tenants::WAL_MODES },
                         "memcache_port": { "oneOf": [{ "type": "integer" }, { "type": "string" }], "nullable": true },
+                        "replica_reads": { "type": "boolean", "description": "Reads go to replicas of the engine owning the key when it has some in sync; they may miss the latest writes." },
                     }
                 }
             }

@@ -144,6 +144,8 @@ fn input_of(f: &HashMap<String, String>, create: bool) -> TenantInput {
         tier_policy: text("tier_policy"),
         wal: text("wal"),
         memcache_port: text("memcache_port").map(Limit::Text),
+        // The checkbox is on every form: absent means unchecked.
+        replica_reads: Some(f.get("replica_reads").is_some_and(|v| v == "1")),
     }
 }
 

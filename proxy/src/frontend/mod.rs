@@ -37,6 +37,10 @@ pub struct Stats {
 /// reloaded.
 pub struct Topology {
     pub engines: Vec<String>,
+    /// Every connection target: the engines (index = engine index), then their replicas.
+    pub addrs: Vec<String>,
+    /// Per engine, the indices in `addrs` of its replicas.
+    pub replicas_of: Vec<Vec<usize>>,
     pub slot_map: SlotMap,
     /// Per engine: is a database-0 connection up (for /metrics and INFO).
     pub engine_up: Vec<Arc<AtomicBool>>,
@@ -76,9 +80,23 @@ impl Topology {
                 (None, Some(h)) => Password::from_sha256_hex(h),
                 (None, None) => None,
             };
-            tenants.push(Tenant::new(&t.name, password, t.memcache_port, t.max_qps, max_memory, i as u32 + 1).with_namespace_options(options));
+            tenants.push(
+                Tenant::new(&t.name, password, t.memcache_port, t.max_qps, max_memory, i as u32 + 1)
+                    .with_namespace_options(options)
+                    .with_replica_reads(t.replica_reads.unwrap_or(false)),
+            );
+        }
+        // Replicas get connection indices after the engines'.
+        let mut addrs = config.engines.clone();
+        let mut replicas_of = Vec::with_capacity(config.engines.len());
+        for e in 0..config.engines.len() {
+            let mine = config.replicas.get(e).map(Vec::as_slice).unwrap_or_default();
+            replicas_of.push((addrs.len()..addrs.len() + mine.len()).collect());
+            addrs.extend(mine.iter().cloned());
         }
         Arc::new(Topology {
+            addrs,
+            replicas_of,
             engines: config.engines.clone(),
             slot_map: config.slot_map.clone(),
             engine_up,
@@ -136,6 +154,9 @@ pub struct TopologyDocument {
     /// Every proxy (`host:port`): the nodes of the cluster view (the console's `proxies`).
     #[serde(default)]
     pub proxies: Option<Vec<String>>,
+    /// Each engine's replicas, by engine index (for tenants' `replica_reads`).
+    #[serde(default)]
+    pub replicas: Option<Vec<Vec<String>>>,
 }
 
 impl Shared {
@@ -195,6 +216,7 @@ impl Shared {
             slots: doc.slots,
             tenants: Some(doc.tenants),
             cluster_nodes: doc.proxies.or_else(|| Some(self.config.cluster_nodes.clone())),
+            replicas: doc.replicas,
             port: Some(self.config.port),
             memcache_port: Some(self.config.memcache_port),
             password: self.config.password.clone(),
@@ -226,6 +248,7 @@ impl Shared {
                     "memcache_port": t.memcache_port,
                     "max_qps": t.max_qps,
                     "max_memory": t.max_memory,
+                    "replica_reads": t.replica_reads,
                     "namespace_options": t.namespace_options.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<std::collections::BTreeMap<_, _>>(),
                 })
             })
@@ -238,6 +261,7 @@ impl Shared {
             "slots": topo.slot_map.ranges().into_iter().map(|(e, first, last)| serde_json::json!({"engine": e, "range": format!("{first}-{last}")})).collect::<Vec<_>>(),
             "tenants": tenants,
             "proxies": topo.cluster_nodes,
+            "replicas": topo.replicas_of.iter().map(|r| r.iter().map(|&i| topo.addrs[i].clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
         })
         .to_string()
     }
@@ -302,9 +326,9 @@ impl Reactor {
         if t.0 != g {
             *t = (g, self.shared.topology());
             // A connection stays if its engine keeps its place in the list.
-            let engines = &t.1.engines;
+            let addrs = &t.1.addrs;
             self.pools.borrow_mut().retain(|(engine, _, _, _), b| {
-                let keep = engines.get(*engine) == Some(&b.spec.addr);
+                let keep = addrs.get(*engine) == Some(&b.spec.addr);
                 if !keep {
                     b.shutdown();
                 }
@@ -320,7 +344,7 @@ impl Reactor {
 
     fn spec(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool, dedicated: bool) -> BackendSpec {
         let topo = self.topology();
-        let up_flag = (!dedicated && namespace.is_none() && db == 0 && !resp3).then(|| topo.engine_up[engine].clone());
+        let up_flag = (!dedicated && namespace.is_none() && db == 0 && !resp3).then(|| topo.engine_up.get(engine).cloned()).flatten();
         // Each engine holds about its share of the tenant's keys, so it enforces that share.
         let tenant = namespace.as_ref().and_then(|ns| topo.tenant(ns.as_bytes()));
         let ns_maxmemory = tenant.as_ref().map(|t| t.max_memory.div_ceil(topo.engines.len() as u64)).unwrap_or(0);
@@ -328,7 +352,7 @@ impl Reactor {
         let password = self.shared.config.engine_password.clone();
         BackendSpec {
             engine,
-            addr: topo.engines[engine].clone(),
+            addr: topo.addrs[engine].clone(),
             password,
             namespace: namespace.clone(),
             ns_maxmemory,

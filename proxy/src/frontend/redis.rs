@@ -314,6 +314,22 @@ impl Client {
         }
     }
 
+    /// For a tenant with `replica_reads`, the connection index of a replica of `engine` that
+    /// serves a read-only call (chosen by client, so one client's reads stay on one replica
+    /// while it is up); None: the engine itself.
+    fn replica_for_read(&self, spec: &CommandSpec, engine: usize) -> Option<usize> {
+        if !self.tenant.replica_reads || spec.write || !spec.flags.has(terrace_commands::table::Flags::READONLY) || self.pin.is_some() {
+            return None;
+        }
+        let topo = self.rx.topology();
+        let replicas = topo.replicas_of.get(engine)?;
+        if replicas.is_empty() {
+            return None;
+        }
+        let first = self.id as usize % replicas.len();
+        (0..replicas.len()).map(|i| replicas[(first + i) % replicas.len()]).find(|&r| self.rx.backend(r, &self.tenant.namespace, self.db, self.resp3).is_up())
+    }
+
     /// The client's own connection to `engine` (a new one if the last one failed).
     fn dedicated(&mut self, engine: usize) -> Rc<Backend> {
         let key = (engine, self.db, self.resp3);
@@ -424,7 +440,10 @@ impl Client {
             Kind::Local(l) => self.local(l, argv).await,
             Kind::Refused(why) => self.error(&format!("ERR {why}")),
             Kind::Keyed => match self.key_engine(spec, argv) {
-                Some(e) => self.send_to(e, raw).await,
+                Some(e) => match self.replica_for_read(spec, e) {
+                    Some(r) => self.send_to(r, raw).await,
+                    None => self.send_to(e, raw).await,
+                },
                 None => self.error(CROSSSLOT),
             },
             Kind::Split(s) => self.split(s, argv, raw).await,
