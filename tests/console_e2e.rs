@@ -298,6 +298,48 @@ async fn reconcile_brings_a_tenant_back_after_the_proxy_and_an_engine_restart() 
         assert!(std::time::Instant::now() < deadline, "the overview shows the three nodes in sync: {page}");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+
+    // Deleting from the page takes the tenant's name typed as confirmation.
+    let delete = |confirm: &'static str| {
+        let (session, csrf, url) = (session.clone(), csrf.clone(), console.url.clone());
+        async move { session.post(format!("{url}/tenants/blog/delete")).form(&[("csrf", csrf.as_str()), ("confirm", confirm)]).send().await.unwrap() }
+    };
+    for wrong in ["", "blo", "other"] {
+        let r = delete(wrong).await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "confirm {wrong:?}");
+        assert!(r.text().await.unwrap().contains("type its name in the confirmation field"));
+    }
+    assert!(redis_as(proxy_port, "blog", "pw1").is_ok(), "still there");
+    let r = delete("blog").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/tenants");
+    eventually(10, "the proxy no longer knows the tenant", || redis_as(proxy_port, "blog", "pw1").is_err());
+
+    // A form with one bad field comes back with what was typed (never the password).
+    let r = session
+        .post(format!("{}/tenants/new", console.url))
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("name", "kept"),
+            ("password", "secret-pw"),
+            ("compression", "zstd"),
+            ("compression_mode", "lazy"),
+            ("storage_mode", "cache"),
+            ("max_memory", "lots"),
+            ("max_qps", "77"),
+            ("memcache_port", ""),
+            ("replica_reads", "1"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let page = r.text().await.unwrap();
+    assert!(page.contains("max_memory: &#39;lots&#39; is not a size"), "{page}");
+    for kept in [r#"value="kept""#, r#"value="77""#, r#"<option value="zstd" selected>"#, r#"<option value="lazy" selected>"#, r#"value="1" checked"#] {
+        assert!(page.contains(kept), "{kept} in {page}");
+    }
+    assert!(!page.contains("secret-pw"), "the password is not sent back");
 }
 
 #[test]

@@ -71,6 +71,9 @@ pub struct TenantFormPage {
     /// None: a new tenant.
     pub tenant: Option<Tenant>,
     pub error: Option<String>,
+    /// The fields as the operator submitted them, when the form comes back with an error:
+    /// shown again instead of the stored values (passwords never are).
+    pub submitted: Option<std::collections::HashMap<String, String>>,
     pub compressions: &'static [&'static str],
     pub compression_modes: &'static [&'static str],
     pub storage_modes: &'static [&'static str],
@@ -84,6 +87,7 @@ impl TenantFormPage {
             frame,
             tenant,
             error,
+            submitted: None,
             compressions: &COMPRESSIONS,
             compression_modes: &COMPRESSION_MODES,
             storage_modes: &STORAGE_MODES,
@@ -92,23 +96,47 @@ impl TenantFormPage {
         }
     }
 
-    fn field(&self, f: impl Fn(&Tenant) -> String) -> String {
+    /// The form as submitted (a form that came back with an error keeps what was typed).
+    pub fn with_submitted(mut self, fields: std::collections::HashMap<String, String>) -> TenantFormPage {
+        self.submitted = Some(fields);
+        self
+    }
+
+    fn field(&self, key: &str, f: impl Fn(&Tenant) -> String) -> String {
+        if let Some(s) = &self.submitted {
+            return s.get(key).cloned().unwrap_or_default();
+        }
         self.tenant.as_ref().map(f).unwrap_or_default()
     }
 
+    /// A new tenant's name as submitted.
+    pub fn name(&self) -> String {
+        self.field("name", |t| t.name.clone())
+    }
+
     pub fn max_memory(&self) -> String {
-        self.field(|t| t.max_memory.map(|m| m.to_string()).unwrap_or_default())
+        self.field("max_memory", |t| t.max_memory.map(|m| m.to_string()).unwrap_or_default())
     }
 
     pub fn max_qps(&self) -> String {
-        self.field(|t| t.max_qps.map(|m| m.to_string()).unwrap_or_default())
+        self.field("max_qps", |t| t.max_qps.map(|m| m.to_string()).unwrap_or_default())
     }
 
     pub fn memcache_port(&self) -> String {
-        self.field(|t| t.memcache_port.map(|m| m.to_string()).unwrap_or_default())
+        self.field("memcache_port", |t| t.memcache_port.map(|m| m.to_string()).unwrap_or_default())
+    }
+
+    pub fn replica_reads(&self) -> bool {
+        match &self.submitted {
+            Some(s) => s.get("replica_reads").is_some_and(|v| v == "1"),
+            None => self.tenant.as_ref().is_some_and(|t| t.replica_reads),
+        }
     }
 
     pub fn selected(&self, which: &str, value: &str) -> bool {
+        if let Some(v) = self.submitted.as_ref().and_then(|s| s.get(which)) {
+            return v == value;
+        }
         let current = match (&self.tenant, which) {
             (Some(t), "compression") => t.compression.as_str(),
             (Some(t), "compression_mode") => t.compression_mode.as_str(),

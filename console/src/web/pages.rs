@@ -156,7 +156,7 @@ pub async fn create_tenant(State(console): State<Arc<Console>>, PageUser(s, _): 
     match ops::create_tenant(&console, &input_of(&f, true)).await {
         Ok(saved) => Redirect::to(&format!("/tenants/{}", saved.tenant.name)).into_response(),
         Err(OpError::Db(e)) => op_error(&s, OpError::Db(e)),
-        Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, TenantFormPage::new(frame(&s), None, Some(e.to_string()))).into_response(),
+        Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, TenantFormPage::new(frame(&s), None, Some(e.to_string())).with_submitted(f)).into_response(),
     }
 }
 
@@ -175,7 +175,7 @@ pub async fn update_tenant(State(console): State<Arc<Console>>, PageUser(s, _): 
         Ok(_) => Redirect::to(&format!("/tenants/{name}")).into_response(),
         Err(e @ (OpError::Invalid(_) | OpError::Conflict(_))) => {
             let t = ops::tenant(&console, &name).await.ok();
-            (StatusCode::UNPROCESSABLE_ENTITY, TenantFormPage::new(frame(&s), t, Some(e.to_string()))).into_response()
+            (StatusCode::UNPROCESSABLE_ENTITY, TenantFormPage::new(frame(&s), t, Some(e.to_string())).with_submitted(f)).into_response()
         }
         Err(e) => op_error(&s, e),
     }
@@ -184,6 +184,11 @@ pub async fn update_tenant(State(console): State<Arc<Console>>, PageUser(s, _): 
 pub async fn delete_tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Form(f): Fields) -> Response {
     if let Err(r) = csrf_ok(&s, &f) {
         return r;
+    }
+    // Deleting drops the tenant's data on every engine: the operator types its name first.
+    if f.get("confirm").map(|c| c.trim()) != Some(name.as_str()) {
+        let msg = format!("Tenant '{name}' was not deleted: type its name in the confirmation field to delete it and its data.");
+        return error_page(Some(frame(&s)), StatusCode::UNPROCESSABLE_ENTITY, &msg);
     }
     match ops::delete_tenant(&console, &name).await {
         Ok(problems) if problems.is_empty() => Redirect::to("/tenants").into_response(),
