@@ -825,3 +825,27 @@ fn terrace_up_with_replicas_fails_over_a_primary_that_died() {
     assert!(child.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn info_reports_the_instantaneous_ops_rate() {
+    let r = rig(&[]);
+    let mut c = r.proxy.client();
+    let rate = |c: &mut redis::Connection| -> u64 {
+        let info: String = q(c, &["INFO", "stats"]);
+        info.split("instantaneous_ops_per_sec:").nth(1).unwrap().split('\r').next().unwrap().parse().unwrap()
+    };
+    // Busy: thousands of commands a second, as Redis counts them (the mean of 100 ms samples).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        for _ in 0..200 {
+            let _: String = q(&mut c, &["PING"]);
+        }
+        if rate(&mut c) > 500 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the rate never rose: {}", rate(&mut c));
+    }
+    // Idle for longer than the 1.6 s window: back to (about) nothing.
+    thread::sleep(Duration::from_millis(2500));
+    assert!(rate(&mut c) < 10, "{}", rate(&mut c));
+}

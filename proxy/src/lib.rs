@@ -16,6 +16,7 @@ pub mod frontend;
 pub mod merge;
 mod metrics;
 mod near_cache;
+mod ops_meter;
 pub mod resp;
 pub mod route;
 mod server;

@@ -124,6 +124,18 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
                 }
             });
         }
+        // INFO's instantaneous_ops_per_sec: the command counter sampled every 100 ms.
+        {
+            let sh = sh.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(crate::ops_meter::EVERY);
+                loop {
+                    tick.tick().await;
+                    let total = sh.stats.commands.load(Ordering::Relaxed);
+                    sh.stats.ops.lock().sample(std::time::Instant::now(), total);
+                }
+            });
+        }
         // Tenant ports accept on their own tasks and pass connections to this loop; a topology
         // change (reload, the console) opens new tenants' ports and closes removed ones.
         let (tenant_tx, mut tenant_rx) = mpsc::unbounded_channel();

@@ -92,9 +92,10 @@ pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> Stri
             }
             "stats" => {
                 s += &format!(
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
                     sh.stats.connections_received.load(Ordering::Relaxed),
                     sh.stats.commands.load(Ordering::Relaxed),
+                    sh.stats.ops.lock().per_sec(),
                     sh.stats.output_limit_disconnections.load(Ordering::Relaxed)
                 );
                 if let Some(c) = &sh.near_cache {

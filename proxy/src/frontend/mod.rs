@@ -31,6 +31,8 @@ pub struct Stats {
     pub mc_set: AtomicU64,
     /// Clients closed for holding more replies than their output limit.
     pub output_limit_disconnections: AtomicU64,
+    /// `commands` sampled every 100 ms (INFO's instantaneous_ops_per_sec).
+    pub ops: parking_lot::Mutex<crate::ops_meter::OpsMeter>,
 }
 
 /// The engines and who owns which slot: replaced as a whole when the configuration is
