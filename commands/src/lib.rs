@@ -59,6 +59,11 @@ pub fn unknown_command_error(argv: &[&[u8]]) -> String {
 
 /// Checks a command's arity (positive: exact; negative: at least).
 pub fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
-    let a = spec.arity;
-    (a > 0 && argc == a as usize) || (a < 0 && argc >= (-a) as usize)
+    arity_fits(spec.arity, argc)
+}
+
+/// Whether `argc` arguments fit `arity` as Redis writes arities (positive: exactly that many;
+/// negative: at least its absolute value).
+pub fn arity_fits(arity: i32, argc: usize) -> bool {
+    (arity > 0 && argc == arity as usize) || (arity < 0 && argc >= arity.unsigned_abs() as usize)
 }

@@ -107,7 +107,7 @@ pub fn sub_index(container: &str, sub: &[u8]) -> Option<usize> {
 pub fn sub_arity_ok(container: &str, sub: &[u8], argc: usize) -> Option<bool> {
     let subs = SUBCOMMANDS.iter().find(|(c, _)| *c == container)?.1;
     let &(_, arity) = subs.iter().find(|(s, _)| s.as_bytes().eq_ignore_ascii_case(sub))?;
-    Some((arity > 0 && argc == arity as usize) || (arity < 0 && argc >= arity.unsigned_abs() as usize))
+    Some(crate::arity_fits(arity, argc))
 }
 
 /// The container and subcommand numbered `i`.

@@ -81,6 +81,12 @@ pub struct TenantFormPage {
     pub wal_modes: &'static [&'static str],
 }
 
+/// Whether a form's checkbox `name` (value "1") was ticked: a form sends nothing for one
+/// that is not.
+pub fn checked(fields: &std::collections::HashMap<String, String>, name: &str) -> bool {
+    fields.get(name).is_some_and(|v| v == "1")
+}
+
 impl TenantFormPage {
     pub fn new(frame: Frame, tenant: Option<Tenant>, error: Option<String>) -> TenantFormPage {
         TenantFormPage {
@@ -128,7 +134,7 @@ impl TenantFormPage {
 
     pub fn replica_reads(&self) -> bool {
         match &self.submitted {
-            Some(s) => s.get("replica_reads").is_some_and(|v| v == "1"),
+            Some(s) => checked(s, "replica_reads"),
             None => self.tenant.as_ref().is_some_and(|t| t.replica_reads),
         }
     }

@@ -145,7 +145,7 @@ fn input_of(f: &HashMap<String, String>, create: bool) -> TenantInput {
         wal: text("wal"),
         memcache_port: text("memcache_port").map(Limit::Text),
         // The checkbox is on every form: absent means unchecked.
-        replica_reads: Some(f.get("replica_reads").is_some_and(|v| v == "1")),
+        replica_reads: Some(crate::views::checked(f, "replica_reads")),
     }
 }
 

@@ -38,16 +38,10 @@ const HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn arity(sub: &str) -> Option<i32> {
-    super::args::SUBCOMMANDS.iter().find(|(c, _)| *c == "acl").and_then(|(_, subs)| subs.iter().find(|(s, _)| *s == sub)).map(|(_, a)| *a)
-}
-
 pub fn acl(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
-    let n = argv.len() as i32;
-    match arity(&sub) {
-        Some(a) if (a >= 0 && n == a) || (a < 0 && n >= -a) => {}
-        _ => return Err(subcommand_error("acl", argv)),
+    if terrace_commands::subcommands::sub_arity_ok("acl", argv[1], argv.len()) != Some(true) {
+        return Err(subcommand_error("acl", argv));
     }
     let acl = &ctx.srv.acl;
     match sub.as_str() {

@@ -96,9 +96,7 @@ pub fn subcommand_error(cmd: &str, argv: &[&[u8]]) -> CmdError {
     match table.iter().find(|(name, _)| *name == sub) {
         None => err(format!("ERR unknown subcommand '{shown}'. Try {} HELP.", cmd.to_ascii_uppercase())),
         Some((_, arity)) => {
-            let n = argv.len() as i32;
-            let ok = if *arity >= 0 { n == *arity } else { n >= -arity };
-            if ok {
+            if terrace_commands::arity_fits(*arity, argv.len()) {
                 err(format!("ERR unknown subcommand or wrong number of arguments for '{shown}'. Try {} HELP.", cmd.to_ascii_uppercase()))
             } else {
                 err(format!("ERR wrong number of arguments for '{cmd}|{sub}' command"))

@@ -413,14 +413,10 @@ pub fn reset(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 /// engine owning the slot.
 pub fn cluster(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if is(argv[0], "CLUSTER") {
-        let sub = String::from_utf8_lossy(argv[1]).to_ascii_lowercase();
-        let known = super::args::SUBCOMMANDS.iter().any(|(c, subs)| {
-            *c == "cluster" && subs.iter().any(|(s, a)| *s == sub && ((*a >= 0 && argv.len() as i32 == *a) || (*a < 0 && argv.len() as i32 >= -*a)))
-        });
-        if !known {
+        if terrace_commands::subcommands::sub_arity_ok("cluster", argv[1], argv.len()) != Some(true) {
             return Err(super::args::subcommand_error("cluster", argv));
         }
-        match sub.as_str() {
+        match String::from_utf8_lossy(argv[1]).to_ascii_lowercase().as_str() {
             "countkeysinslot" => return keys_in_slot(ctx, argv[2], None),
             "getkeysinslot" => {
                 let count = std::str::from_utf8(argv[3]).ok().and_then(|s| s.parse::<i64>().ok()).filter(|n| *n >= 0);

@@ -440,10 +440,10 @@ impl Client {
             Kind::Local(l) => self.local(l, argv).await,
             Kind::Refused(why) => self.error(&format!("ERR {why}")),
             Kind::Keyed => match self.key_engine(spec, argv) {
-                Some(e) => match self.replica_for_read(spec, e) {
-                    Some(r) => self.send_to(r, raw).await,
-                    None => self.send_to(e, raw).await,
-                },
+                Some(e) => {
+                    let target = self.replica_for_read(spec, e).unwrap_or(e);
+                    self.send_to(target, raw).await
+                }
                 None => self.error(CROSSSLOT),
             },
             Kind::Split(s) => self.split(s, argv, raw).await,
