@@ -30,7 +30,7 @@ LAYERS = [
         "rdb",
     ]),
     ("keyspace", ["keyspace", "tier", "compress::tenant", "compress::pass"]),
-    ("services", ["acl", "clients", "latency", "pubsub", "monitor", "notify", "tracking", "stats", "storage", "wal", "scripting", "config", "replication"]),
+    ("services", ["acl", "clients", "latency", "pubsub", "monitor", "notify", "tracking", "stats", "storage", "wal", "scripting", "config", "replication", "migration"]),
     # The node's shared state (`Server`: keyspace, services, clients, runtime settings) that
     # commands are given, and the snapshot of all of it (SAVE, loading at start).
     ("node", ["server::state", "server::namespaces", "server::elastic", "snapshot"]),

@@ -39,6 +39,105 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) & (SLOTS as u16 - 1)
 }
 
+/// A set of slots (a bitmap of 16384 bits), written and read as ranges: `0-99 200 300-310`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SlotSet {
+    bits: Box<[u64; SLOTS / 64]>,
+}
+
+impl Default for SlotSet {
+    fn default() -> Self {
+        SlotSet { bits: Box::new([0; SLOTS / 64]) }
+    }
+}
+
+impl std::fmt::Debug for SlotSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SlotSet({self})")
+    }
+}
+
+/// A slot range that does not read as `first-last` or a slot, or lies outside 0-16383.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a slot range (first-last or one slot, within 0-16383)")]
+pub struct BadSlotRange(pub String);
+
+impl SlotSet {
+    pub fn insert(&mut self, slot: u16) {
+        self.bits[slot as usize / 64] |= 1 << (slot % 64);
+    }
+
+    pub fn insert_range(&mut self, first: u16, last: u16) {
+        for s in first..=last {
+            self.insert(s);
+        }
+    }
+
+    pub fn contains(&self, slot: u16) -> bool {
+        self.bits[slot as usize / 64] & (1 << (slot % 64)) != 0
+    }
+
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        self.contains(key_slot(key))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bits.iter().all(|&w| w == 0)
+    }
+
+    pub fn len(&self) -> usize {
+        self.bits.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The slots in order.
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..SLOTS as u16).filter(|&s| self.contains(s))
+    }
+
+    /// Maximal runs of slots, as (first, last).
+    pub fn ranges(&self) -> Vec<(u16, u16)> {
+        let mut out: Vec<(u16, u16)> = Vec::new();
+        for s in self.iter() {
+            match out.last_mut() {
+                Some(r) if r.1 + 1 == s => r.1 = s,
+                _ => out.push((s, s)),
+            }
+        }
+        out
+    }
+
+    /// Reads one range: `first-last` or a single slot.
+    pub fn parse_range(text: &str) -> Result<(u16, u16), BadSlotRange> {
+        let bad = || BadSlotRange(text.to_string());
+        let slot = |t: &str| t.trim().parse::<u16>().ok().filter(|&s| (s as usize) < SLOTS).ok_or_else(bad);
+        let (first, last) = match text.split_once('-') {
+            Some((a, b)) => (slot(a)?, slot(b)?),
+            None => (slot(text)?, slot(text)?),
+        };
+        if first > last {
+            return Err(bad());
+        }
+        Ok((first, last))
+    }
+
+    /// Ranges separated by spaces or commas.
+    pub fn parse(text: &str) -> Result<SlotSet, BadSlotRange> {
+        let mut set = SlotSet::default();
+        for part in text.split(|c: char| c == ',' || c.is_whitespace()).filter(|p| !p.is_empty()) {
+            let (a, b) = Self::parse_range(part)?;
+            set.insert_range(a, b);
+        }
+        Ok(set)
+    }
+}
+
+impl std::fmt::Display for SlotSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.ranges().into_iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+        f.write_str(&parts.join(" "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +159,18 @@ mod tests {
         assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
         assert_eq!(hash_tag(b"nobraces"), b"nobraces");
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"{user1000}.followers"));
+    }
+
+    #[test]
+    fn slot_sets_read_and_write_ranges() {
+        let set = SlotSet::parse("0-2, 5 16383").unwrap();
+        assert_eq!(set.ranges(), vec![(0, 2), (5, 5), (16383, 16383)]);
+        assert_eq!(set.to_string(), "0-2 5 16383");
+        assert_eq!(set.len(), 5);
+        assert!(set.contains(1) && !set.contains(3));
+        assert!(SlotSet::parse("3-1").is_err());
+        assert!(SlotSet::parse("16384").is_err());
+        assert!(SlotSet::parse("a-b").is_err());
+        assert!(SlotSet::parse("").unwrap().is_empty());
     }
 }

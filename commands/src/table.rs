@@ -429,6 +429,22 @@ command_table! {
             "server",
             "Terrace: the primary term this engine writes storage in (the coordinator's); given one, raises its fence in storage.",
         ),
+        TerraceImport => c(
+            "terrace.import",
+            3,
+            "write denyoom admin noscript",
+            K1,
+            "keyspace",
+            "Terrace: installs a key as another engine stored it (a slot migration's copy: value, TTL, flags).",
+        ),
+        TerraceMigrate => c(
+            "terrace.migrate",
+            -2,
+            "admin noscript",
+            NOKEY,
+            "server",
+            "Terrace: moves slots' keys to another engine (START, STATUS, SEAL, FINISH, ABORT, PURGE).",
+        ),
         TerraceThreads => c("terrace.threads", -1, "admin noscript", NOKEY, "server", "Terrace: the reactors (elastic threading) and how many serve."),
         TerraceWait => c(
             "terrace.wait",

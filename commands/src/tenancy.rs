@@ -48,7 +48,8 @@ pub fn tenancy(spec: &CommandSpec, argv: &[&[u8]]) -> Tenancy {
     use CommandId::*;
     use Tenancy::*;
     match spec.id {
-        TerraceNamespace => Never,
+        // A migration is the console's, engine to engine: never through a proxy.
+        TerraceNamespace | TerraceMigrate => Never,
         Config if own_config(argv) => Tenant,
         // Users, settings, debugging, modules, replication, the process itself.
         Acl | Config | Debug | Module | Replicaof | Slaveof | Psync | Sync | Replconf | Shutdown | Monitor => Operator,
@@ -59,7 +60,7 @@ pub fn tenancy(spec: &CommandSpec, argv: &[&[u8]]) -> Tenancy {
         Latency if sub_is(argv, &["reset"]) => Operator,
         Memory if !sub_is(argv, &["usage", "help"]) => Operator,
         // Engine-wide figures and the one recorder every tenant would share.
-        TerraceThreads | TerraceStats | TerraceEpoch => Operator,
+        TerraceThreads | TerraceStats | TerraceEpoch | TerraceImport => Operator,
         TerraceRecord if sub_is(argv, &["sample"]) => OwnTenant(2),
         TerraceRecord => Operator,
         TerraceRetrain | TerraceWorkload | TerraceAdvise => OwnTenant(1),

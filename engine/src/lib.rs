@@ -17,6 +17,7 @@ pub mod keyspace;
 pub mod latency;
 pub mod limits;
 pub mod mapped;
+pub mod migration;
 pub mod monitor;
 pub mod notify;
 pub mod probe;

@@ -62,6 +62,9 @@ pub struct BackendSpec {
 pub struct Owner {
     pub notify: Notify,
     held: Cell<usize>,
+    /// The request being handled now: its ticket is kept by each reply it waits for, until
+    /// the reply arrives (`crate::hold`).
+    pub ticket: crate::hold::Current,
 }
 
 impl Owner {
@@ -86,12 +89,15 @@ pub struct Slot {
     sent_at: Instant,
     /// Blocking commands: no timeout.
     patient: bool,
+    /// Counts the request as in flight until its reply arrives (blocking commands have
+    /// none: a hold does not wait for them).
+    ticket: RefCell<Option<Rc<crate::hold::Ticket>>>,
 }
 
 impl Slot {
     pub fn ready(reply: Bytes, owner: &Rc<Owner>) -> Rc<Slot> {
         owner.hold(reply.len());
-        Rc::new(Slot { reply: RefCell::new(Some(reply)), owner: owner.clone(), sent_at: Instant::now(), patient: false })
+        Rc::new(Slot { reply: RefCell::new(Some(reply)), owner: owner.clone(), sent_at: Instant::now(), patient: false, ticket: RefCell::new(None) })
     }
 
     pub fn is_ready(&self) -> bool {
@@ -107,6 +113,7 @@ impl Slot {
     }
 
     fn fill(&self, reply: Bytes) {
+        self.ticket.borrow_mut().take();
         self.owner.hold(reply.len());
         *self.reply.borrow_mut() = Some(reply);
         self.owner.notify.notify_one();
@@ -186,7 +193,8 @@ impl Backend {
         if st.inflight.len() >= self.limits.max_inflight {
             return Err(Full);
         }
-        let slot = Rc::new(Slot { reply: RefCell::new(None), owner: owner.clone(), sent_at: Instant::now(), patient });
+        let ticket = if patient { None } else { owner.ticket.borrow().clone() };
+        let slot = Rc::new(Slot { reply: RefCell::new(None), owner: owner.clone(), sent_at: Instant::now(), patient, ticket: RefCell::new(ticket) });
         st.out.extend_from_slice(request);
         st.inflight.push_back(slot.clone());
         drop(st);

@@ -13,6 +13,7 @@
 mod backend;
 pub mod config;
 pub mod frontend;
+pub mod hold;
 pub mod merge;
 mod metrics;
 mod near_cache;

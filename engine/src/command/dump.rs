@@ -85,3 +85,24 @@ pub fn restore(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     ctx.out.ok();
     Ok(())
 }
+
+/// TERRACE.IMPORT key record — a key as another engine stored it (the storage tier's record:
+/// expiry, Memcached flags, RDB object), replacing whatever the key held: a slot
+/// migration's copy. Logged and replicated as any write, so the target's replicas and log
+/// have it too. An expired record deletes the key.
+pub fn import(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let key = argv[1];
+    let stored = crate::storage::record::decode(argv[2]).map_err(|e| err(format!("ERR {e}")))?;
+    ctx.data.delete(key);
+    let now = ctx.data.now;
+    if !crate::keyspace::is_expired(stored.expire, now) {
+        let e = stored.into_entry(ctx.data.ks, ctx.data.db, key, access::new_stamp(ctx.data.lfu, now));
+        let list_like = matches!(e.kind(), crate::keyspace::Kind::List | crate::keyspace::Kind::ZSet);
+        ctx.data.insert(e);
+        if list_like {
+            ctx.data.signal(key);
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}

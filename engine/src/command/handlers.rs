@@ -127,6 +127,8 @@ fn handler_for(id: CommandId) -> Handler {
         CommandId::SortRo => sort::sort_ro,
         CommandId::Dump => dump::dump,
         CommandId::Restore => dump::restore,
+        CommandId::TerraceImport => dump::import,
+        CommandId::TerraceMigrate => super::migrate::migrate,
         CommandId::Object => keys::object,
         CommandId::Lpush => list::lpush,
         CommandId::Rpush => list::rpush,

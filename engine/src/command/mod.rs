@@ -19,6 +19,7 @@ pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod memcache;
+pub mod migrate;
 pub mod pipeline;
 pub mod pubsub;
 #[cfg(feature = "lua")]
@@ -84,6 +85,9 @@ pub struct Conn {
     /// The replication link's own connection: it applies the master's stream, so it may
     /// write on a replica and CLIENT PAUSE does not hold it.
     pub from_master: bool,
+    /// A migration's own connection (copying, catching up, deleting moved keys): sealed
+    /// slots do not refuse it.
+    pub migrator: bool,
     /// The replication offsets after this client's last write (what its WAIT waits for).
     pub repl_offsets: crate::replication::Offsets,
     /// PSYNC/SYNC asked for this connection to become a replica's link: the connection
@@ -157,6 +161,7 @@ impl Conn {
             pushes_waiting: false,
             woke_blocked: false,
             from_master: false,
+            migrator: false,
             repl_offsets: [0; 2],
             psync: None,
             replica_hello: Default::default(),

@@ -13,6 +13,7 @@
 pub mod access;
 pub mod entry;
 pub mod eviction;
+pub mod moving;
 pub mod prefetch;
 pub mod ranked;
 pub mod shard;
@@ -98,6 +99,8 @@ pub struct Keyspace {
     deletions: Arc<AtomicBool>,
     /// On once replicas are fed: shards note the keys they expire (`Shard::expired`).
     feeding: Arc<AtomicBool>,
+    /// Slots being moved to another engine: changes noted, then sealed (`moving`).
+    moving: Arc<moving::Moving>,
 }
 
 thread_local! {
@@ -145,14 +148,16 @@ impl Keyspace {
         let notify = Arc::new(AtomicBool::new(false));
         let deletions = Arc::new(AtomicBool::new(false));
         let feeding = Arc::new(AtomicBool::new(false));
+        let moving = Arc::new(moving::Moving::default());
         let keyspace = Keyspace {
             tier,
             shards: (0..n)
                 .map(|i| {
                     let shard = Shard::counting_into(ns_used[i / per_ns].clone(), dram_values.clone());
-                    Mutex::new(shard.tracked_by(tracking.clone(), notify.clone(), deletions.clone()).feeding_into(feeding.clone()))
+                    Mutex::new(shard.tracked_by(tracking.clone(), notify.clone(), deletions.clone()).feeding_into(feeding.clone()).moving_with(moving.clone()))
                 })
                 .collect(),
+            moving,
             tracking,
             notify,
             deletions,
@@ -168,6 +173,17 @@ impl Keyspace {
             compression: (0..namespaces.max(1)).map(|_| Arc::new(TenantCompression::new(compression.clone(), dict_root.clone()))).collect(),
         };
         (keyspace, LockCap { _sealed: () })
+    }
+
+    /// The slots being moved away: whose changes shards note, which are sealed.
+    pub fn moving(&self) -> &moving::Moving {
+        &self.moving
+    }
+
+    /// Takes the keys of moving slots that changed in shard `id` since the last call (locks
+    /// it; a key may be listed more than once).
+    pub fn take_moved(&self, _: &LockCap, id: u32) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.shards[id as usize].lock().moved)
     }
 
     /// The switch that makes shards note changed keys for CLIENT TRACKING (held by the

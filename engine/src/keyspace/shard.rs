@@ -102,6 +102,10 @@ pub struct Shard {
     /// kept in `expired` until they are sent as DELs, under the lock, in order with writes.
     feeding: Arc<AtomicBool>,
     pub expired: Vec<Vec<u8>>,
+    /// The slots being moved to another engine (shared by every shard): changed keys of
+    /// theirs are kept in `moved` until the migration takes them (`Keyspace::take_moved`).
+    moving: Arc<super::moving::Moving>,
+    pub(super) moved: Vec<Vec<u8>>,
 }
 
 /// What happened to a key, for keyspace notifications.
@@ -135,6 +139,20 @@ impl Shard {
     pub fn feeding_into(mut self, feeding: Arc<AtomicBool>) -> Shard {
         self.feeding = feeding;
         self
+    }
+
+    /// Changed keys of slots being moved are noted in `moved` while `moving` says so.
+    pub fn moving_with(mut self, moving: Arc<super::moving::Moving>) -> Shard {
+        self.moving = moving;
+        self
+    }
+
+    /// Notes every key of `table` in a moving slot (a FLUSHDB or SWAPDB changes them all).
+    fn note_moved_all(&mut self, table: &HashTable<Entry>) {
+        if self.moving.noting() {
+            let moving = &self.moving;
+            self.moved.extend(table.iter().map(|e| e.key()).filter(|k| moving.notes(k)).map(<[u8]>::to_vec));
+        }
     }
 
     /// Notes an expired key for replicas (they delete it when the master says so).
@@ -354,6 +372,9 @@ impl Shard {
     #[inline]
     pub fn touch(&mut self, key: &[u8]) {
         self.mods = self.mods.wrapping_add(1);
+        if self.moving.noting() && self.moving.notes(key) {
+            self.moved.push(key.to_vec());
+        }
         if self.tracking.load(Ordering::Relaxed) {
             self.invalidated.push(key.to_vec());
         }
@@ -429,6 +450,7 @@ impl Shard {
     pub fn clear(&mut self) -> HashTable<Entry> {
         let table = std::mem::take(&mut self.table);
         self.touch_watched(|k| Self::holds(&table, k));
+        self.note_moved_all(&table);
         self.table = table;
         self.volatile = 0;
         self.layout_epoch = self.layout_epoch.wrapping_add(1);
@@ -443,6 +465,10 @@ impl Shard {
         let (mine, theirs) = (std::mem::take(&mut self.table), std::mem::take(&mut other.table));
         self.touch_watched(|k| Self::holds(&mine, k) || Self::holds(&theirs, k));
         other.touch_watched(|k| Self::holds(&mine, k) || Self::holds(&theirs, k));
+        for t in [&mine, &theirs] {
+            self.note_moved_all(t);
+            other.note_moved_all(t);
+        }
         (self.table, other.table) = (theirs, mine);
         std::mem::swap(&mut self.volatile, &mut other.volatile);
         // Each shard's counter follows its new data (SWAPDB stays within a namespace).

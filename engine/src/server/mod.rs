@@ -17,6 +17,7 @@ pub mod fair;
 pub mod follower;
 #[cfg(feature = "metrics-http")]
 pub mod metrics;
+pub mod migrate;
 pub mod namespaces;
 pub mod prefetch;
 pub mod replicas;
@@ -342,6 +343,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     };
     let _saver = crate::snapshot::spawn_saver(&srv, locks.clone()).map_err(ServerError::Runtime)?;
     let _follower = follower::spawn(&srv, locks.clone()).map_err(ServerError::Runtime)?;
+    let _migrator = migrate::spawn(&srv, locks.clone()).map_err(ServerError::Runtime)?;
     let rt = runtime()?;
     let local_set = tokio::task::LocalSet::new();
     let (srv0, locks0) = (srv.clone(), locks.clone());

@@ -334,6 +334,8 @@ pub struct Server {
     pub recorder: crate::stats::recorder::Recorder,
     /// Whom this engine follows (REPLICAOF) and how the link stands.
     pub replication: crate::replication::Replication,
+    /// The slot migration this engine runs, as source or as the target of a PURGE.
+    pub migration: crate::migration::Migration,
     /// Per namespace: the workload statistics the cost model reads.
     pub tenant_stats: Box<[crate::stats::tenant::TenantStats]>,
     /// Compression settings and dictionaries read at start, by tenant directory name, until
@@ -465,6 +467,7 @@ impl Server {
             device: Default::default(),
             recorder: Default::default(),
             replication: Default::default(),
+            migration: Default::default(),
             cost_evals: Mutex::new(HashMap::new()),
             wal_off: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),
             tenant_stats: (0..config.namespaces.max(1)).map(|_| Default::default()).collect(),

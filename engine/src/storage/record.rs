@@ -23,6 +23,18 @@ pub struct Stored {
     pub value: Restored,
 }
 
+impl Stored {
+    /// The entry this stored value becomes under `key` in database `db` (strings through
+    /// the tenant's codec and tier placement, as SET does), with a new version.
+    pub fn into_entry(self, ks: &Keyspace, db: usize, key: &[u8], access: u32) -> Entry {
+        let meta = crate::keyspace::Meta { expire: self.expire, flags: self.flags, version: ks.next_version(), access };
+        match self.value {
+            Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
+            Restored::Coll(c) => Entry::new_coll(key, c, &meta),
+        }
+    }
+}
+
 /// Appends the stored form of entry `e` of database `db` (compressed strings decoded).
 pub fn encode(ks: &Keyspace, db: usize, e: &Entry, out: &mut Vec<u8>) -> Result<(), StorageError> {
     out.push(FORMAT);

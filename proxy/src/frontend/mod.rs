@@ -142,6 +142,8 @@ pub struct Shared {
     pub topology_changed: tokio::sync::Notify,
     /// Failed AUTH attempts per client address.
     pub auth_failures: terrace_commands::auth_limit::FailureLimiter,
+    /// Slots whose requests wait while they change engine.
+    pub holds: crate::hold::Holds,
 }
 
 /// What `TERRACE.TOPOLOGY SET` takes: the engines, who owns which slot, the tenants.
@@ -175,6 +177,7 @@ impl Shared {
             pushed: parking_lot::Mutex::new(None),
             topology_changed: tokio::sync::Notify::new(),
             auth_failures: terrace_commands::auth_limit::FailureLimiter::new(AUTH_FAILURES, AUTH_WINDOW),
+            holds: Default::default(),
             near_cache: (!config.near_cache_ttl.is_zero()).then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
             config,
         })
@@ -199,11 +202,25 @@ impl Shared {
         Ok(())
     }
 
+    /// Puts a new topology in force. Held slots whose engine it changes are released (the
+    /// map moved them: their requests go to the new engine); the others stay held.
     fn install(&self, fresh: &ProxyConfig) {
+        let before = self.topology();
         *self.topology.write() = Topology::new(fresh);
-        self.generation.fetch_add(1, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::SeqCst);
         if let Some(c) = &self.near_cache {
             c.clear();
+        }
+        if self.holds.any() {
+            let owner = |t: &Topology, s: u16| t.engines.get(t.slot_map.engine_of_slot(s)).cloned();
+            let after = self.topology();
+            let mut moved = terrace_commands::slots::SlotSet::default();
+            for s in self.holds.held().iter().filter(|&s| owner(&before, s) != owner(&after, s)) {
+                moved.insert(s);
+            }
+            if !moved.is_empty() {
+                self.holds.release(Some(&moved));
+            }
         }
         self.topology_changed.notify_one();
     }
@@ -263,6 +280,7 @@ impl Shared {
             "slots": topo.slot_map.ranges().into_iter().map(|(e, first, last)| serde_json::json!({"engine": e, "range": format!("{first}-{last}")})).collect::<Vec<_>>(),
             "tenants": tenants,
             "proxies": topo.cluster_nodes,
+            "held": self.holds.held().to_string(),
             "replicas": topo.replicas_of.iter().map(|r| r.iter().map(|&i| topo.addrs[i].clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
         })
         .to_string()
@@ -304,6 +322,8 @@ pub struct Reactor {
     /// The topology this thread routes with.
     topo: RefCell<Seen>,
     recorder: Arc<crate::metrics::Recorder>,
+    /// This thread's requests in flight (`crate::hold`).
+    flight: Arc<crate::hold::InFlight>,
 }
 
 impl Reactor {
@@ -313,7 +333,8 @@ impl Reactor {
             Rc::new(BackendLimits { connect_timeout: shared.config.connect_timeout, timeout: shared.config.timeout, max_inflight: shared.config.max_inflight });
         let recorder = shared.metrics.recorder();
         let topo = RefCell::new((shared.generation.load(Ordering::Acquire), shared.topology()));
-        let r = Rc::new(Reactor { shared, limits, pools: RefCell::new(HashMap::new()), topo, recorder });
+        let flight = shared.holds.register();
+        let r = Rc::new(Reactor { shared, limits, pools: RefCell::new(HashMap::new()), topo, recorder, flight });
         for e in 0..r.engines() {
             r.backend(e, &None, 0, false);
         }
@@ -381,6 +402,33 @@ impl Reactor {
     /// A new connection for one client alone.
     pub fn dedicated(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool) -> Rc<Backend> {
         Backend::start(self.spec(engine, namespace, db, resp3, true), self.limits.clone())
+    }
+
+    /// A ticket for a request about to be routed (`crate::hold`).
+    pub fn enter(&self) -> Rc<crate::hold::Ticket> {
+        Rc::new(self.shared.holds.enter(&self.flight))
+    }
+
+    /// Waits while a slot `slot_of_keys` names is held, with `owner` counted in flight
+    /// throughout except while it waits (so a hold does not wait for it). A request whose
+    /// slot is held waits for the map that moves it, then routes with that map.
+    pub async fn wait_for_slots(&self, owner: &crate::backend::Owner, slots: impl Fn(&mut dyn FnMut(u16))) {
+        let holds = &self.shared.holds;
+        while holds.any() {
+            let mut held = false;
+            slots(&mut |s| held |= holds.holds(s));
+            if !held {
+                return;
+            }
+            let mut released = holds.subscribe();
+            owner.ticket.borrow_mut().take();
+            let mut again = false;
+            slots(&mut |s| again |= holds.holds(s));
+            if again {
+                let _ = tokio::time::timeout(std::time::Duration::from_millis(100), released.changed()).await;
+            }
+            *owner.ticket.borrow_mut() = Some(self.enter());
+        }
     }
 
     /// Records one answered request.

@@ -62,6 +62,9 @@ struct TxnState {
     buffered: Vec<Bytes>,
     /// A command was refused while queuing: EXEC answers EXECABORT.
     dirty: bool,
+    /// The slots of the queued commands' keys: EXEC waits while one is held, and is refused
+    /// if one has moved off the transaction's engine meanwhile.
+    slots: Vec<u16>,
 }
 
 struct Client {
@@ -97,6 +100,9 @@ struct Client {
     /// Engines the client sent writes to since its last WAIT.
     written: std::collections::BTreeSet<usize>,
 }
+
+/// How long TERRACE.TOPOLOGY HOLD waits for the requests sent before it.
+const HOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Redis's reply to wrong credentials.
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
@@ -363,7 +369,29 @@ impl Client {
         self.push(Pending::Reply(slot));
     }
 
+    /// One request, counted in flight (`crate::hold`) until the replies it sent for arrive.
     async fn handle(&mut self, argv: &[&[u8]], raw: &[u8]) {
+        *self.owner.ticket.borrow_mut() = Some(self.rx.enter());
+        self.handle_counted(argv, raw).await;
+        self.owner.ticket.borrow_mut().take();
+    }
+
+    /// Waits while a slot of the call's keys (EXEC: of its transaction's) is held.
+    async fn wait_for_slots(&mut self, spec: &CommandSpec, argv: &[&[u8]]) {
+        if !self.rx.shared.holds.any() {
+            return;
+        }
+        let mut slots: SmallVec<[u16; 4]> = SmallVec::new();
+        terrace_commands::table::for_each_key(spec, argv, |k| slots.push(crate::slots::key_slot(k)));
+        if let (CommandId::Exec, Some(t)) = (spec.id, &self.txn) {
+            slots.extend(t.slots.iter().copied());
+        }
+        if !slots.is_empty() {
+            self.rx.wait_for_slots(&self.owner, |f| slots.iter().for_each(|&s| f(s))).await;
+        }
+    }
+
+    async fn handle_counted(&mut self, argv: &[&[u8]], raw: &[u8]) {
         self.rx.shared.stats.commands.fetch_add(1, Ordering::Relaxed);
         if let Some(relay) = &self.relay {
             if argv[0].eq_ignore_ascii_case(b"quit") {
@@ -385,7 +413,7 @@ impl Client {
             };
         }
         if argv[0].eq_ignore_ascii_case(b"terrace.topology") {
-            return self.topology_command(argv);
+            return self.topology_command(argv).await;
         }
         let Some(spec) = lookup(argv[0]) else {
             self.refuse_in_txn();
@@ -407,6 +435,7 @@ impl Client {
             let msg = format!("ERR {}", self.tenant.over_limit_message());
             return self.error(&msg);
         }
+        self.wait_for_slots(spec, argv).await;
         let kind = route::classify(spec, argv);
         if let Some(cache) = &self.rx.shared.near_cache {
             if spec.write {
@@ -528,9 +557,10 @@ impl Client {
     /// nothing may move the pooled engine connections into another namespace.
     fn permitted(&self, spec: &CommandSpec, argv: &[&[u8]]) -> Result<(), String> {
         match tenancy(spec, argv) {
-            Tenancy::Never => {
+            Tenancy::Never if spec.id == CommandId::TerraceNamespace => {
                 Err(format!("NOPERM {} is not available through the proxy: AUTH <tenant> <password> chooses the keyspace", spec.name.to_ascii_uppercase()))
             }
+            Tenancy::Never => Err(format!("NOPERM {} is not available through the proxy: the console runs it on the engines", spec.name.to_ascii_uppercase())),
             Tenancy::Tenant => Ok(()),
             _ if self.admin => Ok(()),
             Tenancy::Operator => Err(OPERATORS.to_string()),
@@ -622,10 +652,10 @@ impl Client {
                 Some((p, _)) => {
                     let e = p.spec.engine;
                     self.send_to(e, raw).await;
-                    self.txn = Some(TxnState { placed: true, buffered: Vec::new(), dirty: false });
+                    self.txn = Some(TxnState { placed: true, buffered: Vec::new(), dirty: false, slots: Vec::new() });
                 }
                 None => {
-                    self.txn = Some(TxnState { placed: false, buffered: Vec::new(), dirty: false });
+                    self.txn = Some(TxnState { placed: false, buffered: Vec::new(), dirty: false, slots: Vec::new() });
                     self.ready(&b"+OK\r\n"[..]);
                 }
             },
@@ -679,6 +709,15 @@ impl Client {
                     self.error("EXECABORT Transaction discarded because of previous errors.");
                 } else if !placed && t.buffered.is_empty() {
                     self.ready(&b"*0\r\n"[..]);
+                } else if let Some(slot) = t.slots.iter().copied().find(|&s| pinned_engine.is_some_and(|e| map.engine_of_slot(s) != e)) {
+                    // A slot of the transaction moved to another engine while it was
+                    // queued: it cannot run where it was queued (Redis Cluster answers so).
+                    let mut discard = BytesMut::new();
+                    resp::encode_request(&mut discard, &["DISCARD"]);
+                    let b = self.pin.as_ref().expect("placed").0.clone();
+                    let hidden = send(&b, &discard, &self.owner, false).await;
+                    self.push(Pending::Hidden(hidden));
+                    self.error(&format!("TRYAGAIN slot {slot} moved to another engine during the transaction; run it again"));
                 } else {
                     if !placed {
                         self.txn = Some(t);
@@ -728,6 +767,9 @@ impl Client {
             Target::One(e) => {
                 if !placed {
                     self.place(e).await;
+                }
+                if let Some(t) = self.txn.as_mut() {
+                    terrace_commands::table::for_each_key(spec, argv, |k| t.slots.push(crate::slots::key_slot(k)));
                 }
                 self.send_to(e, raw).await;
             }
@@ -834,9 +876,11 @@ impl Client {
         }
     }
 
-    /// TERRACE.TOPOLOGY GET | SET <json>: the console's view of engines, slots and tenants
-    /// (`Shared::topology_json`, `Shared::set_topology`); only for the admin user.
-    fn topology_command(&mut self, argv: &[&[u8]]) {
+    /// TERRACE.TOPOLOGY GET | SET <json> | HOLD <ranges> | RELEASE [<ranges>]: the
+    /// console's view of engines, slots and tenants (`Shared::topology_json`,
+    /// `Shared::set_topology`) and the slots held while they move (`crate::hold`); only for
+    /// the admin user.
+    async fn topology_command(&mut self, argv: &[&[u8]]) {
         if self.rx.shared.config.admin_password.is_none() {
             return self.error("ERR admin commands are disabled (set the proxy's admin_password)");
         }
@@ -852,7 +896,28 @@ impl Client {
                 Ok(digest) => self.reply_with(|w| w.bulk(digest.as_bytes())),
                 Err(e) => self.error(&format!("ERR {}", e.replace(['\r', '\n'], " "))),
             },
-            _ => self.error("ERR syntax error (TERRACE.TOPOLOGY GET | SET <json>)"),
+            [_, sub, ranges @ ..] if sub.eq_ignore_ascii_case(b"HOLD") || sub.eq_ignore_ascii_case(b"RELEASE") => {
+                let slots = ranges.iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect::<Vec<_>>().join(" ");
+                let slots = match terrace_commands::slots::SlotSet::parse(&slots) {
+                    Ok(s) => s,
+                    Err(e) => return self.error(&format!("ERR {e}")),
+                };
+                let holds = &self.rx.shared.holds;
+                if sub.eq_ignore_ascii_case(b"RELEASE") {
+                    holds.release((!slots.is_empty()).then_some(&slots));
+                    return self.ready(&b"+OK\r\n"[..]);
+                }
+                if slots.is_empty() {
+                    return self.error("ERR TERRACE.TOPOLOGY HOLD needs slot ranges");
+                }
+                // This request's own ticket must not be waited for.
+                self.owner.ticket.borrow_mut().take();
+                match self.rx.shared.holds.hold(&slots, HOLD_WAIT).await {
+                    Ok(()) => self.ready(&b"+OK\r\n"[..]),
+                    Err(e) => self.error(&format!("ERR {e}")),
+                }
+            }
+            _ => self.error("ERR syntax error (TERRACE.TOPOLOGY GET | SET <json> | HOLD <ranges> | RELEASE [<ranges>])"),
         }
     }
 

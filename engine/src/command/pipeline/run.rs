@@ -16,7 +16,10 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
     let outer = std::mem::replace(&mut ctx.spec, spec);
     let wal_before = ctx.data.fx.wal_count;
     let reply_at = ctx.out.buf.len();
-    let mut result = (crate::command::handlers::of(spec))(ctx, argv);
+    let mut result = match sealed_slot(ctx, spec, argv) {
+        Some(slot) => Err(crate::command::args::err(format!("TRYAGAIN slot {slot} is being handed over to another engine; try again"))),
+        None => (crate::command::handlers::of(spec))(ctx, argv),
+    };
     if ctx.conn.replay_now.is_none() {
         let to = crate::stats::Observer { tenants: &ctx.srv.tenant_stats, recorder: &ctx.srv.recorder };
         crate::stats::observe(to, ctx.data.db, spec, argv, ctx.data.now, ctx.out.buf.len() - reply_at);
@@ -48,6 +51,28 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
     }
     ctx.spec = outer;
     result
+}
+
+/// The slot of a key the command would touch that this engine has handed over (checked
+/// under the command's locks, so nothing changes a sealed slot after the migration's last
+/// catch-up); EXEC answers for its queued commands. The replication link, the log's replay
+/// and the migration itself are not refused.
+fn sealed_slot(ctx: &Ctx, spec: &CommandSpec, argv: &[&[u8]]) -> Option<u16> {
+    let moving = ctx.srv.keyspace.moving();
+    if !moving.sealing() || ctx.conn.from_master || ctx.conn.migrator || ctx.conn.replay_now.is_some() {
+        return None;
+    }
+    let mut found = None;
+    table::for_each_key(spec, argv, |k| found = found.or_else(|| moving.sealed(k)));
+    if let (None, CommandId::Exec, Some(queue)) = (found, spec.id, &ctx.conn.multi) {
+        for queued in queue {
+            let argv: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
+            if let Some(spec) = argv.first().and_then(|name| lookup(name)) {
+                table::for_each_key(spec, &argv, |k| found = found.or_else(|| moving.sealed(k)));
+            }
+        }
+    }
+    found
 }
 
 /// What a command run inside another came to.

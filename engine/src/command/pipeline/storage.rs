@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use crate::command::table::{self, CommandId, CommandSpec, Lock};
 use crate::command::{arity_ok, lookup, Conn, Data, StorageWait};
-use crate::keyspace::{access, Entry, LockCap, Meta};
+use crate::keyspace::{access, LockCap};
 use crate::server::state::{now_ms, Server};
 use crate::storage::flusher::Source as _;
 use crate::storage::tier::{CacheKey, StorageTier};
@@ -167,11 +167,7 @@ async fn read_keys(srv: &Server, locks: &LockCap, tier: &crate::storage::tier::S
                     if crate::keyspace::is_expired(stored.expire, now) {
                         None
                     } else {
-                        let meta = Meta { expire: stored.expire, flags: stored.flags, version: ks.next_version(), access: access::new_stamp(lfu, now) };
-                        Some(match stored.value {
-                            crate::rdb::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
-                            crate::rdb::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
-                        })
+                        Some(stored.into_entry(ks, db, key, access::new_stamp(lfu, now)))
                     }
                 }
             };
@@ -319,12 +315,7 @@ pub fn replay_write_back(srv: &Server, locks: &LockCap, db: usize, argv: &[&[u8]
         }
         Some(bytes) => {
             let stored = crate::storage::record::decode(bytes).map_err(|e| e.to_string())?;
-            let meta =
-                Meta { expire: stored.expire, flags: stored.flags, version: ks.next_version(), access: access::new_stamp(ks.lfu.load(Ordering::Relaxed), now) };
-            let mut e = match stored.value {
-                crate::rdb::Restored::Str(v) => ks.new_str_entry(db, key, &v, &meta),
-                crate::rdb::Restored::Coll(c) => Entry::new_coll(key, c, &meta),
-            };
+            let mut e = stored.into_entry(ks, db, key, access::new_stamp(ks.lfu.load(Ordering::Relaxed), now));
             e.set_dirty(dirty);
             let size = e.heap_size();
             shard.insert(e);

@@ -112,44 +112,11 @@ impl Frontend for Client {
     const PROTOCOL: &'static str = "memcache";
 
     async fn request(&mut self, input: &[u8]) -> Option<Handled> {
-        if self.swallow > 0 {
-            if input.is_empty() {
-                return None;
-            }
-            let consumed = self.swallow.min(input.len());
-            self.swallow -= consumed;
-            return Some(Handled { consumed, command: None });
-        }
-        if self.binary.is_none() {
-            self.binary = Some(*input.first()? == binary::REQUEST_MAGIC);
-        }
-        if self.binary == Some(true) {
-            return self.binary_request(input).await;
-        }
-        match parse::parse(input, self.rx.shared.config.item_size_max) {
-            Err(parse::LineTooLong) => {
-                self.ready("CLIENT_ERROR line too long\r\n");
-                self.closing = true;
-                Some(Handled { consumed: 0, command: None })
-            }
-            Ok(None) => None,
-            Ok(Some(Parsed { consumed, command, swallow })) => {
-                self.swallow = swallow;
-                let command = match command {
-                    Ok(cmd) => {
-                        let name = cmd.name();
-                        self.handle(cmd).await;
-                        Some(name)
-                    }
-                    Err(parse::SILENT) => None,
-                    Err(line) => {
-                        self.ready(format!("{line}\r\n"));
-                        None
-                    }
-                };
-                Some(Handled { consumed, command })
-            }
-        }
+        // Counted in flight until its replies arrive (`crate::hold`).
+        *self.owner.ticket.borrow_mut() = Some(self.rx.enter());
+        let handled = self.request_counted(input).await;
+        self.owner.ticket.borrow_mut().take();
+        handled
     }
 
     fn compose(&mut self, entry: &mut Pending, out: &mut BytesMut) -> bool {
@@ -236,6 +203,47 @@ fn ttl_secs(ttl_ms: i64) -> i64 {
 }
 
 impl Client {
+    async fn request_counted(&mut self, input: &[u8]) -> Option<Handled> {
+        if self.swallow > 0 {
+            if input.is_empty() {
+                return None;
+            }
+            let consumed = self.swallow.min(input.len());
+            self.swallow -= consumed;
+            return Some(Handled { consumed, command: None });
+        }
+        if self.binary.is_none() {
+            self.binary = Some(*input.first()? == binary::REQUEST_MAGIC);
+        }
+        if self.binary == Some(true) {
+            return self.binary_request(input).await;
+        }
+        match parse::parse(input, self.rx.shared.config.item_size_max) {
+            Err(parse::LineTooLong) => {
+                self.ready("CLIENT_ERROR line too long\r\n");
+                self.closing = true;
+                Some(Handled { consumed: 0, command: None })
+            }
+            Ok(None) => None,
+            Ok(Some(Parsed { consumed, command, swallow })) => {
+                self.swallow = swallow;
+                let command = match command {
+                    Ok(cmd) => {
+                        let name = cmd.name();
+                        self.handle(cmd).await;
+                        Some(name)
+                    }
+                    Err(parse::SILENT) => None,
+                    Err(line) => {
+                        self.ready(format!("{line}\r\n"));
+                        None
+                    }
+                };
+                Some(Handled { consumed, command })
+            }
+        }
+    }
+
     fn push(&mut self, p: Pending) {
         self.replies.push(p);
     }
@@ -245,6 +253,7 @@ impl Client {
     }
 
     async fn send_for_key(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
+        self.rx.wait_for_slots(&self.owner, |f| f(crate::slots::key_slot(key))).await;
         let e = self.rx.topology().slot_map.engine_of_key(key);
         let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
         send(&b, &bulk_args(args), &self.owner, false).await
@@ -274,6 +283,7 @@ impl Client {
         match cmd {
             Command::Get { keys, cas, touch } => {
                 stats.mc_get.fetch_add(keys.len() as u64, Ordering::Relaxed);
+                self.rx.wait_for_slots(&self.owner, |f| keys.iter().for_each(|k| f(crate::slots::key_slot(k)))).await;
                 let map = &self.rx.topology().slot_map;
                 let t = touch.map(|t| t.to_string());
                 let head: Vec<&[u8]> = match &t {

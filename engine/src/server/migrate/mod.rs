@@ -1,0 +1,412 @@
+//! The migration thread: moves the keys of a set of slots to another engine, online
+//! (`crate::migration` describes the phases; `TERRACE.MIGRATE` drives them).
+//!
+//! The copy reads each shard a batch at a time under its lock (bounded: at most `BATCH`
+//! keys or `BATCH_BYTES` per hold, so the shard keeps serving) and sends the keys as
+//! `TERRACE.IMPORT key record` — the storage tier's record: value, absolute expiry,
+//! Memcached flags — on one connection to the target, which logs and replicates them as any
+//! write. Shards note the slots' keys that change from before the first read
+//! (`keyspace::moving`), so a key changed after it was copied is sent again (or deleted)
+//! by the catch-up rounds; on one connection, in order, the target ends with what this
+//! engine has. SEAL refuses commands on the slots under the shard locks; the last notes are
+//! taken after it, so nothing is left behind. Storage-backed tenants are not copied (storage
+//! holds their data): their write-back keys of the slots are flushed before the hand-over.
+//! Deleting (after FINISH here, PURGE on a target) runs DEL through the command pipeline on
+//! a connection of the thread's own, so the log and the replicas see the keys go; a
+//! storage-backed tenant's cached keys are only dropped from memory.
+
+mod link;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use self::link::{Link, LinkError, Reply};
+use super::state::{ClientInfo, Server};
+use crate::clock::now_ms;
+use crate::keyspace::{LockCap, NUM_DBS};
+use crate::migration::{Job, Phase};
+
+/// At most this many keys, or about this many bytes, are read per shard lock hold.
+const BATCH: usize = 256;
+const BATCH_BYTES: usize = 1 << 20;
+/// A catch-up round this small or smaller makes the job `Ready` to seal.
+const READY_ROUND: u64 = 1000;
+/// How long sealing may wait for write-back keys of the slots to reach storage.
+const FLUSH_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+enum JobError {
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error("aborted")]
+    Aborted,
+    #[error("the engine is shutting down")]
+    Shutdown,
+    #[error("{0}")]
+    Local(String),
+}
+
+/// Starts the thread, which runs the jobs `TERRACE.MIGRATE` starts until the server is gone.
+pub fn spawn(srv: &Arc<Server>, locks: LockCap) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let weak = Arc::downgrade(srv);
+    std::thread::Builder::new().name("terrace-migrate".into()).spawn(move || run(weak, locks))
+}
+
+fn run(weak: Weak<Server>, locks: LockCap) {
+    loop {
+        let Some(srv) = weak.upgrade() else { return };
+        if srv.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let requests = srv.migration.take_requests(Duration::from_millis(200));
+        let Some(job) = requests.start else { continue };
+        let mut worker = Worker { srv: &srv, locks: &locks, job: &job, conn: None };
+        let outcome = match &job.target {
+            Some(target) => worker.move_slots(target),
+            None => worker.delete_slots().map(|()| Phase::Done),
+        };
+        let moving = srv.keyspace.moving();
+        moving.note(None);
+        match outcome {
+            Ok(phase) => {
+                moving.seal(None);
+                srv.migration.set_phase(phase);
+                tracing::info!(id = %job.id, slots = %job.slots, phase = phase.name(), "slot migration ended");
+            }
+            Err(JobError::Aborted) => {
+                moving.seal(None);
+                srv.migration.set_phase(Phase::Aborted);
+                tracing::info!(id = %job.id, slots = %job.slots, "slot migration aborted; the slots stay here");
+            }
+            Err(e) => {
+                // Sealed slots whose keys are being deleted stay sealed: the target owns them.
+                if srv.migration.status().phase != Phase::Deleting {
+                    moving.seal(None);
+                }
+                tracing::warn!(id = %job.id, slots = %job.slots, "slot migration failed: {e}");
+                srv.migration.fail(e.to_string());
+            }
+        }
+    }
+}
+
+/// Namespaces by index, with their names (`""`: the default one).
+type Namespaces = Vec<(usize, String)>;
+
+/// One job's work.
+struct Worker<'a> {
+    srv: &'a Server,
+    locks: &'a LockCap,
+    job: &'a Job,
+    /// The thread's own connection into the command pipeline (for deleting).
+    conn: Option<crate::command::Conn>,
+}
+
+impl Worker<'_> {
+    fn check(&self) -> Result<(), JobError> {
+        if self.srv.shutdown.load(Ordering::Relaxed) {
+            return Err(JobError::Shutdown);
+        }
+        if self.srv.migration.take_abort() {
+            return Err(JobError::Aborted);
+        }
+        Ok(())
+    }
+
+    /// The namespaces whose keys are copied (not storage-backed) and the others, by index
+    /// with their names.
+    fn namespaces(&self) -> (Namespaces, Namespaces) {
+        let names = self.srv.namespaces.lock().clone();
+        names.into_iter().enumerate().partition(|(ns, _)| !self.srv.storage_tier().is_some_and(|t| t.backs(*ns)))
+    }
+
+    /// The source's side: purge the target, copy, catch up, seal, hand over, then delete
+    /// on FINISH. Returns the phase it ends in.
+    fn move_slots(&mut self, target: &str) -> Result<Phase, JobError> {
+        let m = &self.srv.migration;
+        let password = self.srv.replication.masterauth.lock().clone();
+        let mut link = Link::open(target, password.as_deref())?;
+        // The target forgets whatever it holds in the slots (an older owner's keys, an
+        // aborted copy): what it ends with must be exactly this engine's.
+        let purge_id = format!("{}-purge", self.job.id);
+        let mut purge: Vec<Vec<u8>> = vec![b"TERRACE.MIGRATE".to_vec(), b"PURGE".to_vec(), purge_id.into_bytes()];
+        purge.extend(self.job.slots.ranges().iter().map(|(a, b)| format!("{a}-{b}").into_bytes()));
+        link.call(&purge.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        loop {
+            self.check()?;
+            let Reply::Bulk(Some(json)) = link.call(&[b"TERRACE.MIGRATE", b"STATUS"])? else {
+                return Err(JobError::Local("the target's TERRACE.MIGRATE STATUS is not JSON".into()));
+            };
+            let status: serde_json::Value = serde_json::from_slice(&json).map_err(|e| JobError::Local(format!("the target's status: {e}")))?;
+            match status["phase"].as_str() {
+                Some("done") => break,
+                Some("deleting") => std::thread::sleep(Duration::from_millis(5)),
+                other => return Err(JobError::Local(format!("the target's purge ended {other:?}: {}", status["error"]))),
+            }
+        }
+        // Changes are noted from before the first key is read.
+        self.srv.keyspace.moving().note(Some(&self.job.slots));
+        m.set_phase(Phase::Copying);
+        self.copy(&mut link)?;
+        m.set_phase(Phase::CatchingUp);
+        loop {
+            self.check()?;
+            if m.take_seal() {
+                break;
+            }
+            let n = self.catch_up(&mut link)?;
+            m.counters.last_round.store(n, Ordering::Relaxed);
+            if n <= READY_ROUND && m.status().phase == Phase::CatchingUp {
+                m.set_phase(Phase::Ready);
+            }
+            if n == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        // Sealed: from here no command changes the slots; what was changed before is in
+        // the notes the next round takes (each shard's lock orders it after the seal).
+        let sealed = Instant::now();
+        self.srv.keyspace.moving().seal(Some(&self.job.slots));
+        m.update(|s| {
+            s.phase = Phase::Sealed;
+            s.sealed_ms = now_ms();
+        });
+        let n = self.catch_up(&mut link)?;
+        m.counters.last_round.store(n, Ordering::Relaxed);
+        self.flush_written_back()?;
+        self.srv.keyspace.moving().note(None);
+        m.update(|s| {
+            s.phase = Phase::HandedOver;
+            s.seal_catch_up_ms = sealed.elapsed().as_millis() as u64;
+        });
+        tracing::info!(id = %self.job.id, slots = %self.job.slots, target, "slots handed over");
+        // The coordinator switches the slot map, then says FINISH (or ABORT: the slots are
+        // unsealed and stay here; the target's copy is purged by the next migration to it).
+        loop {
+            if self.srv.shutdown.load(Ordering::Relaxed) {
+                return Err(JobError::Shutdown);
+            }
+            if m.take_abort() {
+                return Err(JobError::Aborted);
+            }
+            if m.take_finish() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        m.set_phase(Phase::Deleting);
+        self.delete_slots()?;
+        Ok(Phase::Done)
+    }
+
+    /// Every key of the slots, a bounded batch per shard lock hold.
+    fn copy(&mut self, link: &mut Link) -> Result<(), JobError> {
+        let (copied, _) = self.namespaces();
+        let ks = &self.srv.keyspace;
+        let slots = &self.job.slots;
+        let counters = &self.srv.migration.counters;
+        let started = Instant::now();
+        let mut record = Vec::new();
+        for (ns, name) in copied {
+            for d in 0..NUM_DBS {
+                let db = ns * NUM_DBS + d;
+                for id in ks.db_shard_ids(db) {
+                    // (bucket to read next, the table layout the position is in)
+                    let mut cursor = (0usize, None);
+                    loop {
+                        self.check()?;
+                        let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+                        let done = {
+                            let shard = ks.lock_one(self.locks, id);
+                            if cursor.1.is_some_and(|epoch| epoch != shard.layout_epoch) {
+                                // The table was rebuilt: positions moved, so read it again
+                                // from the start (copying a key twice is harmless).
+                                cursor.0 = 0;
+                            }
+                            cursor.1 = Some(shard.layout_epoch);
+                            let now = now_ms();
+                            let (mut i, mut bytes) = (cursor.0, 0);
+                            while i < shard.num_buckets() && batch.len() < BATCH && bytes < BATCH_BYTES {
+                                if let Some(e) = shard.bucket(i).filter(|e| slots.contains_key(e.key()) && !crate::keyspace::is_expired(e.expire(), now)) {
+                                    record.clear();
+                                    crate::storage::record::encode(ks, db, e, &mut record).map_err(|e| JobError::Local(e.to_string()))?;
+                                    bytes += record.len() + e.key().len();
+                                    batch.push((e.key().to_vec(), record.clone()));
+                                }
+                                i += 1;
+                            }
+                            cursor.0 = i;
+                            i >= shard.num_buckets()
+                        };
+                        if !batch.is_empty() {
+                            link.place(&name, d);
+                            let mut bytes = 0;
+                            for (key, record) in &batch {
+                                bytes += key.len() + record.len();
+                                link.send(&[b"TERRACE.IMPORT", key, record]);
+                            }
+                            link.flush()?;
+                            counters.keys_copied.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                            let total = counters.bytes_copied.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+                            self.throttle(total, started);
+                        }
+                        if done {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        counters.keys_total.store(counters.keys_copied.load(Ordering::Relaxed), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Keeps the copy under the job's rate (bytes a second).
+    fn throttle(&self, bytes: u64, started: Instant) {
+        if self.job.rate == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(bytes as f64 / self.job.rate as f64);
+        if let Some(wait) = due.checked_sub(started.elapsed()) {
+            std::thread::sleep(wait.min(Duration::from_millis(100)));
+        }
+    }
+
+    /// One catch-up round: every key noted since the last one, sent again as it is now (or
+    /// deleted). Returns how many keys it sent.
+    fn catch_up(&mut self, link: &mut Link) -> Result<u64, JobError> {
+        let (copied, backed) = self.namespaces();
+        let ks = &self.srv.keyspace;
+        // Storage holds those tenants' keys: their notes are not needed.
+        for (ns, _) in backed {
+            for id in ks.namespace_shard_ids(ns) {
+                ks.take_moved(self.locks, id);
+            }
+        }
+        let mut sent = 0u64;
+        let mut record = Vec::new();
+        for (ns, name) in copied {
+            for d in 0..NUM_DBS {
+                let db = ns * NUM_DBS + d;
+                for id in ks.db_shard_ids(db) {
+                    let mut keys = ks.take_moved(self.locks, id);
+                    if keys.is_empty() {
+                        continue;
+                    }
+                    keys.sort_unstable();
+                    keys.dedup();
+                    for chunk in keys.chunks(BATCH) {
+                        link.place(&name, d);
+                        {
+                            let shard = ks.lock_one(self.locks, id);
+                            let now = now_ms();
+                            for key in chunk {
+                                match shard.peek(key, now) {
+                                    Some(e) => {
+                                        record.clear();
+                                        crate::storage::record::encode(ks, db, e, &mut record).map_err(|e| JobError::Local(e.to_string()))?;
+                                        link.send(&[b"TERRACE.IMPORT", key, &record]);
+                                    }
+                                    None => link.send(&[b"DEL", key]),
+                                }
+                            }
+                        }
+                        link.flush()?;
+                        sent += chunk.len() as u64;
+                    }
+                }
+            }
+        }
+        self.srv.migration.counters.keys_caught_up.fetch_add(sent, Ordering::Relaxed);
+        Ok(sent)
+    }
+
+    /// Write-back tenants: waits until no key of the slots is dirty (sealed, none becomes
+    /// dirty again), so storage has every write before the target reads it.
+    fn flush_written_back(&self) -> Result<(), JobError> {
+        let Some(tier) = self.srv.storage_tier() else { return Ok(()) };
+        let started = Instant::now();
+        loop {
+            let pending = tier.dirty.keys().iter().filter(|(_, k)| self.job.slots.contains_key(k)).count();
+            if pending == 0 {
+                return Ok(());
+            }
+            if started.elapsed() > FLUSH_WAIT {
+                return Err(JobError::Local(format!("{pending} write-back keys of the slots did not reach storage in {FLUSH_WAIT:?}")));
+            }
+            tier.flush_wake.notify_one();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Deletes every key of the slots here: DEL through the pipeline for cached tenants, a
+    /// drop from memory for storage-backed ones.
+    fn delete_slots(&mut self) -> Result<(), JobError> {
+        let (copied, backed) = self.namespaces();
+        let ks = &self.srv.keyspace;
+        let slots = self.job.slots.clone();
+        for (ns, backed) in copied.iter().map(|(ns, _)| (*ns, false)).chain(backed.iter().map(|(ns, _)| (*ns, true))) {
+            for d in 0..NUM_DBS {
+                let db = ns * NUM_DBS + d;
+                for id in ks.db_shard_ids(db) {
+                    if self.srv.shutdown.load(Ordering::Relaxed) {
+                        return Err(JobError::Shutdown);
+                    }
+                    let keys: Vec<Vec<u8>> = {
+                        let shard = ks.lock_one(self.locks, id);
+                        shard.iter().map(|e| e.key()).filter(|k| slots.contains_key(k)).map(<[u8]>::to_vec).collect()
+                    };
+                    for chunk in keys.chunks(BATCH) {
+                        if backed {
+                            let mut shard = ks.lock_one(self.locks, id);
+                            for k in chunk {
+                                if shard.peek(k, i64::MIN).is_some_and(|e| !e.is_dirty()) {
+                                    shard.evict(k);
+                                }
+                            }
+                        } else {
+                            self.delete(db, chunk)?;
+                        }
+                        self.srv.migration.counters.keys_deleted.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// DEL of `keys` in physical database `db`, through the command pipeline.
+    fn delete(&mut self, db: usize, keys: &[Vec<u8>]) -> Result<(), JobError> {
+        let srv = self.srv;
+        let conn = self.conn.get_or_insert_with(|| {
+            let info = Arc::new(ClientInfo::new(0, -1, "migration".into(), "migration".into(), 0, srv.limits.clone()));
+            let mut conn = crate::command::Conn::new(info, srv);
+            conn.set_authenticated(true);
+            conn.migrator = true;
+            conn
+        });
+        conn.ns_base = db / NUM_DBS * NUM_DBS;
+        conn.info.namespace.store(db / NUM_DBS, Ordering::Relaxed);
+        conn.db = db;
+        conn.info.db.store(db % NUM_DBS, Ordering::Relaxed);
+        let mut argv: Vec<&[u8]> = Vec::with_capacity(keys.len() + 1);
+        argv.push(b"DEL");
+        argv.extend(keys.iter().map(Vec::as_slice));
+        let mut out = BytesMut::new();
+        loop {
+            out.clear();
+            match crate::command::execute(srv, self.locks, conn, &argv, &mut out) {
+                crate::command::Outcome::NamespaceHeld => std::thread::sleep(Duration::from_millis(1)),
+                crate::command::Outcome::Paused(_) => std::thread::sleep(Duration::from_millis(10)),
+                _ => break,
+            }
+        }
+        if out.first() == Some(&b'-') {
+            return Err(JobError::Local(format!("deleting moved keys: {}", String::from_utf8_lossy(&out).trim_end())));
+        }
+        Ok(())
+    }
+}
