@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::console_api;
 use common::*;
 use terrace_commands::slots::key_slot;
 
@@ -66,18 +67,23 @@ fn an_engine_moves_its_slots_keys_to_another_with_ttls_types_and_tenants() {
     let _: String = q(&mut ca, &["TERRACE.MIGRATE", "FINISH"]);
     wait_phase(&mut ca, "done");
     // The target has every moved key, as it was last written; the source none of them.
+    let mut staying = 0;
     for i in 0..3000 {
         let k = format!("k{i}");
-        let (on_a, on_b): (Option<String>, Option<String>) = (q(&mut ca, &["GET", &k]), q(&mut cb, &["GET", &k]));
+        let on_b: Option<String> = q(&mut cb, &["GET", &k]);
         let expected = if k == "k1" { "changed".to_string() } else { format!("v{i}") };
         if !moving(&k) {
+            let on_a: Option<String> = q(&mut ca, &["GET", &k]);
             assert_eq!((on_a.as_deref(), on_b.as_deref()), (Some(expected.as_str()), None), "{k}");
+            staying += 1;
         } else if k == k_gone {
-            assert_eq!((on_a, on_b), (None, None), "{k}");
+            assert_eq!(on_b, None, "{k}");
         } else {
-            assert_eq!((on_a, on_b.as_deref()), (None, Some(expected.as_str())), "{k}");
+            assert_eq!(on_b.as_deref(), Some(expected.as_str()), "{k}");
         }
     }
+    let n: i64 = q(&mut ca, &["DBSIZE"]);
+    assert_eq!(n, staying, "the moved keys left the source");
     let pttl: i64 = q(&mut cb, &["PTTL", "ttl{b}"]);
     assert!(pttl > 500_000 && pttl <= 600_000, "{pttl}");
     let h: Vec<String> = q(&mut cb, &["HMGET", "h{b}", "f", "g"]);
@@ -95,10 +101,22 @@ fn an_engine_moves_its_slots_keys_to_another_with_ttls_types_and_tenants() {
     let _: () = q(&mut tb, &["TERRACE.NAMESPACE", "alice"]);
     let v: Option<String> = q(&mut tb, &["GET", "k1{b}"]);
     assert_eq!(v.as_deref(), Some("alice's"));
-    let v: Option<String> = q(&mut tenant, &["GET", "k1{b}"]);
-    assert_eq!(v, None);
-    // Unsealed once done: the slots are the source's to receive again.
+    let n: i64 = q(&mut tenant, &["DBSIZE"]);
+    assert_eq!(n, 0);
+    // Still sealed once done: the slots are no longer the source's (a client with an old
+    // map is refused, not served), until a move brings them back — its purge unseals them.
+    assert!(err(&mut ca, &["SET", "h{b}", "back"]).contains("handed over"));
+    let _: String = q(&mut cb, &["TERRACE.MIGRATE", "START", "job-2", &format!("127.0.0.1:{}", a.port), "0-8191"]);
+    wait_phase(&mut cb, "ready");
+    let _: String = q(&mut cb, &["TERRACE.MIGRATE", "SEAL"]);
+    wait_phase(&mut cb, "handed-over");
+    let _: String = q(&mut cb, &["TERRACE.MIGRATE", "FINISH"]);
+    wait_phase(&mut cb, "done");
+    let v: Option<String> = q(&mut ca, &["GET", "k1"]);
+    assert_eq!(v.as_deref(), Some("changed"), "moved back with its current value");
     let _: () = q(&mut ca, &["SET", "h{b}", "back"]);
+    let n: i64 = q(&mut cb, &["DBSIZE"]);
+    assert_eq!(n, 0, "nothing of the slots is left on the engine they left");
 }
 
 #[test]
@@ -127,4 +145,181 @@ fn an_aborted_migration_leaves_the_slots_with_the_source() {
     let _: String = q(&mut ca, &["TERRACE.MIGRATE", "START", "j3", &format!("127.0.0.1:{}", free_port()), "0-100"]);
     eventually(10, "the job fails", || status(&mut ca)["phase"] == "failed");
     let _: () = q(&mut ca, &["SET", "k2", "w"]);
+}
+
+/// What one load client acknowledged for each of its keys (it alone writes them): the value,
+/// and whether it has a time to live.
+type Model = std::collections::HashMap<String, Option<(String, bool)>>;
+
+/// A client of the load: its keys, written and read one request at a time through the
+/// proxy; every read must be exactly the last acknowledged write (the client is its keys'
+/// only writer), and no request may fail.
+struct LoadClient {
+    id: usize,
+    port: u16,
+    tenant: Option<(&'static str, &'static str)>,
+}
+
+impl LoadClient {
+    fn run(self, stop: Arc<AtomicBool>) -> (Model, Vec<String>, u64) {
+        let mut con = redis::Client::open(format!("redis://127.0.0.1:{}", self.port)).unwrap().get_connection().unwrap();
+        if let Some((user, pass)) = self.tenant {
+            let _: () = redis::cmd("AUTH").arg(user).arg(pass).query(&mut con).unwrap();
+        }
+        let mut model = Model::new();
+        let mut problems = Vec::new();
+        let mut ops = 0u64;
+        let mut seq = 0u64;
+        while !stop.load(Ordering::Relaxed) && problems.len() < 10 {
+            let key = format!("c{}:k{}", self.id, fastrand::usize(..150));
+            ops += 1;
+            let roll = fastrand::u8(..100);
+            let outcome: Result<(), String> = if roll < 50 {
+                seq += 1;
+                let value = format!("{}-{seq}", self.id);
+                let ttl = roll < 5;
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(&key).arg(&value);
+                if ttl {
+                    cmd.arg("PX").arg(600_000);
+                }
+                cmd.query::<()>(&mut con).map(|()| {
+                    model.insert(key.clone(), Some((value, ttl)));
+                })
+            } else if roll < 55 {
+                redis::cmd("DEL").arg(&key).query::<i64>(&mut con).map(|_| {
+                    model.insert(key.clone(), None);
+                })
+            } else {
+                redis::cmd("GET").arg(&key).query::<Option<String>>(&mut con).map(|got| {
+                    let want = model.get(&key).cloned().flatten().map(|(v, _)| v);
+                    if model.contains_key(&key) && got != want {
+                        problems.push(format!("GET {key}: {got:?}, the last acknowledged write was {want:?}"));
+                    }
+                })
+            }
+            .map_err(|e| e.to_string());
+            if let Err(e) = outcome {
+                problems.push(format!("{key}: {e}"));
+            }
+        }
+        (model, problems, ops)
+    }
+}
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Waits until every move the console has is done (and none failed).
+async fn moves_done(url: &str, token: &str, at_least: usize) -> Vec<serde_json::Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let (status, body) = console_api::api(reqwest::Method::GET, format!("{url}/api/v1/moves"), token, None).await;
+        assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+        let moves = body["moves"].as_array().unwrap().clone();
+        assert!(moves.iter().all(|m| m["state"] != "failed"), "a move failed: {body}");
+        if moves.len() >= at_least && moves.iter().all(|m| m["state"] == "done") {
+            return moves;
+        }
+        assert!(std::time::Instant::now() < deadline, "moves not done: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_moves_slots_under_load_without_losing_or_staling_a_write() {
+    use reqwest::Method;
+    use serde_json::json;
+    let (a, b, c) = (Engine::start(&[]), Engine::start(&[]), Engine::start(&[]));
+    let addr = |e: &Engine| format!("127.0.0.1:{}", e.port);
+    let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
+    let console = Console::start(&[&a, &b], &[&proxy]);
+    let (web, csrf) = console_api::login(&console.url).await;
+    let token = console_api::token(&web, &console.url, &csrf, "moves").await;
+    let url = console.url.clone();
+    let call = |method: Method, path: &str, body: Option<serde_json::Value>| console_api::api(method, format!("{url}/api/v1{path}"), &token, body);
+    let (status, body) = call(Method::POST, "/tenants", Some(json!({"name": "bob", "password": "bob-secret-1"}))).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    eventually(20, "the proxy knows bob", || {
+        let mut con = redis::Client::open(format!("redis://127.0.0.1:{}", proxy.port)).unwrap().get_connection().unwrap();
+        redis::cmd("AUTH").arg("bob").arg("bob-secret-1").query::<()>(&mut con).is_ok()
+    });
+
+    // 16 clients: 8 in the default keyspace, 8 as tenant bob.
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..16)
+        .map(|id| {
+            let client = LoadClient { id, port: proxy.port, tenant: (id >= 8).then_some(("bob", "bob-secret-1")) };
+            let stop = stop.clone();
+            std::thread::spawn(move || client.run(stop))
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+
+    // One slot (of a key the clients use), then half of all slots to a new engine, and back.
+    let hot = key_slot(b"c0:k1");
+    let (source, target) = if hot < 8192 { (addr(&a), addr(&b)) } else { (addr(&b), addr(&a)) };
+    let (status, body) = call(Method::POST, "/moves", Some(json!({"source": source, "target": target, "slots": hot.to_string()}))).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    moves_done(&url, &token, 1).await;
+    let (status, body) = call(Method::POST, "/engines", Some(json!({"address": addr(&c)}))).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let lower: String = if hot < 8192 { format!("0-{} {}-8191", hot - 1, hot + 1) } else { "0-8191".into() };
+    let (status, body) = call(Method::POST, "/moves", Some(json!({"source": addr(&a), "target": addr(&c), "slots": lower}))).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    moves_done(&url, &token, 2).await;
+    let (status, body) = call(Method::POST, "/moves", Some(json!({"source": addr(&c), "target": addr(&a), "slots": lower}))).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let moves = moves_done(&url, &token, 3).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+
+    let mut total_ops = 0;
+    let mut models = Vec::new();
+    for (id, h) in clients.into_iter().enumerate() {
+        let (model, problems, ops) = h.join().unwrap();
+        assert!(problems.is_empty(), "client {id}: {problems:#?}");
+        total_ops += ops;
+        models.push((id, model));
+    }
+    eprintln!("{total_ops} requests under the moves; pauses (ms): {:?}", moves.iter().map(|m| m["pause_ms"].clone()).collect::<Vec<_>>());
+    assert!(total_ops > 1000, "the load ran ({total_ops} requests)");
+    // Every acknowledged write is there, with its TTL, through the proxy.
+    for (id, model) in &models {
+        let mut con = redis::Client::open(format!("redis://127.0.0.1:{}", proxy.port)).unwrap().get_connection().unwrap();
+        if *id >= 8 {
+            let _: () = redis::cmd("AUTH").arg("bob").arg("bob-secret-1").query(&mut con).unwrap();
+        }
+        for (key, want) in model {
+            let got: Option<String> = q(&mut con, &["GET", key]);
+            assert_eq!(got, want.as_ref().map(|(v, _)| v.clone()), "client {id} {key}");
+            if let Some((_, true)) = want {
+                let pttl: i64 = q(&mut con, &["PTTL", key]);
+                assert!(pttl > 0, "{key} keeps its TTL ({pttl})");
+            }
+        }
+    }
+    // Each key lives on the engine the map gives it, and on no other.
+    let (_, topo) = call(Method::GET, "/topology", None).await;
+    let engines: Vec<String> = topo["engines"].as_array().unwrap().iter().map(|e| e.as_str().unwrap().to_string()).collect();
+    assert_eq!(engines.len(), 3);
+    let owner_of = |slot: u16| {
+        let r = topo["slots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["first"].as_u64().unwrap() <= slot as u64 && slot as u64 <= r["last"].as_u64().unwrap())
+            .unwrap();
+        engines[r["engine"].as_u64().unwrap() as usize].clone()
+    };
+    assert_eq!(owner_of(hot), target, "the hot slot moved");
+    for (e, port) in [(addr(&a), a.port), (addr(&b), b.port), (addr(&c), c.port)] {
+        let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection().unwrap();
+        let keys: Vec<String> = q(&mut con, &["KEYS", "*"]);
+        for k in keys {
+            assert_eq!(owner_of(key_slot(k.as_bytes())), e, "{k} is on {e}, which does not own its slot");
+        }
+    }
+    let n: i64 = q(&mut redis::Client::open(format!("redis://127.0.0.1:{}", c.port)).unwrap().get_connection().unwrap(), &["DBSIZE"]);
+    assert_eq!(n, 0, "the new engine gave every key back");
 }

@@ -410,3 +410,213 @@ pub async fn abandon_retrains(db: &Db) -> Result<(), DbError> {
     .await?;
     Ok(())
 }
+
+// Slot moves.
+
+/// One move of slots between engines (`slot_moves`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SlotMove {
+    pub id: i64,
+    pub source: String,
+    pub target: String,
+    pub slots: String,
+    pub state: String,
+    pub attempts: i64,
+    pub keys: i64,
+    pub bytes: i64,
+    pub pause_ms: Option<i64>,
+    pub estimated_keys: Option<i64>,
+    pub estimated_bytes: Option<i64>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+const MOVE_COLUMNS: &str = "id, source, target, slots, state, attempts, keys, bytes, pause_ms, estimated_keys, estimated_bytes, error, created_at, updated_at";
+
+fn slot_move(r: &sqlx::sqlite::SqliteRow) -> SlotMove {
+    SlotMove {
+        id: r.get(0),
+        source: r.get(1),
+        target: r.get(2),
+        slots: r.get(3),
+        state: r.get(4),
+        attempts: r.get(5),
+        keys: r.get(6),
+        bytes: r.get(7),
+        pause_ms: r.get(8),
+        estimated_keys: r.get(9),
+        estimated_bytes: r.get(10),
+        error: r.get(11),
+        created_at: r.get(12),
+        updated_at: r.get(13),
+    }
+}
+
+/// Queues moves (source, target, slots, estimated keys, estimated bytes) in order; answers
+/// their ids.
+pub async fn queue_moves(db: &Db, moves: &[(String, String, String, i64, i64)]) -> Result<Vec<i64>, DbError> {
+    let mut tx = db.begin().await?;
+    let mut ids = Vec::new();
+    for (source, target, slots, keys, bytes) in moves {
+        let row = sqlx::query(
+            "INSERT INTO slot_moves (source, target, slots, state, estimated_keys, estimated_bytes, created_at, updated_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(source)
+        .bind(target)
+        .bind(slots)
+        .bind(keys)
+        .bind(bytes)
+        .bind(now())
+        .bind(now())
+        .fetch_one(&mut *tx)
+        .await?;
+        ids.push(row.get(0));
+    }
+    tx.commit().await?;
+    Ok(ids)
+}
+
+/// The newest `limit` moves, newest first.
+pub async fn moves(db: &Db, limit: i64) -> Result<Vec<SlotMove>, DbError> {
+    let rows = sqlx::query(&format!("SELECT {MOVE_COLUMNS} FROM slot_moves ORDER BY id DESC LIMIT ?")).bind(limit).fetch_all(db).await?;
+    Ok(rows.iter().map(slot_move).collect())
+}
+
+pub async fn slot_move_by_id(db: &Db, id: i64) -> Result<Option<SlotMove>, DbError> {
+    let row = sqlx::query(&format!("SELECT {MOVE_COLUMNS} FROM slot_moves WHERE id = ?")).bind(id).fetch_optional(db).await?;
+    Ok(row.as_ref().map(slot_move))
+}
+
+/// The move to run next: the oldest one not finished.
+pub async fn next_move(db: &Db) -> Result<Option<SlotMove>, DbError> {
+    let row = sqlx::query(&format!("SELECT {MOVE_COLUMNS} FROM slot_moves WHERE state NOT IN ('done', 'failed', 'cancelled') ORDER BY id LIMIT 1"))
+        .fetch_optional(db)
+        .await?;
+    Ok(row.as_ref().map(slot_move))
+}
+
+/// Records a move's progress.
+pub async fn update_move(db: &Db, m: &SlotMove) -> Result<(), DbError> {
+    sqlx::query("UPDATE slot_moves SET state = ?, attempts = ?, keys = ?, bytes = ?, pause_ms = ?, error = ?, updated_at = ? WHERE id = ?")
+        .bind(&m.state)
+        .bind(m.attempts)
+        .bind(m.keys)
+        .bind(m.bytes)
+        .bind(m.pause_ms)
+        .bind(&m.error)
+        .bind(now())
+        .bind(m.id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Cancels the moves not started yet; answers how many.
+pub async fn cancel_queued_moves(db: &Db) -> Result<u64, DbError> {
+    let r = sqlx::query("UPDATE slot_moves SET state = 'cancelled', updated_at = ? WHERE state = 'queued' AND attempts = 0").bind(now()).execute(db).await?;
+    Ok(r.rows_affected())
+}
+
+/// Gives `slots` (a slot set's ranges) to engine `target` and records the move as switched,
+/// in one transaction: the slot map and the move never disagree.
+pub async fn switch_slots(db: &Db, slots: &[(u16, u16)], target: usize, move_id: i64) -> Result<(), DbError> {
+    let mut tx = db.begin().await?;
+    let rows = sqlx::query("SELECT first_slot, last_slot, engine FROM slot_ranges").fetch_all(&mut *tx).await?;
+    let mut owner = vec![usize::MAX; 16384];
+    for r in &rows {
+        let (f, l, e): (i64, i64, i64) = (r.get(0), r.get(1), r.get(2));
+        for s in f..=l {
+            owner[s as usize] = e as usize;
+        }
+    }
+    for (f, l) in slots {
+        for s in *f..=*l {
+            owner[s as usize] = target;
+        }
+    }
+    sqlx::query("DELETE FROM slot_ranges").execute(&mut *tx).await?;
+    let mut start = 0;
+    for s in 1..=owner.len() {
+        if s == owner.len() || owner[s] != owner[start] {
+            sqlx::query("INSERT INTO slot_ranges (first_slot, last_slot, engine) VALUES (?, ?, ?)")
+                .bind(start as i64)
+                .bind((s - 1) as i64)
+                .bind(owner[start] as i64)
+                .execute(&mut *tx)
+                .await?;
+            start = s;
+        }
+    }
+    sqlx::query("UPDATE slot_moves SET state = 'switched', updated_at = ? WHERE id = ?").bind(now()).bind(move_id).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Adds an engine at the end of the slot map, owning no slot yet; answers its index.
+pub async fn add_engine(db: &Db, address: &str) -> Result<Result<usize, String>, DbError> {
+    let mut tx = db.begin().await?;
+    let taken: i64 = sqlx::query("SELECT (SELECT COUNT(*) FROM engines WHERE address = ?1) + (SELECT COUNT(*) FROM replicas WHERE address = ?1)")
+        .bind(address)
+        .fetch_one(&mut *tx)
+        .await?
+        .get(0);
+    if taken > 0 {
+        return Ok(Err(format!("{address} is already an engine or a replica of the topology")));
+    }
+    let idx: i64 = sqlx::query("SELECT COALESCE(MAX(idx) + 1, 0) FROM engines").fetch_one(&mut *tx).await?.get(0);
+    sqlx::query("INSERT INTO engines (idx, address) VALUES (?, ?)").bind(idx).bind(address).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(Ok(idx as usize))
+}
+
+/// Removes an engine that owns no slot and has no replica; the engines after it move up
+/// one place (their slot ranges and replicas with them).
+pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<(), String>, DbError> {
+    let mut tx = db.begin().await?;
+    // The engines after it are renumbered with their ranges and replicas: the references
+    // hold again at commit.
+    sqlx::query("PRAGMA defer_foreign_keys = ON").execute(&mut *tx).await?;
+    let Some(row) = sqlx::query("SELECT idx FROM engines WHERE address = ?").bind(address).fetch_optional(&mut *tx).await? else {
+        return Ok(Err(format!("no engine {address} in the slot map")));
+    };
+    let idx: i64 = row.get(0);
+    let owned: i64 = sqlx::query("SELECT COUNT(*) FROM slot_ranges WHERE engine = ?").bind(idx).fetch_one(&mut *tx).await?.get(0);
+    if owned > 0 {
+        return Ok(Err(format!("engine {address} still owns slots: drain it first")));
+    }
+    let replicas: i64 = sqlx::query("SELECT COUNT(*) FROM replicas WHERE engine = ?").bind(idx).fetch_one(&mut *tx).await?.get(0);
+    if replicas > 0 {
+        return Ok(Err(format!("engine {address} has replicas: remove them first")));
+    }
+    let pending: i64 = sqlx::query("SELECT COUNT(*) FROM slot_moves WHERE state NOT IN ('done', 'failed', 'cancelled') AND (source = ?1 OR target = ?1)")
+        .bind(address)
+        .fetch_one(&mut *tx)
+        .await?
+        .get(0);
+    if pending > 0 {
+        return Ok(Err(format!("engine {address} has slot moves not finished")));
+    }
+    sqlx::query("DELETE FROM engines WHERE idx = ?").bind(idx).execute(&mut *tx).await?;
+    let last: i64 = sqlx::query("SELECT COALESCE(MAX(idx), -1) FROM engines").fetch_one(&mut *tx).await?.get(0);
+    for i in idx + 1..=last {
+        sqlx::query("UPDATE engines SET idx = ? WHERE idx = ?").bind(i - 1).bind(i).execute(&mut *tx).await?;
+        sqlx::query("UPDATE slot_ranges SET engine = ? WHERE engine = ?").bind(i - 1).bind(i).execute(&mut *tx).await?;
+        sqlx::query("UPDATE replicas SET engine = ? WHERE engine = ?").bind(i - 1).bind(i).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(Ok(()))
+}
+
+pub async fn setting(db: &Db, name: &str) -> Result<Option<String>, DbError> {
+    Ok(sqlx::query("SELECT value FROM settings WHERE name = ?").bind(name).fetch_optional(db).await?.map(|r| r.get(0)))
+}
+
+pub async fn set_setting(db: &Db, name: &str, value: &str) -> Result<(), DbError> {
+    sqlx::query("INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+        .bind(name)
+        .bind(value)
+        .execute(db)
+        .await?;
+    Ok(())
+}

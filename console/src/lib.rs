@@ -1,7 +1,7 @@
 //! Terrace console: the control plane. It keeps tenants and the slot map in its SQLite
 //! database, pushes them to proxies and engines and keeps them there (`reconcile`), keeps
 //! replicas following their primaries and fails a primary over to its best replica
-//! (`failover`), and serves the operators' pages and the REST API (`web`): tenants,
+//! (`failover`), moves slots between engines to grow and shrink online (`moves`), and serves the operators' pages and the REST API (`web`): tenants,
 //! retraining, the cost advisor, the topology and its events.
 
 pub mod auth;
@@ -9,6 +9,7 @@ mod charts;
 pub mod config;
 pub mod db;
 pub mod failover;
+pub mod moves;
 mod nodes;
 mod ops;
 pub mod reconcile;
@@ -30,6 +31,8 @@ pub struct Console {
     pub wake: tokio::sync::Notify,
     /// One reconcile pass at a time (the loop's and those run for a request).
     pub pass_lock: tokio::sync::Mutex<()>,
+    /// Wakes the slot-move driver (a move was queued, the queue resumed).
+    pub moves_wake: tokio::sync::Notify,
     pub limiter: terrace_commands::auth_limit::FailureLimiter,
     /// Verified against when a login names an unknown user (same time as a known one).
     pub dummy_hash: String,
@@ -82,11 +85,13 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             state: Default::default(),
             wake: tokio::sync::Notify::new(),
             pass_lock: tokio::sync::Mutex::new(()),
+            moves_wake: tokio::sync::Notify::new(),
             limiter: auth::login_limiter(),
             dummy_hash,
         });
         tokio::spawn(reconcile::run(console.clone()));
         tokio::spawn(failover::run(console.clone()));
+        tokio::spawn(moves::run(console.clone()));
         let app = web::router(console).into_make_service_with_connect_info::<SocketAddr>();
         ready(&Started { url: format!("http://{local}"), admin_password });
         let stop = async {

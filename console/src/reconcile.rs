@@ -153,6 +153,29 @@ pub async fn pass(console: &Console) -> Outcome {
     Outcome { errors, refused }
 }
 
+/// Pushes the topology to every proxy at once, nothing else (a slot move's switch: its
+/// pause lasts until the proxies have the new map). Answers what failed; the reconcile loop
+/// tries those again within one interval.
+pub async fn push_proxies(console: &Console) -> Vec<String> {
+    let _one_at_a_time = console.pass_lock.lock().await;
+    let members = console.state.lock().members.clone();
+    let want = match desired(&console.db, &members).await {
+        Ok(d) => d,
+        Err(e) => return vec![e.to_string()],
+    };
+    let mut errors = Vec::new();
+    for addr in db::proxies(&console.db).await.unwrap_or_default() {
+        let pushed = async {
+            let mut n = Node::proxy(&addr, console.config.proxy_admin_password.as_deref()).await?;
+            n.run::<String>(&["TERRACE.TOPOLOGY", "SET", &want.document]).await
+        };
+        if let Err(e) = pushed.await {
+            errors.push(format!("proxy {addr}: {e}"));
+        }
+    }
+    errors
+}
+
 async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatus {
     let mut s = NodeStatus { address: addr.into(), kind: "proxy", checked_at: db::now(), ..Default::default() };
     let result: Result<(), NodeError> = async {

@@ -9,9 +9,10 @@
 //! hold the slots on the proxies and seal) → `Sealed` (commands on the slots are refused; the
 //! last notes are sent; write-back keys of the slots flushed) → `HandedOver` (the target has
 //! everything; the coordinator switches the slot map) → `Deleting` (FINISH: the slots' keys
-//! leave this engine, lazily) → `Done`. ABORT, or a failure, before `Deleting` ends in
-//! `Failed`/`Aborted` with the slots unsealed: this engine still owns them. On a target,
-//! `PURGE` runs `Deleting` alone.
+//! leave this engine, lazily) → `Done`, the slots still sealed (no longer this engine's).
+//! ABORT, or a failure, before `Deleting` ends in `Failed`/`Aborted` with the slots
+//! unsealed: this engine still owns them. On a target, `PURGE` runs `Deleting` alone and
+//! unseals the slots (they are coming to it).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

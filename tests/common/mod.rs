@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod console_api;
 pub mod requests;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -30,6 +30,12 @@ pub fn router() -> Router<Arc<Console>> {
         .route("/topology", get(topology))
         .route("/topology/failover", post(fail_over))
         .route("/nodes", get(nodes))
+        .route("/engines", post(add_engine))
+        .route("/engines/{address}", axum::routing::delete(remove_engine))
+        .route("/moves", get(list_moves).post(queue_move))
+        .route("/moves/pause", post(pause_moves))
+        .route("/moves/resume", post(resume_moves))
+        .route("/rebalance", get(rebalance_plan).post(rebalance))
         .route("/tokens", get(list_tokens).post(create_token))
         .route("/tokens/{id}", axum::routing::delete(revoke_token))
         .fallback(|_: ApiUser| async { error(StatusCode::NOT_FOUND, "no such API route") })
@@ -232,5 +238,120 @@ async fn revoke_token(_: ApiUser, State(c): State<Arc<Console>>, Path(id): Path<
         Ok(true) => Json(json!({ "revoked": id })).into_response(),
         Ok(false) => error(StatusCode::NOT_FOUND, &format!("no active token {id}")),
         Err(e) => op_error(e.into()),
+    }
+}
+
+fn move_error(e: crate::moves::MoveError) -> Response {
+    match e {
+        crate::moves::MoveError::Invalid(why) => error(StatusCode::UNPROCESSABLE_ENTITY, &why),
+        crate::moves::MoveError::Db(e) => op_error(e.into()),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewEngine {
+    address: String,
+}
+
+/// Adds an engine (already running, at `address`) to the slot map with no slots: a
+/// rebalance then gives it its share.
+async fn add_engine(_: ApiUser, State(c): State<Arc<Console>>, Body(e): Body<NewEngine>) -> Response {
+    let address = e.address.trim();
+    if address.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
+        return error(StatusCode::UNPROCESSABLE_ENTITY, "address: host:port");
+    }
+    if let Err(why) = crate::nodes::Node::engine(address, c.config.engine_password.as_deref()).await {
+        return error(StatusCode::BAD_GATEWAY, &format!("address: the engine does not answer ({why})"));
+    }
+    match db::add_engine(&c.db, address).await {
+        Ok(Ok(idx)) => {
+            let _ = db::add_event(&c.db, "engine", &format!("engine {idx} ({address}) added, with no slots yet")).await;
+            c.wake.notify_one();
+            (StatusCode::CREATED, Json(json!({ "engine": idx, "address": address }))).into_response()
+        }
+        Ok(Err(why)) => error(StatusCode::CONFLICT, &why),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+/// Removes an engine that owns no slots (drain it first).
+async fn remove_engine(_: ApiUser, State(c): State<Arc<Console>>, Path(address): Path<String>) -> Response {
+    match db::remove_engine(&c.db, &address).await {
+        Ok(Ok(())) => {
+            let _ = db::add_event(&c.db, "engine", &format!("engine {address} removed from the slot map")).await;
+            c.wake.notify_one();
+            Json(json!({ "removed": address })).into_response()
+        }
+        Ok(Err(why)) => error(StatusCode::CONFLICT, &why),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+async fn list_moves(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    let moves = match db::moves(&c.db, 100).await {
+        Ok(m) => m,
+        Err(e) => return op_error(e.into()),
+    };
+    let paused = crate::moves::paused(&c).await;
+    let progress = crate::moves::progress(&c).await;
+    Json(json!({ "paused": paused, "moves": moves, "progress": progress })).into_response()
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewMove {
+    source: String,
+    target: String,
+    slots: String,
+}
+
+async fn queue_move(_: ApiUser, State(c): State<Arc<Console>>, Body(m): Body<NewMove>) -> Response {
+    match crate::moves::queue_one(&c, &m.source, &m.target, &m.slots).await {
+        Ok(id) => (StatusCode::CREATED, Json(json!({ "id": id }))).into_response(),
+        Err(e) => move_error(e),
+    }
+}
+
+async fn pause_moves(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    match crate::moves::set_paused(&c, true).await {
+        Ok(()) => Json(json!({ "paused": true })).into_response(),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+async fn resume_moves(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    match crate::moves::set_paused(&c, false).await {
+        Ok(()) => Json(json!({ "paused": false })).into_response(),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RebalanceRequest {
+    /// Empty this engine onto the others (None: even shares for all).
+    #[serde(default)]
+    drain: Option<String>,
+}
+
+/// The plan a rebalance (or a drain) would queue: which slots move where, keys and bytes
+/// per move, the estimated time.
+async fn rebalance_plan(_: ApiUser, State(c): State<Arc<Console>>, axum::extract::Query(r): axum::extract::Query<RebalanceRequest>) -> Response {
+    match crate::moves::plan(&c, r.drain.as_deref()).await {
+        Ok(plan) => Json(plan).into_response(),
+        Err(e) => move_error(e),
+    }
+}
+
+/// Queues the plan's moves.
+async fn rebalance(_: ApiUser, State(c): State<Arc<Console>>, Body(r): Body<RebalanceRequest>) -> Response {
+    let plan = match crate::moves::plan(&c, r.drain.as_deref()).await {
+        Ok(plan) => plan,
+        Err(e) => return move_error(e),
+    };
+    match crate::moves::apply(&c, &plan).await {
+        Ok(ids) => (StatusCode::CREATED, Json(json!({ "ids": ids, "plan": plan }))).into_response(),
+        Err(e) => move_error(e),
     }
 }

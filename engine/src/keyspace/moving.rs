@@ -21,12 +21,39 @@ impl Bitmap {
         Bitmap { on: AtomicBool::new(false), bits: (0..SLOTS / 64).map(|_| AtomicU64::new(0)).collect() }
     }
 
+    fn word(slots: &SlotSet, i: usize) -> u64 {
+        (0..64).filter(|b| slots.contains((i * 64 + b) as u16)).fold(0u64, |acc, b| acc | 1 << b)
+    }
+
     fn set(&self, slots: Option<&SlotSet>) {
         for (i, w) in self.bits.iter().enumerate() {
-            let word = slots.map_or(0, |s| (0..64).filter(|b| s.contains((i * 64 + b) as u16)).fold(0u64, |acc, b| acc | 1 << b));
-            w.store(word, Ordering::SeqCst);
+            w.store(slots.map_or(0, |s| Self::word(s, i)), Ordering::SeqCst);
         }
         self.on.store(slots.is_some_and(|s| !s.is_empty()), Ordering::SeqCst);
+    }
+
+    fn add(&self, slots: &SlotSet) {
+        for (i, w) in self.bits.iter().enumerate() {
+            w.fetch_or(Self::word(slots, i), Ordering::SeqCst);
+        }
+        self.on.store(self.bits.iter().any(|w| w.load(Ordering::SeqCst) != 0), Ordering::SeqCst);
+    }
+
+    fn remove(&self, slots: &SlotSet) {
+        for (i, w) in self.bits.iter().enumerate() {
+            w.fetch_and(!Self::word(slots, i), Ordering::SeqCst);
+        }
+        self.on.store(self.bits.iter().any(|w| w.load(Ordering::SeqCst) != 0), Ordering::SeqCst);
+    }
+
+    fn slots(&self) -> SlotSet {
+        let mut out = SlotSet::default();
+        for s in 0..SLOTS as u16 {
+            if self.holds(s) {
+                out.insert(s);
+            }
+        }
+        out
     }
 
     #[inline]
@@ -58,9 +85,21 @@ impl Moving {
         self.noted.set(slots);
     }
 
-    /// Refuses (Some) or admits again (None) commands on the keys of `slots`.
-    pub fn seal(&self, slots: Option<&SlotSet>) {
-        self.sealed.set(slots);
+    /// Refuses commands on the keys of `slots` from now on (with the slots sealed before):
+    /// this engine gave them away.
+    pub fn seal(&self, slots: &SlotSet) {
+        self.sealed.add(slots);
+    }
+
+    /// Admits commands on the keys of `slots` again (a move away undone, or the slots
+    /// coming back).
+    pub fn unseal(&self, slots: &SlotSet) {
+        self.sealed.remove(slots);
+    }
+
+    /// The slots sealed now.
+    pub fn sealed_slots(&self) -> SlotSet {
+        self.sealed.slots()
     }
 
     /// Whether some slot's changes are noted.
@@ -102,11 +141,13 @@ mod tests {
         let set = SlotSet::parse("12182").unwrap(); // foo's slot
         m.note(Some(&set));
         assert!(m.notes(b"foo") && !m.notes(b"bar"));
-        m.seal(Some(&set));
+        m.seal(&set);
+        m.seal(&SlotSet::parse("1").unwrap());
         assert_eq!(m.sealed(b"foo"), Some(12182));
         assert_eq!(m.sealed(b"bar"), None);
+        assert_eq!(m.sealed_slots().to_string(), "1 12182");
         m.note(None);
-        m.seal(None);
+        m.unseal(&SlotSet::parse("0-16383").unwrap());
         assert!(!m.noting() && !m.sealing() && !m.notes(b"foo"));
     }
 }

@@ -72,19 +72,22 @@ fn run(weak: Weak<Server>, locks: LockCap) {
         moving.note(None);
         match outcome {
             Ok(phase) => {
-                moving.seal(None);
+                // Moved away: the slots stay sealed here. Purged for a move in: unsealed.
+                if job.target.is_none() {
+                    moving.unseal(&job.slots);
+                }
                 srv.migration.set_phase(phase);
                 tracing::info!(id = %job.id, slots = %job.slots, phase = phase.name(), "slot migration ended");
             }
             Err(JobError::Aborted) => {
-                moving.seal(None);
+                moving.unseal(&job.slots);
                 srv.migration.set_phase(Phase::Aborted);
                 tracing::info!(id = %job.id, slots = %job.slots, "slot migration aborted; the slots stay here");
             }
             Err(e) => {
-                // Sealed slots whose keys are being deleted stay sealed: the target owns them.
+                // Slots whose keys are being deleted stay sealed: the target owns them.
                 if srv.migration.status().phase != Phase::Deleting {
-                    moving.seal(None);
+                    moving.unseal(&job.slots);
                 }
                 tracing::warn!(id = %job.id, slots = %job.slots, "slot migration failed: {e}");
                 srv.migration.fail(e.to_string());
@@ -169,7 +172,7 @@ impl Worker<'_> {
         // Sealed: from here no command changes the slots; what was changed before is in
         // the notes the next round takes (each shard's lock orders it after the seal).
         let sealed = Instant::now();
-        self.srv.keyspace.moving().seal(Some(&self.job.slots));
+        self.srv.keyspace.moving().seal(&self.job.slots);
         m.update(|s| {
             s.phase = Phase::Sealed;
             s.sealed_ms = now_ms();
