@@ -85,6 +85,9 @@ struct ConsoleArgs {
     /// Milliseconds a primary may be unreachable before its best replica replaces it [default: 2000]
     #[arg(long)]
     failover_after_ms: Option<u64>,
+    /// Bytes a second a slot move copies at most, a size (0: no limit) [env: TERRACE_CONSOLE_MOVE_RATE] [default: 0]
+    #[arg(long)]
+    move_rate: Option<String>,
     /// TOML configuration file; its [console] table is read.
     #[arg(long, env = "TERRACE_CONFIG")]
     config: Option<PathBuf>,
@@ -103,6 +106,7 @@ impl ConsoleArgs {
             replicas: self.replicas.map(list),
             health_ms: self.health_ms,
             failover_after_ms: self.failover_after_ms,
+            move_rate: self.move_rate,
             ..Default::default()
         };
         let file = match &self.config {

@@ -6,7 +6,7 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{encode, err, q, temp_dir, Engine, Proxy, RedisPort};
+use common::{encode, err, eventually, q, temp_dir, Engine, Proxy, RedisPort};
 use redis::Value;
 
 /// CRC16/XMODEM as Redis Cluster uses it, computed independently of the proxy's code.
@@ -612,17 +612,31 @@ fn reload_moves_slots_without_dropping_clients() {
     let e = err(&mut c, &["TERRACE.RELOAD"]);
     assert!(e.contains("reload failed") && e.contains("`engines`"), "{e}");
     assert_eq!(q::<String>(&mut c, &["GET", "foo"]), "after");
-    // SIGHUP does the same: back to one engine.
+    // SIGHUP does the same: back to one engine — this time with the slots' data, as an
+    // operator without a console moves them: engine 1 copies them to engine 0 (which drops
+    // its stale "before" first), the proxy holds them while engine 1 hands over, and the
+    // reload that gives them back to engine 0 releases them.
+    let mut e1c = e1.client();
+    let status = |con: &mut redis::Connection| -> String {
+        let s: String = q(con, &["TERRACE.MIGRATE", "STATUS"]);
+        serde_json::from_str::<serde_json::Value>(&s).unwrap()["phase"].as_str().unwrap().to_string()
+    };
+    let _: () = q(&mut e1c, &["TERRACE.MIGRATE", "START", "back", &format!("127.0.0.1:{}", e0.port), "8192-16383"]);
+    eventually(10, "engine 1 ready to hand over", || status(&mut e1c) == "ready");
+    let _: () = q(&mut c, &["TERRACE.TOPOLOGY", "HOLD", "8192-16383"]);
+    let _: () = q(&mut e1c, &["TERRACE.MIGRATE", "SEAL"]);
+    eventually(10, "engine 1 handed over", || status(&mut e1c) == "handed-over");
     std::fs::write(&cfg, &one).unwrap();
     // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
     unsafe {
         libc::kill(proxy.child.id() as i32, libc::SIGHUP);
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while q::<Option<String>>(&mut c, &["GET", "foo"]).as_deref() != Some("before") {
-        assert!(Instant::now() < deadline, "SIGHUP did not reload");
-        thread::sleep(Duration::from_millis(20));
-    }
+    // (Held until the reload moves the slot: the read waits, then reads engine 0.)
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "foo"]).as_deref(), Some("after"), "the slot came back with its current value");
+    let _: () = q(&mut e1c, &["TERRACE.MIGRATE", "FINISH"]);
+    eventually(10, "engine 1 deleted what it moved", || status(&mut e1c) == "done");
+    let n: i64 = q(&mut e1c, &["DBSIZE"]);
+    assert_eq!(n, 0);
     let n: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(n, 2, "one engine again: foo and bar on engine 0");
 }

@@ -323,3 +323,198 @@ async fn the_console_moves_slots_under_load_without_losing_or_staling_a_write() 
     let n: i64 = q(&mut redis::Client::open(format!("redis://127.0.0.1:{}", c.port)).unwrap().get_connection().unwrap(), &["DBSIZE"]);
     assert_eq!(n, 0, "the new engine gave every key back");
 }
+
+/// Waits until the console's move list satisfies `check` (on its JSON: moves, progress).
+async fn moves_until(url: &str, token: &str, what: &str, check: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, body) = console_api::api(reqwest::Method::GET, format!("{url}/api/v1/moves"), token, None).await;
+        if check(&body) {
+            return body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_cut_by_a_crash_of_either_side_rolls_back_and_completes_on_retry() {
+    use reqwest::Method;
+    use serde_json::json;
+    let (dir_a, dir_b) = (temp_dir("move-a"), temp_dir("move-b"));
+    let wal = ["--wal", "always"];
+    let (mut a, mut b) = (Engine::start_in(&dir_a, &wal, &[]), Engine::start_in(&dir_b, &wal, &[]));
+    let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
+    // Slow copies, so the crashes land in the middle of one.
+    let console = Console::start_with(&[&a, &b], &[&proxy], &["--move-rate", "400kb"]);
+    let (web, csrf) = console_api::login(&console.url).await;
+    let token = console_api::token(&web, &console.url, &csrf, "crash").await;
+    let url = console.url.clone();
+    let mut con = proxy.client();
+    let value = |i: usize| format!("{i:0>100}");
+    for chunk in (0..20_000).collect::<Vec<_>>().chunks(1000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            pipe.cmd("SET").arg(format!("key:{i}")).arg(value(*i)).ignore();
+        }
+        let _: () = pipe.query(&mut con).unwrap();
+    }
+    let (status, body) = console_api::api(
+        Method::POST,
+        format!("{url}/api/v1/moves"),
+        &token,
+        Some(json!({"source": format!("127.0.0.1:{}", a.port), "target": format!("127.0.0.1:{}", b.port), "slots": "0-8191"})),
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let copying = |attempts: i64| {
+        move |m: &serde_json::Value| {
+            m["moves"][0]["attempts"] == attempts && m["progress"]["phase"] == "copying" && m["progress"]["keys_copied"].as_u64().unwrap_or(0) > 1500
+        }
+    };
+    // The target dies mid-copy (and comes back): the attempt is undone, the next one starts over.
+    moves_until(&url, &token, "the first copy under way", copying(0)).await;
+    let port_b = b.port;
+    let _ = b.child.kill();
+    let _ = b.child.wait();
+    std::mem::forget(std::mem::replace(&mut b, Engine::start_on_with(port_b, &dir_b, &wal)));
+    // Then the source dies mid-copy of the second attempt: its log has everything.
+    moves_until(&url, &token, "the second copy under way", copying(1)).await;
+    let port_a = a.port;
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    std::mem::forget(std::mem::replace(&mut a, Engine::start_on_with(port_a, &dir_a, &wal)));
+    let body = moves_until(&url, &token, "the third attempt done", |m| m["moves"][0]["state"] == "done" || m["moves"][0]["state"] == "failed").await;
+    assert_eq!(body["moves"][0]["state"], "done", "{body}");
+    assert_eq!(body["moves"][0]["attempts"], 2, "{body}");
+    // Nothing lost, nothing left behind.
+    let mut con = proxy.client();
+    for i in 0..20_000 {
+        let got: Option<String> = q(&mut con, &["GET", &format!("key:{i}")]);
+        assert_eq!(got, Some(value(i)), "key:{i}");
+    }
+    let n: i64 = q(&mut a.client(), &["DBSIZE"]);
+    assert_eq!(n, 0, "the source kept nothing of the slots");
+    let n: i64 = q(&mut b.client(), &["DBSIZE"]);
+    assert_eq!(n, 20_000);
+}
+
+/// A write-back tenant moved between two engines with `flags` (their storage): values in
+/// memory and values only in storage (the tenant's memory share is too small for them) all
+/// reach its clients from the target; what is written after the move stays.
+fn move_storage_backed(flags: &[&str], shared: Option<&terrace_engine::storage::Storage>) {
+    use reqwest::Method;
+    use serde_json::json;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut all = vec!["--flush-interval-ms", "50"];
+    all.extend_from_slice(flags);
+    let (a, b) = (Engine::start(&all), Engine::start(&all));
+    let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
+    let console = Console::start(&[&a, &b], &[&proxy]);
+    let (web, csrf) = rt.block_on(console_api::login(&console.url));
+    let token = rt.block_on(console_api::token(&web, &console.url, &csrf, "storage"));
+    let api = |method: Method, path: &str, body: Option<serde_json::Value>| {
+        rt.block_on(console_api::api(method, format!("{}/api/v1{path}", console.url), &token, body))
+    };
+    let (status, body) =
+        api(Method::POST, "/tenants", Some(json!({"name": "st", "password": "st-secret-12", "storage_mode": "write-back", "max_memory": "2mb"})));
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let connect = || {
+        let mut con = proxy.client();
+        redis::cmd("AUTH").arg("st").arg("st-secret-12").query::<()>(&mut con).map(|()| con)
+    };
+    eventually(20, "the proxy knows st", || connect().is_ok());
+    let mut con = connect().unwrap();
+    let value = |i: usize, tag: &str| format!("{tag}{i:0>1000}");
+    for i in 0..4000 {
+        let _: () = q(&mut con, &["SET", &format!("s:{i}"), &value(i, "v")]);
+    }
+    let (status, body) =
+        api(Method::POST, "/moves", Some(json!({"source": format!("127.0.0.1:{}", a.port), "target": format!("127.0.0.1:{}", b.port), "slots": "0-8191"})));
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    rt.block_on(moves_done(&console.url, &token, 1));
+    for i in 0..4000 {
+        let got: Option<String> = q(&mut con, &["GET", &format!("s:{i}")]);
+        assert_eq!(got, Some(value(i, "v")), "s:{i} after the move");
+    }
+    // Written after the move: the target's, in its storage; the source writes none of it.
+    let moved: Vec<usize> = (0..4000).filter(|i| key_slot(format!("s:{i}").as_bytes()) < 8192).take(200).collect();
+    for i in &moved {
+        let _: () = q(&mut con, &["SET", &format!("s:{i}"), &value(*i, "w")]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for i in 0..4000 {
+        let want = if moved.contains(&i) { value(i, "w") } else { value(i, "v") };
+        let got: Option<String> = q(&mut con, &["GET", &format!("s:{i}")]);
+        assert_eq!(got, Some(want), "s:{i}");
+    }
+    if let Some(storage) = shared {
+        for i in &moved {
+            let key = terrace_engine::storage::tier::storage_key(0, format!("s:{i}").as_bytes());
+            let stored = storage.block_on(storage.get("st".into(), vec![key])).unwrap().pop().unwrap();
+            assert!(stored.is_some_and(|r| String::from_utf8_lossy(&r).contains(&value(*i, "w"))), "storage has the target's write of s:{i}");
+        }
+    }
+    // The source keeps nothing of the moved slots, in memory or (private) in storage.
+    let mut on_a = a.client();
+    let _: () = q(&mut on_a, &["TERRACE.NAMESPACE", "st"]);
+    for i in moved.iter().take(50) {
+        let e = err(&mut on_a, &["GET", &format!("s:{i}")]);
+        assert!(e.contains("handed over"), "the source refuses what it gave away: {e}");
+    }
+    let st: String = q(&mut on_a, &["TERRACE.WORKLOAD", "st"]);
+    let w: serde_json::Value = serde_json::from_str(&st).unwrap();
+    let kept = (0..4000).filter(|i| key_slot(format!("s:{i}").as_bytes()) >= 8192).count() as u64;
+    assert!(w["keys"].as_u64().unwrap() <= kept, "the source's memory holds only its own slots' keys: {w}");
+}
+
+#[test]
+fn a_storage_backed_tenant_moves_with_a_private_lsm() {
+    move_storage_backed(&["--storage", "lsm"], None);
+}
+
+#[test]
+fn a_storage_backed_tenant_moves_ownership_only_on_shared_postgres() {
+    let pg = Postgres::start();
+    let url = pg.url();
+    let storage = terrace_engine::storage::postgres::connect(&url).unwrap();
+    move_storage_backed(&["--storage", "postgres", "--storage-url", &url], Some(&storage));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_follow_their_primaries_through_a_move() {
+    use reqwest::Method;
+    use serde_json::json;
+    let (a, b, ra, rb) = (Engine::start(&[]), Engine::start(&[]), Engine::start(&[]), Engine::start(&[]));
+    let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
+    let replicas = format!("127.0.0.1:{},127.0.0.1:{}", ra.port, rb.port);
+    let console = Console::start_with(&[&a, &b], &[&proxy], &["--replicas", &replicas, "--health-ms", "200"]);
+    let linked = |e: &Engine| {
+        let info: String = q(&mut e.client(), &["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    };
+    eventually(20, "both replicas follow", || linked(&ra) && linked(&rb));
+    let (web, csrf) = console_api::login(&console.url).await;
+    let token = console_api::token(&web, &console.url, &csrf, "replicas").await;
+    let mut con = proxy.client();
+    for i in 0..3000 {
+        let _: () = q(&mut con, &["SET", &format!("r:{i}"), &i.to_string()]);
+    }
+    let (status, body) = console_api::api(
+        Method::POST,
+        format!("{}/api/v1/moves", console.url),
+        &token,
+        Some(json!({"source": format!("127.0.0.1:{}", a.port), "target": format!("127.0.0.1:{}", b.port), "slots": "0-8191"})),
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    moves_done(&console.url, &token, 1).await;
+    let size = |e: &Engine| q::<i64>(&mut e.client(), &["DBSIZE"]);
+    assert_eq!((size(&a), size(&b)), (0, 3000));
+    // The moved keys appear on the target's replica and leave the source's.
+    eventually(20, "the replicas caught up", || size(&ra) == 0 && size(&rb) == 3000);
+    for i in (0..3000).step_by(97) {
+        let got: Option<String> = q(&mut rb.client(), &["GET", &format!("r:{i}")]);
+        assert_eq!(got, Some(i.to_string()));
+    }
+}

@@ -38,6 +38,9 @@ pub struct ConsoleSettings {
     pub health_ms: Option<u64>,
     /// How long a primary may be unreachable before its best replica replaces it.
     pub failover_after_ms: Option<u64>,
+    /// At most this many bytes a second copied by a slot move (a size: `50mb`; 0: as fast
+    /// as the engines go).
+    pub move_rate: Option<String>,
 }
 
 impl ConsoleSettings {
@@ -55,6 +58,7 @@ impl ConsoleSettings {
             replicas: self.replicas.or(other.replicas),
             health_ms: self.health_ms.or(other.health_ms),
             failover_after_ms: self.failover_after_ms.or(other.failover_after_ms),
+            move_rate: self.move_rate.or(other.move_rate),
         }
     }
 
@@ -77,6 +81,7 @@ impl ConsoleSettings {
             replicas: var("TERRACE_CONSOLE_REPLICAS").map(list),
             health_ms: None,
             failover_after_ms: None,
+            move_rate: var("TERRACE_CONSOLE_MOVE_RATE"),
         })
     }
 
@@ -123,6 +128,12 @@ impl ConsoleSettings {
                 return Err(invalid("admin_password", "at least 8 characters"));
             }
         }
+        let move_rate = match &self.move_rate {
+            Some(r) => {
+                terrace_commands::settings::parse_size(r).ok_or_else(|| invalid("move_rate", format!("'{r}' is not a size (examples: 0, 512kb, 50mb)")))?
+            }
+            None => 0,
+        };
         let engine_password = match &self.engine_password_file {
             Some(path) => Some(terrace_commands::settings::read_secret_file("engine_password_file", path)?),
             None => None,
@@ -140,6 +151,7 @@ impl ConsoleSettings {
             replicas,
             health: Duration::from_millis(health_ms),
             failover_after: Duration::from_millis(failover_after_ms),
+            move_rate,
         })
     }
 }
@@ -159,6 +171,8 @@ pub struct ConsoleConfig {
     pub replicas: Vec<String>,
     pub health: Duration,
     pub failover_after: Duration,
+    /// Bytes a second a slot move copies at most (0: no limit).
+    pub move_rate: u64,
 }
 
 #[cfg(test)]
@@ -179,6 +193,10 @@ mod tests {
         assert_eq!((c.health, c.failover_after), (Duration::from_millis(500), Duration::from_millis(2000)));
         let e = ConsoleSettings { replicas: Some(vec!["127.0.0.1:7001".into()]), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`replicas`: '127.0.0.1:7001' is also an engine"), "{e}");
+        let e = ConsoleSettings { move_rate: Some("fast".into()), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("`move_rate`: 'fast' is not a size"), "{e}");
+        let c = ConsoleSettings { move_rate: Some("2mb".into()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(c.move_rate, 2 << 20);
         let e = ConsoleSettings { failover_after_ms: Some(50), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`failover_after_ms`"), "{e}");
     }

@@ -285,7 +285,14 @@ pub fn ready_port(child: &mut Child) -> u16 {
 impl Engine {
     /// Starts an engine on a given port (a restart test brings it back on the same one).
     pub fn start_on(port: u16, data_dir: &std::path::Path) -> Engine {
-        Self::spawn(Self::command(port, data_dir), data_dir)
+        Self::start_on_with(port, data_dir, &[])
+    }
+
+    /// As `start_on`, with more flags.
+    pub fn start_on_with(port: u16, data_dir: &std::path::Path, extra: &[&str]) -> Engine {
+        let mut cmd = Self::command(port, data_dir);
+        cmd.args(extra);
+        Self::spawn(cmd, data_dir)
     }
 
     /// Starts an engine whose standard error (its log, and any panic message) goes to `log`.

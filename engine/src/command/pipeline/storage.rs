@@ -18,7 +18,7 @@ pub use crate::storage::WB_RECORD;
 /// storage read): SET without NX/XX/GET/KEEPTTL, SETEX, PSETEX, MSET.
 fn overwrites_blindly(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
     match spec.id {
-        CommandId::Setex | CommandId::Psetex | CommandId::Mset => true,
+        CommandId::Setex | CommandId::Psetex | CommandId::Mset | CommandId::TerraceImport => true,
         CommandId::Set => !argv[3..].iter().any(|a| ["nx", "xx", "get", "keepttl"].iter().any(|o| a.eq_ignore_ascii_case(o.as_bytes()))),
         _ => false,
     }

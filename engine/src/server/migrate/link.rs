@@ -10,6 +10,8 @@ use bytes::{Buf, BytesMut};
 
 /// How long the target may take to answer.
 const REPLY_WAIT: Duration = Duration::from_secs(30);
+/// How long a batch is sent again while the target answers OOM.
+const OOM_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -62,13 +64,35 @@ impl Link {
         self.waiting.push_back(String::from_utf8_lossy(argv[0]).into_owned());
     }
 
-    /// Writes what is queued and reads every reply, failing on the first error reply.
+    /// Writes what is queued and reads every reply, failing on an error reply — except
+    /// the target's OOM (write-back keys not flushed yet fill its memory), on which the
+    /// whole batch is sent again a little later (what it holds is idempotent: imports of
+    /// distinct keys, deletions), for up to `OOM_WAIT`.
     pub fn flush(&mut self) -> Result<(), LinkError> {
-        self.write()?;
-        while !self.waiting.is_empty() {
-            self.expect_ok()?;
+        let (batch, names) = (self.out.clone(), self.waiting.clone());
+        let deadline = std::time::Instant::now() + OOM_WAIT;
+        loop {
+            self.write()?;
+            let mut full = None;
+            while let Some(command) = self.waiting.pop_front() {
+                match self.read_reply()? {
+                    Reply::Error(e) if e.starts_with("OOM") => full = Some((command, e)),
+                    Reply::Error(reply) => {
+                        self.waiting.clear();
+                        return Err(LinkError::Refused { addr: self.addr.clone(), command, reply });
+                    }
+                    _ => {}
+                }
+            }
+            match full {
+                None => return Ok(()),
+                Some((command, reply)) if std::time::Instant::now() >= deadline => return Err(LinkError::Refused { addr: self.addr.clone(), command, reply }),
+                Some(_) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    (self.out, self.waiting) = (batch.clone(), names.clone());
+                }
+            }
         }
-        Ok(())
     }
 
     fn write(&mut self) -> Result<(), LinkError> {

@@ -96,8 +96,27 @@ fn run(weak: Weak<Server>, locks: LockCap) {
     }
 }
 
-/// Namespaces by index, with their names (`""`: the default one).
-type Namespaces = Vec<(usize, String)>;
+/// A tenant's namespace as a migration treats it.
+struct Tenant {
+    ns: usize,
+    /// Its name (`""`: the default namespace).
+    name: String,
+    /// Storage-backed with storage of this engine's own (the embedded LSM): its keys, in
+    /// storage and in memory, are copied like a cache tenant's.
+    private_storage: bool,
+    /// Storage-backed with storage every engine shares (PostgreSQL): only ownership moves.
+    shared_storage: bool,
+}
+
+impl Tenant {
+    fn storage_name(&self) -> &str {
+        if self.name.is_empty() {
+            "default"
+        } else {
+            &self.name
+        }
+    }
+}
 
 /// One job's work.
 struct Worker<'a> {
@@ -119,11 +138,45 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// The namespaces whose keys are copied (not storage-backed) and the others, by index
-    /// with their names.
-    fn namespaces(&self) -> (Namespaces, Namespaces) {
+    /// Every tenant's namespace.
+    fn tenants(&self) -> Vec<Tenant> {
         let names = self.srv.namespaces.lock().clone();
-        names.into_iter().enumerate().partition(|(ns, _)| !self.srv.storage_tier().is_some_and(|t| t.backs(*ns)))
+        let tier = self.srv.storage_tier();
+        names
+            .into_iter()
+            .enumerate()
+            .map(|(ns, name)| {
+                let backed = tier.is_some_and(|t| t.backs(ns));
+                let shared = tier.is_some_and(|t| t.storage.shared());
+                Tenant { ns, name, private_storage: backed && !shared, shared_storage: backed && shared }
+            })
+            .collect()
+    }
+
+    /// The keys of the slots a private storage holds for `tenant`, with their records, a
+    /// batch at a time (`each` gets (database in the tenant, key, record)).
+    fn scan_storage(&self, tenant: &Tenant, mut each: impl FnMut(usize, &[u8], &[u8]) -> Result<(), JobError>) -> Result<(), JobError> {
+        let Some(tier) = self.srv.storage_tier() else { return Ok(()) };
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            self.check()?;
+            let pairs = tier
+                .storage
+                .block_on(tier.storage.scan(tenant.storage_name().to_string(), after.clone(), BATCH))
+                .map_err(|e| JobError::Local(format!("reading storage: {e}")))?;
+            let Some(last) = pairs.last() else { return Ok(()) };
+            after = Some(last.0.clone());
+            for (skey, record) in &pairs {
+                if let Some((&d, key)) = skey.split_first() {
+                    if (d as usize) < NUM_DBS && self.job.slots.contains_key(key) {
+                        each(d as usize, key, record)?;
+                    }
+                }
+            }
+            if pairs.len() < BATCH {
+                return Ok(());
+            }
+        }
     }
 
     /// The source's side: purge the target, copy, catch up, seal, hand over, then delete
@@ -207,13 +260,31 @@ impl Worker<'_> {
 
     /// Every key of the slots, a bounded batch per shard lock hold.
     fn copy(&mut self, link: &mut Link) -> Result<(), JobError> {
-        let (copied, _) = self.namespaces();
         let ks = &self.srv.keyspace;
         let slots = &self.job.slots;
         let counters = &self.srv.migration.counters;
         let started = Instant::now();
         let mut record = Vec::new();
-        for (ns, name) in copied {
+        for tenant in self.tenants().into_iter().filter(|t| !t.shared_storage) {
+            let (ns, name) = (tenant.ns, tenant.name.clone());
+            if tenant.private_storage {
+                // What storage holds first; the cache's values (newer where they differ:
+                // write-back keys not flushed yet) are sent after them.
+                let mut sent = 0;
+                self.scan_storage(&tenant, |d, key, record| {
+                    link.place(&name, d);
+                    link.send(&[b"TERRACE.IMPORT", key, record]);
+                    sent += 1;
+                    if sent % BATCH == 0 {
+                        link.flush()?;
+                    }
+                    counters.keys_copied.fetch_add(1, Ordering::Relaxed);
+                    let total = counters.bytes_copied.fetch_add((key.len() + record.len()) as u64, Ordering::Relaxed);
+                    self.throttle(total, started);
+                    Ok(())
+                })?;
+                link.flush()?;
+            }
             for d in 0..NUM_DBS {
                 let db = ns * NUM_DBS + d;
                 for id in ks.db_shard_ids(db) {
@@ -281,17 +352,17 @@ impl Worker<'_> {
     /// One catch-up round: every key noted since the last one, sent again as it is now (or
     /// deleted). Returns how many keys it sent.
     fn catch_up(&mut self, link: &mut Link) -> Result<u64, JobError> {
-        let (copied, backed) = self.namespaces();
+        let (copied, shared): (Vec<Tenant>, Vec<Tenant>) = self.tenants().into_iter().partition(|t| !t.shared_storage);
         let ks = &self.srv.keyspace;
-        // Storage holds those tenants' keys: their notes are not needed.
-        for (ns, _) in backed {
-            for id in ks.namespace_shard_ids(ns) {
+        // Shared storage holds those tenants' keys: their notes are not needed.
+        for t in shared {
+            for id in ks.namespace_shard_ids(t.ns) {
                 ks.take_moved(self.locks, id);
             }
         }
         let mut sent = 0u64;
         let mut record = Vec::new();
-        for (ns, name) in copied {
+        for Tenant { ns, name, .. } in copied {
             for d in 0..NUM_DBS {
                 let db = ns * NUM_DBS + d;
                 for id in ks.db_shard_ids(db) {
@@ -345,13 +416,28 @@ impl Worker<'_> {
         }
     }
 
-    /// Deletes every key of the slots here: DEL through the pipeline for cached tenants, a
-    /// drop from memory for storage-backed ones.
+    /// Deletes every key of the slots here: DEL through the pipeline (so the log, the
+    /// replicas and a private storage see them go), except for tenants on shared storage,
+    /// whose cached keys are only dropped from memory (storage is the target's now).
     fn delete_slots(&mut self) -> Result<(), JobError> {
-        let (copied, backed) = self.namespaces();
         let ks = &self.srv.keyspace;
         let slots = self.job.slots.clone();
-        for (ns, backed) in copied.iter().map(|(ns, _)| (*ns, false)).chain(backed.iter().map(|(ns, _)| (*ns, true))) {
+        for tenant in self.tenants() {
+            let (ns, backed) = (tenant.ns, tenant.shared_storage);
+            if tenant.private_storage {
+                let mut keys: Vec<(usize, Vec<u8>)> = Vec::new();
+                self.scan_storage(&tenant, |d, key, _| {
+                    keys.push((d, key.to_vec()));
+                    Ok(())
+                })?;
+                for d in 0..NUM_DBS {
+                    let mine: Vec<Vec<u8>> = keys.iter().filter(|(kd, _)| *kd == d).map(|(_, k)| k.clone()).collect();
+                    for chunk in mine.chunks(BATCH) {
+                        self.delete(ns * NUM_DBS + d, chunk)?;
+                        self.srv.migration.counters.keys_deleted.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    }
+                }
+            }
             for d in 0..NUM_DBS {
                 let db = ns * NUM_DBS + d;
                 for id in ks.db_shard_ids(db) {
@@ -364,6 +450,7 @@ impl Worker<'_> {
                     };
                     for chunk in keys.chunks(BATCH) {
                         if backed {
+                            // (A dirty key stays: its write is not in storage yet.)
                             let mut shard = ks.lock_one(self.locks, id);
                             for k in chunk {
                                 if shard.peek(k, i64::MIN).is_some_and(|e| !e.is_dirty()) {
