@@ -518,3 +518,97 @@ async fn replicas_follow_their_primaries_through_a_move() {
         assert_eq!(got, Some(i.to_string()));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_plans_and_runs_a_rebalance_and_a_drain() {
+    use reqwest::{Method, StatusCode};
+    use serde_json::json;
+    let (a, b, c) = (Engine::start(&[]), Engine::start(&[]), Engine::start(&[]));
+    let addr = |e: &Engine| format!("127.0.0.1:{}", e.port);
+    let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
+    let console = Console::start(&[&a, &b], &[&proxy]);
+    let (web, csrf) = console_api::login(&console.url).await;
+    let token = console_api::token(&web, &console.url, &csrf, "rebalance").await;
+    let url = console.url.clone();
+    let call = |method: Method, path: &str, body: Option<serde_json::Value>| console_api::api(method, format!("{url}/api/v1{path}"), &token, body);
+    let mut con = proxy.client();
+    for i in 0..3000 {
+        let _: () = q(&mut con, &["SET", &format!("b:{i}"), &i.to_string()]);
+    }
+    // Bad requests are refused with the field named.
+    let (status, body) = call(Method::POST, "/engines", Some(json!({"address": "nowhere"}))).await;
+    assert_eq!((status, body["error"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "address: host:port"));
+    let (status, body) = call(Method::POST, "/moves", Some(json!({"source": addr(&a), "target": addr(&b), "slots": "9000"}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("slot 9000 is not"), "{body}");
+    let (status, body) = call(Method::POST, "/moves", Some(json!({"source": addr(&a), "target": addr(&b), "slots": "5-2"}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, _) = call(Method::DELETE, &format!("/engines/{}", addr(&a)), None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "an engine owning slots stays");
+    // A third engine, then the plan that gives it its share.
+    let (status, body) = call(Method::POST, "/engines", Some(json!({"address": addr(&c)}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = call(Method::POST, "/engines", Some(json!({"address": addr(&c)}))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, plan) = call(Method::GET, "/rebalance", None).await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    let moves = plan["moves"].as_array().unwrap();
+    assert_eq!(moves.iter().map(|m| m["slot_count"].as_u64().unwrap()).sum::<u64>(), 5461, "{plan}");
+    assert!(moves.iter().all(|m| m["target"] == addr(&c)), "{plan}");
+    assert!(moves.iter().map(|m| m["estimated_keys"].as_i64().unwrap()).sum::<i64>() > 500, "{plan}");
+    // Paused, nothing starts; resumed, the rebalance runs.
+    let (status, _) = call(Method::POST, "/moves/pause", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = call(Method::POST, "/rebalance", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let (_, listed) = call(Method::GET, "/moves", None).await;
+    assert_eq!(listed["paused"], true);
+    assert!(listed["moves"].as_array().unwrap().iter().all(|m| m["state"] == "queued"), "{listed}");
+    let (status, _) = call(Method::POST, "/moves/resume", None).await;
+    assert_eq!(status, StatusCode::OK);
+    moves_done(&url, &token, moves.len()).await;
+    let size = |e: &Engine| q::<i64>(&mut e.client(), &["DBSIZE"]);
+    let (na, nb, nc) = (size(&a), size(&b), size(&c));
+    assert_eq!(na + nb + nc, 3000);
+    assert!(nc > 700 && na > 700 && nb > 700, "about a third each: {na} {nb} {nc}");
+    let (_, plan) = call(Method::GET, "/rebalance", None).await;
+    assert!(plan["moves"].as_array().unwrap().is_empty(), "balanced: {plan}");
+    // Drain the third engine, then remove it.
+    let (status, plan) = call(Method::GET, &format!("/rebalance?drain={}", addr(&c)), None).await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(plan["moves"].as_array().unwrap().iter().map(|m| m["slot_count"].as_u64().unwrap()).sum::<u64>(), 5461);
+    let (status, body) = call(Method::POST, "/rebalance", Some(json!({"drain": addr(&c)}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let all = body["ids"].as_array().unwrap().len() + moves.len();
+    moves_done(&url, &token, all).await;
+    assert_eq!(size(&c), 0);
+    let (status, body) = call(Method::DELETE, &format!("/engines/{}", addr(&c)), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, topo) = call(Method::GET, "/topology", None).await;
+    assert_eq!(topo["engines"].as_array().unwrap().len(), 2, "{topo}");
+    for i in 0..3000 {
+        let got: Option<String> = q(&mut con, &["GET", &format!("b:{i}")]);
+        assert_eq!(got, Some(i.to_string()));
+    }
+    let (_, topo) = call(Method::GET, "/topology", None).await;
+    let events: Vec<String> = topo["events"].as_array().unwrap().iter().map(|e| e["message"].as_str().unwrap().to_string()).collect();
+    assert!(events.iter().any(|e| e.contains("handed over")) && events.iter().any(|e| e.contains("removed")), "{events:?}");
+    // The Topology page shows the moves and the plans, and its forms act.
+    let page = |path: String| {
+        let web = web.clone();
+        async move { web.get(path).send().await.unwrap().text().await.unwrap() }
+    };
+    let shown = page(format!("{url}/topology?plan=rebalance")).await;
+    assert!(shown.contains("Plan: rebalance") && shown.contains("Nothing to move"), "{shown}");
+    assert!(shown.contains("<table id=\"moves\">") && shown.contains("<td>done</td>"), "{shown}");
+    let shown = page(format!("{url}/topology?drain={}", addr(&b))).await;
+    assert!(shown.contains(&format!("Plan: drain {}", addr(&b))) && shown.contains("Apply this plan"), "{shown}");
+    let r = web.post(format!("{url}/topology/pause")).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(page(format!("{url}/topology")).await.contains("<strong>paused</strong>"));
+    let r = web.post(format!("{url}/topology/resume")).form(&[("csrf", "wrong")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "the forms need the CSRF token");
+    let r = web.post(format!("{url}/topology/add-engine")).form(&[("csrf", csrf.as_str()), ("address", "nowhere")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}

@@ -239,9 +239,44 @@ pub struct TopologyPage {
     pub ranges: Vec<(u16, u16, usize)>,
     pub proxies: Vec<String>,
     pub map_svg: String,
+    /// The latest slot moves, newest first, and the one under way's progress.
+    pub moves: Vec<crate::db::SlotMove>,
+    pub progress: Option<crate::moves::Progress>,
+    pub paused: bool,
+    /// A plan shown for the operator to apply (and the engine it drains).
+    pub plan: Option<crate::moves::Plan>,
+    pub plan_error: Option<String>,
+    pub drain: Option<String>,
 }
 
 impl TopologyPage {
+    /// Whether engine `address` owns no slot (it may be removed).
+    pub fn owns_nothing(&self, address: &str) -> bool {
+        let idx = self.engines.iter().position(|e| e == address);
+        !self.ranges.iter().any(|(_, _, e)| Some(*e) == idx)
+    }
+
+    /// A byte count as the pages show sizes.
+    pub fn size(&self, bytes: &i64) -> String {
+        match *bytes {
+            b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+            b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+            b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+            b => format!("{b} B"),
+        }
+    }
+
+    /// A move's progress: live for the one under way, its totals otherwise.
+    pub fn move_progress(&self, m: &crate::db::SlotMove) -> String {
+        match &self.progress {
+            Some(p) if p.id == m.id => {
+                let of = m.estimated_keys.map(|k| format!(" of ~{k}")).unwrap_or_default();
+                format!("{}: {} keys{of} copied, {} caught up, {} deleted", p.phase, p.keys_copied, p.keys_caught_up, p.keys_deleted)
+            }
+            _ => format!("{} keys, {}", m.keys, self.size(&m.bytes)),
+        }
+    }
+
     pub fn engine_address(&self, index: &usize) -> String {
         self.engines.get(*index).cloned().unwrap_or_default()
     }

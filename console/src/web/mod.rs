@@ -33,6 +33,7 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/tenants/{name}/apply", post(pages::apply))
         .route("/topology", get(pages::topology))
         .route("/topology/failover", post(pages::fail_over))
+        .route("/topology/{action}", post(pages::topology_change))
         .route("/account", get(pages::account).post(pages::change_password))
         .route("/tokens", get(pages::tokens).post(pages::create_token))
         .route("/tokens/{id}/revoke", post(pages::revoke_token))

@@ -32,7 +32,7 @@ pub fn document() -> Value {
     };
     json!({
         "openapi": "3.0.3",
-        "info": { "title": "Terrace console API", "version": "1", "description": "Tenants, their compression retraining, statistics and cost advice, and the topology. Authenticate with `Authorization: Bearer <token>` (tokens are created on the console's API tokens page)." },
+        "info": { "title": "Terrace console API", "version": "1", "description": "Tenants, their compression retraining, statistics and cost advice, the topology, and growing or shrinking it (engines, slot moves, rebalancing). Authenticate with `Authorization: Bearer <token>` (tokens are created on the console's API tokens page)." },
         "servers": [{ "url": "/api/v1" }],
         "security": [{ "bearer": [] }],
         "paths": {
@@ -55,6 +55,25 @@ pub fn document() -> Value {
             "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies and the coordinator's latest events.", "200", &[]) },
             "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", &["404", "409", "422", "502"]), "FailoverRequest") },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked.", "200", &[]) },
+            "/engines": { "post": with_body(op("Add a running engine to the slot map, owning no slots yet (a rebalance gives it its share).", "201", &["409", "422", "502"]), "NewEngine") },
+            "/engines/{address}": {
+                "parameters": [{ "name": "address", "in": "path", "required": true, "schema": { "type": "string" }, "description": "host:port" }],
+                "delete": op("Remove an engine that owns no slots and has no replicas (drain it first).", "200", &["409"]),
+            },
+            "/moves": {
+                "get": op("Slot moves, newest first, whether the queue is paused, and the progress of the move under way.", "200", &[]),
+                "post": with_body(op("Queue a move of slots from one engine to another.", "201", &["422"]), "NewMove"),
+            },
+            "/moves/pause": { "post": op("Pause the queue: no new move starts (the one under way finishes).", "200", &[]) },
+            "/moves/resume": { "post": op("Resume the queue.", "200", &[]) },
+            "/rebalance": {
+                "get": {
+                    "summary": "The plan a rebalance would queue: which slots move where, the keys and bytes of each move, the estimated time. With `drain`, the plan that empties that engine.",
+                    "parameters": [{ "name": "drain", "in": "query", "required": false, "schema": { "type": "string" } }],
+                    "responses": op("", "200", &["422"])["responses"].clone(),
+                },
+                "post": with_body(op("Queue a rebalance (or a drain) as planned now.", "201", &["422"]), "RebalanceRequest"),
+            },
             "/tokens": {
                 "get": op("List API tokens (without the tokens).", "200", &[]),
                 "post": with_body(op("Create an API token; the answer shows it once.", "201", &["422"]), "NewToken"),
@@ -71,6 +90,18 @@ pub fn document() -> Value {
             "schemas": {
                 "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "string" } } },
                 "FailoverRequest": { "type": "object", "required": ["engine"], "properties": { "engine": { "type": "integer", "minimum": 0 } }, "additionalProperties": false },
+                "NewEngine": { "type": "object", "required": ["address"], "properties": { "address": { "type": "string", "description": "host:port" } }, "additionalProperties": false },
+                "NewMove": {
+                    "type": "object",
+                    "required": ["source", "target", "slots"],
+                    "properties": {
+                        "source": { "type": "string", "description": "host:port of the engine owning the slots" },
+                        "target": { "type": "string" },
+                        "slots": { "type": "string", "description": "Ranges: \"0-99 200\"" },
+                    },
+                    "additionalProperties": false,
+                },
+                "RebalanceRequest": { "type": "object", "properties": { "drain": { "type": "string", "description": "Empty this engine (host:port) onto the others." } }, "additionalProperties": false },
                 "NewToken": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string", "maxLength": 64 } }, "additionalProperties": false },
                 "TenantInput": {
                     "type": "object",

@@ -310,7 +310,16 @@ fn urlencode(s: &str) -> String {
     s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
-pub async fn topology(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
+#[derive(serde::Deserialize, Default)]
+pub struct PlanQuery {
+    /// Show the rebalance plan (`rebalance`) or the plan that drains this engine.
+    #[serde(default)]
+    plan: Option<String>,
+    #[serde(default)]
+    drain: Option<String>,
+}
+
+pub async fn topology(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Query(q): Query<PlanQuery>) -> Response {
     let (engines, ranges) = match db::topology(&console.db).await {
         Ok(t) => t,
         Err(e) => return op_error(&s, e.into()),
@@ -318,7 +327,89 @@ pub async fn topology(State(console): State<Arc<Console>>, PageUser(s, _): PageU
     let proxies = db::proxies(&console.db).await.unwrap_or_default();
     let events = db::events(&console.db, 30).await.unwrap_or_default();
     let members = console.state.lock().members.clone();
-    TopologyPage { frame: frame(&s), map_svg: slot_map_svg(&ranges), engines, members, events, ranges, proxies }.into_response()
+    let moves = db::moves(&console.db, 20).await.unwrap_or_default();
+    let progress = crate::moves::progress(&console).await;
+    let paused = crate::moves::paused(&console).await;
+    let (plan, plan_error) = if q.plan.is_some() || q.drain.is_some() {
+        match crate::moves::plan(&console, q.drain.as_deref()).await {
+            Ok(p) => (Some(p), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (None, None)
+    };
+    TopologyPage {
+        frame: frame(&s),
+        map_svg: slot_map_svg(&ranges),
+        engines,
+        members,
+        events,
+        ranges,
+        proxies,
+        moves,
+        progress,
+        paused,
+        plan,
+        plan_error,
+        drain: q.drain,
+    }
+    .into_response()
+}
+
+/// The Topology page's forms that grow and shrink: add an engine, remove one, apply a plan
+/// (rebalance or drain), pause or resume the moves.
+pub async fn topology_change(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(action): Path<String>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let failed = |status: StatusCode, why: &str| error_page(Some(frame(&s)), status, why);
+    match action.as_str() {
+        "add-engine" => {
+            let Some(address) = field("address").filter(|a| a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())) else {
+                return failed(StatusCode::UNPROCESSABLE_ENTITY, "The engine's address: host:port.");
+            };
+            if let Err(why) = crate::nodes::Node::engine(&address, console.config.engine_password.as_deref()).await {
+                return failed(StatusCode::BAD_GATEWAY, &format!("The engine at {address} does not answer: {why}"));
+            }
+            match db::add_engine(&console.db, &address).await {
+                Ok(Ok(idx)) => {
+                    let _ = db::add_event(&console.db, "engine", &format!("engine {idx} ({address}) added, with no slots yet")).await;
+                    console.wake.notify_one();
+                }
+                Ok(Err(why)) => return failed(StatusCode::CONFLICT, &why),
+                Err(e) => return op_error(&s, e.into()),
+            }
+        }
+        "remove-engine" => {
+            let address = field("address").unwrap_or_default();
+            match db::remove_engine(&console.db, &address).await {
+                Ok(Ok(())) => {
+                    let _ = db::add_event(&console.db, "engine", &format!("engine {address} removed from the slot map")).await;
+                    console.wake.notify_one();
+                }
+                Ok(Err(why)) => return failed(StatusCode::CONFLICT, &why),
+                Err(e) => return op_error(&s, e.into()),
+            }
+        }
+        "apply" => {
+            let drain = field("drain");
+            let plan = match crate::moves::plan(&console, drain.as_deref()).await {
+                Ok(p) => p,
+                Err(e) => return failed(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string()),
+            };
+            if let Err(e) = crate::moves::apply(&console, &plan).await {
+                return failed(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string());
+            }
+        }
+        "pause" | "resume" => {
+            if let Err(e) = crate::moves::set_paused(&console, action == "pause").await {
+                return op_error(&s, e.into());
+            }
+        }
+        _ => return failed(StatusCode::NOT_FOUND, "No such change."),
+    }
+    Redirect::to("/topology").into_response()
 }
 
 /// "Fail over now" on the Topology page: the engine's best replica takes its place.
