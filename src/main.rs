@@ -156,6 +156,9 @@ struct ProxyArgs {
     /// Every proxy, comma-separated host:port, as cluster-mode clients are shown them (CLUSTER SLOTS) [env: TERRACE_PROXY_CLUSTER_NODES] [default: this proxy alone]
     #[arg(long)]
     cluster_nodes: Option<String>,
+    /// A console manages this proxy: hold every request until its first topology arrives [env: TERRACE_PROXY_AWAIT_CONSOLE] [default: false]
+    #[arg(long)]
+    await_console: bool,
 }
 
 impl ProxyArgs {
@@ -172,6 +175,7 @@ impl ProxyArgs {
             threads: self.threads,
             timeout_ms: self.timeout_ms,
             cluster_nodes: self.cluster_nodes.map(|e| terrace_proxy::config::split_list(&e)),
+            await_console: self.await_console.then_some(true),
             ..Default::default()
         };
         let overrides = flags.or(ProxySettings::from_env()?);

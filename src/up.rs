@@ -78,6 +78,115 @@ fn spawn(cmd: &[String]) -> std::io::Result<Child> {
     c.spawn()
 }
 
+/// How `terrace up` runs an engine: on 127.0.0.1, with the engines' password (which it also
+/// gives a master when it is a replica: after a failover any engine may become one).
+fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secret: &std::path::Path) -> Vec<String> {
+    vec![
+        exe.display().to_string(),
+        "engine".into(),
+        "--port".into(),
+        port.to_string(),
+        "--bind".into(),
+        "127.0.0.1".into(),
+        "--data-dir".into(),
+        dir.display().to_string(),
+        "--requirepass-file".into(),
+        secret.display().to_string(),
+        "--masterauth-file".into(),
+        secret.display().to_string(),
+    ]
+}
+
+/// Engines added from the console: started and supervised like the first ones, listed (by
+/// port) in `DATA_DIR/added-engines` so the next `terrace up` starts them too (the console's
+/// slot map still has them), each in `DATA_DIR/engine-added-PORT`.
+struct Added {
+    exe: PathBuf,
+    data_dir: PathBuf,
+    secret: PathBuf,
+    /// The first port to try for the next one.
+    next_port: Mutex<u16>,
+    engines: Arc<Mutex<Vec<Arc<Supervised>>>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl Added {
+    fn list_path(&self) -> PathBuf {
+        self.data_dir.join("added-engines")
+    }
+
+    fn listed(&self) -> Vec<u16> {
+        std::fs::read_to_string(self.list_path()).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+    }
+
+    fn save(&self, ports: &[u16]) -> std::io::Result<()> {
+        let text: String = ports.iter().map(|p| format!("{p}\n")).collect();
+        let tmp = self.data_dir.join("added-engines.tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, self.list_path())
+    }
+
+    /// Starts (and supervises) the engine on `port`; answers its address once it accepts
+    /// connections.
+    fn run(&self, port: u16) -> anyhow::Result<String> {
+        let dir = self.data_dir.join(format!("engine-added-{port}"));
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let command = engine_command(&self.exe, port, &dir, &self.secret);
+        let child = spawn(&command).with_context(|| format!("cannot start an engine on port {port}"))?;
+        let e = Arc::new(Supervised { name: format!("added engine (port {port})"), restart: command, child: Mutex::new(Some(child)) });
+        self.engines.lock().unwrap().push(e.clone());
+        let stopping = self.stopping.clone();
+        std::thread::spawn(move || supervise(&e, &stopping));
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            anyhow::ensure!(std::time::Instant::now() < deadline, "engine {addr} did not start within 60 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(addr)
+    }
+}
+
+impl terrace_console::Launcher for Added {
+    fn start(&self) -> Result<String, String> {
+        let mut next = self.next_port.lock().unwrap();
+        let port = (*next..=u16::MAX).find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok()).ok_or("no free port for another engine")?;
+        *next = port.saturating_add(1);
+        let mut ports = self.listed();
+        ports.push(port);
+        self.save(&ports).map_err(|e| format!("cannot record the engine in {}: {e}", self.list_path().display()))?;
+        self.run(port).map_err(|e| e.to_string())
+    }
+
+    fn stop(&self, address: &str) -> bool {
+        let Some(port) = address.strip_prefix("127.0.0.1:").and_then(|p| p.parse::<u16>().ok()) else { return false };
+        let mut ports = self.listed();
+        if !ports.contains(&port) {
+            return false;
+        }
+        ports.retain(|p| *p != port);
+        let _ = self.save(&ports);
+        let name = format!("added engine (port {port})");
+        let mut engines = self.engines.lock().unwrap();
+        if let Some(i) = engines.iter().position(|e| e.name == name) {
+            let e = engines.remove(i);
+            stop_engine(&e);
+        }
+        true
+    }
+}
+
+/// Stops a supervised engine for good (its supervisor sees no child and ends).
+fn stop_engine(e: &Supervised) {
+    if let Some(mut child) = e.child.lock().unwrap().take() {
+        // SAFETY: kill(2) on the pid of a child this process started and has not reaped.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let _ = child.wait();
+    }
+}
+
 /// The engines' password file in `data_dir`, made (mode 0600, 32 random bytes in hex) if
 /// missing.
 fn engine_secret(data_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
@@ -110,22 +219,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         let port = args.engine_port.checked_add(i).context("--engine-port leaves no room for every engine")?;
         let dir = args.data_dir.join(format!("engine-{}", i + 1));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let command = vec![
-            exe.display().to_string(),
-            "engine".into(),
-            "--port".into(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--data-dir".into(),
-            dir.display().to_string(),
-            "--requirepass-file".into(),
-            secret.display().to_string(),
-            // (A replica gives its primary the same password; after a failover any engine may
-            // become a replica.)
-            "--masterauth-file".into(),
-            secret.display().to_string(),
-        ];
+        let command = engine_command(&exe, port, &dir, &secret);
         let replica = i >= args.engines;
         let mut restart = command.clone();
         if args.replicas > 0 {
@@ -142,6 +236,18 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     for e in &engines {
         let (e, stopping) = (e.clone(), stopping.clone());
         std::thread::spawn(move || supervise(&e, &stopping));
+    }
+    // Engines the console added in earlier runs come back on their ports.
+    let added = Arc::new(Added {
+        exe: exe.clone(),
+        data_dir: args.data_dir.clone(),
+        secret: secret.clone(),
+        next_port: Mutex::new(args.engine_port.saturating_add(args.engines * (1 + args.replicas))),
+        engines: Arc::new(Mutex::new(Vec::new())),
+        stopping: stopping.clone(),
+    });
+    for port in added.listed() {
+        added.run(port)?;
     }
     // Clients get the proxy once the engines answer (an engine loading a large snapshot
     // takes a while); the proxy would reconnect anyway, but its first clients would see errors.
@@ -180,6 +286,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     .or(terrace_console::ConsoleSettings::from_env()?)
     .resolve()?;
+    let console = terrace_console::ConsoleConfig { launcher: terrace_console::Launch(Some(added.clone())), own_proxies: true, ..console };
     std::thread::Builder::new().name("terrace-console".into()).spawn(move || {
         let announce = |s: &terrace_console::Started| eprint!("{}", s.announce());
         if let Err(e) = terrace_console::run(console, announce) {
@@ -193,19 +300,16 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         engines: Some(addrs),
         admin_password: Some(admin_password),
         engine_password_file: Some(secret),
+        // Its console's slot map (engines added, slots moved) is the one to route with,
+        // not an even split of the first engines.
+        await_console: Some(true),
         ..Default::default()
     };
     crate::release_freed_memory_every_second();
     let result = settings.resolve().map_err(anyhow::Error::from).and_then(|c| Ok(terrace_proxy::run(c)?));
     stopping.store(true, Ordering::SeqCst);
-    for e in &engines {
-        if let Some(mut child) = e.child.lock().unwrap().take() {
-            // SAFETY: kill(2) on the pid of a child this process started and has not reaped.
-            unsafe {
-                libc::kill(child.id() as i32, libc::SIGTERM);
-            }
-            let _ = child.wait();
-        }
+    for e in engines.iter().chain(added.engines.lock().unwrap().iter()) {
+        stop_engine(e);
     }
     result
 }

@@ -61,7 +61,9 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     let get = |p: &str| api(reqwest::Method::GET, api_url(p), &token, None);
     let (status, doc) = get("/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
-    for p in ["/tenants", "/tenants/{name}", "/tenants/{name}/retrain", "/tenants/{name}/advice", "/topology", "/tokens/{id}", "/engines", "/moves", "/rebalance"] {
+    for p in
+        ["/tenants", "/tenants/{name}", "/tenants/{name}/retrain", "/tenants/{name}/advice", "/topology", "/tokens/{id}", "/engines", "/moves", "/rebalance"]
+    {
         assert!(doc["paths"].get(p).is_some(), "openapi lists {p}");
     }
 

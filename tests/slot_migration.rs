@@ -612,3 +612,120 @@ async fn the_console_plans_and_runs_a_rebalance_and_a_drain() {
     let r = web.post(format!("{url}/topology/add-engine")).form(&[("csrf", csrf.as_str()), ("address", "nowhere")]).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// `terrace up` on `dir` (engines from port `first`, console on `console_port`): the process
+/// and the proxy's port.
+fn start_up(dir: &std::path::Path, first: u16, console_port: u16) -> (std::process::Child, u16) {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
+    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
+        .arg(dir)
+        .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("terrace proxy ready on "), "{line}");
+    (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
+}
+
+fn stop_up(mut child: std::process::Child) {
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    assert!(child.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds() {
+    use reqwest::{Method, StatusCode};
+    use serde_json::json;
+    let dir = temp_dir("up-grow");
+    let first = loop {
+        let p = free_port();
+        if p < 60000 && (1..4).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+            break p;
+        }
+    };
+    let console_port = free_port();
+    let (child, port) = start_up(&dir, first, console_port);
+    let url = format!("http://127.0.0.1:{console_port}");
+    eventually(20, "the console answers", || std::net::TcpStream::connect(("127.0.0.1", console_port)).is_ok());
+    let (web, csrf) = console_api::login(&url).await;
+    let token = console_api::token(&web, &url, &csrf, "grow").await;
+    let call = |method: Method, path: &str, body: Option<serde_json::Value>| console_api::api(method, format!("{url}/api/v1{path}"), &token, body);
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    for i in 0..2000 {
+        let _: () = q(&mut con, &["SET", &format!("u:{i}"), &i.to_string()]);
+    }
+    // An engine started by the appliance itself, given a third of the slots.
+    let (status, body) = call(Method::POST, "/engines", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let added = body["address"].as_str().unwrap().to_string();
+    let added_port: u16 = added.rsplit(':').next().unwrap().parse().unwrap();
+    assert!(dir.join(format!("engine-added-{added_port}")).is_dir());
+    let (status, body) = call(Method::POST, "/rebalance", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    moves_done(&url, &token, 1).await;
+    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
+    let on_added = || redis::Client::open(format!("redis://:{secret}@{added}/")).unwrap().get_connection();
+    let n: i64 = q(&mut on_added().unwrap(), &["DBSIZE"]);
+    assert!(n > 400, "the new engine has its share ({n})");
+    // Supervised: killed, it comes back.
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<redis::Value>(&mut on_added().unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    eventually(20, "the added engine is restarted", || on_added().is_ok());
+    // The whole appliance restarted: the added engine with it, and the proxy routes with the
+    // console's map from its first request.
+    stop_up(child);
+    let (child, port) = start_up(&dir, first, console_port);
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    // (Nothing was saved: the engines come back empty; what is written now must be found.)
+    for i in 0..2000 {
+        let _: () = q(&mut con, &["SET", &format!("u:{i}"), &format!("again{i}")]);
+    }
+    let n: i64 = q(&mut on_added().unwrap(), &["DBSIZE"]);
+    assert!(n > 400, "after the restart the new engine serves its slots again ({n})");
+    // Drained and removed: the appliance stops it.
+    let (web, csrf) = console_api::login(&url).await;
+    let token = console_api::token(&web, &url, &csrf, "shrink").await;
+    let call = |method: Method, path: &str, body: Option<serde_json::Value>| console_api::api(method, format!("{url}/api/v1{path}"), &token, body);
+    let (status, body) = call(Method::POST, "/rebalance", Some(json!({"drain": added}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    moves_done(&url, &token, 2).await;
+    let (status, body) = call(Method::DELETE, &format!("/engines/{added}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(std::net::TcpStream::connect(&added).is_err(), "the removed engine was stopped");
+    for i in 0..2000 {
+        let got: Option<String> = q(&mut con, &["GET", &format!("u:{i}")]);
+        assert_eq!(got, Some(format!("again{i}")));
+    }
+    stop_up(child);
+    assert!(std::fs::read_to_string(dir.join("added-engines")).unwrap().trim().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_proxy_awaiting_its_console_holds_keyed_requests_until_the_first_topology() {
+    let e = Engine::start(&[]);
+    let proxy = Proxy::start(&[&e], &[], &[("TERRACE_PROXY_AWAIT_CONSOLE", "true"), ("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)]);
+    let port = proxy.port;
+    let reader = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        let pong: String = q(&mut c, &["PING"]);
+        assert_eq!(pong, "PONG", "keyless commands are answered at once");
+        let v: Option<String> = q(&mut c, &["GET", "k"]);
+        v
+    });
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert!(!reader.is_finished(), "the read waits for the console's topology");
+    let mut admin = redis::Client::open(format!("redis://admin:{PROXY_ADMIN_PASSWORD}@127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    let doc = serde_json::json!({ "engines": [format!("127.0.0.1:{}", e.port)] }).to_string();
+    let _: String = q(&mut admin, &["TERRACE.TOPOLOGY", "SET", &doc]);
+    assert_eq!(reader.join().unwrap(), None);
+    let _: () = q(&mut admin, &["SET", "k", "v"]);
+}

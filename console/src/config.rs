@@ -152,7 +152,28 @@ impl ConsoleSettings {
             health: Duration::from_millis(health_ms),
             failover_after: Duration::from_millis(failover_after_ms),
             move_rate,
+            launcher: Launch::default(),
+            own_proxies: false,
         })
+    }
+}
+
+/// Starts and stops engines for the console (`terrace up` gives one: engines added from the
+/// console are its children, supervised like the first ones).
+pub trait Launcher: Send + Sync {
+    /// Starts a new engine; answers its address once it answers.
+    fn start(&self) -> Result<String, String>;
+    /// Stops an engine this launcher started (false: not one of its own).
+    fn stop(&self, address: &str) -> bool;
+}
+
+/// A console's launcher, if it has one.
+#[derive(Clone, Default)]
+pub struct Launch(pub Option<std::sync::Arc<dyn Launcher>>);
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Launch(some)" } else { "Launch(none)" })
     }
 }
 
@@ -173,6 +194,10 @@ pub struct ConsoleConfig {
     pub failover_after: Duration,
     /// Bytes a second a slot move copies at most (0: no limit).
     pub move_rate: u64,
+    /// Who starts engines added without an address (`terrace up`).
+    pub launcher: Launch,
+    /// The proxies are `proxies` at every start, not only the first (`terrace up`).
+    pub own_proxies: bool,
 }
 
 #[cfg(test)]

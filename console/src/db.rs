@@ -224,8 +224,9 @@ pub async fn topology(db: &Db) -> Result<(Vec<String>, Vec<(u16, u16, usize)>), 
 }
 
 /// The first start: engines from the configuration, slots split evenly, their replicas (the
-/// i-th follows engine i modulo the engines), the proxies.
-pub async fn seed_topology(db: &Db, engines: &[String], replicas: &[String], proxies: &[String]) -> Result<(), DbError> {
+/// i-th follows engine i modulo the engines), the proxies. `own_proxies`: the proxies are
+/// exactly `proxies` at every start (`terrace up`: its own proxy, whose port may change).
+pub async fn seed_topology(db: &Db, engines: &[String], replicas: &[String], proxies: &[String], own_proxies: bool) -> Result<(), DbError> {
     let mut tx = db.begin().await?;
 
     let have: i64 = sqlx::query("SELECT COUNT(*) FROM engines").fetch_one(&mut *tx).await?.get(0);
@@ -245,6 +246,9 @@ pub async fn seed_topology(db: &Db, engines: &[String], replicas: &[String], pro
         for (i, r) in replicas.iter().enumerate() {
             sqlx::query("INSERT INTO replicas (address, engine) VALUES (?, ?)").bind(r).bind((i % n) as i64).execute(&mut *tx).await?;
         }
+    }
+    if own_proxies {
+        sqlx::query("DELETE FROM proxies").execute(&mut *tx).await?;
     }
     let have: i64 = sqlx::query("SELECT COUNT(*) FROM proxies").fetch_one(&mut *tx).await?.get(0);
     if have == 0 {

@@ -8,6 +8,7 @@ pub mod auth;
 mod charts;
 pub mod config;
 pub mod db;
+pub mod engines;
 pub mod failover;
 pub mod moves;
 mod nodes;
@@ -20,7 +21,7 @@ mod web;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-pub use config::{ConsoleConfig, ConsoleSettings};
+pub use config::{ConsoleConfig, ConsoleSettings, Launch, Launcher};
 
 /// Everything the handlers and the reconcile loop share.
 pub struct Console {
@@ -75,7 +76,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|source| ConsoleError::Bind { addr: addr.clone(), source })?;
         let local = listener.local_addr().map_err(|source| ConsoleError::Bind { addr, source })?;
         let db = db::open(&config.db).await?;
-        db::seed_topology(&db, &config.engines, &config.replicas, &config.proxies).await?;
+        db::seed_topology(&db, &config.engines, &config.replicas, &config.proxies, config.own_proxies).await?;
         db::abandon_retrains(&db).await?;
         let admin_password = auth::ensure_admin(&db, config.admin_password.as_deref()).await?;
         let dummy_hash = tokio::task::spawn_blocking(|| auth::hash_password(&auth::random_hex(16))).await.expect("hashing does not panic");

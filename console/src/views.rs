@@ -247,6 +247,8 @@ pub struct TopologyPage {
     pub plan: Option<crate::moves::Plan>,
     pub plan_error: Option<String>,
     pub drain: Option<String>,
+    /// Engines can be added without an address (`terrace up` starts them).
+    pub can_start: bool,
 }
 
 impl TopologyPage {

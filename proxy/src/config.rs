@@ -104,6 +104,9 @@ pub struct ProxySettings {
     /// an even share of the slots); default: this proxy alone. The console pushes its own
     /// `proxies` list.
     pub cluster_nodes: Option<Vec<String>>,
+    /// A console manages this proxy: every slot waits (requests are held, not answered from
+    /// a stale map) until the console's first topology arrives.
+    pub await_console: Option<bool>,
     pub tenants: Option<Vec<TenantSettings>>,
 }
 
@@ -128,6 +131,7 @@ impl ProxySettings {
             pubsub_output_limit: self.pubsub_output_limit.or(other.pubsub_output_limit),
             slots: self.slots.or(other.slots),
             cluster_nodes: self.cluster_nodes.or(other.cluster_nodes),
+            await_console: self.await_console.or(other.await_console),
             replicas: self.replicas.or(other.replicas),
             tenants: self.tenants.or(other.tenants),
             near_cache_ttl_ms: self.near_cache_ttl_ms.or(other.near_cache_ttl_ms),
@@ -156,6 +160,13 @@ impl ProxySettings {
             engine_password_file: var("TERRACE_PROXY_ENGINE_PASSWORD_FILE").map(std::path::PathBuf::from),
             timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
             cluster_nodes: var("TERRACE_PROXY_CLUSTER_NODES").map(|s| split_list(&s)),
+            await_console: var("TERRACE_PROXY_AWAIT_CONSOLE")
+                .map(|v| match v.as_str() {
+                    "1" | "true" | "yes" => Ok(true),
+                    "0" | "false" | "no" => Ok(false),
+                    _ => Err(invalid("TERRACE_PROXY_AWAIT_CONSOLE", format!("'{v}' is not true or false"))),
+                })
+                .transpose()?,
             ..Default::default()
         })
     }
@@ -317,6 +328,7 @@ impl ProxySettings {
             pubsub_output_limit,
             slot_map,
             cluster_nodes,
+            await_console: self.await_console.unwrap_or(false),
             replicas,
             reload_from: None,
             near_cache_ttl: Duration::from_millis(self.near_cache_ttl_ms.unwrap_or(0)),
@@ -371,6 +383,8 @@ pub struct ProxyConfig {
     pub slot_map: SlotMap,
     /// The proxies of the cluster view (empty: this one alone).
     pub cluster_nodes: Vec<String>,
+    /// Hold every slot until the console's first topology (`await_console`).
+    pub await_console: bool,
     /// Each engine's replicas (by engine index; shorter than `engines` when the last have none).
     pub replicas: Vec<Vec<String>>,
     /// Where a reload re-reads the configuration: the file, and the settings (flags,

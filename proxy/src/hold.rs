@@ -49,6 +49,8 @@ pub struct Holds {
     released: tokio::sync::watch::Sender<u64>,
     /// One hold at a time (each waits on one epoch's parity).
     holding: tokio::sync::Mutex<()>,
+    /// Every slot is held until the console's first topology (`await_console`).
+    awaiting_push: AtomicBool,
 }
 
 impl Default for Holds {
@@ -60,6 +62,7 @@ impl Default for Holds {
             reactors: Default::default(),
             released: tokio::sync::watch::channel(0).0,
             holding: tokio::sync::Mutex::new(()),
+            awaiting_push: AtomicBool::new(false),
         }
     }
 }
@@ -120,6 +123,24 @@ impl Holds {
                 return Err(format!("{left} requests sent before the hold were still unanswered after {within:?}"));
             }
             tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+
+    /// At start, with `await_console`: every slot is held until the console's first
+    /// topology (`pushed`); nothing was sent yet, so there is nothing to wait for.
+    pub fn hold_all_until_pushed(&self) {
+        let mut all = SlotSet::default();
+        all.insert_range(0, (terrace_commands::slots::SLOTS - 1) as u16);
+        *self.held.write() = all;
+        self.any.store(true, Ordering::SeqCst);
+        self.awaiting_push.store(true, Ordering::SeqCst);
+    }
+
+    /// A topology was pushed: the hold taken at start for it ends.
+    pub fn pushed(&self) {
+        if self.awaiting_push.swap(false, Ordering::SeqCst) {
+            tracing::info!("the console's topology arrived: serving every slot");
+            self.release(None);
         }
     }
 

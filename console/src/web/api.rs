@@ -248,43 +248,39 @@ fn move_error(e: crate::moves::MoveError) -> Response {
     }
 }
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct NewEngine {
-    address: String,
+    /// A running engine's `host:port`; none: `terrace up` starts one.
+    #[serde(default)]
+    address: Option<String>,
 }
 
-/// Adds an engine (already running, at `address`) to the slot map with no slots: a
-/// rebalance then gives it its share.
+fn engine_error(e: crate::engines::EngineError) -> Response {
+    use crate::engines::EngineError::*;
+    let status = match &e {
+        Address | NoLauncher => StatusCode::UNPROCESSABLE_ENTITY,
+        Start(_) | Unreachable(..) => StatusCode::BAD_GATEWAY,
+        Conflict(_) => StatusCode::CONFLICT,
+        Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, &e.to_string())
+}
+
+/// Adds an engine to the slot map with no slots (a rebalance then gives it its share): one
+/// running at `address`, or one `terrace up` starts and supervises.
 async fn add_engine(_: ApiUser, State(c): State<Arc<Console>>, Body(e): Body<NewEngine>) -> Response {
-    let address = e.address.trim();
-    if address.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
-        return error(StatusCode::UNPROCESSABLE_ENTITY, "address: host:port");
-    }
-    if let Err(why) = crate::nodes::Node::engine(address, c.config.engine_password.as_deref()).await {
-        return error(StatusCode::BAD_GATEWAY, &format!("address: the engine does not answer ({why})"));
-    }
-    match db::add_engine(&c.db, address).await {
-        Ok(Ok(idx)) => {
-            let _ = db::add_event(&c.db, "engine", &format!("engine {idx} ({address}) added, with no slots yet")).await;
-            c.wake.notify_one();
-            (StatusCode::CREATED, Json(json!({ "engine": idx, "address": address }))).into_response()
-        }
-        Ok(Err(why)) => error(StatusCode::CONFLICT, &why),
-        Err(e) => op_error(e.into()),
+    match crate::engines::add(&c, e.address.as_deref()).await {
+        Ok((idx, address)) => (StatusCode::CREATED, Json(json!({ "engine": idx, "address": address }))).into_response(),
+        Err(e) => engine_error(e),
     }
 }
 
 /// Removes an engine that owns no slots (drain it first).
 async fn remove_engine(_: ApiUser, State(c): State<Arc<Console>>, Path(address): Path<String>) -> Response {
-    match db::remove_engine(&c.db, &address).await {
-        Ok(Ok(())) => {
-            let _ = db::add_event(&c.db, "engine", &format!("engine {address} removed from the slot map")).await;
-            c.wake.notify_one();
-            Json(json!({ "removed": address })).into_response()
-        }
-        Ok(Err(why)) => error(StatusCode::CONFLICT, &why),
-        Err(e) => op_error(e.into()),
+    match crate::engines::remove(&c, &address).await {
+        Ok(()) => Json(json!({ "removed": address })).into_response(),
+        Err(e) => engine_error(e),
     }
 }
 

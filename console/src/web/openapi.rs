@@ -55,7 +55,7 @@ pub fn document() -> Value {
             "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies and the coordinator's latest events.", "200", &[]) },
             "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", &["404", "409", "422", "502"]), "FailoverRequest") },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked.", "200", &[]) },
-            "/engines": { "post": with_body(op("Add a running engine to the slot map, owning no slots yet (a rebalance gives it its share).", "201", &["409", "422", "502"]), "NewEngine") },
+            "/engines": { "post": with_body(op("Add an engine to the slot map, owning no slots yet (a rebalance gives it its share): a running one, or one `terrace up` starts.", "201", &["409", "422", "502"]), "NewEngine") },
             "/engines/{address}": {
                 "parameters": [{ "name": "address", "in": "path", "required": true, "schema": { "type": "string" }, "description": "host:port" }],
                 "delete": op("Remove an engine that owns no slots and has no replicas (drain it first).", "200", &["409"]),
@@ -90,7 +90,7 @@ pub fn document() -> Value {
             "schemas": {
                 "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "string" } } },
                 "FailoverRequest": { "type": "object", "required": ["engine"], "properties": { "engine": { "type": "integer", "minimum": 0 } }, "additionalProperties": false },
-                "NewEngine": { "type": "object", "required": ["address"], "properties": { "address": { "type": "string", "description": "host:port" } }, "additionalProperties": false },
+                "NewEngine": { "type": "object", "properties": { "address": { "type": "string", "description": "host:port of a running engine; omitted: `terrace up` starts one and supervises it" } }, "additionalProperties": false },
                 "NewMove": {
                     "type": "object",
                     "required": ["source", "target", "slots"],

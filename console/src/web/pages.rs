@@ -352,6 +352,7 @@ pub async fn topology(State(console): State<Arc<Console>>, PageUser(s, _): PageU
         plan,
         plan_error,
         drain: q.drain,
+        can_start: console.config.launcher.0.is_some(),
     }
     .into_response()
 }
@@ -366,30 +367,13 @@ pub async fn topology_change(State(console): State<Arc<Console>>, PageUser(s, _)
     let failed = |status: StatusCode, why: &str| error_page(Some(frame(&s)), status, why);
     match action.as_str() {
         "add-engine" => {
-            let Some(address) = field("address").filter(|a| a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())) else {
-                return failed(StatusCode::UNPROCESSABLE_ENTITY, "The engine's address: host:port.");
-            };
-            if let Err(why) = crate::nodes::Node::engine(&address, console.config.engine_password.as_deref()).await {
-                return failed(StatusCode::BAD_GATEWAY, &format!("The engine at {address} does not answer: {why}"));
-            }
-            match db::add_engine(&console.db, &address).await {
-                Ok(Ok(idx)) => {
-                    let _ = db::add_event(&console.db, "engine", &format!("engine {idx} ({address}) added, with no slots yet")).await;
-                    console.wake.notify_one();
-                }
-                Ok(Err(why)) => return failed(StatusCode::CONFLICT, &why),
-                Err(e) => return op_error(&s, e.into()),
+            if let Err(e) = crate::engines::add(&console, field("address").as_deref()).await {
+                return failed(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string());
             }
         }
         "remove-engine" => {
-            let address = field("address").unwrap_or_default();
-            match db::remove_engine(&console.db, &address).await {
-                Ok(Ok(())) => {
-                    let _ = db::add_event(&console.db, "engine", &format!("engine {address} removed from the slot map")).await;
-                    console.wake.notify_one();
-                }
-                Ok(Err(why)) => return failed(StatusCode::CONFLICT, &why),
-                Err(e) => return op_error(&s, e.into()),
+            if let Err(e) = crate::engines::remove(&console, &field("address").unwrap_or_default()).await {
+                return failed(StatusCode::CONFLICT, &e.to_string());
             }
         }
         "apply" => {

@@ -165,6 +165,10 @@ pub struct TopologyDocument {
 
 impl Shared {
     pub fn new(config: ProxyConfig) -> Arc<Shared> {
+        let holds = crate::hold::Holds::default();
+        if config.await_console {
+            holds.hold_all_until_pushed();
+        }
         Arc::new(Shared {
             started: std::time::Instant::now(),
             next_client_id: AtomicU64::new(1),
@@ -177,7 +181,7 @@ impl Shared {
             pushed: parking_lot::Mutex::new(None),
             topology_changed: tokio::sync::Notify::new(),
             auth_failures: terrace_commands::auth_limit::FailureLimiter::new(AUTH_FAILURES, AUTH_WINDOW),
-            holds: Default::default(),
+            holds,
             near_cache: (!config.near_cache_ttl.is_zero()).then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
             config,
         })
@@ -245,6 +249,8 @@ impl Shared {
         let fresh = settings.resolve().map_err(|e| e.to_string())?;
         let digest = digest_of(json);
         self.install(&fresh);
+        // The console's first topology: whatever waited for it routes with it now.
+        self.holds.pushed();
         tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), %digest, "topology set by an admin");
         *self.pushed.lock() = Some(digest.clone());
         Ok(digest)
