@@ -35,6 +35,8 @@ const READY_WAIT: Duration = Duration::from_secs(600);
 const HANDOVER_WAIT: Duration = Duration::from_secs(10);
 /// The copy rate assumed for an estimate before any move was measured.
 const ASSUMED_BYTES_PER_SEC: f64 = 50e6;
+/// A plan moves at most this many slots in one move.
+const MOVE_SLOTS: usize = 1024;
 /// The setting that pauses the queue.
 const PAUSED: &str = "moves_paused";
 
@@ -104,7 +106,18 @@ pub fn even_moves(engines: usize, owner: &[usize], excluded: Option<usize>) -> V
             moves.entry((from, e)).or_default().insert(slot);
         }
     }
-    moves.into_iter().map(|((from, to), slots)| (from, to, slots)).collect()
+    // In pieces of at most `MOVE_SLOTS`: each holds its slots on the proxies for a shorter
+    // while, and a crash repeats less.
+    let mut out = Vec::new();
+    for ((from, to), slots) in moves {
+        let all: Vec<u16> = slots.iter().collect();
+        for piece in all.chunks(MOVE_SLOTS) {
+            let mut set = SlotSet::default();
+            piece.iter().for_each(|&s| set.insert(s));
+            out.push((from, to, set));
+        }
+    }
+    out
 }
 
 /// A plan: `drain` empties that engine onto the others; otherwise every engine gets an
@@ -466,6 +479,7 @@ mod tests {
         let moves = even_moves(3, &owner, None);
         let given: usize = moves.iter().map(|(_, _, s)| s.len()).sum();
         assert_eq!(given, 5461);
+        assert!(moves.iter().all(|(_, _, s)| s.len() <= MOVE_SLOTS) && moves.len() == 6, "in pieces: {}", moves.len());
         assert!(moves.iter().all(|(_, to, _)| *to == 2));
         let mut after = owner.clone();
         for (_, to, s) in &moves {

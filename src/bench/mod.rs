@@ -4,6 +4,7 @@ pub mod burst;
 pub mod compress;
 pub mod compress_e2e;
 pub mod cost;
+pub mod rebalance;
 pub mod resp_client;
 pub mod storage;
 pub mod tiers;
@@ -31,6 +32,9 @@ pub enum BenchCommand {
     /// The cost framework's validation: for three workloads, costs predicted from a sampled
     /// trace against costs measured on the full data, and the break-even intervals.
     Cost(cost::CostArgs),
+    /// Growing from one node to two under a background load, against a Redis Cluster
+    /// rebalanced with redis-cli: time, throughput and p99 before, during and after, pauses.
+    Rebalance(rebalance::RebalanceArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -41,6 +45,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Storage(args) => storage::run(args),
         BenchCommand::Burst(args) => burst::run(args),
         BenchCommand::Cost(args) => cost::run(args),
+        BenchCommand::Rebalance(args) => rebalance::run(args),
     }
 }
 
