@@ -148,6 +148,7 @@ pub static KEY_SPECS: &[(&str, &[&[&str]])] = &[
     ("substr", &[&["RO", "access"]]),
     ("sunion", &[&["RO", "access"]]),
     ("sunionstore", &[&["OW", "update"], &["RO", "access"]]),
+    ("terrace.import", &[&["OW", "update"]]),
     ("touch", &[&["RO"]]),
     ("ttl", &[&["RO", "access"]]),
     ("type", &[&["RO"]]),
