@@ -88,6 +88,9 @@ struct ConsoleArgs {
     /// Bytes a second a slot move copies at most, a size (0: no limit) [env: TERRACE_CONSOLE_MOVE_RATE] [default: 0]
     #[arg(long)]
     move_rate: Option<String>,
+    /// Percent of the time a slot move's copying and deleting may work on the engines [default: 50]
+    #[arg(long)]
+    move_pace: Option<u8>,
     /// TOML configuration file; its [console] table is read.
     #[arg(long, env = "TERRACE_CONFIG")]
     config: Option<PathBuf>,
@@ -107,6 +110,7 @@ impl ConsoleArgs {
             health_ms: self.health_ms,
             failover_after_ms: self.failover_after_ms,
             move_rate: self.move_rate,
+            move_pace: self.move_pace,
             ..Default::default()
         };
         let file = match &self.config {

@@ -41,6 +41,9 @@ pub struct ConsoleSettings {
     /// At most this many bytes a second copied by a slot move (a size: `50mb`; 0: as fast
     /// as the engines go).
     pub move_rate: Option<String>,
+    /// The share of the time, in percent, a slot move's copying and deleting may take on the
+    /// engines (the rest is their clients').
+    pub move_pace: Option<u8>,
 }
 
 impl ConsoleSettings {
@@ -59,6 +62,7 @@ impl ConsoleSettings {
             health_ms: self.health_ms.or(other.health_ms),
             failover_after_ms: self.failover_after_ms.or(other.failover_after_ms),
             move_rate: self.move_rate.or(other.move_rate),
+            move_pace: self.move_pace.or(other.move_pace),
         }
     }
 
@@ -82,6 +86,7 @@ impl ConsoleSettings {
             health_ms: None,
             failover_after_ms: None,
             move_rate: var("TERRACE_CONSOLE_MOVE_RATE"),
+            move_pace: None,
         })
     }
 
@@ -134,6 +139,10 @@ impl ConsoleSettings {
             }
             None => 0,
         };
+        let move_pace = self.move_pace.unwrap_or(50);
+        if !(1..=100).contains(&move_pace) {
+            return Err(invalid("move_pace", "a percentage from 1 to 100"));
+        }
         let engine_password = match &self.engine_password_file {
             Some(path) => Some(terrace_commands::settings::read_secret_file("engine_password_file", path)?),
             None => None,
@@ -152,6 +161,7 @@ impl ConsoleSettings {
             health: Duration::from_millis(health_ms),
             failover_after: Duration::from_millis(failover_after_ms),
             move_rate,
+            move_pace,
             launcher: Launch::default(),
             own_proxies: false,
         })
@@ -194,6 +204,8 @@ pub struct ConsoleConfig {
     pub failover_after: Duration,
     /// Bytes a second a slot move copies at most (0: no limit).
     pub move_rate: u64,
+    /// The share of the time a slot move works on the engines, in percent.
+    pub move_pace: u8,
     /// Who starts engines added without an address (`terrace up`).
     pub launcher: Launch,
     /// The proxies are `proxies` at every start, not only the first (`terrace up`).
@@ -221,7 +233,9 @@ mod tests {
         let e = ConsoleSettings { move_rate: Some("fast".into()), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`move_rate`: 'fast' is not a size"), "{e}");
         let c = ConsoleSettings { move_rate: Some("2mb".into()), ..Default::default() }.resolve().unwrap();
-        assert_eq!(c.move_rate, 2 << 20);
+        assert_eq!((c.move_rate, c.move_pace), (2 << 20, 50));
+        let e = ConsoleSettings { move_pace: Some(0), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("`move_pace`"), "{e}");
         let e = ConsoleSettings { failover_after_ms: Some(50), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`failover_after_ms`"), "{e}");
     }

@@ -334,10 +334,11 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
         let mut args = vec!["TERRACE.MIGRATE", "START", job, &m.target];
         let ranges: Vec<String> = slots.ranges().iter().map(|(a, b)| format!("{a}-{b}")).collect();
         args.extend(ranges.iter().map(String::as_str));
-        let rate = console.config.move_rate.to_string();
+        let (rate, pace) = (console.config.move_rate.to_string(), console.config.move_pace.to_string());
         if console.config.move_rate > 0 {
             args.extend(["RATE", rate.as_str()]);
         }
+        args.extend(["PACE", pace.as_str()]);
         src.run::<()>(&args).await?;
     }
     m.state = "copying".into();

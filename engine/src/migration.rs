@@ -68,6 +68,8 @@ pub struct Job {
     pub slots: SlotSet,
     /// Copy at most this many bytes a second (0: as fast as the batches go).
     pub rate: u64,
+    /// Work at most this share of the time, in percent (the rest is the engine's).
+    pub pace: u8,
 }
 
 /// Requests the thread has not taken yet.
@@ -242,6 +244,7 @@ impl Migration {
             "target": st.job.as_ref().and_then(|j| j.target.clone()),
             "slots": st.job.as_ref().map(|j| j.slots.to_string()),
             "rate": st.job.as_ref().map(|j| j.rate),
+            "pace": st.job.as_ref().map(|j| j.pace),
             "error": st.error,
             "started_ms": st.started_ms,
             "sealed_ms": st.sealed_ms,
@@ -261,7 +264,7 @@ mod tests {
     use super::*;
 
     fn job(target: Option<&str>) -> Job {
-        Job { id: "j1".into(), target: target.map(str::to_string), slots: SlotSet::parse("0-9").unwrap(), rate: 0 }
+        Job { id: "j1".into(), target: target.map(str::to_string), slots: SlotSet::parse("0-9").unwrap(), rate: 0, pace: 50 }
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub struct RebalanceArgs {
     redis_server: String,
     #[arg(long, default_value = "redis-cli")]
     redis_cli: String,
+    /// The console's `move_pace` (percent of the time a move works on the engines).
+    #[arg(long, default_value_t = 50)]
+    move_pace: u8,
     /// Where the nodes keep their files.
     #[arg(long, default_value = "/tmp/terrace-bench-rebalance")]
     dir: PathBuf,
@@ -354,7 +357,8 @@ fn run_terrace(args: &RebalanceArgs, value: &Arc<Vec<u8>>) -> anyhow::Result<Out
     let console_pw = "bench-console-pw";
     let _console = Proc(
         pinned("0", &exe)
-            .args(["console", "--port", &console_port.to_string(), "--reconcile-ms", "1000", "--engines", &a, "--proxies", &proxy, "--db"])
+            .args(["console", "--port", &console_port.to_string(), "--reconcile-ms", "1000", "--engines", &a, "--proxies", &proxy])
+            .args(["--move-pace", &args.move_pace.to_string(), "--db"])
             .arg(args.dir.join("console.db"))
             .env("TERRACE_ADMIN_PASSWORD", console_pw)
             .env("TERRACE_PROXY_ADMIN_PASSWORD", admin)

@@ -2,7 +2,7 @@
 //! (`crate::migration` holds its state, `server::migrate` does the work).
 //!
 //! ```text
-//! TERRACE.MIGRATE START id host:port range [range ...] [RATE bytes-per-second]
+//! TERRACE.MIGRATE START id host:port range [range ...] [RATE bytes-per-second] [PACE percent]
 //! TERRACE.MIGRATE PURGE id range [range ...]     (deletes the slots' keys here)
 //! TERRACE.MIGRATE STATUS | SEAL | FINISH | ABORT
 //! ```
@@ -11,6 +11,9 @@ use super::args::{err, is, CmdError};
 use super::{CmdResult, Ctx};
 use crate::migration::Job;
 use terrace_commands::slots::SlotSet;
+
+/// The share of the time a migration works, in percent, unless START says (PACE).
+const DEFAULT_PACE: u8 = 50;
 
 pub fn migrate(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let m = &ctx.srv.migration;
@@ -45,11 +48,20 @@ pub fn migrate(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     };
     let id = String::from_utf8_lossy(argv[2]).into_owned();
     let mut slots = SlotSet::default();
-    let mut rate = 0;
+    let (mut rate, mut pace) = (0, DEFAULT_PACE);
     let mut i = 0;
     while i < rest.len() {
         if is(rest[i], "RATE") && target.is_some() {
             rate = rest.get(i + 1).and_then(|r| std::str::from_utf8(r).ok()?.parse::<u64>().ok()).ok_or(CmdError::Syntax)?;
+            i += 2;
+            continue;
+        }
+        if is(rest[i], "PACE") {
+            pace = rest
+                .get(i + 1)
+                .and_then(|r| std::str::from_utf8(r).ok()?.parse::<u8>().ok())
+                .filter(|p| (1..=100).contains(p))
+                .ok_or_else(|| err("ERR PACE must be a percentage from 1 to 100"))?;
             i += 2;
             continue;
         }
@@ -61,11 +73,11 @@ pub fn migrate(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if slots.is_empty() {
         return Err(err("ERR no slots given"));
     }
-    m.start(Job { id, target, slots, rate }, ctx.data.now).map_err(refused)?;
+    m.start(Job { id, target, slots, rate, pace }, ctx.data.now).map_err(refused)?;
     ctx.out.ok();
     Ok(())
 }
 
 fn usage() -> CmdError {
-    err("ERR unknown TERRACE.MIGRATE subcommand or wrong number of arguments (START id host:port ranges [RATE n], PURGE id ranges, STATUS, SEAL, FINISH, ABORT)")
+    err("ERR unknown TERRACE.MIGRATE subcommand or wrong number of arguments (START id host:port ranges [RATE n] [PACE percent], PURGE id ranges, STATUS, SEAL, FINISH, ABORT)")
 }

@@ -213,7 +213,7 @@ impl Worker<'_> {
             if m.take_seal() {
                 break;
             }
-            let n = self.catch_up(&mut link)?;
+            let n = self.catch_up(&mut link, false)?;
             m.counters.last_round.store(n, Ordering::Relaxed);
             if n <= READY_ROUND && m.status().phase == Phase::CatchingUp {
                 m.set_phase(Phase::Ready);
@@ -230,7 +230,7 @@ impl Worker<'_> {
             s.phase = Phase::Sealed;
             s.sealed_ms = now_ms();
         });
-        let n = self.catch_up(&mut link)?;
+        let n = self.catch_up(&mut link, true)?;
         m.counters.last_round.store(n, Ordering::Relaxed);
         self.flush_written_back()?;
         self.srv.keyspace.moving().note(None);
@@ -271,12 +271,15 @@ impl Worker<'_> {
                 // What storage holds first; the cache's values (newer where they differ:
                 // write-back keys not flushed yet) are sent after them.
                 let mut sent = 0;
+                let mut worked = Instant::now();
                 self.scan_storage(&tenant, |d, key, record| {
                     link.place(&name, d);
                     link.send(&[b"TERRACE.IMPORT", key, record]);
                     sent += 1;
                     if sent % BATCH == 0 {
                         link.flush()?;
+                        self.pace(worked.elapsed());
+                        worked = Instant::now();
                     }
                     counters.keys_copied.fetch_add(1, Ordering::Relaxed);
                     let total = counters.bytes_copied.fetch_add((key.len() + record.len()) as u64, Ordering::Relaxed);
@@ -292,6 +295,7 @@ impl Worker<'_> {
                     let mut cursor = (0usize, None);
                     loop {
                         self.check()?;
+                        let worked = Instant::now();
                         let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
                         let done = {
                             let shard = ks.lock_one(self.locks, id);
@@ -325,6 +329,7 @@ impl Worker<'_> {
                             link.flush()?;
                             counters.keys_copied.fetch_add(batch.len() as u64, Ordering::Relaxed);
                             let total = counters.bytes_copied.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+                            self.pace(worked.elapsed());
                             self.throttle(total, started);
                         }
                         if done {
@@ -336,6 +341,15 @@ impl Worker<'_> {
         }
         counters.keys_total.store(counters.keys_copied.load(Ordering::Relaxed), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Leaves the engine the share of a core the job does not take (`pace`): after a batch
+    /// that took `worked`, waits so that the job works at most `pace`% of the time.
+    fn pace(&self, worked: Duration) {
+        let pace = self.job.pace.clamp(1, 100) as u32;
+        if pace < 100 {
+            std::thread::sleep((worked * (100 - pace) / pace).min(Duration::from_millis(20)));
+        }
     }
 
     /// Keeps the copy under the job's rate (bytes a second).
@@ -351,7 +365,7 @@ impl Worker<'_> {
 
     /// One catch-up round: every key noted since the last one, sent again as it is now (or
     /// deleted). Returns how many keys it sent.
-    fn catch_up(&mut self, link: &mut Link) -> Result<u64, JobError> {
+    fn catch_up(&mut self, link: &mut Link, sealed: bool) -> Result<u64, JobError> {
         let (copied, shared): (Vec<Tenant>, Vec<Tenant>) = self.tenants().into_iter().partition(|t| !t.shared_storage);
         let ks = &self.srv.keyspace;
         // Shared storage holds those tenants' keys: their notes are not needed.
@@ -373,6 +387,7 @@ impl Worker<'_> {
                     keys.sort_unstable();
                     keys.dedup();
                     for chunk in keys.chunks(BATCH) {
+                        let worked = Instant::now();
                         link.place(&name, d);
                         {
                             let shard = ks.lock_one(self.locks, id);
@@ -390,6 +405,10 @@ impl Worker<'_> {
                         }
                         link.flush()?;
                         sent += chunk.len() as u64;
+                        // (Not once sealed: the proxies hold the slots until it is done.)
+                        if !sealed {
+                            self.pace(worked.elapsed());
+                        }
                     }
                 }
             }
@@ -433,7 +452,9 @@ impl Worker<'_> {
                 for d in 0..NUM_DBS {
                     let mine: Vec<Vec<u8>> = keys.iter().filter(|(kd, _)| *kd == d).map(|(_, k)| k.clone()).collect();
                     for chunk in mine.chunks(BATCH) {
+                        let worked = Instant::now();
                         self.delete(ns * NUM_DBS + d, chunk)?;
+                        self.pace(worked.elapsed());
                         self.srv.migration.counters.keys_deleted.fetch_add(chunk.len() as u64, Ordering::Relaxed);
                     }
                 }
@@ -449,6 +470,7 @@ impl Worker<'_> {
                         shard.iter().map(|e| e.key()).filter(|k| slots.contains_key(k)).map(<[u8]>::to_vec).collect()
                     };
                     for chunk in keys.chunks(BATCH) {
+                        let worked = Instant::now();
                         if backed {
                             // (A dirty key stays: its write is not in storage yet.)
                             let mut shard = ks.lock_one(self.locks, id);
@@ -460,6 +482,7 @@ impl Worker<'_> {
                         } else {
                             self.delete(db, chunk)?;
                         }
+                        self.pace(worked.elapsed());
                         self.srv.migration.counters.keys_deleted.fetch_add(chunk.len() as u64, Ordering::Relaxed);
                     }
                 }
