@@ -3,7 +3,7 @@
 //! (`--keys` × `--value-size`), and an empty second node; a background load (90% GET, 10%
 //! SET, uniform keys) runs at a fixed rate — half of what the one-node setup serves, measured
 //! first — while the slots are rebalanced over the two nodes: Terrace's console
-//! (`POST /api/v1/rebalance`, moves of 1024 slots), Redis's `redis-cli --cluster rebalance
+//! (`POST /api/v1/rebalance`, moves of at most 4096 slots), Redis's `redis-cli --cluster rebalance
 //! --cluster-use-empty-masters`. Every server process (and the console, and redis-cli) is
 //! pinned to core 0, the load generator to core 1. Reported: the rebalance's time, the
 //! load's throughput and p99 before, during and after it, requests that failed, and the
@@ -46,6 +46,12 @@ pub struct RebalanceArgs {
     /// The console's `move_pace` (percent of the time a move works on the engines).
     #[arg(long, default_value_t = 50)]
     move_pace: u8,
+    /// Print each side's load second by second (requests, p99, the rebalance's span).
+    #[arg(long)]
+    timeline: bool,
+    /// Run one side only (`terrace` or `redis`).
+    #[arg(long)]
+    only: Option<String>,
     /// Where the nodes keep their files.
     #[arg(long, default_value = "/tmp/terrace-bench-rebalance")]
     dir: PathBuf,
@@ -273,6 +279,15 @@ fn measured(
     }
     let last = began.elapsed().as_secs_f64();
     let phases = [phase(&all.samples, 0.5, start), phase(&all.samples, start, end), phase(&all.samples, end, last - 0.5)];
+    if args.timeline {
+        println!("{name}: second, requests, p99 ms (rebalance from {start:.1} s to {end:.1} s)");
+        let mut t = 0.0;
+        while t < last {
+            let (n, p99) = phase(&all.samples, t, t + 1.0);
+            println!("  {t:>5.0} {n:>8.0} {p99:>9.2}");
+            t += 1.0;
+        }
+    }
     Ok(Outcome { name, rebalance_s: end - start, phases, errors: all.errors, last_error: all.last_error, redirects: all.redirects, pauses_ms })
 }
 
@@ -296,14 +311,14 @@ pub fn run(args: RebalanceArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&args.dir);
     std::fs::create_dir_all(&args.dir)?;
     println!("rebalance: {} keys × {} B from one node to two, under a background load (90% GET, 10% SET)", args.keys, args.value_size);
-    let terrace = run_terrace(&args, &value)?;
-    let redis = run_redis(&args, &value)?;
+    let terrace = if args.only.as_deref() != Some("redis") { Some(run_terrace(&args, &value)?) } else { None };
+    let redis = if args.only.as_deref() != Some("terrace") { Some(run_redis(&args, &value)?) } else { None };
     println!();
     println!(
         "| | rebalance (s) | req/s before | during | after | p99 ms before | during | after | failed requests | redirections | pauses (ms): median / max |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for o in [&terrace, &redis] {
+    for o in terrace.iter().chain(redis.iter()) {
         let pauses = if o.pauses_ms.is_empty() {
             "—".to_string()
         } else {
@@ -317,6 +332,7 @@ pub fn run(args: RebalanceArgs) -> anyhow::Result<()> {
             println!("  ({} last error: {e})", o.name);
         }
     }
+    let (Some(terrace), Some(redis)) = (terrace, redis) else { return Ok(()) };
     println!(
         "\nterrace / redis: rebalance time {:.2}x, throughput during {:.2}x of before (redis {:.2}x), p99 during {:.2} ms vs {:.2} ms",
         terrace.rebalance_s / redis.rebalance_s,

@@ -26,12 +26,15 @@ use bytes::BytesMut;
 use self::link::{Link, LinkError, Reply};
 use super::state::{ClientInfo, Server};
 use crate::clock::now_ms;
-use crate::keyspace::{LockCap, NUM_DBS};
+use crate::keyspace::{Entry, LockCap, NUM_DBS};
 use crate::migration::{Job, Phase};
+use terrace_commands::slots::SlotSet;
 
 /// At most this many keys, or about this many bytes, are read per shard lock hold.
 const BATCH: usize = 256;
 const BATCH_BYTES: usize = 1 << 20;
+/// At most this many table buckets are read per shard lock hold.
+const SCAN: usize = 8192;
 /// A catch-up round this small or smaller makes the job `Ready` to seal.
 const READY_ROUND: u64 = 1000;
 /// How long sealing may wait for write-back keys of the slots to reach storage.
@@ -93,6 +96,47 @@ fn run(weak: Weak<Server>, locks: LockCap) {
                 srv.migration.fail(e.to_string());
             }
         }
+    }
+}
+
+/// A position in a shard's table, read a bounded batch per lock hold: the bucket to read
+/// next and the table layout it is a position in (a table rebuilt meanwhile — grown or
+/// shrunk — is read again from the start: its entries moved; reading one twice is harmless).
+#[derive(Default)]
+struct Cursor {
+    bucket: usize,
+    layout: Option<u32>,
+}
+
+impl Cursor {
+    /// Under shard `id`'s lock, gives `take` the entries of `slots` that are not expired,
+    /// from the cursor on, until it answers true (the batch is full) or the table ends, and
+    /// answers whether it ended. At most `SCAN` buckets are read per call.
+    fn next_batch(&mut self, ks: &crate::keyspace::Keyspace, locks: &LockCap, id: u32, slots: &SlotSet, mut take: impl FnMut(&Entry) -> bool) -> bool {
+        let now = now_ms();
+        self.scan(ks, locks, id, slots, |e| !crate::keyspace::is_expired(e.expire(), now) && take(e))
+    }
+
+    /// As `next_batch`, expired entries included.
+    fn next_batch_all(&mut self, ks: &crate::keyspace::Keyspace, locks: &LockCap, id: u32, slots: &SlotSet, take: impl FnMut(&Entry) -> bool) -> bool {
+        self.scan(ks, locks, id, slots, take)
+    }
+
+    fn scan(&mut self, ks: &crate::keyspace::Keyspace, locks: &LockCap, id: u32, slots: &SlotSet, mut take: impl FnMut(&Entry) -> bool) -> bool {
+        let shard = ks.lock_one(locks, id);
+        if self.layout.is_some_and(|l| l != shard.layout_epoch) {
+            self.bucket = 0;
+        }
+        self.layout = Some(shard.layout_epoch);
+        let end = shard.num_buckets().min(self.bucket + SCAN);
+        while self.bucket < end {
+            let full = shard.bucket(self.bucket).is_some_and(|e| slots.contains_key(e.key()) && take(e));
+            self.bucket += 1;
+            if full {
+                break;
+            }
+        }
+        self.bucket >= shard.num_buckets()
     }
 }
 
@@ -291,34 +335,25 @@ impl Worker<'_> {
             for d in 0..NUM_DBS {
                 let db = ns * NUM_DBS + d;
                 for id in ks.db_shard_ids(db) {
-                    // (bucket to read next, the table layout the position is in)
-                    let mut cursor = (0usize, None);
+                    let mut cursor = Cursor::default();
                     loop {
                         self.check()?;
                         let worked = Instant::now();
                         let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-                        let done = {
-                            let shard = ks.lock_one(self.locks, id);
-                            if cursor.1.is_some_and(|epoch| epoch != shard.layout_epoch) {
-                                // The table was rebuilt: positions moved, so read it again
-                                // from the start (copying a key twice is harmless).
-                                cursor.0 = 0;
+                        let mut bytes = 0;
+                        let mut failed = None;
+                        let done = cursor.next_batch(ks, self.locks, id, slots, |e| {
+                            record.clear();
+                            if let Err(why) = crate::storage::record::encode(ks, db, e, &mut record) {
+                                failed = Some(why.to_string());
                             }
-                            cursor.1 = Some(shard.layout_epoch);
-                            let now = now_ms();
-                            let (mut i, mut bytes) = (cursor.0, 0);
-                            while i < shard.num_buckets() && batch.len() < BATCH && bytes < BATCH_BYTES {
-                                if let Some(e) = shard.bucket(i).filter(|e| slots.contains_key(e.key()) && !crate::keyspace::is_expired(e.expire(), now)) {
-                                    record.clear();
-                                    crate::storage::record::encode(ks, db, e, &mut record).map_err(|e| JobError::Local(e.to_string()))?;
-                                    bytes += record.len() + e.key().len();
-                                    batch.push((e.key().to_vec(), record.clone()));
-                                }
-                                i += 1;
-                            }
-                            cursor.0 = i;
-                            i >= shard.num_buckets()
-                        };
+                            bytes += record.len() + e.key().len();
+                            batch.push((e.key().to_vec(), record.clone()));
+                            batch.len() >= BATCH || bytes >= BATCH_BYTES
+                        });
+                        if let Some(why) = failed {
+                            return Err(JobError::Local(why));
+                        }
                         if !batch.is_empty() {
                             link.place(&name, d);
                             let mut bytes = 0;
@@ -465,12 +500,22 @@ impl Worker<'_> {
                     if self.srv.shutdown.load(Ordering::Relaxed) {
                         return Err(JobError::Shutdown);
                     }
-                    let keys: Vec<Vec<u8>> = {
-                        let shard = ks.lock_one(self.locks, id);
-                        shard.iter().map(|e| e.key()).filter(|k| slots.contains_key(k)).map(<[u8]>::to_vec).collect()
-                    };
-                    for chunk in keys.chunks(BATCH) {
+                    let mut cursor = Cursor::default();
+                    loop {
                         let worked = Instant::now();
+                        let mut chunk: Vec<Vec<u8>> = Vec::new();
+                        // (Expired keys too: they go as well.)
+                        let done = cursor.next_batch_all(ks, self.locks, id, &slots, |e| {
+                            chunk.push(e.key().to_vec());
+                            chunk.len() >= BATCH
+                        });
+                        if chunk.is_empty() {
+                            if done {
+                                break;
+                            }
+                            continue;
+                        }
+                        let chunk = &chunk[..];
                         if backed {
                             // (A dirty key stays: its write is not in storage yet.)
                             let mut shard = ks.lock_one(self.locks, id);
@@ -484,6 +529,9 @@ impl Worker<'_> {
                         }
                         self.pace(worked.elapsed());
                         self.srv.migration.counters.keys_deleted.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                        if done {
+                            break;
+                        }
                     }
                 }
             }
