@@ -661,10 +661,13 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
     for i in 0..2000 {
         let _: () = q(&mut con, &["SET", &format!("u:{i}"), &i.to_string()]);
     }
-    // An engine started by the appliance itself, given a third of the slots.
-    let (status, body) = call(Method::POST, "/engines", Some(json!({}))).await;
+    // An engine started by the appliance itself, with a replica, given a third of the slots.
+    let (status, body) = call(Method::POST, "/engines", Some(json!({"replicas": 1}))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let added = body["address"].as_str().unwrap().to_string();
+    let (_, topo) = call(Method::GET, "/topology", None).await;
+    let replica =
+        topo["replicas"].as_array().unwrap().iter().find(|r| r["engine"] == 2).expect("the new engine's replica")["address"].as_str().unwrap().to_string();
     let added_port: u16 = added.rsplit(':').next().unwrap().parse().unwrap();
     assert!(dir.join(format!("engine-added-{added_port}")).is_dir());
     let (status, body) = call(Method::POST, "/rebalance", Some(json!({}))).await;
@@ -674,6 +677,11 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
     let on_added = || redis::Client::open(format!("redis://:{secret}@{added}/")).unwrap().get_connection();
     let n: i64 = q(&mut on_added().unwrap(), &["DBSIZE"]);
     assert!(n > 400, "the new engine has its share ({n})");
+    let on_replica = || redis::Client::open(format!("redis://:{secret}@{replica}/")).unwrap().get_connection();
+    eventually(20, "the coordinator makes the new replica follow the new engine", || {
+        q::<i64>(&mut on_replica().unwrap(), &["DBSIZE"]) == n
+            && q::<String>(&mut on_replica().unwrap(), &["INFO", "replication"]).contains("master_link_status:up")
+    });
     // Supervised: killed, it comes back.
     let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<redis::Value>(&mut on_added().unwrap());
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -700,6 +708,7 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
     assert_eq!(status, StatusCode::OK, "{body}");
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(std::net::TcpStream::connect(&added).is_err(), "the removed engine was stopped");
+    assert!(std::net::TcpStream::connect(&replica).is_err(), "and its replica");
     for i in 0..2000 {
         let got: Option<String> = q(&mut con, &["GET", &format!("u:{i}")]);
         assert_eq!(got, Some(format!("again{i}")));

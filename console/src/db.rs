@@ -557,26 +557,36 @@ pub async fn switch_slots(db: &Db, slots: &[(u16, u16)], target: usize, move_id:
     Ok(())
 }
 
-/// Adds an engine at the end of the slot map, owning no slot yet; answers its index.
-pub async fn add_engine(db: &Db, address: &str) -> Result<Result<usize, String>, DbError> {
+/// Adds an engine at the end of the slot map, owning no slot yet, with its replicas;
+/// answers its index.
+pub async fn add_engine(db: &Db, address: &str, replicas: &[String]) -> Result<Result<usize, String>, DbError> {
+    let all: Vec<&str> = std::iter::once(address).chain(replicas.iter().map(String::as_str)).collect();
+    if let Some(a) = all.iter().enumerate().find(|(i, a)| all[..*i].contains(a)).map(|(_, a)| a) {
+        return Ok(Err(format!("{a} is named twice")));
+    }
     let mut tx = db.begin().await?;
-    let taken: i64 = sqlx::query("SELECT (SELECT COUNT(*) FROM engines WHERE address = ?1) + (SELECT COUNT(*) FROM replicas WHERE address = ?1)")
-        .bind(address)
-        .fetch_one(&mut *tx)
-        .await?
-        .get(0);
-    if taken > 0 {
-        return Ok(Err(format!("{address} is already an engine or a replica of the topology")));
+    for a in all {
+        let taken: i64 = sqlx::query("SELECT (SELECT COUNT(*) FROM engines WHERE address = ?1) + (SELECT COUNT(*) FROM replicas WHERE address = ?1)")
+            .bind(a)
+            .fetch_one(&mut *tx)
+            .await?
+            .get(0);
+        if taken > 0 {
+            return Ok(Err(format!("{a} is already an engine or a replica of the topology")));
+        }
     }
     let idx: i64 = sqlx::query("SELECT COALESCE(MAX(idx) + 1, 0) FROM engines").fetch_one(&mut *tx).await?.get(0);
     sqlx::query("INSERT INTO engines (idx, address) VALUES (?, ?)").bind(idx).bind(address).execute(&mut *tx).await?;
+    for r in replicas {
+        sqlx::query("INSERT INTO replicas (address, engine) VALUES (?, ?)").bind(r).bind(idx).execute(&mut *tx).await?;
+    }
     tx.commit().await?;
     Ok(Ok(idx as usize))
 }
 
-/// Removes an engine that owns no slot and has no replica; the engines after it move up
-/// one place (their slot ranges and replicas with them).
-pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<(), String>, DbError> {
+/// Removes an engine that owns no slot, with its replicas (answered); the engines after it
+/// move up one place (their slot ranges and replicas with them).
+pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<Vec<String>, String>, DbError> {
     let mut tx = db.begin().await?;
     // The engines after it are renumbered with their ranges and replicas: the references
     // hold again at commit.
@@ -589,10 +599,6 @@ pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<(), String>,
     if owned > 0 {
         return Ok(Err(format!("engine {address} still owns slots: drain it first")));
     }
-    let replicas: i64 = sqlx::query("SELECT COUNT(*) FROM replicas WHERE engine = ?").bind(idx).fetch_one(&mut *tx).await?.get(0);
-    if replicas > 0 {
-        return Ok(Err(format!("engine {address} has replicas: remove them first")));
-    }
     let pending: i64 = sqlx::query("SELECT COUNT(*) FROM slot_moves WHERE state NOT IN ('done', 'failed', 'cancelled') AND (source = ?1 OR target = ?1)")
         .bind(address)
         .fetch_one(&mut *tx)
@@ -601,6 +607,9 @@ pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<(), String>,
     if pending > 0 {
         return Ok(Err(format!("engine {address} has slot moves not finished")));
     }
+    let replicas: Vec<String> =
+        sqlx::query("SELECT address FROM replicas WHERE engine = ?").bind(idx).fetch_all(&mut *tx).await?.iter().map(|r| r.get(0)).collect();
+    sqlx::query("DELETE FROM replicas WHERE engine = ?").bind(idx).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM engines WHERE idx = ?").bind(idx).execute(&mut *tx).await?;
     let last: i64 = sqlx::query("SELECT COALESCE(MAX(idx), -1) FROM engines").fetch_one(&mut *tx).await?.get(0);
     for i in idx + 1..=last {
@@ -609,7 +618,7 @@ pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<(), String>,
         sqlx::query("UPDATE replicas SET engine = ? WHERE engine = ?").bind(i - 1).bind(i).execute(&mut *tx).await?;
     }
     tx.commit().await?;
-    Ok(Ok(()))
+    Ok(Ok(replicas))
 }
 
 pub async fn setting(db: &Db, name: &str) -> Result<Option<String>, DbError> {

@@ -10,6 +10,8 @@ use crate::Console;
 pub enum EngineError {
     #[error("address: host:port")]
     Address,
+    #[error("replicas: host:port addresses, or how many to start (at most 4)")]
+    ReplicaAddress,
     #[error("address: none given, and this console starts no engines (only `terrace up` does)")]
     NoLauncher,
     #[error("the engine could not be started: {0}")]
@@ -26,33 +28,72 @@ fn valid(address: &str) -> bool {
     address.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
 }
 
+/// An added engine's replicas: running ones by address, or how many the launcher starts.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Replicas {
+    Addresses(Vec<String>),
+    Count(u8),
+}
+
+impl Default for Replicas {
+    fn default() -> Self {
+        Replicas::Count(0)
+    }
+}
+
+/// Starts an engine with the launcher.
+async fn launch(console: &Console) -> Result<String, EngineError> {
+    let launcher = console.config.launcher.0.clone().ok_or(EngineError::NoLauncher)?;
+    tokio::task::spawn_blocking(move || launcher.start()).await.map_err(|e| EngineError::Start(e.to_string()))?.map_err(EngineError::Start)
+}
+
 /// Adds the engine at `address` (None: one the launcher starts) at the end of the slot map,
-/// owning no slots; answers its index and address.
-pub async fn add(console: &Console, address: Option<&str>) -> Result<(usize, String), EngineError> {
+/// owning no slots, with its replicas (the coordinator points them at it); answers its
+/// index and address.
+pub async fn add(console: &Console, address: Option<&str>, replicas: Replicas) -> Result<(usize, String), EngineError> {
     let address = match address.map(str::trim).filter(|a| !a.is_empty()) {
         Some(a) if valid(a) => a.to_string(),
         Some(_) => return Err(EngineError::Address),
-        None => {
-            let launcher = console.config.launcher.0.clone().ok_or(EngineError::NoLauncher)?;
-            tokio::task::spawn_blocking(move || launcher.start()).await.map_err(|e| EngineError::Start(e.to_string()))?.map_err(EngineError::Start)?
+        None => launch(console).await?,
+    };
+    let replicas = match replicas {
+        Replicas::Addresses(list) if list.iter().all(|a| valid(a)) => list,
+        Replicas::Addresses(_) => return Err(EngineError::ReplicaAddress),
+        Replicas::Count(n) if n > 4 => return Err(EngineError::ReplicaAddress),
+        Replicas::Count(n) => {
+            let mut started = Vec::new();
+            for _ in 0..n {
+                started.push(launch(console).await?);
+            }
+            started
         }
     };
-    if let Err(why) = Node::engine(&address, console.config.engine_password.as_deref()).await {
-        return Err(EngineError::Unreachable(address, why.to_string()));
+    for a in std::iter::once(&address).chain(&replicas) {
+        if let Err(why) = Node::engine(a, console.config.engine_password.as_deref()).await {
+            return Err(EngineError::Unreachable(a.clone(), why.to_string()));
+        }
     }
-    let idx = db::add_engine(&console.db, &address).await?.map_err(EngineError::Conflict)?;
-    db::add_event(&console.db, "engine", &format!("engine {idx} ({address}) added, with no slots yet")).await?;
+    let idx = db::add_engine(&console.db, &address, &replicas).await?.map_err(EngineError::Conflict)?;
+    let with = if replicas.is_empty() { String::new() } else { format!(" and its replicas {}", replicas.join(", ")) };
+    db::add_event(&console.db, "engine", &format!("engine {idx} ({address}){with} added, with no slots yet")).await?;
     console.wake.notify_one();
     Ok((idx, address))
 }
 
-/// Removes an engine that owns no slots, has no replicas and no move under way; one the
-/// launcher started is stopped.
+/// Removes an engine that owns no slots and has no move under way, with its replicas; those
+/// the launcher started are stopped.
 pub async fn remove(console: &Console, address: &str) -> Result<(), EngineError> {
-    db::remove_engine(&console.db, address).await?.map_err(EngineError::Conflict)?;
-    let stopped = console.config.launcher.0.as_ref().is_some_and(|l| l.stop(address));
-    let how = if stopped { " and stopped" } else { "" };
-    db::add_event(&console.db, "engine", &format!("engine {address} removed from the slot map{how}")).await?;
+    let replicas = db::remove_engine(&console.db, address).await?.map_err(EngineError::Conflict)?;
+    let mut stopped = Vec::new();
+    for a in std::iter::once(address).chain(replicas.iter().map(String::as_str)) {
+        if console.config.launcher.0.as_ref().is_some_and(|l| l.stop(a)) {
+            stopped.push(a.to_string());
+        }
+    }
+    let with = if replicas.is_empty() { String::new() } else { format!(" and its replicas {}", replicas.join(", ")) };
+    let how = if stopped.is_empty() { String::new() } else { format!("; stopped {}", stopped.join(", ")) };
+    db::add_event(&console.db, "engine", &format!("engine {address}{with} removed from the slot map{how}")).await?;
     console.wake.notify_one();
     Ok(())
 }

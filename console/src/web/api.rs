@@ -254,12 +254,15 @@ struct NewEngine {
     /// A running engine's `host:port`; none: `terrace up` starts one.
     #[serde(default)]
     address: Option<String>,
+    /// Its replicas: addresses of running engines, or how many `terrace up` starts.
+    #[serde(default)]
+    replicas: crate::engines::Replicas,
 }
 
 fn engine_error(e: crate::engines::EngineError) -> Response {
     use crate::engines::EngineError::*;
     let status = match &e {
-        Address | NoLauncher => StatusCode::UNPROCESSABLE_ENTITY,
+        Address | ReplicaAddress | NoLauncher => StatusCode::UNPROCESSABLE_ENTITY,
         Start(_) | Unreachable(..) => StatusCode::BAD_GATEWAY,
         Conflict(_) => StatusCode::CONFLICT,
         Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -270,7 +273,7 @@ fn engine_error(e: crate::engines::EngineError) -> Response {
 /// Adds an engine to the slot map with no slots (a rebalance then gives it its share): one
 /// running at `address`, or one `terrace up` starts and supervises.
 async fn add_engine(_: ApiUser, State(c): State<Arc<Console>>, Body(e): Body<NewEngine>) -> Response {
-    match crate::engines::add(&c, e.address.as_deref()).await {
+    match crate::engines::add(&c, e.address.as_deref(), e.replicas).await {
         Ok((idx, address)) => (StatusCode::CREATED, Json(json!({ "engine": idx, "address": address }))).into_response(),
         Err(e) => engine_error(e),
     }

@@ -58,7 +58,7 @@ pub fn document() -> Value {
             "/engines": { "post": with_body(op("Add an engine to the slot map, owning no slots yet (a rebalance gives it its share): a running one, or one `terrace up` starts.", "201", &["409", "422", "502"]), "NewEngine") },
             "/engines/{address}": {
                 "parameters": [{ "name": "address", "in": "path", "required": true, "schema": { "type": "string" }, "description": "host:port" }],
-                "delete": op("Remove an engine that owns no slots and has no replicas (drain it first).", "200", &["409"]),
+                "delete": op("Remove an engine that owns no slots (drain it first), with its replicas.", "200", &["409"]),
             },
             "/moves": {
                 "get": op("Slot moves, newest first, whether the queue is paused, and the progress of the move under way.", "200", &[]),
@@ -90,7 +90,14 @@ pub fn document() -> Value {
             "schemas": {
                 "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "string" } } },
                 "FailoverRequest": { "type": "object", "required": ["engine"], "properties": { "engine": { "type": "integer", "minimum": 0 } }, "additionalProperties": false },
-                "NewEngine": { "type": "object", "properties": { "address": { "type": "string", "description": "host:port of a running engine; omitted: `terrace up` starts one and supervises it" } }, "additionalProperties": false },
+                "NewEngine": {
+                    "type": "object",
+                    "properties": {
+                        "address": { "type": "string", "description": "host:port of a running engine; omitted: `terrace up` starts one and supervises it" },
+                        "replicas": { "oneOf": [{ "type": "array", "items": { "type": "string" } }, { "type": "integer", "minimum": 0, "maximum": 4 }], "description": "Its replicas: running engines' host:port, or how many `terrace up` starts; the coordinator keeps them following it." },
+                    },
+                    "additionalProperties": false,
+                },
                 "NewMove": {
                     "type": "object",
                     "required": ["source", "target", "slots"],

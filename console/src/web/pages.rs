@@ -367,7 +367,7 @@ pub async fn topology_change(State(console): State<Arc<Console>>, PageUser(s, _)
     let failed = |status: StatusCode, why: &str| error_page(Some(frame(&s)), status, why);
     match action.as_str() {
         "add-engine" => {
-            if let Err(e) = crate::engines::add(&console, field("address").as_deref()).await {
+            if let Err(e) = crate::engines::add(&console, field("address").as_deref(), Default::default()).await {
                 return failed(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string());
             }
         }

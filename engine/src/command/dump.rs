@@ -77,13 +77,18 @@ pub fn restore(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         Restored::Str(v) => ctx.data.ks.new_str_entry(ctx.data.db, key, &v, &meta),
         Restored::Coll(c) => Entry::new_coll(key, c, &meta),
     };
+    install(ctx, key, e);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Puts a restored entry in place; a list or sorted set wakes the clients blocked on it.
+fn install(ctx: &mut Ctx, key: &[u8], e: Entry) {
     let list_like = matches!(e.kind(), crate::keyspace::Kind::List | crate::keyspace::Kind::ZSet);
     ctx.data.insert(e);
     if list_like {
         ctx.data.signal(key);
     }
-    ctx.out.ok();
-    Ok(())
 }
 
 /// TERRACE.IMPORT key record — a key as another engine stored it (the storage tier's record:
@@ -97,11 +102,7 @@ pub fn import(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let now = ctx.data.now;
     if !crate::keyspace::is_expired(stored.expire, now) {
         let e = stored.into_entry(ctx.data.ks, ctx.data.db, key, access::new_stamp(ctx.data.lfu, now));
-        let list_like = matches!(e.kind(), crate::keyspace::Kind::List | crate::keyspace::Kind::ZSet);
-        ctx.data.insert(e);
-        if list_like {
-            ctx.data.signal(key);
-        }
+        install(ctx, key, e);
     }
     ctx.out.ok();
     Ok(())
