@@ -343,6 +343,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     };
     let _saver = crate::snapshot::spawn_saver(&srv, locks.clone()).map_err(ServerError::Runtime)?;
     let _follower = follower::spawn(&srv, locks.clone()).map_err(ServerError::Runtime)?;
+    migrate::load_sealed(&srv).map_err(|e| ServerError::Recovery(format!("the sealed slots: {e}")))?;
     let _migrator = migrate::spawn(&srv, locks.clone()).map_err(ServerError::Runtime)?;
     let rt = runtime()?;
     let local_set = tokio::task::LocalSet::new();

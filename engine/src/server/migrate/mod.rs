@@ -52,6 +52,44 @@ enum JobError {
     Local(String),
 }
 
+/// Where the slots this engine gave away are kept, so a restart keeps refusing them.
+fn sealed_path(data_dir: &std::path::Path) -> std::path::PathBuf {
+    data_dir.join("sealed-slots")
+}
+
+/// At start: seals the slots this engine had given away before it stopped.
+pub fn load_sealed(srv: &Server) -> std::io::Result<()> {
+    let path = sealed_path(&srv.config.data_dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let slots = SlotSet::parse(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?;
+    if !slots.is_empty() {
+        tracing::info!(slots = %slots, "slots given away before the restart stay sealed");
+        srv.keyspace.moving().seal(&slots);
+    }
+    Ok(())
+}
+
+/// Records the slots sealed now (durably: temporary file, sync, rename).
+fn save_sealed(srv: &Server) {
+    let dir = &srv.config.data_dir;
+    let text = srv.keyspace.moving().sealed_slots().to_string();
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let tmp = dir.join("sealed-slots.tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, sealed_path(dir))
+    };
+    if let Err(e) = write() {
+        tracing::warn!(error = %e, "cannot record the sealed slots; after a restart this engine would serve them again");
+    }
+}
+
 /// Starts the thread, which runs the jobs `TERRACE.MIGRATE` starts until the server is gone.
 pub fn spawn(srv: &Arc<Server>, locks: LockCap) -> std::io::Result<std::thread::JoinHandle<()>> {
     let weak = Arc::downgrade(srv);
@@ -73,6 +111,7 @@ fn run(weak: Weak<Server>, locks: LockCap) {
         };
         let moving = srv.keyspace.moving();
         moving.note(None);
+        let sealed_before = moving.sealed_slots();
         match outcome {
             Ok(phase) => {
                 // Moved away: the slots stay sealed here. Purged for a move in: unsealed.
@@ -95,6 +134,9 @@ fn run(weak: Weak<Server>, locks: LockCap) {
                 tracing::warn!(id = %job.id, slots = %job.slots, "slot migration failed: {e}");
                 srv.migration.fail(e.to_string());
             }
+        }
+        if moving.sealed_slots() != sealed_before {
+            save_sealed(&srv);
         }
     }
 }
@@ -270,6 +312,7 @@ impl Worker<'_> {
         // the notes the next round takes (each shard's lock orders it after the seal).
         let sealed = Instant::now();
         self.srv.keyspace.moving().seal(&self.job.slots);
+        save_sealed(self.srv);
         m.update(|s| {
             s.phase = Phase::Sealed;
             s.sealed_ms = now_ms();
