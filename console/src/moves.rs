@@ -354,6 +354,11 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
         if st["phase"] == "ready" {
             break;
         }
+        if st["phase"] == "sealed" || st["phase"] == "handed-over" {
+            // A console restarted between the hold and the switch: the proxies' holds and
+            // the seal are undone, and the move starts over.
+            return Err(Undo("the console stopped during the hand-over".into()));
+        }
         if started.elapsed() > READY_WAIT {
             return Err(Undo(format!("the source was not ready within {READY_WAIT:?}")));
         }
