@@ -97,6 +97,7 @@ pub fn spawn(srv: &Arc<Server>, locks: LockCap) -> std::io::Result<std::thread::
 }
 
 fn run(weak: Weak<Server>, locks: LockCap) {
+    lowest_priority();
     loop {
         let Some(srv) = weak.upgrade() else { return };
         if srv.shutdown.load(Ordering::Relaxed) {
@@ -138,6 +139,17 @@ fn run(weak: Weak<Server>, locks: LockCap) {
         if moving.sealed_slots() != sealed_before {
             save_sealed(&srv);
         }
+    }
+}
+
+/// Gives this thread the lowest CPU priority (nice 19): when a core is busy, the engine's
+/// reactors run before the copy, which takes what they leave (the pace bounds it further).
+fn lowest_priority() {
+    // SAFETY: setpriority has no memory preconditions; on Linux, PRIO_PROCESS with who 0
+    // applies to the calling thread alone.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "cannot lower the migration thread's priority");
     }
 }
 
