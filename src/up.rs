@@ -97,6 +97,9 @@ fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secre
     ]
 }
 
+/// The file in the data directory listing the engines added from the console (their ports).
+const ADDED_FILE: &str = "added-engines";
+
 /// Engines added from the console: started and supervised like the first ones, listed (by
 /// port) in `DATA_DIR/added-engines` so the next `terrace up` starts them too (the console's
 /// slot map still has them), each in `DATA_DIR/engine-added-PORT`.
@@ -112,7 +115,7 @@ struct Added {
 
 impl Added {
     fn list_path(&self) -> PathBuf {
-        self.data_dir.join("added-engines")
+        self.data_dir.join(ADDED_FILE)
     }
 
     fn listed(&self) -> Vec<u16> {
@@ -121,9 +124,7 @@ impl Added {
 
     fn save(&self, ports: &[u16]) -> std::io::Result<()> {
         let text: String = ports.iter().map(|p| format!("{p}\n")).collect();
-        let tmp = self.data_dir.join("added-engines.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, self.list_path())
+        terrace_engine::files::replace_durably(&self.data_dir, ADDED_FILE, text.as_bytes())
     }
 
     /// Starts (and supervises) the engine on `port`; answers its address once it accepts

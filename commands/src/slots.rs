@@ -106,6 +106,11 @@ impl SlotSet {
         out
     }
 
+    /// The ranges as command arguments, `first-last` each.
+    pub fn range_args(&self) -> Vec<String> {
+        self.ranges().iter().map(|(a, b)| format!("{a}-{b}")).collect()
+    }
+
     /// Reads one range: `first-last` or a single slot.
     pub fn parse_range(text: &str) -> Result<(u16, u16), BadSlotRange> {
         let bad = || BadSlotRange(text.to_string());
@@ -166,6 +171,7 @@ mod tests {
         let set = SlotSet::parse("0-2, 5 16383").unwrap();
         assert_eq!(set.ranges(), vec![(0, 2), (5, 5), (16383, 16383)]);
         assert_eq!(set.to_string(), "0-2 5 16383");
+        assert_eq!(set.range_args(), vec!["0-2", "5-5", "16383-16383"]);
         assert_eq!(set.len(), 5);
         assert!(set.contains(1) && !set.contains(3));
         assert!(SlotSet::parse("3-1").is_err());

@@ -53,6 +53,22 @@ pub struct PlannedMove {
     pub estimated_bytes: i64,
 }
 
+impl PlannedMove {
+    /// A move of `slots` out of the `owned` slots of `source`, whose keys and bytes are
+    /// `totals`: estimated as their share of them.
+    fn estimated(source: &str, target: &str, slots: &SlotSet, owned: usize, totals: (i64, i64)) -> PlannedMove {
+        let part = slots.len() as f64 / owned.max(1) as f64;
+        PlannedMove {
+            source: source.into(),
+            target: target.into(),
+            slot_count: slots.len(),
+            slots: slots.to_string(),
+            estimated_keys: (totals.0 as f64 * part) as i64,
+            estimated_bytes: (totals.1 as f64 * part) as i64,
+        }
+    }
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Plan {
     pub moves: Vec<PlannedMove>,
@@ -137,8 +153,8 @@ pub async fn plan(console: &Console, drain: Option<&str>) -> Result<Plan, MoveEr
     let mut totals = std::collections::HashMap::new();
     let mut moves = Vec::new();
     for (from, to, slots) in even_moves(engines.len(), &owner, excluded) {
-        let owned = owner.iter().filter(|&&o| o == from).count().max(1);
-        let (keys, bytes) = match totals.get(&from) {
+        let owned = owner.iter().filter(|&&o| o == from).count();
+        let source_totals = match totals.get(&from) {
             Some(t) => *t,
             None => {
                 let t = engine_totals(console, &engines[from]).await;
@@ -146,15 +162,7 @@ pub async fn plan(console: &Console, drain: Option<&str>) -> Result<Plan, MoveEr
                 t
             }
         };
-        let part = slots.len() as f64 / owned as f64;
-        moves.push(PlannedMove {
-            source: engines[from].clone(),
-            target: engines[to].clone(),
-            slot_count: slots.len(),
-            slots: slots.to_string(),
-            estimated_keys: (keys as f64 * part) as i64,
-            estimated_bytes: (bytes as f64 * part) as i64,
-        });
+        moves.push(PlannedMove::estimated(&engines[from], &engines[to], &slots, owned, source_totals));
     }
     let rate = measured_rate(console).await.unwrap_or(ASSUMED_BYTES_PER_SEC);
     let estimated_seconds = moves.iter().map(|m| m.estimated_bytes as f64).sum::<f64>() / rate;
@@ -203,19 +211,8 @@ pub async fn queue_one(console: &Console, source: &str, target: &str, slots: &st
     if let Some(s) = set.iter().find(|&s| owner[s as usize] != from) {
         return Err(MoveError::Invalid(format!("slot {s} is not {source}'s")));
     }
-    let (keys, bytes) = engine_totals(console, source).await;
-    let part = set.len() as f64 / owner.iter().filter(|&&o| o == from).count().max(1) as f64;
-    let plan = Plan {
-        moves: vec![PlannedMove {
-            source: source.into(),
-            target: target.into(),
-            slot_count: set.len(),
-            slots: set.to_string(),
-            estimated_keys: (keys as f64 * part) as i64,
-            estimated_bytes: (bytes as f64 * part) as i64,
-        }],
-        estimated_seconds: 0.0,
-    };
+    let owned = owner.iter().filter(|&&o| o == from).count();
+    let plan = Plan { moves: vec![PlannedMove::estimated(source, target, &set, owned, engine_totals(console, source).await)], estimated_seconds: 0.0 };
     Ok(apply(console, &plan).await?[0])
 }
 
@@ -334,7 +331,7 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
     let status = src.json(&["TERRACE.MIGRATE", "STATUS"]).await?;
     if status["id"].as_str() != Some(job) || status["phase"] == "failed" || status["phase"] == "aborted" {
         let mut args = vec!["TERRACE.MIGRATE", "START", job, &m.target];
-        let ranges: Vec<String> = slots.ranges().iter().map(|(a, b)| format!("{a}-{b}")).collect();
+        let ranges = slots.range_args();
         args.extend(ranges.iter().map(String::as_str));
         let (rate, pace) = (console.config.move_rate.to_string(), console.config.move_pace.to_string());
         if console.config.move_rate > 0 {
@@ -370,7 +367,7 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
     db::update_move(&console.db, m).await?;
     let held = Instant::now();
     let proxies = db::proxies(&console.db).await?;
-    let ranges: Vec<String> = slots.ranges().iter().map(|(a, b)| format!("{a}-{b}")).collect();
+    let ranges = slots.range_args();
     // (One after another: each answers within a millisecond or so unless requests it sent
     // are slow, and a proxy that cannot hold undoes the attempt.)
     for p in &proxies {
@@ -427,7 +424,7 @@ async fn undo(console: &Console, m: &SlotMove, job: &str) {
             }
         }
     }
-    let ranges: Vec<String> = SlotSet::parse(&m.slots).map(|s| s.ranges().iter().map(|(a, b)| format!("{a}-{b}")).collect()).unwrap_or_default();
+    let ranges = SlotSet::parse(&m.slots).map(|s| s.range_args()).unwrap_or_default();
     for p in db::proxies(&console.db).await.unwrap_or_default() {
         if let Ok(mut n) = Node::proxy(&p, console.config.proxy_admin_password.as_deref()).await {
             let mut args = vec!["TERRACE.TOPOLOGY", "RELEASE"];
@@ -454,7 +451,7 @@ async fn finish(console: &Console, m: &mut SlotMove, job: &str) {
                 (Some(id), Some("deleting")) if id == job || id == purge => {}
                 _ => {
                     let mut args = vec!["TERRACE.MIGRATE".to_string(), "PURGE".into(), purge];
-                    args.extend(SlotSet::parse(&m.slots)?.ranges().iter().map(|(a, b)| format!("{a}-{b}")));
+                    args.extend(SlotSet::parse(&m.slots)?.range_args());
                     src.run::<()>(&args.iter().map(String::as_str).collect::<Vec<_>>()).await?;
                 }
             }

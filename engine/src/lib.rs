@@ -13,6 +13,7 @@ pub mod clock;
 pub mod command;
 pub mod compress;
 pub mod config;
+pub mod files;
 pub mod keyspace;
 pub mod latency;
 pub mod limits;

@@ -372,7 +372,7 @@ impl Shard {
     #[inline]
     pub fn touch(&mut self, key: &[u8]) {
         self.mods = self.mods.wrapping_add(1);
-        if self.moving.noting() && self.moving.notes(key) {
+        if self.moving.notes(key) {
             self.moved.push(key.to_vec());
         }
         if self.tracking.load(Ordering::Relaxed) {

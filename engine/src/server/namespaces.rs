@@ -4,13 +4,14 @@
 //! also carry the names, but the WAL may be pruned without a snapshot (write-back), so the
 //! list is kept here too, written durably before a new namespace is used.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub use terrace_commands::settings::valid_name;
 
+const FILE: &str = "namespaces";
+
 pub fn path(data_dir: &Path) -> PathBuf {
-    data_dir.join("namespaces")
+    data_dir.join(FILE)
 }
 
 /// The names recorded in `data_dir`, if the file exists.
@@ -22,17 +23,10 @@ pub fn load(data_dir: &Path) -> std::io::Result<Option<Vec<String>>> {
     }
 }
 
-/// Replaces the file with `names`, durably (temporary file, sync, rename, sync the directory).
+/// Replaces the file with `names`, durably.
 pub fn save(data_dir: &Path, names: &[String]) -> std::io::Result<()> {
-    std::fs::create_dir_all(data_dir)?;
-    let tmp = data_dir.join("namespaces.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    for n in names {
-        writeln!(f, "{n}")?;
-    }
-    f.sync_all()?;
-    std::fs::rename(&tmp, path(data_dir))?;
-    std::fs::File::open(data_dir)?.sync_all()
+    let text: String = names.iter().map(|n| format!("{n}\n")).collect();
+    crate::files::replace_durably(data_dir, FILE, text.as_bytes())
 }
 
 #[cfg(test)]

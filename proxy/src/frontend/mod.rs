@@ -415,7 +415,7 @@ impl Reactor {
         Rc::new(self.shared.holds.enter(&self.flight))
     }
 
-    /// Waits while a slot `slot_of_keys` names is held, with `owner` counted in flight
+    /// Waits while a slot `slots` names is held, with `owner` counted in flight
     /// throughout except while it waits (so a hold does not wait for it). A request whose
     /// slot is held waits for the map that moves it, then routes with that map.
     pub async fn wait_for_slots(&self, owner: &crate::backend::Owner, slots: impl Fn(&mut dyn FnMut(u16))) {

@@ -69,29 +69,37 @@ impl Link {
     /// whole batch is sent again a little later (what it holds is idempotent: imports of
     /// distinct keys, deletions), for up to `OOM_WAIT`.
     pub fn flush(&mut self) -> Result<(), LinkError> {
-        let (batch, names) = (self.out.clone(), self.waiting.clone());
+        // The batch stays in `out` (and its names in `waiting`) until every reply is read,
+        // so it can be sent again as it is; it is dropped either way once this is done.
+        let outcome = self.send_batch();
+        self.out.clear();
+        self.waiting.clear();
+        outcome
+    }
+
+    fn send_batch(&mut self) -> Result<(), LinkError> {
         let deadline = std::time::Instant::now() + OOM_WAIT;
         loop {
-            self.write()?;
-            let mut full = None;
-            while let Some(command) = self.waiting.pop_front() {
+            self.stream.write_all(&self.out).map_err(|source| LinkError::Io { addr: self.addr.clone(), source })?;
+            let (mut full, mut refused) = (None, None);
+            for i in 0..self.waiting.len() {
                 match self.read_reply()? {
-                    Reply::Error(e) if e.starts_with("OOM") => full = Some((command, e)),
-                    Reply::Error(reply) => {
-                        self.waiting.clear();
-                        return Err(LinkError::Refused { addr: self.addr.clone(), command, reply });
-                    }
+                    Reply::Error(e) if e.starts_with("OOM") => full = Some((i, e)),
+                    Reply::Error(e) => refused = refused.or(Some((i, e))),
                     _ => {}
                 }
             }
-            match full {
-                None => return Ok(()),
-                Some((command, reply)) if std::time::Instant::now() >= deadline => return Err(LinkError::Refused { addr: self.addr.clone(), command, reply }),
-                Some(_) => {
+            let out_of_time = std::time::Instant::now() >= deadline;
+            let failed = match (refused, full) {
+                (Some(r), _) => r,
+                (None, Some(f)) if out_of_time => f,
+                (None, None) => return Ok(()),
+                (None, Some(_)) => {
                     std::thread::sleep(Duration::from_millis(20));
-                    (self.out, self.waiting) = (batch.clone(), names.clone());
+                    continue;
                 }
-            }
+            };
+            return Err(LinkError::Refused { addr: self.addr.clone(), command: self.waiting[failed.0].clone(), reply: failed.1 });
         }
     }
 

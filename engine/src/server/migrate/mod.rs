@@ -9,11 +9,15 @@
 //! (`keyspace::moving`), so a key changed after it was copied is sent again (or deleted)
 //! by the catch-up rounds; on one connection, in order, the target ends with what this
 //! engine has. SEAL refuses commands on the slots under the shard locks; the last notes are
-//! taken after it, so nothing is left behind. Storage-backed tenants are not copied (storage
-//! holds their data): their write-back keys of the slots are flushed before the hand-over.
-//! Deleting (after FINISH here, PURGE on a target) runs DEL through the command pipeline on
-//! a connection of the thread's own, so the log and the replicas see the keys go; a
-//! storage-backed tenant's cached keys are only dropped from memory.
+//! taken after it, so nothing is left behind. A tenant on storage the engines share
+//! (PostgreSQL) is not copied — storage holds its data: its write-back keys of the slots are
+//! flushed before the hand-over; one on storage of this engine's own (the LSM) is copied
+//! from storage and from memory. Deleting (after FINISH here, PURGE on a target) runs DEL
+//! through the command pipeline on a connection of the thread's own, so the log, the
+//! replicas and a private storage see the keys go; a shared-storage tenant's cached keys
+//! are only dropped from memory. Copying, catching up before the seal and deleting are
+//! paced (the job works at most `pace`% of the time) and the thread runs at the lowest CPU
+//! priority, so a busy engine serves its clients first.
 
 mod link;
 
@@ -52,14 +56,13 @@ enum JobError {
     Local(String),
 }
 
-/// Where the slots this engine gave away are kept, so a restart keeps refusing them.
-fn sealed_path(data_dir: &std::path::Path) -> std::path::PathBuf {
-    data_dir.join("sealed-slots")
-}
+/// The file in the data directory keeping the slots this engine gave away, so a restart
+/// keeps refusing them.
+const SEALED_FILE: &str = "sealed-slots";
 
 /// At start: seals the slots this engine had given away before it stopped.
 pub fn load_sealed(srv: &Server) -> std::io::Result<()> {
-    let path = sealed_path(&srv.config.data_dir);
+    let path = srv.config.data_dir.join(SEALED_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -73,19 +76,10 @@ pub fn load_sealed(srv: &Server) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Records the slots sealed now (durably: temporary file, sync, rename).
+/// Records the slots sealed now, durably.
 fn save_sealed(srv: &Server) {
-    let dir = &srv.config.data_dir;
     let text = srv.keyspace.moving().sealed_slots().to_string();
-    let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)?;
-        let tmp = dir.join("sealed-slots.tmp");
-        let mut f = std::fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut f, text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, sealed_path(dir))
-    };
-    if let Err(e) = write() {
+    if let Err(e) = crate::files::replace_durably(&srv.config.data_dir, SEALED_FILE, text.as_bytes()) {
         tracing::warn!(error = %e, "cannot record the sealed slots; after a restart this engine would serve them again");
     }
 }
@@ -168,15 +162,11 @@ impl Cursor {
     /// answers whether it ended. At most `SCAN` buckets are read per call.
     fn next_batch(&mut self, ks: &crate::keyspace::Keyspace, locks: &LockCap, id: u32, slots: &SlotSet, mut take: impl FnMut(&Entry) -> bool) -> bool {
         let now = now_ms();
-        self.scan(ks, locks, id, slots, |e| !crate::keyspace::is_expired(e.expire(), now) && take(e))
+        self.next_batch_all(ks, locks, id, slots, |e| !crate::keyspace::is_expired(e.expire(), now) && take(e))
     }
 
     /// As `next_batch`, expired entries included.
-    fn next_batch_all(&mut self, ks: &crate::keyspace::Keyspace, locks: &LockCap, id: u32, slots: &SlotSet, take: impl FnMut(&Entry) -> bool) -> bool {
-        self.scan(ks, locks, id, slots, take)
-    }
-
-    fn scan(&mut self, ks: &crate::keyspace::Keyspace, locks: &LockCap, id: u32, slots: &SlotSet, mut take: impl FnMut(&Entry) -> bool) -> bool {
+    fn next_batch_all(&mut self, ks: &crate::keyspace::Keyspace, locks: &LockCap, id: u32, slots: &SlotSet, mut take: impl FnMut(&Entry) -> bool) -> bool {
         let shard = ks.lock_one(locks, id);
         if self.layout.is_some_and(|l| l != shard.layout_epoch) {
             self.bucket = 0;
@@ -287,7 +277,7 @@ impl Worker<'_> {
         // aborted copy): what it ends with must be exactly this engine's.
         let purge_id = format!("{}-purge", self.job.id);
         let mut purge: Vec<Vec<u8>> = vec![b"TERRACE.MIGRATE".to_vec(), b"PURGE".to_vec(), purge_id.into_bytes()];
-        purge.extend(self.job.slots.ranges().iter().map(|(a, b)| format!("{a}-{b}").into_bytes()));
+        purge.extend(self.job.slots.range_args().into_iter().map(String::into_bytes));
         link.call(&purge.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
         loop {
             self.check()?;
@@ -411,9 +401,7 @@ impl Worker<'_> {
                         }
                         if !batch.is_empty() {
                             link.place(&name, d);
-                            let mut bytes = 0;
                             for (key, record) in &batch {
-                                bytes += key.len() + record.len();
                                 link.send(&[b"TERRACE.IMPORT", key, record]);
                             }
                             link.flush()?;
@@ -534,14 +522,13 @@ impl Worker<'_> {
         for tenant in self.tenants() {
             let (ns, backed) = (tenant.ns, tenant.shared_storage);
             if tenant.private_storage {
-                let mut keys: Vec<(usize, Vec<u8>)> = Vec::new();
+                let mut by_db: Vec<Vec<Vec<u8>>> = vec![Vec::new(); NUM_DBS];
                 self.scan_storage(&tenant, |d, key, _| {
-                    keys.push((d, key.to_vec()));
+                    by_db[d].push(key.to_vec());
                     Ok(())
                 })?;
-                for d in 0..NUM_DBS {
-                    let mine: Vec<Vec<u8>> = keys.iter().filter(|(kd, _)| *kd == d).map(|(_, k)| k.clone()).collect();
-                    for chunk in mine.chunks(BATCH) {
+                for (d, keys) in by_db.iter().enumerate() {
+                    for chunk in keys.chunks(BATCH) {
                         let worked = Instant::now();
                         self.delete(ns * NUM_DBS + d, chunk)?;
                         self.pace(worked.elapsed());
