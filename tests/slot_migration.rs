@@ -332,6 +332,87 @@ async fn the_console_moves_slots_under_load_without_losing_or_staling_a_write() 
     assert_eq!(n, 0, "the new engine gave every key back");
 }
 
+/// Clients blocked on keys of a slot that moves (BLPOP forever, BLPOP with a timeout, XREAD
+/// BLOCK, and a tenant's BLPOP) are not left waiting on the old engine for pushes that now
+/// go to the new one: each is answered by the push made after the move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_blocked_on_a_moving_slot_are_served_by_its_new_engine() {
+    use reqwest::Method;
+    use serde_json::json;
+    let (a, b) = (Engine::start(&[]), Engine::start(&[]));
+    let addr = |e: &Engine| format!("127.0.0.1:{}", e.port);
+    let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
+    let console = Console::start(&[&a, &b], &[&proxy]);
+    let (web, csrf) = console_api::login(&console.url).await;
+    let token = console_api::token(&web, &console.url, &csrf, "blocked").await;
+    let url = console.url.clone();
+    let call = |method: Method, path: &str, body: Option<serde_json::Value>| console_api::api(method, format!("{url}/api/v1{path}"), &token, body);
+    let (status, body) = call(Method::POST, "/tenants", Some(json!({"name": "bob", "password": "bob-secret-1"}))).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let port = proxy.port;
+    let client = move |tenant: bool| {
+        let mut con = connect(port);
+        if tenant {
+            let _: () = redis::cmd("AUTH").arg("bob").arg("bob-secret-1").query(&mut con).unwrap();
+        }
+        con
+    };
+    eventually(20, "the proxy knows bob", || {
+        let mut con = connect(port);
+        redis::cmd("AUTH").arg("bob").arg("bob-secret-1").query::<()>(&mut con).is_ok()
+    });
+
+    let (tx, rx) = std::sync::mpsc::channel::<(&str, String)>();
+    let blocked: [(&str, bool, &[&str]); 4] = [
+        ("blpop forever", false, &["BLPOP", "{q}list", "0"]),
+        ("blpop 60 s", false, &["BLPOP", "{q}timed", "60"]),
+        ("xread block", false, &["XREAD", "BLOCK", "0", "STREAMS", "{q}stream", "$"]),
+        ("bob's blpop", true, &["BLPOP", "{q}list", "0"]),
+    ];
+    for (name, tenant, args) in blocked {
+        let tx = tx.clone();
+        let mut con = client(tenant);
+        std::thread::spawn(move || {
+            let v: redis::Value = redis::cmd(args[0]).arg(&args[1..]).query(&mut con).unwrap();
+            tx.send((name, format!("{v:?}"))).unwrap();
+        });
+    }
+    let slot = key_slot(b"{q}");
+    let (source, target) = if slot < 8192 { (&a, &b) } else { (&b, &a) };
+    eventually(20, "four clients blocked on the source", || {
+        let info: String = q(&mut connect(source.port), &["INFO", "clients"]);
+        info.contains("blocked_clients:4")
+    });
+
+    let (status, body) = call(Method::POST, "/moves", Some(json!({"source": addr(source), "target": addr(target), "slots": slot.to_string()}))).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    moves_done(&url, &token, 1).await;
+    eventually(20, "the clients wait on the new engine", || {
+        let info: String = q(&mut connect(target.port), &["INFO", "clients"]);
+        info.contains("blocked_clients:4")
+    });
+    assert!(rx.try_recv().is_err(), "no blocked client was answered by the move itself");
+
+    let mut con = client(false);
+    let _: i64 = q(&mut con, &["LPUSH", "{q}list", "mine"]);
+    let _: i64 = q(&mut con, &["LPUSH", "{q}timed", "soon"]);
+    let _: String = q(&mut con, &["XADD", "{q}stream", "*", "f", "v"]);
+    let _: i64 = q(&mut client(true), &["LPUSH", "{q}list", "bob's"]);
+    let mut answers = std::collections::BTreeMap::new();
+    for _ in 0..4 {
+        let (name, reply) =
+            rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap_or_else(|_| panic!("blocked clients left waiting; answered: {answers:?}"));
+        answers.insert(name, reply);
+    }
+    assert!(answers["blpop forever"].contains("mine"), "{answers:?}");
+    assert!(answers["blpop 60 s"].contains("soon"), "{answers:?}");
+    assert!(answers["xread block"].contains("{q}stream") && answers["xread block"].contains('f'), "{answers:?}");
+    assert!(answers["bob's blpop"].contains("bob's"), "{answers:?}");
+    // The pushes went to the new engine (the clients read them there); the old one has none.
+    let n: i64 = q(&mut connect(source.port), &["DBSIZE"]);
+    assert_eq!(n, 0, "the source keeps no key of the moved slot");
+}
+
 /// Waits until the console's move list satisfies `check` (on its JSON: moves, progress).
 async fn moves_until(url: &str, token: &str, what: &str, check: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);

@@ -39,6 +39,27 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) & (SLOTS as u16 - 1)
 }
 
+/// What follows `TRYAGAIN slot N ` in an engine's refusal of a key of a slot it handed over.
+const HANDED_OVER: &str = "is being handed over to another engine; try again";
+
+/// The error an engine answers for a key of slot `slot` once it has handed the slot over
+/// (without the leading `-`): `TRYAGAIN`, which Redis clients retry. The proxy tells it
+/// apart from other errors with `handed_over_slot`.
+pub fn handed_over_error(slot: u16) -> String {
+    format!("TRYAGAIN slot {slot} {HANDED_OVER}")
+}
+
+/// The slot an engine's reply says it handed over (`handed_over_error` as a RESP error).
+pub fn handed_over_slot(reply: &[u8]) -> Option<u16> {
+    let rest = reply.strip_prefix(b"-TRYAGAIN slot ")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let tail = rest[digits..].strip_prefix(b" ")?.strip_prefix(HANDED_OVER.as_bytes())?;
+    if tail != b"\r\n" {
+        return None;
+    }
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok().filter(|&s| (s as usize) < SLOTS)
+}
+
 /// A set of slots (a bitmap of 16384 bits), written and read as ranges: `0-99 200 300-310`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SlotSet {
@@ -145,6 +166,17 @@ impl std::fmt::Display for SlotSet {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn handed_over_errors_are_recognised() {
+        let reply = format!("-{}\r\n", handed_over_error(1234));
+        assert_eq!(handed_over_slot(reply.as_bytes()), Some(1234));
+        assert_eq!(handed_over_slot(b"-TRYAGAIN engine 127.0.0.1:1 unavailable: gone\r\n"), None);
+        assert_eq!(handed_over_slot(b"-TRYAGAIN slot 99999 is being handed over to another engine; try again\r\n"), None);
+        assert_eq!(handed_over_slot(b"-TRYAGAIN slot 12 is being handed over to another engine; try again!\r\n"), None);
+        assert_eq!(handed_over_slot(b"+OK\r\n"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -11,6 +11,7 @@
 // Public: what the binary (`config`, `run`) and the fuzz targets (the parsers, routing,
 // merging, slots) use; the rest is the crate's own.
 mod backend;
+mod blocking;
 pub mod config;
 pub mod frontend;
 pub mod hold;

@@ -188,6 +188,23 @@ impl BlockRegistry {
         true
     }
 
+    /// Wakes every client blocked on a key `gone` says this engine no longer serves (its
+    /// slot was handed over): each runs its command again and is refused, so its proxy can
+    /// send it to the slot's new engine. Returns how many were woken.
+    pub fn wake_gone(&self, gone: impl Fn(&[u8]) -> bool) -> usize {
+        let m = self.map.lock();
+        let mut woken = 0;
+        for ((_, key), waiters) in m.iter() {
+            if gone(key) {
+                for (_, notify, _) in waiters {
+                    notify.notify_one();
+                    woken += 1;
+                }
+            }
+        }
+        woken
+    }
+
     /// A woken client ran its command again (served, blocked again or failed), or stopped
     /// waiting: whatever its command made ready has been signalled already.
     pub fn served(&self, client: u64) {

@@ -88,6 +88,11 @@ pub trait Frontend {
     fn subscribed(&self) -> bool {
         false
     }
+    /// Work a reply left for later that needs to wait (a blocking call sent again once its
+    /// slot has moved); true if there was some.
+    async fn resume(&mut self) -> bool {
+        false
+    }
     /// Releases what the client holds (its own engine connections).
     fn close(&mut self) {}
 }
@@ -110,6 +115,11 @@ impl<P> Replies<P> {
 
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// The entry whose reply is to be written next.
+    pub fn front_mut(&mut self) -> Option<&mut P> {
+        self.queue.front_mut().map(|(p, _)| p)
     }
 
     fn len(&self) -> usize {
@@ -146,6 +156,9 @@ pub async fn serve<F: Frontend>(mut frontend: F, mut stream: TcpStream, id: u64)
         let flushed = flush(&mut frontend, &mut stream, &mut out).await;
         if flushed == Flushed::Closed || finished {
             break;
+        }
+        if frontend.resume().await {
+            continue;
         }
         if flushed == Flushed::RepliesArrived || (was_blocked && state == State::Reading && !input.is_empty()) {
             continue;

@@ -25,6 +25,7 @@ use terrace_commands::{arity_ok, lookup, unknown_command_error};
 use super::connection::{self, Frontend, Handled, Replies, State};
 use super::{info, Reactor};
 use crate::backend::{send, take_all, Backend, Owner, Slot};
+use crate::blocking::{self, BlockingCall};
 use crate::merge::{self, Merge};
 use crate::resp;
 use crate::route::{self, Kind, Local, Split, Target, Txn};
@@ -42,8 +43,9 @@ enum Pending {
     /// Answered already (a MULTI or queued command sent once the transaction's engine was
     /// known); the engine's reply is dropped.
     Hidden(Rc<Slot>),
-    /// A blocking command: the client reads no further requests until it is answered.
-    Unblock(Rc<Slot>),
+    /// A blocking command: the client reads no further requests until it is answered. The
+    /// call is kept to be sent again if its slot moves while it waits (`crate::blocking`).
+    Unblock(Rc<Slot>, Option<Box<BlockingCall>>),
     Merged(Vec<Rc<Slot>>, Merge),
     /// WAIT on each engine written to: the smallest count; the client reads no further
     /// requests until it is answered.
@@ -96,6 +98,9 @@ struct Client {
     /// The proxy's address the client reached (its node in the cluster view).
     local_addr: Option<std::net::SocketAddr>,
     blocked: bool,
+    /// A blocking call whose engine handed its slot over while it waited, and the slot: to
+    /// be sent where the slot went (`resume`).
+    moved: Option<(Box<BlockingCall>, u16)>,
     closing: bool,
     /// Engines the client sent writes to since its last WAIT.
     written: std::collections::BTreeSet<usize>,
@@ -133,6 +138,7 @@ pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
         killers: Vec::new(),
         relay: None,
         blocked: false,
+        moved: None,
         closing: false,
         written: Default::default(),
     };
@@ -175,16 +181,22 @@ impl Frontend for Client {
     fn compose(&mut self, entry: &mut Pending, out: &mut BytesMut) -> bool {
         match entry {
             Pending::Ready(b) => out.extend_from_slice(b),
-            Pending::Reply(s) | Pending::Hidden(s) | Pending::Unblock(s) => {
+            Pending::Reply(s) | Pending::Hidden(s) => {
                 let Some(reply) = s.take() else { return false };
-                match entry {
-                    Pending::Reply(_) => out.extend_from_slice(&reply),
-                    Pending::Unblock(_) => {
-                        out.extend_from_slice(&reply);
-                        self.blocked = false;
-                    }
-                    _ => {}
+                if matches!(entry, Pending::Reply(_)) {
+                    out.extend_from_slice(&reply);
                 }
+            }
+            Pending::Unblock(s, call) => {
+                let Some(reply) = s.take() else { return false };
+                if let Some(slot) = terrace_commands::slots::handed_over_slot(&reply) {
+                    if let Some(c) = call.take().filter(|c| c.resends < blocking::MAX_RESENDS) {
+                        self.moved = Some((c, slot));
+                        return false;
+                    }
+                }
+                out.extend_from_slice(&reply);
+                self.blocked = false;
             }
             Pending::Fill(s, db, key, generation) => {
                 let Some(reply) = s.take() else { return false };
@@ -257,6 +269,24 @@ impl Frontend for Client {
 
     fn subscribed(&self) -> bool {
         self.relay.is_some()
+    }
+
+    /// A blocking call whose slot moved while it waited goes where the slot went.
+    async fn resume(&mut self) -> bool {
+        let Some((mut call, slot)) = self.moved.take() else { return false };
+        let engine = self.engine_after_move(slot, call.engine).await;
+        call.engine = engine;
+        call.resends += 1;
+        let b = self.dedicated(engine);
+        let reply = send(&b, &call.request_now(), &self.owner, true).await;
+        match self.replies.front_mut() {
+            Some(Pending::Unblock(s, c)) => {
+                *s = reply;
+                *c = Some(call);
+            }
+            _ => unreachable!("a moved blocking call's entry is at the front of the queue until it is answered"),
+        }
+        true
     }
 
     fn close(&mut self) {
@@ -374,6 +404,24 @@ impl Client {
         *self.owner.ticket.borrow_mut() = Some(self.rx.enter());
         self.handle_counted(argv, raw).await;
         self.owner.ticket.borrow_mut().take();
+    }
+
+    /// The engine serving `slot` once its move is over: waits while this proxy holds the
+    /// slot (the coordinator releases it with the map that moves it, or on a rollback). A
+    /// slot not held here whose map still names `from` (a map on its way, or a rolled back
+    /// move) goes to `from` again after a pause.
+    async fn engine_after_move(&self, slot: u16, from: usize) -> usize {
+        let holds = &self.rx.shared.holds;
+        let mut released = holds.subscribe();
+        while holds.holds(slot) {
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(100), released.changed()).await;
+        }
+        let engine = self.rx.topology().slot_map.engine_of_slot(slot);
+        if engine == from {
+            tokio::time::sleep(blocking::SAME_ENGINE_PAUSE).await;
+            return self.rx.topology().slot_map.engine_of_slot(slot);
+        }
+        engine
     }
 
     /// Waits while a slot of the call's keys (EXEC: of its transaction's) is held.
@@ -500,7 +548,7 @@ impl Client {
                     _ => self.dedicated(e),
                 };
                 let slot = send(&b, raw, &self.owner, true).await;
-                self.push(Pending::Unblock(slot));
+                self.push(Pending::Unblock(slot, Some(Box::new(BlockingCall::new(spec.id, argv, e)))));
                 self.blocked = true;
             }
             Kind::Txn(t) => self.txn_control(t, spec, argv, raw).await,

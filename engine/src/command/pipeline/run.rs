@@ -17,7 +17,7 @@ pub(crate) fn run(ctx: &mut Ctx, spec: &'static CommandSpec, argv: &[&[u8]]) -> 
     let wal_before = ctx.data.fx.wal_count;
     let reply_at = ctx.out.buf.len();
     let mut result = match sealed_slot(ctx, spec, argv) {
-        Some(slot) => Err(crate::command::args::err(format!("TRYAGAIN slot {slot} is being handed over to another engine; try again"))),
+        Some(slot) => Err(crate::command::args::err(terrace_commands::slots::handed_over_error(slot))),
         None => (crate::command::handlers::of(spec))(ctx, argv),
     };
     if ctx.conn.replay_now.is_none() {

@@ -321,6 +321,15 @@ impl Worker<'_> {
         });
         let n = self.catch_up(&mut link, true)?;
         m.counters.last_round.store(n, Ordering::Relaxed);
+        // Clients blocked on the slots' keys (BLPOP & co.) would wait here for pushes that
+        // now go to the target: woken, they are refused and their proxy sends them there.
+        // (After the round: it took every shard's lock, so a command that passed the seal
+        // check before it has registered its wait by now.)
+        let moving = self.srv.keyspace.moving();
+        let woken = self.srv.blocking.wake_gone(|key| moving.sealed(key).is_some());
+        if woken > 0 {
+            tracing::info!(id = %self.job.id, woken, "clients blocked on the slots' keys told to go to the new engine");
+        }
         self.flush_written_back()?;
         self.srv.keyspace.moving().note(None);
         m.update(|s| {
