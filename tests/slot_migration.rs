@@ -827,3 +827,53 @@ fn a_proxy_awaiting_its_console_holds_keyed_requests_until_the_first_topology() 
     assert_eq!(reader.join().unwrap(), None);
     let _: () = q(&mut admin, &["SET", "k", "v"]);
 }
+
+/// A held slot is never a hang: a proxy still waiting for its console's map after
+/// `held_slot_limit_ms` answers the held request `TRYAGAIN` (Redis clients retry it; a
+/// Memcached client gets `SERVER_ERROR`), and serves normally once the map arrives.
+#[test]
+fn a_request_held_past_the_limit_is_answered_tryagain() {
+    use std::io::{BufRead, BufReader, Write};
+    let e = Engine::start(&[]);
+    let proxy = Proxy::start(
+        &[&e],
+        &[],
+        &[("TERRACE_PROXY_AWAIT_CONSOLE", "true"), ("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD), ("TERRACE_PROXY_HELD_SLOT_LIMIT_MS", "700")],
+    );
+    let mut c = connect(proxy.port);
+    let started = std::time::Instant::now();
+    let err = redis::cmd("GET").arg("k").query::<Option<String>>(&mut c).unwrap_err();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(700), "held until the limit");
+    assert_eq!(err.code(), Some("TRYAGAIN"), "{err}");
+    assert!(err.to_string().contains("has not received its slot map from the console"), "{err}");
+    let mut mc = std::net::TcpStream::connect(("127.0.0.1", proxy.memcache_port)).unwrap();
+    mc.write_all(b"get k\r\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(&mc).read_line(&mut line).unwrap();
+    assert!(line.starts_with("SERVER_ERROR TRYAGAIN this proxy has not received its slot map"), "{line}");
+
+    let mut admin = redis::Client::open(format!("redis://admin:{PROXY_ADMIN_PASSWORD}@127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    let doc = serde_json::json!({ "engines": [format!("127.0.0.1:{}", e.port)] }).to_string();
+    let _: String = q(&mut admin, &["TERRACE.TOPOLOGY", "SET", &doc]);
+    let _: () = q(&mut c, &["SET", "k", "v"]);
+    let v: String = q(&mut c, &["GET", "k"]);
+    assert_eq!(v, "v");
+    // A move's hold its coordinator never ends (gone mid-move): the same bound.
+    let slot = key_slot(b"k").to_string();
+    let _: () = q(&mut c, &["MULTI"]);
+    let _: String = q(&mut c, &["SET", "k", "queued"]);
+    let _: String = q(&mut admin, &["TERRACE.TOPOLOGY", "HOLD", &slot]);
+    let err = redis::cmd("GET").arg("k").query::<Option<String>>(&mut connect(proxy.port)).unwrap_err();
+    assert_eq!(err.code(), Some("TRYAGAIN"), "{err}");
+    assert!(err.to_string().contains(&format!("slot {slot} is moving and has been held for")), "{err}");
+    // An EXEC held past the limit ends its transaction, which did not run.
+    let err = redis::cmd("EXEC").query::<redis::Value>(&mut c).unwrap_err();
+    assert_eq!(err.code(), Some("TRYAGAIN"), "{err}");
+    let _: String = q(&mut admin, &["TERRACE.TOPOLOGY", "RELEASE", &slot]);
+    let v: String = q(&mut c, &["GET", "k"]);
+    assert_eq!(v, "v");
+    let _: () = q(&mut c, &["MULTI"]);
+    let _: String = q(&mut c, &["SET", "k", "w"]);
+    let done: Vec<String> = q(&mut c, &["EXEC"]);
+    assert_eq!(done, ["OK"]);
+}

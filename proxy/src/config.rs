@@ -107,6 +107,9 @@ pub struct ProxySettings {
     /// A console manages this proxy: every slot waits (requests are held, not answered from
     /// a stale map) until the console's first topology arrives.
     pub await_console: Option<bool>,
+    /// How long a request waits for a held slot (a move's pause, `await_console`) before it
+    /// is answered `TRYAGAIN` (default 40 s).
+    pub held_slot_limit_ms: Option<u64>,
     pub tenants: Option<Vec<TenantSettings>>,
 }
 
@@ -132,6 +135,7 @@ impl ProxySettings {
             slots: self.slots.or(other.slots),
             cluster_nodes: self.cluster_nodes.or(other.cluster_nodes),
             await_console: self.await_console.or(other.await_console),
+            held_slot_limit_ms: self.held_slot_limit_ms.or(other.held_slot_limit_ms),
             replicas: self.replicas.or(other.replicas),
             tenants: self.tenants.or(other.tenants),
             near_cache_ttl_ms: self.near_cache_ttl_ms.or(other.near_cache_ttl_ms),
@@ -159,6 +163,7 @@ impl ProxySettings {
             admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
             engine_password_file: var("TERRACE_PROXY_ENGINE_PASSWORD_FILE").map(std::path::PathBuf::from),
             timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
+            held_slot_limit_ms: num("TERRACE_PROXY_HELD_SLOT_LIMIT_MS", var("TERRACE_PROXY_HELD_SLOT_LIMIT_MS"))?,
             cluster_nodes: var("TERRACE_PROXY_CLUSTER_NODES").map(|s| split_list(&s)),
             await_console: var("TERRACE_PROXY_AWAIT_CONSOLE")
                 .map(|v| match v.as_str() {
@@ -228,6 +233,10 @@ impl ProxySettings {
         let timeout_ms = self.timeout_ms.unwrap_or(2000);
         if timeout_ms == 0 {
             return Err(invalid("timeout_ms", "must be above 0"));
+        }
+        let held_slot_limit_ms = self.held_slot_limit_ms.unwrap_or(40_000);
+        if held_slot_limit_ms == 0 {
+            return Err(invalid("held_slot_limit_ms", "must be above 0"));
         }
         let max_inflight = self.max_inflight.unwrap_or(4096);
         if max_inflight == 0 {
@@ -329,6 +338,7 @@ impl ProxySettings {
             slot_map,
             cluster_nodes,
             await_console: self.await_console.unwrap_or(false),
+            held_slot_limit: Duration::from_millis(held_slot_limit_ms),
             replicas,
             reload_from: None,
             near_cache_ttl: Duration::from_millis(self.near_cache_ttl_ms.unwrap_or(0)),
@@ -385,6 +395,8 @@ pub struct ProxyConfig {
     pub cluster_nodes: Vec<String>,
     /// Hold every slot until the console's first topology (`await_console`).
     pub await_console: bool,
+    /// How long a request waits for a held slot before it is answered `TRYAGAIN`.
+    pub held_slot_limit: Duration,
     /// Each engine's replicas (by engine index; shorter than `engines` when the last have none).
     pub replicas: Vec<Vec<String>>,
     /// Where a reload re-reads the configuration: the file, and the settings (flags,

@@ -51,10 +51,22 @@ pub struct Holds {
     holding: tokio::sync::Mutex<()>,
     /// Every slot is held until the console's first topology (`await_console`).
     awaiting_push: AtomicBool,
+    /// How long a request waits for a held slot: far beyond a move's pause (milliseconds;
+    /// at most the 30 s a write-back tenant's flush may take), so it is reached only when
+    /// the coordinator that held the slot is gone mid-move (it undoes the hold when it is
+    /// back) or no console has sent a map yet (`await_console`).
+    limit: Duration,
 }
 
 impl Default for Holds {
     fn default() -> Self {
+        Holds::new(Duration::from_secs(40))
+    }
+}
+
+impl Holds {
+    /// Holds whose requests wait at most `limit` for a held slot.
+    pub fn new(limit: Duration) -> Holds {
         Holds {
             held: Default::default(),
             any: AtomicBool::new(false),
@@ -63,11 +75,10 @@ impl Default for Holds {
             released: tokio::sync::watch::channel(0).0,
             holding: tokio::sync::Mutex::new(()),
             awaiting_push: AtomicBool::new(false),
+            limit,
         }
     }
-}
 
-impl Holds {
     /// A reactor thread's counters.
     pub fn register(&self) -> Arc<InFlight> {
         let f = Arc::new(InFlight::default());
@@ -99,6 +110,19 @@ impl Holds {
     /// Notified when slots are released.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.released.subscribe()
+    }
+
+    /// The error for a request that has waited `waited` for held slot `slot`, once that is
+    /// past the limit.
+    pub fn held_too_long(&self, slot: u16, waited: Duration) -> Option<String> {
+        if waited < self.limit {
+            return None;
+        }
+        Some(if self.awaiting_push.load(Ordering::SeqCst) {
+            format!("TRYAGAIN this proxy has not received its slot map from the console yet (await_console; waited {:.1} s); try again", waited.as_secs_f64())
+        } else {
+            format!("TRYAGAIN slot {slot} is moving and has been held for {:.1} s; try again", waited.as_secs_f64())
+        })
     }
 
     /// Holds `slots`, then waits (up to `within`) until every request routed before is

@@ -165,7 +165,7 @@ pub struct TopologyDocument {
 
 impl Shared {
     pub fn new(config: ProxyConfig) -> Arc<Shared> {
-        let holds = crate::hold::Holds::default();
+        let holds = crate::hold::Holds::new(config.held_slot_limit);
         if config.await_console {
             holds.hold_all_until_pushed();
         }
@@ -417,14 +417,19 @@ impl Reactor {
 
     /// Waits while a slot `slots` names is held, with `owner` counted in flight
     /// throughout except while it waits (so a hold does not wait for it). A request whose
-    /// slot is held waits for the map that moves it, then routes with that map.
-    pub async fn wait_for_slots(&self, owner: &crate::backend::Owner, slots: impl Fn(&mut dyn FnMut(u16))) {
+    /// slot is held waits for the map that moves it, then routes with that map; one held
+    /// longer than its limit (`held_slot_limit_ms`: a coordinator gone mid-move, no console yet)
+    /// gets the error to answer instead, a `TRYAGAIN` clients retry.
+    pub async fn wait_for_slots(&self, owner: &crate::backend::Owner, slots: impl Fn(&mut dyn FnMut(u16))) -> Result<(), String> {
         let holds = &self.shared.holds;
+        let mut since = None;
         while holds.any() {
-            let mut held = false;
-            slots(&mut |s| held |= holds.holds(s));
-            if !held {
-                return;
+            let mut held = None;
+            slots(&mut |s| held = held.or(holds.holds(s).then_some(s)));
+            let Some(slot) = held else { return Ok(()) };
+            let since = *since.get_or_insert_with(tokio::time::Instant::now);
+            if let Some(why) = holds.held_too_long(slot, since.elapsed()) {
+                return Err(why);
             }
             let mut released = holds.subscribe();
             owner.ticket.borrow_mut().take();
@@ -435,6 +440,7 @@ impl Reactor {
             }
             *owner.ticket.borrow_mut() = Some(self.enter());
         }
+        Ok(())
     }
 
     /// Records one answered request.

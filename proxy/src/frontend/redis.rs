@@ -425,18 +425,19 @@ impl Client {
     }
 
     /// Waits while a slot of the call's keys (EXEC: of its transaction's) is held.
-    async fn wait_for_slots(&mut self, spec: &CommandSpec, argv: &[&[u8]]) {
+    async fn wait_for_slots(&mut self, spec: &CommandSpec, argv: &[&[u8]]) -> Result<(), String> {
         if !self.rx.shared.holds.any() {
-            return;
+            return Ok(());
         }
         let mut slots: SmallVec<[u16; 4]> = SmallVec::new();
         terrace_commands::table::for_each_key(spec, argv, |k| slots.push(crate::slots::key_slot(k)));
         if let (CommandId::Exec, Some(t)) = (spec.id, &self.txn) {
             slots.extend(t.slots.iter().copied());
         }
-        if !slots.is_empty() {
-            self.rx.wait_for_slots(&self.owner, |f| slots.iter().for_each(|&s| f(s))).await;
+        if slots.is_empty() {
+            return Ok(());
         }
+        self.rx.wait_for_slots(&self.owner, |f| slots.iter().for_each(|&s| f(s))).await
     }
 
     async fn handle_counted(&mut self, argv: &[&[u8]], raw: &[u8]) {
@@ -483,7 +484,18 @@ impl Client {
             let msg = format!("ERR {}", self.tenant.over_limit_message());
             return self.error(&msg);
         }
-        self.wait_for_slots(spec, argv).await;
+        if let Err(why) = self.wait_for_slots(spec, argv).await {
+            if spec.id == CommandId::Exec {
+                // The transaction ends with its EXEC, refused or not.
+                if self.txn.take().is_some_and(|t| t.placed) {
+                    self.discard_pinned().await;
+                }
+                self.error(&why);
+                return self.unpin();
+            }
+            self.refuse_in_txn();
+            return self.error(&why);
+        }
         let kind = route::classify(spec, argv);
         if let Some(cache) = &self.rx.shared.near_cache {
             if spec.write {
@@ -618,6 +630,15 @@ impl Client {
     }
 
     /// Marks the open transaction as failed (EXEC will answer EXECABORT).
+    /// Ends the transaction queued on the pinned connection (its reply is not the client's).
+    async fn discard_pinned(&mut self) {
+        let mut discard = BytesMut::new();
+        resp::encode_request(&mut discard, &["DISCARD"]);
+        let b = self.pin.as_ref().expect("placed").0.clone();
+        let hidden = send(&b, &discard, &self.owner, false).await;
+        self.push(Pending::Hidden(hidden));
+    }
+
     fn refuse_in_txn(&mut self) {
         if let Some(t) = &mut self.txn {
             t.dirty = true;
@@ -748,11 +769,7 @@ impl Client {
                 let t = self.txn.take().expect("in a transaction");
                 if t.dirty {
                     if placed {
-                        let mut discard = BytesMut::new();
-                        resp::encode_request(&mut discard, &["DISCARD"]);
-                        let b = self.pin.as_ref().expect("placed").0.clone();
-                        let slot = send(&b, &discard, &self.owner, false).await;
-                        self.push(Pending::Hidden(slot));
+                        self.discard_pinned().await;
                     }
                     self.error("EXECABORT Transaction discarded because of previous errors.");
                 } else if !placed && t.buffered.is_empty() {
@@ -760,11 +777,7 @@ impl Client {
                 } else if let Some(slot) = t.slots.iter().copied().find(|&s| pinned_engine.is_some_and(|e| map.engine_of_slot(s) != e)) {
                     // A slot of the transaction moved to another engine while it was
                     // queued: it cannot run where it was queued (Redis Cluster answers so).
-                    let mut discard = BytesMut::new();
-                    resp::encode_request(&mut discard, &["DISCARD"]);
-                    let b = self.pin.as_ref().expect("placed").0.clone();
-                    let hidden = send(&b, &discard, &self.owner, false).await;
-                    self.push(Pending::Hidden(hidden));
+                    self.discard_pinned().await;
                     self.error(&format!("TRYAGAIN slot {slot} moved to another engine during the transaction; run it again"));
                 } else {
                     if !placed {

@@ -253,7 +253,10 @@ impl Client {
     }
 
     async fn send_for_key(&mut self, key: &[u8], args: &[&[u8]]) -> Rc<Slot> {
-        self.rx.wait_for_slots(&self.owner, |f| f(crate::slots::key_slot(key))).await;
+        if let Err(why) = self.rx.wait_for_slots(&self.owner, |f| f(crate::slots::key_slot(key))).await {
+            // As an engine's refusal: the reply's translation makes it a SERVER_ERROR.
+            return Slot::ready(Bytes::from(format!("-{why}\r\n")), &self.owner);
+        }
         let e = self.rx.topology().slot_map.engine_of_key(key);
         let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
         send(&b, &bulk_args(args), &self.owner, false).await
@@ -283,7 +286,9 @@ impl Client {
         match cmd {
             Command::Get { keys, cas, touch } => {
                 stats.mc_get.fetch_add(keys.len() as u64, Ordering::Relaxed);
-                self.rx.wait_for_slots(&self.owner, |f| keys.iter().for_each(|k| f(crate::slots::key_slot(k)))).await;
+                if let Err(why) = self.rx.wait_for_slots(&self.owner, |f| keys.iter().for_each(|k| f(crate::slots::key_slot(k)))).await {
+                    return self.ready(format!("SERVER_ERROR {why}\r\n"));
+                }
                 let map = &self.rx.topology().slot_map;
                 let t = touch.map(|t| t.to_string());
                 let head: Vec<&[u8]> = match &t {
