@@ -654,6 +654,15 @@ async fn the_console_plans_and_runs_a_rebalance_and_a_drain() {
     let (_, listed) = call(Method::GET, "/moves", None).await;
     assert_eq!(listed["paused"], true);
     assert!(listed["moves"].as_array().unwrap().iter().all(|m| m["state"] == "queued"), "{listed}");
+    // The page's slot map shows every queued slot under the bar.
+    let shown = web.get(format!("{url}/topology")).send().await.unwrap().text().await.unwrap();
+    for m in listed["moves"].as_array().unwrap() {
+        for range in m["slots"].as_str().unwrap().split(' ') {
+            let (first, last) = range.split_once('-').unwrap_or((range, range));
+            let title = format!("slots {first}-{last}: queued to move to engine 2 (move #{})", m["id"]);
+            assert!(shown.contains(&title), "{title} in {shown}");
+        }
+    }
     let (status, _) = call(Method::POST, "/moves/resume", None).await;
     assert_eq!(status, StatusCode::OK);
     moves_done(&url, &token, moves.len()).await;

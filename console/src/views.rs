@@ -534,20 +534,53 @@ pub fn usage_chart(samples: &[Usage]) -> String {
     )
 }
 
-/// The slot map as a bar: one colored span per range.
-pub fn slot_map_svg(ranges: &[(u16, u16, usize)]) -> String {
-    let colors = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"];
+/// A move not yet done, as the slot map shows it: its slots, where they go, and how far
+/// it got (None: queued).
+pub struct MovingSlots {
+    pub id: i64,
+    pub slots: String,
+    pub target: usize,
+    /// The phase and the share of its keys copied, while it runs.
+    pub running: Option<(String, f64)>,
+}
+
+const ENGINE_COLORS: [&str; 6] = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"];
+
+/// The slot map as a bar: one colored span per range; under it, each slot of a move not yet
+/// done — in its target's color while it moves (with how far), grey while queued — so every
+/// slot's state is on the bar.
+pub fn slot_map_svg(ranges: &[(u16, u16, usize)], moving: &[MovingSlots]) -> String {
+    let x_of = |slot: f64| 10.0 + slot / 16384.0 * 540.0;
     let mut out = String::from(
-        r##"<svg id="slot-map" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 560 60" role="img" aria-label="slot map"><title>Slot map</title>"##,
+        r##"<svg id="slot-map" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 560 74" role="img" aria-label="slot map"><title>Slot map</title>"##,
     );
     for (first, last, engine) in ranges {
-        let x = 10.0 + *first as f64 / 16384.0 * 540.0;
-        let w = (*last as f64 - *first as f64 + 1.0) / 16384.0 * 540.0;
+        let x = x_of(*first as f64);
+        let w = x_of(*last as f64 + 1.0) - x;
         out += &format!(
             r##"<rect x="{x:.1}" y="10" width="{w:.1}" height="24" fill="{}"><title>slots {first}-{last}: engine {engine}</title></rect>"##,
-            colors[engine % colors.len()]
+            ENGINE_COLORS[engine % ENGINE_COLORS.len()]
         );
-        out += &format!(r##"<text x="{:.1}" y="50" font-size="11" text-anchor="middle">engine {engine}: {first}-{last}</text>"##, x + w / 2.0);
+        out += &format!(r##"<text x="{:.1}" y="64" font-size="11" text-anchor="middle">engine {engine}: {first}-{last}</text>"##, x + w / 2.0);
+    }
+    for m in moving {
+        let Ok(set) = terrace_commands::slots::SlotSet::parse(&m.slots) else { continue };
+        let (fill, opacity, what) = match &m.running {
+            Some((phase, done)) => (
+                ENGINE_COLORS[m.target % ENGINE_COLORS.len()],
+                "0.6",
+                format!("moving to engine {} ({phase}, {:.0}% of the keys copied)", m.target, done * 100.0),
+            ),
+            None => ("#9ca3af", "1", format!("queued to move to engine {}", m.target)),
+        };
+        for (first, last) in set.ranges() {
+            let x = x_of(first as f64);
+            let w = (x_of(last as f64 + 1.0) - x).max(0.5);
+            out += &format!(
+                r##"<rect class="moving" x="{x:.1}" y="37" width="{w:.1}" height="10" fill="{fill}" fill-opacity="{opacity}"><title>slots {first}-{last}: {what} (move #{})</title></rect>"##,
+                m.id
+            );
+        }
     }
     out + "</svg>"
 }
@@ -577,6 +610,19 @@ mod tests {
         assert_eq!(v.break_even[0].interval, format!("{expect:.0} s"));
         assert_eq!(v.apply, Some((Some("none".into()), Some("write-through".into()))));
         assert_eq!(v.expected_change, "-50.0%");
+    }
+
+    #[test]
+    fn the_slot_map_shows_each_moving_and_queued_slot() {
+        let moving = [
+            MovingSlots { id: 3, slots: "0-99 200".into(), target: 1, running: Some(("copying".into(), 0.25)) },
+            MovingSlots { id: 4, slots: "300-399".into(), target: 1, running: None },
+        ];
+        let svg = slot_map_svg(&[(0, 8191, 0), (8192, 16383, 1)], &moving);
+        assert_eq!(svg.matches(r#"class="moving""#).count(), 3, "{svg}");
+        assert!(svg.contains("slots 0-99: moving to engine 1 (copying, 25% of the keys copied) (move #3)"), "{svg}");
+        assert!(svg.contains("slots 200-200: moving to engine 1"), "{svg}");
+        assert!(svg.contains("slots 300-399: queued to move to engine 1 (move #4)"), "{svg}");
     }
 
     #[test]

@@ -319,6 +319,31 @@ pub struct PlanQuery {
     drain: Option<String>,
 }
 
+/// The moves not yet done, for the slot map: the one under way with how far it got
+/// (during the copy, keys copied against the move's estimate), the queued ones.
+fn moving_slots(engines: &[String], moves: &[db::SlotMove], progress: Option<&crate::moves::Progress>) -> Vec<crate::views::MovingSlots> {
+    moves
+        .iter()
+        .filter(|m| !matches!(m.state.as_str(), "done" | "failed" | "cancelled"))
+        .map(|m| {
+            let running = progress.filter(|p| p.id == m.id).map(|p| {
+                let done = match p.phase.as_str() {
+                    "idle" | "purging" => 0.0,
+                    "copying" => m.estimated_keys.filter(|&k| k > 0).map_or(0.0, |k| (p.keys_copied as f64 / k as f64).min(0.99)),
+                    _ => 1.0,
+                };
+                (p.phase.clone(), done)
+            });
+            crate::views::MovingSlots {
+                id: m.id,
+                slots: m.slots.clone(),
+                target: engines.iter().position(|e| *e == m.target).unwrap_or(engines.len()),
+                running,
+            }
+        })
+        .collect()
+}
+
 pub async fn topology(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Query(q): Query<PlanQuery>) -> Response {
     let (engines, ranges) = match db::topology(&console.db).await {
         Ok(t) => t,
@@ -340,7 +365,7 @@ pub async fn topology(State(console): State<Arc<Console>>, PageUser(s, _): PageU
     };
     TopologyPage {
         frame: frame(&s),
-        map_svg: slot_map_svg(&ranges),
+        map_svg: slot_map_svg(&ranges, &moving_slots(&engines, &moves, progress.as_ref())),
         engines,
         members,
         events,
