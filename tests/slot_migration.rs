@@ -240,24 +240,29 @@ async fn the_console_moves_slots_under_load_without_losing_or_staling_a_write() 
     use serde_json::json;
     let (a, b, c) = (Engine::start(&[]), Engine::start(&[]), Engine::start(&[]));
     let addr = |e: &Engine| format!("127.0.0.1:{}", e.port);
+    // Two proxies: every move holds its slots on both.
     let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
-    let console = Console::start(&[&a, &b], &[&proxy]);
+    let proxy2 = Proxy::start_admin_on(free_port(), &[&a, &b]);
+    let console = Console::start(&[&a, &b], &[&proxy, &proxy2]);
     let (web, csrf) = console_api::login(&console.url).await;
     let token = console_api::token(&web, &console.url, &csrf, "moves").await;
     let url = console.url.clone();
     let call = |method: Method, path: &str, body: Option<serde_json::Value>| console_api::api(method, format!("{url}/api/v1{path}"), &token, body);
     let (status, body) = call(Method::POST, "/tenants", Some(json!({"name": "bob", "password": "bob-secret-1"}))).await;
     assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
-    eventually(20, "the proxy knows bob", || {
-        let mut con = redis::Client::open(format!("redis://127.0.0.1:{}", proxy.port)).unwrap().get_connection().unwrap();
-        redis::cmd("AUTH").arg("bob").arg("bob-secret-1").query::<()>(&mut con).is_ok()
+    eventually(20, "the proxies know bob", || {
+        [proxy.port, proxy2.port].iter().all(|port| {
+            let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection().unwrap();
+            redis::cmd("AUTH").arg("bob").arg("bob-secret-1").query::<()>(&mut con).is_ok()
+        })
     });
 
-    // 16 clients: 8 in the default keyspace, 8 as tenant bob.
+    // 16 clients: 8 in the default keyspace, 8 as tenant bob, half on each proxy.
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..16)
         .map(|id| {
-            let client = LoadClient { id, port: proxy.port, tenant: (id >= 8).then_some(("bob", "bob-secret-1")) };
+            let port = if id % 2 == 0 { proxy.port } else { proxy2.port };
+            let client = LoadClient { id, port, tenant: (id >= 8).then_some(("bob", "bob-secret-1")) };
             let stop = stop.clone();
             std::thread::spawn(move || client.run(stop))
         })

@@ -368,14 +368,15 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
     let held = Instant::now();
     let proxies = db::proxies(&console.db).await?;
     let ranges = slots.range_args();
-    // (One after another: each answers within a millisecond or so unless requests it sent
-    // are slow, and a proxy that cannot hold undoes the attempt.)
-    for p in &proxies {
+    // (All at once, so the pause is the slowest proxy's, not their sum; a proxy that cannot
+    // hold undoes the attempt.)
+    let mut args = vec!["TERRACE.TOPOLOGY", "HOLD"];
+    args.extend(ranges.iter().map(String::as_str));
+    let holds = proxies.iter().map(|p| async {
         let mut n = Node::proxy(p, console.config.proxy_admin_password.as_deref()).await?;
-        let mut args = vec!["TERRACE.TOPOLOGY", "HOLD"];
-        args.extend(ranges.iter().map(String::as_str));
-        n.run::<()>(&args).await?;
-    }
+        n.run::<()>(&args).await
+    });
+    futures_util::future::try_join_all(holds).await?;
     // 3: sealed and handed over.
     src.run::<()>(&["TERRACE.MIGRATE", "SEAL"]).await?;
     loop {

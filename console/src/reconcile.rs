@@ -163,17 +163,17 @@ pub async fn push_proxies(console: &Console) -> Vec<String> {
         Ok(d) => d,
         Err(e) => return vec![e.to_string()],
     };
-    let mut errors = Vec::new();
-    for addr in db::proxies(&console.db).await.unwrap_or_default() {
+    // (All at once: during a move, the held requests of each proxy wait for its push.)
+    let proxies = db::proxies(&console.db).await.unwrap_or_default();
+    let want = &want;
+    let pushes = proxies.iter().map(|addr| async move {
         let pushed = async {
-            let mut n = Node::proxy(&addr, console.config.proxy_admin_password.as_deref()).await?;
+            let mut n = Node::proxy(addr, console.config.proxy_admin_password.as_deref()).await?;
             n.run::<String>(&["TERRACE.TOPOLOGY", "SET", &want.document]).await
         };
-        if let Err(e) = pushed.await {
-            errors.push(format!("proxy {addr}: {e}"));
-        }
-    }
-    errors
+        pushed.await.err().map(|e| format!("proxy {addr}: {e}"))
+    });
+    futures_util::future::join_all(pushes).await.into_iter().flatten().collect()
 }
 
 async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatus {
