@@ -891,3 +891,65 @@ fn a_request_held_past_the_limit_is_answered_tryagain() {
     let done: Vec<String> = q(&mut c, &["EXEC"]);
     assert_eq!(done, ["OK"]);
 }
+
+/// A console killed mid-move — after the proxies hold the slots, or after the source has
+/// sealed them too, before the map switches — leaves held requests waiting, not failed; its
+/// restart undoes or resumes the move, which then completes: the held request is answered
+/// with the current value, and every key is on the new engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_killed_mid_move_is_recovered_by_its_restart() {
+    use reqwest::Method;
+    use serde_json::json;
+    for point in ["held", "handed-over"] {
+        let (a, b) = (Engine::start(&[]), Engine::start(&[]));
+        let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
+        let mut console = Console::start_in(temp_dir("console"), &[&a, &b], &[&proxy], &[], &[("TERRACE_CONSOLE_CRASH_AT", point)]);
+        let mut con = connect(proxy.port);
+        for i in 0..200 {
+            let _: () = q(&mut con, &["SET", &format!("{{m}}k{i}"), &format!("v{i}")]);
+        }
+        let slot = key_slot(b"{m}");
+        let (source, target) = if slot < 8192 { (&a, &b) } else { (&b, &a) };
+        let (web, csrf) = console_api::login(&console.url).await;
+        let token = console_api::token(&web, &console.url, &csrf, "crash").await;
+        let body = json!({"source": format!("127.0.0.1:{}", source.port), "target": format!("127.0.0.1:{}", target.port), "slots": slot.to_string()});
+        let (status, body) = console_api::api(Method::POST, format!("{}/api/v1/moves", console.url), &token, Some(body)).await;
+        assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let code = loop {
+            if let Some(code) = console.child.try_wait().unwrap() {
+                break code;
+            }
+            assert!(std::time::Instant::now() < deadline, "the console did not reach {point}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        assert_eq!(code.code(), Some(70), "{point}");
+        // The proxy holds the slot: a request for it waits for the console to come back.
+        let port = proxy.port;
+        let reader = std::thread::spawn(move || q::<Option<String>>(&mut connect(port), &["GET", "{m}k7"]));
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        assert!(!reader.is_finished(), "{point}: the held request waits");
+
+        let dir = std::mem::take(&mut console.dir);
+        drop(console);
+        let console = Console::start_in(dir.clone(), &[&a, &b], &[&proxy], &[], &[]);
+        let (web, csrf) = console_api::login(&console.url).await;
+        let token = console_api::token(&web, &console.url, &csrf, "after").await;
+        let moves = moves_done(&console.url, &token, 1).await;
+        // Held only: the restart goes on from the hold. Sealed too: it undoes (unseals,
+        // releases) and moves again.
+        let attempts = if point == "held" { 0 } else { 1 };
+        assert_eq!(moves[0]["attempts"], attempts, "{point}: {moves:?}");
+        assert_eq!(reader.join().unwrap().as_deref(), Some("v7"), "{point}");
+        let size = |e: &Engine| q::<i64>(&mut e.client(), &["DBSIZE"]);
+        eventually(20, "the source deleted the moved keys", || size(source) == 0);
+        assert_eq!(size(target), 200, "{point}: {moves:?}");
+        for i in 0..200 {
+            let got: Option<String> = q(&mut con, &["GET", &format!("{{m}}k{i}")]);
+            assert_eq!(got, Some(format!("v{i}")), "{point}");
+        }
+        let _: () = q(&mut con, &["SET", "{m}k0", "after"]);
+        assert_eq!(q::<Option<String>>(&mut target.client(), &["GET", "{m}k0"]).as_deref(), Some("after"), "{point}: writes go to the new owner");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

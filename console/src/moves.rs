@@ -276,6 +276,18 @@ pub async fn run(console: Arc<Console>) {
     }
 }
 
+/// Where a test can make the console die mid-move, as if killed: the process exits at the
+/// point `TERRACE_CONSOLE_CRASH_AT` names (`held`: the proxies hold the slots; `handed-over`:
+/// the source has sealed them too, the map is not switched). What a restarted console does
+/// from there is the recovery under test (`tests/slot_migration.rs`).
+fn crash_point(name: &str) {
+    static AT: std::sync::LazyLock<Option<String>> = std::sync::LazyLock::new(|| std::env::var("TERRACE_CONSOLE_CRASH_AT").ok());
+    if AT.as_deref() == Some(name) {
+        tracing::error!(point = name, "TERRACE_CONSOLE_CRASH_AT: exiting mid-move");
+        std::process::exit(70);
+    }
+}
+
 /// What went wrong in an attempt.
 #[derive(Debug)]
 struct Undo(String);
@@ -377,6 +389,7 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
         n.run::<()>(&args).await
     });
     futures_util::future::try_join_all(holds).await?;
+    crash_point("held");
     // 3: sealed and handed over.
     src.run::<()>(&["TERRACE.MIGRATE", "SEAL"]).await?;
     loop {
@@ -389,6 +402,7 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    crash_point("handed-over");
     // 4: the map moves the slots; pushed to every proxy at once (the next reconcile pass
     // would too, within one interval).
     db::switch_slots(&console.db, &slots.ranges(), target, m.id).await?;

@@ -578,7 +578,12 @@ impl Console {
 
     /// As `start`, with more flags (`--replicas`, `--failover-after-ms`…).
     pub fn start_with(engines: &[&Engine], proxies: &[&Proxy], extra: &[&str]) -> Console {
-        let dir = temp_dir("console");
+        Self::start_in(temp_dir("console"), engines, proxies, extra, &[])
+    }
+
+    /// As `start_with`, on the database in `dir` (a restart test reuses it), with more
+    /// environment.
+    pub fn start_in(dir: std::path::PathBuf, engines: &[&Engine], proxies: &[&Proxy], extra: &[&str], env: &[(&str, &str)]) -> Console {
         let list = |ports: Vec<u16>| ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
         cmd.args(["console", "--port", "0", "--reconcile-ms", "300", "--db"])
@@ -588,6 +593,7 @@ impl Console {
             .args(extra)
             .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
             .env("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         die_with_parent(&mut cmd);
