@@ -52,6 +52,10 @@ pub struct RebalanceArgs {
     /// Run one side only (`terrace` or `redis`).
     #[arg(long)]
     only: Option<String>,
+    /// Runs of each side, alternating (terrace, redis, terrace, …); with more than one, the
+    /// table ends with each side's medians.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
     /// Where the nodes keep their files.
     #[arg(long, default_value = "/tmp/terrace-bench-rebalance")]
     dir: PathBuf,
@@ -307,41 +311,93 @@ fn pin_to_core_1() -> anyhow::Result<()> {
 
 pub fn run(args: RebalanceArgs) -> anyhow::Result<()> {
     pin_to_core_1()?;
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
     let value = Arc::new(vec![b'v'; args.value_size]);
     let _ = std::fs::remove_dir_all(&args.dir);
     std::fs::create_dir_all(&args.dir)?;
     println!("rebalance: {} keys × {} B from one node to two, under a background load (90% GET, 10% SET)", args.keys, args.value_size);
-    let terrace = if args.only.as_deref() != Some("redis") { Some(run_terrace(&args, &value)?) } else { None };
-    let redis = if args.only.as_deref() != Some("terrace") { Some(run_redis(&args, &value)?) } else { None };
+    let (mut terrace, mut redis) = (Vec::new(), Vec::new());
+    for run in 1..=args.runs {
+        if args.runs > 1 {
+            println!("run {run} of {}", args.runs);
+        }
+        if args.only.as_deref() != Some("redis") {
+            terrace.push(run_terrace(&args, &value)?);
+        }
+        if args.only.as_deref() != Some("terrace") {
+            redis.push(run_redis(&args, &value)?);
+        }
+    }
     println!();
     println!(
         "| | rebalance (s) | req/s before | during | after | p99 ms before | during | after | failed requests | redirections | pauses (ms): median / max |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for o in terrace.iter().chain(redis.iter()) {
-        let pauses = if o.pauses_ms.is_empty() {
-            "—".to_string()
-        } else {
-            format!("{:.0} / {:.0}", super::median(&o.pauses_ms), o.pauses_ms.iter().cloned().fold(0.0, f64::max))
-        };
-        println!(
-            "| {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
-            o.name, o.rebalance_s, o.phases[0].0, o.phases[1].0, o.phases[2].0, o.phases[0].1, o.phases[1].1, o.phases[2].1, o.errors, o.redirects, pauses
-        );
+    for (i, o) in terrace.iter().chain(redis.iter()).enumerate() {
+        let run = if args.runs > 1 { format!(" (run {})", i % args.runs + 1) } else { String::new() };
+        print_row(&format!("{}{run}", o.name), &Row::of(std::slice::from_ref(o)));
         if let Some(e) = &o.last_error {
             println!("  ({} last error: {e})", o.name);
         }
     }
-    let (Some(terrace), Some(redis)) = (terrace, redis) else { return Ok(()) };
+    let (t, r) = (Row::of(&terrace), Row::of(&redis));
+    if args.runs > 1 {
+        for (name, row, outcomes) in [("terrace", &t, &terrace), ("redis cluster", &r, &redis)] {
+            if !outcomes.is_empty() {
+                print_row(&format!("**{name}: median of {}**", outcomes.len()), row);
+            }
+        }
+    }
+    if terrace.is_empty() || redis.is_empty() {
+        return Ok(());
+    }
+    let medians = if args.runs > 1 { "medians: " } else { "" };
     println!(
-        "\nterrace / redis: rebalance time {:.2}x, throughput during {:.2}x of before (redis {:.2}x), p99 during {:.2} ms vs {:.2} ms",
-        terrace.rebalance_s / redis.rebalance_s,
-        terrace.phases[1].0 / terrace.phases[0].0.max(1.0),
-        redis.phases[1].0 / redis.phases[0].0.max(1.0),
-        terrace.phases[1].1,
-        redis.phases[1].1
+        "\nterrace / redis {medians}rebalance time {:.2}x, throughput during {:.2}x of before (redis {:.2}x), p99 during {:.2} ms vs {:.2} ms",
+        t.rebalance_s / r.rebalance_s,
+        t.phases[1].0 / t.phases[0].0.max(1.0),
+        r.phases[1].0 / r.phases[0].0.max(1.0),
+        t.phases[1].1,
+        r.phases[1].1
     );
     Ok(())
+}
+
+/// One line of the table: one run, or the medians of several (each column's own median).
+struct Row {
+    rebalance_s: f64,
+    phases: [(f64, f64); 3],
+    errors: u64,
+    redirects: u64,
+    pauses_ms: Vec<f64>,
+}
+
+impl Row {
+    fn of(outcomes: &[Outcome]) -> Row {
+        let med = |f: &dyn Fn(&Outcome) -> f64| super::median(&outcomes.iter().map(f).collect::<Vec<_>>());
+        let phase = |i: usize| (med(&|o| o.phases[i].0), med(&|o| o.phases[i].1));
+        Row {
+            rebalance_s: med(&|o| o.rebalance_s),
+            phases: [phase(0), phase(1), phase(2)],
+            errors: outcomes.iter().map(|o| o.errors).sum(),
+            redirects: med(&|o| o.redirects as f64) as u64,
+            pauses_ms: outcomes.iter().flat_map(|o| o.pauses_ms.iter().copied()).collect(),
+        }
+    }
+}
+
+fn print_row(label: &str, o: &Row) {
+    let pauses = if o.pauses_ms.is_empty() {
+        "—".to_string()
+    } else {
+        format!("{:.0} / {:.0}", super::median(&o.pauses_ms), o.pauses_ms.iter().cloned().fold(0.0, f64::max))
+    };
+    println!(
+        "| {label} | {:.1} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
+        o.rebalance_s, o.phases[0].0, o.phases[1].0, o.phases[2].0, o.phases[0].1, o.phases[1].1, o.phases[2].1, o.errors, o.redirects, pauses
+    );
 }
 
 fn run_terrace(args: &RebalanceArgs, value: &Arc<Vec<u8>>) -> anyhow::Result<Outcome> {
