@@ -121,6 +121,12 @@ async fn an_operator_creates_a_tenant_retrains_it_and_reads_the_advisor() {
     c.find(Locator::Id("new-tenant")).await.unwrap().click().await.unwrap();
     wait_for_path(&c, "/tenants/new").await;
     c.find(Locator::Id("name")).await.unwrap().send_keys("cities").await.unwrap();
+    // Without a password the form is not sent (a tenant without one would take any).
+    c.find(Locator::Id("save")).await.unwrap().click().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(c.current_url().await.unwrap().path().ends_with("/tenants/new"), "the form stays until a password is given");
+    let missing: bool = c.execute("return document.getElementById('tenant-password').validity.valueMissing", vec![]).await.unwrap().as_bool().unwrap();
+    assert!(missing, "the browser flags the empty password");
     c.find(Locator::Id("tenant-password")).await.unwrap().send_keys("city-pw").await.unwrap();
     c.find(Locator::Css("#compression option[value='zstd-dict']")).await.unwrap().click().await.unwrap();
     c.find(Locator::Id("save")).await.unwrap().click().await.unwrap();

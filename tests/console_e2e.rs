@@ -94,8 +94,16 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(body["applied"], true, "{body}");
     assert!(!body.to_string().contains("s3cret") && !body.to_string().contains("password_sha256"), "passwords are never shown back: {body}");
-    let (status, body) = post(json!({"name": "shop"})).await;
+    let (status, body) = post(json!({"name": "shop", "password": "other"})).await;
     assert_eq!((status, body["error"].as_str().unwrap()), (StatusCode::CONFLICT, "tenant 'shop' already exists"));
+    // A tenant without a password would take any password: refused, on create and update.
+    for body in [json!({"name": "open"}), json!({"name": "open", "password": ""})] {
+        let (status, body) = post(body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert!(body["error"].as_str().unwrap().starts_with("password: a tenant needs a password"), "{body}");
+    }
+    let (status, body) = api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"password": ""}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let mut con = redis_as(proxy.port, "shop", "s3cret").expect("the tenant authenticates through the proxy");
     let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
     assert_eq!(redis::cmd("GET").arg("k").query::<String>(&mut con).unwrap(), "v");

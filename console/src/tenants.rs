@@ -36,8 +36,9 @@ pub struct Tenant {
 }
 
 /// What a create or an update carries (JSON for the API, a form for the pages). Absent
-/// fields keep their value on update and take the default on create; `password: ""` removes
-/// the password, `max_memory` takes sizes ("100mb").
+/// fields keep their value on update and take the default on create; a password is needed
+/// on create and cannot be removed (`TenantError::PasswordMissing`); `max_memory` takes sizes
+/// ("100mb").
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantInput {
@@ -73,6 +74,9 @@ pub enum TenantError {
     Choice { field: &'static str, value: String, allowed: String },
     #[error("{field}: '{value}' is not {what}")]
     Number { field: &'static str, value: String, what: &'static str },
+    /// Without one, the proxy would take any password for the tenant (Redis's `nopass`).
+    #[error("password: a tenant needs a password (its clients authenticate with it; it cannot be removed, only changed)")]
+    PasswordMissing,
 }
 
 /// A namespace name (`terrace_commands::settings::valid_name`) that is not one of the
@@ -134,10 +138,12 @@ impl TenantInput {
             created_at: now,
             updated_at: now,
         });
-        if let Some(p) = &self.password {
-            t.password_sha256 = (!p.is_empty()).then(|| sha256_hex(p.as_bytes()));
-        }
-        t.has_password = t.password_sha256.is_some();
+        // (Checked after the other fields, so a form with several faults shows theirs first.)
+        let password = match &self.password {
+            Some(p) if !p.is_empty() => Some(sha256_hex(p.as_bytes())),
+            Some(_) => None,
+            None => t.password_sha256.take(),
+        };
         if let Some(v) = &self.max_qps {
             t.max_qps = v.value("max_qps", false)?;
         }
@@ -170,6 +176,8 @@ impl TenantInput {
             t.replica_reads = v;
         }
         t.updated_at = now;
+        t.password_sha256 = Some(password.ok_or(TenantError::PasswordMissing)?);
+        t.has_password = true;
         Ok(t)
     }
 }
@@ -230,6 +238,9 @@ mod tests {
         assert_eq!(t.password_sha256.as_deref(), Some(sha256_hex(b"pw").as_str()));
         assert!(t.has_password);
         assert_eq!(input("{}").apply(None, 0).unwrap_err(), TenantError::NameMissing);
+        // A tenant without a password would accept any.
+        assert_eq!(input(r#"{"name":"shop"}"#).apply(None, 0).unwrap_err(), TenantError::PasswordMissing);
+        assert_eq!(input(r#"{"name":"shop","password":""}"#).apply(None, 0).unwrap_err(), TenantError::PasswordMissing);
         assert!(matches!(input(r#"{"name":"admin"}"#).apply(None, 0), Err(TenantError::Name(_))));
         assert!(matches!(input(r#"{"name":"a b"}"#).apply(None, 0), Err(TenantError::Name(_))));
         for dots in [".", "..", "a.b"] {
@@ -251,8 +262,9 @@ mod tests {
         let u = input(r#"{"storage_mode":"write-back","max_qps":null}"#).apply(Some(&t), 2).unwrap();
         assert_eq!((u.compression.as_str(), u.storage_mode.as_str(), u.has_password), ("zstd", "write-back", true));
         assert_eq!((u.created_at, u.updated_at), (1, 2));
-        let cleared = input(r#"{"password":""}"#).apply(Some(&u), 3).unwrap();
-        assert!(!cleared.has_password && cleared.password_sha256.is_none());
+        assert_eq!(input(r#"{"password":""}"#).apply(Some(&u), 3).unwrap_err(), TenantError::PasswordMissing);
+        let changed = input(r#"{"password":"new"}"#).apply(Some(&u), 3).unwrap();
+        assert_eq!(changed.password_sha256.as_deref(), Some(sha256_hex(b"new").as_str()));
         assert_eq!(u.namespace_args(3)[..3], ["shop".to_string(), "MAXMEMORY".into(), "0".into()]);
         let m = input(r#"{"max_memory":"3mb"}"#).apply(Some(&u), 4).unwrap();
         assert_eq!(m.namespace_args(2)[2], (3u64 << 20).div_ceil(2).to_string());

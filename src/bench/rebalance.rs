@@ -315,8 +315,13 @@ pub fn run(args: RebalanceArgs) -> anyhow::Result<()> {
         bail!("--runs must be at least 1");
     }
     let value = Arc::new(vec![b'v'; args.value_size]);
-    let _ = std::fs::remove_dir_all(&args.dir);
-    std::fs::create_dir_all(&args.dir)?;
+    // Each run on fresh directories (an engine keeps refusing the slots it gave away in its
+    // data directory's `sealed-slots`).
+    let fresh = || -> anyhow::Result<()> {
+        let _ = std::fs::remove_dir_all(&args.dir);
+        std::fs::create_dir_all(&args.dir)?;
+        Ok(())
+    };
     println!("rebalance: {} keys × {} B from one node to two, under a background load (90% GET, 10% SET)", args.keys, args.value_size);
     let (mut terrace, mut redis) = (Vec::new(), Vec::new());
     for run in 1..=args.runs {
@@ -324,9 +329,11 @@ pub fn run(args: RebalanceArgs) -> anyhow::Result<()> {
             println!("run {run} of {}", args.runs);
         }
         if args.only.as_deref() != Some("redis") {
+            fresh()?;
             terrace.push(run_terrace(&args, &value)?);
         }
         if args.only.as_deref() != Some("terrace") {
+            fresh()?;
             redis.push(run_redis(&args, &value)?);
         }
     }

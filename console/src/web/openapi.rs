@@ -115,7 +115,7 @@ pub fn document() -> Value {
                     "additionalProperties": false,
                     "properties": {
                         "name": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$", "description": "Create only." },
-                        "password": { "type": "string", "description": "Empty removes it. Stored as SHA-256, never shown." },
+                        "password": { "type": "string", "minLength": 1, "description": "Required on create; on update, changes it (it cannot be removed: without one the proxy would take any password). Stored as SHA-256, never shown." },
                         "max_memory": { "oneOf": [{ "type": "integer" }, { "type": "string" }], "nullable": true, "description": "Bytes or a size (\"100mb\") over all engines; null or 0 = no limit." },
                         "max_qps": { "oneOf": [{ "type": "integer" }, { "type": "string" }], "nullable": true },
                         "compression": { "type": "string", "enum": crate::tenants::COMPRESSIONS },

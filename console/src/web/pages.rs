@@ -125,14 +125,10 @@ pub async fn new_tenant_form(PageUser(s, _): PageUser) -> Response {
 }
 
 /// A form's fields as a create/update: empty optional fields mean "no limit"; an empty
-/// password on an edit keeps the password (the checkbox removes it).
+/// password keeps the password on an edit (and is refused on a create: a tenant needs one).
 fn input_of(f: &HashMap<String, String>, create: bool) -> TenantInput {
     let text = |k: &str| f.get(k).map(|v| v.trim().to_string());
-    let password = match (text("password").filter(|p| !p.is_empty()), f.contains_key("clear_password")) {
-        (Some(p), _) => Some(p),
-        (None, true) => Some(String::new()),
-        (None, false) => None,
-    };
+    let password = text("password").filter(|p| !p.is_empty());
     TenantInput {
         name: if create { text("name") } else { None },
         password,
