@@ -210,6 +210,11 @@ struct EngineArgs {
     /// Eviction policy when maxmemory is reached [env: TERRACE_MAXMEMORY_POLICY]
     #[arg(long)]
     maxmemory_policy: Option<String>,
+    /// Save points, as Redis's `save`: "SECONDS CHANGES …" — a snapshot (dump.rdb) when at
+    /// least CHANGES writes are SECONDS old, and one on a clean shutdown; "" for none
+    /// [env: TERRACE_SAVE] [default: none]
+    #[arg(long)]
+    save: Option<String>,
     /// HTTP port for Prometheus metrics at /metrics [env: TERRACE_METRICS_PORT] [default: off]
     #[arg(long)]
     metrics_port: Option<u16>,
@@ -315,6 +320,7 @@ impl EngineArgs {
             bind: self.bind,
             maxmemory: self.maxmemory.map(toml::Value::String),
             maxmemory_policy: self.maxmemory_policy,
+            save: self.save,
             threads: self.threads.map(toml::Value::String),
             metrics_port: self.metrics_port,
             elastic_up: self.elastic_up,

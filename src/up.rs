@@ -49,6 +49,11 @@ pub struct UpArgs {
     /// Port of the web console and REST API (it listens on 127.0.0.1).
     #[arg(long, default_value_t = 8080)]
     console_port: u16,
+    /// The engines' save points, as Redis's `save` (its defaults): a snapshot when at least
+    /// CHANGES writes are SECONDS old, and one when the appliance stops; "" keeps nothing
+    /// across a restart.
+    #[arg(long, default_value = "3600 1 300 100 60 10000")]
+    save: String,
 }
 
 /// One supervised engine process.
@@ -79,11 +84,14 @@ fn spawn(cmd: &[String]) -> std::io::Result<Child> {
 }
 
 /// How `terrace up` runs an engine: on 127.0.0.1, with the engines' password (which it also
-/// gives a master when it is a replica: after a failover any engine may become one).
-fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secret: &std::path::Path) -> Vec<String> {
+/// gives a master when it is a replica: after a failover any engine may become one), and
+/// save points (`--save`: snapshots while it runs and when it stops).
+fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secret: &std::path::Path, save: &str) -> Vec<String> {
     vec![
         exe.display().to_string(),
         "engine".into(),
+        "--save".into(),
+        save.into(),
         "--port".into(),
         port.to_string(),
         "--bind".into(),
@@ -107,6 +115,7 @@ struct Added {
     exe: PathBuf,
     data_dir: PathBuf,
     secret: PathBuf,
+    save: String,
     /// The first port to try for the next one.
     next_port: Mutex<u16>,
     engines: Arc<Mutex<Vec<Arc<Supervised>>>>,
@@ -132,7 +141,7 @@ impl Added {
     fn run(&self, port: u16) -> anyhow::Result<String> {
         let dir = self.data_dir.join(format!("engine-added-{port}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let command = engine_command(&self.exe, port, &dir, &self.secret);
+        let command = engine_command(&self.exe, port, &dir, &self.secret, &self.save);
         let child = spawn(&command).with_context(|| format!("cannot start an engine on port {port}"))?;
         let e = Arc::new(Supervised { name: format!("added engine (port {port})"), restart: command, child: Mutex::new(Some(child)) });
         self.engines.lock().unwrap().push(e.clone());
@@ -220,7 +229,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         let port = args.engine_port.checked_add(i).context("--engine-port leaves no room for every engine")?;
         let dir = args.data_dir.join(format!("engine-{}", i + 1));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let command = engine_command(&exe, port, &dir, &secret);
+        let command = engine_command(&exe, port, &dir, &secret, &args.save);
         let replica = i >= args.engines;
         let mut restart = command.clone();
         if args.replicas > 0 {
@@ -243,6 +252,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         exe: exe.clone(),
         data_dir: args.data_dir.clone(),
         secret: secret.clone(),
+        save: args.save.clone(),
         next_port: Mutex::new(args.engine_port.saturating_add(args.engines * (1 + args.replicas))),
         engines: Arc::new(Mutex::new(Vec::new())),
         stopping: stopping.clone(),
@@ -268,6 +278,14 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         addrs.join(", "),
         if replica_addrs.is_empty() { String::new() } else { format!(", replicas on {}", replica_addrs.join(", ")) }
     );
+    if args.save.trim().is_empty() {
+        eprintln!("terrace up: no save points (--save \"\"): the engines keep nothing across a restart");
+    } else {
+        eprintln!(
+            "terrace up: what survives a restart: everything on a clean stop (the engines save a snapshot as they stop); after a crash, the last snapshot (save points \"{}\": at least CHANGES writes SECONDS old)",
+            args.save
+        );
+    }
     let admin_password = terrace_console::auth::random_hex(24);
     // The console needs the proxy's port: an ephemeral one (port 0) is picked here.
     let proxy_port = match args.port {

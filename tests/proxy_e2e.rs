@@ -536,6 +536,60 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// What survives a clean restart of `terrace up`: everything — the engines save as they
+/// stop (their save points) — and the newest state, not a snapshot SAVE made earlier.
+#[test]
+fn terrace_up_keeps_every_key_across_a_clean_restart() {
+    let dir = temp_dir("up-restart");
+    let first = loop {
+        let p = common::free_port();
+        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            break p;
+        }
+    };
+    let console_port = common::free_port();
+    let (mut child, port) = start_up(&dir, first, console_port, &[]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    for i in 0..500 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "old"]);
+    }
+    // A SAVE on each engine, then newer writes.
+    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
+    for p in [first, first + 1] {
+        let mut e = redis::Client::open(format!("redis://:{secret}@127.0.0.1:{p}/")).unwrap().get_connection().unwrap();
+        let _: () = q(&mut e, &["SAVE"]);
+    }
+    for i in 0..500 {
+        if i % 5 == 0 {
+            let _: i64 = q(&mut c, &["DEL", &format!("k{i}")]);
+        } else {
+            let _: () = q(&mut c, &["SET", &format!("k{i}"), "new"]);
+        }
+    }
+    let _: () = q(&mut c, &["SET", "ttl", "x", "EX", "3600"]);
+    drop(c);
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    assert!(child.wait().unwrap().success());
+    let (mut child, port) = start_up(&dir, first, console_port, &[]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    for i in 0..500 {
+        let got: Option<String> = q(&mut c, &["GET", &format!("k{i}")]);
+        let want = if i % 5 == 0 { None } else { Some("new".to_string()) };
+        assert_eq!(got, want, "k{i} after the restart");
+    }
+    let ttl: i64 = q(&mut c, &["TTL", "ttl"]);
+    assert!(ttl > 3000, "the TTL survives too ({ttl})");
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// GET over a plain socket (the test needs nothing more than HTTP/1.0).
 fn http_get(url: &str) -> String {
     use std::io::{Read, Write};

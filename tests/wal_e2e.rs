@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{info_field, q, temp_dir, Engine, RedisPort};
+use common::{eventually, info_field, q, temp_dir, Engine, RedisPort};
 
 /// What one writer thread saw acknowledged.
 #[derive(Default, Clone)]
@@ -362,4 +362,48 @@ fn exec_with_a_census_command_answers_and_logs_its_writes() {
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
     e.restart(&["--wal", "always"]);
     assert_eq!(q::<String>(&mut e.client(), &["GET", "a"]), "1", "the SET inside EXEC was logged");
+}
+
+/// Save points, as Redis's: a snapshot in the background once enough changes are old
+/// enough (INFO counts them), one on a clean stop — so a restart after SAVE, more writes
+/// and a clean stop loads the newest state, never the older snapshot — and none with
+/// SHUTDOWN NOSAVE.
+#[test]
+fn save_points_snapshot_in_the_background_and_on_a_clean_stop() {
+    let dir = temp_dir("save-points");
+    let flags = ["--save", "1 3"];
+    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut c = e.client();
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "save"]), ["save", "1 3"]);
+    let _: () = q(&mut c, &["SET", "a", "1"]);
+    let _: () = q(&mut c, &["SET", "b", "1"]);
+    assert_eq!(info_field(&mut c, "persistence", "rdb_changes_since_last_save"), 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!dir.join("dump.rdb").exists(), "two changes are below the save point");
+    let _: () = q(&mut c, &["SET", "c", "1"]);
+    eventually(10, "the save point's snapshot", || dir.join("dump.rdb").exists() && info_field(&mut c, "persistence", "rdb_changes_since_last_save") == 0);
+    // SAVE by hand, then newer writes: a clean stop saves them.
+    let _: () = q(&mut c, &["SAVE"]);
+    let _: () = q(&mut c, &["SET", "a", "2"]);
+    let _: i64 = q(&mut c, &["DEL", "b"]);
+    drop(c);
+    e.restart_clean(&flags);
+    let mut c = e.client();
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "a"]).as_deref(), Some("2"), "the newest value, not the SAVE's");
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "b"]), None, "deleted after the SAVE: stays deleted");
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 2);
+    // SHUTDOWN NOSAVE leaves the last snapshot as it was.
+    let _: () = q(&mut c, &["SET", "late", "1"]);
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+    let start = std::time::Instant::now();
+    while e.child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < Duration::from_secs(30), "SHUTDOWN NOSAVE ends the engine");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let e = Engine::start_in(&dir, &flags, &[]);
+    assert_eq!(q::<Option<String>>(&mut e.client(), &["GET", "late"]), None, "NOSAVE: not saved");
+    // A save point that is not one is refused, naming the key.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_terrace")).args(["engine", "--port", "0", "--save", "60"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("save"), "{}", String::from_utf8_lossy(&out.stderr));
 }

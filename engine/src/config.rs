@@ -56,6 +56,9 @@ pub struct EngineSettings {
     pub metrics_port: Option<u16>,
     pub maxmemory: Option<toml::Value>,
     pub maxmemory_policy: Option<String>,
+    /// Redis's save points: "SECONDS CHANGES …" (a snapshot when that many changes are that
+    /// old; one also on a clean shutdown); "" (the default): none.
+    pub save: Option<String>,
     pub threads: Option<toml::Value>,
     /// Elastic threading: busy percent to scale up above, to fold back below, the sampling
     /// interval and how long it must stay quiet.
@@ -153,6 +156,7 @@ impl EngineSettings {
             metrics_port: self.metrics_port.or(other.metrics_port),
             maxmemory: self.maxmemory.or(other.maxmemory),
             maxmemory_policy: self.maxmemory_policy.or(other.maxmemory_policy),
+            save: self.save.or(other.save),
             threads: self.threads.or(other.threads),
             elastic_up: self.elastic_up.or(other.elastic_up),
             elastic_down: self.elastic_down.or(other.elastic_down),
@@ -215,6 +219,7 @@ impl EngineSettings {
             bind: var("TERRACE_BIND"),
             maxmemory: var("TERRACE_MAXMEMORY").map(toml::Value::String),
             maxmemory_policy: var("TERRACE_MAXMEMORY_POLICY"),
+            save: var("TERRACE_SAVE"),
             threads: var("TERRACE_THREADS").map(toml::Value::String),
             metrics_port: number(var("TERRACE_METRICS_PORT"), "TERRACE_METRICS_PORT")?,
             elastic_up: number(var("TERRACE_ELASTIC_UP"), "TERRACE_ELASTIC_UP")?,
@@ -312,6 +317,16 @@ impl EngineSettings {
             ring_size: wal_ring_size,
             segment_size: wal_segment_size,
         };
+        let save = match self.save {
+            None => d.save,
+            Some(v) => {
+                let param = terrace_commands::params::find("save").expect("save is a parameter");
+                terrace_commands::params::validate(param, &v).map_err(|_| ConfigError::Invalid {
+                    key: "save".into(),
+                    reason: format!("'{v}' is not pairs of seconds and changes (\"3600 1 300 100\") or \"\""),
+                })?
+            }
+        };
         let maxmemory_policy = match self.maxmemory_policy {
             None => d.maxmemory_policy,
             Some(p) => Policy::from_str(&p).map_err(|_| ConfigError::Invalid {
@@ -386,6 +401,7 @@ impl EngineSettings {
             None => None,
         };
         Ok(EngineConfig {
+            save,
             debug_command,
             requirepass,
             masterauth,
@@ -419,6 +435,8 @@ pub struct EngineConfig {
     pub metrics_port: Option<u16>,
     pub maxmemory: u64,
     pub maxmemory_policy: Policy,
+    /// Save points, as CONFIG GET save shows them ("" for none).
+    pub save: String,
     pub threads: Threads,
     pub elastic: ElasticConfig,
     /// How long a reactor polls after a read before it sleeps (zero: it never spins).
@@ -689,6 +707,7 @@ impl Default for EngineConfig {
             requirepass: None,
             masterauth: None,
             wait_for_role: false,
+            save: String::new(),
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
             namespaces: 16,
@@ -713,6 +732,15 @@ pub const PARAMS_KEPT_ELSEWHERE: [&str; 6] = ["maxmemory", "maxmemory-policy", "
 /// The CONFIG GET/SET parameters kept as text: every Redis 7.0 parameter
 /// (`terrace_commands::params`) under its name and its alias, with Redis's default or the
 /// engine's own where it differs.
+/// The run-time parameters at start: Redis's defaults, with what the configuration sets.
+pub fn start_params(config: &EngineConfig) -> Vec<(String, String)> {
+    let mut v = default_params();
+    if let Some((_, save)) = v.iter_mut().find(|(k, _)| k == "save") {
+        save.clone_from(&config.save);
+    }
+    v
+}
+
 pub fn default_params() -> Vec<(String, String)> {
     let ours = |name: &str| match name {
         "dir" => Some("."),

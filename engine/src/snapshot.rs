@@ -11,7 +11,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::keyspace::{access, Entry, Guards, Keyspace, LockCap, Meta, Shard, ValueRef};
@@ -50,6 +50,12 @@ pub struct SnapshotState {
     /// Unix seconds of the last successful save (or of the start).
     pub last_save: AtomicI64,
     pub last_ok: AtomicBool,
+    /// Writes since the last successful save (INFO's `rdb_changes_since_last_save`; what
+    /// the save points count).
+    pub changes: AtomicU64,
+    /// When the last save points' snapshot was tried (a failed one is tried again after
+    /// `SAVE_RETRY`, as Redis does).
+    last_try_ms: AtomicI64,
     /// BGSAVE's request to the saver thread.
     requested: Arc<(parking_lot::Mutex<bool>, parking_lot::Condvar)>,
 }
@@ -61,6 +67,8 @@ impl Default for SnapshotState {
             scheduled: AtomicBool::new(false),
             last_save: AtomicI64::new(now_ms() / 1000),
             last_ok: AtomicBool::new(true),
+            changes: AtomicU64::new(0),
+            last_try_ms: AtomicI64::new(0),
             requested: Arc::default(),
         }
     }
@@ -302,8 +310,9 @@ fn write_image(srv: &Server, scope: Scope, visit: &mut ShardVisitor, sink: &mut 
 /// SAVE: a point-in-time image, through the shards the command holds.
 pub fn save_with_guards(srv: &Server, guards: &mut Guards) -> Result<(), SnapshotError> {
     let seq = srv.wal().map(|w| w.last_assigned());
+    let before = srv.snapshot.changes.load(Ordering::Relaxed);
     let r = write_snapshot(srv, &mut |id, f| f(guards.shard(id)));
-    record(srv, &r);
+    record(srv, &r, before);
     if let (Ok(()), Some(seq), Some(wal)) = (&r, seq, srv.wal()) {
         // The image is durable: the log before it can go. Write-back keys storage has not
         // taken yet are logged again after it, so a restart still knows they are dirty.
@@ -343,10 +352,40 @@ fn relog_dirty(srv: &Server, tier: &crate::storage::tier::StorageTier, guards: &
     }
 }
 
-fn record(srv: &Server, r: &Result<(), SnapshotError>) {
+/// Notes a save's outcome; `before`: the changes counted when it began (what it covers).
+fn record(srv: &Server, r: &Result<(), SnapshotError>, before: u64) {
     srv.snapshot.last_ok.store(r.is_ok(), Ordering::Relaxed);
     if r.is_ok() {
         srv.snapshot.last_save.store(now_ms() / 1000, Ordering::Relaxed);
+        srv.snapshot.changes.fetch_sub(before, Ordering::Relaxed);
+    }
+}
+
+/// How long a failed save points' snapshot waits before it is tried again.
+const SAVE_RETRY_MS: i64 = 5000;
+
+/// Save points ("SECONDS CHANGES …", CONFIG's `save`) as pairs; None for "" or a value
+/// that does not parse (CONFIG SET validates it).
+pub fn save_points(text: &str) -> Option<Vec<(i64, u64)>> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.is_empty() || !words.len().is_multiple_of(2) {
+        return None;
+    }
+    words.chunks(2).map(|p| Some((p[0].parse().ok()?, p[1].parse().ok()?))).collect()
+}
+
+/// Starts a background save when a save point is reached: at least CHANGES writes since the
+/// last save and it is at least SECONDS old (called every second by the cron).
+pub fn save_if_due(srv: &Server) {
+    let Some(points) = srv.param("save").as_deref().and_then(save_points) else { return };
+    let state = &srv.snapshot;
+    let (changes, now) = (state.changes.load(Ordering::Relaxed), now_ms());
+    let age_s = now / 1000 - state.last_save.load(Ordering::Relaxed);
+    let due = points.iter().any(|&(secs, n)| changes >= n && changes > 0 && age_s >= secs);
+    let may_retry = state.last_ok.load(Ordering::Relaxed) || now - state.last_try_ms.load(Ordering::Relaxed) >= SAVE_RETRY_MS;
+    if due && may_retry && start_background(srv) {
+        state.last_try_ms.store(now, Ordering::Relaxed);
+        tracing::info!(changes, seconds = age_s, "save point reached: saving in the background");
     }
 }
 
@@ -394,8 +433,9 @@ fn save_in_background(srv: &Server, locks: &LockCap) {
             let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
             save_with_guards(srv, &mut guards)
         } else {
+            let before = srv.snapshot.changes.load(Ordering::Relaxed);
             let r = write_snapshot(srv, &mut |id, f| f(&srv.keyspace.lock_one(locks, id)));
-            record(srv, &r);
+            record(srv, &r, before);
             r
         };
         match &r {

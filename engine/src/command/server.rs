@@ -836,6 +836,15 @@ pub fn shutdown(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
     }
     tracing::info!("SHUTDOWN requested by client {}", ctx.conn.info.id);
+    let asked = |word: &str| argv[1..].iter().any(|a| is(a, word));
+    let save = if asked("NOSAVE") {
+        crate::server::state::ShutdownSave::No
+    } else if asked("SAVE") {
+        crate::server::state::ShutdownSave::Yes
+    } else {
+        crate::server::state::ShutdownSave::IfSavePoints
+    };
+    ctx.srv.shutdown_save.store(save as u8, Ordering::Relaxed);
     ctx.srv.request_shutdown();
     ctx.close = true;
     Ok(())
@@ -1390,8 +1399,9 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         let snap = &srv.snapshot;
         let _ = write!(
             s,
-            "# Persistence\r\nloading:{}\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n",
+            "# Persistence\r\nloading:{}\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n",
             u8::from(srv.replication.loading()),
+            snap.changes.load(Ordering::Relaxed),
             snap.in_progress.load(Ordering::Relaxed) as u8,
             snap.last_save.load(Ordering::Relaxed),
             if snap.last_ok.load(Ordering::Relaxed) { "ok" } else { "err" }

@@ -46,6 +46,7 @@ pub async fn run(srv: Arc<Server>, locks: LockCap) {
         }
         n += 1;
         if n.is_multiple_of(10) {
+            crate::snapshot::save_if_due(&srv);
             for t in srv.keyspace.compressions() {
                 t.check_drift();
             }

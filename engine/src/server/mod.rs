@@ -494,6 +494,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         tier.stop();
         let _ = writer.join();
     }
+    save_on_shutdown(&srv, &locks);
     if let Some((wal, thread)) = wal_thread {
         wal.stop();
         let _ = thread.join();
@@ -511,6 +512,26 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     }
     tracing::info!("engine stopped");
     Ok(())
+}
+
+/// As Redis stops: a snapshot of what the engine holds when it has save points (or SHUTDOWN
+/// SAVE asked for one; not with NOSAVE), so a clean restart loads the newest state — never
+/// an older snapshot. Every reactor has stopped: nothing changes meanwhile.
+fn save_on_shutdown(srv: &Arc<Server>, locks: &LockCap) {
+    let has_points = srv.param("save").as_deref().and_then(crate::snapshot::save_points).is_some();
+    let save = match state::ShutdownSave::of(srv) {
+        state::ShutdownSave::Yes => true,
+        state::ShutdownSave::No => false,
+        state::ShutdownSave::IfSavePoints => has_points,
+    };
+    if !save || srv.replication.loading() {
+        return;
+    }
+    let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
+    match crate::snapshot::save_with_guards(srv, &mut guards) {
+        Ok(()) => tracing::info!(file = %crate::snapshot::rdb_path(&srv.config.data_dir).display(), "saved the keyspace before stopping"),
+        Err(e) => tracing::error!("saving the keyspace before stopping failed: {e} (the previous snapshot stays)"),
+    }
 }
 
 /// Maps the PMem tier's arena back with the previous run's keys if it closed cleanly (a warm

@@ -86,6 +86,26 @@ impl Stats {
     }
 }
 
+/// Whether the engine saves a snapshot as it stops: as Redis, when it has save points
+/// (SIGTERM, SHUTDOWN), always (SHUTDOWN SAVE), or never (SHUTDOWN NOSAVE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ShutdownSave {
+    IfSavePoints = 0,
+    Yes = 1,
+    No = 2,
+}
+
+impl ShutdownSave {
+    pub fn of(srv: &Server) -> ShutdownSave {
+        match srv.shutdown_save.load(Ordering::Relaxed) {
+            1 => ShutdownSave::Yes,
+            2 => ShutdownSave::No,
+            _ => ShutdownSave::IfSavePoints,
+        }
+    }
+}
+
 /// Clients blocked on keys (BLPOP & co.), by (db, key), oldest first.
 #[derive(Default)]
 pub struct BlockRegistry {
@@ -370,6 +390,8 @@ pub struct Server {
     pub port: AtomicU64,
     pub shutdown: AtomicBool,
     pub shutdown_notify: Notify,
+    /// Whether stopping saves a snapshot (`ShutdownSave`, set by SHUTDOWN's flags).
+    pub shutdown_save: std::sync::atomic::AtomicU8,
     /// A listener CONFIG SET port bound, for the control thread to accept on instead.
     pub new_listener: Mutex<Option<std::net::TcpListener>>,
     pub listener_changed: Notify,
@@ -474,7 +496,7 @@ impl Server {
                 policy: Mutex::new(config.maxmemory_policy),
                 maxmemory_samples: AtomicUsize::new(5),
                 hll_sparse_max_bytes: AtomicUsize::new(3000),
-                params: Mutex::new(crate::config::default_params()),
+                params: Mutex::new(crate::config::start_params(&config)),
             },
             keyspace,
             wal: wal.map(std::sync::OnceLock::from).unwrap_or_default(),
@@ -507,6 +529,7 @@ impl Server {
             port: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
+            shutdown_save: std::sync::atomic::AtomicU8::new(ShutdownSave::IfSavePoints as u8),
             new_listener: Mutex::new(None),
             listener_changed: Notify::new(),
             dirty: AtomicU64::new(0),

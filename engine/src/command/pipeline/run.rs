@@ -134,6 +134,8 @@ fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before
     if !spec.write || !ok || ctx.block.is_some() || ctx.conn.replay_now.is_some() {
         return;
     }
+    // (What the save points count: replayed records were counted before the restart.)
+    ctx.srv.snapshot.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if ctx.srv.storage_tier().is_some_and(|t| t.backs(ctx.data.db / NUM_DBS)) {
         let db = ctx.data.db;
         for i in table::key_positions(spec, argv) {
