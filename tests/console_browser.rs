@@ -180,12 +180,20 @@ async fn an_operator_creates_a_tenant_retrains_it_and_reads_the_advisor() {
     assert!(!text_of(&c, "#reasons").await.is_empty());
     screenshot(&c, "advisor").await;
 
-    // Apply the recommendation, if it differs from today's configuration.
-    if let Ok(apply) = c.find(Locator::Id("apply")).await {
-        apply.click().await.unwrap();
-        let notice = wait_for(&c, "p.notice").await.text().await.unwrap();
-        assert!(notice.starts_with("Applied:"), "{notice}");
-    }
+    // Apply a configuration chosen in the table: the browser asks first, with its effect on
+    // cost and memory; dismissed, nothing changes; accepted, that configuration is applied.
+    let apply = c.find(Locator::Css("#options button.apply-option")).await.expect("an option to apply");
+    apply.click().await.unwrap();
+    let question = c.get_alert_text().await.unwrap();
+    assert!(question.starts_with("Apply ") && question.contains("Cost ") && question.contains("memory"), "{question}");
+    let chosen = question.trim_start_matches("Apply ").split('?').next().unwrap().to_string();
+    c.dismiss_alert().await.unwrap();
+    assert!(c.find(Locator::Css("p.notice")).await.is_err(), "dismissed: nothing applied");
+    c.find(Locator::Css("#options button.apply-option")).await.unwrap().click().await.unwrap();
+    c.accept_alert().await.unwrap();
+    let notice = wait_for(&c, "p.notice").await.text().await.unwrap();
+    assert!(notice.starts_with("Applied:") && notice.contains(&chosen), "{notice} (chose {chosen})");
+    assert!(text_of(&c, "#options").await.contains(&format!("{chosen} (today)")), "the chosen configuration is today's now");
     c.close().await.unwrap();
     let _ = std::fs::remove_dir_all(&profile);
 }

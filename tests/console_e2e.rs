@@ -147,6 +147,32 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     assert_eq!((status, body["engine"].as_str()), (StatusCode::OK, Some(format!("127.0.0.1:{}", e2.port).as_str())), "{body}");
     let (status, body) = get("/tenants/shop/advice?engine=7").await;
     assert_eq!((status, body["error"].as_str()), (StatusCode::NOT_FOUND, Some("no engine 7 (the slot map has 2)")));
+    // Apply takes the configuration chosen by name; the engines (no PMem, no storage tier)
+    // cannot run some, which are listed with the reason and never recommended.
+    let (_, body) = get("/tenants/shop/advice").await;
+    let options = body["advise"]["advice"]["options"].as_array().unwrap().clone();
+    let recommended = body["advise"]["advice"]["recommended"].as_str().unwrap().to_string();
+    for o in &options {
+        let tiered = o["setup"]["pmem"] == true || o["setup"]["storage_mode"].as_str().is_some_and(|m| m != "cache");
+        assert_eq!(o["cannot_run"].is_string(), tiered, "{o}");
+        assert!(!(tiered && o["name"] == recommended.as_str()), "recommended what the engines cannot run: {body}");
+    }
+    let apply = |option: Value| api(reqwest::Method::POST, api_url("/tenants/shop/apply"), &token, Some(option));
+    let (status, body) = apply(json!({"option": "nothing-like-it"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("lists no configuration 'nothing-like-it'"), "{body}");
+    if let Some(o) = options.iter().find(|o| o["cannot_run"].is_string()) {
+        let (status, body) = apply(json!({"option": o["name"]})).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        assert!(body["error"].as_str().unwrap().contains("cannot run here"), "{body}");
+    }
+    let (status, body) = apply(json!({"option": "raw"})).await;
+    assert_eq!((status, body["applied_recommendation"].as_str()), (StatusCode::OK, Some("raw")), "{body}");
+    assert_eq!(body["tenant"]["compression"], "none", "the chosen configuration, not the recommended one: {body}");
+    let (status, body) = apply(json!({"option": "raw"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "already today's: {body}");
+    let (status, body) = api(reqwest::Method::PATCH, api_url("/tenants/shop"), &token, Some(json!({"compression": "zstd-dict"}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = get("/topology").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["slots"].as_array().unwrap().len(), 2, "{body}");

@@ -224,15 +224,24 @@ pub async fn advice_from(console: &Console, name: &str, only: Option<usize>) -> 
     Err(OpError::Unavailable(format!("no engine answered: {}", errors.join("; "))))
 }
 
-/// Applies the advisor's recommendation: the tenant's compression and storage mode become the
-/// recommended configuration's.
-pub async fn apply_advice(console: &Console, name: &str) -> Result<(String, Saved), OpError> {
+/// Applies one of the advisor's configurations, the one the operator chose by its name (the
+/// recommended one when `option` is None): the tenant's compression and storage mode become
+/// that configuration's. Refused when the advisor no longer lists it, when the engines
+/// cannot run it, or when it is the tenant's configuration already.
+pub async fn apply_advice(console: &Console, name: &str, option: Option<&str>) -> Result<(String, Saved), OpError> {
     let (engine, advise, workload) = advice(console, name).await?;
     let view = crate::views::AdvisorView::build(&engine, &advise, &workload);
-    let Some((compression, storage_mode)) = view.apply else {
-        return Err(OpError::Conflict(format!("tenant '{name}' already runs the recommended configuration ({})", view.recommended)));
+    let chosen = option.unwrap_or(&view.recommended);
+    let Some(row) = view.options.iter().find(|o| o.name == chosen) else {
+        return Err(OpError::Invalid(format!("option: the advisor lists no configuration '{chosen}' (it lists {})", view.option_names())));
     };
-    let input = TenantInput { compression, storage_mode, ..Default::default() };
+    if let Some(why) = &row.cannot_run {
+        return Err(OpError::Conflict(format!("'{chosen}' cannot run here: {why}")));
+    }
+    if row.current {
+        return Err(OpError::Conflict(format!("tenant '{name}' already runs '{chosen}'")));
+    }
+    let input = TenantInput { compression: Some(row.compression.clone()), storage_mode: Some(row.storage_mode.clone()), ..Default::default() };
     let saved = update_tenant(console, name, &input).await?;
-    Ok((view.recommended, saved))
+    Ok((chosen.to_string(), saved))
 }

@@ -327,6 +327,13 @@ pub struct OptionRow {
     pub instances: String,
     pub recommended: bool,
     pub current: bool,
+    /// Why the engines cannot run it (None: they can).
+    pub cannot_run: Option<String>,
+    /// What Apply sets on the tenant for it.
+    pub compression: String,
+    pub storage_mode: String,
+    /// The confirmation Apply asks: its effect on cost, memory and CPU against today's.
+    pub effect: String,
 }
 
 pub struct BreakEvenRow {
@@ -352,9 +359,18 @@ pub struct AdvisorView {
     pub pcsc_svg: String,
     pub mrc_svg: String,
     pub optimal_cache_ratio: Option<f64>,
-    /// What Apply sets on the tenant: (compression, storage mode), and what it cannot set.
-    pub apply: Option<(Option<String>, Option<String>)>,
-    pub apply_note: Option<String>,
+}
+
+impl OptionRow {
+    /// Whether Apply is offered for it: the engines can run it and it is not today's.
+    pub fn can_apply(&self) -> bool {
+        self.cannot_run.is_none() && !self.current
+    }
+
+    /// The PMem tier is an engine setting: Apply sets the tenant's part only.
+    pub fn engine_part(&self) -> bool {
+        self.setup.contains("PMem")
+    }
 }
 
 fn num(v: &Value) -> Option<f64> {
@@ -388,7 +404,28 @@ fn setup_text(s: &Value) -> String {
     }
 }
 
+/// What applying configuration `name` changes against today's, for the confirmation: the
+/// cost (C), the memory it takes (SC, space cost) and the CPU (PC, performance cost).
+fn effect(name: &str, e: &Value, today: Option<&Value>) -> String {
+    let change = |key: &str| match (e[key].as_f64(), today.and_then(|t| t[key].as_f64())) {
+        (Some(new), Some(old)) if old > 0.0 => format!("{} → {} ({:+.0}%)", charts::number(old), charts::number(new), (new / old - 1.0) * 100.0),
+        (Some(new), _) => charts::number(new),
+        _ => "—".into(),
+    };
+    format!(
+        "Apply {name}? Cost {}; memory (space cost) {}; CPU (performance cost) {}. Values are re-encoded in the background; the tenant's quota is unchanged.",
+        change("c"),
+        change("sc"),
+        change("pc")
+    )
+}
+
 impl AdvisorView {
+    /// The configurations' names, for an error naming the choices.
+    pub fn option_names(&self) -> String {
+        self.options.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
     /// From an engine's `TERRACE.ADVISE` and `TERRACE.WORKLOAD` answers.
     pub fn build(engine: &str, advise: &Value, workload: &Value) -> AdvisorView {
         let a = &advise["advice"];
@@ -396,12 +433,17 @@ impl AdvisorView {
         let current = a["current"].as_str().unwrap_or("").to_string();
         let empty = Vec::new();
         let options_json = a["options"].as_array().unwrap_or(&empty);
+        let today = options_json.iter().find(|o| o["name"].as_str() == Some(current.as_str())).map(|o| &o["evaluation"]);
         let options: Vec<OptionRow> = options_json
             .iter()
             .map(|o| {
                 let e = &o["evaluation"];
                 let name = o["name"].as_str().unwrap_or("").to_string();
                 OptionRow {
+                    cannot_run: o["cannot_run"].as_str().map(str::to_string),
+                    compression: o["setup"]["compression"].as_str().unwrap_or("none").to_string(),
+                    storage_mode: o["setup"]["storage_mode"].as_str().unwrap_or("cache").to_string(),
+                    effect: effect(&name, e, today),
                     setup: setup_text(&o["setup"]),
                     cpqps: fmt(&e["cpqps"]),
                     cpgb: fmt(&e["cpgb"]),
@@ -489,19 +531,6 @@ impl AdvisorView {
         ));
         let applicable =
             a["applicable"].as_array().unwrap_or(&empty).iter().map(|x| (fmt(&x["feature"]), fmt(&x["optimization"]), fmt(&x["reason"]))).collect();
-        let rec = options_json.iter().find(|o| o["name"].as_str() == Some(recommended.as_str()));
-        let (apply, apply_note) = match rec {
-            Some(o) if recommended != current => {
-                let s = &o["setup"];
-                let note = (s["pmem"].as_bool() == Some(true)).then(|| {
-                    "The PMem tier is an engine setting (pmem_path, dram_max): Apply sets the tenant's part; configure the engines for the rest.".to_string()
-                });
-                let compression = Some(s["compression"].as_str().unwrap_or("none").to_string());
-                let storage = Some(s["storage_mode"].as_str().unwrap_or("cache").to_string());
-                (Some((compression, storage)), note)
-            }
-            _ => (None, None),
-        };
         AdvisorView {
             engine: engine.to_string(),
             category: fmt(&a["category"]),
@@ -517,8 +546,6 @@ impl AdvisorView {
             pcsc_svg,
             mrc_svg,
             optimal_cache_ratio,
-            apply,
-            apply_note,
         }
     }
 }
@@ -608,7 +635,10 @@ mod tests {
         // (4e-5 − 6e-6) / ((0.3 − 0.01) · 100 / 2^30) s
         let expect = (4e-5 - 6e-6) / ((0.3 - 0.01) * 100.0 / (1u64 << 30) as f64);
         assert_eq!(v.break_even[0].interval, format!("{expect:.0} s"));
-        assert_eq!(v.apply, Some((Some("none".into()), Some("write-through".into()))));
+        let wt = &v.options[1];
+        assert!(wt.can_apply() && !v.options[0].can_apply(), "today's is not offered");
+        assert_eq!((wt.compression.as_str(), wt.storage_mode.as_str()), ("none", "write-through"));
+        assert!(wt.effect.starts_with("Apply storage tier (write-through)? Cost 1.00 → 0.50 (-50%); memory (space cost) 1.00 → 0.40 (-60%)"), "{}", wt.effect);
         assert_eq!(v.expected_change, "-50.0%");
     }
 

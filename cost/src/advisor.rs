@@ -61,6 +61,9 @@ pub struct Choice {
     pub evaluation: Evaluation,
     /// For the tiered option: the cache ratio it assumes.
     pub cache_ratio: Option<f64>,
+    /// Why the node cannot run it (no PMem tier, no storage tier); None: it can. Only
+    /// options it can run are recommended.
+    pub cannot_run: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -92,7 +95,15 @@ fn workload(l: &Live) -> Workload {
 
 fn option(name: &str, setup: Setup, cap: Capacity, inst: &Instance, prices: &Prices, l: &Live, cache_ratio: Option<f64>) -> Choice {
     let cost = inst.cost(prices);
-    Choice { name: name.into(), setup, capacity: cap, instance_cost: cost, evaluation: evaluate(&workload(l), &cap, cost, prices.replication), cache_ratio }
+    Choice {
+        name: name.into(),
+        setup,
+        capacity: cap,
+        instance_cost: cost,
+        evaluation: evaluate(&workload(l), &cap, cost, prices.replication),
+        cache_ratio,
+        cannot_run: None,
+    }
 }
 
 /// Capacities estimated from live statistics and the device (no cost-eval yet).
@@ -171,6 +182,7 @@ pub fn from_measured(measured: &[(String, Setup, Capacity, f64)], l: &Live, pric
             instance_cost: *cost,
             evaluation: evaluate(&workload(l), cap, *cost, prices.replication),
             cache_ratio: None,
+            cannot_run: None,
         })
         .collect()
 }
@@ -181,8 +193,21 @@ fn matches(a: &Setup, b: &Setup) -> bool {
     codec(a) == codec(b) && a.pmem == b.pmem && storage(a).is_some() == storage(b).is_some()
 }
 
-pub fn advise(l: &Live, current: &Setup, options: Vec<Choice>, estimate: bool) -> Advice {
-    let best = options.iter().min_by(|a, b| a.evaluation.c.total_cmp(&b.evaluation.c)).expect("at least one option");
+/// What a node can run: `cannot_run` gives the reason a setup is out of its reach.
+pub struct Runnable<'a>(pub &'a dyn Fn(&Setup) -> Option<String>);
+
+/// The advice among `options`: the cheapest one the node can run is recommended (options it
+/// cannot run are listed with the reason, never recommended).
+pub fn advise(l: &Live, current: &Setup, mut options: Vec<Choice>, estimate: bool, runnable: Runnable) -> Advice {
+    for o in &mut options {
+        o.cannot_run = (runnable.0)(&o.setup);
+    }
+    let best = options
+        .iter()
+        .filter(|o| o.cannot_run.is_none())
+        .min_by(|a, b| a.evaluation.c.total_cmp(&b.evaluation.c))
+        .or_else(|| options.first())
+        .expect("at least one option");
     let cur = options.iter().find(|o| matches(&o.setup, current));
     let category = cur.unwrap_or(best).evaluation.category;
     let f = Features {
@@ -271,17 +296,38 @@ mod tests {
     fn a_big_quiet_tenant_is_told_to_save_space_and_a_busy_small_one_to_stay_raw() {
         let (p, i) = (Prices::default(), Instance::default());
         let big = live(1_000.0, 100.0);
-        let a = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true);
+        let a = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&|_| None));
         assert_eq!(a.current.as_deref(), Some("raw"));
         assert_eq!(a.category, Category::SpaceCritical);
         assert_ne!(a.recommended, "raw", "{a:#?}");
         assert!(a.expected_change.unwrap() < -0.5, "{a:#?}");
         assert!(a.estimate && a.reasons.iter().any(|r| r.starts_with("estimate")));
         let busy = live(2_000_000.0, 0.5);
-        let a = advise(&busy, &Setup::default(), estimate(&busy, &dev(), &p, &i), true);
+        let a = advise(&busy, &Setup::default(), estimate(&busy, &dev(), &p, &i), true, Runnable(&|_| None));
         assert_eq!(a.category, Category::PerformanceCritical);
         assert_eq!(a.recommended, "raw", "{a:#?}");
         assert_eq!(a.expected_change, Some(0.0));
+    }
+
+    #[test]
+    fn only_options_the_node_can_run_are_recommended() {
+        let (p, i) = (Prices::default(), Instance::default());
+        let big = live(1_000.0, 500.0);
+        let all = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&|_| None));
+        assert!(all.recommended.contains("storage") || all.recommended.contains("pmem"), "{}", all.recommended);
+        let no_tiers = |s: &Setup| {
+            if s.pmem {
+                Some("no PMem tier".to_string())
+            } else if s.storage_mode.as_deref().is_some_and(|m| m != "cache") {
+                Some("no storage tier".to_string())
+            } else {
+                None
+            }
+        };
+        let a = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&no_tiers));
+        let best = a.options.iter().find(|o| o.name == a.recommended).unwrap();
+        assert!(best.cannot_run.is_none() && !best.setup.pmem && best.setup.storage_mode.is_none(), "{}", a.recommended);
+        assert!(a.options.iter().any(|o| o.cannot_run.as_deref() == Some("no storage tier")), "listed with the reason");
     }
 
     #[test]
@@ -291,11 +337,16 @@ mod tests {
             ("raw".to_string(), Setup::default(), Capacity { max_perf: 100_000.0, max_space: 3.0 * GB }, 1.0),
             ("zstd".to_string(), Setup { compression: Some("zstd".into()), ..Setup::default() }, Capacity { max_perf: 60_000.0, max_space: 9.0 * GB }, 1.0),
         ];
-        let quiet = advise(&live(10_000.0, 30.0), &Setup::default(), from_measured(&m, &live(10_000.0, 30.0), &p), false);
+        let quiet = advise(&live(10_000.0, 30.0), &Setup::default(), from_measured(&m, &live(10_000.0, 30.0), &p), false, Runnable(&|_| None));
         assert_eq!(quiet.recommended, "zstd");
         assert!((quiet.expected_change.unwrap() - (30.0 / 9.0) / (30.0 / 3.0) + 1.0).abs() < 1e-9);
-        let busy =
-            advise(&live(600_000.0, 1.0), &Setup { compression: Some("zstd".into()), ..Setup::default() }, from_measured(&m, &live(600_000.0, 1.0), &p), false);
+        let busy = advise(
+            &live(600_000.0, 1.0),
+            &Setup { compression: Some("zstd".into()), ..Setup::default() },
+            from_measured(&m, &live(600_000.0, 1.0), &p),
+            false,
+            Runnable(&|_| None),
+        );
         assert_eq!(busy.current.as_deref(), Some("zstd"));
         assert_eq!(busy.recommended, "raw");
         assert!(!busy.estimate);

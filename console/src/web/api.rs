@@ -152,8 +152,17 @@ async fn advice(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<Stri
     }
 }
 
-async fn apply(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
-    match ops::apply_advice(&c, &name).await {
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ApplyRequest {
+    /// The configuration to apply, by its name in the advice's options (None: the
+    /// recommended one).
+    #[serde(default)]
+    option: Option<String>,
+}
+
+async fn apply(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>, Body(r): Body<ApplyRequest>) -> Response {
+    match ops::apply_advice(&c, &name, r.option.as_deref()).await {
         Ok((recommended, s)) => {
             Json(json!({ "applied_recommendation": recommended, "tenant": s.tenant, "applied": s.problems.is_empty(), "problems": s.problems })).into_response()
         }

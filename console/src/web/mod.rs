@@ -38,6 +38,7 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/tokens", get(pages::tokens).post(pages::create_token))
         .route("/tokens/{id}/revoke", post(pages::revoke_token))
         .route("/static/console.css", get(css))
+        .route("/static/console.js", get(js))
         .nest("/api/v1", api::router())
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn(security_headers))
@@ -46,6 +47,10 @@ pub fn router(console: Arc<Console>) -> Router {
 
 async fn css() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "max-age=3600")], include_str!("../../static/console.css"))
+}
+
+async fn js() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "max-age=3600")], include_str!("../../static/console.js"))
 }
 
 /// No framing, no inline scripts, nothing from elsewhere.

@@ -51,7 +51,7 @@ pub fn document() -> Value {
                 "parameters": [{ "name": "engine", "in": "query", "required": false, "schema": { "type": "integer" } }],
                 "responses": op("", "200", &["404", "502"])["responses"].clone(),
             } })),
-            "/tenants/{name}/apply": sub(json!({ "post": op("Apply the recommended configuration to the tenant.", "200", &["404", "409", "502"]) })),
+            "/tenants/{name}/apply": sub(json!({ "post": with_body(op("Apply one of the advisor's configurations to the tenant: `option` names it (as in the advice's options; absent: the recommended one). 409 when the engines cannot run it or it is today's.", "200", &["404", "409", "422", "502"]), "ApplyRequest") })),
             "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies and the coordinator's latest events.", "200", &[]) },
             "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", &["404", "409", "422", "502"]), "FailoverRequest") },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked.", "200", &[]) },
@@ -108,6 +108,7 @@ pub fn document() -> Value {
                     },
                     "additionalProperties": false,
                 },
+                "ApplyRequest": { "type": "object", "properties": { "option": { "type": "string", "description": "A configuration's name from the advice's options." } }, "additionalProperties": false },
                 "RebalanceRequest": { "type": "object", "properties": { "drain": { "type": "string", "description": "Empty this engine (host:port) onto the others." } }, "additionalProperties": false },
                 "NewToken": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string", "maxLength": 64 } }, "additionalProperties": false },
                 "TenantInput": {

@@ -293,7 +293,10 @@ pub async fn apply(State(console): State<Arc<Console>>, PageUser(s, _): PageUser
     if let Err(r) = csrf_ok(&s, &f) {
         return r;
     }
-    match ops::apply_advice(&console, &name).await {
+    let Some(option) = f.get("option").filter(|o| !o.is_empty()) else {
+        return error_page(Some(frame(&s)), StatusCode::UNPROCESSABLE_ENTITY, "Choose the configuration to apply (the form names none).");
+    };
+    match ops::apply_advice(&console, &name, Some(option)).await {
         Ok((recommended, saved)) if saved.problems.is_empty() => {
             Redirect::to(&format!("/tenants/{name}/advisor?applied={}", urlencode(&recommended))).into_response()
         }

@@ -151,7 +151,17 @@ pub fn advise(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             (advisor::estimate(&l, &device, &prices, &Instance::default()), json!({"cost_eval": null, "device_probe": d.is_some()}))
         }
     };
-    let advice = advisor::advise(&l, &current_setup(ctx.srv, ns), options, evaluated.is_none());
+    let (pmem, storage) = (ctx.srv.keyspace.tier().is_some(), ctx.srv.storage_tier().is_some());
+    let cannot_run = |setup: &Setup| {
+        if setup.pmem && !pmem {
+            Some("this engine has no PMem tier (pmem_path)".to_string())
+        } else if setup.storage_mode.as_deref().is_some_and(|m| m != "cache") && !storage {
+            Some("this engine has no storage tier (storage = lsm or postgres)".to_string())
+        } else {
+            None
+        }
+    };
+    let advice = advisor::advise(&l, &current_setup(ctx.srv, ns), options, evaluated.is_none(), advisor::Runnable(&cannot_run));
     let doc = json!({
         "tenant": tenant,
         "based_on": based_on,
