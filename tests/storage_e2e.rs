@@ -149,6 +149,26 @@ fn a_storage_backed_tenant_over_its_limit_evicts_its_own_keys() {
     assert!(refused.expect("refused once full").to_string().contains("OOM"));
 }
 
+/// A write-back tenant at its own limit whose keys are all still dirty (storage has not
+/// taken them yet) waits for the flusher to make some clean, instead of answering OOM (CI
+/// once loaded a 2 MB write-back tenant faster than PostgreSQL took it and got OOM).
+#[test]
+fn a_write_back_tenant_at_its_limit_waits_for_the_flusher_instead_of_oom() {
+    // A slow flusher (every 2 s unless woken): the limit is reached with dirty keys only.
+    let e = Engine::start(&["--storage", "lsm", "--flush-interval-ms", "2000"]);
+    let mut c = e.client();
+    let _: () = q(&mut c, &["TERRACE.NAMESPACE", "wb", "STORAGE-MODE", "write-back", "MAXMEMORY", "300kb"]);
+    let v = "v".repeat(1000);
+    for i in 0..1500 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), &format!("{i}:{v}")]);
+    }
+    assert!(info_field(&mut c, "storage", "dirty_waits") > 0, "writes waited for the flusher");
+    assert_eq!(info_field(&mut c, "storage", "dirty_refused"), 0);
+    for i in (0..1500).step_by(7) {
+        assert_eq!(q::<String>(&mut c, &["GET", &format!("k{i}")]), format!("{i}:{v}"), "k{i}");
+    }
+}
+
 #[test]
 fn postgres_outage_errors_without_stale_reads_and_recovers() {
     let pg = Postgres::start();

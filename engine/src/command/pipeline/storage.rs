@@ -96,8 +96,11 @@ pub async fn read_through(srv: &Server, locks: &LockCap, conn: &Conn, argv: &[&[
         );
     }
     if writes && tier.writes_back(ns) && !queuing {
-        // Write-back: room under `dirty_max` first (backpressure).
-        tier.admit_dirty(|| !super::admit_memory(srv, locks)).await?;
+        // Write-back: room under `dirty_max` first (backpressure), and memory — the server's
+        // and the tenant's own limit — that the flusher can free when only dirty keys are
+        // left to evict (else a write-back tenant at its limit got OOM while storage was
+        // still taking what it had written).
+        tier.admit_dirty(|| !(super::admit_memory(srv, locks) && super::admit_namespace(srv, locks, ns))).await?;
     }
     if wanted.is_empty() {
         return Ok(ReadThrough::default());
