@@ -54,6 +54,11 @@ pub struct UpArgs {
     /// across a restart.
     #[arg(long, default_value = "3600 1 300 100 60 10000")]
     save: String,
+    /// Prometheus metrics (/metrics): the proxy (and console) process on this port, engine N
+    /// on this port + N (engines added from the console by their place after the first
+    /// engine's port); 0 turns them off.
+    #[arg(long, default_value_t = 9121)]
+    metrics_port: u16,
 }
 
 /// One supervised engine process.
@@ -86,8 +91,8 @@ fn spawn(cmd: &[String]) -> std::io::Result<Child> {
 /// How `terrace up` runs an engine: on 127.0.0.1, with the engines' password (which it also
 /// gives a master when it is a replica: after a failover any engine may become one), and
 /// save points (`--save`: snapshots while it runs and when it stops).
-fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secret: &std::path::Path, save: &str) -> Vec<String> {
-    vec![
+fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secret: &std::path::Path, save: &str, metrics: Option<u16>) -> Vec<String> {
+    let mut command = vec![
         exe.display().to_string(),
         "engine".into(),
         "--save".into(),
@@ -102,7 +107,17 @@ fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secre
         secret.display().to_string(),
         "--masterauth-file".into(),
         secret.display().to_string(),
-    ]
+    ];
+    if let Some(p) = metrics {
+        command.extend(["--metrics-port".into(), p.to_string()]);
+    }
+    command
+}
+
+/// The metrics port of the process `offset` places after the proxy's (None: metrics off,
+/// or past the last port).
+fn metrics_port(base: u16, offset: u16) -> Option<u16> {
+    (base != 0).then(|| base.checked_add(offset)).flatten()
 }
 
 /// The file in the data directory listing the engines added from the console (their ports).
@@ -116,6 +131,8 @@ struct Added {
     data_dir: PathBuf,
     secret: PathBuf,
     save: String,
+    /// The first engine's port and the metrics base port (0: no metrics).
+    ports: (u16, u16),
     /// The first port to try for the next one.
     next_port: Mutex<u16>,
     engines: Arc<Mutex<Vec<Arc<Supervised>>>>,
@@ -141,7 +158,7 @@ impl Added {
     fn run(&self, port: u16) -> anyhow::Result<String> {
         let dir = self.data_dir.join(format!("engine-added-{port}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let command = engine_command(&self.exe, port, &dir, &self.secret, &self.save);
+        let command = engine_command(&self.exe, port, &dir, &self.secret, &self.save, metrics_port(self.ports.1, port - self.ports.0 + 1));
         let child = spawn(&command).with_context(|| format!("cannot start an engine on port {port}"))?;
         let e = Arc::new(Supervised { name: format!("added engine (port {port})"), restart: command, child: Mutex::new(Some(child)) });
         self.engines.lock().unwrap().push(e.clone());
@@ -229,7 +246,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         let port = args.engine_port.checked_add(i).context("--engine-port leaves no room for every engine")?;
         let dir = args.data_dir.join(format!("engine-{}", i + 1));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let command = engine_command(&exe, port, &dir, &secret, &args.save);
+        let command = engine_command(&exe, port, &dir, &secret, &args.save, metrics_port(args.metrics_port, i + 1));
         let replica = i >= args.engines;
         let mut restart = command.clone();
         if args.replicas > 0 {
@@ -253,6 +270,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         secret: secret.clone(),
         save: args.save.clone(),
+        ports: (args.engine_port, args.metrics_port),
         next_port: Mutex::new(args.engine_port.saturating_add(args.engines * (1 + args.replicas))),
         engines: Arc::new(Mutex::new(Vec::new())),
         stopping: stopping.clone(),
@@ -278,6 +296,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         addrs.join(", "),
         if replica_addrs.is_empty() { String::new() } else { format!(", replicas on {}", replica_addrs.join(", ")) }
     );
+    if args.metrics_port != 0 {
+        eprintln!("terrace up: Prometheus metrics on http://127.0.0.1:{}/metrics (the proxy), engine N on port {} + N", args.metrics_port, args.metrics_port);
+    }
     if args.save.trim().is_empty() {
         eprintln!("terrace up: no save points (--save \"\"): the engines keep nothing across a restart");
     } else {
@@ -322,6 +343,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         // Its console's slot map (engines added, slots moved) is the one to route with,
         // not an even split of the first engines.
         await_console: Some(true),
+        metrics_port: metrics_port(args.metrics_port, 0),
         ..Default::default()
     };
     crate::release_freed_memory_every_second();

@@ -470,6 +470,8 @@ fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&str]
     cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
         .arg(dir)
         .args(extra)
+        // (Metrics off unless the test asks: tests run in parallel, and 9121 is one port.)
+        .args(if extra.contains(&"--metrics-port") { &[][..] } else { &["--metrics-port", "0"][..] })
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     common::die_with_parent(&mut cmd);
@@ -480,18 +482,41 @@ fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&str]
     (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
 }
 
+/// The first of two consecutive free ports (for `terrace up`'s two engines).
+fn two_free_ports() -> u16 {
+    loop {
+        let p = common::free_port();
+        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// The first of three consecutive free ports (the proxy's and two engines' metrics).
+fn three_free_ports() -> u16 {
+    loop {
+        let p = two_free_ports();
+        if std::net::TcpListener::bind(("127.0.0.1", p + 2)).is_ok() {
+            return p;
+        }
+    }
+}
+
 #[test]
 fn terrace_up_runs_two_engines_behind_the_proxy() {
     let dir = temp_dir("up");
-    // Two consecutive free ports for the engines.
-    let first = loop {
-        let p = common::free_port();
-        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
-            break p;
-        }
-    };
+    let first = two_free_ports();
     let console_port = common::free_port();
-    let (mut child, port) = start_up(&dir, first, console_port, &[]);
+    let metrics = three_free_ports();
+    let (mut child, port) = start_up(&dir, first, console_port, &["--metrics-port", &metrics.to_string()]);
+    // Every process serves Prometheus metrics: the proxy on the base port, the engines after.
+    for (p, what) in
+        [(metrics, "terrace_proxy_connected_clients"), (metrics + 1, "terrace_engine_used_memory_bytes"), (metrics + 2, "terrace_engine_used_memory_bytes")]
+    {
+        common::eventually(10, &format!("metrics on port {p}"), || std::net::TcpStream::connect(("127.0.0.1", p)).is_ok());
+        let text = http_get(&format!("http://127.0.0.1:{p}/metrics"));
+        assert!(text.contains(what), "metrics on {p}: {text}");
+    }
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     let _: () = q(&mut c, &["MSET", "foo", "1", "bar", "0"]);
     // The engines answer only who knows their password: a secret the appliance keeps in
@@ -541,12 +566,7 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
 #[test]
 fn terrace_up_keeps_every_key_across_a_clean_restart() {
     let dir = temp_dir("up-restart");
-    let first = loop {
-        let p = common::free_port();
-        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
-            break p;
-        }
-    };
+    let first = two_free_ports();
     let console_port = common::free_port();
     let (mut child, port) = start_up(&dir, first, console_port, &[]);
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();

@@ -721,11 +721,24 @@ async fn the_console_plans_and_runs_a_rebalance_and_a_drain() {
 fn start_up(dir: &std::path::Path, first: u16, console_port: u16) -> (std::process::Child, u16) {
     use std::io::{BufRead, BufReader};
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
-    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
-        .arg(dir)
-        .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
+    cmd.args([
+        "up",
+        "--port",
+        "0",
+        "--memcache-port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--engine-port",
+        &first.to_string(),
+        "--console-port",
+        &console_port.to_string(),
+        "--data-dir",
+    ])
+    .arg(dir)
+    .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null());
     die_with_parent(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let mut line = String::new();
