@@ -613,3 +613,31 @@ async fn ten_kills_of_a_primary_lose_no_acknowledged_write() {
     eprintln!("writes back after each kill: {recoveries:?}");
     drop(console);
 }
+
+/// Planned failovers back and forth while the coordinator checks every 50 ms: each leaves one
+/// primary and one replica following it, and writes go on. (A coordinator round that read
+/// the roles before a promotion used to point the promoted replica back at its old primary,
+/// and the two then followed each other: no primary, writes refused.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planned_failovers_never_leave_two_replicas_following_each_other() {
+    let (a, b) = (Engine::start(&[]), Engine::start(&[]));
+    let proxy = Proxy::start_admin_on(free_port(), &[&a]);
+    let console = Console::start_with(&[&a], &[&proxy], &["--replicas", &format!("127.0.0.1:{}", b.port), "--health-ms", "50", "--failover-after-ms", "5000"]);
+    eventually(20, "the replica follows", || role_of(&b) == ("slave".into(), "up".into()));
+    let (session, csrf) = login(&console.url).await;
+    let token = token(&session, &console.url, &csrf, "planned").await;
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    let by_port = |p: u16| if p == a.port { &a } else { &b };
+    for round in 0..8 {
+        let (status, body) = api(reqwest::Method::POST, format!("{}/api/v1/topology/failover", console.url), &token, Some(json!({ "engine": 0 }))).await;
+        assert_eq!(status, StatusCode::OK, "round {round}: {body}");
+        let primary: u16 = body["primary"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
+        let replica = if primary == a.port { b.port } else { a.port };
+        eventually(20, &format!("round {round}: writes go to the new primary"), || {
+            redis::cmd("SET").arg("k").arg(round).query::<()>(&mut c).is_ok()
+                && redis::cmd("GET").arg("k").query::<Option<i64>>(&mut by_port(primary).client()).ok().flatten() == Some(round)
+        });
+        eventually(20, &format!("round {round}: the old primary follows the new one"), || role_of(by_port(replica)) == ("slave".into(), "up".into()));
+        assert_eq!(role_of(by_port(primary)).0, "master", "round {round}");
+    }
+}

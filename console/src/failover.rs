@@ -106,6 +106,7 @@ pub async fn run(console: Arc<Console>) {
 }
 
 async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), db::DbError> {
+    let _one_at_a_time = console.coordinating.lock().await;
     let (mut engines, _) = db::topology(&console.db).await?;
     let mut replicas = db::replicas(&console.db).await?;
     let mut failed_over = false;
@@ -212,6 +213,13 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
 
 /// Replaces primary `idx` (at `old`) by the reachable replica with the highest offset.
 /// False when none could be promoted (tried again next check).
+/// An operator's failover (API, page): waits for the coordinator's round in progress, if
+/// any, so the two never act on each other's half-done state.
+pub async fn planned_failover(console: &Console, idx: usize, old: &str, replicas: &[String]) -> Result<bool, db::DbError> {
+    let _one_at_a_time = console.coordinating.lock().await;
+    failover(console, idx, old, replicas, "failed over by the operator").await
+}
+
 pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[String], why: &str) -> Result<bool, db::DbError> {
     let password = console.config.engine_password.as_deref();
     let mut best: Option<(String, i64)> = None;

@@ -32,6 +32,11 @@ pub struct Console {
     pub wake: tokio::sync::Notify,
     /// One reconcile pass at a time (the loop's and those run for a request).
     pub pass_lock: tokio::sync::Mutex<()>,
+    /// One coordinator action at a time: a health check's round (which re-points replicas
+    /// from the roles it read) and an operator's failover must not interleave — a round
+    /// that read the roles before a promotion pointed the promoted replica back at its old
+    /// primary, and the two then followed each other.
+    pub coordinating: tokio::sync::Mutex<()>,
     /// Wakes the slot-move driver (a move was queued, the queue resumed).
     pub moves_wake: tokio::sync::Notify,
     pub limiter: terrace_commands::auth_limit::FailureLimiter,
@@ -86,6 +91,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             state: Default::default(),
             wake: tokio::sync::Notify::new(),
             pass_lock: tokio::sync::Mutex::new(()),
+            coordinating: tokio::sync::Mutex::new(()),
             moves_wake: tokio::sync::Notify::new(),
             limiter: auth::login_limiter(),
             dummy_hash,

@@ -203,7 +203,7 @@ async fn fail_over(_: ApiUser, State(c): State<Arc<Console>>, Body(r): Body<Fail
     if replicas.is_empty() {
         return error(StatusCode::CONFLICT, &format!("engine {} ({old}) has no replica to fail over to", r.engine));
     }
-    match crate::failover::failover(&c, r.engine, &old, &replicas, "failed over by the operator").await {
+    match crate::failover::planned_failover(&c, r.engine, &old, &replicas).await {
         Ok(true) => {
             let (engines, _) = db::topology(&c.db).await.unwrap_or_default();
             Json(json!({ "engine": r.engine, "primary": engines.get(r.engine), "previous": old })).into_response()

@@ -436,7 +436,7 @@ pub async fn fail_over(State(console): State<Arc<Console>>, PageUser(s, _): Page
     if replicas.is_empty() {
         return error_page(Some(frame(&s)), StatusCode::CONFLICT, &format!("Engine {idx} ({old}) has no replica to fail over to."));
     }
-    match crate::failover::failover(&console, idx, &old, &replicas, "failed over by the operator").await {
+    match crate::failover::planned_failover(&console, idx, &old, &replicas).await {
         Ok(true) => Redirect::to("/topology").into_response(),
         Ok(false) => error_page(Some(frame(&s)), StatusCode::BAD_GATEWAY, "No replica could be promoted (see the events on the Topology page)."),
         Err(e) => op_error(&s, e.into()),
