@@ -166,6 +166,7 @@ impl std::fmt::Display for SlotSet {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn handed_over_errors_are_recognised() {
@@ -176,8 +177,6 @@ mod tests {
         assert_eq!(handed_over_slot(b"-TRYAGAIN slot 12 is being handed over to another engine; try again!\r\n"), None);
         assert_eq!(handed_over_slot(b"+OK\r\n"), None);
     }
-
-    use super::*;
 
     #[test]
     fn crc16_matches_redis_cluster() {

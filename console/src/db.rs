@@ -436,6 +436,20 @@ pub struct SlotMove {
     pub updated_at: i64,
 }
 
+/// The states a move ends in; any other, it is still to run (queued) or running.
+pub const MOVE_ENDED: [&str; 3] = ["done", "failed", "cancelled"];
+
+impl SlotMove {
+    pub fn ended(&self) -> bool {
+        MOVE_ENDED.contains(&self.state.as_str())
+    }
+}
+
+/// `MOVE_ENDED` as an SQL list.
+fn ended_sql() -> String {
+    MOVE_ENDED.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
+}
+
 const MOVE_COLUMNS: &str = "id, source, target, slots, state, attempts, keys, bytes, pause_ms, estimated_keys, estimated_bytes, error, created_at, updated_at";
 
 fn slot_move(r: &sqlx::sqlite::SqliteRow) -> SlotMove {
@@ -494,9 +508,8 @@ pub async fn slot_move_by_id(db: &Db, id: i64) -> Result<Option<SlotMove>, DbErr
 
 /// The move to run next: the oldest one not finished.
 pub async fn next_move(db: &Db) -> Result<Option<SlotMove>, DbError> {
-    let row = sqlx::query(&format!("SELECT {MOVE_COLUMNS} FROM slot_moves WHERE state NOT IN ('done', 'failed', 'cancelled') ORDER BY id LIMIT 1"))
-        .fetch_optional(db)
-        .await?;
+    let row =
+        sqlx::query(&format!("SELECT {MOVE_COLUMNS} FROM slot_moves WHERE state NOT IN ({}) ORDER BY id LIMIT 1", ended_sql())).fetch_optional(db).await?;
     Ok(row.as_ref().map(slot_move))
 }
 
@@ -599,7 +612,7 @@ pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<Vec<String>,
     if owned > 0 {
         return Ok(Err(format!("engine {address} still owns slots: drain it first")));
     }
-    let pending: i64 = sqlx::query("SELECT COUNT(*) FROM slot_moves WHERE state NOT IN ('done', 'failed', 'cancelled') AND (source = ?1 OR target = ?1)")
+    let pending: i64 = sqlx::query(&format!("SELECT COUNT(*) FROM slot_moves WHERE state NOT IN ({}) AND (source = ?1 OR target = ?1)", ended_sql()))
         .bind(address)
         .fetch_one(&mut *tx)
         .await?

@@ -729,9 +729,6 @@ impl Default for EngineConfig {
 /// configuration).
 pub const PARAMS_KEPT_ELSEWHERE: [&str; 6] = ["maxmemory", "maxmemory-policy", "maxmemory-samples", "port", "bind", "enable-debug-command"];
 
-/// The CONFIG GET/SET parameters kept as text: every Redis 7.0 parameter
-/// (`terrace_commands::params`) under its name and its alias, with Redis's default or the
-/// engine's own where it differs.
 /// The run-time parameters at start: Redis's defaults, with what the configuration sets.
 pub fn start_params(config: &EngineConfig) -> Vec<(String, String)> {
     let mut v = default_params();
@@ -741,6 +738,9 @@ pub fn start_params(config: &EngineConfig) -> Vec<(String, String)> {
     v
 }
 
+/// The CONFIG GET/SET parameters kept as text: every Redis 7.0 parameter
+/// (`terrace_commands::params`) under its name and its alias, with Redis's default or the
+/// engine's own where it differs.
 pub fn default_params() -> Vec<(String, String)> {
     let ours = |name: &str| match name {
         "dir" => Some("."),

@@ -54,7 +54,7 @@ pub struct SnapshotState {
     /// the save points count).
     pub changes: AtomicU64,
     /// When the last save points' snapshot was tried (a failed one is tried again after
-    /// `SAVE_RETRY`, as Redis does).
+    /// `SAVE_RETRY_MS`, as Redis does).
     last_try_ms: AtomicI64,
     /// BGSAVE's request to the saver thread.
     requested: Arc<(parking_lot::Mutex<bool>, parking_lot::Condvar)>,
@@ -310,9 +310,7 @@ fn write_image(srv: &Server, scope: Scope, visit: &mut ShardVisitor, sink: &mut 
 /// SAVE: a point-in-time image, through the shards the command holds.
 pub fn save_with_guards(srv: &Server, guards: &mut Guards) -> Result<(), SnapshotError> {
     let seq = srv.wal().map(|w| w.last_assigned());
-    let before = srv.snapshot.changes.load(Ordering::Relaxed);
-    let r = write_snapshot(srv, &mut |id, f| f(guards.shard(id)));
-    record(srv, &r, before);
+    let r = write_recorded(srv, &mut |id, f| f(guards.shard(id)));
     if let (Ok(()), Some(seq), Some(wal)) = (&r, seq, srv.wal()) {
         // The image is durable: the log before it can go. Write-back keys storage has not
         // taken yet are logged again after it, so a restart still knows they are dirty.
@@ -352,13 +350,17 @@ fn relog_dirty(srv: &Server, tier: &crate::storage::tier::StorageTier, guards: &
     }
 }
 
-/// Notes a save's outcome; `before`: the changes counted when it began (what it covers).
-fn record(srv: &Server, r: &Result<(), SnapshotError>, before: u64) {
+/// Writes the snapshot and notes its outcome: on success its time, and the changes it
+/// covers (those counted when it began) are no longer unsaved.
+fn write_recorded(srv: &Server, visit: &mut ShardVisitor) -> Result<(), SnapshotError> {
+    let before = srv.snapshot.changes.load(Ordering::Relaxed);
+    let r = write_snapshot(srv, visit);
     srv.snapshot.last_ok.store(r.is_ok(), Ordering::Relaxed);
     if r.is_ok() {
         srv.snapshot.last_save.store(now_ms() / 1000, Ordering::Relaxed);
         srv.snapshot.changes.fetch_sub(before, Ordering::Relaxed);
     }
+    r
 }
 
 /// How long a failed save points' snapshot waits before it is tried again.
@@ -433,10 +435,7 @@ fn save_in_background(srv: &Server, locks: &LockCap) {
             let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
             save_with_guards(srv, &mut guards)
         } else {
-            let before = srv.snapshot.changes.load(Ordering::Relaxed);
-            let r = write_snapshot(srv, &mut |id, f| f(&srv.keyspace.lock_one(locks, id)));
-            record(srv, &r, before);
-            r
+            write_recorded(srv, &mut |id, f| f(&srv.keyspace.lock_one(locks, id)))
         };
         match &r {
             Ok(()) => tracing::info!("background saving terminated with success"),

@@ -323,7 +323,7 @@ pub struct PlanQuery {
 fn moving_slots(engines: &[String], moves: &[db::SlotMove], progress: Option<&crate::moves::Progress>) -> Vec<crate::views::MovingSlots> {
     moves
         .iter()
-        .filter(|m| !matches!(m.state.as_str(), "done" | "failed" | "cancelled"))
+        .filter(|m| !m.ended())
         .map(|m| {
             let running = progress.filter(|p| p.id == m.id).map(|p| {
                 let done = match p.phase.as_str() {

@@ -274,15 +274,19 @@ impl Frontend for Client {
     /// A blocking call whose slot moved while it waited goes where the slot went.
     async fn resume(&mut self) -> bool {
         let Some((mut call, slot)) = self.moved.take() else { return false };
-        let engine = self.engine_after_move(slot, call.engine).await;
-        call.engine = engine;
-        call.resends += 1;
-        let b = self.dedicated(engine);
-        let reply = send(&b, &call.request_now(), &self.owner, true).await;
+        let (reply, call) = match self.engine_after_move(slot, call.engine).await {
+            Ok(engine) => {
+                call.engine = engine;
+                call.resends += 1;
+                let b = self.dedicated(engine);
+                (send(&b, &call.request_now(), &self.owner, true).await, Some(call))
+            }
+            Err(why) => (Slot::ready(Bytes::from(format!("-{why}\r\n")), &self.owner), None),
+        };
         match self.replies.front_mut() {
             Some(Pending::Unblock(s, c)) => {
                 *s = reply;
-                *c = Some(call);
+                *c = call;
             }
             _ => unreachable!("a moved blocking call's entry is at the front of the queue until it is answered"),
         }
@@ -410,18 +414,19 @@ impl Client {
     /// slot (the coordinator releases it with the map that moves it, or on a rollback). A
     /// slot not held here whose map still names `from` (a map on its way, or a rolled back
     /// move) goes to `from` again after a pause.
-    async fn engine_after_move(&self, slot: u16, from: usize) -> usize {
-        let holds = &self.rx.shared.holds;
-        let mut released = holds.subscribe();
-        while holds.holds(slot) {
-            let _ = tokio::time::timeout(std::time::Duration::from_millis(100), released.changed()).await;
-        }
+    /// The wait is every held request's (`Reactor::wait_for_slots`, bounded by
+    /// `held_slot_limit_ms`: past it, the error to answer).
+    async fn engine_after_move(&self, slot: u16, from: usize) -> Result<usize, String> {
+        let waited = self.rx.wait_for_slots(&self.owner, |f| f(slot)).await;
+        // (Between requests: the call keeps no place in the in-flight count a hold waits on.)
+        self.owner.ticket.borrow_mut().take();
+        waited?;
         let engine = self.rx.topology().slot_map.engine_of_slot(slot);
         if engine == from {
             tokio::time::sleep(blocking::SAME_ENGINE_PAUSE).await;
-            return self.rx.topology().slot_map.engine_of_slot(slot);
+            return Ok(self.rx.topology().slot_map.engine_of_slot(slot));
         }
-        engine
+        Ok(engine)
     }
 
     /// Waits while a slot of the call's keys (EXEC: of its transaction's) is held.
