@@ -304,6 +304,15 @@ fn a_terrace_engine_replicates_a_terrace_engine() {
     assert_eq!(dataset(&mut rr), dataset(&mut m));
     assert_eq!(dataset(&mut r_alice), dataset(&mut alice));
     assert_ne!(replication_field(&mut r, "master_replid"), replication_field(&mut rr, "master_replid"), "two streams, two IDs");
+    // A tenant deleted on the master is deleted on its replica (a Redis replica, holding no
+    // tenant, is told nothing).
+    drop(r_bob);
+    assert_eq!(q::<i64>(&mut m, &["TERRACE.DROPNAMESPACE", "bob"]), 1);
+    mixed_writes(&mut m, 4, 100);
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "2", "10000"]), 2);
+    assert_eq!(q::<Vec<String>>(&mut r, &["TERRACE.NAMESPACES"]), ["alice"], "the replica dropped bob");
+    assert_eq!(dataset(&mut rr), dataset(&mut m));
+    assert_eq!(replication_field(&mut rr, "master_link_status"), "up");
 }
 
 #[test]

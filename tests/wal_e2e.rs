@@ -407,3 +407,73 @@ fn save_points_snapshot_in_the_background_and_on_a_clean_stop() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("save"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A tenant's namespace dropped (`TERRACE.DROPNAMESPACE`, the console's tenant delete) is
+/// emptied, its clients disconnected, and its number — with none of its keys, limits,
+/// compression, scripts or functions — goes to the next new tenant; after a crash the WAL's
+/// replay drops what was logged before the drop, whoever took the number after it. (Before,
+/// a deleted tenant's namespace stayed until a restart: an engine of 3 namespaces refused a
+/// third tenant after one was deleted.)
+#[test]
+fn a_dropped_namespace_is_emptied_reset_and_its_number_reused_through_replay() {
+    let dir = temp_dir("wal-drop-ns");
+    let flags = ["--wal", "always"];
+    let env = [("TERRACE_NAMESPACES", "3")];
+    let mut e = Engine::start_in(&dir, &flags, &env);
+    let mut admin = e.client();
+    let mut shop = e.client();
+    let _: () = q(&mut shop, &["TERRACE.NAMESPACE", "shop", "COMPRESSION", "zstd"]);
+    for db in ["0", "3"] {
+        let _: () = q(&mut shop, &["SELECT", db]);
+        let _: () = q(&mut shop, &["SET", "k", "shop's"]);
+    }
+    let sha: String = q(&mut shop, &["SCRIPT", "LOAD", "return 1"]);
+    let _: String = q(&mut shop, &["FUNCTION", "LOAD", "#!lua name=shoplib\nredis.register_function('f', function() return 1 end)"]);
+    let _: () = q(&mut shop, &["TERRACE.NAMESPACE", "shop", "MAXMEMORY", "1"]);
+    // (Tenants' usage is measured by the cron, a tick later.)
+    eventually(10, "the tenant's limit refuses writes", || {
+        redis::cmd("SET").arg("k2").arg("v").query::<()>(&mut shop).is_err_and(|e| e.to_string().contains("OOM"))
+    });
+    let mut blog = e.client();
+    let _: () = q(&mut blog, &["TERRACE.NAMESPACE", "blog"]);
+    let _: () = q(&mut blog, &["SET", "k", "blog's"]);
+    assert!(common::err(&mut admin, &["TERRACE.NAMESPACE", "third"]).contains("at most 3 namespaces"));
+    assert!(common::err(&mut admin, &["TERRACE.DROPNAMESPACE", "default"]).contains("cannot be dropped"));
+    assert!(common::err(&mut shop, &["TERRACE.DROPNAMESPACE", "shop"]).contains("this connection is in"));
+
+    assert_eq!(q::<i64>(&mut admin, &["TERRACE.DROPNAMESPACE", "shop"]), 1);
+    assert_eq!(q::<i64>(&mut admin, &["TERRACE.DROPNAMESPACE", "shop"]), 0, "already dropped");
+    assert!(redis::cmd("PING").query::<String>(&mut shop).is_err(), "the dropped tenant's client is disconnected");
+    assert_eq!(q::<Vec<String>>(&mut admin, &["TERRACE.NAMESPACES"]), ["blog"]);
+
+    // The third tenant takes shop's number, with nothing of shop's.
+    let mut third = e.client();
+    let _: () = q(&mut third, &["TERRACE.NAMESPACE", "third"]);
+    assert_eq!(q::<Vec<String>>(&mut admin, &["TERRACE.NAMESPACES"]), ["third", "blog"], "shop's place");
+    for db in ["3", "0"] {
+        let _: () = q(&mut third, &["SELECT", db]);
+        assert_eq!(q::<i64>(&mut third, &["DBSIZE"]), 0, "db {db} is empty");
+    }
+    let _: () = q(&mut third, &["SET", "n", "third's"]);
+    assert_eq!(q::<Vec<i64>>(&mut third, &["SCRIPT", "EXISTS", &sha]), [0], "no script of shop's");
+    assert_eq!(q::<Vec<redis::Value>>(&mut third, &["FUNCTION", "LIST"]), Vec::<redis::Value>::new(), "no function of shop's");
+    let stats: serde_json::Value = serde_json::from_str(&q::<String>(&mut admin, &["TERRACE.COMPRESSION", "STATS", "third"])).unwrap();
+    assert_eq!(stats["settings"]["compression"], "none", "not shop's codec: {stats}");
+    assert_eq!(q::<String>(&mut blog, &["GET", "k"]), "blog's", "the other tenant keeps its keys");
+
+    // A crash: the log holds shop's writes, its drop and third's writes, all under one number.
+    drop((admin, blog, third));
+    let _ = e.child.kill();
+    let _ = e.child.wait();
+    let e2 = Engine::start_in(&dir, &flags, &env);
+    std::mem::forget(std::mem::replace(&mut e, e2));
+    let mut third = e.client();
+    let _: () = q(&mut third, &["TERRACE.NAMESPACE", "third"]);
+    assert_eq!(q::<Vec<String>>(&mut third, &["KEYS", "*"]), ["n"], "only third's key after the replay");
+    let _: () = q(&mut third, &["SELECT", "3"]);
+    assert_eq!(q::<i64>(&mut third, &["DBSIZE"]), 0, "shop's key of db 3 stays dropped");
+    let mut shop = e.client();
+    let _: () = q(&mut shop, &["TERRACE.NAMESPACE", "blog"]);
+    assert_eq!(q::<String>(&mut shop, &["GET", "k"]), "blog's");
+    assert_eq!(q::<Vec<String>>(&mut shop, &["TERRACE.NAMESPACES"]), ["third", "blog"]);
+}

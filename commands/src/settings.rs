@@ -71,6 +71,10 @@ pub fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
 }
 
+/// An engine's entry for a dropped namespace in its list of names (not a valid name, so no
+/// tenant is ever looked up as it).
+pub const DROPPED_NAMESPACE: &str = "(dropped)";
+
 /// The names a tenant's `tier_policy` may take (the engine parses them into its policies).
 pub const TIER_POLICIES: [&str; 5] = ["engine", "dram-only", "dram-first", "pmem-first", "bidirectional"];
 

@@ -420,6 +420,16 @@ command_table! {
         Cas => c("cas", -4, "write denyoom fast", K1, "string", "TierBase: sets a key to a new value if it holds the expected value."),
         Cad => c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value."),
         TerraceNamespace => c("terrace.namespace", -2, "fast no_multi noscript", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace."),
+        TerraceNamespaces => c("terrace.namespaces", 1, "admin noscript", NOKEY, "server", "Terrace: the tenants' namespaces this engine holds (not the default one)."),
+        TerraceDropnamespace => c(
+            "terrace.dropnamespace",
+            2,
+            "write admin noscript no_multi",
+            NOKEY,
+            "server",
+            "Terrace: deletes a tenant's namespace (its keys, stored rows, clients and settings); its number goes to the next new tenant.",
+        )
+        .lock(All),
         TerraceRetrain => c("terrace.retrain", -2, "admin noscript", NOKEY, "server", "Terrace: trains a new compression dictionary generation for a tenant."),
         TerraceEpoch => c(
             "terrace.epoch",
@@ -467,7 +477,14 @@ command_table! {
         TerraceRecord => c("terrace.record", -2, "admin noscript", NOKEY, "server", "Terrace: records a sampled trace of a tenant's commands and a sample of its data.")
             .lock(Visit),
         TerraceCosteval => c("terrace.costeval", -3, "admin noscript", NOKEY, "server", "Terrace: keeps or answers a tenant's latest terrace cost-eval result."),
-        TerraceAdvise => c("terrace.advise", 2, "admin noscript", NOKEY, "server", "Terrace: the cost advisor's recommendation for a tenant as JSON.").lock(Visit),
+        TerraceAdvise => c(
+            "terrace.advise",
+            -2,
+            "admin noscript",
+            NOKEY,
+            "server",
+            "Terrace: the cost advisor's recommendation for a tenant as JSON (TOTAL: the tenant's workload over every engine; PREVIOUS: the last recommendation, for hysteresis).",
+        ).lock(Visit),
         TerraceCompression => c("terrace.compression", -2, "admin noscript", NOKEY, "server", "Terrace: compression statistics, advice and settings of a tenant."),
         // Memcached semantics for the proxy's Memcached front end.
         McGet => c("mc.get", -2, "readonly fast", (1, -1, 1), "string", "Terrace: Memcached get (value, flags, CAS unique, TTL) of keys."),

@@ -49,7 +49,7 @@ pub fn tenancy(spec: &CommandSpec, argv: &[&[u8]]) -> Tenancy {
     use Tenancy::*;
     match spec.id {
         // A migration is the console's, engine to engine: never through a proxy.
-        TerraceNamespace | TerraceMigrate => Never,
+        TerraceNamespace | TerraceNamespaces | TerraceDropnamespace | TerraceMigrate => Never,
         Config if own_config(argv) => Tenant,
         // Users, settings, debugging, modules, replication, the process itself.
         Acl | Config | Debug | Module | Replicaof | Slaveof | Psync | Sync | Replconf | Shutdown | Monitor => Operator,

@@ -50,6 +50,8 @@ pub struct SnapshotState {
     /// Unix seconds of the last successful save (or of the start).
     pub last_save: AtomicI64,
     pub last_ok: AtomicBool,
+    /// Snapshots written since the start (INFO's `rdb_saves`, as Redis 7).
+    pub saves: AtomicU64,
     /// Writes since the last successful save (INFO's `rdb_changes_since_last_save`; what
     /// the save points count).
     pub changes: AtomicU64,
@@ -67,6 +69,7 @@ impl Default for SnapshotState {
             scheduled: AtomicBool::new(false),
             last_save: AtomicI64::new(now_ms() / 1000),
             last_ok: AtomicBool::new(true),
+            saves: AtomicU64::new(0),
             changes: AtomicU64::new(0),
             last_try_ms: AtomicI64::new(0),
             requested: Arc::default(),
@@ -359,6 +362,7 @@ fn write_recorded(srv: &Server, visit: &mut ShardVisitor) -> Result<(), Snapshot
     if r.is_ok() {
         srv.snapshot.last_save.store(now_ms() / 1000, Ordering::Relaxed);
         srv.snapshot.changes.fetch_sub(before, Ordering::Relaxed);
+        srv.snapshot.saves.fetch_add(1, Ordering::Relaxed);
     }
     r
 }
@@ -489,7 +493,7 @@ pub fn load_replica_image(srv: &Server, locks: &LockCap, bytes: &[u8], own: Opti
 
 /// Deletes everything `tenant` has in this engine's own storage tier (a replica's full sync
 /// replaces it with its master's).
-fn wipe_own_storage(tier: &crate::storage::tier::StorageTier, tenant: &str) -> Result<(), crate::storage::StorageError> {
+pub(crate) fn wipe_own_storage(tier: &crate::storage::tier::StorageTier, tenant: &str) -> Result<(), crate::storage::StorageError> {
     let storage = &tier.storage;
     loop {
         let page = storage.block_on(storage.scan(tenant.to_string(), None, 1024))?;

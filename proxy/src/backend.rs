@@ -54,6 +54,8 @@ pub struct BackendSpec {
     pub dedicated: bool,
     /// Set while connected (the shared connections report engine health for /metrics).
     pub up_flag: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Set once the tenant is deleted: the connection is not made again.
+    pub tenant_gone: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// The client replies are for: woken when one arrives, and keeping count of the reply
@@ -349,6 +351,10 @@ async fn run(b: Rc<Backend>) {
     let mut backoff = Duration::from_millis(25);
     loop {
         if b.stopped.get() {
+            return;
+        }
+        if b.spec.tenant_gone.as_ref().is_some_and(|g| g.load(std::sync::atomic::Ordering::SeqCst)) {
+            b.fail_all("the tenant was deleted");
             return;
         }
         let connect = tokio::time::timeout(b.limits.connect_timeout, TcpStream::connect(&b.spec.addr));

@@ -74,6 +74,8 @@ fn handler_for(id: CommandId) -> Handler {
         CommandId::Cas => string::cas,
         CommandId::Cad => string::cad,
         CommandId::TerraceNamespace => server::namespace,
+        CommandId::TerraceDropnamespace => server::drop_namespace,
+        CommandId::TerraceNamespaces => server::namespaces,
         CommandId::TerraceRetrain => compression::retrain,
         CommandId::TerraceThreads => server::threads,
         CommandId::TerraceEpoch => server::terrace_epoch,

@@ -175,23 +175,35 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let index = {
         let mut names = ctx.srv.namespaces.lock();
         let key = if name == "default" { "" } else { name };
+        let free = crate::server::namespaces::first_free(&names);
         match names.iter().position(|n| n == key) {
             Some(i) => i,
-            None if names.len() * NUM_DBS < ctx.data.ks.dbs() => {
-                // Namespace numbers are given in order of first use; that order is recorded
-                // durably (under the names lock) before the number is used, so that replayed
-                // records and stored keys land in the same tenants after a restart.
+            None if ctx.conn.replay_now.is_some() && ctx.srv.wal().is_some() => {
+                // The WAL's record of a namespace dropped since: the list, recorded before
+                // every use, is already the newest; the records after this one carry their
+                // own namespace numbers.
+                ctx.out.ok();
+                return Ok(());
+            }
+            None if (free + 1) * NUM_DBS <= ctx.data.ks.dbs() => {
+                // Namespace numbers are given in order of first use, a dropped one's number
+                // to the next new tenant; the list is recorded durably (under the names lock)
+                // before the number is used, so that replayed records and stored keys land in
+                // the same tenants after a restart.
                 let mut next = names.clone();
-                next.push(key.to_string());
+                match next.get_mut(free) {
+                    Some(place) => *place = key.to_string(),
+                    None => next.push(key.to_string()),
+                }
                 if ctx.conn.replay_now.is_none() && (ctx.srv.wal().is_some() || ctx.srv.storage_tier().is_some()) {
                     crate::server::namespaces::save(&ctx.srv.config.data_dir, &next).map_err(|e| err(format!("ERR cannot record the new namespace: {e}")))?;
                 }
                 *names = next;
-                ctx.srv.attach_tenant(names.len() - 1, key);
+                ctx.srv.attach_tenant(free, key);
                 if let (Some(wal), None) = (ctx.srv.wal(), ctx.conn.replay_now) {
-                    wal.append_recorded(ctx.data.now, 0, 0, &[b"TERRACE.NAMESPACE", name.as_bytes()]);
+                    wal.append_recorded(ctx.data.now, free * NUM_DBS, free * NUM_DBS, &[b"TERRACE.NAMESPACE", name.as_bytes()]);
                 }
-                names.len() - 1
+                free
             }
             None => return Err(err(format!("ERR this engine holds at most {} namespaces (config `namespaces`)", ctx.data.ks.dbs() / NUM_DBS))),
         }
@@ -226,6 +238,95 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     ctx.conn.db = ctx.conn.ns_base + logical;
     ctx.data.db = ctx.conn.db;
     ctx.out.ok();
+    Ok(())
+}
+
+/// TERRACE.NAMESPACES — the names of the tenants' namespaces this engine holds, in the order
+/// of their numbers (the console drops those it no longer has a tenant for).
+pub fn namespaces(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
+    let names: Vec<String> = ctx.srv.namespaces.lock().iter().skip(1).filter(|n| crate::server::namespaces::is_live(n)).cloned().collect();
+    ctx.out.array_len(names.len());
+    for n in &names {
+        ctx.out.bulk(n.as_bytes());
+    }
+    Ok(())
+}
+
+/// TERRACE.DROPNAMESPACE name — deletes a tenant's namespace (the console's tenant delete):
+/// its 16 databases are emptied, its rows deleted from this engine's storage, its clients
+/// disconnected, every setting and counter of it put back to the engine's defaults, and its
+/// number left for the next new tenant. Answers 1, or 0 if there was no such namespace.
+/// Logged in the WAL with the namespace's number (a replay drops what was logged before it,
+/// whatever tenant took the number after), and sent to replicas by name.
+pub fn drop_namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    use crate::server::namespaces;
+    let name = std::str::from_utf8(argv[1])
+        .ok()
+        .filter(|n| namespaces::valid_name(n))
+        .ok_or_else(|| err("ERR namespace names are 1-64 characters of letters, digits, '_' and '-'"))?;
+    if name == "default" {
+        return Err(err("ERR the default namespace cannot be dropped (FLUSHALL empties it)"));
+    }
+    let replaying = ctx.conn.replay_now.is_some();
+    let index = if replaying {
+        // The record's namespace number; the list is already the newest (see above).
+        ctx.conn.ns_base / NUM_DBS
+    } else {
+        match ctx.srv.tenant_namespace(name) {
+            Some(i) => i,
+            None => {
+                ctx.out.int(0);
+                return Ok(());
+            }
+        }
+    };
+    if index == 0 || (index + 1) * NUM_DBS > ctx.data.ks.dbs() {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    if !replaying && ctx.conn.ns_base == index * NUM_DBS {
+        return Err(err("ERR cannot drop the namespace this connection is in (TERRACE.NAMESPACE default first)"));
+    }
+    for db in index * NUM_DBS..(index + 1) * NUM_DBS {
+        flush_db(ctx, db);
+    }
+    if !replaying {
+        ctx.srv
+            .wipe_stored_tenant(index, name)
+            .map_err(|e| err(format!("ERR the tenant's keys are gone from memory but not from storage: {e} (drop it again)")))?;
+    }
+    ctx.srv.reset_namespace(index);
+    if !replaying {
+        let mut names = ctx.srv.namespaces.lock();
+        if names.get(index).map(String::as_str) != Some(name) {
+            return Err(err(format!("ERR namespace '{name}' changed while it was dropped")));
+        }
+        let mut next = names.clone();
+        next[index] = namespaces::DROPPED.to_string();
+        if ctx.srv.wal().is_some() || ctx.srv.storage_tier().is_some() {
+            namespaces::save(&ctx.srv.config.data_dir, &next).map_err(|e| err(format!("ERR cannot record the dropped namespace: {e}")))?;
+        }
+        *names = next;
+        if let Some(wal) = ctx.srv.wal() {
+            wal.append_recorded(ctx.data.now, index * NUM_DBS, index * NUM_DBS, argv);
+        }
+        let ns_db = index * NUM_DBS;
+        ctx.srv.replicate(|stream, carry| {
+            // (Terrace's stream only: a Redis replica holds no tenant.)
+            if carry(ns_db) != crate::replication::Carry::Nothing {
+                stream.command(0, argv);
+            }
+        });
+        drop(names);
+        let killed = ctx.srv.kill_clients_in(index);
+        tracing::info!(tenant = name, namespace = index, clients = killed, "dropped a namespace");
+        ctx.srv.snapshot.changes.fetch_add(1, Ordering::Relaxed);
+    }
+    crate::alloc::purge();
+    if ctx.srv.tracking.any() {
+        ctx.srv.tracking.invalidate_all(&ctx.srv.clients);
+    }
+    ctx.out.int(1);
     Ok(())
 }
 
@@ -1399,12 +1500,13 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
         let snap = &srv.snapshot;
         let _ = write!(
             s,
-            "# Persistence\r\nloading:{}\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n",
+            "# Persistence\r\nloading:{}\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_saves:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n",
             u8::from(srv.replication.loading()),
             snap.changes.load(Ordering::Relaxed),
             snap.in_progress.load(Ordering::Relaxed) as u8,
             snap.last_save.load(Ordering::Relaxed),
-            if snap.last_ok.load(Ordering::Relaxed) { "ok" } else { "err" }
+            if snap.last_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
+            snap.saves.load(Ordering::Relaxed)
         );
     }
     if want("stats") {

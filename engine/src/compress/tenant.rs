@@ -230,6 +230,8 @@ pub struct TenantCompression {
     census: Mutex<Census>,
     /// Where dictionary files go (None: not persisted, as in unit tests).
     root: Option<PathBuf>,
+    /// Bumped by `reset`: a training started before it installs nothing.
+    epoch: AtomicU64,
 }
 
 impl TenantCompression {
@@ -255,6 +257,7 @@ impl TenantCompression {
             last_advice: Mutex::new(None),
             census: Mutex::new(Census::new()),
             root,
+            epoch: AtomicU64::new(0),
         };
         t.publish(&settings);
         t
@@ -281,6 +284,37 @@ impl TenantCompression {
 
     pub fn settings(&self) -> Settings {
         self.settings.read().clone()
+    }
+
+    /// Back to a new tenant's state with `settings` (its namespace was dropped and emptied;
+    /// the next tenant given this number must not inherit its dictionaries, samples,
+    /// counters or settings): its dictionary files are deleted, a training still running
+    /// installs nothing.
+    pub fn reset(&self, settings: Settings) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        if let Some(root) = &self.root {
+            let name = std::mem::take(&mut *self.name.write());
+            let dir = store::tenant_dir(root, &name);
+            if !name.is_empty() {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        tracing::warn!("removing the dropped tenant's dictionaries {}: {e}", dir.display());
+                    }
+                }
+            }
+        }
+        *self.gens.write() = Generations::default();
+        self.sample.resize(settings.sample_size);
+        self.history.resize(settings.sample_size);
+        self.publish(&settings);
+        *self.settings.write() = settings;
+        self.live.reset();
+        for c in [&self.reads, &self.writes, &self.decode_errors, &self.retrains, &self.cycles] {
+            c.store(0, Ordering::Relaxed);
+        }
+        *self.last_error.lock() = None;
+        *self.last_advice.lock() = None;
+        *self.census.lock() = Census::new();
     }
 
     /// Applies new settings; a new codec choice starts a new generation.
@@ -458,9 +492,15 @@ impl TenantCompression {
         }
         let me = self.clone();
         let reason = reason.to_string();
+        let epoch = self.epoch.load(Ordering::Acquire);
         let spawned = std::thread::Builder::new().name("terrace-train".into()).spawn(move || {
             let sample = me.training_sample();
             let result = me.train_now(kind, &sample, &s);
+            if me.epoch.load(Ordering::Acquire) != epoch {
+                // The tenant was dropped meanwhile: its sample is not the next tenant's.
+                me.training.store(false, Ordering::Release);
+                return;
+            }
             me.finish_training(result, &reason);
         });
         if spawned.is_err() {

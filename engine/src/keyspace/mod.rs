@@ -553,6 +553,18 @@ impl Keyspace {
         }
     }
 
+    /// Empties the databases of namespace `ns`, one shard at a time (at start: a namespace
+    /// dropped after the snapshot or the log's records that were loaded into it).
+    pub fn clear_namespace(&self, locks: &LockCap, ns: usize) {
+        for db in ns * NUM_DBS..((ns + 1) * NUM_DBS).min(self.dbs()) {
+            let ids: Vec<u32> = self.db_shard_ids(db).collect();
+            for id in ids {
+                let removed = self.lock_one(locks, id).clear();
+                drop(removed);
+            }
+        }
+    }
+
     /// Locks one shard if it is free (background work skips shards a command holds).
     pub fn try_lock_one(&self, _: &LockCap, id: u32) -> Option<MutexGuard<'_, Shard>> {
         assert_not_holding_guards();

@@ -18,6 +18,7 @@ pub mod follower;
 #[cfg(feature = "metrics-http")]
 pub mod metrics;
 pub mod migrate;
+mod namespace_drop;
 pub mod namespaces;
 pub mod prefetch;
 pub mod replicas;
@@ -173,8 +174,17 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         namespaces::load(&srv.config.data_dir).map_err(|e| ServerError::Recovery(format!("{}: {e}", namespaces::path(&srv.config.data_dir).display())))?
     {
         let mut names = srv.namespaces.lock();
-        if recorded.starts_with(&names) {
+        // A tenant keeps its number for life: one the snapshot names at another place than
+        // the file does means the two are not of one engine. One the file no longer names
+        // was dropped since the snapshot (its place reused, or left dropped).
+        let moved = names.iter().enumerate().any(|(i, n)| namespaces::is_live(n) && recorded.iter().position(|r| r == n).is_some_and(|j| j != i));
+        if recorded.len() >= names.len() && !moved {
+            let dropped_since: Vec<usize> = (1..names.len()).filter(|&i| names[i] != recorded[i]).collect();
             *names = recorded;
+            drop(names);
+            for ns in dropped_since {
+                srv.keyspace.clear_namespace(&locks, ns);
+            }
         } else if !names.starts_with(&recorded) {
             return Err(ServerError::Recovery(format!(
                 "{} lists namespaces {recorded:?} but the snapshot has {:?}: move one of them aside",
@@ -259,7 +269,13 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let loaded = loaded.keys;
     let names = srv.namespaces.lock().clone();
     for (index, name) in names.iter().enumerate() {
-        srv.attach_tenant(index, name);
+        if namespaces::is_live(name) {
+            srv.attach_tenant(index, name);
+        } else {
+            // Dropped, but the process stopped between recording that and logging it: what
+            // the snapshot or the log put back here is the dropped tenant's.
+            srv.keyspace.clear_namespace(&locks, index);
+        }
     }
     if loaded > 0 {
         tracing::info!(keys = loaded, file = %crate::snapshot::rdb_path(&srv.config.data_dir).display(), "loaded the snapshot");

@@ -10,6 +10,20 @@ pub use terrace_commands::settings::valid_name;
 
 const FILE: &str = "namespaces";
 
+/// The place of a dropped namespace (`TERRACE.DROPNAMESPACE`): not a valid tenant name (so
+/// no lookup finds it), kept so the numbers after it stay; the next new tenant takes it.
+pub use terrace_commands::settings::DROPPED_NAMESPACE as DROPPED;
+
+/// Where a new namespace goes in `names`: the first dropped place, else the end.
+pub fn first_free(names: &[String]) -> usize {
+    names.iter().position(|n| n == DROPPED).unwrap_or(names.len())
+}
+
+/// Whether `name` (an entry of the list) is a tenant's, not a dropped place.
+pub fn is_live(name: &str) -> bool {
+    name != DROPPED
+}
+
 pub fn path(data_dir: &Path) -> PathBuf {
     data_dir.join(FILE)
 }
@@ -31,6 +45,14 @@ pub fn save(data_dir: &Path, names: &[String]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_new_namespace_takes_the_first_dropped_place() {
+        let names: Vec<String> = ["", "shop", super::DROPPED, "blog", super::DROPPED].iter().map(|s| s.to_string()).collect();
+        assert_eq!(super::first_free(&names), 2);
+        assert_eq!(super::first_free(&names[..2]), 2, "none dropped: at the end");
+        assert!(!super::valid_name(super::DROPPED), "no tenant can be named as a dropped place");
+    }
+
     #[test]
     fn names_round_trip_with_the_default_first() {
         let dir = std::env::temp_dir().join(format!("terrace-ns-{}", std::process::id()));

@@ -462,6 +462,9 @@ impl crate::storage::flusher::Source for Server {
 impl Server {
     /// Gives namespace `index` its tenant name and whatever was saved for that tenant.
     pub fn attach_tenant(&self, index: usize, name: &str) {
+        if !super::namespaces::is_live(name) {
+            return;
+        }
         let t = self.keyspace.compression(index);
         t.set_name(name);
         let dir = if name.is_empty() { "default" } else { name };

@@ -78,6 +78,21 @@ impl Default for TenantStats {
 }
 
 impl TenantStats {
+    /// Forgets everything counted (the namespace was dropped; the next tenant given its
+    /// number starts from nothing).
+    pub fn reset(&self) {
+        for class in &self.ops {
+            for c in class {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+        self.key_refs.store(0, Ordering::Relaxed);
+        let mrc = Mrc::new(MRC_SAMPLES);
+        self.threshold.store(mrc.threshold(), Ordering::Relaxed);
+        *self.mrc.lock() = mrc;
+        *self.window.lock() = Window::default();
+    }
+
     /// Counts one command of `class`.
     #[inline]
     pub fn count(&self, class: u8, write: bool) {

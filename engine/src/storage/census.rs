@@ -70,8 +70,12 @@ impl Census {
         while !stop.load(Ordering::Relaxed) {
             let started = Instant::now();
             let Some(names) = tenants() else { return };
-            let tenants: Vec<String> =
-                names.iter().enumerate().filter(|(i, _)| tier.backs(*i)).map(|(_, n)| if n.is_empty() { "default".to_string() } else { n.clone() }).collect();
+            let tenants: Vec<String> = names
+                .iter()
+                .enumerate()
+                .filter(|(i, n)| tier.backs(*i) && *n != terrace_commands::settings::DROPPED_NAMESPACE)
+                .map(|(_, n)| if n.is_empty() { "default".to_string() } else { n.clone() })
+                .collect();
             for t in &tenants {
                 if stop.load(Ordering::Relaxed) {
                     return;

@@ -121,6 +121,16 @@ impl DirtySet {
         self.inner.lock().unmark(key);
     }
 
+    /// Unmarks every key of databases `dbs` (their namespace was dropped: nothing of it is
+    /// to be flushed).
+    pub fn forget_dbs(&self, dbs: std::ops::Range<usize>) {
+        let mut s = self.inner.lock();
+        let gone: Vec<CacheKey> = s.keys.keys().filter(|(db, _)| dbs.contains(db)).cloned().collect();
+        for key in &gone {
+            s.unmark(key);
+        }
+    }
+
     pub fn contains(&self, key: &CacheKey) -> bool {
         let s = self.inner.lock();
         !s.keys.is_empty() && s.keys.contains_key(key)

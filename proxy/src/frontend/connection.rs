@@ -139,7 +139,14 @@ pub async fn serve<F: Frontend>(mut frontend: F, mut stream: TcpStream, id: u64)
     let _ = stream.set_nodelay(true);
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::with_capacity(16 * 1024);
+    let mut seen = frontend.reactor().topology_generation();
     loop {
+        if frontend.reactor().tenant_removed(&frontend.tenant_name(), &mut seen) {
+            // Its tenant was deleted (the console, a reload): as the engines close its
+            // namespace's connections, the proxy closes its clients — one left connected
+            // would make the namespace again on its next request.
+            break;
+        }
         while frontend.state() == State::Reading && has_room(&mut frontend) {
             let (before, started) = (frontend.replies().len(), Instant::now());
             let Some(handled) = frontend.request(&input).await else { break };

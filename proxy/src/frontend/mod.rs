@@ -144,6 +144,10 @@ pub struct Shared {
     pub auth_failures: terrace_commands::auth_limit::FailureLimiter,
     /// Slots whose requests wait while they change engine.
     pub holds: crate::hold::Holds,
+    /// Per tenant namespace with pooled connections: set once the tenant leaves the
+    /// topology, so those connections, closed by the engine dropping the namespace, do not
+    /// reconnect (their prologue would make the namespace again).
+    tenant_gone: parking_lot::Mutex<HashMap<Arc<str>, Arc<AtomicBool>>>,
 }
 
 /// What `TERRACE.TOPOLOGY SET` takes: the engines, who owns which slot, the tenants.
@@ -182,6 +186,7 @@ impl Shared {
             topology_changed: tokio::sync::Notify::new(),
             auth_failures: terrace_commands::auth_limit::FailureLimiter::new(AUTH_FAILURES, AUTH_WINDOW),
             holds,
+            tenant_gone: Default::default(),
             near_cache: (!config.near_cache_ttl.is_zero()).then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
             config,
         })
@@ -210,7 +215,15 @@ impl Shared {
     /// map moved them: their requests go to the new engine); the others stay held.
     fn install(&self, fresh: &ProxyConfig) {
         let before = self.topology();
-        *self.topology.write() = Topology::new(fresh);
+        let topology = Topology::new(fresh);
+        self.tenant_gone.lock().retain(|ns, gone| {
+            let kept = topology.tenants.iter().any(|t| t.namespace.as_ref() == Some(ns));
+            if !kept {
+                gone.store(true, Ordering::SeqCst);
+            }
+            kept
+        });
+        *self.topology.write() = topology;
         self.generation.fetch_add(1, Ordering::SeqCst);
         if let Some(c) = &self.near_cache {
             c.clear();
@@ -354,10 +367,15 @@ impl Reactor {
         let mut t = self.topo.borrow_mut();
         if t.0 != g {
             *t = (g, self.shared.topology());
-            // A connection stays if its engine keeps its place in the list.
+            // A connection stays if its engine keeps its place in the list and its tenant is
+            // still there.
             let addrs = &t.1.addrs;
-            self.pools.borrow_mut().retain(|(engine, _, _, _), b| {
-                let keep = addrs.get(*engine) == Some(&b.spec.addr);
+            let tenants = &t.1.tenants;
+            self.pools.borrow_mut().retain(|(engine, namespace, _, _), b| {
+                // (Deleted and made again: the old connections stopped for good.)
+                let gone = b.spec.tenant_gone.as_ref().is_some_and(|g| g.load(Ordering::SeqCst));
+                let tenant_kept = !gone && namespace.as_ref().is_none_or(|ns| tenants.iter().any(|t| t.namespace.as_ref() == Some(ns)));
+                let keep = addrs.get(*engine) == Some(&b.spec.addr) && tenant_kept;
                 if !keep {
                     b.shutdown();
                 }
@@ -371,6 +389,27 @@ impl Reactor {
         self.topology().engines.len()
     }
 
+    /// The flag pooled connections of namespace `ns` stop reconnecting by (see `Shared`).
+    fn tenant_gone_flag(&self, ns: &Arc<str>) -> Arc<AtomicBool> {
+        self.shared.tenant_gone.lock().entry(ns.clone()).or_default().clone()
+    }
+
+    /// The topology's generation now (for `tenant_removed`).
+    pub fn topology_generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether tenant `name` left the topology (deleted, or removed by a reload) — looked up
+    /// only when the topology changed since `seen`, which it updates.
+    pub fn tenant_removed(&self, name: &str, seen: &mut u64) -> bool {
+        let now = self.topology_generation();
+        if now == *seen {
+            return false;
+        }
+        *seen = now;
+        self.topology().tenant(name.as_bytes()).is_none()
+    }
+
     fn spec(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool, dedicated: bool) -> BackendSpec {
         let topo = self.topology();
         let up_flag = (!dedicated && namespace.is_none() && db == 0 && !resp3).then(|| topo.engine_up.get(engine).cloned()).flatten();
@@ -379,8 +418,10 @@ impl Reactor {
         let ns_maxmemory = tenant.as_ref().map(|t| t.max_memory.div_ceil(topo.engines.len() as u64)).unwrap_or(0);
         let ns_options = tenant.map(|t| t.namespace_options.clone()).unwrap_or_default();
         let password = self.shared.config.engine_password.clone();
+        let tenant_gone = namespace.as_ref().map(|ns| self.tenant_gone_flag(ns));
         BackendSpec {
             engine,
+            tenant_gone,
             addr: topo.addrs[engine].clone(),
             password,
             namespace: namespace.clone(),

@@ -135,6 +135,11 @@ fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, 
         _ => Some(srv.keyspace.lock_shards(locks, lock_ids(srv, spec, argv, conn.db))),
     };
     let Some(mut guards) = guards else { return Outcome::NamespaceHeld };
+    if client && conn.info.killed.load(Ordering::Relaxed) {
+        // Killed while it waited for its locks (CLIENT KILL, or its namespace was dropped by
+        // the command that held them): it runs nothing more.
+        return Outcome::Close;
+    }
     if req.read_through.is_some_and(|rt| rt.lost(srv, &mut guards)) {
         return Outcome::ReadAgain;
     }

@@ -233,6 +233,7 @@ impl Worker<'_> {
         names
             .into_iter()
             .enumerate()
+            .filter(|(_, name)| super::namespaces::is_live(name))
             .map(|(ns, name)| {
                 let backed = tier.is_some_and(|t| t.backs(ns));
                 let shared = tier.is_some_and(|t| t.storage.shared());
