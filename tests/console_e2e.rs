@@ -140,11 +140,27 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     let (status, body) = get("/tenants/shop/stats").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["engines"].as_object().unwrap().len(), 2, "{body}");
+    // The advisor costs the whole tenant: every engine's share of its keys summed (it used
+    // to cost the first engine's share as the tenant's).
+    for i in 0..200 {
+        let _: () = redis::cmd("SET").arg(format!("advised:{i}")).arg("x".repeat(100)).query(&mut con).unwrap();
+    }
+    let keys_of = |e: &Engine| -> u64 {
+        let w: String = redis::cmd("TERRACE.WORKLOAD").arg("shop").query(&mut e.client()).unwrap();
+        serde_json::from_str::<Value>(&w).unwrap()["keys"].as_u64().unwrap()
+    };
+    let (k1, k2) = (keys_of(&e1), keys_of(&e2));
+    assert!(k1 > 0 && k2 > 0, "both engines hold some: {k1} {k2}");
     let (status, body) = get("/tenants/shop/advice").await;
     assert_eq!(status, StatusCode::OK);
     assert!(body["advise"]["advice"]["recommended"].is_string(), "{body}");
+    assert_eq!(body["workload"]["keys"].as_f64(), Some((k1 + k2) as f64), "{body}");
+    assert_eq!(body["advise"]["live"]["keys"].as_f64(), Some((k1 + k2) as f64), "{body}");
+    assert_eq!(body["advise"]["workload_of"], "every engine");
+    assert!(body["engine"].as_str().unwrap().starts_with("all 2 engines"), "{body}");
     let (status, body) = get("/tenants/shop/advice?engine=1").await;
     assert_eq!((status, body["engine"].as_str()), (StatusCode::OK, Some(format!("127.0.0.1:{}", e2.port).as_str())), "{body}");
+    assert_eq!(body["advise"]["live"]["keys"].as_f64(), Some(k2 as f64), "one engine's share: {body}");
     let (status, body) = get("/tenants/shop/advice?engine=7").await;
     assert_eq!((status, body["error"].as_str()), (StatusCode::NOT_FOUND, Some("no engine 7 (the slot map has 2)")));
     // Apply takes the configuration chosen by name; the engines (no PMem, no storage tier)
@@ -193,6 +209,20 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
         }
     }
 
+    // Path, query and method errors are JSON too, in words (no Rust type names).
+    let (status, body) = api(reqwest::Method::DELETE, api_url("/tokens/abc"), &token, None).await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::BAD_REQUEST, Some("path: 'abc' is not a whole number")), "{body}");
+    let (status, body) = get("/tenants/shop/advice?engine=first").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"].as_str().unwrap().starts_with("query: engine: "), "{body}");
+    let (status, body) = api(reqwest::Method::PUT, api_url("/tenants"), &token, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    assert_eq!(body["error"], "PUT is not an operation of /api/v1/tenants (the OpenAPI document lists those there are)");
+    let (status, body) = post(json!({"name": "typed", "password": "pw", "max_qps": "many"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let message = body["error"].as_str().unwrap();
+    assert!(!["u64", "i64", "usize", "struct", "Option<"].iter().any(|t| message.contains(t)), "{message}");
+
     // Revoked tokens stop working.
     let (_, tokens) = get("/tokens").await;
     let id = tokens["tokens"].as_array().unwrap().iter().find(|t| t["name"] == "ci").unwrap()["id"].as_i64().unwrap();
@@ -207,9 +237,10 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["problems"], json!([]));
     assert!(redis_as(proxy.port, "shop", "s3cret").is_err());
-    let mut raw = e1.client();
-    let _: () = redis::cmd("TERRACE.NAMESPACE").arg("shop").query(&mut raw).unwrap();
-    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut raw).unwrap(), 0);
+    for e in [&e1, &e2] {
+        let held: Vec<String> = redis::cmd("TERRACE.NAMESPACES").query(&mut e.client()).unwrap();
+        assert!(!held.contains(&"shop".to_string()), "the engines dropped its namespace: {held:?}");
+    }
     let (status, _) = api(reqwest::Method::DELETE, api_url("/tenants/shop"), &token, None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
@@ -640,4 +671,115 @@ async fn planned_failovers_never_leave_two_replicas_following_each_other() {
         eventually(20, &format!("round {round}: the old primary follows the new one"), || role_of(by_port(replica)) == ("slave".into(), "up".into()));
         assert_eq!(role_of(by_port(primary)).0, "master", "round {round}");
     }
+}
+
+/// Deleting a tenant frees its namespace on every engine: with room for two tenants, tenants
+/// created and deleted over and over are never refused (before: "this engine holds at most N
+/// namespaces" once N had been created, until the engines restarted). An engine that was down
+/// during a delete drops the namespace when the console next pushes to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_tenants_frees_their_namespaces_even_on_an_engine_that_was_down() {
+    let dirs = [temp_dir("console-ns-1"), temp_dir("console-ns-2")];
+    let cfg = dirs[0].join("engine.toml");
+    std::fs::write(&cfg, "[engine]\nnamespaces = 3\n").unwrap();
+    let flags = ["--config", cfg.to_str().unwrap(), "--wal", "always"];
+    let e1 = Engine::start_on_with(0, &dirs[0], &flags);
+    let mut e2 = Engine::start_on_with(0, &dirs[1], &flags);
+    let proxy = Proxy::start_admin_on(0, &[&e1, &e2]);
+    let console = Console::start(&[&e1, &e2], &[&proxy]);
+    let url = console.url.clone();
+    let api_url = |p: &str| format!("{url}/api/v1{p}");
+    let (session, csrf) = login(&url).await;
+    let token = token(&session, &url, &csrf, "ns").await;
+    let create = |name: String| {
+        let (url, token) = (api_url("/tenants"), token.clone());
+        async move { api(reqwest::Method::POST, url, &token, Some(json!({"name": name, "password": "pw"}))).await }
+    };
+    let delete = |name: String| {
+        let (url, token) = (api_url(&format!("/tenants/{name}")), token.clone());
+        async move { api(reqwest::Method::DELETE, url, &token, None).await }
+    };
+    let held = |e: &Engine| redis::cmd("TERRACE.NAMESPACES").query::<Vec<String>>(&mut e.client()).unwrap();
+    let (status, body) = create("stays".into()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    for round in 0..4 {
+        let name = format!("t{round}");
+        let (status, body) = create(name.clone()).await;
+        assert_eq!(status, StatusCode::CREATED, "round {round}: {body}; held {:?} {:?}", held(&e1), held(&e2));
+        assert!(body["problems"].as_array().is_none_or(Vec::is_empty), "round {round}: every engine took it: {body}");
+        let mut c = redis_as(proxy.port, &name, "pw").unwrap();
+        let _: () = redis::cmd("SET").arg("k").arg(&name).query(&mut c).unwrap();
+        let (status, body) = delete(name.clone()).await;
+        assert_eq!((status, &body["problems"]), (StatusCode::OK, &json!([])), "round {round}: {body}");
+        assert!(redis::cmd("GET").arg("k").query::<Option<String>>(&mut c).is_err(), "round {round}: the deleted tenant's client is disconnected");
+        for e in [&e1, &e2] {
+            assert_eq!(held(e), ["stays"], "round {round}");
+        }
+    }
+
+    // An engine down during the delete.
+    let (status, _) = create("late".into()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    eventually(20, "both engines hold 'late'", || [&e1, &e2].iter().all(|e| held(e).contains(&"late".to_string())));
+    let port2 = e2.port;
+    e2.stop();
+    let (status, body) = delete("late".into()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body["problems"].to_string().contains("not dropped"), "the engine that is down is named: {body}");
+    assert_eq!(held(&e1), ["stays"]);
+    let e2 = Engine::start_on_with(port2, &dirs[1], &flags);
+    assert!(held(&e2).contains(&"late".to_string()), "it kept the namespace through its restart (WAL)");
+    eventually(30, "the restarted engine dropped the deleted tenant's namespace", || held(&e2) == ["stays"]);
+    drop(console);
+}
+
+/// The Overview says what of each engine's data survives a restart (from its WAL mode, save
+/// points and last snapshot), and "Snapshot now" makes every engine save.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_says_what_survives_a_restart_and_snapshots_on_demand() {
+    let (plain, saving) = (Engine::start(&[]), Engine::start(&["--save", "3600 1"]));
+    let proxy = Proxy::start_admin_on(0, &[&plain, &saving]);
+    let console = Console::start(&[&plain, &saving], &[&proxy]);
+    let url = console.url.clone();
+    let (session, csrf) = login(&url).await;
+    let token = token(&session, &url, &csrf, "durability").await;
+    let nodes = || api(reqwest::Method::GET, format!("{url}/api/v1/nodes"), &token, None);
+    let durability = |body: &Value, port: u16| -> String {
+        let e = body["engines"].as_array().unwrap().iter().find(|e| e["address"].as_str().unwrap().ends_with(&format!(":{port}"))).unwrap();
+        e["durability"].as_str().unwrap_or("").to_string()
+    };
+    let mut body = Value::Null;
+    for _ in 0..100 {
+        body = nodes().await.1;
+        if !durability(&body, plain.port).is_empty() && !durability(&body, saving.port).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(durability(&body, plain.port), "nothing newer than a snapshot from before it started, if any (no WAL, no save points)");
+    assert!(
+        durability(&body, saving.port).starts_with("the newest state after a clean stop; after a crash, the last snapshot (save points \"3600 1\")"),
+        "{body}"
+    );
+    let page = session.get(format!("{url}/")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("What survives a restart") && page.contains("nothing newer than a snapshot"), "{page}");
+
+    let r = session.post(format!("{url}/snapshot")).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "back to the Overview");
+    for e in [&plain, &saving] {
+        eventually(20, "the engine saved", || info_field(&mut e.client(), "persistence", "rdb_saves") > 0);
+    }
+    let mut line = String::new();
+    for _ in 0..100 {
+        line = durability(&nodes().await.1, plain.port);
+        if line.contains("last snapshot") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(line.starts_with("the last snapshot only (no save points, no WAL); last snapshot"), "{line}");
+    let (status, body) = api(reqwest::Method::POST, format!("{url}/api/v1/snapshot"), &token, None).await;
+    assert!(status == StatusCode::ACCEPTED || body.to_string().contains("already in progress"), "{status} {body}");
+    assert_eq!(body["engines"].as_object().unwrap().len(), 2, "{body}");
+    drop(console);
 }

@@ -204,9 +204,44 @@ pub async fn save_tenant(db: &Db, t: &Tenant, create: bool) -> Result<Result<(),
 }
 
 pub async fn delete_tenant(db: &Db, name: &str) -> Result<bool, DbError> {
-    let r = sqlx::query("DELETE FROM tenants WHERE name = ?").bind(name).execute(db).await?;
-    sqlx::query("DELETE FROM usage_samples WHERE tenant = ?").bind(name).execute(db).await?;
+    let mut tx = db.begin().await?;
+    let r = sqlx::query("DELETE FROM tenants WHERE name = ?").bind(name).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM usage_samples WHERE tenant = ?").bind(name).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM advisor_state WHERE tenant = ?").bind(name).execute(&mut *tx).await?;
+    if r.rows_affected() == 1 {
+        sqlx::query("INSERT OR REPLACE INTO dropped_tenants (name, deleted_at) VALUES (?, ?)").bind(name).bind(now()).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
     Ok(r.rows_affected() == 1)
+}
+
+/// The advisor's last recommendation for `tenant`, if any.
+pub async fn last_recommendation(db: &Db, tenant: &str) -> Result<Option<String>, DbError> {
+    Ok(sqlx::query("SELECT recommended FROM advisor_state WHERE tenant = ?").bind(tenant).fetch_optional(db).await?.map(|r| r.get(0)))
+}
+
+/// Records the advisor's recommendation for `tenant` (its time only when it changed).
+pub async fn record_recommendation(db: &Db, tenant: &str, recommended: &str) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO advisor_state (tenant, recommended, since) VALUES (?, ?, ?)
+         ON CONFLICT(tenant) DO UPDATE SET recommended = excluded.recommended, since = excluded.since WHERE recommended <> excluded.recommended",
+    )
+    .bind(tenant)
+    .bind(recommended)
+    .bind(now())
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Deleted tenants whose namespaces engines must not keep.
+pub async fn dropped_tenants(db: &Db) -> Result<Vec<String>, DbError> {
+    Ok(sqlx::query("SELECT name FROM dropped_tenants WHERE name NOT IN (SELECT name FROM tenants) ORDER BY name")
+        .fetch_all(db)
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
 }
 
 // Topology.

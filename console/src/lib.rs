@@ -4,6 +4,7 @@
 //! (`failover`), moves slots between engines to grow and shrink online (`moves`), and serves the operators' pages and the REST API (`web`): tenants,
 //! retraining, the cost advisor, the topology and its events.
 
+mod advice;
 pub mod auth;
 mod charts;
 pub mod config;

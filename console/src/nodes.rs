@@ -9,8 +9,23 @@ use redis::AsyncConnectionConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
-    #[error("{addr}: {source}")]
+    #[error("{}: {}", .addr, describe(.source))]
     Redis { addr: String, source: redis::RedisError },
+}
+
+/// A node's error for a person: the engine's own error text (its code when it has one, as
+/// `OOM …` or `TRYAGAIN …`, without the client library's kind names), else what went wrong
+/// with the connection.
+fn describe(e: &redis::RedisError) -> String {
+    let generic = e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError);
+    match (e.code(), e.detail()) {
+        (_, Some(detail)) if generic => detail.to_string(),
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ if e.is_timeout() => "no answer in time".to_string(),
+        _ if e.is_connection_refusal() => "connection refused".to_string(),
+        _ if e.is_io_error() || e.is_connection_dropped() => format!("connection failed: {e}"),
+        _ => e.to_string(),
+    }
 }
 
 pub struct Node {

@@ -107,8 +107,11 @@ fn check_port(console: &Console, t: &Tenant) -> Result<(), OpError> {
     Ok(())
 }
 
-/// Deletes the tenant: the proxies stop accepting it, then its data is flushed from every
-/// engine. Answers the engines that could not be flushed (their data stays until retried).
+/// Deletes the tenant: the proxies stop accepting it (and every engine stops being given
+/// it: the pass below runs after any pass that still had it), then every engine drops its
+/// namespace — keys, stored rows, clients, settings — and frees the number for the next
+/// tenant (`TERRACE.DROPNAMESPACE`, which replicas follow). Answers the engines that could
+/// not drop it (their data stays until the tenant is deleted again).
 pub async fn delete_tenant(console: &Console, name: &str) -> Result<Vec<String>, OpError> {
     if !db::delete_tenant(&console.db, name).await? {
         return Err(OpError::NotFound(format!("no tenant '{name}'")));
@@ -116,17 +119,33 @@ pub async fn delete_tenant(console: &Console, name: &str) -> Result<Vec<String>,
     let mut problems: Vec<String> = push(console).await.into_iter().filter(|p| p.starts_with("proxy")).collect();
     let (engines, _) = db::topology(&console.db).await?;
     for addr in &engines {
-        let flushed = async {
+        let dropped = async {
             let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
-            n.run::<()>(&["TERRACE.NAMESPACE", name]).await?;
-            n.run::<()>(&["FLUSHALL"]).await
+            n.run::<i64>(&["TERRACE.DROPNAMESPACE", name]).await
         }
         .await;
-        if let Err(e) = flushed {
-            problems.push(format!("engine {addr}: data not flushed: {e}"));
+        if let Err(e) = dropped {
+            problems.push(format!("engine {addr}: namespace not dropped: {e}"));
         }
     }
     Ok(problems)
+}
+
+/// "Snapshot now": every engine of the slot map, and every replica, starts a snapshot
+/// (`BGSAVE`). Answers each engine's reply, or why it could not (one saving already, down).
+pub async fn snapshot_now(console: &Console) -> Result<Vec<(String, Result<String, String>)>, OpError> {
+    let (engines, _) = db::topology(&console.db).await?;
+    let replicas = db::replicas(&console.db).await?;
+    let all: Vec<String> = engines.into_iter().chain(replicas.into_iter().map(|(a, _)| a)).collect();
+    let started = all.iter().map(|addr| async move {
+        let reply = async {
+            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
+            n.run::<String>(&["BGSAVE"]).await
+        }
+        .await;
+        (addr.clone(), reply.map_err(|e| e.to_string()))
+    });
+    Ok(futures_util::future::join_all(started).await)
 }
 
 /// Starts retraining the tenant's dictionary on every engine (one after another, each
@@ -193,13 +212,17 @@ pub async fn engine_stats(console: &Console, name: &str) -> Result<Value, OpErro
     Ok(Value::Object(out))
 }
 
-/// The advisor's answer for the tenant from the first engine that gives one: (engine,
-/// `TERRACE.ADVISE`, `TERRACE.WORKLOAD`).
+/// The advisor's answer for the whole tenant: (which engines, `TERRACE.ADVISE`, the summed
+/// `TERRACE.WORKLOAD`).
 pub async fn advice(console: &Console, name: &str) -> Result<(String, Value, Value), OpError> {
     advice_from(console, name, None).await
 }
 
-/// As `advice`, from engine `only` (its index in the slot map) when given.
+/// The advisor's answer: over every engine of the tenant (each engine's share of its workload
+/// summed, then costed as one on the first engine — `TERRACE.ADVISE … TOTAL`), or for
+/// engine `only` alone (its index in the slot map). Either way with the last recommendation,
+/// which the advisor keeps unless another configuration is materially cheaper (hysteresis);
+/// the whole tenant's recommendation is recorded as the next one's incumbent.
 pub async fn advice_from(console: &Console, name: &str, only: Option<usize>) -> Result<(String, Value, Value), OpError> {
     tenant(console, name).await?;
     let (engines, _) = db::topology(&console.db).await?;
@@ -207,21 +230,56 @@ pub async fn advice_from(console: &Console, name: &str, only: Option<usize>) -> 
         Some(i) => vec![engines.get(i).cloned().ok_or_else(|| OpError::NotFound(format!("no engine {i} (the slot map has {})", engines.len())))?],
         None => engines,
     };
-    let mut errors = Vec::new();
-    for addr in &engines {
-        let got = async {
-            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
-            let advise = n.json(&["TERRACE.ADVISE", name]).await?;
+    let previous = db::last_recommendation(&console.db, name).await?;
+    let ask = |addr: String, total: Option<String>| {
+        let previous = previous.clone();
+        async move {
+            let mut n = Node::engine(&addr, console.config.engine_password.as_deref()).await?;
+            let mut args = vec!["TERRACE.ADVISE".to_string(), name.to_string()];
+            if let Some(t) = total {
+                args.extend(["TOTAL".to_string(), t]);
+            }
+            if let Some(p) = previous {
+                args.extend(["PREVIOUS".to_string(), p]);
+            }
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let advise = n.json(&argv).await?;
             let workload = n.json(&["TERRACE.WORKLOAD", name]).await?;
             Ok::<_, crate::nodes::NodeError>((advise, workload))
         }
-        .await;
-        match got {
-            Ok((a, w)) => return Ok((addr.clone(), a, w)),
-            Err(e) => errors.push(e.to_string()),
+    };
+    let mut shares = Vec::new();
+    let mut errors = Vec::new();
+    for addr in &engines {
+        match ask(addr.clone(), None).await {
+            Ok((a, w)) => shares.push((addr.clone(), a, w)),
+            Err(e) => errors.push(format!("engine {addr}: {e}")),
         }
     }
-    Err(OpError::Unavailable(format!("no engine answered: {}", errors.join("; "))))
+    if shares.is_empty() {
+        return Err(OpError::Unavailable(format!("no engine answered: {}", errors.join("; "))));
+    }
+    if !errors.is_empty() && only.is_none() {
+        // A share missing would be costed as the whole: no advice rather than a wrong one.
+        return Err(OpError::Unavailable(format!("the advisor needs every engine's share of the tenant: {}", errors.join("; "))));
+    }
+    let (addr, advise, workload) = if shares.len() == 1 {
+        shares.swap_remove(0)
+    } else {
+        let lives: Vec<&Value> = shares.iter().map(|(_, a, _)| &a["live"]).collect();
+        let total = crate::advice::total_live(&lives).to_string();
+        let workloads: Vec<&Value> = shares.iter().map(|(_, _, w)| w).collect();
+        let workload = crate::advice::total_workload(&workloads);
+        let (first, ..) = &shares[0];
+        let (advise, _) = ask(first.clone(), Some(total)).await.map_err(|e| OpError::Unavailable(format!("engine {first}: {e}")))?;
+        (format!("all {} engines (costed on {first})", shares.len()), advise, workload)
+    };
+    if only.is_none() {
+        if let Some(r) = advise["advice"]["recommended"].as_str() {
+            db::record_recommendation(&console.db, name, r).await?;
+        }
+    }
+    Ok((addr, advise, workload))
 }
 
 /// Applies one of the advisor's configurations, the one the operator chose by its name (the

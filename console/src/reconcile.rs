@@ -40,6 +40,36 @@ pub struct NodeStatus {
     pub hits: Option<u64>,
     pub misses: Option<u64>,
     pub clients: Option<u64>,
+    /// What of its data survives a restart (`durability`).
+    pub durability: Option<String>,
+}
+
+/// What of an engine's data survives a restart, in a line for the Overview: from its WAL mode
+/// (INFO's `wal_mode`, None: no WAL), its save points (`CONFIG GET save`), and the snapshots
+/// it wrote since it started (INFO persistence's `rdb_saves`, `rdb_last_save_time` and
+/// `rdb_changes_since_last_save`), at `now` (Unix seconds).
+pub fn durability(wal_mode: Option<&str>, save_points: &str, saved: Option<(i64, u64)>, now: i64) -> String {
+    let snapshot = match saved {
+        Some((at, changes)) => format!("last snapshot {} ago, {changes} changes since", ago(now - at)),
+        None => "no snapshot since it started".to_string(),
+    };
+    match wal_mode.filter(|m| *m != "off") {
+        Some(m @ ("always" | "pmem")) => format!("every acknowledged write, even after a crash (WAL {m}); {snapshot}"),
+        Some(m) => format!("every acknowledged write after an engine crash; after a power loss, all but the last second's (WAL {m}); {snapshot}"),
+        None if !save_points.trim().is_empty() => {
+            format!("the newest state after a clean stop; after a crash, the last snapshot (save points \"{}\"); {snapshot}", save_points.trim())
+        }
+        None if saved.is_some() => format!("the last snapshot only (no save points, no WAL); {snapshot}"),
+        None => "nothing newer than a snapshot from before it started, if any (no WAL, no save points)".to_string(),
+    }
+}
+
+fn ago(seconds: i64) -> String {
+    match seconds.max(0) {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s => format!("{} h", s / 3600),
+    }
 }
 
 impl NodeStatus {
@@ -64,6 +94,8 @@ pub struct State {
 pub struct Desired {
     pub engines: Vec<String>,
     pub tenants: Vec<Tenant>,
+    /// Deleted tenants: a primary engine still holding one's namespace drops it.
+    pub dropped: Vec<String>,
     pub document: String,
     pub digest: String,
 }
@@ -96,7 +128,8 @@ pub async fn desired(db: &db::Db, members: &[crate::failover::Member]) -> Result
     })
     .to_string();
     let digest = sha256_hex(document.as_bytes());
-    Ok(Desired { engines, tenants, document, digest })
+    let dropped = db::dropped_tenants(db).await?;
+    Ok(Desired { engines, tenants, dropped, document, digest })
 }
 
 /// What a pass met: every problem, and among them what nodes refused.
@@ -221,6 +254,13 @@ async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: 
         s.hits = num("keyspace_hits");
         s.misses = num("keyspace_misses");
         s.clients = num("connected_clients");
+        let save: Vec<String> = n.run(&["CONFIG", "GET", "save"]).await.unwrap_or_default();
+        s.durability = Some(durability(
+            info.get("wal_mode").map(String::as_str),
+            save.get(1).map_or("", String::as_str),
+            num("rdb_saves").filter(|n| *n > 0).and(num("rdb_last_save_time")).map(|t| (t as i64, num("rdb_changes_since_last_save").unwrap_or(0))),
+            db::now(),
+        ));
         let now = (s.run_id.clone().unwrap_or_default(), want.digest.clone());
         if last.as_ref() == Some(&now) {
             s.in_sync = true;
@@ -235,15 +275,28 @@ async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: 
                 refused.push(format!("tenant '{}': {e}", t.name));
             }
         }
+        // A tenant deleted while this engine was down (or a replica, since promoted) still
+        // has its namespace here: dropped now (a replica follows its primary's drop).
+        let mut not_dropped = Vec::new();
+        if info.get("role").map(String::as_str) == Some("master") && !want.dropped.is_empty() {
+            let held: Vec<String> = n.run(&["TERRACE.NAMESPACES"]).await?;
+            for gone in held.iter().filter(|h| want.dropped.contains(h)) {
+                match n.run::<i64>(&["TERRACE.DROPNAMESPACE", gone]).await {
+                    Ok(_) => tracing::info!(engine = addr, tenant = %gone, "dropped a deleted tenant's namespace"),
+                    Err(e) => not_dropped.push(format!("deleted tenant '{gone}': namespace not dropped: {e}")),
+                }
+            }
+        }
         // Only a state the engine took is remembered as pushed: a refused one must be tried
         // (and refused) again by the next pass, which may be the one a request waits on.
-        if refused.is_empty() {
+        // (A namespace not dropped is no refusal of the tenants pushed, but is tried again.)
+        if refused.is_empty() && not_dropped.is_empty() {
             pushed = Some(now);
         }
         s.pushed_at = Some(db::now());
-        s.in_sync = refused.is_empty();
-        if !refused.is_empty() {
-            s.error = Some(refused.join("; "));
+        s.in_sync = refused.is_empty() && not_dropped.is_empty();
+        if !s.in_sync {
+            s.error = Some(refused.iter().chain(&not_dropped).cloned().collect::<Vec<_>>().join("; "));
         }
         s.refused = refused;
         tracing::info!(engine = addr, tenants = want.tenants.len(), "pushed the tenants' settings");
@@ -289,5 +342,25 @@ pub async fn run(console: std::sync::Arc<Console>) {
             _ = tokio::time::sleep(console.config.reconcile) => {}
             _ = console.wake.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::durability;
+
+    #[test]
+    fn durability_says_what_survives_a_restart() {
+        let now = 10_000;
+        assert_eq!(durability(None, "", None, now), "nothing newer than a snapshot from before it started, if any (no WAL, no save points)");
+        let s = durability(None, "3600 1 300 100", Some((now - 90, 7)), now);
+        assert!(s.starts_with("the newest state after a clean stop; after a crash, the last snapshot"), "{s}");
+        assert!(s.ends_with("last snapshot 90 s ago, 7 changes since"), "{s}");
+        assert!(
+            durability(Some("always"), "", None, now).starts_with("every acknowledged write, even after a crash (WAL always); no snapshot since it started")
+        );
+        assert!(durability(Some("file"), "", Some((now - 7200, 0)), now)
+            .contains("after a power loss, all but the last second's (WAL file); last snapshot 2 h ago"));
+        assert!(durability(Some("off"), "", Some((now - 60, 0)), now).starts_with("the last snapshot only"));
     }
 }

@@ -74,6 +74,9 @@ pub struct Advice {
     pub options: Vec<Choice>,
     pub current: Option<String>,
     pub recommended: String,
+    /// The cheapest option the node can run (the recommendation unless hysteresis keeps the
+    /// incumbent: `MATERIAL_GAIN`).
+    pub cheapest: String,
     /// C(recommended) / C(current) − 1 (negative: cheaper).
     pub expected_change: Option<f64>,
     pub features: Features,
@@ -196,19 +199,34 @@ fn matches(a: &Setup, b: &Setup) -> bool {
 /// What a node can run: `cannot_run` gives the reason a setup is out of its reach.
 pub struct Runnable<'a>(pub &'a dyn Fn(&Setup) -> Option<String>);
 
+/// Hysteresis: the recommendation moves off the incumbent (the previous recommendation, else
+/// the tenant's configuration) only to an option cheaper by at least this share of the
+/// incumbent's cost. Live statistics of an idle or steady tenant wander by a few percent
+/// (rates over a minute, a sampled miss-ratio curve, a census taken shard by shard); costs
+/// that close are a tie, and a recommendation that flipped on them would have operators
+/// apply and undo changes that save nothing.
+pub const MATERIAL_GAIN: f64 = 0.10;
+
 /// The advice among `options`: the cheapest one the node can run is recommended (options it
-/// cannot run are listed with the reason, never recommended).
-pub fn advise(l: &Live, current: &Setup, mut options: Vec<Choice>, estimate: bool, runnable: Runnable) -> Advice {
+/// cannot run are listed with the reason, never recommended) — unless the incumbent, the
+/// `previous` recommendation or today's configuration, costs within `MATERIAL_GAIN` of it.
+pub fn advise(l: &Live, current: &Setup, mut options: Vec<Choice>, estimate: bool, runnable: Runnable, previous: Option<&str>) -> Advice {
     for o in &mut options {
         o.cannot_run = (runnable.0)(&o.setup);
     }
-    let best = options
+    let cheapest = options
         .iter()
         .filter(|o| o.cannot_run.is_none())
         .min_by(|a, b| a.evaluation.c.total_cmp(&b.evaluation.c))
         .or_else(|| options.first())
         .expect("at least one option");
     let cur = options.iter().find(|o| matches(&o.setup, current));
+    let runnable_named = |name: &str| options.iter().find(|o| o.name == name && o.cannot_run.is_none());
+    let incumbent = previous.and_then(runnable_named).or(cur.filter(|c| c.cannot_run.is_none()));
+    let best = match incumbent {
+        Some(inc) if cheapest.evaluation.c > inc.evaluation.c * (1.0 - MATERIAL_GAIN) => inc,
+        _ => cheapest,
+    };
     let category = cur.unwrap_or(best).evaluation.category;
     let f = Features {
         category,
@@ -244,6 +262,15 @@ pub fn advise(l: &Live, current: &Setup, mut options: Vec<Choice>, estimate: boo
         )),
         (None, _) => reasons.push("the current configuration is not among those evaluated".into()),
     }
+    if best.name != cheapest.name {
+        reasons.push(format!(
+            "{} would cost {:.1}% less than {}: under the {:.0}% a recommendation changes for (hysteresis)",
+            cheapest.name,
+            (1.0 - cheapest.evaluation.c / best.evaluation.c) * 100.0,
+            best.name,
+            MATERIAL_GAIN * 100.0
+        ));
+    }
     if estimate {
         reasons
             .push("estimate: no cost-eval results for this tenant; capacities come from live statistics, the device probe and the advisor's constants".into());
@@ -253,6 +280,7 @@ pub fn advise(l: &Live, current: &Setup, mut options: Vec<Choice>, estimate: boo
         estimate,
         current: cur.map(|c| c.name.clone()),
         recommended: best.name.clone(),
+        cheapest: cheapest.name.clone(),
         expected_change: change,
         features: f,
         applicable,
@@ -296,14 +324,14 @@ mod tests {
     fn a_big_quiet_tenant_is_told_to_save_space_and_a_busy_small_one_to_stay_raw() {
         let (p, i) = (Prices::default(), Instance::default());
         let big = live(1_000.0, 100.0);
-        let a = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&|_| None));
+        let a = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&|_| None), None);
         assert_eq!(a.current.as_deref(), Some("raw"));
         assert_eq!(a.category, Category::SpaceCritical);
         assert_ne!(a.recommended, "raw", "{a:#?}");
         assert!(a.expected_change.unwrap() < -0.5, "{a:#?}");
         assert!(a.estimate && a.reasons.iter().any(|r| r.starts_with("estimate")));
         let busy = live(2_000_000.0, 0.5);
-        let a = advise(&busy, &Setup::default(), estimate(&busy, &dev(), &p, &i), true, Runnable(&|_| None));
+        let a = advise(&busy, &Setup::default(), estimate(&busy, &dev(), &p, &i), true, Runnable(&|_| None), None);
         assert_eq!(a.category, Category::PerformanceCritical);
         assert_eq!(a.recommended, "raw", "{a:#?}");
         assert_eq!(a.expected_change, Some(0.0));
@@ -313,7 +341,7 @@ mod tests {
     fn only_options_the_node_can_run_are_recommended() {
         let (p, i) = (Prices::default(), Instance::default());
         let big = live(1_000.0, 500.0);
-        let all = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&|_| None));
+        let all = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&|_| None), None);
         assert!(all.recommended.contains("storage") || all.recommended.contains("pmem"), "{}", all.recommended);
         let no_tiers = |s: &Setup| {
             if s.pmem {
@@ -324,7 +352,7 @@ mod tests {
                 None
             }
         };
-        let a = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&no_tiers));
+        let a = advise(&big, &Setup::default(), estimate(&big, &dev(), &p, &i), true, Runnable(&no_tiers), None);
         let best = a.options.iter().find(|o| o.name == a.recommended).unwrap();
         assert!(best.cannot_run.is_none() && !best.setup.pmem && best.setup.storage_mode.is_none(), "{}", a.recommended);
         assert!(a.options.iter().any(|o| o.cannot_run.as_deref() == Some("no storage tier")), "listed with the reason");
@@ -337,7 +365,7 @@ mod tests {
             ("raw".to_string(), Setup::default(), Capacity { max_perf: 100_000.0, max_space: 3.0 * GB }, 1.0),
             ("zstd".to_string(), Setup { compression: Some("zstd".into()), ..Setup::default() }, Capacity { max_perf: 60_000.0, max_space: 9.0 * GB }, 1.0),
         ];
-        let quiet = advise(&live(10_000.0, 30.0), &Setup::default(), from_measured(&m, &live(10_000.0, 30.0), &p), false, Runnable(&|_| None));
+        let quiet = advise(&live(10_000.0, 30.0), &Setup::default(), from_measured(&m, &live(10_000.0, 30.0), &p), false, Runnable(&|_| None), None);
         assert_eq!(quiet.recommended, "zstd");
         assert!((quiet.expected_change.unwrap() - (30.0 / 9.0) / (30.0 / 3.0) + 1.0).abs() < 1e-9);
         let busy = advise(
@@ -346,9 +374,61 @@ mod tests {
             from_measured(&m, &live(600_000.0, 1.0), &p),
             false,
             Runnable(&|_| None),
+            None,
         );
         assert_eq!(busy.current.as_deref(), Some("zstd"));
         assert_eq!(busy.recommended, "raw");
         assert!(!busy.estimate);
+    }
+
+    /// Two options whose costs under a space-critical workload differ by `gain`: raw (today's)
+    /// and zstd.
+    fn two_options(gain: f64) -> (Live, Vec<Choice>) {
+        let p = Prices::default();
+        let l = live(10_000.0, 30.0);
+        let m = vec![
+            ("raw".to_string(), Setup::default(), Capacity { max_perf: 1e9, max_space: 3.0 * GB }, 1.0),
+            (
+                "zstd".to_string(),
+                Setup { compression: Some("zstd".into()), ..Setup::default() },
+                Capacity { max_perf: 1e9, max_space: 3.0 * GB / (1.0 - gain) },
+                1.0,
+            ),
+        ];
+        let options = from_measured(&m, &l, &p);
+        (l, options)
+    }
+
+    #[test]
+    fn a_recommendation_changes_only_for_a_material_gain() {
+        let zstd = Setup { compression: Some("zstd".into()), ..Setup::default() };
+        // 5% cheaper: a tie, today's configuration stays recommended, and the reason says why.
+        let (l, o) = two_options(0.05);
+        let a = advise(&l, &Setup::default(), o, false, Runnable(&|_| None), None);
+        assert_eq!((a.recommended.as_str(), a.cheapest.as_str()), ("raw", "zstd"));
+        assert_eq!(a.expected_change, Some(0.0));
+        assert!(a.reasons.iter().any(|r| r.contains("hysteresis")), "{:?}", a.reasons);
+        // 15% cheaper: material.
+        let (l, o) = two_options(0.15);
+        let a = advise(&l, &Setup::default(), o, false, Runnable(&|_| None), None);
+        assert_eq!(a.recommended, "zstd");
+        // Once zstd was recommended, raw coming back within 10% does not flip it back.
+        let (l, o) = two_options(-0.05);
+        let a = advise(&l, &Setup::default(), o, false, Runnable(&|_| None), Some("zstd"));
+        assert_eq!((a.recommended.as_str(), a.cheapest.as_str()), ("zstd", "raw"));
+        // Noise around a threshold: costs wandering ±8% never change the recommendation.
+        let mut previous = "raw".to_string();
+        for (i, gain) in [0.08, -0.07, 0.05, 0.079, -0.08, 0.0].into_iter().enumerate() {
+            let (l, o) = two_options(gain);
+            let current = if previous == "zstd" { zstd.clone() } else { Setup::default() };
+            let a = advise(&l, &current, o, false, Runnable(&|_| None), Some(&previous));
+            assert_eq!(a.recommended, "raw", "step {i}: gain {gain}");
+            previous = a.recommended;
+        }
+        // A previous recommendation the node can no longer run does not hold.
+        let (l, o) = two_options(0.05);
+        let no_zstd = |s: &Setup| s.compression.is_some().then(|| "no".to_string());
+        let a = advise(&l, &Setup::default(), o, false, Runnable(&no_zstd), Some("zstd"));
+        assert_eq!(a.recommended, "raw");
     }
 }

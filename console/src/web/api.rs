@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
+use axum::extract::path::ErrorKind;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -30,6 +33,7 @@ pub fn router() -> Router<Arc<Console>> {
         .route("/topology", get(topology))
         .route("/topology/failover", post(fail_over))
         .route("/nodes", get(nodes))
+        .route("/snapshot", post(snapshot_now))
         .route("/engines", post(add_engine))
         .route("/engines/{address}", axum::routing::delete(remove_engine))
         .route("/moves", get(list_moves).post(queue_move))
@@ -39,6 +43,9 @@ pub fn router() -> Router<Arc<Console>> {
         .route("/tokens", get(list_tokens).post(create_token))
         .route("/tokens/{id}", axum::routing::delete(revoke_token))
         .fallback(|_: ApiUser| async { error(StatusCode::NOT_FOUND, "no such API route") })
+        .method_not_allowed_fallback(|_: ApiUser, m: axum::http::Method, uri: axum::http::Uri| async move {
+            error(StatusCode::METHOD_NOT_ALLOWED, &format!("{m} is not an operation of /api/v1{} (the OpenAPI document lists those there are)", uri.path()))
+        })
 }
 
 pub fn error(status: StatusCode, message: &str) -> Response {
@@ -65,10 +72,83 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> 
                     JsonRejection::JsonDataError(_) => StatusCode::UNPROCESSABLE_ENTITY,
                     _ => StatusCode::BAD_REQUEST,
                 };
-                Err(error(status, &r.body_text()))
+                Err(error(status, &plain_words(&r.body_text())))
             }
         }
     }
+}
+
+/// `Path` whose rejections answer in the API's error shape: a 400 naming the parameter and
+/// what it must be, in words (no Rust type names).
+pub struct ApiPath<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(v)) => Ok(ApiPath(v)),
+            Err(PathRejection::FailedToDeserializePathParams(e)) => {
+                let message = match e.kind() {
+                    ErrorKind::ParseErrorAtKey { key, value, expected_type } => format!("path: {key} '{value}' is not {}", type_in_words(expected_type)),
+                    ErrorKind::ParseError { value, expected_type } => format!("path: '{value}' is not {}", type_in_words(expected_type)),
+                    ErrorKind::InvalidUtf8InPathParam { key } => format!("path: {key} is not UTF-8"),
+                    _ => "path: a parameter is not valid".to_string(),
+                };
+                Err(error(StatusCode::BAD_REQUEST, &message))
+            }
+            Err(r) => Err(error(StatusCode::BAD_REQUEST, &plain_words(&r.body_text()))),
+        }
+    }
+}
+
+/// `Query` whose rejections answer in the API's error shape.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(ApiQuery(v)),
+            Err(r) => {
+                let why = std::error::Error::source(&r).map(|s| s.to_string()).unwrap_or_else(|| r.body_text());
+                Err(error(StatusCode::BAD_REQUEST, &format!("query: {}", plain_words(&why))))
+            }
+        }
+    }
+}
+
+/// What a Rust type a value must parse to means, for a message.
+fn type_in_words(t: &str) -> &'static str {
+    match t {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number ≥ 0",
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        "bool" => "true or false",
+        _ => "valid here",
+    }
+}
+
+/// An extractor's or serde's message with Rust type names put in words and the framework's
+/// prefix shortened ("Failed to deserialize the JSON body into the target type: x: invalid
+/// type: string \"a\", expected u64 at line 1 column 9" → "body: x: invalid type: string
+/// \"a\", expected a whole number ≥ 0 at line 1 column 9").
+pub fn plain_words(message: &str) -> String {
+    let mut out = message.replacen("Failed to deserialize the JSON body into the target type: ", "body: ", 1);
+    out = out.replacen("Failed to parse the request body as JSON: ", "body: not JSON: ", 1);
+    out = out.replacen("Failed to deserialize query string: ", "", 1);
+    for t in ["u128", "u64", "u32", "u16", "u8", "usize", "i128", "i64", "i32", "i16", "i8", "isize", "f64", "f32"] {
+        for (before, after) in [(format!("expected {t}"), format!("expected {}", type_in_words(t))), (format!("`{t}`"), type_in_words(t).to_string())] {
+            out = out.replace(&before, &after);
+        }
+    }
+    // "expected struct TenantInput" / "expected a map": the body is a JSON object.
+    while let Some(at) = out.find("struct ") {
+        let end = out[at + 7..].find(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(out.len(), |e| at + 7 + e);
+        out.replace_range(at..end, "a JSON object");
+    }
+    out
 }
 
 async fn openapi(_: ApiUser) -> Response {
@@ -82,7 +162,7 @@ async fn list_tenants(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
     }
 }
 
-async fn get_tenant(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+async fn get_tenant(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>) -> Response {
     match ops::tenant(&c, &name).await {
         Ok(t) => Json(json!({ "tenant": t })).into_response(),
         Err(e) => op_error(e),
@@ -100,28 +180,28 @@ async fn create_tenant(_: ApiUser, State(c): State<Arc<Console>>, Body(input): B
     }
 }
 
-async fn update_tenant(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>, Body(input): Body<TenantInput>) -> Response {
+async fn update_tenant(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, Body(input): Body<TenantInput>) -> Response {
     match ops::update_tenant(&c, &name, &input).await {
         Ok(s) => saved(StatusCode::OK, s),
         Err(e) => op_error(e),
     }
 }
 
-async fn delete_tenant(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+async fn delete_tenant(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>) -> Response {
     match ops::delete_tenant(&c, &name).await {
         Ok(problems) => Json(json!({ "deleted": name, "problems": problems })).into_response(),
         Err(e) => op_error(e),
     }
 }
 
-async fn retrain(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+async fn retrain(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>) -> Response {
     match ops::retrain(&c, &name).await {
         Ok(id) => (StatusCode::ACCEPTED, Json(json!({ "retrain": id, "status": "running" }))).into_response(),
         Err(e) => op_error(e),
     }
 }
 
-async fn last_retrain(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+async fn last_retrain(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>) -> Response {
     if let Err(e) = ops::tenant(&c, &name).await {
         return op_error(e);
     }
@@ -131,7 +211,7 @@ async fn last_retrain(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Pat
     }
 }
 
-async fn stats(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+async fn stats(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>) -> Response {
     let engines = match ops::engine_stats(&c, &name).await {
         Ok(v) => v,
         Err(e) => return op_error(e),
@@ -145,7 +225,7 @@ struct EngineChoice {
     engine: Option<usize>,
 }
 
-async fn advice(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>, axum::extract::Query(q): axum::extract::Query<EngineChoice>) -> Response {
+async fn advice(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, ApiQuery(q): ApiQuery<EngineChoice>) -> Response {
     match ops::advice_from(&c, &name, q.engine).await {
         Ok((engine, advise, workload)) => Json(json!({ "tenant": name, "engine": engine, "advise": advise, "workload": workload })).into_response(),
         Err(e) => op_error(e),
@@ -161,7 +241,7 @@ struct ApplyRequest {
     option: Option<String>,
 }
 
-async fn apply(_: ApiUser, State(c): State<Arc<Console>>, Path(name): Path<String>, Body(r): Body<ApplyRequest>) -> Response {
+async fn apply(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, Body(r): Body<ApplyRequest>) -> Response {
     match ops::apply_advice(&c, &name, r.option.as_deref()).await {
         Ok((recommended, s)) => {
             Json(json!({ "applied_recommendation": recommended, "tenant": s.tenant, "applied": s.problems.is_empty(), "problems": s.problems })).into_response()
@@ -213,6 +293,20 @@ async fn fail_over(_: ApiUser, State(c): State<Arc<Console>>, Body(r): Body<Fail
     }
 }
 
+/// Every engine starts a snapshot: 202 with each one's answer, 502 if one could not.
+async fn snapshot_now(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    match ops::snapshot_now(&c).await {
+        Ok(replies) => {
+            let all_started = replies.iter().all(|(_, r)| r.is_ok());
+            let engines: serde_json::Map<String, Value> =
+                replies.into_iter().map(|(addr, r)| (addr, r.map_or_else(|e| json!({ "error": e }), |ok| json!({ "started": ok })))).collect();
+            let status = if all_started { StatusCode::ACCEPTED } else { StatusCode::BAD_GATEWAY };
+            (status, Json(json!({ "engines": engines }))).into_response()
+        }
+        Err(e) => op_error(e),
+    }
+}
+
 async fn nodes(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
     let st = c.state.lock();
     Json(json!({ "proxies": st.proxies, "engines": st.engines })).into_response()
@@ -242,7 +336,7 @@ async fn create_token(_: ApiUser, State(c): State<Arc<Console>>, Body(t): Body<N
     }
 }
 
-async fn revoke_token(_: ApiUser, State(c): State<Arc<Console>>, Path(id): Path<i64>) -> Response {
+async fn revoke_token(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(id): ApiPath<i64>) -> Response {
     match db::revoke_token(&c.db, id).await {
         Ok(true) => Json(json!({ "revoked": id })).into_response(),
         Ok(false) => error(StatusCode::NOT_FOUND, &format!("no active token {id}")),
@@ -289,7 +383,7 @@ async fn add_engine(_: ApiUser, State(c): State<Arc<Console>>, Body(e): Body<New
 }
 
 /// Removes an engine that owns no slots (drain it first).
-async fn remove_engine(_: ApiUser, State(c): State<Arc<Console>>, Path(address): Path<String>) -> Response {
+async fn remove_engine(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(address): ApiPath<String>) -> Response {
     match crate::engines::remove(&c, &address).await {
         Ok(()) => Json(json!({ "removed": address })).into_response(),
         Err(e) => engine_error(e),
@@ -345,7 +439,7 @@ struct RebalanceRequest {
 
 /// The plan a rebalance (or a drain) would queue: which slots move where, keys and bytes
 /// per move, the estimated time.
-async fn rebalance_plan(_: ApiUser, State(c): State<Arc<Console>>, axum::extract::Query(r): axum::extract::Query<RebalanceRequest>) -> Response {
+async fn rebalance_plan(_: ApiUser, State(c): State<Arc<Console>>, ApiQuery(r): ApiQuery<RebalanceRequest>) -> Response {
     match crate::moves::plan(&c, r.drain.as_deref()).await {
         Ok(plan) => Json(plan).into_response(),
         Err(e) => move_error(e),
@@ -361,5 +455,20 @@ async fn rebalance(_: ApiUser, State(c): State<Arc<Console>>, Body(r): Body<Reba
     match crate::moves::apply(&c, &plan).await {
         Ok(ids) => (StatusCode::CREATED, Json(json!({ "ids": ids, "plan": plan }))).into_response(),
         Err(e) => move_error(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_words;
+
+    #[test]
+    fn messages_name_no_rust_types() {
+        assert_eq!(
+            plain_words("Failed to deserialize the JSON body into the target type: max_qps: invalid type: string \"x\", expected u64 at line 1 column 15"),
+            "body: max_qps: invalid type: string \"x\", expected a whole number ≥ 0 at line 1 column 15"
+        );
+        assert_eq!(plain_words("invalid type: integer `1`, expected struct TenantInput"), "invalid type: integer `1`, expected a JSON object");
+        assert_eq!(plain_words("engine: invalid digit found in string"), "engine: invalid digit found in string");
     }
 }

@@ -31,6 +31,7 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/tenants/{name}/retrain", post(pages::retrain))
         .route("/tenants/{name}/advisor", get(pages::advisor))
         .route("/tenants/{name}/apply", post(pages::apply))
+        .route("/snapshot", post(pages::snapshot_now))
         .route("/topology", get(pages::topology))
         .route("/topology/failover", post(pages::fail_over))
         .route("/topology/{action}", post(pages::topology_change))

@@ -54,7 +54,8 @@ pub fn document() -> Value {
             "/tenants/{name}/apply": sub(json!({ "post": with_body(op("Apply one of the advisor's configurations to the tenant: `option` names it (as in the advice's options; absent: the recommended one). 409 when the engines cannot run it or it is today's.", "200", &["404", "409", "422", "502"]), "ApplyRequest") })),
             "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies and the coordinator's latest events.", "200", &[]) },
             "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", &["404", "409", "422", "502"]), "FailoverRequest") },
-            "/nodes": { "get": op("Health and load of proxies and engines as last checked.", "200", &[]) },
+            "/nodes": { "get": op("Health and load of proxies and engines as last checked, with what of each engine's data survives a restart (`durability`).", "200", &[]) },
+            "/snapshot": { "post": op("Every engine and replica starts a snapshot now (BGSAVE); each one's answer. 502 when one could not (down, or saving already).", "202", &["502"]) },
             "/engines": { "post": with_body(op("Add an engine to the slot map, owning no slots yet (a rebalance gives it its share): a running one, or one `terrace up` starts.", "201", &["409", "422", "502"]), "NewEngine") },
             "/engines/{address}": {
                 "parameters": [{ "name": "address", "in": "path", "required": true, "schema": { "type": "string" }, "description": "host:port" }],

@@ -113,6 +113,25 @@ pub async fn overview(State(console): State<Arc<Console>>, PageUser(s, _): PageU
     OverviewPage { frame: frame(&s), proxies, engines, tenants }.into_response()
 }
 
+/// "Snapshot now" on the Overview: every engine starts a snapshot; back to the Overview, or
+/// a page naming those that could not.
+pub async fn snapshot_now(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match ops::snapshot_now(&console).await {
+        Ok(replies) => {
+            let failed: Vec<String> = replies.into_iter().filter_map(|(addr, r)| r.err().map(|e| format!("{addr}: {e}"))).collect();
+            if failed.is_empty() {
+                Redirect::to("/").into_response()
+            } else {
+                error_page(Some(frame(&s)), StatusCode::BAD_GATEWAY, &format!("Not every engine started a snapshot: {}", failed.join("; ")))
+            }
+        }
+        Err(e) => op_error(&s, e),
+    }
+}
+
 pub async fn tenants(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
     match db::tenants(&console.db).await {
         Ok(tenants) => TenantsPage { frame: frame(&s), tenants }.into_response(),

@@ -3,9 +3,13 @@
 //! - `TERRACE.COSTEVAL SET tenant json` — keeps a `terrace cost-eval` result for the tenant
 //!   (in memory and in `DATA_DIR/cost-eval/<tenant>.json`); `TERRACE.COSTEVAL GET tenant`
 //!   answers it (nil when there is none).
-//! - `TERRACE.ADVISE tenant` — JSON: the tenant's category, the options costed under its live
-//!   workload (the cost-eval's measured configurations, or estimates marked as such), the
-//!   recommended configuration, the expected cost change and the reasons.
+//! - `TERRACE.ADVISE tenant [TOTAL json] [PREVIOUS option]` — JSON: the tenant's category,
+//!   the options costed under its live workload (the cost-eval's measured configurations, or
+//!   estimates marked as such), the recommended configuration, the expected cost change and
+//!   the reasons. An engine holds its share of the tenant's keys: TOTAL gives the tenant's
+//!   workload over every engine (`Total`: the console sums each engine's `live`), costed
+//!   instead of this engine's share; PREVIOUS names the last recommendation, which stays
+//!   unless another option is materially cheaper (`advisor::MATERIAL_GAIN`).
 
 use serde_json::{json, Value};
 
@@ -118,10 +122,55 @@ fn current_setup(srv: &Server, ns: usize) -> Setup {
     }
 }
 
+/// A tenant's workload over every engine (TERRACE.ADVISE … TOTAL), replacing this engine's
+/// share of it; the rest of `Live` (command time, codec ratio, miss-ratio curve, burstiness)
+/// is this engine's, a fair sample of the whole as keys spread evenly over engines.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Total {
+    qps: f64,
+    read_ratio: f64,
+    data_bytes: f64,
+    keys: f64,
+    value_share: f64,
+}
+
+impl Total {
+    fn apply(&self, l: &mut Live) -> Result<(), CmdError> {
+        let finite = [self.qps, self.read_ratio, self.data_bytes, self.keys, self.value_share].iter().all(|v| v.is_finite() && *v >= 0.0);
+        if !finite || self.read_ratio > 1.0 || self.value_share > 1.0 {
+            return Err(err("ERR TOTAL: numbers must be finite and not negative, read_ratio and value_share at most 1"));
+        }
+        l.qps = self.qps;
+        l.read_ratio = self.read_ratio;
+        l.data_bytes = self.data_bytes;
+        l.keys = self.keys;
+        l.value_share = self.value_share;
+        l.avg_record_bytes = if self.keys > 0.0 { self.data_bytes / self.keys } else { l.avg_record_bytes };
+        Ok(())
+    }
+}
+
 pub fn advise(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let (ns, tenant) = tenant_arg(ctx.srv, argv[1])?;
+    if !argv.len().is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    let (mut total, mut previous) = (None, None);
+    for kv in argv[2..].chunks(2) {
+        if is(kv[0], "TOTAL") {
+            total = Some(serde_json::from_slice::<Total>(kv[1]).map_err(|e| err(format!("ERR TOTAL is not the tenant's workload: {e}")))?);
+        } else if is(kv[0], "PREVIOUS") {
+            previous = Some(String::from_utf8_lossy(kv[1]).into_owned());
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
     let w = super::stats::gather_workload(ctx.srv, &mut ctx.data.guards, ns)?;
-    let l = live(ctx.srv, &w);
+    let mut l = live(ctx.srv, &w);
+    if let Some(t) = &total {
+        t.apply(&mut l)?;
+    }
     let evaluated = cost_eval(ctx.srv, &tenant);
     let prices: Prices = evaluated.as_ref().and_then(|v| serde_json::from_value(v["prices"].clone()).ok()).unwrap_or_default();
     let (options, based_on) = match &evaluated {
@@ -161,10 +210,11 @@ pub fn advise(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             None
         }
     };
-    let advice = advisor::advise(&l, &current_setup(ctx.srv, ns), options, evaluated.is_none(), advisor::Runnable(&cannot_run));
+    let advice = advisor::advise(&l, &current_setup(ctx.srv, ns), options, evaluated.is_none(), advisor::Runnable(&cannot_run), previous.as_deref());
     let doc = json!({
         "tenant": tenant,
         "based_on": based_on,
+        "workload_of": if total.is_some() { "every engine" } else { "this engine" },
         "live": l,
         "advice": advice,
     });
