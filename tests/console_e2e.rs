@@ -783,3 +783,69 @@ async fn the_overview_says_what_survives_a_restart_and_snapshots_on_demand() {
     assert_eq!(body["engines"].as_object().unwrap().len(), 2, "{body}");
     drop(console);
 }
+
+/// Schemathesis-like, against the OpenAPI document with a token: every operation it lists,
+/// called over and over with generated path parameters, query strings and bodies (mostly
+/// valid, some of the wrong type, out of an enum or with an unknown field), answers JSON with
+/// a status the document lists for it — never an undocumented 5xx — and a body matching that
+/// status's schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_answers_as_its_openapi_document_says() {
+    let (e1, e2) = (Engine::start(&[]), Engine::start(&[]));
+    let proxy = Proxy::start_admin_on(0, &[&e1, &e2]);
+    let console = Console::start(&[&e1, &e2], &[&proxy]);
+    let url = console.url.clone();
+    let (session, csrf) = login(&url).await;
+    let token = token(&session, &url, &csrf, "property").await;
+    let api_url = |p: &str| format!("{url}/api/v1{p}");
+    let (_, doc) = api(reqwest::Method::GET, api_url("/openapi.json"), &token, None).await;
+    let (_, spare) = api(reqwest::Method::POST, api_url("/tokens"), &token, Some(json!({"name": "spare"}))).await;
+    let spare_id = spare["id"].to_string();
+    let names = ["shop", "nobody", "a%20b", "%F0%9F%98%80", "%2E%2E", &"x".repeat(80)];
+    let ids = [spare_id.as_str(), "999999", "-1", "abc", "0"];
+    let e1_addr = format!("127.0.0.1:{}", e1.port);
+    let addresses = [e1_addr.as_str(), "127.0.0.1:1", "nope"];
+    let mut rng = fastrand::Rng::with_seed(29);
+    let mut calls = 0;
+    let mut statuses = std::collections::BTreeSet::new();
+    for round in 0..10 {
+        // A tenant the generated requests find (it may have been deleted or changed by one).
+        let _ = api(reqwest::Method::POST, api_url("/tenants"), &token, Some(json!({"name": "shop", "password": "pw"}))).await;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap().iter().filter(|(m, _)| *m != "parameters") {
+                let mut p = path.replace("{name}", names[rng.usize(0..names.len())]);
+                p = p.replace("{id}", ids[rng.usize(0..ids.len())]).replace("{address}", addresses[rng.usize(0..addresses.len())]);
+                let mut query: Vec<String> = Vec::new();
+                for q in op["parameters"].as_array().into_iter().flatten().filter(|q| q["in"] == "query") {
+                    if rng.bool() {
+                        let v = generate(&q["schema"], &doc, &mut rng);
+                        let text = v.as_str().map(str::to_string).unwrap_or(v.to_string());
+                        query.push(format!("{}={}", q["name"].as_str().unwrap(), text.replace(' ', "%20").replace('#', "%23").replace('&', "%26")));
+                    }
+                }
+                if !query.is_empty() {
+                    p = format!("{p}?{}", query.join("&"));
+                }
+                let body = op["requestBody"]["content"]["application/json"]["schema"]
+                    .is_object()
+                    .then(|| generate(&op["requestBody"]["content"]["application/json"]["schema"], &doc, &mut rng));
+                let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+                let (status, answer) = api(m, api_url(&p), &token, body.clone()).await;
+                calls += 1;
+                statuses.insert(status.as_u16());
+                let what = format!("round {round}: {} {p} with {body:?} answered {status}: {answer}", method.to_uppercase());
+                let documented = &op["responses"][status.as_str()];
+                assert!(documented.is_object(), "{what} — a status the document does not list");
+                assert!(status != StatusCode::INTERNAL_SERVER_ERROR, "{what}");
+                let documented = match documented["$ref"].as_str() {
+                    Some(r) => r.trim_start_matches("#/").split('/').fold(&doc, |v, k| &v[k]),
+                    None => documented,
+                };
+                conforms(&answer, &documented["content"]["application/json"]["schema"], &doc, "body").unwrap_or_else(|e| panic!("{what}: {e}"));
+            }
+        }
+    }
+    assert!(calls > 250, "{calls} calls");
+    assert!(statuses.iter().any(|s| *s < 300) && statuses.contains(&422) && statuses.contains(&404), "a mix of answers: {statuses:?}");
+    drop(console);
+}

@@ -3,6 +3,7 @@
 //! replicas following their primaries and fails a primary over to its best replica
 //! (`failover`), moves slots between engines to grow and shrink online (`moves`), and serves the operators' pages and the REST API (`web`): tenants,
 //! retraining, the cost advisor, the topology and its events.
+#![recursion_limit = "512"] // serde_json::json! of the OpenAPI document (web/openapi.rs)
 
 mod advice;
 pub mod auth;

@@ -40,7 +40,12 @@ fn csrf_ok(s: &Session, f: &HashMap<String, String>) -> Result<(), Response> {
     }
 }
 
-pub async fn not_found() -> Response {
+/// No such page — or, under `/api/` (`/api/v1/` itself, another version), no such API route,
+/// answered as the API answers.
+pub async fn not_found(uri: axum::http::Uri) -> Response {
+    if uri.path() == "/api" || uri.path().starts_with("/api/") {
+        return super::api::error(StatusCode::NOT_FOUND, "no such API route");
+    }
     error_page(None, StatusCode::NOT_FOUND, "No such page.")
 }
 
