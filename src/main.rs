@@ -75,6 +75,9 @@ struct ConsoleArgs {
     /// Milliseconds between reconcile passes [default: 2000]
     #[arg(long)]
     reconcile_ms: Option<u64>,
+    /// Milliseconds between the history's samples of every node and tenant [default: 10000]
+    #[arg(long)]
+    sample_ms: Option<u64>,
     /// Replicas of a new slot map, comma-separated host:port; the i-th follows engine i
     /// modulo the engines [env: TERRACE_CONSOLE_REPLICAS]
     #[arg(long)]
@@ -106,6 +109,7 @@ impl ConsoleArgs {
             engines: self.engines.map(list),
             proxies: self.proxies.map(list),
             reconcile_ms: self.reconcile_ms,
+            sample_ms: self.sample_ms,
             replicas: self.replicas.map(list),
             health_ms: self.health_ms,
             failover_after_ms: self.failover_after_ms,

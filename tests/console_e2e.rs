@@ -849,3 +849,74 @@ async fn every_operation_answers_as_its_openapi_document_says() {
     assert!(statuses.iter().any(|s| *s < 300) && statuses.contains(&422) && statuses.contains(&404), "a mix of answers: {statuses:?}");
     drop(console);
 }
+
+/// The history: sampled every `sample_ms` into the console's database, each tenant over every
+/// engine and proxy (operations by command class, hit ratio, the proxies' latency
+/// percentiles, memory against its quota) and each node (operations, hit ratio, memory,
+/// latency at a proxy), served as JSON and charted on the tenant's and the node's pages with
+/// time ticks the page's script writes in local time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_samples_every_node_and_tenant_and_charts_them() {
+    let (e1, e2) = (Engine::start(&[]), Engine::start(&[]));
+    let proxy = Proxy::start_admin_on(0, &[&e1, &e2]);
+    let console = Console::start_with(&[&e1, &e2], &[&proxy], &["--sample-ms", "1000"]);
+    let url = console.url.clone();
+    let (session, csrf) = login(&url).await;
+    let token = token(&session, &url, &csrf, "history").await;
+    let api_url = |p: &str| format!("{url}/api/v1{p}");
+    let (status, body) = api(reqwest::Method::POST, api_url("/tenants"), &token, Some(json!({"name": "shop", "password": "pw", "max_memory": "10mb"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut c = redis_as(proxy.port, "shop", "pw").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen: Option<Value> = None;
+    let mut i = 0u64;
+    while std::time::Instant::now() < deadline {
+        // Strings (hits and misses) and hashes, between samples.
+        for _ in 0..50 {
+            i += 1;
+            let _: () = redis::cmd("SET").arg(format!("k{i}")).arg("v").query(&mut c).unwrap();
+            let _: Option<String> = redis::cmd("GET").arg(format!("k{}", i / 2)).query(&mut c).unwrap();
+            let _: Option<String> = redis::cmd("GET").arg(format!("missing{i}")).query(&mut c).unwrap();
+            let _: i64 = redis::cmd("HSET").arg("h").arg(i).arg(i).query(&mut c).unwrap();
+        }
+        let (_, h) = api(reqwest::Method::GET, api_url("/tenants/shop/history?hours=1"), &token, None).await;
+        let good = h["samples"].as_array().unwrap().iter().find(|s| {
+            s["ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0
+                && s["by_class"]["string"].as_f64().unwrap_or(0.0) > 0.0
+                && s["by_class"]["hash"].as_f64().unwrap_or(0.0) > 0.0
+                && s["hit_ratio"].as_f64().is_some_and(|r| r > 0.2 && r < 0.9)
+                && s["p99_us"].as_f64().unwrap_or(0.0) > 0.0
+        });
+        if let Some(s) = good {
+            seen = Some(s.clone());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let sample = seen.expect("a tenant sample with operations by class, a hit ratio and latency within 30 s");
+    assert!(sample["used_bytes"].as_f64().unwrap() > 0.0, "{sample}");
+    assert_eq!(sample["quota_bytes"].as_f64(), Some(10.0 * 1024.0 * 1024.0), "{sample}");
+    assert!(sample["p50_us"].as_f64().unwrap() <= sample["p99_us"].as_f64().unwrap(), "{sample}");
+
+    let (_, engine) = api(reqwest::Method::GET, api_url(&format!("/nodes/127.0.0.1:{}/history", e1.port)), &token, None).await;
+    let samples = engine["samples"].as_array().unwrap();
+    assert!(samples.iter().any(|s| s["kind"] == "engine" && s["used_memory"].as_f64().unwrap_or(0.0) > 0.0 && s["hit_ratio"].is_number()), "{engine}");
+    let (_, p) = api(reqwest::Method::GET, api_url(&format!("/nodes/127.0.0.1:{}/history", proxy.port)), &token, None).await;
+    assert!(p["samples"].as_array().unwrap().iter().any(|s| s["kind"] == "proxy" && s["p99_us"].as_f64().unwrap_or(0.0) > 0.0), "{p}");
+    let (status, _) = api(reqwest::Method::GET, api_url("/tenants/shop/history?hours=0"), &token, None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let page = session.get(format!("{url}/tenants/shop")).send().await.unwrap().text().await.unwrap();
+    for id in ["tenant-ops-chart", "tenant-hit-chart", "tenant-latency-chart", "tenant-memory-chart", "tenant-oom-chart"] {
+        assert!(page.contains(&format!("id=\"{id}\"")), "{id} on the tenant's page");
+    }
+    assert!(page.contains("data-name=\"string\"") && page.contains("data-name=\"hash\""), "a line per command class");
+    assert!(page.contains("class=\"time\" data-epoch="), "time ticks carry their instant");
+    let node = session.get(format!("{url}/nodes/127.0.0.1:{}", e1.port)).send().await.unwrap().text().await.unwrap();
+    for id in ["node-ops-chart", "node-hit-chart", "node-memory-chart", "node-evictions-chart", "node-lag-chart"] {
+        assert!(node.contains(&format!("id=\"{id}\"")), "{id} on the engine's page");
+    }
+    let overview = session.get(format!("{url}/")).send().await.unwrap().text().await.unwrap();
+    assert!(overview.contains(&format!("href=\"/nodes/127.0.0.1:{}\"", e1.port)), "the Overview links each node's page");
+    drop(console);
+}

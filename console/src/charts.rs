@@ -1,5 +1,5 @@
-//! Server-side SVG charts: line charts (miss-ratio curve, usage over time) and the PC-vs-SC
-//! scatter. Written here rather than with plotters: two small chart kinds, and SVG text needs
+//! Server-side SVG charts: line charts (miss-ratio curve), charts over time (the history,
+//! usage) and the PC-vs-SC scatter. Written here rather than with plotters: two small chart kinds, and SVG text needs
 //! no font metrics when the browser lays it out (plotters' backends measure text with a font
 //! engine). Every chart is a self-contained `<svg>` with an `id`, readable without JavaScript.
 
@@ -130,24 +130,118 @@ fn open(out: &mut String, a: &Axes, f: &Frame) {
     axes(out, a.x_label, a.y_label);
 }
 
+/// Legend entries in rows of three (more would run past the chart's right edge).
 fn legend(out: &mut String, names: &[&str]) {
     for (i, n) in names.iter().enumerate() {
-        let x = LEFT + 10.0 + i as f64 * 150.0;
+        let x = LEFT + 10.0 + (i % 3) as f64 * 150.0;
+        let row = (i / 3) as f64 * 14.0;
         let _ = write!(
             out,
             r##"<rect x="{x}" y="{y}" width="10" height="10" fill="{c}"/><text x="{tx}" y="{ty}" font-size="11">{n}</text>"##,
-            y = TOP + 4.0,
+            y = TOP + 4.0 + row,
             c = COLORS[i % COLORS.len()],
             tx = x + 14.0,
-            ty = TOP + 13.0,
+            ty = TOP + 13.0 + row,
             n = esc(n)
         );
+    }
+}
+
+/// A chart with nothing to draw says so (rather than axes ticked "0 B, 0 B, 1 B").
+fn empty(out: &mut String, a: &Axes, why: &str) {
+    header(out, a);
+    let _ = write!(
+        out,
+        r##"<text class="empty" x="{cx}" y="{cy}" text-anchor="middle" font-size="13" fill="#6b7280">{w}</text></svg>"##,
+        cx = W / 2.0,
+        cy = H / 2.0,
+        w = esc(why)
+    );
+}
+
+/// A line chart over time (x: Unix seconds). Its time ticks carry their instant
+/// (`data-epoch`): `static/console.js` writes them in the viewer's local time with the date;
+/// without JavaScript they read in UTC. Ticks never repeat a label (a span of minutes shows
+/// seconds). No sample yet: says so.
+pub fn over_time(a: &Axes, series: &[Series]) -> String {
+    let mut out = String::new();
+    let all = || series.iter().flat_map(|s| s.points.iter()).filter(|p| p.0.is_finite() && p.1.is_finite());
+    if all().next().is_none() {
+        empty(&mut out, a, "no samples yet");
+        return out;
+    }
+    let f = Frame::of(all().map(|p| p.0), all().map(|p| p.1), true);
+    header(&mut out, a);
+    let mut last_label = String::new();
+    for i in 0..=4 {
+        let fy = f.y0 + (f.y1 - f.y0) * i as f64 / 4.0;
+        let y = f.py(fy);
+        let label = (a.y_fmt)(fy);
+        let shown = if label == last_label { String::new() } else { label.clone() };
+        last_label = label;
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{l}</text>"##,
+            x2 = W - RIGHT,
+            tx = LEFT - 6.0,
+            ty = y + 4.0,
+            l = esc(&shown)
+        );
+    }
+    let span = f.x1 - f.x0;
+    for i in 0..=4 {
+        let t = f.x0 + span * i as f64 / 4.0;
+        let anchor = match i {
+            0 => "start",
+            4 => "end",
+            _ => "middle",
+        };
+        let _ = write!(
+            out,
+            r##"<text class="time" data-epoch="{e}" data-span="{sp}" x="{x:.1}" y="{ty}" text-anchor="{anchor}" font-size="11">{l}</text>"##,
+            e = t.round() as i64,
+            sp = span.round() as i64,
+            x = f.px(t),
+            ty = H - BOTTOM + 16.0,
+            l = esc(&utc_tick(t as i64, span))
+        );
+    }
+    axes(&mut out, &format!("{} (UTC)", a.x_label), a.y_label);
+    for (i, s) in series.iter().enumerate() {
+        let pts: Vec<String> = s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()).map(|p| format!("{:.1},{:.1}", f.px(p.0), f.py(p.1))).collect();
+        let _ = write!(
+            out,
+            r##"<polyline class="series" data-name="{n}" fill="none" stroke="{c}" stroke-width="2" points="{p}"/>"##,
+            n = esc(&s.name),
+            c = COLORS[i % COLORS.len()],
+            p = pts.join(" ")
+        );
+    }
+    if series.len() > 1 {
+        legend(&mut out, &series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>());
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// A time tick in UTC: the date and minutes over a long span, seconds over one of minutes.
+fn utc_tick(unix: i64, span: f64) -> String {
+    let full = date_time(unix); // YYYY-MM-DD HH:MM:SS UTC
+    if span < 600.0 {
+        full[11..19].to_string()
+    } else {
+        format!("{} {}", &full[5..10], &full[11..16])
     }
 }
 
 /// A line chart; `markers` draw vertical lines (e.g. the optimal cache ratio).
 pub fn line(a: &Axes, series: &[Series], markers: &[Marker]) -> String {
     let all = || series.iter().flat_map(|s| s.points.iter());
+    if !all().any(|p| p.0.is_finite() && p.1.is_finite()) {
+        let mut out = String::new();
+        empty(&mut out, a, "no data yet");
+        return out;
+    }
     let f = Frame::of(all().map(|p| p.0).chain(markers.iter().map(|m| m.x)), all().map(|p| p.1), true);
     let mut out = String::new();
     open(&mut out, a, &f);
@@ -259,6 +353,17 @@ pub fn bytes(v: f64) -> String {
     crate::views::human_bytes(v)
 }
 
+/// Microseconds for a person: "850 µs", "1.2 ms", "3.4 s".
+pub fn micros(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.1} s", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} ms", v / 1e3)
+    } else {
+        format!("{v:.0} µs")
+    }
+}
+
 pub fn number(v: f64) -> String {
     if v.abs() >= 1e6 || (v != 0.0 && v.abs() < 1e-2) {
         format!("{v:.2e}")
@@ -285,10 +390,10 @@ pub fn date_time(unix: i64) -> String {
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", secs / 3600, secs % 3600 / 60, secs % 60)
 }
 
-/// Unix seconds as HH:MM (UTC).
+/// Unix seconds as a time of day (the x format of charts over time, which write their ticks
+/// themselves: `over_time`).
 pub fn clock(v: f64) -> String {
-    let s = v as i64 % 86400;
-    format!("{:02}:{:02}", s / 3600, s % 3600 / 60)
+    utc_tick(v as i64, 86_400.0)
 }
 
 #[cfg(test)]

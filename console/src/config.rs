@@ -31,6 +31,8 @@ pub struct ConsoleSettings {
     pub admin_password: Option<String>,
     /// How often the reconcile loop checks proxies and engines.
     pub reconcile_ms: Option<u64>,
+    /// How often the history samples every node and tenant.
+    pub sample_ms: Option<u64>,
     /// Replicas of a new slot map (`host:port`): the i-th follows engine i modulo the
     /// number of engines.
     pub replicas: Option<Vec<String>>,
@@ -58,6 +60,7 @@ impl ConsoleSettings {
             engine_password_file: self.engine_password_file.or(other.engine_password_file),
             admin_password: self.admin_password.or(other.admin_password),
             reconcile_ms: self.reconcile_ms.or(other.reconcile_ms),
+            sample_ms: self.sample_ms.or(other.sample_ms),
             replicas: self.replicas.or(other.replicas),
             health_ms: self.health_ms.or(other.health_ms),
             failover_after_ms: self.failover_after_ms.or(other.failover_after_ms),
@@ -82,6 +85,7 @@ impl ConsoleSettings {
             engine_password_file: var("TERRACE_CONSOLE_ENGINE_PASSWORD_FILE").map(PathBuf::from),
             admin_password: var("TERRACE_ADMIN_PASSWORD"),
             reconcile_ms: None,
+            sample_ms: None,
             replicas: var("TERRACE_CONSOLE_REPLICAS").map(list),
             health_ms: None,
             failover_after_ms: None,
@@ -128,6 +132,10 @@ impl ConsoleSettings {
         if !(100..=600_000).contains(&reconcile_ms) {
             return Err(invalid("reconcile_ms", "between 100 and 600000"));
         }
+        let sample_ms = self.sample_ms.unwrap_or(10_000);
+        if !(500..=3_600_000).contains(&sample_ms) {
+            return Err(invalid("sample_ms", "between 500 and 3600000"));
+        }
         if let Some(p) = &self.admin_password {
             if p.len() < 8 {
                 return Err(invalid("admin_password", "at least 8 characters"));
@@ -157,6 +165,7 @@ impl ConsoleSettings {
             proxy_admin_password: self.proxy_admin_password.filter(|p| !p.is_empty()),
             admin_password: self.admin_password,
             reconcile: Duration::from_millis(reconcile_ms),
+            sample: Duration::from_millis(sample_ms),
             replicas,
             health: Duration::from_millis(health_ms),
             failover_after: Duration::from_millis(failover_after_ms),
@@ -199,6 +208,8 @@ pub struct ConsoleConfig {
     pub engine_password: Option<String>,
     pub admin_password: Option<String>,
     pub reconcile: Duration,
+    /// How often the history samples every node and tenant (`sample_ms`, 10 s).
+    pub sample: Duration,
     pub replicas: Vec<String>,
     pub health: Duration,
     pub failover_after: Duration,

@@ -208,6 +208,9 @@ pub async fn delete_tenant(db: &Db, name: &str) -> Result<bool, DbError> {
     let r = sqlx::query("DELETE FROM tenants WHERE name = ?").bind(name).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM usage_samples WHERE tenant = ?").bind(name).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM advisor_state WHERE tenant = ?").bind(name).execute(&mut *tx).await?;
+    for table in ["tenant_samples", "tenant_class_samples"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE tenant = ?")).bind(name).execute(&mut *tx).await?;
+    }
     if r.rows_affected() == 1 {
         sqlx::query("INSERT OR REPLACE INTO dropped_tenants (name, deleted_at) VALUES (?, ?)").bind(name).bind(now()).execute(&mut *tx).await?;
     }
@@ -381,6 +384,211 @@ pub async fn usage(db: &Db, tenant: &str, since: i64) -> Result<Vec<Usage>, DbEr
         .fetch_all(db)
         .await?;
     Ok(rows.iter().map(|r| Usage { at: r.get(0), keys: r.get(1), logical_bytes: r.get(2), stored_bytes: r.get(3), qps: r.get(4) }).collect())
+}
+
+// History (console/src/history.rs).
+
+/// One node's sample: rates per second over the interval before `at`; None where unknown
+/// (the first sample after a start has no rates; a proxy has no hit ratio).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct NodeSample {
+    pub at: i64,
+    pub resolution: i64,
+    pub kind: String,
+    pub ops_per_sec: Option<f64>,
+    pub hit_ratio: Option<f64>,
+    pub used_memory: Option<f64>,
+    pub maxmemory: Option<f64>,
+    pub evicted_per_sec: Option<f64>,
+    pub oom_per_sec: Option<f64>,
+    pub repl_lag: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub clients: Option<f64>,
+}
+
+/// One tenant's sample, over every engine and proxy.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TenantSample {
+    pub at: i64,
+    pub resolution: i64,
+    pub ops_per_sec: Option<f64>,
+    pub hit_ratio: Option<f64>,
+    pub used_bytes: Option<f64>,
+    pub quota_bytes: Option<f64>,
+    pub oom_per_sec: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    /// Operations per second by command class.
+    pub by_class: std::collections::BTreeMap<String, f64>,
+}
+
+/// How long raw samples stay, and the span and lifetime of the averaged ones.
+pub const RAW_FOR: i64 = 86_400;
+pub const AVERAGED_SPAN: i64 = 300;
+pub const AVERAGED_FOR: i64 = 30 * 86_400;
+
+const NODE_COLUMNS: &str = "ops_per_sec, hit_ratio, used_memory, maxmemory, evicted_per_sec, oom_per_sec, repl_lag, p50_us, p99_us, clients";
+const TENANT_COLUMNS: &str = "ops_per_sec, hit_ratio, used_bytes, quota_bytes, oom_per_sec, p50_us, p99_us";
+
+pub async fn add_node_sample(db: &Db, address: &str, s: &NodeSample) -> Result<(), DbError> {
+    sqlx::query(&format!(
+        "INSERT OR REPLACE INTO node_samples (address, at, resolution, kind, {NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ))
+    .bind(address)
+    .bind(s.at)
+    .bind(s.resolution)
+    .bind(&s.kind)
+    .bind(s.ops_per_sec)
+    .bind(s.hit_ratio)
+    .bind(s.used_memory)
+    .bind(s.maxmemory)
+    .bind(s.evicted_per_sec)
+    .bind(s.oom_per_sec)
+    .bind(s.repl_lag)
+    .bind(s.p50_us)
+    .bind(s.p99_us)
+    .bind(s.clients)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+pub async fn add_tenant_sample(db: &Db, tenant: &str, s: &TenantSample) -> Result<(), DbError> {
+    let mut tx = db.begin().await?;
+    sqlx::query(&format!("INSERT OR REPLACE INTO tenant_samples (tenant, at, resolution, {TENANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"))
+        .bind(tenant)
+        .bind(s.at)
+        .bind(s.resolution)
+        .bind(s.ops_per_sec)
+        .bind(s.hit_ratio)
+        .bind(s.used_bytes)
+        .bind(s.quota_bytes)
+        .bind(s.oom_per_sec)
+        .bind(s.p50_us)
+        .bind(s.p99_us)
+        .execute(&mut *tx)
+        .await?;
+    for (class, ops) in &s.by_class {
+        sqlx::query("INSERT OR REPLACE INTO tenant_class_samples (tenant, at, resolution, class, ops_per_sec) VALUES (?, ?, ?, ?, ?)")
+            .bind(tenant)
+            .bind(s.at)
+            .bind(s.resolution)
+            .bind(class)
+            .bind(ops)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+fn opt(r: &sqlx::sqlite::SqliteRow, i: usize) -> Option<f64> {
+    r.get::<Option<f64>, _>(i)
+}
+
+/// A node's samples since `since`, oldest first.
+pub async fn node_history(db: &Db, address: &str, since: i64) -> Result<Vec<NodeSample>, DbError> {
+    let rows = sqlx::query(&format!("SELECT at, resolution, kind, {NODE_COLUMNS} FROM node_samples WHERE address = ? AND at >= ? ORDER BY at"))
+        .bind(address)
+        .bind(since)
+        .fetch_all(db)
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| NodeSample {
+            at: r.get(0),
+            resolution: r.get(1),
+            kind: r.get(2),
+            ops_per_sec: opt(r, 3),
+            hit_ratio: opt(r, 4),
+            used_memory: opt(r, 5),
+            maxmemory: opt(r, 6),
+            evicted_per_sec: opt(r, 7),
+            oom_per_sec: opt(r, 8),
+            repl_lag: opt(r, 9),
+            p50_us: opt(r, 10),
+            p99_us: opt(r, 11),
+            clients: opt(r, 12),
+        })
+        .collect())
+}
+
+/// A tenant's samples since `since`, oldest first.
+pub async fn tenant_history(db: &Db, tenant: &str, since: i64) -> Result<Vec<TenantSample>, DbError> {
+    let rows = sqlx::query(&format!("SELECT at, resolution, {TENANT_COLUMNS} FROM tenant_samples WHERE tenant = ? AND at >= ? ORDER BY at"))
+        .bind(tenant)
+        .bind(since)
+        .fetch_all(db)
+        .await?;
+    let mut out: Vec<TenantSample> = rows
+        .iter()
+        .map(|r| TenantSample {
+            at: r.get(0),
+            resolution: r.get(1),
+            ops_per_sec: opt(r, 2),
+            hit_ratio: opt(r, 3),
+            used_bytes: opt(r, 4),
+            quota_bytes: opt(r, 5),
+            oom_per_sec: opt(r, 6),
+            p50_us: opt(r, 7),
+            p99_us: opt(r, 8),
+            by_class: Default::default(),
+        })
+        .collect();
+    let classes = sqlx::query("SELECT at, class, ops_per_sec FROM tenant_class_samples WHERE tenant = ? AND at >= ? ORDER BY at")
+        .bind(tenant)
+        .bind(since)
+        .fetch_all(db)
+        .await?;
+    for r in &classes {
+        let at: i64 = r.get(0);
+        if let Ok(i) = out.binary_search_by_key(&at, |s| s.at) {
+            out[i].by_class.insert(r.get(1), r.get(2));
+        }
+    }
+    Ok(out)
+}
+
+/// Bounds the history: raw samples older than `RAW_FOR` are averaged into rows of
+/// `AVERAGED_SPAN` seconds (only whole spans, so none is averaged twice), and those older
+/// than `AVERAGED_FOR` go.
+pub async fn downsample_history(db: &Db, now: i64) -> Result<(), DbError> {
+    let cutoff = (now - RAW_FOR).div_euclid(AVERAGED_SPAN) * AVERAGED_SPAN;
+    let span = AVERAGED_SPAN;
+    let avg = |cols: &str| cols.split(", ").map(|c| format!("avg({c})")).collect::<Vec<_>>().join(", ");
+    // Averages first (into temporary tables: an averaged row may take the place of a raw
+    // one with the same time), then the raw rows go, then the averages go in.
+    let mut tx = db.begin().await?;
+    let averages = [
+        format!(
+            "CREATE TEMP TABLE node_avg AS SELECT address, (at / {span}) * {span} AS at, {span} AS resolution, max(kind) AS kind, {} FROM node_samples WHERE resolution < {span} AND at < ?1 GROUP BY address, at / {span}",
+            avg(NODE_COLUMNS)
+        ),
+        format!(
+            "CREATE TEMP TABLE tenant_avg AS SELECT tenant, (at / {span}) * {span} AS at, {span} AS resolution, {} FROM tenant_samples WHERE resolution < {span} AND at < ?1 GROUP BY tenant, at / {span}",
+            avg(TENANT_COLUMNS)
+        ),
+        // A class missing from a raw sample had no operations then: the span's average counts
+        // it as 0 (the sum over the span's samples, divided by their number).
+        format!(
+            "CREATE TEMP TABLE class_avg AS SELECT c.tenant, (c.at / {span}) * {span} AS at, {span} AS resolution, c.class, sum(c.ops_per_sec) / (SELECT count(*) FROM tenant_samples t WHERE t.tenant = c.tenant AND t.resolution < {span} AND t.at / {span} = c.at / {span}) AS ops_per_sec
+             FROM tenant_class_samples c WHERE c.resolution < {span} AND c.at < ?1 GROUP BY c.tenant, c.at / {span}, c.class"
+        ),
+    ];
+    for q in &averages {
+        sqlx::query(q).bind(cutoff).execute(&mut *tx).await?;
+    }
+    for table in ["node_samples", "tenant_samples", "tenant_class_samples"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE resolution < {span} AND at < ?")).bind(cutoff).execute(&mut *tx).await?;
+        sqlx::query(&format!("DELETE FROM {table} WHERE at < ?")).bind(now - AVERAGED_FOR).execute(&mut *tx).await?;
+    }
+    for (table, temp) in [("node_samples", "node_avg"), ("tenant_samples", "tenant_avg"), ("tenant_class_samples", "class_avg")] {
+        sqlx::query(&format!("INSERT OR REPLACE INTO {table} SELECT * FROM {temp}")).execute(&mut *tx).await?;
+        sqlx::query(&format!("DROP TABLE {temp}")).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 // Retraining runs.
@@ -680,4 +888,44 @@ pub async fn set_setting(db: &Db, name: &str, value: &str) -> Result<(), DbError
         .execute(db)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn old_samples_are_averaged_into_five_minute_rows_and_the_oldest_go() {
+        let dir = std::env::temp_dir().join(format!("terrace-console-history-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = open(&dir.join("console.db")).await.unwrap();
+        let now = 40 * 86_400;
+        let old = now - RAW_FOR - 3 * AVERAGED_SPAN; // a whole span, more than a day ago
+        let span_start = old.div_euclid(AVERAGED_SPAN) * AVERAGED_SPAN;
+        for (i, ops) in [10.0, 20.0, 30.0].into_iter().enumerate() {
+            let at = span_start + 10 * i as i64;
+            let s = NodeSample { at, resolution: 10, kind: "engine".into(), ops_per_sec: Some(ops), ..Default::default() };
+            add_node_sample(&db, "e:1", &s).await.unwrap();
+            let mut t = TenantSample { at, resolution: 10, ops_per_sec: Some(ops), ..Default::default() };
+            if i != 1 {
+                t.by_class.insert("string".into(), ops); // (none in the second sample)
+            }
+            add_tenant_sample(&db, "shop", &t).await.unwrap();
+        }
+        let recent = NodeSample { at: now - 60, resolution: 10, kind: "engine".into(), ops_per_sec: Some(5.0), ..Default::default() };
+        add_node_sample(&db, "e:1", &recent).await.unwrap();
+        let ancient = NodeSample { at: now - AVERAGED_FOR - 1, resolution: AVERAGED_SPAN, kind: "engine".into(), ..Default::default() };
+        add_node_sample(&db, "e:1", &ancient).await.unwrap();
+        downsample_history(&db, now).await.unwrap();
+        downsample_history(&db, now).await.unwrap(); // (twice: nothing averaged twice)
+        let nodes = node_history(&db, "e:1", 0).await.unwrap();
+        let got: Vec<(i64, i64, Option<f64>)> = nodes.iter().map(|s| (s.at, s.resolution, s.ops_per_sec)).collect();
+        assert_eq!(got, [(span_start, AVERAGED_SPAN, Some(20.0)), (now - 60, 10, Some(5.0))], "averaged, the recent one kept raw, the ancient one gone");
+        let tenants = tenant_history(&db, "shop", 0).await.unwrap();
+        assert_eq!(tenants.len(), 1);
+        assert_eq!(tenants[0].ops_per_sec, Some(20.0));
+        assert_eq!(tenants[0].by_class.get("string"), Some(&((10.0 + 30.0) / 3.0)), "a sample without the class counts as 0");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod db;
 pub mod engines;
 pub mod failover;
+mod history;
 pub mod moves;
 mod nodes;
 mod ops;
@@ -39,6 +40,8 @@ pub struct Console {
     /// that read the roles before a promotion pointed the promoted replica back at its old
     /// primary, and the two then followed each other.
     pub coordinating: tokio::sync::Mutex<()>,
+    /// The history's totals at its previous sample (its rates are differences).
+    pub history: parking_lot::Mutex<history::Previous>,
     /// Wakes the slot-move driver (a move was queued, the queue resumed).
     pub moves_wake: tokio::sync::Notify,
     pub limiter: terrace_commands::auth_limit::FailureLimiter,
@@ -94,6 +97,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             wake: tokio::sync::Notify::new(),
             pass_lock: tokio::sync::Mutex::new(()),
             coordinating: tokio::sync::Mutex::new(()),
+            history: Default::default(),
             moves_wake: tokio::sync::Notify::new(),
             limiter: auth::login_limiter(),
             dummy_hash,

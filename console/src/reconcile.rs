@@ -3,19 +3,17 @@
 //! of them restarts. A proxy is checked by the digest of the document it was given
 //! (`TERRACE.TOPOLOGY GET`); an engine by its `run_id` (a restarted engine has a new one) and
 //! the digest of the tenants it was given. Each pass also reads the nodes' health for the
-//! Overview, and every `SAMPLE_EVERY` the tenants' usage for their charts.
+//! Overview, and every `sample_ms` the tenants' usage and the history (`history`).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::db::{self, Usage};
+use crate::db;
 use crate::nodes::{Node, NodeError};
 use crate::tenants::{sha256_hex, Tenant};
 use crate::Console;
-
-const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
 /// What the console last saw of one proxy or engine.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -174,14 +172,14 @@ pub async fn pass(console: &Console) -> Outcome {
         let mut st = console.state.lock();
         st.proxies = proxy_status;
         st.engines = engine_status;
-        let due = st.last_sample.is_none_or(|t| t.elapsed() >= SAMPLE_EVERY);
+        let due = st.last_sample.is_none_or(|t| t.elapsed() >= console.config.sample);
         if due {
             st.last_sample = Some(Instant::now());
         }
         due
     };
     if sample {
-        sample_usage(console, &want).await;
+        crate::history::sample(console, &want).await;
     }
     Outcome { errors, refused }
 }
@@ -310,27 +308,6 @@ async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: 
 }
 
 /// Sums each tenant's keys, bytes and QPS over the engines into a usage sample.
-async fn sample_usage(console: &Console, want: &Desired) {
-    let mut totals: HashMap<&str, Usage> = HashMap::new();
-    let at = db::now();
-    for addr in &want.engines {
-        let Ok(mut n) = Node::engine(addr, console.config.engine_password.as_deref()).await else { continue };
-        for t in &want.tenants {
-            let Ok(w) = n.json(&["TERRACE.WORKLOAD", &t.name]).await else { continue };
-            let u = totals.entry(&t.name).or_insert(Usage { at, keys: 0, logical_bytes: 0.0, stored_bytes: 0.0, qps: 0.0 });
-            u.keys += w["keys"].as_i64().unwrap_or(0);
-            u.logical_bytes += w["bytes"]["logical"].as_f64().unwrap_or(0.0);
-            u.stored_bytes += w["bytes"]["entries"].as_f64().unwrap_or(0.0) + w["bytes"]["table"].as_f64().unwrap_or(0.0);
-            u.qps += w["qps_1m"].as_f64().unwrap_or(0.0);
-        }
-    }
-    for (tenant, u) in totals {
-        if let Err(e) = db::add_usage(&console.db, tenant, &u).await {
-            tracing::warn!(error = %e, "cannot store a usage sample");
-        }
-    }
-}
-
 /// Runs passes every `interval`, and at once when woken (a tenant changed).
 pub async fn run(console: std::sync::Arc<Console>) {
     loop {

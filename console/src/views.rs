@@ -174,6 +174,8 @@ pub struct TenantPage {
     pub frame: Frame,
     pub tenant: Tenant,
     pub usage_svg: String,
+    /// Its history: operations by class, hit ratio, latency, memory against quota, OOM.
+    pub history_svgs: Vec<String>,
     pub latest: Option<Usage>,
     pub compression_ratio: Option<f64>,
     /// Keys and bytes in the storage tier over the engines (storage-backed tenants).
@@ -554,11 +556,96 @@ impl AdvisorView {
 pub fn usage_chart(samples: &[Usage]) -> String {
     let logical = Series { name: "logical bytes".into(), points: samples.iter().map(|u| (u.at as f64, u.logical_bytes)).collect() };
     let stored = Series { name: "stored bytes".into(), points: samples.iter().map(|u| (u.at as f64, u.stored_bytes)).collect() };
-    charts::line(
-        &Axes { id: "usage-chart", title: "Data over time", x_label: "time (UTC)", y_label: "bytes", x_fmt: charts::clock, y_fmt: charts::bytes },
+    charts::over_time(
+        &Axes { id: "usage-chart", title: "Data over time", x_label: "time", y_label: "bytes", x_fmt: charts::clock, y_fmt: charts::bytes },
         &[logical, stored],
-        &[],
     )
+}
+
+/// A series over time from samples: (at, value) where the value is known.
+fn series_of<S>(name: &str, samples: &[S], at: impl Fn(&S) -> i64, value: impl Fn(&S) -> Option<f64>) -> Series {
+    Series { name: name.into(), points: samples.iter().filter_map(|s| Some((at(s) as f64, value(s)?))).collect() }
+}
+
+fn time_axes<'a>(id: &'a str, title: &'a str, y_label: &'a str, y_fmt: fn(f64) -> String) -> Axes<'a> {
+    Axes { id, title, x_label: "time", y_label, x_fmt: charts::clock, y_fmt }
+}
+
+/// A tenant's history charts: operations per second by command class, hit ratio, the
+/// proxies' latency percentiles, memory against its quota, OOM refusals.
+pub fn tenant_history_charts(samples: &[crate::db::TenantSample]) -> Vec<String> {
+    let at = |s: &crate::db::TenantSample| s.at;
+    let classes: std::collections::BTreeSet<&String> = samples.iter().flat_map(|s| s.by_class.keys()).collect();
+    let by_class: Vec<Series> = classes.iter().map(|c| series_of(c, samples, at, |s| Some(s.by_class.get(*c).copied().unwrap_or(0.0)))).collect();
+    vec![
+        charts::over_time(&time_axes("tenant-ops-chart", "Operations per second by command class", "ops/s", charts::number), &by_class),
+        charts::over_time(
+            &time_axes("tenant-hit-chart", "Hit ratio", "hits / lookups", charts::ratio),
+            &[series_of("hit ratio", samples, at, |s| s.hit_ratio)],
+        ),
+        charts::over_time(
+            &time_axes("tenant-latency-chart", "Latency at the proxies", "latency", charts::micros),
+            &[series_of("p50", samples, at, |s| s.p50_us), series_of("p99", samples, at, |s| s.p99_us)],
+        ),
+        charts::over_time(
+            &time_axes("tenant-memory-chart", "Memory against quota", "bytes", charts::bytes),
+            &[series_of("logical bytes", samples, at, |s| s.used_bytes), series_of("quota", samples, at, |s| s.quota_bytes)],
+        ),
+        charts::over_time(
+            &time_axes("tenant-oom-chart", "Writes refused (OOM) per second", "refusals/s", charts::number),
+            &[series_of("OOM refusals", samples, at, |s| s.oom_per_sec)],
+        ),
+    ]
+}
+
+/// A node's history charts: for an engine, operations, hit ratio, memory against
+/// `maxmemory`, evictions and OOM refusals, replication lag, clients; for a proxy,
+/// operations, latency percentiles, clients.
+pub fn node_history_charts(samples: &[crate::db::NodeSample], kind: &str) -> Vec<String> {
+    let at = |s: &crate::db::NodeSample| s.at;
+    let ops = charts::over_time(
+        &time_axes("node-ops-chart", "Operations per second", "ops/s", charts::number),
+        &[series_of("ops/s", samples, at, |s| s.ops_per_sec)],
+    );
+    let clients = charts::over_time(
+        &time_axes("node-clients-chart", "Connected clients", "clients", charts::number),
+        &[series_of("clients", samples, at, |s| s.clients)],
+    );
+    if kind == "proxy" {
+        let latency = charts::over_time(
+            &time_axes("node-latency-chart", "Latency (arrival to reply)", "latency", charts::micros),
+            &[series_of("p50", samples, at, |s| s.p50_us), series_of("p99", samples, at, |s| s.p99_us)],
+        );
+        return vec![ops, latency, clients];
+    }
+    vec![
+        ops,
+        charts::over_time(&time_axes("node-hit-chart", "Hit ratio", "hits / lookups", charts::ratio), &[series_of("hit ratio", samples, at, |s| s.hit_ratio)]),
+        charts::over_time(
+            &time_axes("node-memory-chart", "Memory against maxmemory", "bytes", charts::bytes),
+            &[series_of("used", samples, at, |s| s.used_memory), series_of("maxmemory", samples, at, |s| s.maxmemory)],
+        ),
+        charts::over_time(
+            &time_axes("node-evictions-chart", "Evictions and OOM refusals per second", "per second", charts::number),
+            &[series_of("evicted keys", samples, at, |s| s.evicted_per_sec), series_of("OOM refusals", samples, at, |s| s.oom_per_sec)],
+        ),
+        charts::over_time(
+            &time_axes("node-lag-chart", "Replication lag (a replica's bytes behind)", "bytes", charts::bytes),
+            &[series_of("lag", samples, at, |s| s.repl_lag)],
+        ),
+        clients,
+    ]
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "node.html")]
+pub struct NodePage {
+    pub frame: Frame,
+    pub address: String,
+    pub kind: String,
+    pub status: Option<NodeStatus>,
+    pub hours: i64,
+    pub charts: Vec<String>,
 }
 
 /// A move not yet done, as the slot map shows it: its slots, where they go, and how far

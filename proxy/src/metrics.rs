@@ -33,26 +33,49 @@ impl Stat {
     }
 }
 
-/// One thread's measurements.
+/// One thread's measurements: since the start (per command) and since the console last took
+/// them (per tenant, `Registry::take_interval`).
 #[derive(Default)]
 pub struct Recorder {
-    stats: Mutex<HashMap<Key, Stat, foldhash::fast::RandomState>>,
+    stats: Mutex<Maps>,
+}
+
+#[derive(Default)]
+struct Maps {
+    total: HashMap<Key, Stat, foldhash::fast::RandomState>,
+    interval: HashMap<Arc<str>, Stat, foldhash::fast::RandomState>,
+}
+
+impl Stat {
+    fn add(&mut self, us: u64, error: bool) {
+        self.calls += 1;
+        self.errors += error as u64;
+        let _ = self.latency.record(us);
+    }
+
+    fn merge(&mut self, other: &Stat) {
+        self.calls += other.calls;
+        self.errors += other.errors;
+        let _ = self.latency.add(&other.latency);
+    }
 }
 
 impl Recorder {
     pub fn record(&self, key: &Key, took: Duration, error: bool) {
-        let mut stats = self.stats.lock();
-        let s = match stats.get_mut(key) {
-            Some(s) => s,
-            None => stats.entry(key.clone()).or_insert_with(Stat::new),
-        };
-        s.calls += 1;
-        s.errors += error as u64;
-        let _ = s.latency.record((took.as_micros() as u64).clamp(1, 60_000_000));
+        let us = (took.as_micros() as u64).clamp(1, 60_000_000);
+        let mut maps = self.stats.lock();
+        match maps.total.get_mut(key) {
+            Some(s) => s.add(us, error),
+            None => maps.total.entry(key.clone()).or_insert_with(Stat::new).add(us, error),
+        }
+        match maps.interval.get_mut(&key.tenant) {
+            Some(s) => s.add(us, error),
+            None => maps.interval.entry(key.tenant.clone()).or_insert_with(Stat::new).add(us, error),
+        }
     }
 
     pub fn reset(&self) {
-        self.stats.lock().clear();
+        self.stats.lock().total.clear();
     }
 }
 
@@ -73,11 +96,21 @@ impl Registry {
     pub fn snapshot(&self) -> BTreeMap<Key, Stat> {
         let mut out: BTreeMap<Key, Stat> = BTreeMap::new();
         for r in self.recorders.lock().iter() {
-            for (k, s) in r.stats.lock().iter() {
-                let m = out.entry(k.clone()).or_insert_with(Stat::new);
-                m.calls += s.calls;
-                m.errors += s.errors;
-                let _ = m.latency.add(&s.latency);
+            for (k, s) in r.stats.lock().total.iter() {
+                out.entry(k.clone()).or_insert_with(Stat::new).merge(s);
+            }
+        }
+        out
+    }
+
+    /// Per tenant, every thread's requests since the last call, merged (and forgotten): the
+    /// console's history samples (`TERRACE.LATENCY TAKE`).
+    pub fn take_interval(&self) -> BTreeMap<Arc<str>, Stat> {
+        let mut out: BTreeMap<Arc<str>, Stat> = BTreeMap::new();
+        for r in self.recorders.lock().iter() {
+            let taken = std::mem::take(&mut r.stats.lock().interval);
+            for (tenant, s) in taken {
+                out.entry(tenant).or_insert_with(Stat::new).merge(&s);
             }
         }
         out
@@ -135,6 +168,20 @@ pub fn prometheus(stats: &BTreeMap<Key, Stat>, gauges: &[(String, &str, f64)]) -
     out
 }
 
+/// `TERRACE.LATENCY TAKE`'s answer: per tenant, its requests since the last take — calls,
+/// errors and the latency histogram as [microseconds, count] pairs (the recorded values, at
+/// three significant digits), so that the console can merge several proxies' exactly.
+pub fn interval_json(taken: &BTreeMap<Arc<str>, Stat>) -> String {
+    let tenants: serde_json::Map<String, serde_json::Value> = taken
+        .iter()
+        .map(|(tenant, s)| {
+            let buckets: Vec<[u64; 2]> = s.latency.iter_recorded().map(|v| [v.value_iterated_to(), v.count_at_value()]).collect();
+            (tenant.to_string(), serde_json::json!({ "calls": s.calls, "errors": s.errors, "latency_us": buckets }))
+        })
+        .collect();
+    serde_json::Value::Object(tenants).to_string()
+}
+
 /// INFO's `commandstats` and `latencystats` sections (Redis 7's layout), one tenant's.
 pub fn info_sections(stats: &BTreeMap<Key, Stat>, tenant: &str, protocol: &str) -> (String, String) {
     let mut cmd = String::from("# Commandstats\r\n");
@@ -179,5 +226,12 @@ mod tests {
         assert!(lat.contains("latency_percentiles_usec_get:p50="), "{lat}");
         reg.reset();
         assert!(reg.snapshot().is_empty());
+        // The interval since the last take: both threads' requests, then none.
+        let taken = reg.take_interval();
+        assert_eq!((taken[&key.tenant].calls, taken[&key.tenant].errors), (2, 1));
+        let doc: serde_json::Value = serde_json::from_str(&interval_json(&taken)).unwrap();
+        let buckets = doc["default"]["latency_us"].as_array().unwrap();
+        assert_eq!(buckets.iter().map(|b| b[1].as_u64().unwrap()).sum::<u64>(), 2, "{doc}");
+        assert!(reg.take_interval().is_empty(), "taken once");
     }
 }

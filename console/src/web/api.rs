@@ -33,6 +33,8 @@ pub fn router() -> Router<Arc<Console>> {
         .route("/topology", get(topology))
         .route("/topology/failover", post(fail_over))
         .route("/nodes", get(nodes))
+        .route("/nodes/{address}/history", get(node_history))
+        .route("/tenants/{name}/history", get(tenant_history))
         .route("/snapshot", post(snapshot_now))
         .route("/engines", post(add_engine))
         .route("/engines/{address}", axum::routing::delete(remove_engine))
@@ -304,6 +306,46 @@ async fn snapshot_now(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
             (status, Json(json!({ "engines": engines }))).into_response()
         }
         Err(e) => op_error(e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Span {
+    /// How far back, in hours (6 unless given; at most 720).
+    hours: Option<i64>,
+}
+
+impl Span {
+    /// The time the span starts (None: `hours` out of range).
+    fn since(&self) -> Option<i64> {
+        match self.hours.unwrap_or(6) {
+            h @ 1..=720 => Some(db::now() - h * 3600),
+            _ => None,
+        }
+    }
+}
+
+fn bad_span() -> Response {
+    error(StatusCode::BAD_REQUEST, "query: hours must be from 1 to 720")
+}
+
+async fn node_history(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(address): ApiPath<String>, ApiQuery(q): ApiQuery<Span>) -> Response {
+    let Some(since) = q.since() else { return bad_span() };
+    match db::node_history(&c.db, &address, since).await {
+        Ok(samples) => Json(json!({ "address": address, "samples": samples })).into_response(),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+async fn tenant_history(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, ApiQuery(q): ApiQuery<Span>) -> Response {
+    let Some(since) = q.since() else { return bad_span() };
+    if let Err(e) = ops::tenant(&c, &name).await {
+        return op_error(e);
+    }
+    match db::tenant_history(&c.db, &name, since).await {
+        Ok(samples) => Json(json!({ "tenant": name, "samples": samples })).into_response(),
+        Err(e) => op_error(e.into()),
     }
 }
 

@@ -32,6 +32,7 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/tenants/{name}/advisor", get(pages::advisor))
         .route("/tenants/{name}/apply", post(pages::apply))
         .route("/snapshot", post(pages::snapshot_now))
+        .route("/nodes/{address}", get(pages::node))
         .route("/topology", get(pages::topology))
         .route("/topology/failover", post(pages::fail_over))
         .route("/topology/{action}", post(pages::topology_change))

@@ -64,6 +64,20 @@ pub fn document() -> Value {
             "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies and the coordinator's latest events.", "200", "Topology", &[]) },
             "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", "FailedOver", &["404", "409", "422", "502"]), "FailoverRequest") },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked, with what of each engine's data survives a restart (`durability`).", "200", "Nodes", &[]) },
+            "/nodes/{address}/history": {
+                "get": {
+                    "summary": "A proxy's or engine's history: a sample every `sample_ms` for a day, 5-minute averages for 30 days (rates per second over each interval).",
+                    "parameters": [{ "name": "address", "in": "path", "required": true, "schema": { "type": "string" } }, { "name": "hours", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 1, "maximum": 720 } }],
+                    "responses": op("", "200", "NodeHistory", &[])["responses"].clone(),
+                },
+            },
+            "/tenants/{name}/history": {
+                "get": {
+                    "summary": "A tenant's history over every engine and proxy: operations per second by command class, hit ratio, latency percentiles at the proxies, memory against its quota, OOM refusals.",
+                    "parameters": [{ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } }, { "name": "hours", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 1, "maximum": 720 } }],
+                    "responses": op("", "200", "TenantHistory", &["404"])["responses"].clone(),
+                },
+            },
             "/snapshot": { "post": op("Every engine and replica starts a snapshot now (BGSAVE); each one's answer. 502 when one could not (down, or saving already).", "202", "Snapshot", &["502"]) },
             "/engines": { "post": with_body(op("Add an engine to the slot map, owning no slots yet (a rebalance gives it its share): a running one, or one `terrace up` starts.", "201", "EngineAdded", &["409", "422", "502"]), "NewEngine") },
             "/engines/{address}": {
@@ -235,6 +249,55 @@ pub fn document() -> Value {
                     },
                 },
                 "Nodes": { "type": "object", "required": ["proxies", "engines"], "properties": { "proxies": { "type": "array", "items": { "$ref": "#/components/schemas/NodeStatus" } }, "engines": { "type": "array", "items": { "$ref": "#/components/schemas/NodeStatus" } } } },
+                "NodeHistory": {
+                    "type": "object",
+                    "required": ["address", "samples"],
+                    "properties": {
+                        "address": { "type": "string" },
+                        "samples": { "type": "array", "items": {
+                            "type": "object",
+                            "required": ["at", "resolution", "kind"],
+                            "properties": {
+                                "at": { "type": "integer", "description": "Unix seconds." },
+                                "resolution": { "type": "integer", "description": "Seconds the sample covers." },
+                                "kind": { "type": "string", "enum": ["proxy", "engine"] },
+                                "ops_per_sec": { "type": "number", "nullable": true },
+                                "hit_ratio": { "type": "number", "nullable": true },
+                                "used_memory": { "type": "number", "nullable": true },
+                                "maxmemory": { "type": "number", "nullable": true },
+                                "evicted_per_sec": { "type": "number", "nullable": true },
+                                "oom_per_sec": { "type": "number", "nullable": true },
+                                "repl_lag": { "type": "number", "nullable": true },
+                                "p50_us": { "type": "number", "nullable": true },
+                                "p99_us": { "type": "number", "nullable": true },
+                                "clients": { "type": "number", "nullable": true },
+                            },
+                        } },
+                    },
+                },
+                "TenantHistory": {
+                    "type": "object",
+                    "required": ["tenant", "samples"],
+                    "properties": {
+                        "tenant": { "type": "string" },
+                        "samples": { "type": "array", "items": {
+                            "type": "object",
+                            "required": ["at", "resolution", "by_class"],
+                            "properties": {
+                                "at": { "type": "integer" },
+                                "resolution": { "type": "integer" },
+                                "ops_per_sec": { "type": "number", "nullable": true },
+                                "hit_ratio": { "type": "number", "nullable": true },
+                                "used_bytes": { "type": "number", "nullable": true },
+                                "quota_bytes": { "type": "number", "nullable": true },
+                                "oom_per_sec": { "type": "number", "nullable": true },
+                                "p50_us": { "type": "number", "nullable": true },
+                                "p99_us": { "type": "number", "nullable": true },
+                                "by_class": { "type": "object", "additionalProperties": { "type": "number" } },
+                            },
+                        } },
+                    },
+                },
                 "Snapshot": { "type": "object", "required": ["engines"], "properties": { "engines": { "type": "object", "description": "Per engine address: {\"started\": reply} or {\"error\": why}.", "additionalProperties": { "type": "object" } } } },
                 "EngineAdded": { "type": "object", "required": ["engine", "address"], "properties": { "engine": { "type": "integer" }, "address": { "type": "string" } } },
                 "EngineRemoved": { "type": "object", "required": ["removed"], "properties": { "removed": { "type": "string" } } },

@@ -137,6 +137,35 @@ pub async fn snapshot_now(State(console): State<Arc<Console>>, PageUser(s, _): P
     }
 }
 
+#[derive(serde::Deserialize)]
+pub struct Span {
+    hours: Option<i64>,
+}
+
+/// A node's page: its status and its history's charts.
+pub async fn node(
+    State(console): State<Arc<Console>>,
+    PageUser(s, _): PageUser,
+    Path(address): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<Span>,
+) -> Response {
+    let hours = q.hours.unwrap_or(6).clamp(1, 24 * 30);
+    let status = {
+        let st = console.state.lock();
+        st.engines.iter().chain(&st.proxies).find(|n| n.address == address).cloned()
+    };
+    let samples = match db::node_history(&console.db, &address, db::now() - hours * 3600).await {
+        Ok(v) => v,
+        Err(e) => return op_error(&s, e.into()),
+    };
+    if status.is_none() && samples.is_empty() {
+        return error_page(Some(frame(&s)), StatusCode::NOT_FOUND, &format!("No node {address} (see the Overview for the proxies and engines)."));
+    }
+    let kind = status.as_ref().map(|n| n.kind.to_string()).or_else(|| samples.last().map(|x| x.kind.clone())).unwrap_or_else(|| "engine".into());
+    let charts = crate::views::node_history_charts(&samples, &kind);
+    crate::views::NodePage { frame: frame(&s), address, kind, status, hours, charts }.into_response()
+}
+
 pub async fn tenants(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
     match db::tenants(&console.db).await {
         Ok(tenants) => TenantsPage { frame: frame(&s), tenants }.into_response(),
@@ -265,9 +294,11 @@ pub async fn tenant(State(console): State<Arc<Console>>, PageUser(s, _): PageUse
     let storage = (!counted.is_empty()).then(|| counted.iter().fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1)));
     let advice = ops::advice(&console, &name).await.ok().map(|(e, a, w)| AdvisorView::build(&e, &a, &w));
     let retrain = db::last_retrain(&console.db, &name).await.ok().flatten();
+    let history = db::tenant_history(&console.db, &name, db::now() - 6 * 3600).await.unwrap_or_default();
     TenantPage {
         frame: frame(&s),
         usage_svg: usage_chart(&samples),
+        history_svgs: crate::views::tenant_history_charts(&history),
         latest: samples.last().cloned(),
         tenant: t,
         compression_ratio,

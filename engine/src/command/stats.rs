@@ -30,7 +30,12 @@ pub fn stats(ctx: &mut Ctx, _argv: &[&[u8]]) -> CmdResult {
 pub fn workload(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let (ns, _) = tenant_arg(ctx.srv, argv[1])?;
     let w = gather_workload(ctx.srv, &mut ctx.data.guards, ns)?;
-    ctx.out.bulk(w.to_json().to_string().as_bytes());
+    let mut doc = w.to_json();
+    // Totals since the start, for the console's history (it charts their rates).
+    if let Some(t) = ctx.srv.tenant_stats.get(ns) {
+        doc["counters"] = t.counters();
+    }
+    ctx.out.bulk(doc.to_string().as_bytes());
     Ok(())
 }
 

@@ -22,6 +22,8 @@ pub struct Tally {
     batched: bool,
     /// The command index these counts are for (valid while `calls > 0`).
     idx: usize,
+    /// The namespace they were made in (its tenant's hits and misses).
+    ns: usize,
     calls: u64,
     usec: u64,
     failed: u64,
@@ -37,12 +39,14 @@ impl Tally {
         Tally { batched: true, ..Tally::default() }
     }
 
-    /// Publishes what is pending if it is for a command other than `idx` (about to run).
+    /// Publishes what is pending if it is for a command other than `idx` (about to run in
+    /// namespace `ns`), or for another namespace.
     #[inline]
-    pub fn before(&mut self, srv: &Server, idx: usize) {
-        if self.calls > 0 && self.idx != idx {
+    pub fn before(&mut self, srv: &Server, idx: usize, ns: usize) {
+        if self.calls > 0 && (self.idx != idx || self.ns != ns) {
             self.publish(srv);
         }
+        self.ns = ns;
     }
 
     /// Counts one finished run (of `nanos`) in statistics slot `idx`; published at once
@@ -50,7 +54,7 @@ impl Tally {
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn add(&mut self, srv: &Server, idx: usize, batchable: bool, nanos: u64, failed: bool, hits: u64, misses: u64) {
-        self.before(srv, idx);
+        self.before(srv, idx, self.ns);
         self.idx = idx;
         self.calls += 1;
         self.usec += nanos / 1000;
@@ -88,6 +92,11 @@ impl Tally {
         if self.misses > 0 {
             st.keyspace_misses.fetch_add(self.misses, Ordering::Relaxed);
         }
-        *self = Tally { batched: self.batched, ..Tally::default() };
+        if self.hits + self.misses > 0 {
+            if let Some(t) = srv.tenant_stats.get(self.ns) {
+                t.count_lookups(self.hits, self.misses);
+            }
+        }
+        *self = Tally { batched: self.batched, ns: self.ns, ..Tally::default() };
     }
 }

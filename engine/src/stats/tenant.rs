@@ -21,6 +21,11 @@ pub struct TenantStats {
     /// [class][0: read, 1: write].
     ops: [[AtomicU64; 2]; CLASSES.len()],
     key_refs: AtomicU64,
+    /// Keyspace hits and misses of its reads (published in batches by connections' tallies).
+    hits: AtomicU64,
+    misses: AtomicU64,
+    /// Writes refused with OOM (its limit or the engine's).
+    oom_refused: AtomicU64,
     /// Mirror of the curve's threshold, checked without the lock.
     threshold: AtomicU64,
     mrc: Mutex<Mrc>,
@@ -70,6 +75,9 @@ impl Default for TenantStats {
         TenantStats {
             ops: std::array::from_fn(|_| [AtomicU64::new(0), AtomicU64::new(0)]),
             key_refs: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            oom_refused: AtomicU64::new(0),
             threshold: AtomicU64::new(mrc.threshold()),
             mrc: Mutex::new(mrc),
             window: Mutex::new(Window::default()),
@@ -86,11 +94,33 @@ impl TenantStats {
                 c.store(0, Ordering::Relaxed);
             }
         }
-        self.key_refs.store(0, Ordering::Relaxed);
+        for c in [&self.key_refs, &self.hits, &self.misses, &self.oom_refused] {
+            c.store(0, Ordering::Relaxed);
+        }
         let mrc = Mrc::new(MRC_SAMPLES);
         self.threshold.store(mrc.threshold(), Ordering::Relaxed);
         *self.mrc.lock() = mrc;
         *self.window.lock() = Window::default();
+    }
+
+    /// Adds a batch of keyspace hits and misses.
+    pub fn count_lookups(&self, hits: u64, misses: u64) {
+        self.hits.fetch_add(hits, Ordering::Relaxed);
+        self.misses.fetch_add(misses, Ordering::Relaxed);
+    }
+
+    /// Counts a write refused with OOM.
+    pub fn count_oom(&self) {
+        self.oom_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Totals since the start (or the namespace's drop): hits, misses, OOM refusals, and
+    /// commands per class.
+    pub fn counters(&self) -> serde_json::Value {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let by_class: serde_json::Map<String, serde_json::Value> =
+            CLASSES.iter().zip(&self.ops).map(|(name, rw)| (name.to_string(), serde_json::json!(l(&rw[0]) + l(&rw[1])))).collect();
+        serde_json::json!({ "hits": l(&self.hits), "misses": l(&self.misses), "oom_refused": l(&self.oom_refused), "ops_by_class": by_class })
     }
 
     /// Counts one command of `class`.

@@ -469,6 +469,20 @@ impl Client {
         if argv[0].eq_ignore_ascii_case(b"terrace.topology") {
             return self.topology_command(argv).await;
         }
+        if argv[0].eq_ignore_ascii_case(b"terrace.latency") {
+            // TERRACE.LATENCY TAKE: every tenant's requests since the last take (the console's
+            // history of latency percentiles), then forgotten.
+            if !self.admin {
+                return self.error(OPERATORS);
+            }
+            return match argv.get(1) {
+                Some(a) if a.eq_ignore_ascii_case(b"take") && argv.len() == 2 => {
+                    let doc = crate::metrics::interval_json(&self.rx.shared.metrics.take_interval());
+                    self.reply_with(|w| w.bulk(doc.as_bytes()))
+                }
+                _ => self.error("ERR TERRACE.LATENCY TAKE is the one form"),
+            };
+        }
         let Some(spec) = lookup(argv[0]) else {
             self.refuse_in_txn();
             return self.error(&unknown_command_error(argv));

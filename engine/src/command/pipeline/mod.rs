@@ -80,13 +80,18 @@ fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, 
     // Statistics are kept per command, or per subcommand for a container (CLIENT LIST).
     let idx = terrace_commands::stat_index::of(spec, argv);
     // Counts of an earlier, different command become visible before this one runs.
-    conn.tally.before(srv, idx);
+    conn.tally.before(srv, idx, conn.ns_base / crate::keyspace::NUM_DBS);
     if conn.acl_gen != srv.acl.generation() && !refresh_user(srv, conn) {
         return Outcome::Close;
     }
     let verdict = admit(Origin::Client, spec, argv, &caller(conn), &ServerGate { srv, locks: Some(locks) });
     match verdict {
         Verdict::Refuse(r) => {
+            if r == Refusal::Oom {
+                if let Some(t) = srv.tenant_stats.get(conn.ns_base / crate::keyspace::NUM_DBS) {
+                    t.count_oom();
+                }
+            }
             let text = r.error(Origin::Client, Some(spec), argv);
             account(srv, conn, Some(idx), &r, Origin::Client, &text);
             if spec.id == terrace_commands::table::CommandId::Exec {
