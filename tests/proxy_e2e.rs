@@ -519,6 +519,34 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
     }
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     let _: () = q(&mut c, &["MSET", "foo", "1", "bar", "0"]);
+    // The Grafana dashboard in packaging/ charts only metrics these endpoints serve (the near
+    // cache's exist when it is on: `near_cache_ttl_ms`).
+    let _: Option<String> = q(&mut c, &["GET", "foo"]);
+    let served: String = [metrics, metrics + 1, metrics + 2].iter().map(|p| http_get(&format!("http://127.0.0.1:{p}/metrics"))).collect();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/grafana/terrace-dashboard.json")).unwrap()).unwrap();
+    let mut charted = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap().iter().filter(|p| p["type"] != "row") {
+        assert!(panel["title"].is_string() && panel["gridPos"]["w"].as_u64().is_some(), "{panel}");
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(at) = rest.find("terrace_") {
+                let name: String = rest[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                rest = &rest[at + name.len()..];
+                charted.insert(name);
+            }
+        }
+    }
+    assert!(charted.len() >= 15, "{charted:?}");
+    for name in charted.iter().filter(|n| !n.contains("near_cache")) {
+        assert!(served.contains(&format!("\n{name}")) || served.contains(&format!("# TYPE {name} ")), "the dashboard charts {name}, which no endpoint serves");
+    }
+    for name in
+        ["terrace_engine_tenant_commands_total{tenant=\"default\",class=\"string\"}", "terrace_proxy_request_duration_seconds_bucket{tenant=\"default\""]
+    {
+        assert!(served.contains(name), "{name} in {served}");
+    }
     // The engines answer only who knows their password: a secret the appliance keeps in
     // its data directory, readable by its owner alone.
     let secret_file = dir.join("engine.secret");

@@ -133,6 +133,8 @@ fn escape(s: &str) -> String {
 }
 
 const QUANTILES: &[f64] = &[0.5, 0.9, 0.99, 0.999];
+/// The request-duration histogram's bucket bounds, µs: 50 µs to 5 s.
+const BUCKETS_US: &[u64] = &[50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 5_000_000];
 
 /// The Prometheus text exposition of `stats` plus the given gauges (name, help, value).
 pub fn prometheus(stats: &BTreeMap<Key, Stat>, gauges: &[(String, &str, f64)]) -> String {
@@ -155,6 +157,23 @@ pub fn prometheus(stats: &BTreeMap<Key, Stat>, gauges: &[(String, &str, f64)]) -
         let sum = s.latency.mean() * s.latency.len() as f64 / 1e6;
         let _ = writeln!(out, "terrace_proxy_command_latency_seconds_sum{{{l}}} {sum}");
         let _ = writeln!(out, "terrace_proxy_command_latency_seconds_count{{{l}}} {}", s.latency.len());
+    }
+    // Per tenant, every command: a histogram Prometheus can take quantiles of over any window
+    // (`histogram_quantile(0.99, rate(…_bucket[5m]))`; the summary above is since the start).
+    let mut per_tenant: BTreeMap<&str, Stat> = BTreeMap::new();
+    for (k, s) in stats {
+        per_tenant.entry(&k.tenant).or_insert_with(Stat::new).merge(s);
+    }
+    out += "# HELP terrace_proxy_request_duration_seconds Time from a request's arrival to its reply, per tenant.\n# TYPE terrace_proxy_request_duration_seconds histogram\n";
+    for (tenant, s) in &per_tenant {
+        let t = escape(tenant);
+        for le in BUCKETS_US {
+            let n = s.latency.count_between(0, *le);
+            let _ = writeln!(out, "terrace_proxy_request_duration_seconds_bucket{{tenant=\"{t}\",le=\"{}\"}} {n}", *le as f64 / 1e6);
+        }
+        let _ = writeln!(out, "terrace_proxy_request_duration_seconds_bucket{{tenant=\"{t}\",le=\"+Inf\"}} {}", s.latency.len());
+        let _ = writeln!(out, "terrace_proxy_request_duration_seconds_sum{{tenant=\"{t}\"}} {}", s.latency.mean() * s.latency.len() as f64 / 1e6);
+        let _ = writeln!(out, "terrace_proxy_request_duration_seconds_count{{tenant=\"{t}\"}} {}", s.latency.len());
     }
     let mut last = "";
     for (name, help, value) in gauges {
@@ -221,6 +240,8 @@ mod tests {
         assert!(text.contains("terrace_proxy_commands_total{tenant=\"default\",protocol=\"redis\",command=\"get\"} 2\n"), "{text}");
         assert!(text.contains("terrace_proxy_command_latency_seconds_count{tenant=\"default\",protocol=\"redis\",command=\"get\"} 2\n"));
         assert!(text.contains("# TYPE terrace_proxy_connected_clients gauge\nterrace_proxy_connected_clients 3\n"));
+        assert!(text.contains("terrace_proxy_request_duration_seconds_bucket{tenant=\"default\",le=\"0.00025\"} 1\n"), "{text}");
+        assert!(text.contains("terrace_proxy_request_duration_seconds_bucket{tenant=\"default\",le=\"+Inf\"} 2\n"), "{text}");
         let (cmd, lat) = info_sections(&snap, "default", "redis");
         assert!(cmd.contains("cmdstat_get:calls=2,"), "{cmd}");
         assert!(lat.contains("latency_percentiles_usec_get:p50="), "{lat}");

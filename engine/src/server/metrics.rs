@@ -1,5 +1,6 @@
 //! The engine's Prometheus endpoint (`metrics_port`, GET /metrics): clients, commands, keys,
-//! memory, and elastic threading (active reactors, each reactor's busy share, connections
+//! memory, hits and misses, error replies, replication, per tenant (commands by class, hits,
+//! misses, OOM refusals, bytes against its limit), and elastic threading (active reactors, each reactor's busy share, connections
 //! and CPU, migrations, scale-ups and -downs).
 
 use std::fmt::Write;
@@ -27,6 +28,48 @@ pub fn render(srv: &Server) -> String {
     gauge("terrace_engine_connection_migrations_total", "Connections moved between reactors.", "counter", &one(r.migrations.load(Ordering::Relaxed) as f64));
     gauge("terrace_engine_scale_ups_total", "Reactors woken by the elastic controller.", "counter", &one(r.scale_ups.load(Ordering::Relaxed) as f64));
     gauge("terrace_engine_scale_downs_total", "Reactors folded back by the elastic controller.", "counter", &one(r.scale_downs.load(Ordering::Relaxed) as f64));
+    gauge("terrace_engine_maxmemory_bytes", "The data limit (0: none).", "gauge", &one(srv.runtime.maxmemory.load(Ordering::Relaxed) as f64));
+    let st = &srv.stats;
+    gauge("terrace_engine_keyspace_hits_total", "Key lookups that found their key.", "counter", &one(st.keyspace_hits.load(Ordering::Relaxed) as f64));
+    gauge("terrace_engine_keyspace_misses_total", "Key lookups that did not.", "counter", &one(st.keyspace_misses.load(Ordering::Relaxed) as f64));
+    let errors: Vec<(String, f64)> = st.errors.lock().iter().map(|(code, n)| (format!("{{code=\"{}\"}}", escape(code)), *n as f64)).collect();
+    gauge("terrace_engine_error_replies_total", "Error replies by their code (OOM: writes refused for memory).", "counter", &errors);
+    gauge(
+        "terrace_engine_replication_offset_bytes",
+        "The replication stream's offset (a replica: how far it got).",
+        "gauge",
+        &one(srv.replication.offset() as f64),
+    );
+    gauge("terrace_engine_is_replica", "1 for a replica, 0 for a primary.", "gauge", &one(srv.replication.is_replica() as u8 as f64));
+    // Per tenant (namespace): what the console's history charts, for Grafana.
+    let names: Vec<(usize, String)> = srv
+        .namespaces
+        .lock()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| super::namespaces::is_live(n))
+        .map(|(i, n)| (i, if n.is_empty() { "default".to_string() } else { n.clone() }))
+        .collect();
+    let tenant = |name: &str| format!("tenant=\"{}\"", escape(name));
+    let mut commands = Vec::new();
+    let (mut hits, mut misses, mut oom, mut used, mut limit) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (ns, name) in &names {
+        let Some(t) = srv.tenant_stats.get(*ns) else { continue };
+        let (h, m, o, by_class) = t.lifetime_totals();
+        let label = tenant(name);
+        hits.push((format!("{{{label}}}"), h as f64));
+        misses.push((format!("{{{label}}}"), m as f64));
+        oom.push((format!("{{{label}}}"), o as f64));
+        used.push((format!("{{{label}}}"), srv.keyspace.namespace_used(*ns) as f64));
+        limit.push((format!("{{{label}}}"), srv.keyspace.namespace_limit(*ns) as f64));
+        commands.extend(by_class.into_iter().filter(|(_, n)| *n > 0).map(|(class, n)| (format!("{{{label},class=\"{class}\"}}"), n as f64)));
+    }
+    gauge("terrace_engine_tenant_commands_total", "A tenant's commands by class (string, hash, list…).", "counter", &commands);
+    gauge("terrace_engine_tenant_keyspace_hits_total", "A tenant's key lookups that found their key.", "counter", &hits);
+    gauge("terrace_engine_tenant_keyspace_misses_total", "A tenant's key lookups that did not.", "counter", &misses);
+    gauge("terrace_engine_tenant_oom_refused_total", "A tenant's writes refused for memory.", "counter", &oom);
+    gauge("terrace_engine_tenant_used_bytes", "A tenant's data bytes on this engine.", "gauge", &used);
+    gauge("terrace_engine_tenant_limit_bytes", "A tenant's data limit on this engine (0: none).", "gauge", &limit);
     let per = |f: &dyn Fn(&super::elastic::ReactorStats) -> f64| {
         r.stats.iter().enumerate().map(|(i, st)| (format!("{{reactor=\"{i}\"}}"), f(st))).collect::<Vec<_>>()
     };
@@ -51,6 +94,11 @@ pub fn render(srv: &Server) -> String {
         &per(&|st| st.spin_ns.load(Ordering::Relaxed) as f64 / 1e9),
     );
     s
+}
+
+/// Prometheus label values escape backslash, quote and newline.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// Serves /metrics on `listener` until the process ends.

@@ -114,6 +114,13 @@ impl TenantStats {
         self.oom_refused.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// (hits, misses, OOM refusals, commands per class) since the start, for /metrics.
+    pub fn lifetime_totals(&self) -> (u64, u64, u64, Vec<(&'static str, u64)>) {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let by_class = CLASSES.iter().zip(&self.ops).map(|(name, rw)| (*name, l(&rw[0]) + l(&rw[1]))).collect();
+        (l(&self.hits), l(&self.misses), l(&self.oom_refused), by_class)
+    }
+
     /// Totals since the start (or the namespace's drop): hits, misses, OOM refusals, and
     /// commands per class.
     pub fn counters(&self) -> serde_json::Value {
