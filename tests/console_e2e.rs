@@ -920,3 +920,88 @@ async fn the_history_samples_every_node_and_tenant_and_charts_them() {
     assert!(overview.contains(&format!("href=\"/nodes/127.0.0.1:{}\"", e1.port)), "the Overview links each node's page");
     drop(console);
 }
+
+/// The key browser lists a tenant's keys with SCAN over every engine, page after page (each
+/// key once), with type, TTL, size and encoding; shows one key's value; deletes one; and the
+/// slow log merges every engine's, per tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_browser_and_the_slow_log() {
+    let (e1, e2) = (Engine::start(&[]), Engine::start(&[]));
+    let proxy = Proxy::start_admin_on(0, &[&e1, &e2]);
+    let console = Console::start(&[&e1, &e2], &[&proxy]);
+    let url = console.url.clone();
+    let (session, csrf) = login(&url).await;
+    let token = token(&session, &url, &csrf, "keys").await;
+    let api_url = |p: &str| format!("{url}/api/v1{p}");
+    for name in ["shop", "blog"] {
+        let (status, body) = api(reqwest::Method::POST, api_url("/tenants"), &token, Some(json!({"name": name, "password": "pw"}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let mut c = redis_as(proxy.port, "shop", "pw").unwrap();
+    for i in 0..120 {
+        let _: () = redis::cmd("SET").arg(format!("user:{i}")).arg(format!("name {i}")).query(&mut c).unwrap();
+    }
+    let _: () = redis::cmd("SET").arg("session").arg("s").arg("EX").arg("600").query(&mut c).unwrap();
+    let _: () = redis::cmd("HSET").arg("h").arg("f1").arg("v1").arg("f2").arg("v2").query(&mut c).unwrap();
+    let _: () = redis::cmd("RPUSH").arg("l").arg("a").arg("b").query(&mut c).unwrap();
+    let mut other = redis_as(proxy.port, "blog", "pw").unwrap();
+    let _: () = redis::cmd("SET").arg("user:blog").arg("not shop's").query(&mut other).unwrap();
+
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    let mut pages = 0;
+    loop {
+        let (status, body) = api(reqwest::Method::GET, api_url(&format!("/tenants/shop/keys?pattern=user:*&cursor={cursor}")), &token, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        pages += 1;
+        for k in body["keys"].as_array().unwrap() {
+            assert_eq!(k["type"], "string", "{k}");
+            assert!(k["bytes"].as_i64().unwrap() > 0 && k["ttl_ms"].is_null(), "{k}");
+            assert!(seen.insert(k["key"].as_str().unwrap().to_string()), "listed twice: {k}");
+        }
+        cursor = body["cursor"].as_str().unwrap().to_string();
+        if cursor == "0" {
+            break;
+        }
+        assert!(pages < 20, "{body}");
+    }
+    let want: std::collections::BTreeSet<String> = (0..120).map(|i| format!("user:{i}")).collect();
+    assert_eq!(seen, want, "every key of the pattern, once, none of another tenant's");
+    assert!(pages >= 3, "{pages} pages of about 50");
+
+    let (_, body) = api(reqwest::Method::GET, api_url("/tenants/shop/key?key=h"), &token, None).await;
+    assert_eq!((body["key"]["type"].as_str(), body["key"]["length"].as_i64()), (Some("hash"), Some(2)), "{body}");
+    assert!(body["key"]["value"].as_array().unwrap().iter().any(|l| l == "f1 = v1"), "{body}");
+    let (_, body) = api(reqwest::Method::GET, api_url("/tenants/shop/key?key=session"), &token, None).await;
+    assert!(body["key"]["ttl_ms"].as_i64().unwrap() > 500_000, "{body}");
+    let (status, _) = api(reqwest::Method::GET, api_url("/tenants/shop/key?key=nothing"), &token, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, body) = api(reqwest::Method::DELETE, api_url("/tenants/shop/key?key=user:5"), &token, None).await;
+    assert_eq!(body["deleted"], true, "{body}");
+    assert_eq!(redis::cmd("GET").arg("user:5").query::<Option<String>>(&mut c).unwrap(), None);
+    let (_, body) = api(reqwest::Method::DELETE, api_url("/tenants/shop/key?key=user:5"), &token, None).await;
+    assert_eq!(body["deleted"], false);
+
+    // The pages.
+    let page = session.get(format!("{url}/tenants/shop/keys?pattern=user%3A1*")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("href=\"/tenants/shop/keys/view?key=user%3A1") && !page.contains("user:blog"), "{page}");
+    let page = session.get(format!("{url}/tenants/shop/keys/view?key=l")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("id=\"key-type\">list") && page.contains("data-confirm=\"Delete key l of tenant shop?\""), "{page}");
+    let r = session.post(format!("{url}/tenants/shop/keys/delete")).form(&[("csrf", csrf.as_str()), ("key", "l")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(redis::cmd("EXISTS").arg("l").query::<i64>(&mut c).unwrap(), 0);
+
+    // The slow log: every command is slow at a threshold of 0.
+    for e in [&e1, &e2] {
+        let _: () = redis::cmd("CONFIG").arg("SET").arg("slowlog-log-slower-than").arg("0").query(&mut e.client()).unwrap();
+    }
+    let _: () = redis::cmd("SET").arg("slow:shop").arg("1").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("slow:blog").arg("1").query(&mut other).unwrap();
+    let (_, body) = api(reqwest::Method::GET, api_url("/slowlog?tenant=shop"), &token, None).await;
+    let entries = body["entries"].as_array().unwrap();
+    assert!(entries.iter().any(|e| e["args"] == json!(["SET", "slow:shop", "1"])), "{body}");
+    assert!(entries.iter().all(|e| e["tenant"] == "shop" && e["engine"].is_string()), "{body}");
+    let page = session.get(format!("{url}/slowlog")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("SET slow:shop 1") && page.contains("SET slow:blog 1"), "every tenant's: {page}");
+    drop(console);
+}

@@ -55,7 +55,7 @@ pub fn tenancy(spec: &CommandSpec, argv: &[&[u8]]) -> Tenancy {
         Acl | Config | Debug | Module | Replicaof | Slaveof | Psync | Sync | Replconf | Shutdown | Monitor => Operator,
         // Persistence writes every tenant's data; the slow log shows every tenant's commands
         // with their arguments.
-        Save | Bgsave | Slowlog => Operator,
+        Save | Bgsave | Slowlog | TerraceSlowlog => Operator,
         // The latency monitor is shared; reading it is harmless, resetting it is not.
         Latency if sub_is(argv, &["reset"]) => Operator,
         Memory if !sub_is(argv, &["usage", "help"]) => Operator,

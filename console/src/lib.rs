@@ -7,6 +7,7 @@
 
 mod advice;
 pub mod auth;
+mod browse;
 mod charts;
 pub mod config;
 pub mod db;

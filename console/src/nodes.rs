@@ -91,6 +91,19 @@ impl Node {
         cmd.query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })
     }
 
+    /// Several commands in one round trip; each one's reply (an error reply as an error).
+    pub async fn pipeline(&mut self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<redis::Value>, NodeError> {
+        let mut p = redis::pipe();
+        for c in commands {
+            let mut cmd = redis::cmd(std::str::from_utf8(&c[0]).unwrap_or("PING"));
+            for a in &c[1..] {
+                cmd.arg(a.as_slice());
+            }
+            p.add_command(cmd);
+        }
+        p.query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })
+    }
+
     /// A command answering JSON in a bulk string.
     pub async fn json(&mut self, args: &[&str]) -> Result<serde_json::Value, NodeError> {
         let text: String = self.run(args).await?;

@@ -26,6 +26,13 @@ pub enum OpError {
     Db(#[from] DbError),
 }
 
+/// A node that failed or refused: the operation could not be done there (502).
+impl From<crate::nodes::NodeError> for OpError {
+    fn from(e: crate::nodes::NodeError) -> OpError {
+        OpError::Unavailable(e.to_string())
+    }
+}
+
 impl OpError {
     /// The HTTP status it answers with (pages and API alike).
     pub fn status(&self) -> axum::http::StatusCode {

@@ -638,6 +638,83 @@ pub fn node_history_charts(samples: &[crate::db::NodeSample], kind: &str) -> Vec
 }
 
 #[derive(Template, WebTemplate)]
+#[template(path = "keys.html")]
+pub struct KeysPage {
+    pub frame: Frame,
+    pub tenant: String,
+    pub pattern: String,
+    pub page: crate::browse::KeyPage,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "key.html")]
+pub struct KeyPage {
+    pub frame: Frame,
+    pub tenant: String,
+    pub key: crate::browse::KeyView,
+}
+
+/// A slow log entry as the page shows it.
+pub struct SlowRow {
+    pub time: i64,
+    pub when: String,
+    pub took: String,
+    pub tenant: String,
+    pub command: String,
+    pub client: String,
+    pub engine: String,
+}
+
+impl SlowRow {
+    pub fn of(e: &Value) -> SlowRow {
+        let args: Vec<&str> = e["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        SlowRow {
+            time: e["time"].as_i64().unwrap_or(0),
+            when: charts::date_time(e["time"].as_i64().unwrap_or(0)),
+            took: charts::micros(e["duration_us"].as_f64().unwrap_or(0.0)),
+            tenant: e["tenant"].as_str().unwrap_or("").to_string(),
+            command: args.join(" "),
+            client: e["client"].as_str().unwrap_or("").to_string(),
+            engine: e["engine"].as_str().unwrap_or("").to_string(),
+        }
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "slowlog.html")]
+pub struct SlowlogPage {
+    pub frame: Frame,
+    pub tenant: String,
+    pub entries: Vec<SlowRow>,
+    pub problems: Vec<String>,
+}
+
+/// A key's time to live ("none": no expiry).
+pub fn ttl(ms: &Option<i64>) -> String {
+    ms.map_or_else(|| "none".into(), duration_ms)
+}
+
+/// A key's size in bytes ("—": unknown).
+pub fn size(bytes: &Option<i64>) -> String {
+    bytes.map_or_else(|| "—".into(), |b| human_bytes(b as f64))
+}
+
+pub fn opt_i64(v: &Option<i64>) -> String {
+    v.map_or_else(|| "—".into(), |v| v.to_string())
+}
+
+/// Milliseconds for a person: "850 ms", "12 s", "3 min", "5 h", "2 days".
+pub fn duration_ms(ms: i64) -> String {
+    match ms {
+        ms if ms < 1000 => format!("{ms} ms"),
+        ms if ms < 120_000 => format!("{} s", ms / 1000),
+        ms if ms < 7_200_000 => format!("{} min", ms / 60_000),
+        ms if ms < 172_800_000 => format!("{} h", ms / 3_600_000),
+        ms => format!("{} days", ms / 86_400_000),
+    }
+}
+
+#[derive(Template, WebTemplate)]
 #[template(path = "node.html")]
 pub struct NodePage {
     pub frame: Frame,

@@ -35,6 +35,9 @@ pub fn router() -> Router<Arc<Console>> {
         .route("/nodes", get(nodes))
         .route("/nodes/{address}/history", get(node_history))
         .route("/tenants/{name}/history", get(tenant_history))
+        .route("/tenants/{name}/keys", get(list_keys))
+        .route("/tenants/{name}/key", get(get_key).delete(delete_key))
+        .route("/slowlog", get(slowlog))
         .route("/snapshot", post(snapshot_now))
         .route("/engines", post(add_engine))
         .route("/engines/{address}", axum::routing::delete(remove_engine))
@@ -328,6 +331,55 @@ impl Span {
 
 fn bad_span() -> Response {
     error(StatusCode::BAD_REQUEST, "query: hours must be from 1 to 720")
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysQuery {
+    #[serde(default)]
+    pattern: String,
+    #[serde(default)]
+    cursor: String,
+}
+
+async fn list_keys(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, ApiQuery(q): ApiQuery<KeysQuery>) -> Response {
+    match crate::browse::scan(&c, &name, &q.pattern, &q.cursor).await {
+        Ok(page) => Json(json!({ "tenant": name, "keys": page.keys, "cursor": page.cursor })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyQuery {
+    key: String,
+}
+
+async fn get_key(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, ApiQuery(q): ApiQuery<KeyQuery>) -> Response {
+    match crate::browse::view(&c, &name, &q.key).await {
+        Ok(key) => Json(json!({ "tenant": name, "key": key })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+async fn delete_key(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, ApiQuery(q): ApiQuery<KeyQuery>) -> Response {
+    match crate::browse::delete(&c, &name, &q.key).await {
+        Ok(deleted) => Json(json!({ "tenant": name, "key": q.key, "deleted": deleted })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SlowlogQuery {
+    tenant: Option<String>,
+}
+
+async fn slowlog(_: ApiUser, State(c): State<Arc<Console>>, ApiQuery(q): ApiQuery<SlowlogQuery>) -> Response {
+    match crate::browse::slowlog(&c, q.tenant.as_deref()).await {
+        Ok((entries, problems)) => Json(json!({ "entries": entries, "problems": problems })).into_response(),
+        Err(e) => op_error(e),
+    }
 }
 
 async fn node_history(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(address): ApiPath<String>, ApiQuery(q): ApiQuery<Span>) -> Response {

@@ -64,6 +64,32 @@ pub fn document() -> Value {
             "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies and the coordinator's latest events.", "200", "Topology", &[]) },
             "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", "FailedOver", &["404", "409", "422", "502"]), "FailoverRequest") },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked, with what of each engine's data survives a restart (`durability`).", "200", "Nodes", &[]) },
+            "/tenants/{name}/keys": {
+                "get": {
+                    "summary": "A page of the tenant's keys (SCAN, engine after engine; never KEYS): each one's type, TTL, size, encoding and engine. Pass `cursor` back for the next page (\"0\": the last).",
+                    "parameters": [
+                        { "name": "name", "in": "path", "required": true, "schema": { "type": "string" } },
+                        { "name": "pattern", "in": "query", "required": false, "schema": { "type": "string" }, "description": "A glob, as SCAN's MATCH." },
+                        { "name": "cursor", "in": "query", "required": false, "schema": { "type": "string" } },
+                    ],
+                    "responses": op("", "200", "KeyList", &["404", "422", "502"])["responses"].clone(),
+                },
+            },
+            "/tenants/{name}/key": {
+                "parameters": [
+                    { "name": "name", "in": "path", "required": true, "schema": { "type": "string" } },
+                    { "name": "key", "in": "query", "required": true, "schema": { "type": "string" } },
+                ],
+                "get": op("One key with the start of its value (4 KiB of a string, 100 elements of a collection).", "200", "KeyOne", &["404", "502"]),
+                "delete": op("Delete one key.", "200", "KeyDeleted", &["404", "502"]),
+            },
+            "/slowlog": {
+                "get": {
+                    "summary": "Every engine's slow log merged, newest first, each entry with its tenant and engine.",
+                    "parameters": [{ "name": "tenant", "in": "query", "required": false, "schema": { "type": "string" } }],
+                    "responses": op("", "200", "Slowlog", &["502"])["responses"].clone(),
+                },
+            },
             "/nodes/{address}/history": {
                 "get": {
                     "summary": "A proxy's or engine's history: a sample every `sample_ms` for a day, 5-minute averages for 30 days (rates per second over each interval).",
@@ -249,6 +275,32 @@ pub fn document() -> Value {
                     },
                 },
                 "Nodes": { "type": "object", "required": ["proxies", "engines"], "properties": { "proxies": { "type": "array", "items": { "$ref": "#/components/schemas/NodeStatus" } }, "engines": { "type": "array", "items": { "$ref": "#/components/schemas/NodeStatus" } } } },
+                "KeyRow": {
+                    "type": "object",
+                    "required": ["key", "type", "encoding", "engine"],
+                    "properties": {
+                        "key": { "type": "string" },
+                        "type": { "type": "string" },
+                        "ttl_ms": { "type": "integer", "nullable": true, "description": "null: no expiry." },
+                        "bytes": { "type": "integer", "nullable": true },
+                        "encoding": { "type": "string" },
+                        "engine": { "type": "string" },
+                        "length": { "type": "integer", "nullable": true },
+                        "value": { "type": "array", "items": { "type": "string" } },
+                        "truncated": { "type": "boolean" },
+                    },
+                },
+                "KeyList": { "type": "object", "required": ["tenant", "keys", "cursor"], "properties": { "tenant": { "type": "string" }, "keys": { "type": "array", "items": { "$ref": "#/components/schemas/KeyRow" } }, "cursor": { "type": "string" } } },
+                "KeyOne": { "type": "object", "required": ["tenant", "key"], "properties": { "tenant": { "type": "string" }, "key": { "$ref": "#/components/schemas/KeyRow" } } },
+                "KeyDeleted": { "type": "object", "required": ["tenant", "key", "deleted"], "properties": { "tenant": { "type": "string" }, "key": { "type": "string" }, "deleted": { "type": "boolean", "description": "false: there was no such key." } } },
+                "Slowlog": {
+                    "type": "object",
+                    "required": ["entries", "problems"],
+                    "properties": {
+                        "entries": { "type": "array", "items": { "type": "object", "required": ["id", "time", "duration_us", "args", "tenant", "engine"], "properties": { "id": { "type": "integer" }, "time": { "type": "integer" }, "duration_us": { "type": "integer" }, "args": { "type": "array", "items": { "type": "string" } }, "client": { "type": "string" }, "client_name": { "type": "string" }, "tenant": { "type": "string" }, "engine": { "type": "string" } } } },
+                        "problems": { "type": "array", "items": { "type": "string" }, "description": "Engines whose slow log could not be read." },
+                    },
+                },
                 "NodeHistory": {
                     "type": "object",
                     "required": ["address", "samples"],

@@ -138,6 +138,66 @@ pub async fn snapshot_now(State(console): State<Arc<Console>>, PageUser(s, _): P
 }
 
 #[derive(serde::Deserialize)]
+pub struct KeysQuery {
+    #[serde(default)]
+    pattern: String,
+    #[serde(default)]
+    cursor: String,
+}
+
+/// The key browser: a page of the tenant's keys matching a pattern.
+pub async fn keys(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Query(q): Query<KeysQuery>) -> Response {
+    match crate::browse::scan(&console, &name, &q.pattern, &q.cursor).await {
+        Ok(page) => crate::views::KeysPage { frame: frame(&s), tenant: name, pattern: q.pattern, page }.into_response(),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub struct KeyQuery {
+    key: String,
+}
+
+/// One key and (the start of) its value.
+pub async fn key(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Query(q): Query<KeyQuery>) -> Response {
+    match crate::browse::view(&console, &name, &q.key).await {
+        Ok(key) => crate::views::KeyPage { frame: frame(&s), tenant: name, key }.into_response(),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+pub async fn delete_key(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    let Some(key) = f.get("key") else {
+        return error_page(Some(frame(&s)), StatusCode::UNPROCESSABLE_ENTITY, "Which key? (key: its name)");
+    };
+    match crate::browse::delete(&console, &name, key).await {
+        Ok(_) => Redirect::to(&format!("/tenants/{name}/keys")).into_response(),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub struct SlowlogQuery {
+    #[serde(default)]
+    tenant: String,
+}
+
+/// Every engine's slow log, merged; one tenant's when asked.
+pub async fn slowlog(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Query(q): Query<SlowlogQuery>) -> Response {
+    let tenant = q.tenant.trim().to_string();
+    match crate::browse::slowlog(&console, (!tenant.is_empty()).then_some(tenant.as_str())).await {
+        Ok((entries, problems)) => {
+            let entries = entries.iter().map(crate::views::SlowRow::of).collect();
+            crate::views::SlowlogPage { frame: frame(&s), tenant, entries, problems }.into_response()
+        }
+        Err(e) => op_error(&s, e),
+    }
+}
+
+#[derive(serde::Deserialize)]
 pub struct Span {
     hours: Option<i64>,
 }

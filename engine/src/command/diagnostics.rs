@@ -52,6 +52,48 @@ pub fn slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// TERRACE.SLOWLOG [count] — the slow log's newest `count` (10; -1: all) entries as JSON,
+/// each with the tenant whose namespace it ran in (the console merges every engine's).
+pub fn terrace_slowlog(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    let n = match argv.get(1) {
+        None => 10,
+        Some(a) => match int(a)? {
+            -1 => usize::MAX,
+            n if n >= 0 => n as usize,
+            _ => return Err(err("ERR count should be greater than or equal to -1")),
+        },
+    };
+    if argv.len() > 2 {
+        return Err(CmdError::Syntax);
+    }
+    let names = ctx.srv.namespaces.lock().clone();
+    let entries: Vec<serde_json::Value> = ctx
+        .srv
+        .slowlog
+        .entries
+        .lock()
+        .iter()
+        .take(n)
+        .map(|e| {
+            let tenant = match names.get(e.namespace).map(String::as_str) {
+                None | Some("") => "default",
+                Some(t) => t,
+            };
+            serde_json::json!({
+                "id": e.id,
+                "time": e.time,
+                "duration_us": e.duration_us,
+                "args": e.args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>(),
+                "client": e.addr,
+                "client_name": e.name,
+                "tenant": tenant,
+            })
+        })
+        .collect();
+    ctx.out.bulk(serde_json::Value::Array(entries).to_string().as_bytes());
+    Ok(())
+}
+
 /// LATENCY: Terrace does not run Redis's latency monitor; the event lists are always empty.
 /// LATENCY: the latency monitor's events (`crate::latency`) and the per-command latency
 /// histograms.

@@ -76,6 +76,7 @@ fn handler_for(id: CommandId) -> Handler {
         CommandId::TerraceNamespace => server::namespace,
         CommandId::TerraceDropnamespace => server::drop_namespace,
         CommandId::TerraceNamespaces => server::namespaces,
+        CommandId::TerraceSlowlog => diagnostics::terrace_slowlog,
         CommandId::TerraceRetrain => compression::retrain,
         CommandId::TerraceThreads => server::threads,
         CommandId::TerraceEpoch => server::terrace_epoch,

@@ -263,6 +263,8 @@ pub struct SlowEntry {
     pub args: Vec<Vec<u8>>,
     pub addr: String,
     pub name: String,
+    /// The namespace it ran in (its tenant, for the console's slow log).
+    pub namespace: usize,
 }
 
 /// The slow log: commands slower than `threshold_us` (negative: off), newest first.
@@ -308,6 +310,7 @@ impl SlowLog {
             args,
             addr: client.addr.clone(),
             name: client.name.lock().clone().unwrap_or_default(),
+            namespace: client.namespace.load(Ordering::Relaxed),
         };
         let mut e = self.entries.lock();
         e.push_front(entry);
