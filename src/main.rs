@@ -78,6 +78,10 @@ struct ConsoleArgs {
     /// Milliseconds between the history's samples of every node and tenant [default: 10000]
     #[arg(long)]
     sample_ms: Option<u64>,
+    /// POST every event (changes, failovers, restarts, alerts) as JSON to this http:// URL
+    /// [env: TERRACE_CONSOLE_WEBHOOK_URL]
+    #[arg(long, env = "TERRACE_CONSOLE_WEBHOOK_URL")]
+    webhook_url: Option<String>,
     /// Replicas of a new slot map, comma-separated host:port; the i-th follows engine i
     /// modulo the engines [env: TERRACE_CONSOLE_REPLICAS]
     #[arg(long)]
@@ -110,6 +114,7 @@ impl ConsoleArgs {
             proxies: self.proxies.map(list),
             reconcile_ms: self.reconcile_ms,
             sample_ms: self.sample_ms,
+            webhook_url: self.webhook_url,
             replicas: self.replicas.map(list),
             health_ms: self.health_ms,
             failover_after_ms: self.failover_after_ms,

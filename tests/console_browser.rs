@@ -55,12 +55,23 @@ async fn browser(driver: &Driver, profile: &std::path::Path) -> fantoccini::Clie
         .expect("a Chromium session through chromedriver")
 }
 
+/// A screenshot of the page, into `$CARGO_TARGET_TMPDIR/console-screenshots/` — and into the
+/// repository's `docs/` with `TERRACE_SCREENSHOTS_TO_DOCS=1` (how the README's are made).
 async fn screenshot(c: &fantoccini::Client, name: &str) {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
     std::fs::create_dir_all(&dir).unwrap();
     let png = c.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    if std::env::var_os("TERRACE_SCREENSHOTS_TO_DOCS").is_some() {
+        std::fs::write(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs").join(format!("console-{name}.png")), &png).unwrap();
+    }
     std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+/// Whether the page is wider than the window (a horizontal scroll bar): (page, window) width.
+async fn widths(c: &fantoccini::Client) -> (u64, u64) {
+    let v = c.execute("return [document.documentElement.scrollWidth, window.innerWidth];", vec![]).await.unwrap();
+    (v[0].as_u64().unwrap(), v[1].as_u64().unwrap())
 }
 
 /// Waits for a navigation (a form post and its redirect) to land on `path`.
@@ -95,7 +106,7 @@ async fn text_of(c: &fantoccini::Client, css: &str) -> String {
 async fn an_operator_creates_a_tenant_retrains_it_and_reads_the_advisor() {
     let (e1, e2) = (Engine::start(&[]), Engine::start(&[]));
     let proxy = Proxy::start_admin_on(0, &[&e1, &e2]);
-    let console = Console::start(&[&e1, &e2], &[&proxy]);
+    let console = Console::start_with(&[&e1, &e2], &[&proxy], &["--sample-ms", "1000"]);
     let driver = Driver::start();
     let profile = temp_dir("chromium-profile");
     let c = browser(&driver, &profile).await;
@@ -194,6 +205,55 @@ async fn an_operator_creates_a_tenant_retrains_it_and_reads_the_advisor() {
     let notice = wait_for(&c, "p.notice").await.text().await.unwrap();
     assert!(notice.starts_with("Applied:") && notice.contains(&chosen), "{notice} (chose {chosen})");
     assert!(text_of(&c, "#options").await.contains(&format!("{chosen} (today)")), "the chosen configuration is today's now");
+
+    // Every page at 1400 px and at 400 px: none is wider than its window.
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    redis::cmd("AUTH").arg("cities").arg("city-pw").query::<()>(&mut r).unwrap();
+    let _: () = redis::cmd("HSET").arg("an-example-hash-with-a-rather-long-name-to-wrap").arg("field").arg("x".repeat(300)).query(&mut r).unwrap();
+    let engine = format!("127.0.0.1:{}", e1.port);
+    let pages = [
+        "/".to_string(),
+        "/tenants".into(),
+        "/tenants/new".into(),
+        "/tenants/cities".into(),
+        "/tenants/cities/edit".into(),
+        "/tenants/cities/advisor".into(),
+        "/tenants/cities/keys".into(),
+        "/tenants/cities/keys/view?key=an-example-hash-with-a-rather-long-name-to-wrap".into(),
+        "/topology".into(),
+        "/slowlog".into(),
+        "/events".into(),
+        format!("/nodes/{engine}"),
+        "/tokens".into(),
+        "/users".into(),
+        "/account".into(),
+    ];
+    for (width, height) in [(1400u32, 1000u32), (400, 900)] {
+        c.set_window_size(width, height).await.unwrap();
+        for page in &pages {
+            c.goto(&format!("{url}{page}")).await.unwrap();
+            wait_for(&c, "main h1").await;
+            let (page_width, window) = widths(&c).await;
+            assert!(page_width <= window, "{page} at {width} px: the page is {page_width} px wide in a {window} px window");
+        }
+    }
+    // The README's screenshots (after a few history samples of some traffic).
+    for i in 0..3000 {
+        let _: Option<String> = redis::cmd("GET").arg(format!("city:{}", i % 100)).query(&mut r).unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    c.set_window_size(1400, 1000).await.unwrap();
+    for (page, name) in
+        [("/", "overview"), ("/tenants/cities", "tenant"), (&format!("/nodes/{engine}")[..], "node"), ("/tenants/cities/keys", "keys"), ("/events", "events")]
+    {
+        c.goto(&format!("{url}{page}")).await.unwrap();
+        wait_for(&c, "main h1").await;
+        screenshot(&c, name).await;
+    }
+    c.set_window_size(400, 900).await.unwrap();
+    c.goto(&format!("{url}/tenants/cities")).await.unwrap();
+    wait_for(&c, "main h1").await;
+    screenshot(&c, "tenant-narrow").await;
     c.close().await.unwrap();
     let _ = std::fs::remove_dir_all(&profile);
 }

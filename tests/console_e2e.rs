@@ -43,7 +43,7 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     assert_eq!(page.headers()["location"], "/login");
     assert_eq!(reqwest::get(format!("{url}/static/console.css")).await.unwrap().status(), StatusCode::OK);
     let (status, body) = api(reqwest::Method::GET, api_url("/tenants"), "trc_bogus", None).await;
-    assert_eq!((status, body["error"].as_str().unwrap()), (StatusCode::UNAUTHORIZED, "invalid or revoked API token"));
+    assert_eq!((status, body["error"].as_str().unwrap()), (StatusCode::UNAUTHORIZED, "invalid, revoked or expired API token"));
 
     let (session, csrf) = login(&url).await;
     // A form without the session's CSRF token is refused, and so is a cookie-authenticated
@@ -229,7 +229,7 @@ async fn api_authenticates_validates_and_applies_tenants_live() {
     let (status, _) = api(reqwest::Method::DELETE, api_url(&format!("/tokens/{id}")), &token, None).await;
     assert_eq!(status, StatusCode::OK);
     let (status, body) = get("/tenants").await;
-    assert_eq!((status, body["error"].as_str().unwrap()), (StatusCode::UNAUTHORIZED, "invalid or revoked API token"));
+    assert_eq!((status, body["error"].as_str().unwrap()), (StatusCode::UNAUTHORIZED, "invalid, revoked or expired API token"));
     let token = self::token(&session, &url, &csrf, "second").await;
 
     // Delete: the proxy refuses the tenant, the engines drop its data.
@@ -1003,5 +1003,180 @@ async fn the_key_browser_and_the_slow_log() {
     assert!(entries.iter().all(|e| e["tenant"] == "shop" && e["engine"].is_string()), "{body}");
     let page = session.get(format!("{url}/slowlog")).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("SET slow:shop 1") && page.contains("SET slow:blog 1"), "every tenant's: {page}");
+    drop(console);
+}
+
+/// Users and roles: a viewer reads, an operator changes everything but users and API
+/// tokens, an admin those too; tokens carry a role (at most their creator's) and an expiry;
+/// every change is in the events with who made it and the state before and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_limit_users_and_tokens_and_every_change_is_audited() {
+    let e = Engine::start(&[]);
+    let proxy = Proxy::start_admin_on(0, &[&e]);
+    let console = Console::start(&[&e], &[&proxy]);
+    let url = console.url.clone();
+    let (session, csrf) = login(&url).await;
+    let admin = token(&session, &url, &csrf, "ci").await;
+    let api_url = |p: &str| format!("{url}/api/v1{p}");
+    let call = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
+        let (url, token) = (api_url(path), token.to_string());
+        async move { api(method, url, &token, body).await }
+    };
+    for (name, role) in [("vera", "viewer"), ("otto", "operator")] {
+        let (status, body) = call(reqwest::Method::POST, "/users", &admin, Some(json!({"name": name, "password": "password-1", "role": role}))).await;
+        assert_eq!((status, body["user"]["role"].as_str()), (StatusCode::CREATED, Some(role)), "{body}");
+    }
+    let (status, _) = call(reqwest::Method::POST, "/users", &admin, Some(json!({"name": "vera", "password": "password-1", "role": "viewer"}))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, body) = call(reqwest::Method::POST, "/tokens", &admin, Some(json!({"name": "ro", "role": "viewer", "expires_in_days": 7}))).await;
+    assert_eq!((status, body["role"].as_str()), (StatusCode::CREATED, Some("viewer")), "{body}");
+    assert!(body["expires_at"].as_i64().unwrap() > 0);
+    let viewer = body["token"].as_str().unwrap().to_string();
+    let (status, body) = call(reqwest::Method::POST, "/tokens", &admin, Some(json!({"name": "x", "role": "root"}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+
+    // A viewer reads, and changes nothing.
+    let (status, _) = call(reqwest::Method::GET, "/tenants", &viewer, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = call(reqwest::Method::POST, "/tenants", &viewer, Some(json!({"name": "shop", "password": "pw"}))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"], "this needs the operator role; token ro has the viewer role");
+    let (status, _) = call(reqwest::Method::GET, "/users", &viewer, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // An operator changes tenants, not users or tokens.
+    let otto = browser();
+    let page = otto.get(format!("{url}/login")).send().await.unwrap().text().await.unwrap();
+    let r = otto.post(format!("{url}/login")).form(&[("csrf", csrf_of(&page).as_str()), ("user", "otto"), ("password", "password-1")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "otto logs in");
+    let page = otto.get(format!("{url}/tenants/new")).send().await.unwrap().text().await.unwrap();
+    let otto_csrf = csrf_of(&page);
+    let r = otto
+        .post(format!("{url}/tenants/new"))
+        .form(&[("csrf", otto_csrf.as_str()), ("name", "shop"), ("password", "pw"), ("compression", "none")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "an operator creates a tenant");
+    let r = otto.get(format!("{url}/users")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(r.text().await.unwrap().contains("This needs the admin role; otto has the operator role."));
+    let r = otto.post(format!("{url}/tokens")).form(&[("csrf", otto_csrf.as_str()), ("name", "mine")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "tokens are credentials: an admin's");
+
+    // The audit log: who, what, before → after.
+    let (status, body) = call(reqwest::Method::PATCH, "/tenants/shop", &admin, Some(json!({"compression": "zstd"}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, events) = call(reqwest::Method::GET, "/events?limit=50", &admin, None).await;
+    let list = events["events"].as_array().unwrap();
+    let patch = list.iter().find(|e| e["message"] == "PATCH /api/v1/tenants/shop").expect("the PATCH is in the log");
+    assert_eq!((patch["actor"].as_str(), patch["target"].as_str()), (Some("token ci"), Some("tenant shop")), "{patch}");
+    assert_eq!((patch["before"]["compression"].as_str(), patch["after"]["compression"].as_str()), (Some("none"), Some("zstd")), "{patch}");
+    let created = list.iter().find(|e| e["message"] == "POST /tenants/new").expect("the page's create is in the log");
+    assert_eq!(created["actor"], "user otto", "{created}");
+    assert!(list.iter().any(|e| e["message"] == "POST /api/v1/users" && e["actor"] == "token ci"), "{events}");
+    assert!(!list.iter().any(|e| e["actor"] == "token ro"), "a refused change is not one");
+    let page = session.get(format!("{url}/events")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("compression: &#34;none&#34; → &#34;zstd&#34;"), "before → after, escaped: {page}");
+
+    // The last admin stays; a role change ends the user's sessions.
+    let (status, _) = call(reqwest::Method::PATCH, "/users/admin", &admin, Some(json!({"role": "viewer"}))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, body) = call(reqwest::Method::PATCH, "/users/otto", &admin, Some(json!({"role": "viewer"}))).await;
+    assert_eq!((status, body["user"]["role"].as_str()), (StatusCode::OK, Some("viewer")));
+    let r = otto.get(format!("{url}/tenants")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "otto's session ended with the role change");
+    let (status, _) = call(reqwest::Method::DELETE, "/users/otto", &admin, None).await;
+    assert_eq!(status, StatusCode::OK);
+    drop(console);
+}
+
+/// Events and alerts: an engine that stops answering raises an alert on the Overview and in
+/// the events; back (a new run ID) it is an engine restart and the alert clears; every event
+/// — those and the changes with who made them — is POSTed to the webhook, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alerts_and_events_reach_the_overview_and_the_webhook() {
+    // A webhook receiver: every POST's JSON body, in arrival order.
+    let received: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = Default::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    let bodies = received.clone();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else { return };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Headers, then Content-Length bytes of body.
+            let body = loop {
+                let n = s.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    break None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break Some(buf[end + 4..end + 4 + len].to_vec());
+                    }
+                }
+            };
+            if let Some(b) = body {
+                bodies.lock().unwrap().push(serde_json::from_slice(&b).unwrap());
+            }
+            let _ = s.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+        }
+    });
+    let dir = temp_dir("alerts-engine");
+    let e1 = Engine::start(&[]);
+    let mut e2 = Engine::start_on(0, &dir);
+    let port2 = e2.port;
+    let proxy = Proxy::start_admin_on(0, &[&e1, &e2]);
+    let console = Console::start_with(&[&e1, &e2], &[&proxy], &["--sample-ms", "1000", "--webhook-url", &hook]);
+    let url = console.url.clone();
+    let (session, csrf) = login(&url).await;
+    let token = token(&session, &url, &csrf, "alerts").await;
+    let (status, _) = api(reqwest::Method::POST, format!("{url}/api/v1/tenants"), &token, Some(json!({"name": "shop", "password": "pw"}))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let wait_for_hook = |what: &'static str, pred: fn(&Value) -> bool| {
+        let received = received.clone();
+        async move {
+            for _ in 0..300 {
+                if received.lock().unwrap().iter().any(pred) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            panic!("the webhook got no {what}: {:?}", received.lock().unwrap());
+        }
+    };
+    wait_for_hook("tenant creation", |e| e["message"] == "POST /api/v1/tenants" && e["actor"] == "token alerts" && e["kind"] == "change").await;
+
+    e2.stop();
+    let down = format!("engine 127.0.0.1:{port2} does not answer");
+    let mut overview = String::new();
+    for _ in 0..200 {
+        overview = session.get(format!("{url}/")).send().await.unwrap().text().await.unwrap();
+        if overview.contains(&down) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(overview.contains("id=\"alerts\"") && overview.contains(&down), "the Overview flags it: {overview}");
+    assert!(overview.contains("<tr class=\"alert\">"), "its row is flagged");
+    wait_for_hook("alert", |e| e["kind"] == "alert" && e["message"].as_str().unwrap_or("").ends_with("does not answer")).await;
+
+    let _e2 = Engine::start_on(port2, &dir);
+    wait_for_hook("restart", |e| e["kind"] == "restart" && e["message"].as_str().unwrap_or("").contains("restarted")).await;
+    wait_for_hook("cleared alert", |e| e["kind"] == "alert cleared").await;
+    let (_, events) = api(reqwest::Method::GET, format!("{url}/api/v1/events"), &token, None).await;
+    let kinds: Vec<&str> = events["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"alert") && kinds.contains(&"restart") && kinds.contains(&"alert cleared") && kinds.contains(&"change"), "{kinds:?}");
+    let ids: Vec<i64> = received.lock().unwrap().iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order, once each: {ids:?}");
     drop(console);
 }

@@ -46,8 +46,52 @@ pub async fn ensure_admin(db: &Db, configured: Option<&str>) -> Result<Option<St
     let password = configured.map(str::to_string).unwrap_or_else(|| random_hex(12));
     let pw = password.clone();
     let hash = tokio::task::spawn_blocking(move || hash_password(&pw)).await.expect("hashing does not panic");
-    db::add_user(db, "admin", &hash).await?;
+    db::add_user(db, "admin", &hash, Role::Admin.name()).await?;
     Ok(configured.is_none().then_some(password))
+}
+
+/// What a user or token may do: a viewer reads; an operator changes everything but users and
+/// API tokens; an admin changes those too. Ordered by what they allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Viewer,
+    Operator,
+    Admin,
+}
+
+impl Role {
+    pub const NAMES: [&'static str; 3] = ["viewer", "operator", "admin"];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// A stored or given role ("viewer", "operator", "admin").
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "viewer" => Some(Role::Viewer),
+            "operator" => Some(Role::Operator),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+
+    /// The role a request needs: reading anything, a viewer; managing users or API tokens,
+    /// an admin; any other change, an operator. `path` is under `/` (pages) or the API's root.
+    pub fn needed(method: &axum::http::Method, path: &str) -> Role {
+        let reads = matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD);
+        let credentials = ["/users", "/tokens"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")));
+        // (Everyone may log out and change their own password.)
+        let own = path == "/logout" || path == "/account";
+        match (reads, credentials) {
+            _ if own => Role::Viewer,
+            (true, true) => Role::Admin,
+            (true, false) => Role::Viewer,
+            (false, true) => Role::Admin,
+            (false, false) => Role::Operator,
+        }
+    }
 }
 
 /// A logged-in user's session.
@@ -55,6 +99,7 @@ pub async fn ensure_admin(db: &Db, configured: Option<&str>) -> Result<Option<St
 pub struct Session {
     pub user: String,
     pub csrf: String,
+    pub role: Role,
 }
 
 /// Starts a session: answers the cookie's token.
@@ -65,22 +110,24 @@ pub async fn login(db: &Db, user_id: i64) -> Result<String, DbError> {
 }
 
 pub async fn session(db: &Db, token: &str) -> Result<Option<Session>, DbError> {
-    Ok(db::session(db, &sha256_hex(token.as_bytes())).await?.map(|(user, csrf)| Session { user, csrf }))
+    Ok(db::session(db, &sha256_hex(token.as_bytes())).await?.map(|(user, csrf, role)| Session { user, csrf, role: Role::parse(&role).unwrap_or(Role::Viewer) }))
 }
 
 pub async fn logout(db: &Db, token: &str) -> Result<(), DbError> {
     db::drop_session(db, &sha256_hex(token.as_bytes())).await
 }
 
-/// A new API token: (id, the token — shown once).
-pub async fn create_token(db: &Db, name: &str) -> Result<(i64, String), DbError> {
+/// A new API token with `role`, valid until `expires_at` (None: until revoked), made by
+/// `created_by`: (id, the token — shown once).
+pub async fn create_token(db: &Db, name: &str, role: Role, expires_at: Option<i64>, created_by: &str) -> Result<(i64, String), DbError> {
     let token = format!("trc_{}", random_hex(24));
-    let id = db::add_token(db, name, &sha256_hex(token.as_bytes()), &token[..12]).await?;
+    let id = db::add_token(db, name, &sha256_hex(token.as_bytes()), &token[..12], role.name(), expires_at, created_by).await?;
     Ok((id, token))
 }
 
-pub async fn token_valid(db: &Db, token: &str) -> Result<bool, DbError> {
-    db::token_valid(db, &sha256_hex(token.as_bytes())).await
+/// A valid token's name and role (None: unknown, revoked or expired).
+pub async fn token_valid(db: &Db, token: &str) -> Result<Option<(String, Role)>, DbError> {
+    Ok(db::token_valid(db, &sha256_hex(token.as_bytes())).await?.map(|(name, role)| (name, Role::parse(&role).unwrap_or(Role::Viewer))))
 }
 
 /// Compares without stopping at the first difference.

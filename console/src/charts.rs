@@ -72,7 +72,10 @@ impl Frame {
         if y1 <= y0 {
             y1 = y0 + if y0 == 0.0 { 1.0 } else { y0.abs() * 0.1 };
         }
-        Frame { x0, x1, y0, y1: y1 + (y1 - y0) * 0.05 }
+        // Headroom above the highest value, but a share (at most 1) stays within 100%.
+        let padded = y1 + (y1 - y0) * 0.05;
+        let y1 = if y1 <= 1.0 && padded > 1.0 && y0 >= 0.0 { 1.0 } else { padded };
+        Frame { x0, x1, y0, y1 }
     }
 
     fn px(&self, x: f64) -> f64 {
@@ -203,7 +206,7 @@ pub fn over_time(a: &Axes, series: &[Series]) -> String {
             sp = span.round() as i64,
             x = f.px(t),
             ty = H - BOTTOM + 16.0,
-            l = esc(&utc_tick(t as i64, span))
+            l = esc(&utc_tick(t as i64, span, i == 0))
         );
     }
     axes(&mut out, &format!("{} (UTC)", a.x_label), a.y_label);
@@ -224,13 +227,14 @@ pub fn over_time(a: &Axes, series: &[Series]) -> String {
     out
 }
 
-/// A time tick in UTC: the date and minutes over a long span, seconds over one of minutes.
-fn utc_tick(unix: i64, span: f64) -> String {
+/// A time tick in UTC: seconds over a span of minutes, the date on the first tick.
+fn utc_tick(unix: i64, span: f64, with_date: bool) -> String {
     let full = date_time(unix); // YYYY-MM-DD HH:MM:SS UTC
-    if span < 600.0 {
-        full[11..19].to_string()
+    let time = if span < 600.0 { &full[11..19] } else { &full[11..16] };
+    if with_date {
+        format!("{} {time}", &full[5..10])
     } else {
-        format!("{} {}", &full[5..10], &full[11..16])
+        time.to_string()
     }
 }
 
@@ -393,7 +397,7 @@ pub fn date_time(unix: i64) -> String {
 /// Unix seconds as a time of day (the x format of charts over time, which write their ticks
 /// themselves: `over_time`).
 pub fn clock(v: f64) -> String {
-    utc_tick(v as i64, 86_400.0)
+    utc_tick(v as i64, 86_400.0, true)
 }
 
 #[cfg(test)]

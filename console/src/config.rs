@@ -33,6 +33,8 @@ pub struct ConsoleSettings {
     pub reconcile_ms: Option<u64>,
     /// How often the history samples every node and tenant.
     pub sample_ms: Option<u64>,
+    /// Where every event is POSTed as JSON (http://…; none by default).
+    pub webhook_url: Option<String>,
     /// Replicas of a new slot map (`host:port`): the i-th follows engine i modulo the
     /// number of engines.
     pub replicas: Option<Vec<String>>,
@@ -61,6 +63,7 @@ impl ConsoleSettings {
             admin_password: self.admin_password.or(other.admin_password),
             reconcile_ms: self.reconcile_ms.or(other.reconcile_ms),
             sample_ms: self.sample_ms.or(other.sample_ms),
+            webhook_url: self.webhook_url.or(other.webhook_url),
             replicas: self.replicas.or(other.replicas),
             health_ms: self.health_ms.or(other.health_ms),
             failover_after_ms: self.failover_after_ms.or(other.failover_after_ms),
@@ -86,6 +89,7 @@ impl ConsoleSettings {
             admin_password: var("TERRACE_ADMIN_PASSWORD"),
             reconcile_ms: None,
             sample_ms: None,
+            webhook_url: None,
             replicas: var("TERRACE_CONSOLE_REPLICAS").map(list),
             health_ms: None,
             failover_after_ms: None,
@@ -132,6 +136,11 @@ impl ConsoleSettings {
         if !(100..=600_000).contains(&reconcile_ms) {
             return Err(invalid("reconcile_ms", "between 100 and 600000"));
         }
+        let webhook_url = match self.webhook_url.filter(|u| !u.is_empty()) {
+            Some(u) if u.starts_with("http://") && reqwest_url_ok(&u) => Some(u),
+            Some(u) => return Err(invalid("webhook_url", format!("'{u}' is not an http:// URL"))),
+            None => None,
+        };
         let sample_ms = self.sample_ms.unwrap_or(10_000);
         if !(500..=3_600_000).contains(&sample_ms) {
             return Err(invalid("sample_ms", "between 500 and 3600000"));
@@ -166,6 +175,7 @@ impl ConsoleSettings {
             admin_password: self.admin_password,
             reconcile: Duration::from_millis(reconcile_ms),
             sample: Duration::from_millis(sample_ms),
+            webhook_url,
             replicas,
             health: Duration::from_millis(health_ms),
             failover_after: Duration::from_millis(failover_after_ms),
@@ -210,6 +220,8 @@ pub struct ConsoleConfig {
     pub reconcile: Duration,
     /// How often the history samples every node and tenant (`sample_ms`, 10 s).
     pub sample: Duration,
+    /// Where every event is POSTed (`webhook_url`).
+    pub webhook_url: Option<String>,
     pub replicas: Vec<String>,
     pub health: Duration,
     pub failover_after: Duration,
@@ -221,6 +233,11 @@ pub struct ConsoleConfig {
     pub launcher: Launch,
     /// The proxies are `proxies` at every start, not only the first (`terrace up`).
     pub own_proxies: bool,
+}
+
+/// Whether `u` parses as a URL with a host.
+fn reqwest_url_ok(u: &str) -> bool {
+    reqwest::Url::parse(u).is_ok_and(|url| url.host().is_some())
 }
 
 #[cfg(test)]

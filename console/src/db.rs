@@ -46,9 +46,54 @@ pub async fn user_count(db: &Db) -> Result<i64, DbError> {
     Ok(sqlx::query("SELECT COUNT(*) FROM users").fetch_one(db).await?.get(0))
 }
 
-pub async fn add_user(db: &Db, name: &str, password_hash: &str) -> Result<(), DbError> {
-    sqlx::query("INSERT INTO users (name, password_hash, created_at) VALUES (?, ?, ?)").bind(name).bind(password_hash).bind(now()).execute(db).await?;
-    Ok(())
+/// False: a user of that name exists.
+pub async fn add_user(db: &Db, name: &str, password_hash: &str, role: &str) -> Result<bool, DbError> {
+    let r = sqlx::query("INSERT OR IGNORE INTO users (name, password_hash, created_at, role) VALUES (?, ?, ?, ?)")
+        .bind(name)
+        .bind(password_hash)
+        .bind(now())
+        .bind(role)
+        .execute(db)
+        .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct User {
+    pub name: String,
+    pub role: String,
+    pub created_at: i64,
+}
+
+pub async fn users(db: &Db) -> Result<Vec<User>, DbError> {
+    let rows = sqlx::query("SELECT name, role, created_at FROM users ORDER BY name").fetch_all(db).await?;
+    Ok(rows.iter().map(|r| User { name: r.get(0), role: r.get(1), created_at: r.get(2) }).collect())
+}
+
+pub async fn user(db: &Db, name: &str) -> Result<Option<User>, DbError> {
+    Ok(sqlx::query("SELECT name, role, created_at FROM users WHERE name = ?").bind(name).fetch_optional(db).await?.map(|r| User {
+        name: r.get(0),
+        role: r.get(1),
+        created_at: r.get(2),
+    }))
+}
+
+/// Changes a user's role (its sessions end: they carried the old one). False: no such user.
+pub async fn set_role(db: &Db, name: &str, role: &str) -> Result<bool, DbError> {
+    let mut tx = db.begin().await?;
+    let r = sqlx::query("UPDATE users SET role = ? WHERE name = ?").bind(role).bind(name).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM sessions WHERE user_id = (SELECT id FROM users WHERE name = ?)").bind(name).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// Deletes a user (its sessions go with it). False: no such user.
+pub async fn delete_user(db: &Db, name: &str) -> Result<bool, DbError> {
+    Ok(sqlx::query("DELETE FROM users WHERE name = ?").bind(name).execute(db).await?.rows_affected() == 1)
+}
+
+pub async fn admin_count(db: &Db) -> Result<i64, DbError> {
+    Ok(sqlx::query("SELECT COUNT(*) FROM users WHERE role = 'admin'").fetch_one(db).await?.get(0))
 }
 
 /// (id, password hash) of a user by name.
@@ -77,14 +122,14 @@ pub async fn add_session(db: &Db, token_hash: &str, user_id: i64, csrf: &str, ex
     Ok(())
 }
 
-/// (user name, CSRF token) of a live session.
-pub async fn session(db: &Db, token_hash: &str) -> Result<Option<(String, String)>, DbError> {
-    Ok(sqlx::query("SELECT u.name, s.csrf FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = ? AND s.expires_at > ?")
+/// (user name, CSRF token, role) of a live session.
+pub async fn session(db: &Db, token_hash: &str) -> Result<Option<(String, String, String)>, DbError> {
+    Ok(sqlx::query("SELECT u.name, s.csrf, u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = ? AND s.expires_at > ?")
         .bind(token_hash)
         .bind(now())
         .fetch_optional(db)
         .await?
-        .map(|r| (r.get(0), r.get(1))))
+        .map(|r| (r.get(0), r.get(1), r.get(2))))
 }
 
 pub async fn drop_session(db: &Db, token_hash: &str) -> Result<(), DbError> {
@@ -102,31 +147,56 @@ pub struct ApiToken {
     pub created_at: i64,
     pub last_used_at: Option<i64>,
     pub revoked_at: Option<i64>,
+    pub role: String,
+    pub expires_at: Option<i64>,
+    pub created_by: Option<String>,
 }
 
-pub async fn add_token(db: &Db, name: &str, token_hash: &str, prefix: &str) -> Result<i64, DbError> {
-    let r = sqlx::query("INSERT INTO api_tokens (name, token_hash, prefix, created_at) VALUES (?, ?, ?, ?)")
+pub async fn add_token(db: &Db, name: &str, token_hash: &str, prefix: &str, role: &str, expires_at: Option<i64>, created_by: &str) -> Result<i64, DbError> {
+    let r = sqlx::query("INSERT INTO api_tokens (name, token_hash, prefix, created_at, role, expires_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)")
         .bind(name)
         .bind(token_hash)
         .bind(prefix)
         .bind(now())
+        .bind(role)
+        .bind(expires_at)
+        .bind(created_by)
         .execute(db)
         .await?;
     Ok(r.last_insert_rowid())
 }
 
 pub async fn tokens(db: &Db) -> Result<Vec<ApiToken>, DbError> {
-    let rows = sqlx::query("SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY id").fetch_all(db).await?;
+    let rows = sqlx::query("SELECT id, name, prefix, created_at, last_used_at, revoked_at, role, expires_at, created_by FROM api_tokens ORDER BY id")
+        .fetch_all(db)
+        .await?;
     Ok(rows
         .iter()
-        .map(|r| ApiToken { id: r.get(0), name: r.get(1), prefix: r.get(2), created_at: r.get(3), last_used_at: r.get(4), revoked_at: r.get(5) })
+        .map(|r| ApiToken {
+            id: r.get(0),
+            name: r.get(1),
+            prefix: r.get(2),
+            created_at: r.get(3),
+            last_used_at: r.get(4),
+            revoked_at: r.get(5),
+            role: r.get(6),
+            expires_at: r.get(7),
+            created_by: r.get(8),
+        })
         .collect())
 }
 
-/// Whether a token (by hash) is valid; notes its use.
-pub async fn token_valid(db: &Db, token_hash: &str) -> Result<bool, DbError> {
-    let r = sqlx::query("UPDATE api_tokens SET last_used_at = ? WHERE token_hash = ? AND revoked_at IS NULL").bind(now()).bind(token_hash).execute(db).await?;
-    Ok(r.rows_affected() == 1)
+/// A valid token's (name, role), by its hash (not revoked, not expired); notes its use.
+pub async fn token_valid(db: &Db, token_hash: &str) -> Result<Option<(String, String)>, DbError> {
+    let r = sqlx::query(
+        "UPDATE api_tokens SET last_used_at = ? WHERE token_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) RETURNING name, role",
+    )
+    .bind(now())
+    .bind(token_hash)
+    .bind(now())
+    .fetch_optional(db)
+    .await?;
+    Ok(r.map(|r| (r.get(0), r.get(1))))
 }
 
 /// False: no such token, or already revoked.
@@ -334,6 +404,12 @@ pub struct Event {
     pub at: i64,
     pub kind: String,
     pub message: String,
+    /// Who: "user alice", "token ci"; None: the console itself.
+    pub actor: Option<String>,
+    pub target: Option<String>,
+    /// JSON of what changed, before and after.
+    pub before: Option<String>,
+    pub after: Option<String>,
 }
 
 pub async fn add_event(db: &Db, kind: &str, message: &str) -> Result<(), DbError> {
@@ -341,10 +417,48 @@ pub async fn add_event(db: &Db, kind: &str, message: &str) -> Result<(), DbError
     Ok(())
 }
 
+/// An audit entry: `actor` changed `target` (`message` says how), from `before` to `after`.
+pub async fn add_change(db: &Db, actor: &str, target: Option<&str>, message: &str, before: Option<&str>, after: Option<&str>) -> Result<(), DbError> {
+    sqlx::query("INSERT INTO events (at, kind, message, actor, target, before_state, after_state) VALUES (?, 'change', ?, ?, ?, ?, ?)")
+        .bind(now())
+        .bind(message)
+        .bind(actor)
+        .bind(target)
+        .bind(before)
+        .bind(after)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// The id of the newest event (0: none).
+pub async fn last_event_id(db: &Db) -> Result<i64, DbError> {
+    Ok(sqlx::query("SELECT COALESCE(MAX(id), 0) FROM events").fetch_one(db).await?.get(0))
+}
+
+/// Up to `limit` events after id `after`, oldest first, with their ids.
+pub async fn events_after(db: &Db, after: i64, limit: i64) -> Result<Vec<(i64, Event)>, DbError> {
+    let rows = sqlx::query("SELECT id, at, kind, message, actor, target, before_state, after_state FROM events WHERE id > ? ORDER BY id LIMIT ?")
+        .bind(after)
+        .bind(limit)
+        .fetch_all(db)
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get(0), Event { at: r.get(1), kind: r.get(2), message: r.get(3), actor: r.get(4), target: r.get(5), before: r.get(6), after: r.get(7) }))
+        .collect())
+}
+
 /// The newest `limit` events, newest first.
 pub async fn events(db: &Db, limit: i64) -> Result<Vec<Event>, DbError> {
-    let rows = sqlx::query("SELECT at, kind, message FROM events ORDER BY id DESC LIMIT ?").bind(limit).fetch_all(db).await?;
-    Ok(rows.iter().map(|r| Event { at: r.get(0), kind: r.get(1), message: r.get(2) }).collect())
+    let rows = sqlx::query("SELECT at, kind, message, actor, target, before_state, after_state FROM events ORDER BY id DESC LIMIT ?")
+        .bind(limit)
+        .fetch_all(db)
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Event { at: r.get(0), kind: r.get(1), message: r.get(2), actor: r.get(3), target: r.get(4), before: r.get(5), after: r.get(6) })
+        .collect())
 }
 
 pub async fn proxies(db: &Db) -> Result<Vec<String>, DbError> {
@@ -893,6 +1007,23 @@ pub async fn set_setting(db: &Db, name: &str, value: &str) -> Result<(), DbError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_token_past_its_expiry_or_revoked_is_refused() {
+        let dir = std::env::temp_dir().join(format!("terrace-console-tokens-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = open(&dir.join("console.db")).await.unwrap();
+        add_token(&db, "live", "h1", "p1", "viewer", Some(now() + 60), "user admin").await.unwrap();
+        add_token(&db, "expired", "h2", "p2", "admin", Some(now() - 1), "user admin").await.unwrap();
+        let forever = add_token(&db, "forever", "h3", "p3", "operator", None, "user admin").await.unwrap();
+        assert_eq!(token_valid(&db, "h1").await.unwrap(), Some(("live".into(), "viewer".into())));
+        assert_eq!(token_valid(&db, "h2").await.unwrap(), None, "expired");
+        assert_eq!(token_valid(&db, "h3").await.unwrap(), Some(("forever".into(), "operator".into())));
+        revoke_token(&db, forever).await.unwrap();
+        assert_eq!(token_valid(&db, "h3").await.unwrap(), None, "revoked");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[tokio::test]
     async fn old_samples_are_averaged_into_five_minute_rows_and_the_oldest_go() {

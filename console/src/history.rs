@@ -20,6 +20,10 @@ use crate::Console;
 pub struct Previous {
     engines: HashMap<String, (i64, EngineTotals)>,
     tenants: HashMap<String, (i64, TenantTotals)>,
+    /// Each tenant's last sample (the alerts read it).
+    pub latest: HashMap<String, TenantSample>,
+    /// The alerts at the last sample (raising or clearing one is an event).
+    alerts: Vec<crate::alerts::Alert>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -208,9 +212,29 @@ pub async fn sample(console: &Console, want: &Desired) {
         if let Err(e) = db::add_tenant_sample(&console.db, &t.name, &s).await {
             tracing::warn!(error = %e, "cannot store a tenant's sample");
         }
+        console.history.lock().latest.insert(t.name.clone(), s);
     }
+    console.history.lock().latest.retain(|name, _| want.tenants.iter().any(|t| t.name == *name));
+    raise_and_clear_alerts(console).await;
     if let Err(e) = db::downsample_history(&console.db, at).await {
         tracing::warn!(error = %e, "cannot bound the history");
+    }
+}
+
+/// The alerts now against those of the last sample: each raised or cleared is an event.
+async fn raise_and_clear_alerts(console: &Console) {
+    let now = {
+        let st = console.state.lock();
+        let h = console.history.lock();
+        crate::alerts::current(&st.proxies, &st.engines, &st.members, &h.latest)
+    };
+    let before = std::mem::replace(&mut console.history.lock().alerts, now.clone());
+    let (raised, cleared) = crate::alerts::changes(&before, &now);
+    for a in raised {
+        let _ = db::add_event(&console.db, "alert", &a.message).await;
+    }
+    for a in cleared {
+        let _ = db::add_event(&console.db, "alert cleared", &format!("cleared: {}", a.message)).await;
     }
 }
 

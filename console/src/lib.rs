@@ -6,6 +6,7 @@
 #![recursion_limit = "512"] // serde_json::json! of the OpenAPI document (web/openapi.rs)
 
 mod advice;
+pub mod alerts;
 pub mod auth;
 mod browse;
 mod charts;
@@ -21,6 +22,7 @@ pub mod reconcile;
 pub mod tenants;
 mod views;
 mod web;
+mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -106,6 +108,9 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         tokio::spawn(reconcile::run(console.clone()));
         tokio::spawn(failover::run(console.clone()));
         tokio::spawn(moves::run(console.clone()));
+        if let Some(url) = console.config.webhook_url.clone() {
+            tokio::spawn(webhook::run(console.clone(), url));
+        }
         let app = web::router(console).into_make_service_with_connect_info::<SocketAddr>();
         ready(&Started { url: format!("http://{local}"), admin_password });
         let stop = async {

@@ -138,6 +138,81 @@ pub async fn delete_tenant(console: &Console, name: &str) -> Result<Vec<String>,
     Ok(problems)
 }
 
+/// Adds a user (admins only: the web layer checks) with a password and a role.
+pub async fn create_user(console: &Console, name: &str, password: &str, role: &str) -> Result<crate::db::User, OpError> {
+    let name = name.trim();
+    if !terrace_commands::settings::valid_name(name) {
+        return Err(OpError::Invalid(format!("name: '{name}' is not a user name (1-64 letters, digits, '_' and '-')")));
+    }
+    if password.len() < 8 {
+        return Err(OpError::Invalid("password: at least 8 characters".into()));
+    }
+    let role = crate::auth::Role::parse(role.trim())
+        .ok_or_else(|| OpError::Invalid(format!("role: '{role}' is not one of {}", crate::auth::Role::NAMES.join(", "))))?;
+    let pw = password.to_string();
+    let hash = tokio::task::spawn_blocking(move || crate::auth::hash_password(&pw)).await.map_err(|e| OpError::Unavailable(e.to_string()))?;
+    if !db::add_user(&console.db, name, &hash, role.name()).await? {
+        return Err(OpError::Conflict(format!("a user named '{name}' exists")));
+    }
+    db::user(&console.db, name).await?.ok_or_else(|| OpError::NotFound(format!("no user '{name}'")))
+}
+
+/// Changes a user's role; the last admin stays one.
+pub async fn set_user_role(console: &Console, name: &str, role: &str) -> Result<crate::db::User, OpError> {
+    let role = crate::auth::Role::parse(role.trim())
+        .ok_or_else(|| OpError::Invalid(format!("role: '{role}' is not one of {}", crate::auth::Role::NAMES.join(", "))))?;
+    let user = db::user(&console.db, name).await?.ok_or_else(|| OpError::NotFound(format!("no user '{name}'")))?;
+    if user.role == "admin" && role != crate::auth::Role::Admin && db::admin_count(&console.db).await? <= 1 {
+        return Err(OpError::Conflict(format!("'{name}' is the last admin: make another user admin first")));
+    }
+    db::set_role(&console.db, name, role.name()).await?;
+    db::user(&console.db, name).await?.ok_or_else(|| OpError::NotFound(format!("no user '{name}'")))
+}
+
+/// Deletes a user (not oneself, not the last admin); its sessions end.
+pub async fn delete_user(console: &Console, name: &str, by: &str) -> Result<(), OpError> {
+    let user = db::user(&console.db, name).await?.ok_or_else(|| OpError::NotFound(format!("no user '{name}'")))?;
+    if name == by {
+        return Err(OpError::Conflict("you cannot delete yourself".into()));
+    }
+    if user.role == "admin" && db::admin_count(&console.db).await? <= 1 {
+        return Err(OpError::Conflict(format!("'{name}' is the last admin")));
+    }
+    db::delete_user(&console.db, name).await?;
+    Ok(())
+}
+
+/// A new API token made by `creator` (who acts with `creator_role`): its role is at most the
+/// creator's (the creator's by default), and it expires after `expires_in_days` (none: never).
+/// Answers (id, token — shown once, role, expiry).
+pub async fn new_token(
+    console: &Console,
+    creator: &str,
+    creator_role: crate::auth::Role,
+    name: &str,
+    role: Option<&str>,
+    expires_in_days: Option<i64>,
+) -> Result<(i64, String, crate::auth::Role, Option<i64>), OpError> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > 64 {
+        return Err(OpError::Invalid("name: 1-64 characters".into()));
+    }
+    let role = match role.map(str::trim).filter(|r| !r.is_empty()) {
+        None => creator_role,
+        Some(r) => crate::auth::Role::parse(r).ok_or_else(|| OpError::Invalid(format!("role: '{r}' is not one of {}", crate::auth::Role::NAMES.join(", "))))?,
+    };
+    if role > creator_role {
+        return Err(OpError::Invalid(format!("role: {creator} has the {} role and cannot make a token with the {} role", creator_role.name(), role.name())));
+    }
+    let expires_at = match expires_in_days {
+        None => None,
+        Some(d @ 1..=3650) => Some(db::now() + d * 86_400),
+        Some(d) => return Err(OpError::Invalid(format!("expires_in_days: {d} is not from 1 to 3650"))),
+    };
+    let (id, token) = crate::auth::create_token(&console.db, name, role, expires_at, creator).await?;
+    Ok((id, token, role, expires_at))
+}
+
 /// "Snapshot now": every engine of the slot map, and every replica, starts a snapshot
 /// (`BGSAVE`). Answers each engine's reply, or why it could not (one saving already, down).
 pub async fn snapshot_now(console: &Console) -> Result<Vec<(String, Result<String, String>)>, OpError> {
@@ -196,6 +271,10 @@ pub async fn retrain(console: &Arc<Console>, name: &str) -> Result<i64, OpError>
             if let Err(e) = db::retrain_progress(&console.db, id, i + 1, &Value::Object(result.clone()), status).await {
                 tracing::warn!(error = %e, "cannot record retraining progress");
             }
+        }
+        let message = format!("tenant {name}: retraining {id} {} on {ok} of {} engines", if ok > 0 { "done" } else { "failed" }, engines.len());
+        if let Err(e) = db::add_event(&console.db, "retrain", &message).await {
+            tracing::warn!(error = %e, "cannot record an event");
         }
     });
     Ok(id)

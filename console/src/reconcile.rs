@@ -33,6 +33,8 @@ pub struct NodeStatus {
     pub pushed_at: Option<i64>,
     pub run_id: Option<String>,
     pub used_memory: Option<u64>,
+    /// An engine's `maxmemory` (0: none).
+    pub maxmemory: Option<u64>,
     pub pmem_bytes: Option<u64>,
     pub ops_per_sec: Option<u64>,
     pub hits: Option<u64>,
@@ -160,7 +162,13 @@ pub async fn pass(console: &Console) -> Outcome {
     let replicas: Vec<String> = db::replicas(&console.db).await.unwrap_or_default().into_iter().map(|(a, _)| a).collect();
     for addr in want.engines.iter().chain(&replicas) {
         let last = console.state.lock().pushed.get(addr).cloned();
+        let before = last.as_ref().map(|(run_id, _)| run_id.clone());
         let (s, pushed) = check_engine(addr, console.config.engine_password.as_deref(), &want, last).await;
+        if let (Some(was), Some(now)) = (before, s.run_id.as_ref()) {
+            if !was.is_empty() && was != *now {
+                let _ = db::add_event(&console.db, "restart", &format!("engine {addr} restarted (run ID {was} → {now})")).await;
+            }
+        }
         errors.extend(s.error.iter().map(|e| format!("engine {addr}: {e}")));
         refused.extend(s.refused.iter().map(|e| format!("engine {addr}: {e}")));
         if let Some(p) = pushed {
@@ -247,6 +255,7 @@ async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: 
         let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok());
         s.run_id = info.get("run_id").cloned();
         s.used_memory = num("used_memory");
+        s.maxmemory = num("maxmemory");
         s.pmem_bytes = num("pmem_allocated_bytes");
         s.ops_per_sec = num("instantaneous_ops_per_sec");
         s.hits = num("keyspace_hits");

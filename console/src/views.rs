@@ -55,6 +55,15 @@ pub struct OverviewPage {
     pub proxies: Vec<NodeStatus>,
     pub engines: Vec<NodeStatus>,
     pub tenants: usize,
+    pub alerts: Vec<crate::alerts::Alert>,
+}
+
+impl OverviewPage {
+    /// Whether a node's row is flagged by an alert.
+    pub fn flagged(&self, n: &NodeStatus) -> bool {
+        let subject = format!("{} {}", n.kind, n.address);
+        self.alerts.iter().any(|a| a.subject == subject)
+    }
 }
 
 #[derive(Template, WebTemplate)]
@@ -657,7 +666,6 @@ pub struct KeyPage {
 /// A slow log entry as the page shows it.
 pub struct SlowRow {
     pub time: i64,
-    pub when: String,
     pub took: String,
     pub tenant: String,
     pub command: String,
@@ -670,7 +678,6 @@ impl SlowRow {
         let args: Vec<&str> = e["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         SlowRow {
             time: e["time"].as_i64().unwrap_or(0),
-            when: charts::date_time(e["time"].as_i64().unwrap_or(0)),
             took: charts::micros(e["duration_us"].as_f64().unwrap_or(0.0)),
             tenant: e["tenant"].as_str().unwrap_or("").to_string(),
             command: args.join(" "),
@@ -687,6 +694,54 @@ pub struct SlowlogPage {
     pub tenant: String,
     pub entries: Vec<SlowRow>,
     pub problems: Vec<String>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "users.html")]
+pub struct UsersPage {
+    pub frame: Frame,
+    pub users: Vec<crate::db::User>,
+    pub roles: [&'static str; 3],
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "events.html")]
+pub struct EventsPage {
+    pub frame: Frame,
+    pub events: Vec<crate::db::Event>,
+}
+
+/// An event's before → after, field by field where both are objects.
+pub fn changes(e: &crate::db::Event) -> String {
+    let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str::<Value>(t).ok()).unwrap_or(Value::Null);
+    let (before, after) = (parse(&e.before), parse(&e.after));
+    match (before.as_object(), after.as_object()) {
+        (Some(b), Some(a)) => {
+            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            let lines: Vec<String> = keys
+                .into_iter()
+                .filter(|k| b.get(*k) != a.get(*k))
+                .map(|k| format!("{k}: {} → {}", b.get(k).map_or("—".into(), Value::to_string), a.get(k).map_or("—".into(), Value::to_string)))
+                .collect();
+            if lines.is_empty() {
+                "no change".into()
+            } else {
+                lines.join("\n")
+            }
+        }
+        _ => format!("{} → {}", if before.is_null() { "—".into() } else { before.to_string() }, if after.is_null() { "—".into() } else { after.to_string() }),
+    }
+}
+
+/// A time on a page: UTC with the date, marked with its instant for `console.js` to write in
+/// the viewer's local time (HTML: the caller marks it `safe`; nothing in it comes from input).
+pub fn when(unix: &i64) -> String {
+    format!(r#"<time data-epoch="{unix}" data-span="86400">{}</time>"#, charts::date_time(*unix))
+}
+
+/// `when`, or "never".
+pub fn when_opt(unix: &Option<i64>) -> String {
+    unix.as_ref().map_or_else(|| "never".into(), when)
 }
 
 /// A key's time to live ("none": no expiry).

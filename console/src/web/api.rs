@@ -15,7 +15,6 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::ApiUser;
-use crate::auth;
 use crate::db;
 use crate::ops::{self, OpError};
 use crate::tenants::TenantInput;
@@ -45,6 +44,9 @@ pub fn router() -> Router<Arc<Console>> {
         .route("/moves/pause", post(pause_moves))
         .route("/moves/resume", post(resume_moves))
         .route("/rebalance", get(rebalance_plan).post(rebalance))
+        .route("/users", get(list_users).post(create_user))
+        .route("/users/{user}", axum::routing::patch(update_user).delete(delete_user))
+        .route("/events", get(events))
         .route("/tokens", get(list_tokens).post(create_token))
         .route("/tokens/{id}", axum::routing::delete(revoke_token))
         .fallback(|_: ApiUser| async { error(StatusCode::NOT_FOUND, "no such API route") })
@@ -406,6 +408,74 @@ async fn nodes(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
     Json(json!({ "proxies": st.proxies, "engines": st.engines })).into_response()
 }
 
+async fn list_users(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+    match db::users(&c.db).await {
+        Ok(u) => Json(json!({ "users": u })).into_response(),
+        Err(e) => op_error(e.into()),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewUser {
+    name: String,
+    password: String,
+    role: String,
+}
+
+async fn create_user(_: ApiUser, State(c): State<Arc<Console>>, Body(u): Body<NewUser>) -> Response {
+    match ops::create_user(&c, &u.name, &u.password, &u.role).await {
+        Ok(user) => (StatusCode::CREATED, Json(json!({ "user": user }))).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserChange {
+    role: String,
+}
+
+async fn update_user(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, Body(u): Body<UserChange>) -> Response {
+    match ops::set_user_role(&c, &name, &u.role).await {
+        Ok(user) => Json(json!({ "user": user })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+async fn delete_user(ApiUser(caller): ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>) -> Response {
+    let me = caller.who.strip_prefix("user ").unwrap_or("");
+    match ops::delete_user(&c, &name, me).await {
+        Ok(()) => Json(json!({ "deleted": name })).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    limit: Option<i64>,
+}
+
+/// The events: the coordinator's, engines' restarts, alerts, and every change with who made it.
+async fn events(_: ApiUser, State(c): State<Arc<Console>>, ApiQuery(q): ApiQuery<EventsQuery>) -> Response {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=10_000).contains(&limit) {
+        return error(StatusCode::BAD_REQUEST, "query: limit must be from 1 to 10000");
+    }
+    match db::events(&c.db, limit).await {
+        Ok(list) => {
+            let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str::<Value>(t).ok());
+            let list: Vec<Value> = list
+                .iter()
+                .map(|e| json!({ "at": e.at, "kind": e.kind, "message": e.message, "actor": e.actor, "target": e.target, "before": parse(&e.before), "after": parse(&e.after) }))
+                .collect();
+            Json(json!({ "events": list })).into_response()
+        }
+        Err(e) => op_error(e.into()),
+    }
+}
+
 async fn list_tokens(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
     match db::tokens(&c.db).await {
         Ok(t) => Json(json!({ "tokens": t })).into_response(),
@@ -417,16 +487,17 @@ async fn list_tokens(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
 #[serde(deny_unknown_fields)]
 struct NewToken {
     name: String,
+    role: Option<String>,
+    expires_in_days: Option<i64>,
 }
 
-async fn create_token(_: ApiUser, State(c): State<Arc<Console>>, Body(t): Body<NewToken>) -> Response {
-    let name = t.name.trim();
-    if name.is_empty() || name.len() > 64 {
-        return error(StatusCode::UNPROCESSABLE_ENTITY, "name: 1-64 characters");
-    }
-    match auth::create_token(&c.db, name).await {
-        Ok((id, token)) => (StatusCode::CREATED, Json(json!({ "id": id, "name": name, "token": token }))).into_response(),
-        Err(e) => op_error(e.into()),
+async fn create_token(ApiUser(caller): ApiUser, State(c): State<Arc<Console>>, Body(t): Body<NewToken>) -> Response {
+    match ops::new_token(&c, &caller.who, caller.role, &t.name, t.role.as_deref(), t.expires_in_days).await {
+        Ok((id, token, role, expires_at)) => {
+            (StatusCode::CREATED, Json(json!({ "id": id, "name": t.name.trim(), "token": token, "role": role.name(), "expires_at": expires_at })))
+                .into_response()
+        }
+        Err(e) => op_error(e),
     }
 }
 

@@ -2,6 +2,7 @@
 //! token), and the headers every response carries.
 
 pub mod api;
+mod audit;
 mod openapi;
 pub mod pages;
 
@@ -41,12 +42,17 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/topology/failover", post(pages::fail_over))
         .route("/topology/{action}", post(pages::topology_change))
         .route("/account", get(pages::account).post(pages::change_password))
+        .route("/users", get(pages::users).post(pages::create_user))
+        .route("/users/{name}/role", post(pages::set_user_role))
+        .route("/users/{name}/delete", post(pages::delete_user))
+        .route("/events", get(pages::events))
         .route("/tokens", get(pages::tokens).post(pages::create_token))
         .route("/tokens/{id}/revoke", post(pages::revoke_token))
         .route("/static/console.css", get(css))
         .route("/static/console.js", get(js))
         .nest("/api/v1", api::router())
         .fallback(pages::not_found)
+        .layer(axum::middleware::from_fn_with_state(console.clone(), audit::layer))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(console)
 }
@@ -73,7 +79,22 @@ async fn security_headers(req: Request, next: Next) -> Response {
     res
 }
 
-/// A logged-in user of the pages; anyone else is sent to the login page.
+/// Who made a request: "user alice" or "token ci", with the role it acts with.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub who: String,
+    pub role: auth::Role,
+}
+
+/// Notes the caller for the audit log (`audit::layer` reads it once the request is done).
+fn note_caller(parts: &mut Parts, caller: &Caller) {
+    if let Some(slot) = parts.extensions.get::<audit::CallerSlot>() {
+        *slot.0.lock() = Some(caller.clone());
+    }
+}
+
+/// A logged-in user of the pages whose role allows the request; anyone else is sent to the
+/// login page, a role short of it gets a 403 page saying which role it needs.
 pub struct PageUser(pub Session, pub String);
 
 impl FromRequestParts<Arc<Console>> for PageUser {
@@ -83,45 +104,63 @@ impl FromRequestParts<Arc<Console>> for PageUser {
         let Some(token) = auth::cookie(&parts.headers, auth::SESSION_COOKIE).map(str::to_string) else {
             return Err(Redirect::to("/login").into_response());
         };
-        match auth::session(&console.db, &token).await {
-            Ok(Some(s)) => Ok(PageUser(s, token)),
-            Ok(None) => Err(Redirect::to("/login").into_response()),
-            Err(e) => Err(pages::error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+        let s = match auth::session(&console.db, &token).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return Err(Redirect::to("/login").into_response()),
+            Err(e) => return Err(pages::error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+        };
+        let needed = auth::Role::needed(&parts.method, parts.uri.path());
+        if s.role < needed {
+            let frame = crate::views::Frame { user: s.user.clone(), csrf: s.csrf.clone() };
+            let why = format!("This needs the {} role; {} has the {} role.", needed.name(), s.user, s.role.name());
+            return Err(pages::error_page(Some(frame), StatusCode::FORBIDDEN, &why));
         }
+        note_caller(parts, &Caller { who: format!("user {}", s.user), role: s.role });
+        Ok(PageUser(s, token))
     }
 }
 
-/// An API caller: a valid bearer token, or a session cookie (which must send its CSRF token
-/// in `X-CSRF-Token` on anything but GET).
-pub struct ApiUser;
+/// An API caller whose role allows the request: a valid bearer token, or a session cookie
+/// (which must send its CSRF token in `X-CSRF-Token` on anything but GET).
+pub struct ApiUser(pub Caller);
 
 impl FromRequestParts<Arc<Console>> for ApiUser {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, console: &Arc<Console>) -> Result<Self, Self::Rejection> {
         let unauthorized = |m: &str| api::error(StatusCode::UNAUTHORIZED, m);
-        if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
+        let caller = if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
             let token = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).unwrap_or("");
-            return match auth::token_valid(&console.db, token).await {
-                Ok(true) => Ok(ApiUser),
-                Ok(false) => Err(unauthorized("invalid or revoked API token")),
-                Err(e) => Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
-            };
-        }
-        let Some(token) = auth::cookie(&parts.headers, auth::SESSION_COOKIE) else {
-            return Err(unauthorized("authentication required: an API token as `Authorization: Bearer <token>`"));
-        };
-        let session = match auth::session(&console.db, token).await {
-            Ok(Some(s)) => s,
-            Ok(None) => return Err(unauthorized("session expired: log in again")),
-            Err(e) => return Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
-        };
-        if parts.method != Method::GET && parts.method != Method::HEAD {
-            let sent = parts.headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
-            if !auth::same(sent, &session.csrf) {
-                return Err(api::error(StatusCode::FORBIDDEN, "CSRF token missing or wrong (send X-CSRF-Token with a session cookie)"));
+            match auth::token_valid(&console.db, token).await {
+                Ok(Some((name, role))) => Caller { who: format!("token {name}"), role },
+                Ok(None) => return Err(unauthorized("invalid, revoked or expired API token")),
+                Err(e) => return Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
             }
+        } else {
+            let Some(token) = auth::cookie(&parts.headers, auth::SESSION_COOKIE) else {
+                return Err(unauthorized("authentication required: an API token as `Authorization: Bearer <token>`"));
+            };
+            let session = match auth::session(&console.db, token).await {
+                Ok(Some(s)) => s,
+                Ok(None) => return Err(unauthorized("session expired: log in again")),
+                Err(e) => return Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+            };
+            if parts.method != Method::GET && parts.method != Method::HEAD {
+                let sent = parts.headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
+                if !auth::same(sent, &session.csrf) {
+                    return Err(api::error(StatusCode::FORBIDDEN, "CSRF token missing or wrong (send X-CSRF-Token with a session cookie)"));
+                }
+            }
+            Caller { who: format!("user {}", session.user), role: session.role }
+        };
+        let needed = auth::Role::needed(&parts.method, parts.uri.path());
+        if caller.role < needed {
+            return Err(api::error(
+                StatusCode::FORBIDDEN,
+                &format!("this needs the {} role; {} has the {} role", needed.name(), caller.who, caller.role.name()),
+            ));
         }
-        Ok(ApiUser)
+        note_caller(parts, &caller);
+        Ok(ApiUser(caller))
     }
 }

@@ -124,6 +124,22 @@ pub fn document() -> Value {
                 },
                 "post": with_body(op("Queue a rebalance (or a drain) as planned now.", "201", "RebalanceQueued", &["422"]), "RebalanceRequest"),
             },
+            "/users": {
+                "get": op("List the console's users and their roles (admin).", "200", "Users", &["403"]),
+                "post": with_body(op("Add a user with a password and a role (admin).", "201", "UserOne", &["403", "409"]), "NewUser"),
+            },
+            "/users/{user}": {
+                "parameters": [{ "name": "user", "in": "path", "required": true, "schema": { "type": "string" } }],
+                "patch": with_body(op("Change a user's role; its sessions end (admin; the last admin stays one).", "200", "UserOne", &["403", "404", "409"]), "UserChange"),
+                "delete": op("Delete a user; its sessions end (admin; not oneself, not the last admin).", "200", "UserDeleted", &["403", "404", "409"]),
+            },
+            "/events": {
+                "get": {
+                    "summary": "The events, newest first: failovers and re-pointed replicas, engine restarts, slot moves, alerts, and every change made through the pages or the API with who made it and the state before and after (the audit log).",
+                    "parameters": [{ "name": "limit", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 1, "maximum": 10000 } }],
+                    "responses": op("", "200", "Events", &[])["responses"].clone(),
+                },
+            },
             "/tokens": {
                 "get": op("List API tokens (without the tokens).", "200", "Tokens", &[]),
                 "post": with_body(op("Create an API token; the answer shows it once.", "201", "TokenCreated", &["422"]), "NewToken"),
@@ -301,6 +317,29 @@ pub fn document() -> Value {
                         "problems": { "type": "array", "items": { "type": "string" }, "description": "Engines whose slow log could not be read." },
                     },
                 },
+                "User": { "type": "object", "required": ["name", "role", "created_at"], "properties": { "name": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "created_at": { "type": "integer" } } },
+                "Users": { "type": "object", "required": ["users"], "properties": { "users": { "type": "array", "items": { "$ref": "#/components/schemas/User" } } } },
+                "UserOne": { "type": "object", "required": ["user"], "properties": { "user": { "$ref": "#/components/schemas/User" } } },
+                "UserDeleted": { "type": "object", "required": ["deleted"], "properties": { "deleted": { "type": "string" } } },
+                "NewUser": { "type": "object", "required": ["name", "password", "role"], "properties": { "name": { "type": "string" }, "password": { "type": "string", "minLength": 8 }, "role": { "type": "string", "enum": crate::auth::Role::NAMES } }, "additionalProperties": false },
+                "UserChange": { "type": "object", "required": ["role"], "properties": { "role": { "type": "string", "enum": crate::auth::Role::NAMES } }, "additionalProperties": false },
+                "Events": {
+                    "type": "object",
+                    "required": ["events"],
+                    "properties": { "events": { "type": "array", "items": {
+                        "type": "object",
+                        "required": ["at", "kind", "message"],
+                        "properties": {
+                            "at": { "type": "integer" },
+                            "kind": { "type": "string" },
+                            "message": { "type": "string" },
+                            "actor": { "type": "string", "nullable": true, "description": "Who: \"user alice\", \"token ci\"; null: the console itself." },
+                            "target": { "type": "string", "nullable": true },
+                            "before": { "nullable": true, "description": "The state of the target before the change (JSON)." },
+                            "after": { "nullable": true },
+                        },
+                    } } },
+                },
                 "NodeHistory": {
                     "type": "object",
                     "required": ["address", "samples"],
@@ -358,8 +397,8 @@ pub fn document() -> Value {
                 "Paused": { "type": "object", "required": ["paused"], "properties": { "paused": { "type": "boolean" } } },
                 "Plan": { "type": "object", "required": ["moves", "estimated_seconds"], "properties": { "moves": { "type": "array", "items": { "type": "object" } }, "estimated_seconds": { "type": "number" } } },
                 "RebalanceQueued": { "type": "object", "required": ["ids", "plan"], "properties": { "ids": { "type": "array", "items": { "type": "integer" } }, "plan": { "$ref": "#/components/schemas/Plan" } } },
-                "Tokens": { "type": "object", "required": ["tokens"], "properties": { "tokens": { "type": "array", "items": { "type": "object", "required": ["id", "name"], "properties": { "id": { "type": "integer" }, "name": { "type": "string" } } } } } },
-                "TokenCreated": { "type": "object", "required": ["id", "name", "token"], "properties": { "id": { "type": "integer" }, "name": { "type": "string" }, "token": { "type": "string" } } },
+                "Tokens": { "type": "object", "required": ["tokens"], "properties": { "tokens": { "type": "array", "items": { "type": "object", "required": ["id", "name", "role"], "properties": { "id": { "type": "integer" }, "name": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "expires_at": { "type": "integer", "nullable": true }, "created_by": { "type": "string", "nullable": true } } } } } },
+                "TokenCreated": { "type": "object", "required": ["id", "name", "token", "role"], "properties": { "id": { "type": "integer" }, "name": { "type": "string" }, "token": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "expires_at": { "type": "integer", "nullable": true } } },
                 "Revoked": { "type": "object", "required": ["revoked"], "properties": { "revoked": { "type": "integer" } } },
                 "OpenApi": { "type": "object", "required": ["openapi", "paths"], "properties": { "openapi": { "type": "string" }, "paths": { "type": "object" } } },
                 "FailoverRequest": { "type": "object", "required": ["engine"], "properties": { "engine": { "type": "integer", "minimum": 0 } }, "additionalProperties": false },
@@ -383,7 +422,16 @@ pub fn document() -> Value {
                 },
                 "ApplyRequest": { "type": "object", "properties": { "option": { "type": "string", "description": "A configuration's name from the advice's options." } }, "additionalProperties": false },
                 "RebalanceRequest": { "type": "object", "properties": { "drain": { "type": "string", "description": "Empty this engine (host:port) onto the others." } }, "additionalProperties": false },
-                "NewToken": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string", "maxLength": 64 } }, "additionalProperties": false },
+                "NewToken": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": { "type": "string", "maxLength": 64 },
+                        "role": { "type": "string", "enum": crate::auth::Role::NAMES, "description": "At most the creator's role (the default)." },
+                        "expires_in_days": { "type": "integer", "minimum": 1, "maximum": 3650, "nullable": true, "description": "Absent: until revoked." },
+                    },
+                    "additionalProperties": false,
+                },
                 "TenantInput": {
                     "type": "object",
                     "additionalProperties": false,

@@ -115,7 +115,11 @@ pub async fn overview(State(console): State<Arc<Console>>, PageUser(s, _): PageU
         (st.proxies.clone(), st.engines.clone())
     };
     let tenants = db::tenants(&console.db).await.map(|t| t.len()).unwrap_or(0);
-    OverviewPage { frame: frame(&s), proxies, engines, tenants }.into_response()
+    let alerts = {
+        let members = console.state.lock().members.clone();
+        crate::alerts::current(&proxies, &engines, &members, &console.history.lock().latest)
+    };
+    OverviewPage { frame: frame(&s), proxies, engines, tenants, alerts }.into_response()
 }
 
 /// "Snapshot now" on the Overview: every engine starts a snapshot; back to the Overview, or
@@ -569,16 +573,20 @@ pub async fn create_token(State(console): State<Arc<Console>>, PageUser(s, _): P
     if let Err(r) = csrf_ok(&s, &f) {
         return r;
     }
-    let name = f.get("name").map(|n| n.trim().to_string()).unwrap_or_default();
-    if name.is_empty() || name.len() > 64 {
-        return error_page(Some(frame(&s)), StatusCode::UNPROCESSABLE_ENTITY, "A token needs a name of 1-64 characters.");
-    }
-    match auth::create_token(&console.db, &name).await {
-        Ok((_, token)) => {
+    let name = f.get("name").cloned().unwrap_or_default();
+    let days = match f.get("expires_in_days").map(|d| d.trim()).filter(|d| !d.is_empty()) {
+        None => None,
+        Some(d) => match d.parse::<i64>() {
+            Ok(d) => Some(d),
+            Err(_) => return error_page(Some(frame(&s)), StatusCode::UNPROCESSABLE_ENTITY, "Expires in: a number of days."),
+        },
+    };
+    match ops::new_token(&console, &format!("user {}", s.user), s.role, &name, f.get("role").map(String::as_str), days).await {
+        Ok((_, token, _, _)) => {
             let tokens = db::tokens(&console.db).await.unwrap_or_default();
             TokensPage { frame: frame(&s), tokens, created: Some(token) }.into_response()
         }
-        Err(e) => op_error(&s, e.into()),
+        Err(e) => op_error(&s, e),
     }
 }
 
@@ -589,6 +597,51 @@ pub async fn revoke_token(State(console): State<Arc<Console>>, PageUser(s, _): P
     match db::revoke_token(&console.db, id).await {
         Ok(true) => Redirect::to("/tokens").into_response(),
         Ok(false) => error_page(Some(frame(&s)), StatusCode::NOT_FOUND, "No such active token."),
+        Err(e) => op_error(&s, e.into()),
+    }
+}
+
+pub async fn users(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
+    match db::users(&console.db).await {
+        Ok(users) => crate::views::UsersPage { frame: frame(&s), users, roles: auth::Role::NAMES }.into_response(),
+        Err(e) => op_error(&s, e.into()),
+    }
+}
+
+pub async fn create_user(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    let field = |k: &str| f.get(k).map(String::as_str).unwrap_or("");
+    match ops::create_user(&console, field("name"), field("password"), field("role")).await {
+        Ok(_) => Redirect::to("/users").into_response(),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+pub async fn set_user_role(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match ops::set_user_role(&console, &name, f.get("role").map(String::as_str).unwrap_or("")).await {
+        Ok(_) => Redirect::to("/users").into_response(),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+pub async fn delete_user(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Path(name): Path<String>, Form(f): Fields) -> Response {
+    if let Err(r) = csrf_ok(&s, &f) {
+        return r;
+    }
+    match ops::delete_user(&console, &name, &s.user).await {
+        Ok(()) => Redirect::to("/users").into_response(),
+        Err(e) => op_error(&s, e),
+    }
+}
+
+pub async fn events(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
+    match db::events(&console.db, 500).await {
+        Ok(events) => crate::views::EventsPage { frame: frame(&s), events }.into_response(),
         Err(e) => op_error(&s, e.into()),
     }
 }
