@@ -150,6 +150,20 @@ fn legend(out: &mut String, names: &[&str]) {
     }
 }
 
+/// A line per series, in the frame's coordinates (points that are not numbers are left out).
+fn polylines(out: &mut String, f: &Frame, series: &[Series]) {
+    for (i, s) in series.iter().enumerate() {
+        let pts: Vec<String> = s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()).map(|p| format!("{:.1},{:.1}", f.px(p.0), f.py(p.1))).collect();
+        let _ = write!(
+            out,
+            r##"<polyline class="series" data-name="{n}" fill="none" stroke="{c}" stroke-width="2" points="{p}"/>"##,
+            n = esc(&s.name),
+            c = COLORS[i % COLORS.len()],
+            p = pts.join(" ")
+        );
+    }
+}
+
 /// A chart with nothing to draw says so (rather than axes ticked "0 B, 0 B, 1 B").
 fn empty(out: &mut String, a: &Axes, why: &str) {
     header(out, a);
@@ -210,16 +224,7 @@ pub fn over_time(a: &Axes, series: &[Series]) -> String {
         );
     }
     axes(&mut out, &format!("{} (UTC)", a.x_label), a.y_label);
-    for (i, s) in series.iter().enumerate() {
-        let pts: Vec<String> = s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()).map(|p| format!("{:.1},{:.1}", f.px(p.0), f.py(p.1))).collect();
-        let _ = write!(
-            out,
-            r##"<polyline class="series" data-name="{n}" fill="none" stroke="{c}" stroke-width="2" points="{p}"/>"##,
-            n = esc(&s.name),
-            c = COLORS[i % COLORS.len()],
-            p = pts.join(" ")
-        );
-    }
+    polylines(&mut out, &f, series);
     if series.len() > 1 {
         legend(&mut out, &series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>());
     }
@@ -249,16 +254,7 @@ pub fn line(a: &Axes, series: &[Series], markers: &[Marker]) -> String {
     let f = Frame::of(all().map(|p| p.0).chain(markers.iter().map(|m| m.x)), all().map(|p| p.1), true);
     let mut out = String::new();
     open(&mut out, a, &f);
-    for (i, s) in series.iter().enumerate() {
-        let pts: Vec<String> = s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()).map(|p| format!("{:.1},{:.1}", f.px(p.0), f.py(p.1))).collect();
-        let _ = write!(
-            out,
-            r##"<polyline class="series" data-name="{n}" fill="none" stroke="{c}" stroke-width="2" points="{p}"/>"##,
-            n = esc(&s.name),
-            c = COLORS[i % COLORS.len()],
-            p = pts.join(" ")
-        );
-    }
+    polylines(&mut out, &f, series);
     for m in markers {
         let x = f.px(m.x);
         let _ = write!(
