@@ -254,6 +254,20 @@ async fn an_operator_creates_a_tenant_retrains_it_and_reads_the_advisor() {
     c.goto(&format!("{url}/tenants/cities")).await.unwrap();
     wait_for(&c, "main h1").await;
     screenshot(&c, "tenant-narrow").await;
+
+    // Delete the tenant: the form wants its name typed; then every engine has freed its
+    // namespace and the proxy refuses it.
+    c.set_window_size(1400, 1000).await.unwrap();
+    c.goto(&format!("{url}/tenants/cities")).await.unwrap();
+    c.find(Locator::Id("delete-confirm")).await.unwrap().send_keys("cities").await.unwrap();
+    c.find(Locator::Id("delete")).await.unwrap().click().await.unwrap();
+    wait_for_path(&c, "/tenants").await;
+    for e in [&e1, &e2] {
+        let held: Vec<String> = redis::cmd("TERRACE.NAMESPACES").query(&mut e.client()).unwrap();
+        assert!(!held.contains(&"cities".to_string()), "the namespace is freed: {held:?}");
+    }
+    let mut again = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    assert!(redis::cmd("AUTH").arg("cities").arg("city-pw").query::<()>(&mut again).is_err(), "the proxy refuses the deleted tenant");
     c.close().await.unwrap();
     let _ = std::fs::remove_dir_all(&profile);
 }

@@ -45,6 +45,16 @@ pub fn read_table<T: serde::de::DeserializeOwned + Default>(path: &std::path::Pa
 
 /// Parses Redis-style sizes: `1024`, `100kb`, `1mb`, `2gb`, `1k`, `1m`, `1g` (k/m/g are
 /// powers of 1000, kb/mb/gb of 1024, as in redis.conf).
+/// `bytes` as the shortest size `parse_size` reads back exactly ("64mb", "1gb", "1000").
+pub fn format_size(bytes: u64) -> String {
+    for (unit, mul) in [("gb", 1u64 << 30), ("mb", 1 << 20), ("kb", 1 << 10)] {
+        if bytes >= mul && bytes.is_multiple_of(mul) {
+            return format!("{}{unit}", bytes / mul);
+        }
+    }
+    bytes.to_string()
+}
+
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim().to_ascii_lowercase();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -87,6 +97,17 @@ mod name_tests {
         }
         for bad in [".", "..", "a.b", "a/b", "", "a b", "é", &"x".repeat(65)] {
             assert!(!super::valid_name(bad), "{bad:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_format_back_to_what_they_parse() {
+        for (bytes, text) in [(67_108_864u64, "64mb"), (1 << 30, "1gb"), (1536, "1536"), (2048, "2kb"), (0, "0"), (1000, "1000")] {
+            assert_eq!(super::format_size(bytes), text);
+            assert_eq!(super::parse_size(text), Some(bytes));
         }
     }
 }

@@ -130,7 +130,7 @@ impl TenantFormPage {
     }
 
     pub fn max_memory(&self) -> String {
-        self.field("max_memory", |t| t.max_memory.map(|m| m.to_string()).unwrap_or_default())
+        self.field("max_memory", |t| t.max_memory.map(terrace_commands::settings::format_size).unwrap_or_default())
     }
 
     pub fn max_qps(&self) -> String {
