@@ -345,8 +345,15 @@ pub fn balance(a: &Axes, points: &[Point]) -> String {
     out
 }
 
+/// A share as a percentage; under 10% with a decimal, so that 0.4% does not read 0% beside a
+/// curve that is not at 0.
 pub fn ratio(v: f64) -> String {
-    format!("{:.0}%", v * 100.0)
+    let p = v * 100.0;
+    if p != 0.0 && p.abs() < 10.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
+    }
 }
 
 pub fn bytes(v: f64) -> String {
