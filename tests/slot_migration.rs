@@ -952,7 +952,8 @@ async fn a_console_killed_mid_move_is_recovered_by_its_restart() {
         // Held only: the restart goes on from the hold. Sealed too: it undoes (unseals,
         // releases) and moves again.
         let attempts = if point == "held" { 0 } else { 1 };
-        assert_eq!(moves[0]["attempts"], attempts, "{point}: {moves:?}");
+        let (_, events) = console_api::api(Method::GET, format!("{}/api/v1/events", console.url), &token, None).await;
+        assert_eq!(moves[0]["attempts"], attempts, "{point}: {moves:?}; events {events}");
         assert_eq!(reader.join().unwrap().as_deref(), Some("v7"), "{point}");
         let size = |e: &Engine| q::<i64>(&mut e.client(), &["DBSIZE"]);
         eventually(20, "the source deleted the moved keys", || size(source) == 0);

@@ -36,6 +36,15 @@ pub async fn open(path: &Path) -> Result<Db, DbError> {
     Ok(pool)
 }
 
+/// A write transaction, holding the database's write lock from its start (BEGIN IMMEDIATE):
+/// several writers (the reconcile loop, the history, the slot-move driver, requests) wait
+/// for each other (`busy_timeout`). A deferred transaction that read first could not take
+/// the lock once another had written since — SQLite answers "database is locked" at once,
+/// and a slot move was undone for it (slot_migration failed on it).
+async fn write(db: &Db) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+    db.begin_with("BEGIN IMMEDIATE").await
+}
+
 pub fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
@@ -80,7 +89,7 @@ pub async fn user(db: &Db, name: &str) -> Result<Option<User>, DbError> {
 
 /// Changes a user's role (its sessions end: they carried the old one). False: no such user.
 pub async fn set_role(db: &Db, name: &str, role: &str) -> Result<bool, DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     let r = sqlx::query("UPDATE users SET role = ? WHERE name = ?").bind(role).bind(name).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM sessions WHERE user_id = (SELECT id FROM users WHERE name = ?)").bind(name).execute(&mut *tx).await?;
     tx.commit().await?;
@@ -103,7 +112,7 @@ pub async fn user_by_name(db: &Db, name: &str) -> Result<Option<(i64, String)>, 
 
 /// Replaces a user's password hash and ends the user's other sessions.
 pub async fn set_password(db: &Db, user_id: i64, password_hash: &str, keep_session: &str) -> Result<(), DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     sqlx::query("UPDATE users SET password_hash = ? WHERE id = ?").bind(password_hash).bind(user_id).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM sessions WHERE user_id = ? AND token_hash <> ?").bind(user_id).bind(keep_session).execute(&mut *tx).await?;
     tx.commit().await?;
@@ -274,7 +283,7 @@ pub async fn save_tenant(db: &Db, t: &Tenant, create: bool) -> Result<Result<(),
 }
 
 pub async fn delete_tenant(db: &Db, name: &str) -> Result<bool, DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     let r = sqlx::query("DELETE FROM tenants WHERE name = ?").bind(name).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM usage_samples WHERE tenant = ?").bind(name).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM advisor_state WHERE tenant = ?").bind(name).execute(&mut *tx).await?;
@@ -335,7 +344,7 @@ pub async fn topology(db: &Db) -> Result<(Vec<String>, Vec<(u16, u16, usize)>), 
 /// i-th follows engine i modulo the engines), the proxies. `own_proxies`: the proxies are
 /// exactly `proxies` at every start (`terrace up`: its own proxy, whose port may change).
 pub async fn seed_topology(db: &Db, engines: &[String], replicas: &[String], proxies: &[String], own_proxies: bool) -> Result<(), DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
 
     let have: i64 = sqlx::query("SELECT COUNT(*) FROM engines").fetch_one(&mut *tx).await?.get(0);
     if have == 0 {
@@ -377,7 +386,7 @@ pub async fn replicas(db: &Db) -> Result<Vec<(String, usize)>, DbError> {
 /// A failover in the slot map: engine `idx` is now `new_primary` (one of its replicas), and
 /// `old_primary` becomes one of its replicas (re-pointed when it answers again).
 pub async fn replace_primary(db: &Db, idx: usize, old_primary: &str, new_primary: &str) -> Result<(), DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     sqlx::query("DELETE FROM replicas WHERE address = ?").bind(new_primary).execute(&mut *tx).await?;
     sqlx::query("UPDATE engines SET address = ? WHERE idx = ?").bind(new_primary).bind(idx as i64).execute(&mut *tx).await?;
     sqlx::query("INSERT OR REPLACE INTO replicas (address, engine) VALUES (?, ?)").bind(old_primary).bind(idx as i64).execute(&mut *tx).await?;
@@ -569,7 +578,7 @@ pub async fn add_node_sample(db: &Db, address: &str, s: &NodeSample) -> Result<(
 }
 
 pub async fn add_tenant_sample(db: &Db, tenant: &str, s: &TenantSample) -> Result<(), DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     sqlx::query(&format!("INSERT OR REPLACE INTO tenant_samples (tenant, at, resolution, {TENANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"))
         .bind(tenant)
         .bind(s.at)
@@ -673,7 +682,7 @@ pub async fn downsample_history(db: &Db, now: i64) -> Result<(), DbError> {
     let avg = |cols: &str| cols.split(", ").map(|c| format!("avg({c})")).collect::<Vec<_>>().join(", ");
     // Averages first (into temporary tables: an averaged row may take the place of a raw
     // one with the same time), then the raw rows go, then the averages go in.
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     let averages = [
         format!(
             "CREATE TEMP TABLE node_avg AS SELECT address, (at / {span}) * {span} AS at, {span} AS resolution, max(kind) AS kind, {} FROM node_samples WHERE resolution < {span} AND at < ?1 GROUP BY address, at / {span}",
@@ -831,7 +840,7 @@ fn slot_move(r: &sqlx::sqlite::SqliteRow) -> SlotMove {
 /// Queues moves (source, target, slots, estimated keys, estimated bytes) in order; answers
 /// their ids.
 pub async fn queue_moves(db: &Db, moves: &[(String, String, String, i64, i64)]) -> Result<Vec<i64>, DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     let mut ids = Vec::new();
     for (source, target, slots, keys, bytes) in moves {
         let row = sqlx::query(
@@ -895,7 +904,7 @@ pub async fn cancel_queued_moves(db: &Db) -> Result<u64, DbError> {
 /// Gives `slots` (a slot set's ranges) to engine `target` and records the move as switched,
 /// in one transaction: the slot map and the move never disagree.
 pub async fn switch_slots(db: &Db, slots: &[(u16, u16)], target: usize, move_id: i64) -> Result<(), DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     let rows = sqlx::query("SELECT first_slot, last_slot, engine FROM slot_ranges").fetch_all(&mut *tx).await?;
     let mut owner = vec![usize::MAX; 16384];
     for r in &rows {
@@ -934,7 +943,7 @@ pub async fn add_engine(db: &Db, address: &str, replicas: &[String]) -> Result<R
     if let Some(a) = all.iter().enumerate().find(|(i, a)| all[..*i].contains(a)).map(|(_, a)| a) {
         return Ok(Err(format!("{a} is named twice")));
     }
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     for a in all {
         let taken: i64 = sqlx::query("SELECT (SELECT COUNT(*) FROM engines WHERE address = ?1) + (SELECT COUNT(*) FROM replicas WHERE address = ?1)")
             .bind(a)
@@ -957,7 +966,7 @@ pub async fn add_engine(db: &Db, address: &str, replicas: &[String]) -> Result<R
 /// Removes an engine that owns no slot, with its replicas (answered); the engines after it
 /// move up one place (their slot ranges and replicas with them).
 pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<Vec<String>, String>, DbError> {
-    let mut tx = db.begin().await?;
+    let mut tx = write(db).await?;
     // The engines after it are renumbered with their ranges and replicas: the references
     // hold again at commit.
     sqlx::query("PRAGMA defer_foreign_keys = ON").execute(&mut *tx).await?;

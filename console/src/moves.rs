@@ -436,6 +436,19 @@ async fn undo(console: &Console, m: &SlotMove, job: &str) {
         if let Ok(st) = src.json(&["TERRACE.MIGRATE", "STATUS"]).await {
             if st["id"].as_str() == Some(job) {
                 let _ = src.run::<()>(&["TERRACE.MIGRATE", "ABORT"]).await;
+                // The source unseals the slots when its job notices the abort; the proxies
+                // let go only then — released before, a held request met the still sealed
+                // source and its client got the handed-over TRYAGAIN (slot_migration failed
+                // once in CI on it).
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                while tokio::time::Instant::now() < deadline {
+                    match src.json(&["TERRACE.MIGRATE", "STATUS"]).await {
+                        Ok(st) if st["id"].as_str() == Some(job) && !matches!(st["phase"].as_str(), Some("aborted" | "failed" | "done")) => {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        _ => break,
+                    }
+                }
             }
         }
     }
