@@ -112,20 +112,32 @@ fn axes(out: &mut String, x_label: &str, y_label: &str) {
     );
 }
 
-/// Header, a linear grid with five ticks per axis, axes.
-fn open(out: &mut String, a: &Axes, f: &Frame) {
-    header(out, a);
+/// Five horizontal grid lines with their values (a value the line below already shows is
+/// not written again: small ranges rounded alike).
+fn y_grid(out: &mut String, a: &Axes, f: &Frame) {
+    let mut last_label = String::new();
     for i in 0..=4 {
         let fy = f.y0 + (f.y1 - f.y0) * i as f64 / 4.0;
         let y = f.py(fy);
+        let label = (a.y_fmt)(fy);
+        let shown = if label == last_label { String::new() } else { label.clone() };
+        last_label = label;
         let _ = write!(
             out,
             r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{l}</text>"##,
             x2 = W - RIGHT,
             tx = LEFT - 6.0,
             ty = y + 4.0,
-            l = esc(&(a.y_fmt)(fy))
+            l = esc(&shown)
         );
+    }
+}
+
+/// Header, a linear grid with five ticks per axis, axes.
+fn open(out: &mut String, a: &Axes, f: &Frame) {
+    header(out, a);
+    y_grid(out, a, f);
+    for i in 0..=4 {
         let fx = f.x0 + (f.x1 - f.x0) * i as f64 / 4.0;
         let x = f.px(fx);
         let _ = write!(out, r##"<text x="{x:.1}" y="{ty}" text-anchor="middle" font-size="11">{l}</text>"##, ty = H - BOTTOM + 16.0, l = esc(&(a.x_fmt)(fx)));
@@ -189,22 +201,7 @@ pub fn over_time(a: &Axes, series: &[Series]) -> String {
     }
     let f = Frame::of(all().map(|p| p.0), all().map(|p| p.1), true);
     header(&mut out, a);
-    let mut last_label = String::new();
-    for i in 0..=4 {
-        let fy = f.y0 + (f.y1 - f.y0) * i as f64 / 4.0;
-        let y = f.py(fy);
-        let label = (a.y_fmt)(fy);
-        let shown = if label == last_label { String::new() } else { label.clone() };
-        last_label = label;
-        let _ = write!(
-            out,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11">{l}</text>"##,
-            x2 = W - RIGHT,
-            tx = LEFT - 6.0,
-            ty = y + 4.0,
-            l = esc(&shown)
-        );
-    }
+    y_grid(&mut out, a, &f);
     let span = f.x1 - f.x0;
     for i in 0..=4 {
         let t = f.x0 + span * i as f64 / 4.0;
