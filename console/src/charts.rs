@@ -430,6 +430,43 @@ mod tests {
         assert!(!line(&axes("e"), &[], &[]).contains("NaN"));
     }
 
+    /// The texts of the chart's `<text …>…</text>` elements of class `class` (or all).
+    fn texts(svg: &str, class: Option<&str>) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter(|t| class.is_none_or(|c| t.contains(&format!("class=\"{c}\""))))
+            .map(|t| t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()].to_string())
+            .collect()
+    }
+
+    #[test]
+    fn charts_over_time_say_so_when_empty_and_repeat_no_tick() {
+        // Nothing sampled: a sentence, not axes ticked "0 B, 0 B, 1 B".
+        let empty = over_time(&Axes { y_fmt: bytes, ..axes("usage-chart") }, &[Series { name: "bytes".into(), points: vec![] }]);
+        assert!(empty.contains("no samples yet") && !empty.contains("<polyline"), "{empty}");
+        // A minute of samples of nearly the same bytes: five distinct times (with seconds), the
+        // first with its date, and no value label written twice.
+        let t0 = 1_796_000_000.0;
+        let pts: Vec<(f64, f64)> = (0..7).map(|i| (t0 + 10.0 * i as f64, 1000.0 + (i % 2) as f64)).collect();
+        let svg = over_time(&Axes { y_fmt: bytes, ..axes("c") }, &[Series { name: "bytes".into(), points: pts }]);
+        let ticks = texts(&svg, Some("time"));
+        assert_eq!(ticks.len(), 5, "{svg}");
+        assert!(ticks[0].contains('-') && ticks[1..].iter().all(|t| t.len() == 8), "the date once, then HH:MM:SS: {ticks:?}");
+        let mut distinct = ticks.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 5, "{ticks:?}");
+        assert!(svg.contains("data-epoch=\"1796000000\""), "ticks carry their instant for the viewer's time zone");
+        let values: Vec<String> = texts(&svg, None).into_iter().filter(|t| t.ends_with(" B") || t.ends_with("KiB")).collect();
+        let mut unique = values.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), values.len(), "no value label twice: {values:?}");
+        // A share stays within 100%.
+        let share = over_time(&Axes { y_fmt: ratio, ..axes("h") }, &[Series { name: "hit".into(), points: vec![(t0, 1.0), (t0 + 10.0, 1.0)] }]);
+        assert!(texts(&share, None).iter().any(|t| t == "100%") && !share.contains("105%"), "{share}");
+        assert_eq!(ratio(0.004), "0.4%");
+    }
+
     #[test]
     fn balance_chart_has_the_diagonal_and_points() {
         let pts = vec![Point { x: 1.0, y: 2.0, label: "raw".into(), highlight: false }, Point { x: 0.5, y: f64::NAN, label: "bad".into(), highlight: true }];
