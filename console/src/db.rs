@@ -421,6 +421,20 @@ pub struct Event {
     pub after: Option<String>,
 }
 
+impl Event {
+    /// The state before and after, as the JSON they were stored as (Null: none).
+    pub fn states(&self) -> (serde_json::Value, serde_json::Value) {
+        let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(serde_json::Value::Null);
+        (parse(&self.before), parse(&self.after))
+    }
+
+    /// The event as the API and the webhook send it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let (before, after) = self.states();
+        serde_json::json!({ "at": self.at, "kind": self.kind, "message": self.message, "actor": self.actor, "target": self.target, "before": before, "after": after })
+    }
+}
+
 pub async fn add_event(db: &Db, kind: &str, message: &str) -> Result<(), DbError> {
     sqlx::query("INSERT INTO events (at, kind, message) VALUES (?, ?, ?)").bind(now()).bind(kind).bind(message).execute(db).await?;
     Ok(())

@@ -713,8 +713,7 @@ pub struct EventsPage {
 
 /// An event's before → after, field by field where both are objects.
 pub fn changes(e: &crate::db::Event) -> String {
-    let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str::<Value>(t).ok()).unwrap_or(Value::Null);
-    let (before, after) = (parse(&e.before), parse(&e.after));
+    let (before, after) = e.states();
     match (before.as_object(), after.as_object()) {
         (Some(b), Some(a)) => {
             let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();

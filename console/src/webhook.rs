@@ -7,8 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::{db, Console};
 
 const POLL: Duration = Duration::from_secs(1);
@@ -33,8 +31,8 @@ pub async fn run(console: Arc<Console>, url: String) {
         };
         backoff = POLL;
         for (id, e) in pending {
-            let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok());
-            let body = json!({ "id": id, "at": e.at, "kind": e.kind, "message": e.message, "actor": e.actor, "target": e.target, "before": parse(&e.before), "after": parse(&e.after) });
+            let mut body = e.to_json();
+            body["id"] = id.into();
             match client.post(&url).json(&body).send().await.and_then(|r| r.error_for_status()) {
                 Ok(_) => sent = id,
                 Err(err) => {

@@ -465,11 +465,7 @@ async fn events(_: ApiUser, State(c): State<Arc<Console>>, ApiQuery(q): ApiQuery
     }
     match db::events(&c.db, limit).await {
         Ok(list) => {
-            let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str::<Value>(t).ok());
-            let list: Vec<Value> = list
-                .iter()
-                .map(|e| json!({ "at": e.at, "kind": e.kind, "message": e.message, "actor": e.actor, "target": e.target, "before": parse(&e.before), "after": parse(&e.after) }))
-                .collect();
+            let list: Vec<Value> = list.iter().map(db::Event::to_json).collect();
             Json(json!({ "events": list })).into_response()
         }
         Err(e) => op_error(e.into()),
