@@ -5,8 +5,9 @@
 //! On the source engine a job goes: `Purging` (the target drops whatever it holds in the
 //! slots: leftovers of an older owner or of an aborted copy) → `Copying` (every key of the
 //! slots, in batches, while shards note the keys that change) → `CatchingUp` (the noted keys
-//! sent again, or deleted) → `Ready` (what is left to catch up is small; the coordinator may
-//! hold the slots on the proxies and seal) → `Sealed` (commands on the slots are refused; the
+//! sent again, or deleted) → `Ready` (what is left to catch up is small, or the rounds stopped
+//! shrinking — the clients change their working set again within a round; the coordinator
+//! may hold the slots on the proxies and seal) → `Sealed` (commands on the slots are refused; the
 //! last notes are sent; write-back keys of the slots flushed) → `HandedOver` (the target has
 //! everything; the coordinator switches the slot map) → `Deleting` (FINISH: the slots' keys
 //! leave this engine, lazily) → `Done`, the slots still sealed (no longer this engine's).

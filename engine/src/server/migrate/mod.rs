@@ -7,7 +7,8 @@
 //! Memcached flags — on one connection to the target, which logs and replicates them as any
 //! write. Shards note the slots' keys that change from before the first read
 //! (`keyspace::moving`), so a key changed after it was copied is sent again (or deleted)
-//! by the catch-up rounds; on one connection, in order, the target ends with what this
+//! by the catch-up rounds (their keys batched over shards, until a round is small or they
+//! stop shrinking: `rounds`); on one connection, in order, the target ends with what this
 //! engine has. SEAL refuses commands on the slots under the shard locks; the last notes are
 //! taken after it, so nothing is left behind. A tenant on storage the engines share
 //! (PostgreSQL) is not copied — storage holds its data: its write-back keys of the slots are
@@ -20,6 +21,7 @@
 //! priority, so a busy engine serves its clients first.
 
 mod link;
+mod rounds;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use self::link::{Link, LinkError, Reply};
+use self::rounds::{Batch, Convergence};
 use super::state::{ClientInfo, Server};
 use crate::clock::now_ms;
 use crate::keyspace::{Entry, LockCap, NUM_DBS};
@@ -39,8 +42,6 @@ const BATCH: usize = 256;
 const BATCH_BYTES: usize = 1 << 20;
 /// At most this many table buckets are read per shard lock hold.
 const SCAN: usize = 8192;
-/// A catch-up round this small or smaller makes the job `Ready` to seal.
-const READY_ROUND: u64 = 1000;
 /// How long sealing may wait for write-back keys of the slots to reach storage.
 const FLUSH_WAIT: Duration = Duration::from_secs(30);
 
@@ -297,6 +298,7 @@ impl Worker<'_> {
         m.set_phase(Phase::Copying);
         self.copy(&mut link)?;
         m.set_phase(Phase::CatchingUp);
+        let mut convergence = Convergence::default();
         loop {
             self.check()?;
             if m.take_seal() {
@@ -304,7 +306,10 @@ impl Worker<'_> {
             }
             let n = self.catch_up(&mut link, false)?;
             m.counters.last_round.store(n, Ordering::Relaxed);
-            if n <= READY_ROUND && m.status().phase == Phase::CatchingUp {
+            if convergence.round(n) && m.status().phase == Phase::CatchingUp {
+                if n > rounds::READY_ROUND {
+                    tracing::warn!(id = %self.job.id, keys = n, "catch-up rounds stopped shrinking: ready to seal with a round this size");
+                }
                 m.set_phase(Phase::Ready);
             }
             if n == 0 {
@@ -464,6 +469,11 @@ impl Worker<'_> {
         }
         let mut sent = 0u64;
         let mut record = Vec::new();
+        // Keys of many shards share a batch: a round costs a round trip per `BATCH` keys,
+        // not one per shard with a change — under load, a round that took a round trip per
+        // shard lasted long enough for the clients to change every key again, and the
+        // rounds never shrank (CI saw a move catch up for two minutes).
+        let mut batch = Batch::default();
         for Tenant { ns, name, .. } in copied {
             for d in 0..NUM_DBS {
                 let db = ns * NUM_DBS + d;
@@ -475,7 +485,6 @@ impl Worker<'_> {
                     keys.sort_unstable();
                     keys.dedup();
                     for chunk in keys.chunks(BATCH) {
-                        let worked = Instant::now();
                         link.place(&name, d);
                         {
                             let shard = ks.lock_one(self.locks, id);
@@ -486,23 +495,40 @@ impl Worker<'_> {
                                         record.clear();
                                         crate::storage::record::encode(ks, db, e, &mut record).map_err(|e| JobError::Local(e.to_string()))?;
                                         link.send(&[b"TERRACE.IMPORT", key, &record]);
+                                        batch.add(key.len() + record.len());
                                     }
-                                    None => link.send(&[b"DEL", key]),
+                                    None => {
+                                        link.send(&[b"DEL", key]);
+                                        batch.add(key.len());
+                                    }
                                 }
                             }
                         }
-                        link.flush()?;
                         sent += chunk.len() as u64;
-                        // (Not once sealed: the proxies hold the slots until it is done.)
-                        if !sealed {
-                            self.pace(worked.elapsed());
+                        if batch.full() {
+                            self.send_batch(link, &mut batch, sealed)?;
                         }
                     }
                 }
             }
         }
+        self.send_batch(link, &mut batch, sealed)?;
         self.srv.migration.counters.keys_caught_up.fetch_add(sent, Ordering::Relaxed);
         Ok(sent)
+    }
+
+    /// Sends a catch-up round's queued keys and waits for the target's replies; paced
+    /// unless sealed (then the proxies hold the slots until the round is done).
+    fn send_batch(&self, link: &mut Link, batch: &mut Batch, sealed: bool) -> Result<(), JobError> {
+        if batch.keys == 0 {
+            return Ok(());
+        }
+        link.flush()?;
+        if !sealed {
+            self.pace(batch.started.elapsed());
+        }
+        *batch = Batch::default();
+        Ok(())
     }
 
     /// Write-back tenants: waits until no key of the slots is dirty (sealed, none becomes
