@@ -53,6 +53,29 @@ enum Command {
     Replay(cost::replay::ReplayArgs),
     /// Measure candidate configurations on a recorded trace and cost them with the model.
     CostEval(cost::eval::CostEvalArgs),
+    /// Make a test CA and a server and a client certificate for local TLS (not for
+    /// production: use your own CA there).
+    TlsGen(TlsGenArgs),
+}
+
+#[derive(Args)]
+struct TlsGenArgs {
+    /// Directory to write ca.crt, ca.key, server.crt, server.key, client.crt and client.key in
+    dir: PathBuf,
+    /// A name of the server certificate, DNS name or IP address (repeatable) [default: localhost, 127.0.0.1]
+    #[arg(long = "host")]
+    hosts: Vec<String>,
+}
+
+impl TlsGenArgs {
+    fn run(self) -> anyhow::Result<()> {
+        let hosts = if self.hosts.is_empty() { vec!["localhost".to_string(), "127.0.0.1".to_string()] } else { self.hosts };
+        let made = terrace_tls::generate(&self.dir, &hosts, "Terrace test CA")?;
+        println!("CA:     {} (key {})", made.ca_cert.display(), made.ca_key.display());
+        println!("server: {} (key {}) for {}", made.server_cert.display(), made.server_key.display(), hosts.join(", "));
+        println!("client: {} (key {})", made.client_cert.display(), made.client_key.display());
+        Ok(())
+    }
 }
 
 #[derive(Args)]
@@ -172,6 +195,24 @@ struct ProxyArgs {
     /// A console manages this proxy: hold every request until its first topology arrives [env: TERRACE_PROXY_AWAIT_CONSOLE] [default: false]
     #[arg(long)]
     await_console: bool,
+    /// Port for Redis clients over TLS, beside --port [env: TERRACE_PROXY_TLS_PORT] [default: off]
+    #[arg(long)]
+    tls_port: Option<u16>,
+    /// Port for Memcached clients over TLS, beside --memcache-port [env: TERRACE_PROXY_MEMCACHE_TLS_PORT] [default: off]
+    #[arg(long)]
+    memcache_tls_port: Option<u16>,
+    /// Certificate chain of the TLS ports, PEM [env: TERRACE_PROXY_TLS_CERT_FILE]
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// Private key of the TLS ports, PEM [env: TERRACE_PROXY_TLS_KEY_FILE]
+    #[arg(long)]
+    tls_key_file: Option<PathBuf>,
+    /// CA that client certificates are verified against, PEM [env: TERRACE_PROXY_TLS_CA_CERT_FILE]
+    #[arg(long)]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must show a certificate: no, optional or yes [env: TERRACE_PROXY_TLS_AUTH_CLIENTS] [default: no]
+    #[arg(long)]
+    tls_auth_clients: Option<String>,
 }
 
 impl ProxyArgs {
@@ -189,6 +230,12 @@ impl ProxyArgs {
             timeout_ms: self.timeout_ms,
             cluster_nodes: self.cluster_nodes.map(|e| terrace_proxy::config::split_list(&e)),
             await_console: self.await_console.then_some(true),
+            tls_port: self.tls_port,
+            memcache_tls_port: self.memcache_tls_port,
+            tls_cert_file: self.tls_cert_file,
+            tls_key_file: self.tls_key_file,
+            tls_ca_cert_file: self.tls_ca_cert_file,
+            tls_auth_clients: self.tls_auth_clients,
             ..Default::default()
         };
         let overrides = flags.or(ProxySettings::from_env()?);
@@ -393,6 +440,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cost::record::run(args),
         Command::Replay(args) => cost::replay::run(args),
         Command::CostEval(args) => cost::eval::run(args),
+        Command::TlsGen(args) => args.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

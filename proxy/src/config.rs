@@ -111,6 +111,19 @@ pub struct ProxySettings {
     /// is answered `TRYAGAIN` (default 40 s).
     pub held_slot_limit_ms: Option<u64>,
     pub tenants: Option<Vec<TenantSettings>>,
+    /// A port for Redis clients over TLS, beside the plain one (Redis's `tls-port`).
+    pub tls_port: Option<u16>,
+    /// A port for Memcached clients over TLS (as memcached 1.6's `-Z`), beside the plain one.
+    pub memcache_tls_port: Option<u16>,
+    /// The certificate chain the TLS ports show, PEM (Redis's `tls-cert-file`).
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// Its private key, PEM (`tls-key-file`).
+    pub tls_key_file: Option<std::path::PathBuf>,
+    /// The CA client certificates are verified against (`tls-ca-cert-file`).
+    pub tls_ca_cert_file: Option<std::path::PathBuf>,
+    /// no (default) | optional | yes: whether TLS clients must show a certificate of the CA
+    /// (`tls-auth-clients`).
+    pub tls_auth_clients: Option<String>,
 }
 
 impl ProxySettings {
@@ -140,13 +153,21 @@ impl ProxySettings {
             tenants: self.tenants.or(other.tenants),
             near_cache_ttl_ms: self.near_cache_ttl_ms.or(other.near_cache_ttl_ms),
             near_cache_entries: self.near_cache_entries.or(other.near_cache_entries),
+            tls_port: self.tls_port.or(other.tls_port),
+            memcache_tls_port: self.memcache_tls_port.or(other.memcache_tls_port),
+            tls_cert_file: self.tls_cert_file.or(other.tls_cert_file),
+            tls_key_file: self.tls_key_file.or(other.tls_key_file),
+            tls_ca_cert_file: self.tls_ca_cert_file.or(other.tls_ca_cert_file),
+            tls_auth_clients: self.tls_auth_clients.or(other.tls_auth_clients),
         }
     }
 
     /// Reads TERRACE_PROXY_PORT, TERRACE_PROXY_MEMCACHE_PORT, TERRACE_PROXY_METRICS_PORT, TERRACE_PROXY_BIND, TERRACE_PROXY_ENGINES (comma-separated),
     /// TERRACE_PROXY_THREADS, TERRACE_PROXY_PASSWORD, TERRACE_PROXY_ADMIN_PASSWORD,
     /// TERRACE_PROXY_ENGINE_PASSWORD_FILE, TERRACE_PROXY_TIMEOUT_MS, TERRACE_PROXY_CLUSTER_NODES
-    /// (comma-separated).
+    /// (comma-separated), TERRACE_PROXY_TLS_PORT, TERRACE_PROXY_MEMCACHE_TLS_PORT,
+    /// TERRACE_PROXY_TLS_CERT_FILE, TERRACE_PROXY_TLS_KEY_FILE, TERRACE_PROXY_TLS_CA_CERT_FILE,
+    /// TERRACE_PROXY_TLS_AUTH_CLIENTS.
     pub fn from_env() -> Result<ProxySettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         fn num<T: std::str::FromStr>(key: &str, v: Option<String>) -> Result<Option<T>, ConfigError> {
@@ -165,6 +186,12 @@ impl ProxySettings {
             timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
             held_slot_limit_ms: num("TERRACE_PROXY_HELD_SLOT_LIMIT_MS", var("TERRACE_PROXY_HELD_SLOT_LIMIT_MS"))?,
             cluster_nodes: var("TERRACE_PROXY_CLUSTER_NODES").map(|s| split_list(&s)),
+            tls_port: num("TERRACE_PROXY_TLS_PORT", var("TERRACE_PROXY_TLS_PORT"))?,
+            memcache_tls_port: num("TERRACE_PROXY_MEMCACHE_TLS_PORT", var("TERRACE_PROXY_MEMCACHE_TLS_PORT"))?,
+            tls_cert_file: var("TERRACE_PROXY_TLS_CERT_FILE").map(std::path::PathBuf::from),
+            tls_key_file: var("TERRACE_PROXY_TLS_KEY_FILE").map(std::path::PathBuf::from),
+            tls_ca_cert_file: var("TERRACE_PROXY_TLS_CA_CERT_FILE").map(std::path::PathBuf::from),
+            tls_auth_clients: var("TERRACE_PROXY_TLS_AUTH_CLIENTS"),
             await_console: var("TERRACE_PROXY_AWAIT_CONSOLE")
                 .map(|v| match v.as_str() {
                     "1" | "true" | "yes" => Ok(true),
@@ -314,6 +341,19 @@ impl ProxySettings {
                 return Err(invalid("tenants", format!("max_qps of tenant '{}' must be above 0", t.name)));
             }
         }
+        let tls_files = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, self.tls_ca_cert_file, self.tls_auth_clients.as_deref())
+            .map_err(tls_invalid)?;
+        for (key, port) in [("tls_port", self.tls_port), ("memcache_tls_port", self.memcache_tls_port)] {
+            if port.is_some() && tls_files.is_none() {
+                return Err(invalid(key, "a TLS port needs tls_cert_file and tls_key_file"));
+            }
+        }
+        let tls = match tls_files {
+            Some(files) if self.tls_port.is_some() || self.memcache_tls_port.is_some() => {
+                Some(Arc::new(terrace_tls::ServerTls::new(files).map_err(tls_invalid)?))
+            }
+            _ => None,
+        };
         let engine_password = match &self.engine_password_file {
             Some(path) => Some(Arc::from(terrace_commands::settings::read_secret_file("engine_password_file", path)?)),
             None => None,
@@ -343,8 +383,16 @@ impl ProxySettings {
             reload_from: None,
             near_cache_ttl: Duration::from_millis(self.near_cache_ttl_ms.unwrap_or(0)),
             near_cache_entries: self.near_cache_entries.unwrap_or(10_000),
+            tls_port: self.tls_port,
+            memcache_tls_port: self.memcache_tls_port,
+            tls,
         })
     }
+}
+
+fn tls_invalid(e: terrace_tls::TlsError) -> ConfigError {
+    let (key, reason) = e.setting();
+    invalid(key, reason)
 }
 
 /// An output limit: a size of at least 1mb, or `default` when not given.
@@ -406,6 +454,10 @@ pub struct ProxyConfig {
     /// Zero: no near cache.
     pub near_cache_ttl: Duration,
     pub near_cache_entries: u64,
+    pub tls_port: Option<u16>,
+    pub memcache_tls_port: Option<u16>,
+    /// What the TLS ports accept with (none without a TLS port); re-read on reload.
+    pub tls: Option<Arc<terrace_tls::ServerTls>>,
 }
 
 #[cfg(test)]

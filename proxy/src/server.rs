@@ -26,7 +26,28 @@ enum Protocol {
     Memcache(Arc<str>),
 }
 
-type Handoff = (std::net::TcpStream, u64, Protocol);
+/// An accepted connection for a reactor: the stream, its client id, its front end, and
+/// whether it came in on a TLS port.
+type Handoff = (std::net::TcpStream, u64, Protocol, bool);
+
+/// How long a TLS client may take over its handshake before it is closed.
+const HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Binds a listening port, non-blocking, for the control thread's runtime.
+fn bind(addr: &str) -> Result<std::net::TcpListener, ProxyError> {
+    let err = |source| ProxyError::Bind { addr: addr.to_string(), source };
+    let l = std::net::TcpListener::bind(addr).map_err(err)?;
+    l.set_nonblocking(true).map_err(err)?;
+    Ok(l)
+}
+
+/// The next connection of a listener that may not be there (a TLS port not configured).
+async fn accept_on(l: &Option<TcpListener>) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
 
 fn runtime() -> Result<tokio::runtime::Runtime, ProxyError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ProxyError::Runtime)
@@ -34,37 +55,22 @@ fn runtime() -> Result<tokio::runtime::Runtime, ProxyError> {
 
 /// Runs the proxy until SIGINT or SIGTERM.
 pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
-    let addr = format!("{}:{}", config.bind, config.port);
-    let bind_err = |source| ProxyError::Bind { addr: addr.clone(), source };
-    let std_listener = std::net::TcpListener::bind(&addr).map_err(bind_err)?;
-    std_listener.set_nonblocking(true).map_err(bind_err)?;
-    let local = std_listener.local_addr().map_err(bind_err)?;
-    let mc_addr = format!("{}:{}", config.bind, config.memcache_port);
-    let mc_err = |source| ProxyError::Bind { addr: mc_addr.clone(), source };
-    let mc_listener = std::net::TcpListener::bind(&mc_addr).map_err(mc_err)?;
-    mc_listener.set_nonblocking(true).map_err(mc_err)?;
-    let mc_local = mc_listener.local_addr().map_err(mc_err)?;
+    let at = |port: u16| format!("{}:{port}", config.bind);
+    let local_of = |l: &std::net::TcpListener, port: u16| l.local_addr().map_err(|source| ProxyError::Bind { addr: at(port), source });
+    let std_listener = bind(&at(config.port))?;
+    let local = local_of(&std_listener, config.port)?;
+    let mc_listener = bind(&at(config.memcache_port))?;
+    let mc_local = local_of(&mc_listener, config.memcache_port)?;
+    let tls_listener = config.tls_port.map(|port| bind(&at(port))).transpose()?;
+    let mc_tls_listener = config.memcache_tls_port.map(|port| bind(&at(port))).transpose()?;
     // Tenants' own Memcached ports.
     let mut tenant_listeners = Vec::new();
     for t in config.tenants.iter() {
         if let Some(port) = t.memcache_port {
-            let addr = format!("{}:{port}", config.bind);
-            let err = |source| ProxyError::Bind { addr: addr.clone(), source };
-            let l = std::net::TcpListener::bind(&addr).map_err(err)?;
-            l.set_nonblocking(true).map_err(err)?;
-            tenant_listeners.push((Arc::<str>::from(t.name.as_str()), l));
+            tenant_listeners.push((Arc::<str>::from(t.name.as_str()), bind(&at(port))?));
         }
     }
-    let metrics_listener = match config.metrics_port {
-        Some(port) => {
-            let addr = format!("{}:{port}", config.bind);
-            let err = |source| ProxyError::Bind { addr: addr.clone(), source };
-            let l = std::net::TcpListener::bind(&addr).map_err(err)?;
-            l.set_nonblocking(true).map_err(err)?;
-            Some(l)
-        }
-        None => None,
-    };
+    let metrics_listener = config.metrics_port.map(|port| bind(&at(port))).transpose()?;
     let threads = config.threads;
     let shared = Shared::new(config);
     shared.port.store(local.port() as u64, Ordering::Relaxed);
@@ -84,6 +90,8 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     rt.block_on(async move {
         let listener = TcpListener::from_std(std_listener).expect("listener from std");
         let mc_listener = TcpListener::from_std(mc_listener).expect("listener from std");
+        let tls_listener = tls_listener.map(|l| TcpListener::from_std(l).expect("listener from std"));
+        let mc_tls_listener = mc_tls_listener.map(|l| TcpListener::from_std(l).expect("listener from std"));
         use tokio::signal::unix::{signal, SignalKind};
         let mut sigterm = signal(SignalKind::terminate()).ok();
         let mut sigint = signal(SignalKind::interrupt()).ok();
@@ -101,6 +109,12 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
         // The addresses, for whoever started us (tests read them), in one write; a closed
         // stdout must not stop the proxy.
         let mut ready = format!("terrace proxy ready on {local}\nterrace proxy memcache on {mc_local}\n");
+        if let Some(addr) = tls_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+            ready += &format!("terrace proxy tls on {addr}\n");
+        }
+        if let Some(addr) = mc_tls_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+            ready += &format!("terrace proxy memcache tls on {addr}\n");
+        }
         if let Some(addr) = metrics_listener.as_ref().and_then(|l| l.local_addr().ok()) {
             ready += &format!("terrace proxy metrics on http://{addr}/metrics\n");
         }
@@ -145,7 +159,7 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
             ports.open(port, name, TcpListener::from_std(l).expect("listener from std"), &tenant_tx);
         }
         let mut next = 0usize;
-        let mut hand_off = |sh: &Shared, accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, protocol| {
+        let mut hand_off = |sh: &Shared, accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, protocol, tls: bool| {
             let Ok((stream, peer)) = accepted else { return };
             let id = sh.next_client_id.fetch_add(1, Ordering::Relaxed);
             sh.stats.connections_received.fetch_add(1, Ordering::Relaxed);
@@ -156,15 +170,17 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
             };
             sh.clients.lock().insert(id, frontend::ClientEntry { addr: peer.to_string(), name: None, tenant });
             if let Ok(std_stream) = stream.into_std() {
-                let _ = senders[next % threads].send((std_stream, id, protocol));
+                let _ = senders[next % threads].send((std_stream, id, protocol, tls));
                 next = next.wrapping_add(1);
             }
         };
         loop {
             tokio::select! {
-                r = listener.accept() => hand_off(&sh, r, Protocol::Redis),
-                r = mc_listener.accept() => hand_off(&sh, r, Protocol::Memcache(Arc::from(crate::tenants::DEFAULT))),
-                Some((r, tenant)) = tenant_rx.recv() => hand_off(&sh, r, Protocol::Memcache(tenant)),
+                r = listener.accept() => hand_off(&sh, r, Protocol::Redis, false),
+                r = mc_listener.accept() => hand_off(&sh, r, Protocol::Memcache(Arc::from(crate::tenants::DEFAULT)), false),
+                r = accept_on(&tls_listener) => hand_off(&sh, r, Protocol::Redis, true),
+                r = accept_on(&mc_tls_listener) => hand_off(&sh, r, Protocol::Memcache(Arc::from(crate::tenants::DEFAULT)), true),
+                Some((r, tenant)) = tenant_rx.recv() => hand_off(&sh, r, Protocol::Memcache(tenant), false),
                 _ = sh.topology_changed.notified() => ports.sync(&sh, &tenant_tx),
                 _ = recv(&mut sighup) => match sh.reload() {
                     Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
@@ -264,20 +280,65 @@ fn reactor(rt: tokio::runtime::Runtime, shared: Arc<Shared>, mut rx: mpsc::Unbou
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let reactor = Reactor::new(shared);
-        while let Some((std_stream, id, protocol)) = rx.recv().await {
-            let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else { continue };
-            match protocol {
-                Protocol::Redis => tokio::task::spawn_local(frontend::redis::serve(reactor.clone(), stream, id)),
-                Protocol::Memcache(name) => {
-                    // A tenant removed by a reload since the connection was accepted: refuse it.
-                    let Some(tenant) = reactor.topology().tenant(name.as_bytes()) else {
-                        reactor.shared.clients.lock().remove(&id);
-                        reactor.shared.stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
-                        continue;
-                    };
-                    tokio::task::spawn_local(frontend::memcache::serve(reactor.clone(), stream, id, tenant))
-                }
+        while let Some((std_stream, id, protocol, tls)) = rx.recv().await {
+            let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else {
+                forget_client(&reactor.shared, id);
+                continue;
             };
+            let _ = stream.set_nodelay(true);
+            let client = match protocol {
+                Protocol::Redis => Client::Redis { peer: stream.peer_addr().ok(), local: stream.local_addr().ok() },
+                // A tenant removed by a reload since the connection was accepted: refuse it.
+                Protocol::Memcache(name) => match reactor.topology().tenant(name.as_bytes()) {
+                    Some(tenant) => Client::Memcache(tenant),
+                    None => {
+                        forget_client(&reactor.shared, id);
+                        continue;
+                    }
+                },
+            };
+            let reactor = reactor.clone();
+            if !tls {
+                tokio::task::spawn_local(client.serve(reactor, stream, id));
+                continue;
+            }
+            let acceptor = reactor.shared.config.tls.as_ref().expect("a TLS port has its configuration").acceptor();
+            tokio::task::spawn_local(async move {
+                match tokio::time::timeout(HANDSHAKE_LIMIT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => client.serve(reactor, stream, id).await,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        forget_client(&reactor.shared, id);
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake not done in {HANDSHAKE_LIMIT:?}");
+                        forget_client(&reactor.shared, id);
+                    }
+                }
+            });
         }
     });
+}
+
+/// A connection the reactor serves: a Redis client (with its TCP ends), or a Memcached
+/// client of a tenant.
+enum Client {
+    Redis { peer: Option<std::net::SocketAddr>, local: Option<std::net::SocketAddr> },
+    Memcache(Arc<crate::tenants::Tenant>),
+}
+
+impl Client {
+    async fn serve<S: frontend::ClientStream>(self, reactor: std::rc::Rc<Reactor>, stream: S, id: u64) {
+        match self {
+            Client::Redis { peer, local } => frontend::redis::serve(reactor, stream, id, peer, local).await,
+            Client::Memcache(tenant) => frontend::memcache::serve(reactor, stream, id, tenant).await,
+        }
+    }
+}
+
+/// A client that will not be served after all (gone before, a failed TLS handshake): out of
+/// CLIENT LIST and the count.
+fn forget_client(shared: &Shared, id: u64) {
+    shared.clients.lock().remove(&id);
+    shared.stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
 }

@@ -367,6 +367,9 @@ pub struct Proxy {
     pub memcache_port: u16,
     /// The metrics URL when started with `--metrics-port`.
     pub metrics_url: Option<String>,
+    /// The TLS ports when started with `--tls-port` / `--memcache-tls-port`.
+    pub tls_port: Option<u16>,
+    pub memcache_tls_port: Option<u16>,
 }
 
 impl Proxy {
@@ -392,17 +395,23 @@ impl Proxy {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("start terrace proxy");
-        // Two lines: "… ready on HOST:PORT", "… memcache on HOST:PORT".
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut port_of = |what: &str| -> u16 {
-            let line = lines.next().and_then(|l| l.ok()).unwrap_or_default();
-            line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no {what} port in {line:?}"))
-        };
-        let port = port_of("redis");
-        let memcache_port = port_of("memcache");
-        let metrics_url =
-            extra.contains(&"--metrics-port").then(|| lines.next().and_then(|l| l.ok()).unwrap_or_default().rsplit(' ').next().unwrap_or_default().to_string());
-        Proxy { child, port, memcache_port, metrics_url }
+        // "… ready on HOST:PORT", "… memcache on HOST:PORT", then a line per TLS port and
+        // the metrics URL when asked for.
+        let given = |flag: &str| extra.contains(&flag);
+        let count = 2 + [given("--tls-port"), given("--memcache-tls-port"), given("--metrics-port")].iter().filter(|g| **g).count();
+        let lines: Vec<String> = BufReader::new(child.stdout.take().unwrap()).lines().take(count).map_while(Result::ok).collect();
+        let line_of = |prefix: &str| lines.iter().find(|l| l.starts_with(prefix)).map(|l| l.trim().rsplit(' ').next().unwrap_or_default().to_string());
+        let port_of = |prefix: &str| line_of(prefix).and_then(|a| a.rsplit(':').next().and_then(|p| p.parse().ok()));
+        let port = port_of("terrace proxy ready on").unwrap_or_else(|| panic!("no redis port in {lines:?}"));
+        let memcache_port = port_of("terrace proxy memcache on").unwrap_or_else(|| panic!("no memcache port in {lines:?}"));
+        Proxy {
+            child,
+            port,
+            memcache_port,
+            metrics_url: line_of("terrace proxy metrics on"),
+            tls_port: port_of("terrace proxy tls on"),
+            memcache_tls_port: port_of("terrace proxy memcache tls on"),
+        }
     }
 
     /// A raw connection to the Memcached port.
@@ -559,7 +568,7 @@ impl Proxy {
         };
         let port = port_of();
         let memcache_port = port_of();
-        Proxy { child, port, memcache_port, metrics_url: None }
+        Proxy { child, port, memcache_port, metrics_url: None, tls_port: None, memcache_tls_port: None }
     }
 }
 

@@ -14,8 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
 use super::{Reactor, Timing};
@@ -134,9 +133,12 @@ impl<P> Replies<P> {
     }
 }
 
+/// A client's byte stream: a TCP connection (`set_nodelay` already set), or TLS over one.
+pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {}
+impl<S: AsyncRead + AsyncWrite + Unpin> ClientStream for S {}
+
 /// Serves one client until it leaves or is closed; `id` is its CLIENT LIST entry.
-pub async fn serve<F: Frontend>(mut frontend: F, mut stream: TcpStream, id: u64) {
-    let _ = stream.set_nodelay(true);
+pub async fn serve<F: Frontend, S: ClientStream>(mut frontend: F, mut stream: S, id: u64) {
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut seen = frontend.reactor().topology_generation();
@@ -221,7 +223,7 @@ enum Flushed {
 /// Writes the replies in `out`. While the client does not read, replies arriving for it are
 /// held; past its output limit (`client_output_limit`, `pubsub_output_limit`) it is closed,
 /// with a log line and a count, as Redis closes a client over `client-output-buffer-limit`.
-async fn flush<F: Frontend>(frontend: &mut F, stream: &mut TcpStream, out: &mut BytesMut) -> Flushed {
+async fn flush<F: Frontend, S: ClientStream>(frontend: &mut F, stream: &mut S, out: &mut BytesMut) -> Flushed {
     if out.is_empty() {
         return Flushed::Written;
     }
@@ -230,7 +232,11 @@ async fn flush<F: Frontend>(frontend: &mut F, stream: &mut TcpStream, out: &mut 
     let pending = out.len();
     let mut arrived = false;
     let written = {
-        let write = stream.write_all(out);
+        // (A TLS stream may keep records back until flushed; a TCP stream's flush is nothing.)
+        let write = async {
+            stream.write_all(out).await?;
+            stream.flush().await
+        };
         tokio::pin!(write);
         loop {
             tokio::select! {
@@ -260,7 +266,7 @@ async fn flush<F: Frontend>(frontend: &mut F, stream: &mut TcpStream, out: &mut 
 
 /// Waits for request bytes (when `reading`) or for a reply to be ready (`notify`); false when
 /// the client is gone or its unparsed input passed the query buffer limit.
-async fn wait(stream: &mut TcpStream, input: &mut BytesMut, notify: &tokio::sync::Notify, reading: bool) -> bool {
+async fn wait<S: ClientStream>(stream: &mut S, input: &mut BytesMut, notify: &tokio::sync::Notify, reading: bool) -> bool {
     tokio::select! {
         r = stream.read_buf(input), if reading => {
             if matches!(r, Ok(0) | Err(_)) {

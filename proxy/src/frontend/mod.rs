@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub(crate) mod connection;
+pub(crate) use connection::ClientStream;
 mod info;
 pub mod memcache;
 pub(crate) mod redis;
@@ -199,7 +200,23 @@ impl Shared {
     /// Re-reads the configuration file and applies its engines, slot map and tenants (other
     /// settings, and new tenants' Memcached ports, need a restart). Clients stay connected and
     /// keep the tenant they authenticated as; an invalid file changes nothing.
+    ///
+    /// The TLS ports' certificate and key files are read again too (renewed certificates):
+    /// new TLS clients get them, those connected keep their sessions.
     pub fn reload(&self) -> Result<(), String> {
+        let tls = match &self.config.tls {
+            Some(tls) => tls.reload().map(|()| tracing::info!("TLS certificates re-read")).map_err(|e| e.to_string()),
+            None => Ok(()),
+        };
+        let topology = self.reload_topology();
+        match (tls, topology) {
+            (Ok(()), Ok(())) => Ok(()),
+            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+            (Err(a), Err(b)) => Err(format!("{a}; {b}")),
+        }
+    }
+
+    fn reload_topology(&self) -> Result<(), String> {
         let Some((path, overrides)) = &self.config.reload_from else {
             return Ok(());
         };

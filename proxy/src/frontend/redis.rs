@@ -14,7 +14,6 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
-use tokio::net::TcpStream;
 
 use terrace_commands::connection::{client_name, write_hello, Auth, Hello, HELLO_NOAUTH};
 use terrace_commands::resp::{Limits, ReplyWriter, RequestParser};
@@ -22,7 +21,7 @@ use terrace_commands::table::{full_name, CommandId, CommandSpec};
 use terrace_commands::tenancy::{names_tenant, tenancy, Tenancy};
 use terrace_commands::{arity_ok, lookup, unknown_command_error};
 
-use super::connection::{self, Frontend, Handled, Replies, State};
+use super::connection::{self, ClientStream, Frontend, Handled, Replies, State};
 use super::{info, Reactor};
 use crate::backend::{send, take_all, Backend, Owner, Slot};
 use crate::blocking::{self, BlockingCall};
@@ -112,9 +111,9 @@ const HOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Redis's reply to wrong credentials.
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64) {
-    let peer = stream.peer_addr().ok().map(|a| a.ip());
-    let local_addr = stream.local_addr().ok();
+/// Serves a Redis client; `peer` and `local_addr` are its TCP connection's ends.
+pub async fn serve<S: ClientStream>(rx: Rc<Reactor>, stream: S, id: u64, peer: Option<std::net::SocketAddr>, local_addr: Option<std::net::SocketAddr>) {
+    let peer = peer.map(|a| a.ip());
     let tenant = rx.topology().default_tenant();
     let authed = tenant.password.is_none();
     let client = Client {

@@ -14,9 +14,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use tokio::net::TcpStream;
 
-use super::connection::{self, Frontend, Handled, Replies, State};
+use super::connection::{self, ClientStream, Frontend, Handled, Replies, State};
 use super::Reactor;
 use crate::backend::{send, take_all, Owner, Slot};
 use crate::resp;
@@ -102,7 +101,7 @@ struct Client {
     binary: Option<bool>,
 }
 
-pub async fn serve(rx: Rc<Reactor>, stream: TcpStream, id: u64, tenant: Arc<Tenant>) {
+pub async fn serve<S: ClientStream>(rx: Rc<Reactor>, stream: S, id: u64, tenant: Arc<Tenant>) {
     let client = Client { rx, tenant, owner: Rc::default(), replies: Replies::default(), swallow: 0, closing: false, binary: None };
     connection::serve(client, stream, id).await
 }

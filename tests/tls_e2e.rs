@@ -1,0 +1,290 @@
+//! TLS end to end: certificates made at test time by `terrace tls-gen`, the real proxy with
+//! TLS ports beside its plain ones, and real clients over TLS — `redis-cli --tls`, the
+//! `redis` crate (rustls), pymemcache with an `ssl` context — with and without client
+//! certificates, a CA the clients do not trust, and certificates renewed under load.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::{eventually, info_field, q, temp_dir, Engine, Proxy};
+
+/// The files `terrace tls-gen` writes.
+struct Certs {
+    ca: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
+}
+
+/// Runs `terrace tls-gen DIR` (the binary, as an operator would) and checks what it wrote.
+fn tls_gen(dir: &Path) -> Certs {
+    let out = Command::new(env!("CARGO_BIN_EXE_terrace")).arg("tls-gen").arg(dir).output().expect("run terrace tls-gen");
+    assert!(out.status.success(), "tls-gen: {}", String::from_utf8_lossy(&out.stderr));
+    let certs = Certs {
+        ca: dir.join("ca.crt"),
+        server_cert: dir.join("server.crt"),
+        server_key: dir.join("server.key"),
+        client_cert: dir.join("client.crt"),
+        client_key: dir.join("client.key"),
+    };
+    use std::os::unix::fs::PermissionsExt;
+    for key in [&certs.server_key, &certs.client_key, &dir.join("ca.key")] {
+        assert_eq!(std::fs::metadata(key).unwrap().permissions().mode() & 0o777, 0o600, "{} is its owner's alone", key.display());
+    }
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("server.crt") && said.contains("localhost, 127.0.0.1"), "{said}");
+    certs
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A proxy in front of `engine` with a Redis and a Memcached TLS port on `certs`.
+fn tls_proxy(engine: &Engine, certs: &Certs, extra: &[&str]) -> Proxy {
+    let mut args = vec!["--tls-port", "0", "--memcache-tls-port", "0"];
+    args.extend(["--tls-cert-file", path(&certs.server_cert), "--tls-key-file", path(&certs.server_key), "--tls-ca-cert-file", path(&certs.ca)]);
+    args.extend(extra);
+    let proxy = Proxy::start(&[engine], &args, &[]);
+    assert!(proxy.tls_port.is_some() && proxy.memcache_tls_port.is_some(), "the proxy announced its TLS ports");
+    proxy
+}
+
+/// A `redis` crate connection over TLS, trusting `ca`, showing `identity` when given.
+fn redis_tls(port: u16, ca: &Path, identity: Option<(&Path, &Path)>) -> redis::RedisResult<redis::Connection> {
+    let certs = redis::TlsCertificates {
+        client_tls: identity.map(|(cert, key)| redis::ClientTlsConfig { client_cert: std::fs::read(cert).unwrap(), client_key: std::fs::read(key).unwrap() }),
+        root_cert: Some(std::fs::read(ca).unwrap()),
+    };
+    redis::Client::build_with_tls(format!("rediss://127.0.0.1:{port}"), certs)?.get_connection()
+}
+
+/// `redis-cli --tls` against `port`: its stdout and stderr together.
+fn redis_cli(port: u16, tls: &[&str], command: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["--tls", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(tls)
+        .args(command)
+        .output()
+        .expect("redis-cli (Debian's redis-tools) must be installed");
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn redis_clients_speak_tls_beside_the_plain_port() {
+    terrace_tls::install_default_provider();
+    let certs = tls_gen(&temp_dir("tls"));
+    let engine = Engine::start(&[]);
+    let proxy = tls_proxy(&engine, &certs, &[]);
+    let tls_port = proxy.tls_port.unwrap();
+
+    // redis-cli, as the README says to run it.
+    let ca = ["--cacert", path(&certs.ca)];
+    assert_eq!(redis_cli(tls_port, &ca, &["SET", "greeting", "hello over tls"]).trim(), "OK");
+    assert_eq!(redis_cli(tls_port, &ca, &["GET", "greeting"]).trim(), "hello over tls");
+
+    // The redis crate: single requests, a pipeline of 2,000, a 4 MiB value (more than
+    // rustls sends in one write: what is left must be flushed).
+    let mut con = redis_tls(tls_port, &certs.ca, None).expect("a TLS connection trusting the CA");
+    let got: String = q(&mut con, &["GET", "greeting"]);
+    assert_eq!(got, "hello over tls");
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    pipe.cmd("MGET").arg("k0").arg("k1999");
+    let (values,): (Vec<i64>,) = pipe.query(&mut con).unwrap();
+    assert_eq!(values, vec![0, 1999]);
+    let big = "x".repeat(4 << 20);
+    let _: () = redis::cmd("SET").arg("big").arg(&big).query(&mut con).unwrap();
+    let back: String = q(&mut con, &["GET", "big"]);
+    assert_eq!(back.len(), big.len());
+
+    // The plain port serves the same data, side by side.
+    let mut plain = redis::Client::open(format!("redis://127.0.0.1:{}", proxy.port)).unwrap().get_connection().unwrap();
+    let got: String = q(&mut plain, &["GET", "greeting"]);
+    assert_eq!(got, "hello over tls");
+
+    // A CA the server's certificate is not from: refused by both clients.
+    let other = tls_gen(&temp_dir("tls-other"));
+    let said = redis_cli(tls_port, &["--cacert", path(&other.ca)], &["PING"]);
+    assert!(!said.contains("PONG") && said.to_lowercase().contains("certificate"), "{said}");
+    let e = redis_tls(tls_port, &other.ca, None).map(|_| ()).unwrap_err().to_string();
+    assert!(e.to_lowercase().contains("certificate") || e.contains("UnknownIssuer"), "{e}");
+
+    // A plain client on the TLS port is not served (its bytes are no handshake), and the
+    // failed handshakes leave no client behind.
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", tls_port)).unwrap();
+    raw.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    use std::io::{Read, Write};
+    raw.write_all(b"PING\r\n").unwrap();
+    let mut buf = [0u8; 64];
+    let n = raw.read(&mut buf).unwrap_or(0);
+    assert!(!String::from_utf8_lossy(&buf[..n]).contains("PONG"));
+    drop(raw);
+    drop(con);
+    eventually(10, "only the plain client is left", || info_field(&mut plain, "clients", "connected_clients") == 1);
+}
+
+#[test]
+fn client_certificates_are_required_as_tls_auth_clients_says() {
+    terrace_tls::install_default_provider();
+    let certs = tls_gen(&temp_dir("tls-mtls"));
+    let other = tls_gen(&temp_dir("tls-mtls-other"));
+    let engine = Engine::start(&[]);
+    let required = tls_proxy(&engine, &certs, &["--tls-auth-clients", "yes"]);
+    let port = required.tls_port.unwrap();
+    let ca = ["--cacert", path(&certs.ca)];
+    // No certificate: refused.
+    assert!(!redis_cli(port, &ca, &["PING"]).contains("PONG"));
+    assert!(redis_tls(port, &certs.ca, None).and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_err());
+    // The CA's client certificate: served.
+    let identity = ["--cacert", path(&certs.ca), "--cert", path(&certs.client_cert), "--key", path(&certs.client_key)];
+    assert_eq!(redis_cli(port, &identity, &["PING"]).trim(), "PONG");
+    let mut con = redis_tls(port, &certs.ca, Some((&certs.client_cert, &certs.client_key))).unwrap();
+    let pong: String = q(&mut con, &["PING"]);
+    assert_eq!(pong, "PONG");
+    // Another CA's client certificate: refused.
+    let foreign = redis_tls(port, &certs.ca, Some((&other.client_cert, &other.client_key))).and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+    assert!(foreign.is_err(), "{foreign:?}");
+
+    // optional: served either way.
+    let optional = tls_proxy(&engine, &certs, &["--tls-auth-clients", "optional"]);
+    let port = optional.tls_port.unwrap();
+    assert_eq!(redis_cli(port, &ca, &["PING"]).trim(), "PONG");
+    assert_eq!(redis_cli(port, &identity, &["PING"]).trim(), "PONG");
+}
+
+#[test]
+fn memcached_clients_speak_tls() {
+    let certs = tls_gen(&temp_dir("tls-mc"));
+    let engine = Engine::start(&[]);
+    let proxy = tls_proxy(&engine, &certs, &[]);
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pymemcache/venv/bin/python");
+    assert!(python.exists(), "pymemcache's virtualenv is missing: run tests/run.sh first");
+    // pymemcache over TLS: its `tls_context` is Python's ssl module (OpenSSL) trusting the CA.
+    let script = r#"
+import ssl, sys
+from pymemcache.client.base import Client
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+c = Client(("127.0.0.1", int(sys.argv[1])), tls_context=ctx, connect_timeout=5, timeout=5)
+assert c.set("tls-key", b"tls-value") is True
+assert c.get("tls-key") == b"tls-value", c.get("tls-key")
+c.set("n", b"41")
+assert c.incr("n", 1) == 42
+many = {"m%d" % i: b"v%d" % i for i in range(500)}
+assert c.set_many(many) == []
+assert c.get_many(list(many)) == many
+assert c.set("big", b"y" * 900000) is True
+assert c.get("big") == b"y" * 900000
+assert c.delete("m0") is True
+print("ok")
+"#;
+    let out = Command::new(&python).args(["-c", script, &proxy.memcache_tls_port.unwrap().to_string(), path(&certs.ca)]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "{}", String::from_utf8_lossy(&out.stderr));
+    // What it stored is there on the plain Memcached port.
+    let mut raw = proxy.memcache();
+    raw.send(b"get tls-key n\r\n");
+    let got = raw.read_available();
+    assert!(got.contains("tls-value") && got.contains("42"), "{got}");
+    // A context trusting another CA is refused.
+    let other = tls_gen(&temp_dir("tls-mc-other"));
+    let out = Command::new(&python).args(["-c", script, &proxy.memcache_tls_port.unwrap().to_string(), path(&other.ca)]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("CERTIFICATE_VERIFY_FAILED"), "{err}");
+}
+
+#[test]
+fn renewed_certificates_are_read_on_sighup_without_dropping_clients() {
+    terrace_tls::install_default_provider();
+    let dir = temp_dir("tls-reload");
+    let first = tls_gen(&dir);
+    let first_ca = dir.join("first-ca.crt");
+    std::fs::copy(&first.ca, &first_ca).unwrap();
+    let engine = Engine::start(&[]);
+    let proxy = tls_proxy(&engine, &first, &[]);
+    let port = proxy.tls_port.unwrap();
+
+    // Four clients over TLS, each writing and reading its own key without pause.
+    let stop = Arc::new(AtomicBool::new(false));
+    let reloaded = Arc::new(AtomicBool::new(false));
+    let after = Arc::new(AtomicU64::new(0));
+    let loaders: Vec<_> = (0..4)
+        .map(|id| {
+            let (stop, reloaded, after) = (stop.clone(), reloaded.clone(), after.clone());
+            let ca = first_ca.clone();
+            std::thread::spawn(move || -> Result<u64, String> {
+                let mut con = redis_tls(port, &ca, None).map_err(|e| e.to_string())?;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let key = format!("load:{id}");
+                    redis::cmd("SET").arg(&key).arg(n).query::<()>(&mut con).map_err(|e| format!("SET after {n}: {e}"))?;
+                    let got: u64 = redis::cmd("GET").arg(&key).query(&mut con).map_err(|e| format!("GET after {n}: {e}"))?;
+                    if got != n {
+                        return Err(format!("{key}: {got}, wrote {n}"));
+                    }
+                    if reloaded.load(Ordering::Relaxed) {
+                        after.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Ok(n)
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // Renewed by another CA, in the same files; then SIGHUP.
+    let second = tls_gen(&dir);
+    sighup(&proxy);
+    eventually(10, "new clients get the renewed certificate", || redis_tls(port, &second.ca, None).is_ok());
+    reloaded.store(true, Ordering::Relaxed);
+    let e = redis_tls(port, &first_ca, None).map(|_| ()).unwrap_err().to_string();
+    assert!(e.to_lowercase().contains("certificate") || e.contains("UnknownIssuer"), "{e}");
+    eventually(10, "the clients connected before keep working", || after.load(Ordering::Relaxed) > 400);
+    stop.store(true, Ordering::Relaxed);
+    for (id, l) in loaders.into_iter().enumerate() {
+        let n = l.join().unwrap().unwrap_or_else(|e| panic!("client {id} was dropped or failed: {e}"));
+        assert!(n > 100, "client {id} ran ({n} rounds)");
+    }
+
+    // A renewal gone wrong (a key that is not the certificate's): the reload is refused and
+    // the port keeps serving what it had.
+    std::fs::copy(dir.join("client.key"), dir.join("server.key")).unwrap();
+    sighup(&proxy);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut con = redis_tls(port, &second.ca, None).expect("still served with the renewed certificate");
+    let pong: String = q(&mut con, &["PING"]);
+    assert_eq!(pong, "PONG");
+}
+
+fn sighup(proxy: &Proxy) {
+    // SAFETY: kill(2) on the proxy's own pid, a child of this test.
+    assert_eq!(unsafe { libc::kill(proxy.child.id() as i32, libc::SIGHUP) }, 0);
+}
+
+#[test]
+fn bad_tls_settings_stop_the_start_and_name_the_setting() {
+    let certs = tls_gen(&temp_dir("tls-bad"));
+    let start = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_terrace")).args(["proxy", "--port", "0", "--memcache-port", "0"]).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = start(&["--tls-port", "0"]);
+    assert!(e.contains("`tls_port`") && e.contains("tls_cert_file"), "{e}");
+    let e = start(&["--tls-port", "0", "--tls-cert-file", "/nonexistent/server.crt", "--tls-key-file", path(&certs.server_key)]);
+    assert!(e.contains("`tls_cert_file`") && e.contains("/nonexistent/server.crt"), "{e}");
+    let e = start(&["--tls-port", "0", "--tls-cert-file", path(&certs.server_cert), "--tls-key-file", path(&certs.client_key)]);
+    assert!(e.contains("`tls_key_file`") && e.contains("client.key"), "{e}");
+    let e = start(&["--tls-port", "0", "--tls-cert-file", path(&certs.server_cert), "--tls-key-file", path(&certs.server_key), "--tls-auth-clients", "yes"]);
+    assert!(e.contains("`tls_ca_cert_file`"), "{e}");
+    let e =
+        start(&["--tls-port", "0", "--tls-cert-file", path(&certs.server_cert), "--tls-key-file", path(&certs.server_key), "--tls-auth-clients", "sometimes"]);
+    assert!(e.contains("`tls_auth_clients`") && e.contains("'sometimes'"), "{e}");
+}
