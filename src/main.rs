@@ -121,6 +121,12 @@ struct ConsoleArgs {
     /// Percent of the time a slot move's copying and deleting may work on the engines [default: 50]
     #[arg(long)]
     move_pace: Option<u8>,
+    /// Serve HTTPS with this certificate chain, PEM (with --tls-key-file) [env: TERRACE_CONSOLE_TLS_CERT_FILE]
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// The HTTPS certificate's private key, PEM [env: TERRACE_CONSOLE_TLS_KEY_FILE]
+    #[arg(long)]
+    tls_key_file: Option<PathBuf>,
     /// TOML configuration file; its [console] table is read.
     #[arg(long, env = "TERRACE_CONFIG")]
     config: Option<PathBuf>,
@@ -143,6 +149,8 @@ impl ConsoleArgs {
             failover_after_ms: self.failover_after_ms,
             move_rate: self.move_rate,
             move_pace: self.move_pace,
+            tls_cert_file: self.tls_cert_file,
+            tls_key_file: self.tls_key_file,
             ..Default::default()
         };
         let file = match &self.config {

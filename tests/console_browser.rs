@@ -38,16 +38,21 @@ impl Drop for Driver {
 }
 
 async fn browser(driver: &Driver, profile: &std::path::Path) -> fantoccini::Client {
+    browser_with(driver, profile, &[]).await
+}
+
+/// A Chromium session with more command-line flags.
+async fn browser_with(driver: &Driver, profile: &std::path::Path, extra: &[String]) -> fantoccini::Client {
+    let mut args: Vec<String> =
+        ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update"]
+            .iter()
+            .chain(&["--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,1800"])
+            .map(|a| a.to_string())
+            .collect();
+    args.push(format!("--user-data-dir={}", profile.display()));
+    args.extend(extra.iter().cloned());
     let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                     "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,1800",
-                     format!("--user-data-dir={}", profile.display())],
-        }),
-    );
+    caps.insert("goog:chromeOptions".into(), serde_json::json!({ "binary": "/usr/bin/chromium", "args": args }));
     ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(caps)
         .connect(&format!("http://127.0.0.1:{}", driver.port))
@@ -270,4 +275,83 @@ async fn an_operator_creates_a_tenant_retrains_it_and_reads_the_advisor() {
     assert!(redis::cmd("AUTH").arg("cities").arg("city-pw").query::<()>(&mut again).is_err(), "the proxy refuses the deleted tenant");
     c.close().await.unwrap();
     let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// The SHA-256 of a certificate's public key (SubjectPublicKeyInfo), base64: what Chromium's
+/// `--ignore-certificate-errors-spki-list` trusts (as a test trusts its CA; the browser has
+/// no flag for a CA file).
+fn spki_sha256(cert: &std::path::Path) -> String {
+    let pipeline = format!("openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64", cert.display());
+    let out = Command::new("sh").args(["-c", &pipeline]).output().expect("openssl (Debian's openssl package)");
+    let hash = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(out.status.success() && hash.len() == 44, "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    hash
+}
+
+/// A client of the console trusting `ca` alone.
+fn https_client(ca: &std::path::Path) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(ca).unwrap()).unwrap();
+    reqwest::Client::builder().tls_certs_only([ca]).cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_over_https() {
+    let dir = temp_dir("console-certs");
+    let certs = terrace_tls::generate(&dir, &["localhost".into(), "127.0.0.1".into()], "Console test CA").unwrap();
+    let engine = Engine::start(&[]);
+    let proxy = Proxy::start_admin_on(0, &[&engine]);
+    let tls = ["--tls-cert-file", certs.server_cert.to_str().unwrap(), "--tls-key-file", certs.server_key.to_str().unwrap()];
+    let console = Console::start_with(&[&engine], &[&proxy], &tls);
+    let url = console.url.clone();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+
+    // A client trusting the CA: the login page, its cookie Secure, HSTS; the login works.
+    let c = https_client(&certs.ca_cert);
+    let r = c.get(format!("{url}/login")).send().await.expect("HTTPS with the console's CA");
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    assert_eq!(r.headers()["strict-transport-security"], "max-age=31536000");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.ends_with("; Secure") && cookie.contains("HttpOnly"), "{cookie}");
+    let r = console_api::post_login(&c, &url, CONSOLE_ADMIN_PASSWORD).await;
+    assert_eq!(r.status(), reqwest::StatusCode::SEE_OTHER);
+    let overview = c.get(format!("{url}/")).send().await.unwrap().text().await.unwrap();
+    assert!(overview.contains("Engines"), "the overview over HTTPS");
+    // Another CA's client refuses the console's certificate; plain HTTP gets no page.
+    let other = terrace_tls::generate(&temp_dir("console-other-certs"), &["127.0.0.1".into()], "Another CA").unwrap();
+    let e = https_client(&other.ca_cert).get(format!("{url}/login")).send().await.unwrap_err();
+    assert!(format!("{e:?}").to_lowercase().contains("certificate"), "{e:?}");
+    let plain = reqwest::Client::new().get(url.replace("https://", "http://") + "/login").send().await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success(), "plain HTTP on the HTTPS port");
+
+    // Chromium trusting the certificate's key: log in, the overview.
+    let driver = Driver::start();
+    let pinned =
+        browser_with(&driver, &temp_dir("chromium-https"), &[format!("--ignore-certificate-errors-spki-list={}", spki_sha256(&certs.server_cert))]).await;
+    pinned.goto(&format!("{url}/")).await.unwrap();
+    wait_for_path(&pinned, "/login").await;
+    pinned.find(Locator::Id("password")).await.unwrap().send_keys(CONSOLE_ADMIN_PASSWORD).await.unwrap();
+    pinned.find(Locator::Id("login")).await.unwrap().click().await.unwrap();
+    wait_for_path(&pinned, "/").await;
+    wait_for(&pinned, "#engines").await;
+    assert_eq!(pinned.current_url().await.unwrap().scheme(), "https");
+    pinned.close().await.unwrap();
+    // Chromium trusting nothing of it: no login page (its certificate error page instead).
+    let untrusting = browser(&driver, &temp_dir("chromium-https-untrusting")).await;
+    let _ = untrusting.goto(&format!("{url}/login")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(untrusting.find(Locator::Id("password")).await.is_err(), "the login form shown under a certificate the browser does not trust");
+    untrusting.close().await.unwrap();
+
+    // Renewed by another CA in the same files, then SIGHUP: new clients get the new one.
+    let old_ca = dir.join("old-ca.crt");
+    std::fs::copy(&certs.ca_cert, &old_ca).unwrap();
+    let renewed = terrace_tls::generate(&dir, &["localhost".into(), "127.0.0.1".into()], "Renewed CA").unwrap();
+    // SAFETY: kill(2) on the console's own pid, a child of this test.
+    assert_eq!(unsafe { libc::kill(console.child.id() as i32, libc::SIGHUP) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while https_client(&renewed.ca_cert).get(format!("{url}/login")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the renewed certificate is served after SIGHUP");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(https_client(&old_ca).get(format!("{url}/login")).send().await.is_err(), "the old CA's certificate is no longer served");
 }

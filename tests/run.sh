@@ -14,6 +14,7 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || apt_missing+=(postgr
 command -v runuser >/dev/null 2>&1 || apt_missing+=(util-linux)
 command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || apt_missing+=(chromium-driver)
+command -v openssl >/dev/null 2>&1 || apt_missing+=(openssl)
 if ((${#apt_missing[@]})); then
   echo "tests/run.sh: installing ${apt_missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -24,7 +25,8 @@ fi
 # (each started by the test on its own port); memccapable checks the proxy's Memcached port.
 # PostgreSQL backs tests/storage_pg.rs: each test runs initdb + pg_ctl (as the postgres user)
 # in a temporary directory on a free port; the package's own cluster is not used.
-# Chromium and chromedriver run tests/console_browser.rs (the console's pages, headless).
+# Chromium and chromedriver run tests/console_browser.rs (the console's pages, headless); the
+# openssl command gives its HTTPS test the hash of the certificate Chromium is to trust.
 
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh

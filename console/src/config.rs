@@ -48,6 +48,9 @@ pub struct ConsoleSettings {
     /// The share of the time, in percent, a slot move's copying and deleting may take on the
     /// engines (the rest is their clients').
     pub move_pace: Option<u8>,
+    /// With `tls_key_file`: the console's port serves HTTPS with this certificate chain (PEM).
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl ConsoleSettings {
@@ -69,12 +72,14 @@ impl ConsoleSettings {
             failover_after_ms: self.failover_after_ms.or(other.failover_after_ms),
             move_rate: self.move_rate.or(other.move_rate),
             move_pace: self.move_pace.or(other.move_pace),
+            tls_cert_file: self.tls_cert_file.or(other.tls_cert_file),
+            tls_key_file: self.tls_key_file.or(other.tls_key_file),
         }
     }
 
     /// TERRACE_CONSOLE_PORT, TERRACE_CONSOLE_BIND, TERRACE_CONSOLE_DB, TERRACE_CONSOLE_ENGINES
     /// and TERRACE_CONSOLE_PROXIES (comma-separated), TERRACE_PROXY_ADMIN_PASSWORD,
-    /// TERRACE_ADMIN_PASSWORD.
+    /// TERRACE_ADMIN_PASSWORD, TERRACE_CONSOLE_TLS_CERT_FILE, TERRACE_CONSOLE_TLS_KEY_FILE.
     pub fn from_env() -> Result<ConsoleSettings, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let list = |s: String| s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
@@ -95,6 +100,8 @@ impl ConsoleSettings {
             failover_after_ms: None,
             move_rate: var("TERRACE_CONSOLE_MOVE_RATE"),
             move_pace: None,
+            tls_cert_file: var("TERRACE_CONSOLE_TLS_CERT_FILE").map(PathBuf::from),
+            tls_key_file: var("TERRACE_CONSOLE_TLS_KEY_FILE").map(PathBuf::from),
         })
     }
 
@@ -164,7 +171,13 @@ impl ConsoleSettings {
             Some(path) => Some(terrace_commands::settings::read_secret_file("engine_password_file", path)?),
             None => None,
         };
+        let tls = match terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, None, None) {
+            Ok(Some(files)) => Some(std::sync::Arc::new(terrace_tls::ServerTls::new(files).map_err(tls_invalid)?)),
+            Ok(None) => None,
+            Err(e) => return Err(tls_invalid(e)),
+        };
         Ok(ConsoleConfig {
+            tls,
             engine_password,
             port: self.port.unwrap_or(8080),
             bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
@@ -185,6 +198,11 @@ impl ConsoleSettings {
             own_proxies: false,
         })
     }
+}
+
+fn tls_invalid(e: terrace_tls::TlsError) -> ConfigError {
+    let (key, reason) = e.setting();
+    invalid(key, reason)
 }
 
 /// Starts and stops engines for the console (`terrace up` gives one: engines added from the
@@ -208,6 +226,8 @@ impl std::fmt::Debug for Launch {
 
 #[derive(Debug, Clone)]
 pub struct ConsoleConfig {
+    /// HTTPS on the console's port (`tls_cert_file`, `tls_key_file`); re-read on SIGHUP.
+    pub tls: Option<std::sync::Arc<terrace_tls::ServerTls>>,
     pub port: u16,
     pub bind: String,
     pub db: PathBuf,

@@ -111,8 +111,10 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         if let Some(url) = console.config.webhook_url.clone() {
             tokio::spawn(webhook::run(console.clone(), url));
         }
+        let tls = console.config.tls.clone();
         let app = web::router(console).into_make_service_with_connect_info::<SocketAddr>();
-        ready(&Started { url: format!("http://{local}"), admin_password });
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        ready(&Started { url: format!("{scheme}://{local}"), admin_password });
         let stop = async {
             use tokio::signal::unix::{signal, SignalKind};
             let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
@@ -120,6 +122,39 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             };
             tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         };
-        axum::serve(listener, app).with_graceful_shutdown(stop).await.map_err(|source| ConsoleError::Bind { addr: local.to_string(), source })
+        let bind_error = |source| ConsoleError::Bind { addr: local.to_string(), source };
+        let Some(tls) = tls else {
+            return axum::serve(listener, app).with_graceful_shutdown(stop).await.map_err(bind_error);
+        };
+        // HTTPS: axum-server runs each connection's handshake on a task of its own (a slow
+        // client holds no other up); SIGHUP re-reads the certificate for new connections.
+        let rustls = axum_server::tls_rustls::RustlsConfig::from_config(tls.config());
+        let handle = axum_server::Handle::new();
+        tokio::spawn(reload_certificates_on_sighup(tls, rustls.clone()));
+        {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                stop.await;
+                handle.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
+            });
+        }
+        let listener = listener.into_std().map_err(bind_error)?;
+        axum_server::from_tcp_rustls(listener, rustls).map_err(bind_error)?.handle(handle).serve(app).await.map_err(bind_error)
     })
+}
+
+/// Re-reads the HTTPS certificate on every SIGHUP; one that cannot be used is logged and the
+/// one in use stays.
+async fn reload_certificates_on_sighup(tls: Arc<terrace_tls::ServerTls>, rustls: axum_server::tls_rustls::RustlsConfig) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+    while hup.recv().await.is_some() {
+        match tls.reload() {
+            Ok(()) => {
+                rustls.reload_from_config(tls.config());
+                tracing::info!("SIGHUP: the console's certificate re-read");
+            }
+            Err(e) => tracing::error!(error = %e, "SIGHUP: the console's certificate not re-read"),
+        }
+    }
 }

@@ -579,10 +579,34 @@ fn resolve_storage(
             return Ok(None);
         }
         Some("lsm") => StorageBackend::Lsm(data_dir.join("storage")),
-        Some("postgres") => StorageBackend::Postgres(url.ok_or_else(|| invalid("storage_url", "`storage = \"postgres\"` needs a postgres:// URL".into()))?),
+        Some("postgres") => {
+            let url = url.ok_or_else(|| invalid("storage_url", "`storage = \"postgres\"` needs a postgres:// URL".into()))?;
+            check_postgres_tls(&url).map_err(|r| invalid("storage_url", r))?;
+            StorageBackend::Postgres(url)
+        }
         Some(other) => return Err(invalid("storage", format!("'{other}' is not one of none, lsm, postgres"))),
     };
     Ok(Some(StorageConfig { backend, mode, write_back }))
+}
+
+/// A PostgreSQL URL's TLS parameters, as libpq names them: `sslmode` one of libpq's, and the
+/// files `sslrootcert` (the CA the server's certificate is verified against), `sslcert` and
+/// `sslkey` (a client certificate) readable. Checked here so a typo stops the start with the
+/// setting's name rather than the first connection's error.
+fn check_postgres_tls(url: &str) -> Result<(), String> {
+    const MODES: [&str; 6] = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
+    let Some((_, query)) = url.split_once('?') else { return Ok(()) };
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match name {
+            "sslmode" if !MODES.contains(&value) => return Err(format!("sslmode '{value}' is not one of {}", MODES.join(", "))),
+            "sslrootcert" | "sslcert" | "sslkey" => {
+                std::fs::File::open(value).map_err(|e| format!("{name} {value}: {e}"))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The PMem tier's settings: all absent, or `pmem_path` with the others defaulted
@@ -768,6 +792,17 @@ mod tests {
         assert_eq!(parse_size("12"), Some(12));
         assert_eq!(parse_size("1tb"), None);
         assert_eq!(parse_size("x"), None);
+    }
+
+    #[test]
+    fn a_postgres_urls_tls_parameters_are_checked() {
+        let pg = |url: &str| EngineSettings { storage: Some("postgres".into()), storage_url: Some(url.into()), ..Default::default() }.resolve();
+        assert!(pg("postgres://u@db/x").is_ok());
+        assert!(pg("postgres://u@db/x?sslmode=verify-full&application_name=t").is_ok());
+        let e = pg("postgres://u@db/x?sslmode=verify_full").unwrap_err().to_string();
+        assert_eq!(e, "invalid value for `storage_url`: sslmode 'verify_full' is not one of disable, allow, prefer, require, verify-ca, verify-full");
+        let e = pg("postgres://u@db/x?sslmode=verify-ca&sslrootcert=/nonexistent/ca.crt").unwrap_err().to_string();
+        assert!(e.starts_with("invalid value for `storage_url`: sslrootcert /nonexistent/ca.crt: "), "{e}");
     }
 
     #[test]

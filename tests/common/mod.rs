@@ -489,6 +489,31 @@ impl Postgres {
     }
 
     pub fn start() -> Postgres {
+        let pg = Self::init();
+        pg.pg_start();
+        pg
+    }
+
+    /// A server that takes TCP clients over TLS only (`hostssl` in pg_hba.conf), showing
+    /// `cert` and `key`.
+    pub fn start_tls(cert: &std::path::Path, key: &std::path::Path) -> Postgres {
+        let pg = Self::init();
+        let data = pg.dir.join("data");
+        std::fs::copy(cert, data.join("server.crt")).unwrap();
+        std::fs::copy(key, data.join("server.key")).unwrap();
+        let mut conf = std::fs::OpenOptions::new().append(true).open(data.join("postgresql.conf")).unwrap();
+        std::io::Write::write_all(&mut conf, b"\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n").unwrap();
+        std::fs::write(data.join("pg_hba.conf"), "local all all trust\nhostssl all all 127.0.0.1/32 trust\n").unwrap();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let ok = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&data).status().unwrap().success();
+            assert!(ok, "chown the PostgreSQL data to postgres");
+        }
+        pg.pg_start();
+        pg
+    }
+
+    fn init() -> Postgres {
         let dir = temp_dir("pg");
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
@@ -499,7 +524,6 @@ impl Postgres {
         let data = pg.dir.join("data");
         let out = pg.as_postgres("initdb", &["-D", data.to_str().unwrap(), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
-        pg.pg_start();
         pg
     }
 

@@ -16,7 +16,7 @@ use crate::TlsError;
 /// A TLS port's configuration, reloadable.
 pub struct ServerTls {
     files: TlsFiles,
-    acceptor: RwLock<TlsAcceptor>,
+    config: RwLock<Arc<ServerConfig>>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -27,13 +27,18 @@ impl std::fmt::Debug for ServerTls {
 
 impl ServerTls {
     pub fn new(files: TlsFiles) -> Result<ServerTls, TlsError> {
-        let acceptor = RwLock::new(TlsAcceptor::from(Arc::new(server_config(&files)?)));
-        Ok(ServerTls { files, acceptor })
+        let config = RwLock::new(Arc::new(server_config(&files)?));
+        Ok(ServerTls { files, config })
     }
 
     /// What a new connection is accepted with.
     pub fn acceptor(&self) -> TlsAcceptor {
-        self.acceptor.read().clone()
+        TlsAcceptor::from(self.config())
+    }
+
+    /// The configuration in force (for servers that take a rustls configuration).
+    pub fn config(&self) -> Arc<ServerConfig> {
+        self.config.read().clone()
     }
 
     pub fn files(&self) -> &TlsFiles {
@@ -43,7 +48,7 @@ impl ServerTls {
     /// Reads the files again (renewed certificates): new connections get them.
     pub fn reload(&self) -> Result<(), TlsError> {
         let config = server_config(&self.files)?;
-        *self.acceptor.write() = TlsAcceptor::from(Arc::new(config));
+        *self.config.write() = Arc::new(config);
         Ok(())
     }
 }

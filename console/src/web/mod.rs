@@ -20,7 +20,8 @@ use crate::auth::{self, Session};
 use crate::Console;
 
 pub fn router(console: Arc<Console>) -> Router {
-    Router::new()
+    let https = console.config.tls.is_some();
+    let router = Router::new()
         .route("/login", get(pages::login_form).post(pages::login))
         .route("/logout", post(pages::logout))
         .route("/", get(pages::overview))
@@ -54,7 +55,12 @@ pub fn router(console: Arc<Console>) -> Router {
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn_with_state(console.clone(), audit::layer))
         .layer(axum::middleware::from_fn(security_headers))
-        .with_state(console)
+        .with_state(console);
+    if https {
+        router.layer(axum::middleware::from_fn(https_headers))
+    } else {
+        router
+    }
 }
 
 async fn css() -> impl IntoResponse {
@@ -66,6 +72,23 @@ async fn js() -> impl IntoResponse {
 }
 
 /// No framing, no inline scripts, nothing from elsewhere.
+/// Over HTTPS: cookies are only ever sent back over TLS (`Secure`), and browsers are told to
+/// come back over HTTPS alone (HSTS, a year).
+async fn https_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    let cookies: Vec<HeaderValue> =
+        h.get_all(axum::http::header::SET_COOKIE).iter().filter_map(|v| HeaderValue::from_str(&format!("{}; Secure", v.to_str().ok()?)).ok()).collect();
+    if !cookies.is_empty() {
+        h.remove(axum::http::header::SET_COOKIE);
+        for c in cookies {
+            h.append(axum::http::header::SET_COOKIE, c);
+        }
+    }
+    h.insert("strict-transport-security", HeaderValue::from_static("max-age=31536000"));
+    res
+}
+
 async fn security_headers(req: Request, next: Next) -> Response {
     let mut res = next.run(req).await;
     let h = res.headers_mut();
