@@ -798,11 +798,30 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
         q::<i64>(&mut on_replica().unwrap(), &["DBSIZE"]) == n
             && q::<String>(&mut on_replica().unwrap(), &["INFO", "replication"]).contains("master_link_status:up")
     });
-    // Supervised: killed, it comes back.
+    // Supervised: killed, it comes back — with a new run ID and nothing of its data (it saved
+    // nothing), so the coordinator replaces it by its replica, which has the data, and it
+    // follows that one. (This test once assumed no failover: it passed only when the
+    // appliance stopped before the coordinator's next look, and failed in CI when it did not.)
     let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<redis::Value>(&mut on_added().unwrap());
     std::thread::sleep(std::time::Duration::from_millis(300));
     eventually(20, "the added engine is restarted", || on_added().is_ok());
-    // The whole appliance restarted: the added engine with it, and the proxy routes with the
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, topo) = call(Method::GET, "/topology", None).await;
+        if topo["engines"][2] == replica.as_str() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the restarted engine is failed over to its replica: {topo}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let primary = replica.clone();
+    let on_primary = || redis::Client::open(format!("redis://:{secret}@{primary}/")).unwrap().get_connection();
+    let kept: i64 = q(&mut on_primary().unwrap(), &["DBSIZE"]);
+    assert_eq!(kept, n, "the promoted replica has the engine's keys");
+    eventually(20, "the restarted engine follows the promoted one", || {
+        q::<String>(&mut on_added().unwrap(), &["INFO", "replication"]).contains(&format!("master_port:{}", primary.rsplit(':').next().unwrap()))
+    });
+    // The whole appliance restarted: the added engines with it, and the proxy routes with the
     // console's map from its first request.
     stop_up(child);
     let (child, port) = start_up(&dir, first, console_port);
@@ -811,16 +830,16 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
     for i in 0..2000 {
         let _: () = q(&mut con, &["SET", &format!("u:{i}"), &format!("again{i}")]);
     }
-    let n: i64 = q(&mut on_added().unwrap(), &["DBSIZE"]);
-    assert!(n > 400, "after the restart the new engine serves its slots again ({n})");
-    // Drained and removed: the appliance stops it.
+    let n: i64 = q(&mut on_primary().unwrap(), &["DBSIZE"]);
+    assert!(n > 400, "after the restart the engine's slots are served again ({n})");
+    // Drained and removed: the appliance stops it and its replica.
     let (web, csrf) = console_api::login(&url).await;
     let token = console_api::token(&web, &url, &csrf, "shrink").await;
     let call = |method: Method, path: &str, body: Option<serde_json::Value>| console_api::api(method, format!("{url}/api/v1{path}"), &token, body);
-    let (status, body) = call(Method::POST, "/rebalance", Some(json!({"drain": added}))).await;
+    let (status, body) = call(Method::POST, "/rebalance", Some(json!({"drain": primary}))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     moves_done(&url, &token, 2).await;
-    let (status, body) = call(Method::DELETE, &format!("/engines/{added}"), None).await;
+    let (status, body) = call(Method::DELETE, &format!("/engines/{primary}"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(std::net::TcpStream::connect(&added).is_err(), "the removed engine was stopped");
