@@ -355,3 +355,81 @@ async fn the_console_over_https() {
     }
     assert!(https_client(&old_ca).get(format!("{url}/login")).send().await.is_err(), "the old CA's certificate is no longer served");
 }
+
+/// Logs in as admin through the login form.
+async fn log_in(c: fantoccini::Client, url: &str) -> fantoccini::Client {
+    c.goto(&format!("{url}/login")).await.unwrap();
+    c.find(Locator::Id("password")).await.unwrap().send_keys(CONSOLE_ADMIN_PASSWORD).await.unwrap();
+    c.find(Locator::Id("login")).await.unwrap().click().await.unwrap();
+    wait_for_path(&c, "/").await;
+    c
+}
+
+/// The operator's view of durability: `terrace up` with a tenant whose keys a client wrote,
+/// stopped cleanly and started again — the console (in Chromium) still has the tenant, and its
+/// key browser finds every key, with its value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_of_terrace_up_the_key_browser_finds_the_keys() {
+    let dir = temp_dir("up-browser");
+    let first = two_free_ports();
+    let console_port = free_port();
+    let (mut up, port) = start_up(&dir, first, console_port, &[]);
+    let url = format!("http://127.0.0.1:{console_port}");
+    eventually(30, "the console answers", || std::net::TcpStream::connect(("127.0.0.1", console_port)).is_ok());
+    let driver = Driver::start();
+    let c = browser(&driver, &temp_dir("chromium-up")).await;
+    let c = log_in(c, &url).await;
+    // A tenant, made through the form.
+    c.goto(&format!("{url}/tenants/new")).await.unwrap();
+    c.find(Locator::Id("name")).await.unwrap().send_keys("orders").await.unwrap();
+    c.find(Locator::Id("tenant-password")).await.unwrap().send_keys("orders-pw").await.unwrap();
+    c.find(Locator::Id("save")).await.unwrap().click().await.unwrap();
+    wait_for_path(&c, "/tenants/orders").await;
+    // Its client writes 40 orders through the proxy (once the console has told the proxy).
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    eventually(20, "the proxy knows the tenant", || redis::cmd("AUTH").arg("orders").arg("orders-pw").query::<()>(&mut con).is_ok());
+    for i in 0..40 {
+        let _: () = q(&mut con, &["SET", &format!("order:{i}"), &format!("{{\"id\":{i},\"state\":\"paid\"}}")]);
+    }
+    drop(con);
+    c.close().await.unwrap();
+
+    // A clean stop, and a start on the same data.
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(up.id() as i32, libc::SIGTERM) }, 0);
+    assert!(up.wait().unwrap().success(), "terrace up stops cleanly");
+    let (mut up, port) = start_up(&dir, first, console_port, &[]);
+    eventually(30, "the console answers again", || std::net::TcpStream::connect(("127.0.0.1", console_port)).is_ok());
+
+    // The key browser lists every order and opens one.
+    let c = log_in(browser(&driver, &temp_dir("chromium-up-again")).await, &url).await;
+    c.goto(&format!("{url}/tenants/orders/keys?pattern=order:*")).await.unwrap();
+    wait_for(&c, "#keys").await;
+    let mut listed = std::collections::BTreeSet::new();
+    loop {
+        for row in c.find_all(Locator::Css("#keys tbody td:first-child a")).await.unwrap() {
+            listed.insert(row.text().await.unwrap());
+        }
+        match c.find(Locator::Id("next-keys")).await {
+            Ok(next) => {
+                next.click().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(_) => break,
+        }
+    }
+    let want: std::collections::BTreeSet<String> = (0..40).map(|i| format!("order:{i}")).collect();
+    assert_eq!(listed, want, "the key browser after the restart");
+    c.goto(&format!("{url}/tenants/orders/keys/view?key=order:7")).await.unwrap();
+    let page = text_of(&c, "main").await;
+    assert!(page.contains("{\"id\":7,\"state\":\"paid\"}"), "{page}");
+    // And the client reads them through the proxy.
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    let _: () = q(&mut con, &["AUTH", "orders", "orders-pw"]);
+    let n: i64 = q(&mut con, &["DBSIZE"]);
+    assert_eq!(n, 40);
+    c.close().await.unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(up.id() as i32, libc::SIGTERM) };
+    let _ = up.wait();
+}

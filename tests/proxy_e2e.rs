@@ -462,40 +462,10 @@ fn many_clients_through_the_proxy() {
     assert_eq!(n, 4000);
 }
 
-/// Starts `terrace up` on engines from port `first` on (and its console on `console_port`)
-/// with `extra` flags; answers the process and the proxy's Redis port.
-fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&str]) -> (std::process::Child, u16) {
-    use std::io::{BufRead, BufReader};
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
-    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
-        .arg(dir)
-        .args(extra)
-        // (Metrics off unless the test asks: tests run in parallel, and 9121 is one port.)
-        .args(if extra.contains(&"--metrics-port") { &[][..] } else { &["--metrics-port", "0"][..] })
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    common::die_with_parent(&mut cmd);
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("terrace proxy ready on "), "{line}");
-    (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
-}
-
-/// The first of two consecutive free ports (for `terrace up`'s two engines).
-fn two_free_ports() -> u16 {
-    loop {
-        let p = common::free_port();
-        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
-            return p;
-        }
-    }
-}
-
 /// The first of three consecutive free ports (the proxy's and two engines' metrics).
 fn three_free_ports() -> u16 {
     loop {
-        let p = two_free_ports();
+        let p = common::two_free_ports();
         if std::net::TcpListener::bind(("127.0.0.1", p + 2)).is_ok() {
             return p;
         }
@@ -505,10 +475,10 @@ fn three_free_ports() -> u16 {
 #[test]
 fn terrace_up_runs_two_engines_behind_the_proxy() {
     let dir = temp_dir("up");
-    let first = two_free_ports();
+    let first = common::two_free_ports();
     let console_port = common::free_port();
     let metrics = three_free_ports();
-    let (mut child, port) = start_up(&dir, first, console_port, &["--metrics-port", &metrics.to_string()]);
+    let (mut child, port) = common::start_up(&dir, first, console_port, &["--metrics-port", &metrics.to_string()]);
     // Every process serves Prometheus metrics: the proxy on the base port, the engines after.
     for (p, what) in
         [(metrics, "terrace_proxy_connected_clients"), (metrics + 1, "terrace_engine_used_memory_bytes"), (metrics + 2, "terrace_engine_used_memory_bytes")]
@@ -594,9 +564,9 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
 #[test]
 fn terrace_up_keeps_every_key_across_a_clean_restart() {
     let dir = temp_dir("up-restart");
-    let first = two_free_ports();
+    let first = common::two_free_ports();
     let console_port = common::free_port();
-    let (mut child, port) = start_up(&dir, first, console_port, &[]);
+    let (mut child, port) = common::start_up(&dir, first, console_port, &[]);
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     for i in 0..500 {
         let _: () = q(&mut c, &["SET", &format!("k{i}"), "old"]);
@@ -621,7 +591,7 @@ fn terrace_up_keeps_every_key_across_a_clean_restart() {
         libc::kill(child.id() as i32, libc::SIGTERM);
     }
     assert!(child.wait().unwrap().success());
-    let (mut child, port) = start_up(&dir, first, console_port, &[]);
+    let (mut child, port) = common::start_up(&dir, first, console_port, &[]);
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     for i in 0..500 {
         let got: Option<String> = q(&mut c, &["GET", &format!("k{i}")]);
@@ -897,7 +867,7 @@ fn terrace_up_with_replicas_fails_over_a_primary_that_died() {
             break p;
         }
     };
-    let (mut child, port) = start_up(&dir, first, common::free_port(), &["--replicas", "1"]);
+    let (mut child, port) = common::start_up(&dir, first, common::free_port(), &["--replicas", "1"]);
     let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
     let engine = |p: u16| redis::Client::open(format!("redis://:{secret}@127.0.0.1:{p}/")).unwrap().get_connection().unwrap();
     let role = |p: u16| -> (String, String) {

@@ -696,3 +696,34 @@ impl Drop for Memcached {
         let _ = self.child.wait();
     }
 }
+
+/// Starts `terrace up` on engines from port `first` on (and its console on `console_port`,
+/// its admin password `CONSOLE_ADMIN_PASSWORD`) with `extra` flags; answers the process and
+/// the proxy's Redis port.
+pub fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&str]) -> (Child, u16) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
+        .arg(dir)
+        .args(extra)
+        // (Metrics off unless the test asks: tests run in parallel, and 9121 is one port.)
+        .args(if extra.contains(&"--metrics-port") { &[][..] } else { &["--metrics-port", "0"][..] })
+        .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("terrace proxy ready on "), "{line}");
+    (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
+}
+
+/// The first of two consecutive free ports (for `terrace up`'s two engines).
+pub fn two_free_ports() -> u16 {
+    loop {
+        let p = free_port();
+        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+}
