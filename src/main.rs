@@ -56,6 +56,26 @@ enum Command {
     /// Make a test CA and a server and a client certificate for local TLS (not for
     /// production: use your own CA there).
     TlsGen(TlsGenArgs),
+    /// Write the man pages (terrace.1 and one per subcommand) into a directory.
+    #[command(hide = true)]
+    Man { dir: PathBuf },
+}
+
+/// terrace.1 and terrace-SUBCOMMAND.1, from the clap definitions `--help` prints.
+fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
+    let cli = Cli::command();
+    let mut pages = vec![cli.clone()];
+    pages.extend(cli.get_subcommands().filter(|c| !c.is_hide_set()).map(|c| c.clone().name(format!("terrace-{}", c.get_name()))));
+    for page in pages {
+        let path = dir.join(format!("{}.1", page.get_name()));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(page).render(&mut out)?;
+        std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -449,6 +469,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => cost::replay::run(args),
         Command::CostEval(args) => cost::eval::run(args),
         Command::TlsGen(args) => args.run(),
+        Command::Man { dir } => write_man_pages(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

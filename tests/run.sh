@@ -15,6 +15,7 @@ command -v runuser >/dev/null 2>&1 || apt_missing+=(util-linux)
 command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || apt_missing+=(chromium-driver)
 command -v openssl >/dev/null 2>&1 || apt_missing+=(openssl)
+command -v adduser >/dev/null 2>&1 || apt_missing+=(adduser)
 if ((${#apt_missing[@]})); then
   echo "tests/run.sh: installing ${apt_missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -27,6 +28,7 @@ fi
 # in a temporary directory on a free port; the package's own cluster is not used.
 # Chromium and chromedriver run tests/console_browser.rs (the console's pages, headless); the
 # openssl command gives its HTTPS test the hash of the certificate Chromium is to trust.
+# adduser is what the Debian package's postinst makes its system user with.
 
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh
@@ -47,3 +49,6 @@ python3 tests/layers.py
 cargo check --manifest-path fuzz/Cargo.toml --bins --locked
 
 cargo test --workspace "$@"
+
+# The Debian package: built with cargo-deb, installed, run as its units run it, purged.
+tests/package/smoke.sh

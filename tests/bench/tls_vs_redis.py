@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""What TLS costs, ours against Redis's, in one run: the proxy's Redis port plain and over TLS
+(`--tls-port`, rustls) in front of two engines, and redis-server plain and over TLS
+(`--tls-port`, OpenSSL), with certificates `terrace tls-gen` makes for the run.
+
+The proxy (`--threads 1`) and redis-server are each pinned to core 1; the engines and
+redis-benchmark to core 0. For each row (-P 16 and -P 1, SET and GET, 128-byte values) the four
+servers run in turn (the order flips every round); each cell is a median over the rounds, with
+the server's own CPU per request (user + system from /proc; the proxy's, not the engines'). The
+TLS cost of a server is 1 - TLS req/s / plain req/s; the goal: ours no larger than Redis's.
+
+Usage: tests/bench/tls_vs_redis.py [--terrace target/release/terrace] [--rounds 3]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_vs_redis import cpu_seconds, free_port, require_tools, wait_port  # noqa: E402
+from proxy_vs_twemproxy import start_engines, stop  # noqa: E402
+
+
+def bench(port, test, pipeline, n, size, ca=None):
+    """redis-benchmark on core 0, over TLS when `ca` is given: (req/s, p50 ms)."""
+    cmd = ["taskset", "-c", "0", "redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", test, "-d", str(size),
+           "-c", "50", "-r", "100000", "-n", str(n), "-P", str(pipeline), "--csv", "-q"]
+    if ca:
+        cmd += ["--tls", "--cacert", ca]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        cells = [c.strip('"') for c in line.split(",")]
+        if len(cells) > 4 and cells[0] != "test":
+            return float(cells[1]), float(cells[4])
+    raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--terrace", default="target/release/terrace")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--size", type=int, default=128)
+    args = ap.parse_args()
+    require_tools(["redis-server", "redis-benchmark", "taskset"], "redis-server redis-tools util-linux")
+    tmp = tempfile.mkdtemp(prefix="terrace-tls-bench-")
+    procs = []
+    try:
+        certs = os.path.join(tmp, "certs")
+        subprocess.run([args.terrace, "tls-gen", certs], check=True, stdout=subprocess.DEVNULL)
+        cert, key, ca = (os.path.join(certs, f) for f in ("server.crt", "server.key", "ca.crt"))
+        eports = start_engines(args.terrace, tmp, procs)
+        port, tls_port, mc = free_port(), free_port(), free_port()
+        proxy = subprocess.Popen(["taskset", "-c", "1", args.terrace, "proxy", "--threads", "1", "--port", str(port), "--tls-port", str(tls_port),
+                                  "--memcache-port", str(mc), "--tls-cert-file", cert, "--tls-key-file", key,
+                                  "--engines", ",".join(f"127.0.0.1:{p}" for p in eports)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proxy)
+        rport, rtls = free_port(), free_port()
+        redis = subprocess.Popen(["taskset", "-c", "1", "redis-server", "--port", str(rport), "--tls-port", str(rtls), "--tls-cert-file", cert,
+                                  "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no", "--save", "",
+                                  "--appendonly", "no", "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(redis)
+        for p in (port, tls_port, rport, rtls):
+            wait_port(p)
+        servers = [("terrace", "plain", port, None, proxy), ("terrace", "tls", tls_port, ca, proxy),
+                   ("redis", "plain", rport, None, redis), ("redis", "tls", rtls, ca, redis)]
+        print(f"TLS cost: terrace proxy (rustls, --threads 1) in front of two engines vs redis-server (OpenSSL), each pinned to "
+              f"core 1; engines and redis-benchmark on core 0; -c 50 -r 100000 -d {args.size}; {args.rounds} rounds, medians")
+        results = {}
+        rows = [(16, "set"), (16, "get"), (1, "set"), (1, "get")]
+        for rnd in range(args.rounds):
+            order = servers if rnd % 2 == 0 else list(reversed(servers))
+            for pipeline, test in rows:
+                n = 1_000_000 if pipeline > 1 else 200_000
+                for system, kind, p, cafile, proc in order:
+                    cpu0 = cpu_seconds(proc.pid)
+                    rps, p50 = bench(p, test, pipeline, n, args.size, cafile)
+                    results.setdefault((system, kind, pipeline, test), []).append((rps, p50, (cpu_seconds(proc.pid) - cpu0) * 1e6 / n))
+            print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
+
+        def med(key, i):
+            return statistics.median(r[i] for r in results[key])
+
+        print()
+        print("| server | test | -P | plain req/s | TLS req/s | TLS/plain | plain p50 ms | TLS p50 ms | plain CPU µs/req | TLS CPU µs/req |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        kept = {"terrace": [], "redis": []}
+        for pipeline, test in rows:
+            for system in ("terrace", "redis"):
+                plain, tls = (system, "plain", pipeline, test), (system, "tls", pipeline, test)
+                ratio = med(tls, 0) / med(plain, 0)
+                kept[system].append(ratio)
+                print(f"| {system} | {test.upper()} | {pipeline} | {med(plain, 0):,.0f} | {med(tls, 0):,.0f} | {ratio:.2f} | {med(plain, 1):.3f} | "
+                      f"{med(tls, 1):.3f} | {med(plain, 2):.2f} | {med(tls, 2):.2f} |")
+        print()
+        for system, ratios in kept.items():
+            print(f"{system}: TLS keeps {statistics.median(ratios):.2f} of the plain throughput (median of the rows; lowest {min(ratios):.2f})")
+    finally:
+        stop(procs, tmp)
+
+
+if __name__ == "__main__":
+    main()
