@@ -716,37 +716,6 @@ async fn the_console_plans_and_runs_a_rebalance_and_a_drain() {
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
 
-/// `terrace up` on `dir` (engines from port `first`, console on `console_port`): the process
-/// and the proxy's port.
-fn start_up(dir: &std::path::Path, first: u16, console_port: u16) -> (std::process::Child, u16) {
-    use std::io::{BufRead, BufReader};
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_terrace"));
-    cmd.args([
-        "up",
-        "--port",
-        "0",
-        "--memcache-port",
-        "0",
-        "--metrics-port",
-        "0",
-        "--engine-port",
-        &first.to_string(),
-        "--console-port",
-        &console_port.to_string(),
-        "--data-dir",
-    ])
-    .arg(dir)
-    .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::null());
-    die_with_parent(&mut cmd);
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("terrace proxy ready on "), "{line}");
-    (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
-}
-
 fn stop_up(mut child: std::process::Child) {
     // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
     unsafe {
@@ -767,7 +736,7 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
         }
     };
     let console_port = free_port();
-    let (child, port) = start_up(&dir, first, console_port);
+    let (child, port) = start_up(&dir, first, console_port, &[]);
     let url = format!("http://127.0.0.1:{console_port}");
     eventually(20, "the console answers", || std::net::TcpStream::connect(("127.0.0.1", console_port)).is_ok());
     let (web, csrf) = console_api::login(&url).await;
@@ -824,7 +793,7 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
     // The whole appliance restarted: the added engines with it, and the proxy routes with the
     // console's map from its first request.
     stop_up(child);
-    let (child, port) = start_up(&dir, first, console_port);
+    let (child, port) = start_up(&dir, first, console_port, &[]);
     let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     // (Nothing was saved: the engines come back empty; what is written now must be found.)
     for i in 0..2000 {

@@ -35,10 +35,11 @@ from engine_vs_redis import cli, cpu_seconds, free_port, require_tools, wait_por
 TESTS = ["set", "get"]
 
 
-def bench(port, test, pipeline, n, size, auth=None):
-    """redis-benchmark on core 0: (req/s, p50 ms); `auth` is (user, password) to AUTH with."""
-    cmd = ["taskset", "-c", "0", "redis-benchmark", "-p", str(port), "-t", test, "-d", str(size), "-c", "50",
-           "-r", "100000", "-n", str(n), "-P", str(pipeline), "--csv", "-q"]
+def bench(port, test, pipeline, n, size, auth=None, extra=()):
+    """redis-benchmark on core 0: (req/s, p50 ms); `auth` is (user, password) to AUTH with,
+    `extra` more options (`--tls --cacert ca.crt`)."""
+    cmd = ["taskset", "-c", "0", "redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", test, "-d", str(size), "-c", "50",
+           "-r", "100000", "-n", str(n), "-P", str(pipeline), "--csv", "-q", *extra]
     if auth:
         cmd += ["--user", auth[0], "-a", auth[1]]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

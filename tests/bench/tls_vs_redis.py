@@ -21,21 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_vs_redis import cpu_seconds, free_port, require_tools, wait_port  # noqa: E402
-from proxy_vs_twemproxy import start_engines, stop  # noqa: E402
-
-
-def bench(port, test, pipeline, n, size, ca=None):
-    """redis-benchmark on core 0, over TLS when `ca` is given: (req/s, p50 ms)."""
-    cmd = ["taskset", "-c", "0", "redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", test, "-d", str(size),
-           "-c", "50", "-r", "100000", "-n", str(n), "-P", str(pipeline), "--csv", "-q"]
-    if ca:
-        cmd += ["--tls", "--cacert", ca]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        cells = [c.strip('"') for c in line.split(",")]
-        if len(cells) > 4 and cells[0] != "test":
-            return float(cells[1]), float(cells[4])
-    raise RuntimeError(f"no result from {' '.join(cmd)}: {out}")
+from proxy_vs_twemproxy import bench, start_engines, stop  # noqa: E402
 
 
 def main():
@@ -77,7 +63,7 @@ def main():
                 n = 1_000_000 if pipeline > 1 else 200_000
                 for system, kind, p, cafile, proc in order:
                     cpu0 = cpu_seconds(proc.pid)
-                    rps, p50 = bench(p, test, pipeline, n, args.size, cafile)
+                    rps, p50 = bench(p, test, pipeline, n, args.size, extra=["--tls", "--cacert", cafile] if cafile else [])
                     results.setdefault((system, kind, pipeline, test), []).append((rps, p50, (cpu_seconds(proc.pid) - cpu0) * 1e6 / n))
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
 
