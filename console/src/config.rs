@@ -171,11 +171,10 @@ impl ConsoleSettings {
             Some(path) => Some(terrace_commands::settings::read_secret_file("engine_password_file", path)?),
             None => None,
         };
-        let tls = match terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, None, None) {
-            Ok(Some(files)) => Some(std::sync::Arc::new(terrace_tls::ServerTls::new(files).map_err(tls_invalid)?)),
-            Ok(None) => None,
-            Err(e) => return Err(tls_invalid(e)),
-        };
+        let tls = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, None, None)?
+            .map(terrace_tls::ServerTls::new)
+            .transpose()?
+            .map(std::sync::Arc::new);
         Ok(ConsoleConfig {
             tls,
             engine_password,
@@ -198,11 +197,6 @@ impl ConsoleSettings {
             own_proxies: false,
         })
     }
-}
-
-fn tls_invalid(e: terrace_tls::TlsError) -> ConfigError {
-    let (key, reason) = e.setting();
-    invalid(key, reason)
 }
 
 /// Starts and stops engines for the console (`terrace up` gives one: engines added from the

@@ -341,17 +341,14 @@ impl ProxySettings {
                 return Err(invalid("tenants", format!("max_qps of tenant '{}' must be above 0", t.name)));
             }
         }
-        let tls_files = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, self.tls_ca_cert_file, self.tls_auth_clients.as_deref())
-            .map_err(tls_invalid)?;
+        let tls_files = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, self.tls_ca_cert_file, self.tls_auth_clients.as_deref())?;
         for (key, port) in [("tls_port", self.tls_port), ("memcache_tls_port", self.memcache_tls_port)] {
             if port.is_some() && tls_files.is_none() {
                 return Err(invalid(key, "a TLS port needs tls_cert_file and tls_key_file"));
             }
         }
         let tls = match tls_files {
-            Some(files) if self.tls_port.is_some() || self.memcache_tls_port.is_some() => {
-                Some(Arc::new(terrace_tls::ServerTls::new(files).map_err(tls_invalid)?))
-            }
+            Some(files) if self.tls_port.is_some() || self.memcache_tls_port.is_some() => Some(Arc::new(terrace_tls::ServerTls::new(files)?)),
             _ => None,
         };
         let engine_password = match &self.engine_password_file {
@@ -388,11 +385,6 @@ impl ProxySettings {
             tls,
         })
     }
-}
-
-fn tls_invalid(e: terrace_tls::TlsError) -> ConfigError {
-    let (key, reason) = e.setting();
-    invalid(key, reason)
 }
 
 /// An output limit: a size of at least 1mb, or `default` when not given.

@@ -37,14 +37,15 @@ pub enum TlsError {
     Write { path: String, source: std::io::Error },
 }
 
-impl TlsError {
-    /// The setting at fault and what is wrong with it, for a process's configuration error.
-    pub fn setting(&self) -> (&'static str, String) {
-        match self {
+/// A process's configuration error naming the setting at fault, as its other settings' are.
+impl From<TlsError> for terrace_commands::settings::ConfigError {
+    fn from(e: TlsError) -> Self {
+        let (key, reason) = match e {
             TlsError::File { key, path, reason } => (key, format!("{path}: {reason}")),
-            TlsError::Setting { key, reason } => (key, reason.clone()),
+            TlsError::Setting { key, reason } => (key, reason),
             other => ("tls_cert_file", other.to_string()),
-        }
+        };
+        terrace_commands::settings::ConfigError::Invalid { key: key.into(), reason }
     }
 }
 

@@ -71,7 +71,6 @@ async fn js() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "max-age=3600")], include_str!("../../static/console.js"))
 }
 
-/// No framing, no inline scripts, nothing from elsewhere.
 /// Over HTTPS: cookies are only ever sent back over TLS (`Secure`), and browsers are told to
 /// come back over HTTPS alone (HSTS, a year).
 async fn https_headers(req: Request, next: Next) -> Response {
@@ -89,6 +88,7 @@ async fn https_headers(req: Request, next: Next) -> Response {
     res
 }
 
+/// No framing, no inline scripts, nothing from elsewhere.
 async fn security_headers(req: Request, next: Next) -> Response {
     let mut res = next.run(req).await;
     let h = res.headers_mut();

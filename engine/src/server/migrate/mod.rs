@@ -37,7 +37,8 @@ use crate::keyspace::{Entry, LockCap, NUM_DBS};
 use crate::migration::{Job, Phase};
 use terrace_commands::slots::SlotSet;
 
-/// At most this many keys, or about this many bytes, are read per shard lock hold.
+/// At most this many keys, or about this many bytes, are read per shard lock hold (and sent
+/// per network batch of a catch-up round: `rounds::Batch`).
 const BATCH: usize = 256;
 const BATCH_BYTES: usize = 1 << 20;
 /// At most this many table buckets are read per shard lock hold.

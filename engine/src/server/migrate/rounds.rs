@@ -3,11 +3,10 @@
 
 use std::time::Instant;
 
-/// At most this many keys, or about this many bytes, go in one network batch of a round.
-const KEYS: usize = 256;
-const BYTES: usize = 1 << 20;
+use super::{BATCH, BATCH_BYTES};
 
-/// The keys a catch-up round has queued on the link and not yet sent.
+/// The keys a catch-up round has queued on the link and not yet sent: at most `BATCH` keys,
+/// or about `BATCH_BYTES`, go in one network batch (the copy's bounds per lock hold).
 pub(super) struct Batch {
     pub keys: usize,
     bytes: usize,
@@ -28,7 +27,7 @@ impl Batch {
     }
 
     pub fn full(&self) -> bool {
-        self.keys >= KEYS || self.bytes >= BYTES
+        self.keys >= BATCH || self.bytes >= BATCH_BYTES
     }
 }
 
@@ -99,14 +98,14 @@ mod tests {
     #[test]
     fn a_batch_is_full_at_its_keys_or_its_bytes() {
         let mut b = Batch::default();
-        for _ in 0..KEYS - 1 {
+        for _ in 0..BATCH - 1 {
             b.add(10);
         }
         assert!(!b.full());
         b.add(10);
         assert!(b.full());
         let mut b = Batch::default();
-        b.add(BYTES);
+        b.add(BATCH_BYTES);
         assert!(b.full());
     }
 }
