@@ -241,6 +241,15 @@ struct ProxyArgs {
     /// Whether TLS clients must show a certificate: no, optional or yes [env: TERRACE_PROXY_TLS_AUTH_CLIENTS] [default: no]
     #[arg(long)]
     tls_auth_clients: Option<String>,
+    /// Connect to the engines over TLS (the engine addresses are their TLS ports), verified against --tls-ca-cert-file [env: TERRACE_PROXY_TLS_ENGINES] [default: false]
+    #[arg(long)]
+    tls_engines: bool,
+    /// Certificate shown to engines that ask for one, PEM [env: TERRACE_PROXY_TLS_CLIENT_CERT_FILE] [default: --tls-cert-file]
+    #[arg(long)]
+    tls_client_cert_file: Option<PathBuf>,
+    /// Its private key, PEM [env: TERRACE_PROXY_TLS_CLIENT_KEY_FILE] [default: --tls-key-file]
+    #[arg(long)]
+    tls_client_key_file: Option<PathBuf>,
 }
 
 impl ProxyArgs {
@@ -264,6 +273,9 @@ impl ProxyArgs {
             tls_key_file: self.tls_key_file,
             tls_ca_cert_file: self.tls_ca_cert_file,
             tls_auth_clients: self.tls_auth_clients,
+            tls_engines: self.tls_engines.then_some(true),
+            tls_client_cert_file: self.tls_client_cert_file,
+            tls_client_key_file: self.tls_client_key_file,
             ..Default::default()
         };
         let overrides = flags.or(ProxySettings::from_env()?);
@@ -395,6 +407,36 @@ struct EngineArgs {
     /// Start fenced: refuse clients (-TRYAGAIN) until a REPLICAOF gives this engine a role (what `terrace up` restarts a replicated engine with)
     #[arg(long)]
     wait_for_role: bool,
+    /// Port for clients over TLS, beside --port [env: TERRACE_TLS_PORT] [default: off]
+    #[arg(long)]
+    tls_port: Option<u16>,
+    /// Listen on --tls-port alone, no plain port [env: TERRACE_TLS_ONLY] [default: false]
+    #[arg(long)]
+    tls_only: bool,
+    /// Certificate chain of the TLS port, PEM [env: TERRACE_TLS_CERT_FILE]
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// Private key of the TLS port, PEM [env: TERRACE_TLS_KEY_FILE]
+    #[arg(long)]
+    tls_key_file: Option<PathBuf>,
+    /// CA that TLS peers are verified against (clients, a master, other engines), PEM [env: TERRACE_TLS_CA_CERT_FILE]
+    #[arg(long)]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must show a certificate: no, optional or yes [env: TERRACE_TLS_AUTH_CLIENTS] [default: no]
+    #[arg(long)]
+    tls_auth_clients: Option<String>,
+    /// Certificate shown on this engine's TLS links, PEM [env: TERRACE_TLS_CLIENT_CERT_FILE] [default: --tls-cert-file]
+    #[arg(long)]
+    tls_client_cert_file: Option<PathBuf>,
+    /// Its private key, PEM [env: TERRACE_TLS_CLIENT_KEY_FILE] [default: --tls-key-file]
+    #[arg(long)]
+    tls_client_key_file: Option<PathBuf>,
+    /// A replica's link to its master over TLS [env: TERRACE_TLS_REPLICATION] [default: false]
+    #[arg(long)]
+    tls_replication: bool,
+    /// Slot moves' links to other engines over TLS [env: TERRACE_TLS_CLUSTER] [default: false]
+    #[arg(long)]
+    tls_cluster: bool,
 }
 
 impl EngineArgs {
@@ -437,6 +479,16 @@ impl EngineArgs {
             requirepass_file: self.requirepass_file,
             masterauth_file: self.masterauth_file,
             wait_for_role: self.wait_for_role.then_some(true),
+            tls_port: self.tls_port,
+            tls_only: self.tls_only.then_some(true),
+            tls_cert_file: self.tls_cert_file,
+            tls_key_file: self.tls_key_file,
+            tls_ca_cert_file: self.tls_ca_cert_file,
+            tls_auth_clients: self.tls_auth_clients,
+            tls_client_cert_file: self.tls_client_cert_file,
+            tls_client_key_file: self.tls_client_key_file,
+            tls_replication: self.tls_replication.then_some(true),
+            tls_cluster: self.tls_cluster.then_some(true),
             ..Default::default()
         };
         let env = EngineSettings::from_env()?;

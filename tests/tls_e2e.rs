@@ -264,8 +264,121 @@ fn renewed_certificates_are_read_on_sighup_without_dropping_clients() {
 }
 
 fn sighup(proxy: &Proxy) {
-    // SAFETY: kill(2) on the proxy's own pid, a child of this test.
-    assert_eq!(unsafe { libc::kill(proxy.child.id() as i32, libc::SIGHUP) }, 0);
+    sighup_child(&proxy.child);
+}
+
+fn sighup_child(child: &std::process::Child) {
+    // SAFETY: kill(2) on the pid of a child of this test.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGHUP) }, 0);
+}
+
+/// An engine's flags for a TLS port alone (no plain port) on `certs`, clients' certificates
+/// required.
+fn tls_only_engine(certs: &Certs, extra: &[&str]) -> Engine {
+    let mut args = vec!["--tls-port", "0", "--tls-only", "--tls-auth-clients", "yes"];
+    args.extend(["--tls-cert-file", path(&certs.server_cert), "--tls-key-file", path(&certs.server_key), "--tls-ca-cert-file", path(&certs.ca)]);
+    args.extend(extra);
+    Engine::start(&args)
+}
+
+#[test]
+fn engines_serve_tls_alone_to_the_proxy_to_clients_and_to_their_replicas() {
+    terrace_tls::install_default_provider();
+    let dir = temp_dir("tls-engines");
+    let certs = tls_gen(&dir);
+    let first_ca = dir.join("first-ca.crt");
+    std::fs::copy(&certs.ca, &first_ca).unwrap();
+    let (client_cert, client_key) = (dir.join("first-client.crt"), dir.join("first-client.key"));
+    std::fs::copy(&certs.client_cert, &client_cert).unwrap();
+    std::fs::copy(&certs.client_key, &client_key).unwrap();
+    let identity = Some((client_cert.as_path(), client_key.as_path()));
+    let primary = tls_only_engine(&certs, &["--tls-cluster"]);
+    let port = primary.port;
+
+    // The port speaks TLS alone: a plain client gets no reply, a client without a
+    // certificate is refused, one with the CA's certificate is served.
+    {
+        use std::io::{Read, Write};
+        let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        plain.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        plain.write_all(b"PING\r\n").unwrap();
+        let mut got = Vec::new();
+        let _ = plain.read_to_end(&mut got);
+        assert!(!String::from_utf8_lossy(&got).contains("PONG"), "a plain client was served: {got:?}");
+    }
+    assert!(redis_tls(port, &first_ca, None).and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_err(), "no client certificate, no service");
+    let mut direct = redis_tls(port, &first_ca, identity).expect("a client with the CA's certificate");
+    assert_eq!(q::<String>(&mut direct, &["PING"]), "PONG");
+    let cli = redis_cli(port, &["--cacert", path(&first_ca), "--cert", path(&client_cert), "--key", path(&client_key)], &["PING"]);
+    assert_eq!(cli.trim(), "PONG", "redis-cli --tls with a client certificate: {cli}");
+
+    // The proxy's links to the engine over TLS, showing its client certificate.
+    let link_args =
+        ["--tls-engines", "--tls-ca-cert-file", path(&first_ca), "--tls-client-cert-file", path(&client_cert), "--tls-client-key-file", path(&client_key)];
+    let proxy = Proxy::start(&[&primary], &link_args, &[]);
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{}", proxy.port)).unwrap().get_connection().unwrap();
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(format!("v{i}")).ignore();
+    }
+    pipe.query::<()>(&mut con).unwrap();
+    let big: Vec<u8> = (0..4 << 20).map(|i| (i % 251) as u8).collect();
+    redis::cmd("SET").arg("big").arg(&big).query::<()>(&mut con).unwrap();
+    assert_eq!(redis::cmd("GET").arg("big").query::<Vec<u8>>(&mut con).unwrap(), big);
+    assert_eq!(q::<String>(&mut con, &["GET", "k1999"]), "v1999");
+    assert_eq!(q::<u64>(&mut direct, &["DBSIZE"]), 2001, "the keys are on the engine");
+
+    // The engine lists its TLS clients under their TCP peers' addresses and its TLS port.
+    let list: String = q(&mut direct, &["CLIENT", "LIST"]);
+    assert!(list.lines().count() >= 2 && list.lines().all(|l| l.contains("addr=127.0.0.1:") && l.contains(&format!("laddr=127.0.0.1:{port}"))), "{list}");
+    // CLIENT KILL ends a TLS client's connection.
+    let mut victim = redis_tls(port, &first_ca, identity).unwrap();
+    let id: u64 = q(&mut victim, &["CLIENT", "ID"]);
+    assert_eq!(q::<u64>(&mut direct, &["CLIENT", "KILL", "ID", &id.to_string()]), 1);
+    assert!(redis::cmd("PING").query::<String>(&mut victim).is_err(), "a killed TLS client's connection ends");
+
+    // A replica, TLS alone too, follows the primary over TLS (tls_replication), showing
+    // its own certificate (tls_cert_file, Redis's fallback for the client side).
+    let replica = tls_only_engine(&certs, &["--tls-replication"]);
+    let mut rcon = redis_tls(replica.port, &first_ca, identity).unwrap();
+    q::<String>(&mut rcon, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    eventually(30, "the replica has the primary's keys", || redis::cmd("DBSIZE").query::<u64>(&mut rcon).ok() == Some(2001));
+    assert_eq!(redis::cmd("GET").arg("big").query::<Vec<u8>>(&mut rcon).unwrap(), big);
+    q::<()>(&mut con, &["SET", "after-sync", "1"]);
+    eventually(10, "the stream follows over TLS", || q::<Option<String>>(&mut rcon, &["GET", "after-sync"]).as_deref() == Some("1"));
+
+    // Renewed by another CA and SIGHUP: new clients need the new CA's certificates; the
+    // connections made before — a client, the proxy's links, the replica's — go on.
+    let second = tls_gen(&dir);
+    sighup_child(&primary.child);
+    eventually(10, "new clients get the renewed certificate", || redis_tls(port, &second.ca, Some((&second.client_cert, &second.client_key))).is_ok());
+    assert!(redis_tls(port, &first_ca, identity).and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_err(), "the old CA's clients are refused");
+    assert_eq!(q::<String>(&mut direct, &["PING"]), "PONG");
+    q::<()>(&mut con, &["SET", "after-renewal", "2"]);
+    assert_eq!(q::<String>(&mut con, &["GET", "after-renewal"]), "2");
+    eventually(10, "the replica's link goes on", || q::<Option<String>>(&mut rcon, &["GET", "after-renewal"]).as_deref() == Some("2"));
+
+    // A slot move to another engine, TLS alone too, over a TLS link (tls_cluster) made with
+    // the renewed files (SIGHUP re-read the links' side as well).
+    let target = tls_only_engine(&certs, &[]);
+    let mut tcon = redis_tls(target.port, &second.ca, Some((&second.client_cert, &second.client_key))).unwrap();
+    let before: u64 = q(&mut direct, &["DBSIZE"]);
+    let phase = |con: &mut redis::Connection, want: &str| {
+        eventually(60, &format!("the move reaches {want}"), || {
+            let st: serde_json::Value = serde_json::from_str(&q::<String>(con, &["TERRACE.MIGRATE", "STATUS"])).unwrap();
+            assert_ne!(st["phase"], "failed", "{st}");
+            st["phase"] == want
+        })
+    };
+    q::<String>(&mut direct, &["TERRACE.MIGRATE", "START", "tls-move", &format!("127.0.0.1:{}", target.port), "0-8191"]);
+    phase(&mut direct, "ready");
+    q::<String>(&mut direct, &["TERRACE.MIGRATE", "SEAL"]);
+    phase(&mut direct, "handed-over");
+    q::<String>(&mut direct, &["TERRACE.MIGRATE", "FINISH"]);
+    phase(&mut direct, "done");
+    let moved: u64 = q(&mut tcon, &["DBSIZE"]);
+    assert!(moved > 500, "{moved} keys moved");
+    eventually(10, "the source keeps the rest", || q::<u64>(&mut direct, &["DBSIZE"]) + moved == before);
 }
 
 #[test]

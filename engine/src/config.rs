@@ -126,6 +126,28 @@ pub struct EngineSettings {
     /// from it is done). `terrace up` restarts a replicated engine so: back
     /// empty, it must not serve as a primary before the coordinator has failed it over.
     pub wait_for_role: Option<bool>,
+    /// A port for clients over TLS, beside `port` (Redis's `tls-port`).
+    pub tls_port: Option<u16>,
+    /// Listen on the TLS port alone, no plain port (Redis: `port 0` with a `tls-port`).
+    pub tls_only: Option<bool>,
+    /// The certificate chain the TLS port shows, PEM (`tls-cert-file`).
+    pub tls_cert_file: Option<PathBuf>,
+    /// Its private key, PEM (`tls-key-file`).
+    pub tls_key_file: Option<PathBuf>,
+    /// The CA peers are verified against: clients with `tls_auth_clients`, the master and
+    /// other engines on TLS links (`tls-ca-cert-file`).
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must show a certificate: no | optional | yes (`tls-auth-clients`).
+    pub tls_auth_clients: Option<String>,
+    /// The certificate this engine shows on its TLS links (`tls-client-cert-file`; default:
+    /// `tls_cert_file`).
+    pub tls_client_cert_file: Option<PathBuf>,
+    /// Its key (`tls-client-key-file`; default: `tls_key_file`).
+    pub tls_client_key_file: Option<PathBuf>,
+    /// A replica's link to its master over TLS (`tls-replication`).
+    pub tls_replication: Option<bool>,
+    /// Slot moves' links to other engines over TLS (`tls-cluster`).
+    pub tls_cluster: Option<bool>,
 }
 
 /// A number from environment variable `key`, if set.
@@ -133,6 +155,16 @@ fn number<T: FromStr>(v: Option<String>, key: &str) -> Result<Option<T>, ConfigE
     match v {
         None => Ok(None),
         Some(n) => n.parse().map(Some).map_err(|_| ConfigError::Invalid { key: key.into(), reason: format!("'{n}' is not a whole number") }),
+    }
+}
+
+/// A yes/no variable, for `key`.
+fn flag(v: Option<String>, key: &str) -> Result<Option<bool>, ConfigError> {
+    match v.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(None),
+        Some("yes" | "true" | "1") => Ok(Some(true)),
+        Some("no" | "false" | "0") => Ok(Some(false)),
+        Some(other) => Err(ConfigError::Invalid { key: key.into(), reason: format!("'{other}' is not yes or no") }),
     }
 }
 
@@ -195,6 +227,16 @@ impl EngineSettings {
             requirepass_file: self.requirepass_file.or(other.requirepass_file),
             masterauth_file: self.masterauth_file.or(other.masterauth_file),
             wait_for_role: self.wait_for_role.or(other.wait_for_role),
+            tls_port: self.tls_port.or(other.tls_port),
+            tls_only: self.tls_only.or(other.tls_only),
+            tls_cert_file: self.tls_cert_file.or(other.tls_cert_file),
+            tls_key_file: self.tls_key_file.or(other.tls_key_file),
+            tls_ca_cert_file: self.tls_ca_cert_file.or(other.tls_ca_cert_file),
+            tls_auth_clients: self.tls_auth_clients.or(other.tls_auth_clients),
+            tls_client_cert_file: self.tls_client_cert_file.or(other.tls_client_cert_file),
+            tls_client_key_file: self.tls_client_key_file.or(other.tls_client_key_file),
+            tls_replication: self.tls_replication.or(other.tls_replication),
+            tls_cluster: self.tls_cluster.or(other.tls_cluster),
         }
     }
 
@@ -262,6 +304,16 @@ impl EngineSettings {
             requirepass_file: var("TERRACE_REQUIREPASS_FILE").map(PathBuf::from),
             masterauth_file: var("TERRACE_MASTERAUTH_FILE").map(PathBuf::from),
             wait_for_role: None,
+            tls_port: number(var("TERRACE_TLS_PORT"), "TERRACE_TLS_PORT")?,
+            tls_only: flag(var("TERRACE_TLS_ONLY"), "TERRACE_TLS_ONLY")?,
+            tls_cert_file: var("TERRACE_TLS_CERT_FILE").map(PathBuf::from),
+            tls_key_file: var("TERRACE_TLS_KEY_FILE").map(PathBuf::from),
+            tls_ca_cert_file: var("TERRACE_TLS_CA_CERT_FILE").map(PathBuf::from),
+            tls_auth_clients: var("TERRACE_TLS_AUTH_CLIENTS"),
+            tls_client_cert_file: var("TERRACE_TLS_CLIENT_CERT_FILE").map(PathBuf::from),
+            tls_client_key_file: var("TERRACE_TLS_CLIENT_KEY_FILE").map(PathBuf::from),
+            tls_replication: flag(var("TERRACE_TLS_REPLICATION"), "TERRACE_TLS_REPLICATION")?,
+            tls_cluster: flag(var("TERRACE_TLS_CLUSTER"), "TERRACE_TLS_CLUSTER")?,
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(
                     n.parse()
@@ -280,6 +332,7 @@ impl EngineSettings {
 
     /// Validates and fills defaults.
     pub fn resolve(self) -> Result<EngineConfig, ConfigError> {
+        let tls = self.resolve_tls()?;
         let d = EngineConfig::default();
         let maxmemory = match self.maxmemory {
             None => d.maxmemory,
@@ -401,6 +454,7 @@ impl EngineSettings {
             None => None,
         };
         Ok(EngineConfig {
+            tls,
             save,
             debug_command,
             requirepass,
@@ -425,6 +479,56 @@ impl EngineSettings {
             storage,
         })
     }
+}
+
+impl EngineSettings {
+    /// The TLS port's and links' settings, checked, their files read.
+    fn resolve_tls(&self) -> Result<TlsConfig, ConfigError> {
+        let invalid = |key: &str, reason: &str| ConfigError::Invalid { key: key.into(), reason: reason.into() };
+        let files = terrace_tls::TlsFiles::from_settings(
+            self.tls_cert_file.clone(),
+            self.tls_key_file.clone(),
+            self.tls_ca_cert_file.clone(),
+            self.tls_auth_clients.as_deref(),
+        )?;
+        let only = self.tls_only.unwrap_or(false);
+        if self.tls_port.is_some() && files.is_none() {
+            return Err(invalid("tls_port", "a TLS port needs tls_cert_file and tls_key_file"));
+        }
+        if only && self.tls_port.is_none() {
+            return Err(invalid("tls_only", "without a plain port the engine needs a tls_port"));
+        }
+        let server = match (&files, self.tls_port) {
+            (Some(f), Some(_)) => Some(std::sync::Arc::new(terrace_tls::ServerTls::new(f.clone())?)),
+            _ => None,
+        };
+        let (replication, cluster) = (self.tls_replication.unwrap_or(false), self.tls_cluster.unwrap_or(false));
+        let link = if replication || cluster {
+            let needed_by = if replication { "tls_replication" } else { "tls_cluster" };
+            let client = (self.tls_client_cert_file.clone(), self.tls_client_key_file.clone());
+            Some(terrace_tls::LinkTls::from_settings(self.tls_ca_cert_file.clone(), client, files.map(|f| (f.cert, f.key)), needed_by)?)
+        } else {
+            None
+        };
+        Ok(TlsConfig { port: self.tls_port, only, server, link, replication, cluster })
+    }
+}
+
+/// The engine's TLS: its port and its outgoing links (`server::tls`).
+#[derive(Debug, Clone, Default)]
+pub struct TlsConfig {
+    /// `tls_port` (0: any free port).
+    pub port: Option<u16>,
+    /// No plain port (`tls_only`).
+    pub only: bool,
+    /// The TLS port's certificate, reloadable (SIGHUP).
+    pub server: Option<std::sync::Arc<terrace_tls::ServerTls>>,
+    /// The client side of the TLS links, when any link is on TLS.
+    pub link: Option<terrace_tls::LinkTls>,
+    /// A replica's link to its master over TLS (`tls_replication`).
+    pub replication: bool,
+    /// Slot moves' links over TLS (`tls_cluster`).
+    pub cluster: bool,
 }
 
 /// The resolved engine configuration.
@@ -467,6 +571,8 @@ pub struct EngineConfig {
     pub wal: crate::wal::WalConfig,
     /// The storage tier behind the cache, if any.
     pub storage: Option<StorageConfig>,
+    /// The TLS port and links.
+    pub tls: TlsConfig,
 }
 
 /// Which storage adapter, and how tenants use it.
@@ -745,6 +851,7 @@ impl Default for EngineConfig {
                 segment_size: 64 << 20,
             },
             storage: None,
+            tls: TlsConfig::default(),
         }
     }
 }

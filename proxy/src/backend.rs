@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -32,6 +32,8 @@ pub struct BackendLimits {
     pub timeout: Duration,
     /// Requests in flight per connection before senders wait.
     pub max_inflight: usize,
+    /// The links over TLS (`tls_engines`), else plain TCP.
+    pub tls: Option<terrace_tls::LinkTls>,
 }
 
 /// Where a backend connects and how its connection is set up.
@@ -357,19 +359,27 @@ async fn run(b: Rc<Backend>) {
             b.fail_all("the tenant was deleted");
             return;
         }
-        let connect = tokio::time::timeout(b.limits.connect_timeout, TcpStream::connect(&b.spec.addr));
+        let connect = tokio::time::timeout(b.limits.connect_timeout, connect(&b.spec.addr, b.limits.tls.as_ref()));
         let outcome = tokio::select! {
             r = connect => r,
             _ = b.stop.notified() => return,
         };
         let why = match outcome {
-            Ok(Ok(stream)) => {
-                let _ = stream.set_nodelay(true);
+            Ok(Ok(link)) => {
                 b.state.borrow_mut().health = Health::Up;
                 b.set_up(true);
                 backoff = Duration::from_millis(25);
                 tracing::debug!(engine = %b.spec.addr, "backend connected");
-                serve(&b, stream).await
+                match link {
+                    EngineLink::Tcp(mut stream) => {
+                        let (rd, wr) = stream.split();
+                        serve(&b, rd, wr).await
+                    }
+                    EngineLink::Tls(session) => {
+                        let (rd, wr) = tokio::io::split(*session);
+                        serve(&b, rd, wr).await
+                    }
+                }
             }
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("connect timed out after {} ms", b.limits.connect_timeout.as_millis()),
@@ -390,9 +400,23 @@ async fn run(b: Rc<Backend>) {
     }
 }
 
+/// A connection to an engine: TCP, or TLS over it (`tls_engines`).
+enum EngineLink {
+    Tcp(TcpStream),
+    Tls(Box<terrace_tls::ClientTlsStream<TcpStream>>),
+}
+
+async fn connect(addr: &str, tls: Option<&terrace_tls::LinkTls>) -> std::io::Result<EngineLink> {
+    let stream = TcpStream::connect(addr).await?;
+    let _ = stream.set_nodelay(true);
+    Ok(match tls {
+        None => EngineLink::Tcp(stream),
+        Some(tls) => EngineLink::Tls(Box::new(tls.connect(stream, terrace_tls::host_of(addr)).await?)),
+    })
+}
+
 /// Runs one connection until it fails; returns why.
-async fn serve(b: &Rc<Backend>, mut stream: TcpStream) -> String {
-    let (mut rd, mut wr) = stream.split();
+async fn serve(b: &Rc<Backend>, mut rd: impl AsyncRead + Unpin, mut wr: impl AsyncWrite + Unpin) -> String {
     let (prologue, swallow) = b.prologue();
     let writer = async {
         let mut taken = prologue;
@@ -404,7 +428,13 @@ async fn serve(b: &Rc<Backend>, mut stream: TcpStream) -> String {
                 b.wake.notified().await;
                 continue;
             }
-            if let Err(e) = wr.write_all(&taken).await {
+            // (A TLS writer may keep the last record until flushed.)
+            if let Err(e) = async {
+                wr.write_all(&taken).await?;
+                wr.flush().await
+            }
+            .await
+            {
                 return e.to_string();
             }
             taken.clear();

@@ -124,6 +124,14 @@ pub struct ProxySettings {
     /// no (default) | optional | yes: whether TLS clients must show a certificate of the CA
     /// (`tls-auth-clients`).
     pub tls_auth_clients: Option<String>,
+    /// The links to the engines over TLS (their `tls_port`s are the engine addresses),
+    /// engines verified against `tls_ca_cert_file`.
+    pub tls_engines: Option<bool>,
+    /// The certificate shown to engines that ask for one (`tls-client-cert-file`; default:
+    /// `tls_cert_file`).
+    pub tls_client_cert_file: Option<std::path::PathBuf>,
+    /// Its key (`tls-client-key-file`; default: `tls_key_file`).
+    pub tls_client_key_file: Option<std::path::PathBuf>,
 }
 
 impl ProxySettings {
@@ -159,6 +167,9 @@ impl ProxySettings {
             tls_key_file: self.tls_key_file.or(other.tls_key_file),
             tls_ca_cert_file: self.tls_ca_cert_file.or(other.tls_ca_cert_file),
             tls_auth_clients: self.tls_auth_clients.or(other.tls_auth_clients),
+            tls_engines: self.tls_engines.or(other.tls_engines),
+            tls_client_cert_file: self.tls_client_cert_file.or(other.tls_client_cert_file),
+            tls_client_key_file: self.tls_client_key_file.or(other.tls_client_key_file),
         }
     }
 
@@ -192,6 +203,15 @@ impl ProxySettings {
             tls_key_file: var("TERRACE_PROXY_TLS_KEY_FILE").map(std::path::PathBuf::from),
             tls_ca_cert_file: var("TERRACE_PROXY_TLS_CA_CERT_FILE").map(std::path::PathBuf::from),
             tls_auth_clients: var("TERRACE_PROXY_TLS_AUTH_CLIENTS"),
+            tls_engines: var("TERRACE_PROXY_TLS_ENGINES")
+                .map(|v| match v.as_str() {
+                    "1" | "true" | "yes" => Ok(true),
+                    "0" | "false" | "no" => Ok(false),
+                    _ => Err(invalid("TERRACE_PROXY_TLS_ENGINES", format!("'{v}' is not true or false"))),
+                })
+                .transpose()?,
+            tls_client_cert_file: var("TERRACE_PROXY_TLS_CLIENT_CERT_FILE").map(std::path::PathBuf::from),
+            tls_client_key_file: var("TERRACE_PROXY_TLS_CLIENT_KEY_FILE").map(std::path::PathBuf::from),
             await_console: var("TERRACE_PROXY_AWAIT_CONSOLE")
                 .map(|v| match v.as_str() {
                     "1" | "true" | "yes" => Ok(true),
@@ -341,7 +361,17 @@ impl ProxySettings {
                 return Err(invalid("tenants", format!("max_qps of tenant '{}' must be above 0", t.name)));
             }
         }
-        let tls_files = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, self.tls_ca_cert_file, self.tls_auth_clients.as_deref())?;
+        let tls_files =
+            terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, self.tls_ca_cert_file.clone(), self.tls_auth_clients.as_deref())?;
+        let engine_tls = match self.tls_engines {
+            Some(true) => Some(terrace_tls::LinkTls::from_settings(
+                self.tls_ca_cert_file,
+                (self.tls_client_cert_file, self.tls_client_key_file),
+                tls_files.as_ref().map(|f| (f.cert.clone(), f.key.clone())),
+                "tls_engines",
+            )?),
+            _ => None,
+        };
         for (key, port) in [("tls_port", self.tls_port), ("memcache_tls_port", self.memcache_tls_port)] {
             if port.is_some() && tls_files.is_none() {
                 return Err(invalid(key, "a TLS port needs tls_cert_file and tls_key_file"));
@@ -383,6 +413,7 @@ impl ProxySettings {
             tls_port: self.tls_port,
             memcache_tls_port: self.memcache_tls_port,
             tls,
+            engine_tls,
         })
     }
 }
@@ -450,6 +481,8 @@ pub struct ProxyConfig {
     pub memcache_tls_port: Option<u16>,
     /// What the TLS ports accept with (none without a TLS port); re-read on reload.
     pub tls: Option<Arc<terrace_tls::ServerTls>>,
+    /// The client side of the links to the engines when they are over TLS (`tls_engines`).
+    pub engine_tls: Option<terrace_tls::LinkTls>,
 }
 
 #[cfg(test)]

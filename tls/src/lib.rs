@@ -10,11 +10,15 @@
 mod client;
 mod files;
 mod generate;
+mod link;
+mod relay;
 mod server;
 
 pub use client::client_config;
 pub use files::{AuthClients, TlsFiles};
 pub use generate::{generate, Generated};
+pub use link::{host_of, server_name, LinkTls};
+pub use relay::relay;
 pub use rustls_pki_types::ServerName;
 pub use server::ServerTls;
 pub use tokio_rustls::{client::TlsStream as ClientTlsStream, server::TlsStream, TlsAcceptor, TlsConnector};

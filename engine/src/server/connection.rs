@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::dispatch::{Carried, Dispatch, Handoff};
 use super::fair::Turn;
+use super::socket::Socket;
 use super::state::{ClientInfo, Server};
 use crate::command::{self, BlockRequest, Conn, Outcome, TimeoutReply};
 use crate::keyspace::LockCap;
@@ -33,12 +33,12 @@ pub async fn serve(
     srv: Arc<Server>,
     locks: LockCap,
     dispatch: Arc<Dispatch>,
-    mut stream: TcpStream,
+    mut stream: Socket,
     info: Arc<ClientInfo>,
     carried: Option<Box<Carried>>,
     reactor: usize,
 ) {
-    let _ = stream.set_nodelay(true);
+    stream.set_nodelay();
     let (mut conn, mut inbuf) = match carried {
         Some(c) => (c.conn, c.inbuf),
         None => {
@@ -423,13 +423,13 @@ enum Move {
     /// The target reactor has the connection.
     Done,
     /// It could not take it (shutting down): the connection stays here.
-    Back(TcpStream, Box<Conn>, BytesMut),
+    Back(Socket, Box<Conn>, BytesMut),
     /// The socket could not be taken off this reactor: the connection ends.
     Lost(Box<Conn>),
 }
 
 /// Gives the connection to reactor `to`: its socket, state and unparsed input.
-fn hand_over(srv: &Server, dispatch: &Dispatch, stream: TcpStream, info: &Arc<ClientInfo>, conn: Conn, inbuf: BytesMut, to: usize) -> Move {
+fn hand_over(srv: &Server, dispatch: &Dispatch, stream: Socket, info: &Arc<ClientInfo>, conn: Conn, inbuf: BytesMut, to: usize) -> Move {
     let std_stream = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {
@@ -442,7 +442,7 @@ fn hand_over(srv: &Server, dispatch: &Dispatch, stream: TcpStream, info: &Arc<Cl
             srv.reactors.migrations.fetch_add(1, Ordering::Relaxed);
             Move::Done
         }
-        Err(Handoff::Moved(s, _, carried)) => match TcpStream::from_std(s) {
+        Err(Handoff::Moved(s, _, carried)) => match Socket::from_std(s) {
             Ok(stream) => Move::Back(stream, Box::new(carried.conn), carried.inbuf),
             Err(_) => Move::Lost(Box::new(carried.conn)),
         },
@@ -482,7 +482,7 @@ async fn settle_storage(srv: &Server, conn: &mut Conn, out: &mut BytesMut) {
 /// modes that wait (one wait covers a whole pipeline: group commit). False when the
 /// connection must close, including when the WAL failed: replies to writes that are not in
 /// the log are never sent.
-async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+async fn flush(srv: &Server, conn: &mut Conn, stream: &mut Socket, out: &mut BytesMut) -> bool {
     conn.tally.publish(srv);
     settle_storage(srv, conn, out).await;
     // The batch's writes go to the replicas while its replies wait for the WAL, if they do.
@@ -515,7 +515,7 @@ async fn flush(srv: &Server, conn: &mut Conn, stream: &mut TcpStream, out: &mut 
 /// output, under its class's `client-output-buffer-limit` while it waits (with the mailbox
 /// filling behind it): past the hard limit, or the soft one for too long, or when the client
 /// is killed meanwhile, the connection closes instead. False when it must close.
-async fn write_out(info: &ClientInfo, stream: &mut TcpStream, out: &[u8]) -> bool {
+async fn write_out(info: &ClientInfo, stream: &mut Socket, out: &[u8]) -> bool {
     let mut written = match stream.try_write(out) {
         Ok(n) => n,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
@@ -558,7 +558,7 @@ async fn wait_and_retry(
     srv: &Arc<Server>,
     locks: &LockCap,
     conn: &mut Conn,
-    stream: &mut TcpStream,
+    stream: &mut Socket,
     inbuf: &mut BytesMut,
     out: &mut BytesMut,
     waiting: (Outcome, Vec<Vec<u8>>),
@@ -642,7 +642,7 @@ fn write_timeout_reply(srv: &Server, out: &mut BytesMut, resp3: bool, kind: Time
 async fn wait_blocked(
     srv: &Arc<Server>,
     conn: &mut Conn,
-    stream: &mut TcpStream,
+    stream: &mut Socket,
     inbuf: &mut BytesMut,
     out: &mut BytesMut,
     block: &BlockRequest,

@@ -8,12 +8,13 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::socket::StdSocket;
 use super::state::ClientInfo;
 
 /// What a reactor receives: a new connection, or one moving in with its state.
 pub enum Handoff {
-    New(std::net::TcpStream, Arc<ClientInfo>),
-    Moved(std::net::TcpStream, Arc<ClientInfo>, Box<Carried>),
+    New(StdSocket, Arc<ClientInfo>),
+    Moved(StdSocket, Arc<ClientInfo>, Box<Carried>),
 }
 
 /// A moving connection's state: everything but the socket.

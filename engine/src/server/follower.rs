@@ -14,7 +14,6 @@
 //! order, one command at a time, and no crate implements the replica side of the protocol.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -22,6 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use super::prefetch::Prefetcher;
+use super::socket::StdSocket;
 use super::state::{ClientInfo, Server};
 use crate::keyspace::LockCap;
 use crate::protocol::{Limits, RequestParser};
@@ -90,7 +90,7 @@ fn run(weak: Weak<Server>, locks: LockCap) {
 struct Wire<'a> {
     srv: &'a Server,
     generation: u64,
-    stream: TcpStream,
+    stream: StdSocket,
     buf: BytesMut,
     last_io: Instant,
 }
@@ -210,11 +210,8 @@ impl Wire<'_> {
 /// Follows `master` (REPLICAOF generation `generation`) until the link breaks or
 /// REPLICAOF changes.
 fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Result<(), LinkError> {
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(master.host.as_str(), master.port))?
-        .next()
-        .ok_or_else(|| LinkError::Master(format!("no address for {}", master.host)))?;
-    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_nodelay(true)?;
+    // (Over TLS with `tls_replication`.)
+    let stream = super::tls::connect(&srv.config.tls, super::tls::Link::Replication, &master.host, master.port, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_millis(100)))?;
     let mut wire = Wire { srv, generation, stream, buf: BytesMut::with_capacity(64 * 1024), last_io: Instant::now() };
     let expect_ok = |reply: String, what: &str| -> Result<(), LinkError> {

@@ -22,8 +22,10 @@ mod namespace_drop;
 pub mod namespaces;
 pub mod prefetch;
 pub mod replicas;
+pub mod socket;
 pub mod spin;
 pub mod state;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -130,10 +132,20 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     // Calibrates the TSC clock commands are timed with (up to 200 ms, once) before any
     // client can wait on it.
     let _ = quanta::Instant::now();
-    let addr = format!("{}:{}", config.bind, config.port);
-    let std_listener = std::net::TcpListener::bind(&addr).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
-    std_listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
-    let local = std_listener.local_addr().map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
+    // The plain port unless `tls_only`; the TLS port beside it when set.
+    let std_listener = match config.tls.only {
+        true => None,
+        false => Some(listen(&format!("{}:{}", config.bind, config.port))?),
+    };
+    let tls_listener = match config.tls.port {
+        Some(port) => Some(listen(&format!("{}:{port}", config.bind))?),
+        None => None,
+    };
+    let tls_local = tls_listener.as_ref().map(|(_, a)| *a);
+    let (std_listener, local) = match std_listener {
+        Some((l, a)) => (Some(l), a),
+        None => (None, tls_local.expect("tls_only comes with a tls_port")),
+    };
     let threads = config.threads.reactors();
     let dict_root = config.data_dir.join("compression");
     let dictionaries = crate::compress::tenant::load_dir(&dict_root, &config.compression)?;
@@ -365,19 +377,27 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let local_set = tokio::task::LocalSet::new();
     let (srv0, locks0) = (srv.clone(), locks.clone());
     local_set.block_on(&rt, async move {
-        let mut listener = TcpListener::from_std(std_listener).expect("listener from std");
+        let mut listener = std_listener.map(|l| TcpListener::from_std(l).expect("listener from std"));
+        let tls_listener = tls_listener.map(|(l, _)| TcpListener::from_std(l).expect("listener from std"));
+        // TLS clients whose handshake is done, from their relays.
+        let (handshaken_tx, mut handshaken_rx) = mpsc::unbounded_channel::<tls::Handshaken>();
         let mut local = local;
         let metrics_listener = metrics_listener.map(|l| TcpListener::from_std(l).expect("listener from std"));
         // Handlers first: a signal arriving right after "ready" must still stop us cleanly.
         use tokio::signal::unix::{signal, SignalKind};
         let mut sigterm = signal(SignalKind::terminate()).ok();
         let mut sigint = signal(SignalKind::interrupt()).ok();
+        // SIGHUP re-reads the TLS port's certificate (and is otherwise ignored, as Redis does).
+        let mut sighup = signal(SignalKind::hangup()).ok();
         tracing::info!(%local, threads, "Ready to accept connections");
         {
             // For whoever started us (tests read it); a closed stdout must not stop the engine.
             use std::io::Write;
             let mut out = std::io::stdout().lock();
             let mut ready = format!("terrace engine ready on {local}\n");
+            if let Some(addr) = tls_local {
+                ready += &format!("terrace engine tls on {addr}\n");
+            }
             if let Some(addr) = metrics_listener.as_ref().and_then(|l| l.local_addr().ok()) {
                 ready += &format!("terrace engine metrics on http://{addr}/metrics\n");
             }
@@ -407,7 +427,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         }
         loop {
             tokio::select! {
-                r = listener.accept() => {
+                r = accept_on(&listener) => {
                     let (stream, peer) = match r {
                         Ok(accepted) => accepted,
                         Err(e) => {
@@ -424,25 +444,38 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                         continue;
                     }
                     let info = register_client(&srv0, peer, local, std::os::fd::AsRawFd::as_raw_fd(&stream));
-                    let mut target = srv0.reactors.assign();
-                    if srv0.scripts.any_busy() {
-                        // Not to a reactor a busy script holds; when they all are, served here.
-                        let held = busy::held_reactors(&srv0);
-                        let active = srv0.reactors.active.load(Ordering::Relaxed).max(1);
-                        match (0..active).map(|i| (target + i) % active).find(|r| !held.contains(r)) {
-                            Some(free) => target = free,
-                            None => {
-                                info.reactor.store(usize::MAX, Ordering::Relaxed);
-                                tokio::task::spawn_local(connection::serve(srv0.clone(), locks0.clone(), dispatch.clone(), stream, info, None, usize::MAX));
-                                continue;
-                            }
+                    place(&srv0, &locks0, &dispatch, socket::Socket::Tcp(stream), info);
+                }
+                r = accept_on(&tls_listener) => {
+                    let (stream, peer) = match r {
+                        Ok(accepted) => accepted,
+                        Err(e) => {
+                            accept_failed(&srv0, &e);
+                            tokio::time::sleep(ACCEPT_RETRY).await;
+                            continue;
                         }
+                    };
+                    if srv0.clients.lock().len() >= srv0.limits.maxclients.load(Ordering::Relaxed) {
+                        // (No error line: the client speaks TLS and has no session yet.)
+                        srv0.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                        continue;
                     }
-                    info.reactor.store(target, Ordering::Relaxed);
-                    if let Ok(std_stream) = stream.into_std() {
-                        let _ = dispatch.send(target, Handoff::New(std_stream, info));
+                    if let Some(server_tls) = &srv0.config.tls.server {
+                        tls::terminate(server_tls, stream, peer, handshaken_tx.clone());
                     }
                 }
+                Some(done) = handshaken_rx.recv() => {
+                    let socket = match socket::Socket::from_std(done.socket) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(peer = %done.peer, "cannot serve a TLS client: {e}");
+                            continue;
+                        }
+                    };
+                    let info = register_client(&srv0, done.peer, tls_local.unwrap_or(local), std::os::fd::AsRawFd::as_raw_fd(&socket));
+                    place(&srv0, &locks0, &dispatch, socket, info);
+                }
+                _ = recv(&mut sighup) => tls::reload(&srv0.config.tls),
                 _ = recv(&mut sigint) => {
                     tracing::info!("SIGINT received, shutting down");
                     break;
@@ -458,8 +491,8 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                     let Some(next) = srv0.new_listener.lock().take() else { continue };
                     match TcpListener::from_std(next) {
                         Ok(l) => {
-                            listener = l;
-                            local = listener.local_addr().unwrap_or(local);
+                            local = l.local_addr().unwrap_or(local);
+                            listener = Some(l);
                             tracing::info!(%local, "listening on a new port (CONFIG SET port)");
                         }
                         Err(e) => tracing::warn!("the new listener could not be used ({e}); still accepting on {local}"),
@@ -625,7 +658,7 @@ fn reactor(rt: tokio::runtime::Runtime, srv: Arc<Server>, locks: LockCap, dispat
                 Handoff::New(s, info) => (s, info, None),
                 Handoff::Moved(s, info, carried) => (s, info, Some(carried)),
             };
-            match tokio::net::TcpStream::from_std(std_stream) {
+            match socket::Socket::from_std(std_stream) {
                 Ok(stream) => {
                     tokio::task::spawn_local(connection::serve(srv.clone(), locks.clone(), dispatch.clone(), stream, info, carried, index));
                 }
@@ -652,6 +685,45 @@ fn accept_failed(srv: &Server, e: &std::io::Error) {
     if now.saturating_sub(LAST_LOG_MS.load(Ordering::Relaxed)) >= 1000 {
         LAST_LOG_MS.store(now, Ordering::Relaxed);
         tracing::warn!(error = %e, "Accepting client connection failed (retrying in {ACCEPT_RETRY:?})");
+    }
+}
+
+/// Binds a listening socket, non-blocking, and says where it listens.
+fn listen(addr: &str) -> Result<(std::net::TcpListener, SocketAddr), ServerError> {
+    let bind = |source| ServerError::Bind { addr: addr.to_string(), source };
+    let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
+    listener.set_nonblocking(true).map_err(bind)?;
+    let local = listener.local_addr().map_err(bind)?;
+    Ok((listener, local))
+}
+
+/// The next connection on `listener`; never, when there is none (the port is off).
+async fn accept_on(listener: &Option<TcpListener>) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Gives a new, registered client to a reactor — not one a busy script holds; when they
+/// all are, it is served here, on the control thread.
+fn place(srv: &Arc<Server>, locks: &LockCap, dispatch: &Arc<dispatch::Dispatch>, stream: socket::Socket, info: Arc<ClientInfo>) {
+    let mut target = srv.reactors.assign();
+    if srv.scripts.any_busy() {
+        let held = busy::held_reactors(srv);
+        let active = srv.reactors.active.load(Ordering::Relaxed).max(1);
+        match (0..active).map(|i| (target + i) % active).find(|r| !held.contains(r)) {
+            Some(free) => target = free,
+            None => {
+                info.reactor.store(usize::MAX, Ordering::Relaxed);
+                tokio::task::spawn_local(connection::serve(srv.clone(), locks.clone(), dispatch.clone(), stream, info, None, usize::MAX));
+                return;
+            }
+        }
+    }
+    info.reactor.store(target, Ordering::Relaxed);
+    if let Ok(std_stream) = stream.into_std() {
+        let _ = dispatch.send(target, Handoff::New(std_stream, info));
     }
 }
 

@@ -11,13 +11,13 @@
 //! after the locks are released).
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
+use super::socket::{Socket, StdSocket};
 use super::state::{ClientInfo, Server};
 use crate::keyspace::LockCap;
 use crate::protocol::{Limits, RequestParser};
@@ -47,7 +47,7 @@ enum ServeError {
 
 /// Takes over a connection whose client asked to be a replica (`psync`), with the bytes it
 /// sent after PSYNC (`leftover`: its first ACKs, possibly).
-pub fn attach(srv: Arc<Server>, locks: LockCap, stream: tokio::net::TcpStream, info: Arc<ClientInfo>, psync: Psync, leftover: BytesMut) {
+pub fn attach(srv: Arc<Server>, locks: LockCap, stream: Socket, info: Arc<ClientInfo>, psync: Psync, leftover: BytesMut) {
     let stream = match stream.into_std().and_then(|s| s.set_nonblocking(false).map(|()| s)) {
         Ok(s) => s,
         Err(e) => {
@@ -74,10 +74,10 @@ pub fn attach(srv: Arc<Server>, locks: LockCap, stream: tokio::net::TcpStream, i
     }
 }
 
-fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, flavor: Flavor, psync: &Psync, leftover: BytesMut) -> Result<(), ServeError> {
+fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: StdSocket, id: u64, flavor: Flavor, psync: &Psync, leftover: BytesMut) -> Result<(), ServeError> {
     let repl = &srv.replication;
     let replid = repl.replid_of(flavor);
-    stream.set_nodelay(true)?;
+    stream.set_nodelay()?;
     let mut diskless = false;
     let continues = psync.offset > 0
         && repl.continues(flavor, &psync.replid, psync.offset as u64 - 1)
@@ -128,7 +128,7 @@ fn serve(srv: &Arc<Server>, locks: &LockCap, mut stream: TcpStream, id: u64, fla
 /// `$<length>` as a disk-backed master sends it — and always to an engine, which then takes
 /// the image in one allocation (the image is in memory either way). Returns whether it was
 /// diskless.
-fn send_image(srv: &Server, stream: &mut TcpStream, psync: &Psync, image: &[u8]) -> std::io::Result<bool> {
+fn send_image(srv: &Server, stream: &mut StdSocket, psync: &Psync, image: &[u8]) -> std::io::Result<bool> {
     if psync.eof && !psync.terrace && srv.param("repl-diskless-sync").is_none_or(|v| v == "yes") {
         let mark = crate::replication::random_replid();
         stream.write_all(format!("$EOF:{mark}\r\n").as_bytes())?;
@@ -208,7 +208,7 @@ fn mark_dirty_keys(srv: &Server, guards: &mut crate::keyspace::Guards) {
 }
 
 /// Sends the stream from the backlog until the link or the engine ends.
-fn stream_to(srv: &Server, stream: &mut TcpStream, id: u64, flavor: Flavor, closed: &AtomicBool) -> Result<(), ServeError> {
+fn stream_to(srv: &Server, stream: &mut StdSocket, id: u64, flavor: Flavor, closed: &AtomicBool) -> Result<(), ServeError> {
     let backlog = srv.replication.backlog(flavor).expect("a replica reads a backlog");
     loop {
         if closed.load(Ordering::SeqCst) {
@@ -236,7 +236,7 @@ fn stream_to(srv: &Server, stream: &mut TcpStream, id: u64, flavor: Flavor, clos
 
 /// Reads what the replica sends: `REPLCONF ACK <offset>` (anything else is ignored, as a
 /// Redis master ignores it), until it closes the link.
-fn read_acks(srv: &Server, mut stream: TcpStream, id: u64, mut buf: BytesMut) {
+fn read_acks(srv: &Server, mut stream: StdSocket, id: u64, mut buf: BytesMut) {
     let mut parser = RequestParser::new(Limits::default());
     let mut chunk = [0u8; 4096];
     loop {

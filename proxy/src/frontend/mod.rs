@@ -204,9 +204,15 @@ impl Shared {
     /// The TLS ports' certificate and key files are read again too (renewed certificates):
     /// new TLS clients get them, those connected keep their sessions.
     pub fn reload(&self) -> Result<(), String> {
-        let tls = match &self.config.tls {
-            Some(tls) => tls.reload().map(|()| tracing::info!("TLS certificates re-read")).map_err(|e| e.to_string()),
-            None => Ok(()),
+        let server = self.config.tls.as_ref().map(|t| t.reload());
+        let links = self.config.engine_tls.as_ref().map(|t| t.reload());
+        let tls = match server.into_iter().chain(links).collect::<Result<Vec<()>, _>>() {
+            Ok(read) if !read.is_empty() => {
+                tracing::info!("TLS certificates re-read");
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.to_string()),
         };
         let topology = self.reload_topology();
         match (tls, topology) {
@@ -365,8 +371,12 @@ pub struct Reactor {
 impl Reactor {
     /// Must be called inside the thread's `LocalSet`: it opens the database-0 connections.
     pub fn new(shared: Arc<Shared>) -> Rc<Reactor> {
-        let limits =
-            Rc::new(BackendLimits { connect_timeout: shared.config.connect_timeout, timeout: shared.config.timeout, max_inflight: shared.config.max_inflight });
+        let limits = Rc::new(BackendLimits {
+            connect_timeout: shared.config.connect_timeout,
+            timeout: shared.config.timeout,
+            max_inflight: shared.config.max_inflight,
+            tls: shared.config.engine_tls.clone(),
+        });
         let recorder = shared.metrics.recorder();
         let topo = RefCell::new((shared.generation.load(Ordering::Acquire), shared.topology()));
         let flight = shared.holds.register();

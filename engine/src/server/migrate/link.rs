@@ -3,10 +3,12 @@
 //! thread of its own drives it, and it needs four reply types of RESP and nothing else.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
+
+use crate::config::TlsConfig;
+use crate::server::socket::StdSocket;
 
 /// How long the target may take to answer.
 const REPLY_WAIT: Duration = Duration::from_secs(30);
@@ -34,7 +36,7 @@ pub enum Reply {
 
 pub struct Link {
     addr: String,
-    stream: TcpStream,
+    stream: StdSocket,
     out: BytesMut,
     input: BytesMut,
     /// Requests written whose replies were not read yet, named for errors.
@@ -45,11 +47,19 @@ pub struct Link {
 
 impl Link {
     /// Connects and authenticates with `password` (the engines' one) when given.
-    pub fn open(addr: &str, password: Option<&str>) -> Result<Link, LinkError> {
+    pub fn open(tls: &TlsConfig, addr: &str, password: Option<&str>) -> Result<Link, LinkError> {
         let io = |source| LinkError::Io { addr: addr.to_string(), source };
-        let sock = addr.to_socket_addrs().map_err(io)?.next().ok_or_else(|| io(std::io::Error::other("no address")))?;
-        let stream = TcpStream::connect_timeout(&sock, Duration::from_secs(5)).map_err(io)?;
-        stream.set_nodelay(true).map_err(io)?;
+        let (host, port) =
+            addr.rsplit_once(':').and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?))).ok_or_else(|| io(std::io::Error::other("not host:port")))?;
+        // (Over TLS with `tls_cluster`.)
+        let stream = crate::server::tls::connect(
+            tls,
+            crate::server::tls::Link::Cluster,
+            host.trim_start_matches('[').trim_end_matches(']'),
+            port,
+            Duration::from_secs(5),
+        )
+        .map_err(io)?;
         stream.set_read_timeout(Some(REPLY_WAIT)).map_err(io)?;
         let mut link = Link { addr: addr.to_string(), stream, out: BytesMut::new(), input: BytesMut::new(), waiting: Default::default(), place: None };
         if let Some(p) = password {
