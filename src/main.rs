@@ -147,6 +147,18 @@ struct ConsoleArgs {
     /// The HTTPS certificate's private key, PEM [env: TERRACE_CONSOLE_TLS_KEY_FILE]
     #[arg(long)]
     tls_key_file: Option<PathBuf>,
+    /// CA that engines, proxies (--tls-nodes) and an https:// webhook are verified against, PEM [env: TERRACE_CONSOLE_TLS_CA_CERT_FILE]
+    #[arg(long)]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// Certificate shown to nodes that ask for one, PEM [env: TERRACE_CONSOLE_TLS_CLIENT_CERT_FILE] [default: --tls-cert-file]
+    #[arg(long)]
+    tls_client_cert_file: Option<PathBuf>,
+    /// Its private key, PEM [env: TERRACE_CONSOLE_TLS_CLIENT_KEY_FILE] [default: --tls-key-file]
+    #[arg(long)]
+    tls_client_key_file: Option<PathBuf>,
+    /// Reach engines and proxies over TLS (their addresses are their TLS ports) [env: TERRACE_CONSOLE_TLS_NODES] [default: false]
+    #[arg(long)]
+    tls_nodes: bool,
     /// TOML configuration file; its [console] table is read.
     #[arg(long, env = "TERRACE_CONFIG")]
     config: Option<PathBuf>,
@@ -171,6 +183,10 @@ impl ConsoleArgs {
             move_pace: self.move_pace,
             tls_cert_file: self.tls_cert_file,
             tls_key_file: self.tls_key_file,
+            tls_ca_cert_file: self.tls_ca_cert_file,
+            tls_client_cert_file: self.tls_client_cert_file,
+            tls_client_key_file: self.tls_client_key_file,
+            tls_nodes: self.tls_nodes.then_some(true),
             ..Default::default()
         };
         let file = match &self.config {

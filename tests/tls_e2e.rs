@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{eventually, info_field, q, temp_dir, Engine, Proxy};
+use common::{eventually, info_field, q, temp_dir, Console, Engine, Proxy, PROXY_ADMIN_PASSWORD};
 
 /// The files `terrace tls-gen` writes.
 struct Certs {
@@ -400,4 +400,113 @@ fn bad_tls_settings_stop_the_start_and_name_the_setting() {
     let e =
         start(&["--tls-port", "0", "--tls-cert-file", path(&certs.server_cert), "--tls-key-file", path(&certs.server_key), "--tls-auth-clients", "sometimes"]);
     assert!(e.contains("`tls_auth_clients`") && e.contains("'sometimes'"), "{e}");
+}
+
+/// An HTTPS receiver for the console's webhook on `tls`: every POST's body, in order.
+async fn https_receiver(tls: terrace_tls::ServerTls) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bodies: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let received = bodies.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let Ok(mut s) = tls.acceptor().accept(tcp).await else { continue };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Headers, then Content-Length bytes of body.
+            loop {
+                let n = s.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).to_string();
+                let Some(end) = text.find("\r\n\r\n") else { continue };
+                let len = text[..end]
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + len {
+                    received.lock().unwrap().push(String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).to_string());
+                    break;
+                }
+            }
+            let _ = s.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+            let _ = s.shutdown().await;
+        }
+    });
+    (port, bodies)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_reaches_engines_and_proxies_over_tls_and_posts_events_over_https() {
+    use common::console_api::{api, login, token};
+    terrace_tls::install_default_provider();
+    let dir = temp_dir("tls-console");
+    let certs = tls_gen(&dir);
+    let engine = tls_only_engine(&certs, &[]);
+    // The proxy's links to the engine show its own certificate (Redis's fallback); the
+    // console reaches it on its TLS port.
+    let mut proxy_args = vec!["--tls-port", "0", "--tls-engines"];
+    proxy_args.extend(["--tls-cert-file", path(&certs.server_cert), "--tls-key-file", path(&certs.server_key), "--tls-ca-cert-file", path(&certs.ca)]);
+    let proxy = Proxy::start(&[&engine], &proxy_args, &[("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)]);
+    let files = terrace_tls::TlsFiles::from_settings(Some(certs.server_cert.clone()), Some(certs.server_key.clone()), None, None).unwrap().unwrap();
+    let (hook_port, received) = https_receiver(terrace_tls::ServerTls::new(files).unwrap()).await;
+    let hook = format!("https://localhost:{hook_port}/hook");
+    let console = Console::start_for(
+        temp_dir("tls-console-db"),
+        &format!("127.0.0.1:{}", engine.port),
+        &format!("127.0.0.1:{}", proxy.tls_port.unwrap()),
+        &[
+            "--tls-nodes",
+            "--tls-ca-cert-file",
+            path(&certs.ca),
+            "--tls-client-cert-file",
+            path(&certs.client_cert),
+            "--tls-client-key-file",
+            path(&certs.client_key),
+            "--webhook-url",
+            &hook,
+        ],
+        &[],
+    );
+    let url = console.url.clone();
+    let (session, csrf) = login(&url).await;
+    let token = token(&session, &url, &csrf, "tls").await;
+
+    // The console sees the engine and the proxy up, over TLS.
+    let mut nodes = serde_json::Value::Null;
+    for _ in 0..100 {
+        nodes = api(reqwest::Method::GET, format!("{url}/api/v1/nodes"), &token, None).await.1;
+        if nodes["engines"][0]["up"] == true && nodes["proxies"][0]["up"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(nodes["engines"][0]["up"] == true && nodes["proxies"][0]["up"] == true, "both over TLS: {nodes}");
+    // A tenant created in the console reaches the proxy (its admin link over TLS) and the
+    // engine (the tenant's namespace): a client logs in as it through the proxy.
+    let (status, body) =
+        api(reqwest::Method::POST, format!("{url}/api/v1/tenants"), &token, Some(serde_json::json!({"name": "shop", "password": "shop-pw"}))).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let as_tenant = || -> redis::RedisResult<redis::Connection> {
+        let mut con = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port))?.get_connection()?;
+        redis::cmd("AUTH").arg("shop").arg("shop-pw").query::<()>(&mut con)?;
+        Ok(con)
+    };
+    eventually(20, "the tenant is pushed to the proxy over TLS", || as_tenant().is_ok());
+    let mut con = as_tenant().unwrap();
+    q::<()>(&mut con, &["SET", "order:1", "paid"]);
+    assert_eq!(q::<String>(&mut con, &["GET", "order:1"]), "paid");
+    // The events reach the https:// webhook, verified against tls_ca_cert_file.
+    for _ in 0..200 {
+        if received.lock().unwrap().iter().any(|b| b.contains("POST /api/v1/tenants")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let got = received.lock().unwrap().clone();
+    assert!(got.iter().any(|b| b.contains("POST /api/v1/tenants")), "the webhook got no event of the tenant's creation over HTTPS: {got:?}");
 }

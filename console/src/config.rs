@@ -51,6 +51,15 @@ pub struct ConsoleSettings {
     /// With `tls_key_file`: the console's port serves HTTPS with this certificate chain (PEM).
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
+    /// The CA the console verifies TLS peers against: engines and proxies (`tls_nodes`), and
+    /// an https:// webhook's receiver (beside the system's CAs).
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// The certificate the console shows nodes that ask for one (default: `tls_cert_file`).
+    pub tls_client_cert_file: Option<PathBuf>,
+    pub tls_client_key_file: Option<PathBuf>,
+    /// The console's links to engines and proxies over TLS (their addresses are their TLS
+    /// ports).
+    pub tls_nodes: Option<bool>,
 }
 
 impl ConsoleSettings {
@@ -74,6 +83,10 @@ impl ConsoleSettings {
             move_pace: self.move_pace.or(other.move_pace),
             tls_cert_file: self.tls_cert_file.or(other.tls_cert_file),
             tls_key_file: self.tls_key_file.or(other.tls_key_file),
+            tls_ca_cert_file: self.tls_ca_cert_file.or(other.tls_ca_cert_file),
+            tls_client_cert_file: self.tls_client_cert_file.or(other.tls_client_cert_file),
+            tls_client_key_file: self.tls_client_key_file.or(other.tls_client_key_file),
+            tls_nodes: self.tls_nodes.or(other.tls_nodes),
         }
     }
 
@@ -102,6 +115,16 @@ impl ConsoleSettings {
             move_pace: None,
             tls_cert_file: var("TERRACE_CONSOLE_TLS_CERT_FILE").map(PathBuf::from),
             tls_key_file: var("TERRACE_CONSOLE_TLS_KEY_FILE").map(PathBuf::from),
+            tls_ca_cert_file: var("TERRACE_CONSOLE_TLS_CA_CERT_FILE").map(PathBuf::from),
+            tls_client_cert_file: var("TERRACE_CONSOLE_TLS_CLIENT_CERT_FILE").map(PathBuf::from),
+            tls_client_key_file: var("TERRACE_CONSOLE_TLS_CLIENT_KEY_FILE").map(PathBuf::from),
+            tls_nodes: var("TERRACE_CONSOLE_TLS_NODES")
+                .map(|v| match v.as_str() {
+                    "1" | "true" | "yes" => Ok(true),
+                    "0" | "false" | "no" => Ok(false),
+                    _ => Err(invalid("TERRACE_CONSOLE_TLS_NODES", format!("'{v}' is not true or false"))),
+                })
+                .transpose()?,
         })
     }
 
@@ -144,8 +167,8 @@ impl ConsoleSettings {
             return Err(invalid("reconcile_ms", "between 100 and 600000"));
         }
         let webhook_url = match self.webhook_url.filter(|u| !u.is_empty()) {
-            Some(u) if u.starts_with("http://") && reqwest_url_ok(&u) => Some(u),
-            Some(u) => return Err(invalid("webhook_url", format!("'{u}' is not an http:// URL"))),
+            Some(u) if (u.starts_with("http://") || u.starts_with("https://")) && reqwest_url_ok(&u) => Some(u),
+            Some(u) => return Err(invalid("webhook_url", format!("'{u}' is not an http:// or https:// URL"))),
             None => None,
         };
         let sample_ms = self.sample_ms.unwrap_or(10_000);
@@ -171,12 +194,30 @@ impl ConsoleSettings {
             Some(path) => Some(terrace_commands::settings::read_secret_file("engine_password_file", path)?),
             None => None,
         };
-        let tls = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, None, None)?
-            .map(terrace_tls::ServerTls::new)
-            .transpose()?
-            .map(std::sync::Arc::new);
+        let files = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, None, None)?;
+        let node_tls = match self.tls_nodes {
+            Some(true) => Some(terrace_tls::LinkTls::from_settings(
+                self.tls_ca_cert_file.clone(),
+                (self.tls_client_cert_file, self.tls_client_key_file),
+                files.as_ref().map(|f| (f.cert.clone(), f.key.clone())),
+                "tls_nodes",
+            )?),
+            _ => None,
+        };
+        // Read now, so a bad file stops the start naming its key.
+        let webhook_ca = match &self.tls_ca_cert_file {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| invalid("tls_ca_cert_file", format!("{}: {e}", path.display())))?;
+                reqwest::Certificate::from_pem_bundle(&pem)
+                    .map_err(|e| invalid("tls_ca_cert_file", format!("{}: not PEM certificates ({e})", path.display())))?
+            }
+            None => Vec::new(),
+        };
+        let tls = files.map(terrace_tls::ServerTls::new).transpose()?.map(std::sync::Arc::new);
         Ok(ConsoleConfig {
             tls,
+            node_tls,
+            webhook_ca,
             engine_password,
             port: self.port.unwrap_or(8080),
             bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
@@ -222,6 +263,10 @@ impl std::fmt::Debug for Launch {
 pub struct ConsoleConfig {
     /// HTTPS on the console's port (`tls_cert_file`, `tls_key_file`); re-read on SIGHUP.
     pub tls: Option<std::sync::Arc<terrace_tls::ServerTls>>,
+    /// The links to engines and proxies over TLS (`tls_nodes`).
+    pub node_tls: Option<terrace_tls::LinkTls>,
+    /// CAs an https:// webhook's receiver may also be signed by (`tls_ca_cert_file`).
+    pub webhook_ca: Vec<reqwest::Certificate>,
     pub port: u16,
     pub bind: String,
     pub db: PathBuf,

@@ -105,6 +105,9 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             limiter: auth::login_limiter(),
             dummy_hash,
         });
+        if let Some(tls) = &console.config.node_tls {
+            nodes::use_tls(tls.clone());
+        }
         tokio::spawn(reconcile::run(console.clone()));
         tokio::spawn(failover::run(console.clone()));
         tokio::spawn(moves::run(console.clone()));

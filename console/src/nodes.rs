@@ -33,6 +33,30 @@ pub struct Node {
     conn: MultiplexedConnection,
 }
 
+/// The console's links over TLS (`tls_nodes`): one setting of the process, set at start
+/// before any node is reached, as the crypto provider is — rather than a parameter of each
+/// of the many places that reach a node.
+static NODE_TLS: std::sync::OnceLock<terrace_tls::LinkTls> = std::sync::OnceLock::new();
+
+/// Puts every link to engines and proxies on TLS (`tls_nodes`; once, at start).
+pub fn use_tls(tls: terrace_tls::LinkTls) {
+    let _ = NODE_TLS.set(tls);
+}
+
+/// A client for `addr`: plain, or over TLS verified against `tls_ca_cert_file` and showing
+/// the console's certificate. The files are read at each connection, so renewed ones are
+/// used from the next.
+fn client_for(addr: &str) -> redis::RedisResult<redis::Client> {
+    let Some(tls) = NODE_TLS.get() else { return redis::Client::open(format!("redis://{addr}/")) };
+    let (ca, identity) = tls.files();
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| redis::RedisError::from(std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))));
+    let client_tls = match identity {
+        Some((cert, key)) => Some(redis::ClientTlsConfig { client_cert: read(cert)?, client_key: read(key)? }),
+        None => None,
+    };
+    redis::Client::build_with_tls(format!("rediss://{addr}/"), redis::TlsCertificates { client_tls, root_cert: Some(read(ca)?) })
+}
+
 const CONNECT: Duration = Duration::from_secs(2);
 
 impl Node {
@@ -43,7 +67,7 @@ impl Node {
 
     async fn connect_within(addr: &str, connect: Duration, reply_timeout: Duration) -> Result<Node, NodeError> {
         let wrap = |source| NodeError::Redis { addr: addr.to_string(), source };
-        let client = redis::Client::open(format!("redis://{addr}/")).map_err(wrap)?;
+        let client = client_for(addr).map_err(wrap)?;
         let config = AsyncConnectionConfig::new().set_connection_timeout(Some(connect)).set_response_timeout(Some(reply_timeout));
         let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(wrap)?;
         Ok(Node { addr: addr.to_string(), conn })

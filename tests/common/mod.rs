@@ -618,11 +618,16 @@ impl Console {
     /// environment.
     pub fn start_in(dir: std::path::PathBuf, engines: &[&Engine], proxies: &[&Proxy], extra: &[&str], env: &[(&str, &str)]) -> Console {
         let list = |ports: Vec<u16>| ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+        Self::start_for(dir, &list(engines.iter().map(|e| e.port).collect()), &list(proxies.iter().map(|p| p.port).collect()), extra, env)
+    }
+
+    /// As `start_in`, with the engines' and proxies' addresses as given (comma-separated).
+    pub fn start_for(dir: std::path::PathBuf, engines: &str, proxies: &str, extra: &[&str], env: &[(&str, &str)]) -> Console {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
         cmd.args(["console", "--port", "0", "--reconcile-ms", "300", "--db"])
             .arg(dir.join("console.db"))
-            .args(["--engines", &list(engines.iter().map(|e| e.port).collect())])
-            .args(["--proxies", &list(proxies.iter().map(|p| p.port).collect())])
+            .args(["--engines", engines])
+            .args(["--proxies", proxies])
             .args(extra)
             .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
             .env("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)
