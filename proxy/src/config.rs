@@ -135,6 +135,23 @@ pub struct ProxySettings {
 }
 
 impl ProxySettings {
+    /// These settings but for TLS (what a reload of the topology resolves: the TLS
+    /// configurations in force re-read their own files).
+    pub fn without_tls(self) -> ProxySettings {
+        ProxySettings {
+            tls_port: None,
+            memcache_tls_port: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_cert_file: None,
+            tls_auth_clients: None,
+            tls_engines: None,
+            tls_client_cert_file: None,
+            tls_client_key_file: None,
+            ..self
+        }
+    }
+
     /// Fields of `self` win over `other`'s.
     pub fn or(self, other: ProxySettings) -> ProxySettings {
         ProxySettings {

@@ -227,7 +227,9 @@ impl Shared {
             return Ok(());
         };
         let file = crate::config::ProxySettings::from_file(path).map_err(|e| e.to_string())?;
-        let fresh = overrides.clone().or(file).resolve().map_err(|e| e.to_string())?;
+        // (The TLS files were re-read by the configurations in force, above: not read twice,
+        // and a bad renewal does not stop the topology's reload.)
+        let fresh = overrides.clone().or(file).without_tls().resolve().map_err(|e| e.to_string())?;
         self.install(&fresh);
         *self.pushed.lock() = None;
         tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), "reloaded engines, slots and tenants");
