@@ -510,3 +510,25 @@ async fn the_console_reaches_engines_and_proxies_over_tls_and_posts_events_over_
     let got = received.lock().unwrap().clone();
     assert!(got.iter().any(|b| b.contains("POST /api/v1/tenants")), "the webhook got no event of the tenant's creation over HTTPS: {got:?}");
 }
+
+/// While a script holds an engine's only reactor, a TLS client is still answered (at the
+/// socket, as a plain one): its relay runs off the reactors, so SCRIPT KILL gets through.
+#[test]
+fn a_tls_client_stops_a_busy_script() {
+    terrace_tls::install_default_provider();
+    let dir = temp_dir("tls-busy");
+    let certs = tls_gen(&dir);
+    let engine = tls_only_engine(&certs, &["--threads", "1"]);
+    let identity = Some((certs.client_cert.as_path(), certs.client_key.as_path()));
+    let mut admin = redis_tls(engine.port, &certs.ca, identity).unwrap();
+    q::<()>(&mut admin, &["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    let mut runner = redis_tls(engine.port, &certs.ca, identity).unwrap();
+    let ran = std::thread::spawn(move || redis::cmd("EVAL").arg("while true do end").arg(0).query::<()>(&mut runner).unwrap_err().to_string());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let e = redis::cmd("GET").arg("k").query::<Option<String>>(&mut admin).unwrap_err().to_string();
+    assert!(e.contains("BUSY"), "{e}");
+    assert_eq!(q::<String>(&mut admin, &["SCRIPT", "KILL"]), "OK");
+    let e = ran.join().unwrap();
+    assert!(e.contains("killed"), "{e}");
+    assert_eq!(q::<String>(&mut admin, &["PING"]), "PONG");
+}

@@ -61,14 +61,14 @@ def memcslap(port, test, n):
     return int(m.group(1)) / float(m.group(2))
 
 
-def start_engines(terrace, tmp, procs, count=2):
-    """`count` engines `--threads 1` pinned to core 0, each with a data directory in `tmp`
+def start_engines(terrace, tmp, procs, count=2, core="0"):
+    """`count` engines `--threads 1` pinned to `core`, each with a data directory in `tmp`
     (added to `procs`); their ports, once they accept."""
     ports = [free_port() for _ in range(count)]
     for i, p in enumerate(ports):
         d = os.path.join(tmp, f"engine-{i}")
         os.makedirs(d)
-        procs.append(subprocess.Popen(["taskset", "-c", "0", terrace, "engine", "--port", str(p), "--threads", "1", "--data-dir", d],
+        procs.append(subprocess.Popen(["taskset", "-c", core, terrace, "engine", "--port", str(p), "--threads", "1", "--data-dir", d],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     for p in ports:
         wait_port(p)
