@@ -428,17 +428,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         loop {
             tokio::select! {
                 r = accept_on(&listener) => {
-                    let (stream, peer) = match r {
-                        Ok(accepted) => accepted,
-                        Err(e) => {
-                            // Out of descriptors (EMFILE/ENFILE) or memory: the connection
-                            // stays queued and accept would fail again at once. Pause rather
-                            // than spin; the next try may find a descriptor closed.
-                            accept_failed(&srv0, &e);
-                            tokio::time::sleep(ACCEPT_RETRY).await;
-                            continue;
-                        }
-                    };
+                    let Some((stream, peer)) = accepted(&srv0, r).await else { continue };
                     if srv0.clients.lock().len() >= srv0.limits.maxclients.load(Ordering::Relaxed) {
                         refuse_client(&srv0, stream);
                         continue;
@@ -447,14 +437,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                     place(&srv0, &locks0, &dispatch, socket::Socket::Tcp(stream), info);
                 }
                 r = accept_on(&tls_listener) => {
-                    let (stream, peer) = match r {
-                        Ok(accepted) => accepted,
-                        Err(e) => {
-                            accept_failed(&srv0, &e);
-                            tokio::time::sleep(ACCEPT_RETRY).await;
-                            continue;
-                        }
-                    };
+                    let Some((stream, peer)) = accepted(&srv0, r).await else { continue };
                     if srv0.clients.lock().len() >= srv0.limits.maxclients.load(Ordering::Relaxed) {
                         // (No error line: the client speaks TLS and has no session yet.)
                         srv0.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
@@ -702,6 +685,20 @@ async fn accept_on(listener: &Option<TcpListener>) -> std::io::Result<(tokio::ne
     match listener {
         Some(l) => l.accept().await,
         None => std::future::pending().await,
+    }
+}
+
+/// The connection an accept gave; on a failed accept — out of descriptors (EMFILE/ENFILE)
+/// or memory: the connection stays queued and accept would fail again at once — None after
+/// a pause, rather than a spin (the next try may find a descriptor closed).
+async fn accepted(srv: &Server, r: std::io::Result<(tokio::net::TcpStream, SocketAddr)>) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    match r {
+        Ok(accepted) => Some(accepted),
+        Err(e) => {
+            accept_failed(srv, &e);
+            tokio::time::sleep(ACCEPT_RETRY).await;
+            None
+        }
     }
 }
 
