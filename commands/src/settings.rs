@@ -12,6 +12,16 @@ pub enum ConfigError {
     Invalid { key: String, reason: String },
 }
 
+/// A yes/no environment variable `key`, when set: 1, true or yes; 0, false or no.
+pub fn env_flag(key: &str, value: Option<String>) -> Result<Option<bool>, ConfigError> {
+    match value.as_deref() {
+        None => Ok(None),
+        Some("1" | "true" | "yes") => Ok(Some(true)),
+        Some("0" | "false" | "no") => Ok(Some(false)),
+        Some(other) => Err(ConfigError::Invalid { key: key.into(), reason: format!("'{other}' is not true or false") }),
+    }
+}
+
 /// Reads a secret (the engines' password) from a file only its owner may read — mode 0600 or
 /// stricter, as ssh wants of a private key; its first line, trimmed. `key` names the setting
 /// in errors.

@@ -118,13 +118,7 @@ impl ConsoleSettings {
             tls_ca_cert_file: var("TERRACE_CONSOLE_TLS_CA_CERT_FILE").map(PathBuf::from),
             tls_client_cert_file: var("TERRACE_CONSOLE_TLS_CLIENT_CERT_FILE").map(PathBuf::from),
             tls_client_key_file: var("TERRACE_CONSOLE_TLS_CLIENT_KEY_FILE").map(PathBuf::from),
-            tls_nodes: var("TERRACE_CONSOLE_TLS_NODES")
-                .map(|v| match v.as_str() {
-                    "1" | "true" | "yes" => Ok(true),
-                    "0" | "false" | "no" => Ok(false),
-                    _ => Err(invalid("TERRACE_CONSOLE_TLS_NODES", format!("'{v}' is not true or false"))),
-                })
-                .transpose()?,
+            tls_nodes: terrace_commands::settings::env_flag("TERRACE_CONSOLE_TLS_NODES", var("TERRACE_CONSOLE_TLS_NODES"))?,
         })
     }
 
@@ -199,7 +193,7 @@ impl ConsoleSettings {
             Some(true) => Some(terrace_tls::LinkTls::from_settings(
                 self.tls_ca_cert_file.clone(),
                 (self.tls_client_cert_file, self.tls_client_key_file),
-                files.as_ref().map(|f| (f.cert.clone(), f.key.clone())),
+                files.as_ref(),
                 "tls_nodes",
             )?),
             _ => None,

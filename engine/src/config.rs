@@ -158,16 +158,6 @@ fn number<T: FromStr>(v: Option<String>, key: &str) -> Result<Option<T>, ConfigE
     }
 }
 
-/// A yes/no variable, for `key`.
-fn flag(v: Option<String>, key: &str) -> Result<Option<bool>, ConfigError> {
-    match v.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None => Ok(None),
-        Some("yes" | "true" | "1") => Ok(Some(true)),
-        Some("no" | "false" | "0") => Ok(Some(false)),
-        Some(other) => Err(ConfigError::Invalid { key: key.into(), reason: format!("'{other}' is not yes or no") }),
-    }
-}
-
 /// A size given as an integer or a Redis-style string (`100mb`), for `key`.
 fn size_of(key: &str, v: toml::Value) -> Result<u64, ConfigError> {
     match v {
@@ -305,15 +295,15 @@ impl EngineSettings {
             masterauth_file: var("TERRACE_MASTERAUTH_FILE").map(PathBuf::from),
             wait_for_role: None,
             tls_port: number(var("TERRACE_TLS_PORT"), "TERRACE_TLS_PORT")?,
-            tls_only: flag(var("TERRACE_TLS_ONLY"), "TERRACE_TLS_ONLY")?,
+            tls_only: terrace_commands::settings::env_flag("TERRACE_TLS_ONLY", var("TERRACE_TLS_ONLY"))?,
             tls_cert_file: var("TERRACE_TLS_CERT_FILE").map(PathBuf::from),
             tls_key_file: var("TERRACE_TLS_KEY_FILE").map(PathBuf::from),
             tls_ca_cert_file: var("TERRACE_TLS_CA_CERT_FILE").map(PathBuf::from),
             tls_auth_clients: var("TERRACE_TLS_AUTH_CLIENTS"),
             tls_client_cert_file: var("TERRACE_TLS_CLIENT_CERT_FILE").map(PathBuf::from),
             tls_client_key_file: var("TERRACE_TLS_CLIENT_KEY_FILE").map(PathBuf::from),
-            tls_replication: flag(var("TERRACE_TLS_REPLICATION"), "TERRACE_TLS_REPLICATION")?,
-            tls_cluster: flag(var("TERRACE_TLS_CLUSTER"), "TERRACE_TLS_CLUSTER")?,
+            tls_replication: terrace_commands::settings::env_flag("TERRACE_TLS_REPLICATION", var("TERRACE_TLS_REPLICATION"))?,
+            tls_cluster: terrace_commands::settings::env_flag("TERRACE_TLS_CLUSTER", var("TERRACE_TLS_CLUSTER"))?,
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(
                     n.parse()
@@ -506,7 +496,7 @@ impl EngineSettings {
         let link = if replication || cluster {
             let needed_by = if replication { "tls_replication" } else { "tls_cluster" };
             let client = (self.tls_client_cert_file.clone(), self.tls_client_key_file.clone());
-            Some(terrace_tls::LinkTls::from_settings(self.tls_ca_cert_file.clone(), client, files.map(|f| (f.cert, f.key)), needed_by)?)
+            Some(terrace_tls::LinkTls::from_settings(self.tls_ca_cert_file.clone(), client, files.as_ref(), needed_by)?)
         } else {
             None
         };

@@ -220,22 +220,10 @@ impl ProxySettings {
             tls_key_file: var("TERRACE_PROXY_TLS_KEY_FILE").map(std::path::PathBuf::from),
             tls_ca_cert_file: var("TERRACE_PROXY_TLS_CA_CERT_FILE").map(std::path::PathBuf::from),
             tls_auth_clients: var("TERRACE_PROXY_TLS_AUTH_CLIENTS"),
-            tls_engines: var("TERRACE_PROXY_TLS_ENGINES")
-                .map(|v| match v.as_str() {
-                    "1" | "true" | "yes" => Ok(true),
-                    "0" | "false" | "no" => Ok(false),
-                    _ => Err(invalid("TERRACE_PROXY_TLS_ENGINES", format!("'{v}' is not true or false"))),
-                })
-                .transpose()?,
+            tls_engines: terrace_commands::settings::env_flag("TERRACE_PROXY_TLS_ENGINES", var("TERRACE_PROXY_TLS_ENGINES"))?,
             tls_client_cert_file: var("TERRACE_PROXY_TLS_CLIENT_CERT_FILE").map(std::path::PathBuf::from),
             tls_client_key_file: var("TERRACE_PROXY_TLS_CLIENT_KEY_FILE").map(std::path::PathBuf::from),
-            await_console: var("TERRACE_PROXY_AWAIT_CONSOLE")
-                .map(|v| match v.as_str() {
-                    "1" | "true" | "yes" => Ok(true),
-                    "0" | "false" | "no" => Ok(false),
-                    _ => Err(invalid("TERRACE_PROXY_AWAIT_CONSOLE", format!("'{v}' is not true or false"))),
-                })
-                .transpose()?,
+            await_console: terrace_commands::settings::env_flag("TERRACE_PROXY_AWAIT_CONSOLE", var("TERRACE_PROXY_AWAIT_CONSOLE"))?,
             ..Default::default()
         })
     }
@@ -384,7 +372,7 @@ impl ProxySettings {
             Some(true) => Some(terrace_tls::LinkTls::from_settings(
                 self.tls_ca_cert_file,
                 (self.tls_client_cert_file, self.tls_client_key_file),
-                tls_files.as_ref().map(|f| (f.cert.clone(), f.key.clone())),
+                tls_files.as_ref(),
                 "tls_engines",
             )?),
             _ => None,

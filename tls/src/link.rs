@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use crate::TlsError;
+use crate::{TlsError, TlsFiles};
 
 /// The client side of a process's TLS links; clones share it, and a reload (renewed
 /// files) reaches every clone: new links use the new files, links made keep their session.
@@ -36,7 +36,7 @@ impl LinkTls {
     pub fn from_settings(
         ca: Option<PathBuf>,
         client: (Option<PathBuf>, Option<PathBuf>),
-        server: Option<(PathBuf, PathBuf)>,
+        server: Option<&TlsFiles>,
         needed_by: &'static str,
     ) -> Result<LinkTls, TlsError> {
         let Some(ca) = ca else {
@@ -48,7 +48,7 @@ impl LinkTls {
             (None, Some(_)) => {
                 return Err(TlsError::Setting { key: "tls_client_cert_file", reason: "tls_client_key_file is set and the certificate is not".into() })
             }
-            (None, None) => server,
+            (None, None) => server.map(|f| (f.cert.clone(), f.key.clone())),
         };
         let connector = Arc::new(RwLock::new(connector(&ca, &identity)?));
         Ok(LinkTls { ca, identity, connector })
