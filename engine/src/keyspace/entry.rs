@@ -4,7 +4,7 @@
 //! Rust struct with `Box<[u8]>` fields (which would cost two allocations and two fat pointers):
 //!
 //! ```text
-//! [0]      tag: bits 0-2 kind (6: a string stored compressed), bit 3 has-expiry, bit 4 has-flags, bit 5 dirty, bits 6-7 location
+//! [0]      tag: bits 0-2 kind (6: a string stored compressed), bit 3 has-expiry, bit 4 has-flags, bit 5 dirty, bit 6 in-PMem, bit 7 recalled
 //! [1..4]   access stamp (24 bits: LRU clock, or LFU minutes+counter, as Redis)
 //! [4..10]  version (48 bits; bumped on every write: WATCH, Memcached CAS, TierBase CAS)
 //! varint   key length
@@ -21,7 +21,10 @@
 //! entry owns its PMem range: dropping the entry gives it back to the arena.
 //!
 //! The dirty bit marks a write-back tenant's entry storage has not caught up with (it must
-//! not be evicted); re-laying an entry keeps it. The storage-only location is reserved.
+//! not be evicted); re-laying an entry keeps it. The recalled bit marks a DRAM value brought
+//! back from PMem (a thawed collection, a promoted string): the background demoter leaves it
+//! while it is hot, so a value just read back is not frozen again at once (see
+//! `tier::demote`). Any write lays a new entry without it.
 //! A compressed string's value bytes are `[codec header][payload]` (see `compress`); only
 //! the keyspace's tenant state decodes them.
 
@@ -37,7 +40,7 @@ const HAS_EXPIRE: u8 = 1 << 3;
 const HAS_FLAGS: u8 = 1 << 4;
 const DIRTY: u8 = 1 << 5;
 const IN_PMEM: u8 = 1 << 6;
-const LOCATION: u8 = 0b1100_0000;
+const RECALLED: u8 = 1 << 7;
 const FIXED: usize = 10;
 /// A PMem reference: address and read counter.
 const PMEM_REF: usize = 9;
@@ -247,7 +250,7 @@ impl Entry {
             let base = self.0.as_ptr() as *const u8;
             let tag = *base;
             let (key_len, mut p) = read_varint(base.add(FIXED));
-            let val_len = if Kind::from_bits(tag) == Kind::Str || tag & LOCATION == IN_PMEM {
+            let val_len = if Kind::from_bits(tag) == Kind::Str || tag & IN_PMEM != 0 {
                 let (v, np) = read_varint(p);
                 p = np;
                 v
@@ -275,7 +278,7 @@ impl Entry {
     /// Whether the value lies in the PMem tier.
     #[inline]
     pub fn in_pmem(&self) -> bool {
-        self.tag() & LOCATION == IN_PMEM
+        self.tag() & IN_PMEM != 0
     }
 
     /// Address and length of a value in PMem.
@@ -352,6 +355,12 @@ impl Entry {
 
     pub fn is_dirty(&self) -> bool {
         self.tag() & DIRTY != 0
+    }
+
+    /// Whether the value was brought back into DRAM from PMem (and not written since).
+    #[inline]
+    pub fn is_recalled(&self) -> bool {
+        self.tag() & RECALLED != 0
     }
 
     /// Marks or clears the dirty bit in place.
@@ -552,6 +561,8 @@ impl Entry {
             DramValue::Coll(c) => Self::new_coll(self.key(), c, &self.meta()),
         };
         e.set_dirty(self.is_dirty());
+        // SAFETY: the tag byte is `e`'s own, and `e` is not shared yet.
+        unsafe { *e.0.as_ptr() |= RECALLED };
         e
     }
 
