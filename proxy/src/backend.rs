@@ -24,9 +24,9 @@ use tokio::time::Instant;
 
 use crate::resp::{self, FrameScanner};
 
-/// Limits shared by every backend.
+/// How every backend link is made and bounded (shared by a reactor's backends).
 #[derive(Debug, Clone)]
-pub struct BackendLimits {
+pub struct LinkSettings {
     pub connect_timeout: Duration,
     /// How long a request may wait for its reply.
     pub timeout: Duration,
@@ -150,7 +150,7 @@ struct State {
 
 pub struct Backend {
     pub spec: BackendSpec,
-    limits: Rc<BackendLimits>,
+    links: Rc<LinkSettings>,
     state: RefCell<State>,
     /// Wakes the writer.
     wake: Notify,
@@ -168,10 +168,10 @@ pub struct Full;
 
 impl Backend {
     /// Creates the backend and starts its connection task on the current `LocalSet`.
-    pub fn start(spec: BackendSpec, limits: Rc<BackendLimits>) -> Rc<Backend> {
+    pub fn start(spec: BackendSpec, links: Rc<LinkSettings>) -> Rc<Backend> {
         let b = Rc::new(Backend {
             spec,
-            limits,
+            links,
             state: RefCell::new(State {
                 out: BytesMut::with_capacity(16 * 1024),
                 inflight: VecDeque::new(),
@@ -194,7 +194,7 @@ impl Backend {
         if let Health::Down(why) = &st.health {
             return Ok(Slot::ready(self.error_reply(why), owner));
         }
-        if st.inflight.len() >= self.limits.max_inflight {
+        if st.inflight.len() >= self.links.max_inflight {
             return Err(Full);
         }
         let ticket = if patient { None } else { owner.ticket.borrow().clone() };
@@ -285,7 +285,7 @@ impl Backend {
         }
         match st.inflight.pop_front() {
             Some(slot) => {
-                let was_full = st.inflight.len() + 1 >= self.limits.max_inflight;
+                let was_full = st.inflight.len() + 1 >= self.links.max_inflight;
                 drop(st);
                 slot.fill(frame);
                 if was_full {
@@ -327,7 +327,7 @@ impl Backend {
     /// Requests in flight past the timeout (blocking commands excepted)?
     fn overdue(&self) -> bool {
         let st = self.state.borrow();
-        st.inflight.iter().find(|s| !s.patient).is_some_and(|s| s.sent_at.elapsed() > self.limits.timeout)
+        st.inflight.iter().find(|s| !s.patient).is_some_and(|s| s.sent_at.elapsed() > self.links.timeout)
     }
 }
 
@@ -359,7 +359,7 @@ async fn run(b: Rc<Backend>) {
             b.fail_all("the tenant was deleted");
             return;
         }
-        let connect = tokio::time::timeout(b.limits.connect_timeout, connect(&b.spec.addr, b.limits.tls.as_ref()));
+        let connect = tokio::time::timeout(b.links.connect_timeout, connect(&b.spec.addr, b.links.tls.as_ref()));
         let outcome = tokio::select! {
             r = connect => r,
             _ = b.stop.notified() => return,
@@ -382,7 +382,7 @@ async fn run(b: Rc<Backend>) {
                 }
             }
             Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("connect timed out after {} ms", b.limits.connect_timeout.as_millis()),
+            Err(_) => format!("connect timed out after {} ms", b.links.connect_timeout.as_millis()),
         };
         if b.stopped.get() {
             return;
@@ -473,11 +473,11 @@ async fn serve(b: &Rc<Backend>, mut rd: impl AsyncRead + Unpin, mut wr: impl Asy
         }
     };
     let watchdog = async {
-        let tick = (b.limits.timeout / 4).max(Duration::from_millis(5));
+        let tick = (b.links.timeout / 4).max(Duration::from_millis(5));
         loop {
             tokio::time::sleep(tick).await;
             if b.overdue() {
-                return format!("no reply within {} ms", b.limits.timeout.as_millis());
+                return format!("no reply within {} ms", b.links.timeout.as_millis());
             }
         }
     };

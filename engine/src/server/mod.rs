@@ -429,7 +429,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
             tokio::select! {
                 r = accept_on(&listener) => {
                     let Some((stream, peer)) = accepted(&srv0, r).await else { continue };
-                    if srv0.clients.lock().len() >= srv0.limits.maxclients.load(Ordering::Relaxed) {
+                    if at_maxclients(&srv0) {
                         refuse_client(&srv0, stream);
                         continue;
                     }
@@ -438,7 +438,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
                 }
                 r = accept_on(&tls_listener) => {
                     let Some((stream, peer)) = accepted(&srv0, r).await else { continue };
-                    if srv0.clients.lock().len() >= srv0.limits.maxclients.load(Ordering::Relaxed) {
+                    if at_maxclients(&srv0) {
                         // (No error line: the client speaks TLS and has no session yet.)
                         srv0.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
                         continue;
@@ -722,6 +722,11 @@ fn place(srv: &Arc<Server>, locks: &LockCap, dispatch: &Arc<dispatch::Dispatch>,
     if let Ok(std_stream) = stream.into_std() {
         let _ = dispatch.send(target, Handoff::New(std_stream, info));
     }
+}
+
+/// Whether the registered clients fill `maxclients` (a new one is turned away).
+fn at_maxclients(srv: &Server) -> bool {
+    srv.clients.lock().len() >= srv.limits.maxclients.load(Ordering::Relaxed)
 }
 
 /// Turns a connection away at `maxclients` with Redis's error, without registering it.

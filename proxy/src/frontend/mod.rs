@@ -15,7 +15,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::{Backend, BackendLimits, BackendSpec};
+use crate::backend::{Backend, BackendSpec, LinkSettings};
 use crate::config::ProxyConfig;
 use crate::slots::SlotMap;
 use crate::tenants::{Password, Tenant};
@@ -360,7 +360,7 @@ type PoolKey = (usize, Option<Arc<str>>, u32, bool);
 /// One reactor thread's context: its pooled backend connections and metrics recorder.
 pub struct Reactor {
     pub shared: Arc<Shared>,
-    pub limits: Rc<BackendLimits>,
+    pub links: Rc<LinkSettings>,
     /// Shared connections per (engine, tenant namespace, database, RESP3).
     pools: RefCell<HashMap<PoolKey, Rc<Backend>>>,
     /// The topology this thread routes with.
@@ -373,7 +373,7 @@ pub struct Reactor {
 impl Reactor {
     /// Must be called inside the thread's `LocalSet`: it opens the database-0 connections.
     pub fn new(shared: Arc<Shared>) -> Rc<Reactor> {
-        let limits = Rc::new(BackendLimits {
+        let links = Rc::new(LinkSettings {
             connect_timeout: shared.config.connect_timeout,
             timeout: shared.config.timeout,
             max_inflight: shared.config.max_inflight,
@@ -382,7 +382,7 @@ impl Reactor {
         let recorder = shared.metrics.recorder();
         let topo = RefCell::new((shared.generation.load(Ordering::Acquire), shared.topology()));
         let flight = shared.holds.register();
-        let r = Rc::new(Reactor { shared, limits, pools: RefCell::new(HashMap::new()), topo, recorder, flight });
+        let r = Rc::new(Reactor { shared, links, pools: RefCell::new(HashMap::new()), topo, recorder, flight });
         for e in 0..r.engines() {
             r.backend(e, &None, 0, false);
         }
@@ -470,14 +470,14 @@ impl Reactor {
         if let Some(b) = self.pools.borrow().get(&key) {
             return b.clone();
         }
-        let b = Backend::start(self.spec(engine, namespace, db, resp3, false), self.limits.clone());
+        let b = Backend::start(self.spec(engine, namespace, db, resp3, false), self.links.clone());
         self.pools.borrow_mut().insert(key, b.clone());
         b
     }
 
     /// A new connection for one client alone.
     pub fn dedicated(&self, engine: usize, namespace: &Option<Arc<str>>, db: u32, resp3: bool) -> Rc<Backend> {
-        Backend::start(self.spec(engine, namespace, db, resp3, true), self.limits.clone())
+        Backend::start(self.spec(engine, namespace, db, resp3, true), self.links.clone())
     }
 
     /// A ticket for a request about to be routed (`crate::hold`).
