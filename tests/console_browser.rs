@@ -371,7 +371,7 @@ async fn log_in(c: fantoccini::Client, url: &str) -> fantoccini::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_restart_of_terrace_up_the_key_browser_finds_the_keys() {
     let dir = temp_dir("up-browser");
-    let first = two_free_ports();
+    let first = free_ports(UP_PORTS);
     let console_port = free_port();
     let (mut up, port) = start_up(&dir, first, console_port, &[]);
     let url = format!("http://127.0.0.1:{console_port}");

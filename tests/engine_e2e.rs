@@ -1329,7 +1329,7 @@ fn config_set_port_rebinds_the_listener() {
     let refused = err(&mut c, &["CONFIG", "SET", "maxmemory", "10000001", "port", &taken_port]);
     assert!(refused.contains("CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port"), "{refused}");
     assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "maxmemory"]), vec!["maxmemory", "0"]);
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let free = common::free_port();
     q::<()>(&mut c, &["CONFIG", "SET", "port", &free.to_string()]);
     assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "port"]), vec!["port".to_string(), free.to_string()]);
     let mut moved = redis::Client::open(format!("redis://127.0.0.1:{free}")).unwrap().get_connection().unwrap();

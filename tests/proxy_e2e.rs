@@ -463,21 +463,13 @@ fn many_clients_through_the_proxy() {
 }
 
 /// The first of three consecutive free ports (the proxy's and two engines' metrics).
-fn three_free_ports() -> u16 {
-    loop {
-        let p = common::two_free_ports();
-        if std::net::TcpListener::bind(("127.0.0.1", p + 2)).is_ok() {
-            return p;
-        }
-    }
-}
 
 #[test]
 fn terrace_up_runs_two_engines_behind_the_proxy() {
     let dir = temp_dir("up");
-    let first = common::two_free_ports();
+    let first = common::free_ports(common::UP_PORTS);
     let console_port = common::free_port();
-    let metrics = three_free_ports();
+    let metrics = common::free_ports(3);
     let (mut child, port) = common::start_up(&dir, first, console_port, &["--metrics-port", &metrics.to_string()]);
     // Every process serves Prometheus metrics: the proxy on the base port, the engines after.
     for (p, what) in
@@ -564,7 +556,7 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
 #[test]
 fn terrace_up_keeps_every_key_across_a_clean_restart() {
     let dir = temp_dir("up-restart");
-    let first = common::two_free_ports();
+    let first = common::free_ports(common::UP_PORTS);
     let console_port = common::free_port();
     let (mut child, port) = common::start_up(&dir, first, console_port, &[]);
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
@@ -861,12 +853,7 @@ fn a_tenant_over_its_memory_limit_gets_oom_alone() {
 #[test]
 fn terrace_up_with_replicas_fails_over_a_primary_that_died() {
     let dir = temp_dir("up-replicas");
-    let first = loop {
-        let p = common::free_port();
-        if p < 65000 && (1..4).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
-            break p;
-        }
-    };
+    let first = common::free_ports(common::UP_PORTS);
     let (mut child, port) = common::start_up(&dir, first, common::free_port(), &["--replicas", "1"]);
     let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
     let engine = |p: u16| redis::Client::open(format!("redis://:{secret}@127.0.0.1:{p}/")).unwrap().get_connection().unwrap();

@@ -137,7 +137,7 @@ fn redis_rdb_file_loads_at_start() {
 
 /// A redis-server started on an existing data directory (loads its dump.rdb).
 fn start_redis_in(dir: &std::path::Path) -> (std::process::Child, Connection) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     let mut cmd = std::process::Command::new("redis-server");
     cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"]).arg(dir);
     cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());

@@ -729,12 +729,7 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
     use reqwest::{Method, StatusCode};
     use serde_json::json;
     let dir = temp_dir("up-grow");
-    let first = loop {
-        let p = free_port();
-        if p < 60000 && (1..4).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
-            break p;
-        }
-    };
+    let first = common::free_ports(common::UP_PORTS);
     let console_port = free_port();
     let (child, port) = start_up(&dir, first, console_port, &[]);
     let url = format!("http://127.0.0.1:{console_port}");

@@ -246,10 +246,7 @@ pub fn start_redis() -> RedisServer {
 
 /// A redis-server with extra arguments (`--replicaof host port`…).
 pub fn start_redis_with(extra: &[&str]) -> RedisServer {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let dir = temp_dir("redis");
     let mut cmd = Command::new("redis-server");
     cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"]).arg(&dir).args(extra).stdout(Stdio::null()).stderr(Stdio::null());
@@ -269,9 +266,56 @@ impl RedisServer {
     }
 }
 
-/// A free TCP port (bound and released; good enough for tests that need a fixed port).
+/// A free TCP port for a server a test starts on a port it names (see `free_ports`).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    free_ports(1)
+}
+
+/// Ports `start_up` callers reserve from `--engine-port` on: `terrace up`'s engines, their
+/// replicas, and the engines its console adds (placed on the free ports after them).
+pub const UP_PORTS: u16 = 8;
+
+/// The first of `n` consecutive TCP ports, free now and handed to no other caller in this
+/// test process (`terrace up`'s engines, replicas and metrics take consecutive ports).
+///
+/// Ports a test names must lie outside the kernel's ephemeral range: a port found free there
+/// (`bind` to port 0, then released) is the local port the next outgoing connection of any
+/// test running alongside may take — Linux even prefers the port after an odd `bind(0)` one
+/// for `connect` — and the server started on it then fails to listen. So they come from a
+/// window below that range, in turn (one counter per process; each test binary starts at its
+/// own place in the window), each checked free by binding it.
+pub fn free_ports(n: u16) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (lo, hi) = test_port_window();
+    let span = u32::from(hi - lo);
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let offset = (start + NEXT.fetch_add(u32::from(n), Ordering::Relaxed)) % span;
+        let first = lo as u32 + offset;
+        if first + u32::from(n) > u32::from(hi) {
+            continue;
+        }
+        let first = first as u16;
+        if (first..first + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            return first;
+        }
+    }
+    panic!("no {n} consecutive free ports in {lo}..{hi}");
+}
+
+/// Where `free_ports` takes ports: from 20000 up to the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768 by default), or above it when it starts too low.
+fn test_port_window() -> (u16, u16) {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut bounds = range.split_whitespace().filter_map(|v| v.parse::<u16>().ok());
+    let (ephemeral_lo, ephemeral_hi) = (bounds.next().unwrap_or(32768), bounds.next().unwrap_or(60999));
+    if ephemeral_lo >= 24000 {
+        (20000, ephemeral_lo)
+    } else {
+        assert!(ephemeral_hi <= 61000, "the ephemeral port range {ephemeral_lo}-{ephemeral_hi} leaves tests no fixed ports");
+        (ephemeral_hi + 1, 65000)
+    }
 }
 
 /// Reads a server's "… ready on HOST:PORT" line and returns the port.
@@ -714,21 +758,16 @@ pub fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&
         .args(if extra.contains(&"--metrics-port") { &[][..] } else { &["--metrics-port", "0"][..] })
         .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        // Kept in the data directory (appended across restarts): a start that fails says why.
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("up.stderr")).unwrap());
     die_with_parent(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("terrace proxy ready on "), "{line}");
-    (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
-}
-
-/// The first of two consecutive free ports (for `terrace up`'s two engines).
-pub fn two_free_ports() -> u16 {
-    loop {
-        let p = free_port();
-        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
-            return p;
-        }
+    if !line.starts_with("terrace proxy ready on ") {
+        let log = std::fs::read_to_string(dir.join("up.stderr")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect();
+        panic!("terrace up did not get ready (stdout {line:?}); its stderr ends:\n{}", tail.join("\n"));
     }
+    (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
 }
