@@ -56,8 +56,10 @@ pub struct Console {
 pub enum ConsoleError {
     #[error(transparent)]
     Db(#[from] db::DbError),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    // (`error`, not `source`: the message carries it, so a chain printed with `{:#}` does
+    // not repeat it.)
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: String, error: std::io::Error },
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -86,8 +88,8 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(ConsoleError::Runtime)?;
     rt.block_on(async move {
         let addr = format!("{}:{}", config.bind, config.port);
-        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|source| ConsoleError::Bind { addr: addr.clone(), source })?;
-        let local = listener.local_addr().map_err(|source| ConsoleError::Bind { addr, source })?;
+        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|error| ConsoleError::Bind { addr: addr.clone(), error })?;
+        let local = listener.local_addr().map_err(|error| ConsoleError::Bind { addr, error })?;
         let db = db::open(&config.db).await?;
         db::seed_topology(&db, &config.engines, &config.replicas, &config.proxies, config.own_proxies).await?;
         db::abandon_retrains(&db).await?;
@@ -125,7 +127,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             };
             tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         };
-        let bind_error = |source| ConsoleError::Bind { addr: local.to_string(), source };
+        let bind_error = |error| ConsoleError::Bind { addr: local.to_string(), error };
         let Some(tls) = tls else {
             return axum::serve(listener, app).with_graceful_shutdown(stop).await.map_err(bind_error);
         };

@@ -13,8 +13,10 @@ use crate::frontend::{self, Reactor, Shared};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    // (`error`, not `source`: the message carries it, so a chain printed with `{:#}` does
+    // not repeat it.)
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: String, error: std::io::Error },
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -35,7 +37,7 @@ const HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Binds a listening port, non-blocking, for the control thread's runtime.
 fn bind(addr: &str) -> Result<std::net::TcpListener, ProxyError> {
-    let err = |source| ProxyError::Bind { addr: addr.to_string(), source };
+    let err = |error| ProxyError::Bind { addr: addr.to_string(), error };
     let l = std::net::TcpListener::bind(addr).map_err(err)?;
     l.set_nonblocking(true).map_err(err)?;
     Ok(l)
@@ -56,7 +58,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, ProxyError> {
 /// Runs the proxy until SIGINT or SIGTERM.
 pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     let at = |port: u16| format!("{}:{port}", config.bind);
-    let local_of = |l: &std::net::TcpListener, port: u16| l.local_addr().map_err(|source| ProxyError::Bind { addr: at(port), source });
+    let local_of = |l: &std::net::TcpListener, port: u16| l.local_addr().map_err(|error| ProxyError::Bind { addr: at(port), error });
     let std_listener = bind(&at(config.port))?;
     let local = local_of(&std_listener, config.port)?;
     let mc_listener = bind(&at(config.memcache_port))?;

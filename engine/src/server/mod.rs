@@ -40,8 +40,10 @@ use state::{ClientInfo, Server};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    // (`error`, not `source`: the message carries it, so a chain printed with `{:#}` does
+    // not repeat it.)
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: String, error: std::io::Error },
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
     #[error("cannot load the snapshot")]
@@ -363,8 +365,8 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
     let metrics_listener = match srv.config.metrics_port {
         Some(port) => {
             let addr = format!("{}:{port}", srv.config.bind);
-            let l = std::net::TcpListener::bind(&addr).map_err(|source| ServerError::Bind { addr: addr.clone(), source })?;
-            l.set_nonblocking(true).map_err(|source| ServerError::Bind { addr, source })?;
+            let l = std::net::TcpListener::bind(&addr).map_err(|error| ServerError::Bind { addr: addr.clone(), error })?;
+            l.set_nonblocking(true).map_err(|error| ServerError::Bind { addr, error })?;
             Some(l)
         }
         None => None,
@@ -673,7 +675,7 @@ fn accept_failed(srv: &Server, e: &std::io::Error) {
 
 /// Binds a listening socket, non-blocking, and says where it listens.
 fn listen(addr: &str) -> Result<(std::net::TcpListener, SocketAddr), ServerError> {
-    let bind = |source| ServerError::Bind { addr: addr.to_string(), source };
+    let bind = |error| ServerError::Bind { addr: addr.to_string(), error };
     let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
     listener.set_nonblocking(true).map_err(bind)?;
     let local = listener.local_addr().map_err(bind)?;
