@@ -462,8 +462,6 @@ fn many_clients_through_the_proxy() {
     assert_eq!(n, 4000);
 }
 
-/// The first of three consecutive free ports (the proxy's and two engines' metrics).
-
 #[test]
 fn terrace_up_runs_two_engines_behind_the_proxy() {
     let dir = temp_dir("up");

@@ -12,9 +12,14 @@ pub enum ConfigError {
     Invalid { key: String, reason: String },
 }
 
-/// A yes/no environment variable `key`, when set: 1, true or yes; 0, false or no.
-pub fn env_flag(key: &str, value: Option<String>) -> Result<Option<bool>, ConfigError> {
-    match value.as_deref() {
+/// The environment variable `key`, when set and not empty (an empty one counts as unset).
+pub fn env_var(key: &str) -> Option<String> {
+    std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+/// The yes/no environment variable `key`, when set: 1, true or yes; 0, false or no.
+pub fn env_flag(key: &str) -> Result<Option<bool>, ConfigError> {
+    match env_var(key).as_deref() {
         None => Ok(None),
         Some("1" | "true" | "yes") => Ok(Some(true)),
         Some("0" | "false" | "no") => Ok(Some(false)),

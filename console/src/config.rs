@@ -94,7 +94,7 @@ impl ConsoleSettings {
     /// and TERRACE_CONSOLE_PROXIES (comma-separated), TERRACE_PROXY_ADMIN_PASSWORD,
     /// TERRACE_ADMIN_PASSWORD, TERRACE_CONSOLE_TLS_CERT_FILE, TERRACE_CONSOLE_TLS_KEY_FILE.
     pub fn from_env() -> Result<ConsoleSettings, ConfigError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let var = terrace_commands::settings::env_var;
         let list = |s: String| s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
         Ok(ConsoleSettings {
             port: var("TERRACE_CONSOLE_PORT").map(|p| p.parse().map_err(|_| invalid("TERRACE_CONSOLE_PORT", format!("'{p}' is not a port")))).transpose()?,
@@ -118,7 +118,7 @@ impl ConsoleSettings {
             tls_ca_cert_file: var("TERRACE_CONSOLE_TLS_CA_CERT_FILE").map(PathBuf::from),
             tls_client_cert_file: var("TERRACE_CONSOLE_TLS_CLIENT_CERT_FILE").map(PathBuf::from),
             tls_client_key_file: var("TERRACE_CONSOLE_TLS_CLIENT_KEY_FILE").map(PathBuf::from),
-            tls_nodes: terrace_commands::settings::env_flag("TERRACE_CONSOLE_TLS_NODES", var("TERRACE_CONSOLE_TLS_NODES"))?,
+            tls_nodes: terrace_commands::settings::env_flag("TERRACE_CONSOLE_TLS_NODES")?,
         })
     }
 

@@ -237,7 +237,7 @@ impl EngineSettings {
     /// TERRACE_TIER_POLICY, TERRACE_PROMOTE_HITS, TERRACE_WAL, TERRACE_WAL_RING_PATH,
     /// TERRACE_WAL_RING_SIZE, TERRACE_STORAGE, TERRACE_STORAGE_URL, TERRACE_STORAGE_MODE).
     pub fn from_env() -> Result<EngineSettings, ConfigError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let var = terrace_commands::settings::env_var;
         let port = match var("TERRACE_PORT") {
             Some(p) => Some(p.parse().map_err(|_| ConfigError::Invalid { key: "TERRACE_PORT".into(), reason: format!("'{p}' is not a port number") })?),
             None => None,
@@ -295,15 +295,15 @@ impl EngineSettings {
             masterauth_file: var("TERRACE_MASTERAUTH_FILE").map(PathBuf::from),
             wait_for_role: None,
             tls_port: number(var("TERRACE_TLS_PORT"), "TERRACE_TLS_PORT")?,
-            tls_only: terrace_commands::settings::env_flag("TERRACE_TLS_ONLY", var("TERRACE_TLS_ONLY"))?,
+            tls_only: terrace_commands::settings::env_flag("TERRACE_TLS_ONLY")?,
             tls_cert_file: var("TERRACE_TLS_CERT_FILE").map(PathBuf::from),
             tls_key_file: var("TERRACE_TLS_KEY_FILE").map(PathBuf::from),
             tls_ca_cert_file: var("TERRACE_TLS_CA_CERT_FILE").map(PathBuf::from),
             tls_auth_clients: var("TERRACE_TLS_AUTH_CLIENTS"),
             tls_client_cert_file: var("TERRACE_TLS_CLIENT_CERT_FILE").map(PathBuf::from),
             tls_client_key_file: var("TERRACE_TLS_CLIENT_KEY_FILE").map(PathBuf::from),
-            tls_replication: terrace_commands::settings::env_flag("TERRACE_TLS_REPLICATION", var("TERRACE_TLS_REPLICATION"))?,
-            tls_cluster: terrace_commands::settings::env_flag("TERRACE_TLS_CLUSTER", var("TERRACE_TLS_CLUSTER"))?,
+            tls_replication: terrace_commands::settings::env_flag("TERRACE_TLS_REPLICATION")?,
+            tls_cluster: terrace_commands::settings::env_flag("TERRACE_TLS_CLUSTER")?,
             promote_hits: match var("TERRACE_PROMOTE_HITS") {
                 Some(n) => Some(
                     n.parse()

@@ -197,7 +197,7 @@ impl ProxySettings {
     /// TERRACE_PROXY_TLS_CERT_FILE, TERRACE_PROXY_TLS_KEY_FILE, TERRACE_PROXY_TLS_CA_CERT_FILE,
     /// TERRACE_PROXY_TLS_AUTH_CLIENTS.
     pub fn from_env() -> Result<ProxySettings, ConfigError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let var = terrace_commands::settings::env_var;
         fn num<T: std::str::FromStr>(key: &str, v: Option<String>) -> Result<Option<T>, ConfigError> {
             v.map(|s| s.parse().map_err(|_| invalid(key, format!("'{s}' is not a number")))).transpose()
         }
@@ -220,10 +220,10 @@ impl ProxySettings {
             tls_key_file: var("TERRACE_PROXY_TLS_KEY_FILE").map(std::path::PathBuf::from),
             tls_ca_cert_file: var("TERRACE_PROXY_TLS_CA_CERT_FILE").map(std::path::PathBuf::from),
             tls_auth_clients: var("TERRACE_PROXY_TLS_AUTH_CLIENTS"),
-            tls_engines: terrace_commands::settings::env_flag("TERRACE_PROXY_TLS_ENGINES", var("TERRACE_PROXY_TLS_ENGINES"))?,
+            tls_engines: terrace_commands::settings::env_flag("TERRACE_PROXY_TLS_ENGINES")?,
             tls_client_cert_file: var("TERRACE_PROXY_TLS_CLIENT_CERT_FILE").map(std::path::PathBuf::from),
             tls_client_key_file: var("TERRACE_PROXY_TLS_CLIENT_KEY_FILE").map(std::path::PathBuf::from),
-            await_console: terrace_commands::settings::env_flag("TERRACE_PROXY_AWAIT_CONSOLE", var("TERRACE_PROXY_AWAIT_CONSOLE"))?,
+            await_console: terrace_commands::settings::env_flag("TERRACE_PROXY_AWAIT_CONSOLE")?,
             ..Default::default()
         })
     }

@@ -287,7 +287,8 @@ pub const UP_PORTS: u16 = 8;
 pub fn free_ports(n: u16) -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let (lo, hi) = test_port_window();
+    static WINDOW: std::sync::OnceLock<(u16, u16)> = std::sync::OnceLock::new();
+    let &(lo, hi) = WINDOW.get_or_init(test_port_window);
     let span = u32::from(hi - lo);
     let start = std::process::id().wrapping_mul(7919) % span;
     for _ in 0..span {
@@ -766,8 +767,8 @@ pub fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     if !line.starts_with("terrace proxy ready on ") {
         let log = std::fs::read_to_string(dir.join("up.stderr")).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect();
-        panic!("terrace up did not get ready (stdout {line:?}); its stderr ends:\n{}", tail.join("\n"));
+        let lines: Vec<&str> = log.lines().collect();
+        panic!("terrace up did not get ready (stdout {line:?}); its stderr ends:\n{}", lines[lines.len().saturating_sub(30)..].join("\n"));
     }
     (child, line.trim().rsplit(':').next().unwrap().parse().unwrap())
 }

@@ -22,8 +22,8 @@
 //!
 //! The dirty bit marks a write-back tenant's entry storage has not caught up with (it must
 //! not be evicted); re-laying an entry keeps it. The recalled bit marks a DRAM value brought
-//! back from PMem (a thawed collection, a promoted string): the background demoter leaves it
-//! while it is hot, so a value just read back is not frozen again at once (see
+//! back from PMem (a thawed collection, a promoted string): among values equally cold,
+//! demotion takes it last, so a value just read back is not frozen again at once (see
 //! `tier::demote`). Any write lays a new entry without it.
 //! A compressed string's value bytes are `[codec header][payload]` (see `compress`); only
 //! the keyspace's tenant state decodes them.
