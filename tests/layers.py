@@ -20,7 +20,7 @@ ALLOWED = ROOT / "tests" / "layers-allowed.txt"
 
 # Lowest first. A module belongs to the layer of the longest prefix listed here.
 LAYERS = [
-    ("util", ["alloc", "mapped", "probe", "cost", "clock", "limits", "files"]),
+    ("util", ["alloc", "mapped", "probe", "cost", "clock", "limits", "files", "lock_order"]),
     ("protocol", ["protocol"]),
     ("values", ["keyspace::value", "keyspace::ranked", "keyspace::stream", "keyspace::access"]),
     ("codecs", [

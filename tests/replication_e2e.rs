@@ -615,3 +615,39 @@ fn a_replica_finds_the_end_mark_with_the_stream_right_behind_it() {
         redis::cmd("GET").arg("k").query::<Option<String>>(&mut e.client()).ok().flatten().as_deref() == Some("v")
     });
 }
+
+/// Issue 46, finding 8: deleting a tenant on a replicated engine hung every engine — the drop
+/// held the namespace list while the stream, switching from another tenant's namespace to
+/// the default one, named it under the same (non-reentrant) lock. The stream's last write is
+/// a tenant's here, as it is on a busy appliance.
+#[test]
+fn a_tenant_is_dropped_on_a_replicated_engine_whatever_namespace_the_stream_is_in() {
+    let master = Engine::start(&[]);
+    let replica = Engine::start(&[]);
+    let mut r = replica.client();
+    assert_eq!(q::<String>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]), "OK");
+    common::eventually(20, "the replica's link is up", || replication_field(&mut r, "master_link_status") == "up");
+    let mut m = master.client();
+    m.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    for tenant in ["alice", "bob"] {
+        let mut c = master.client();
+        q::<()>(&mut c, &["TERRACE.NAMESPACE", tenant]);
+        mixed_writes(&mut c, 0, 200);
+    }
+    // The last write before the drop is in a tenant's namespace.
+    let mut alice = master.client();
+    q::<()>(&mut alice, &["TERRACE.NAMESPACE", "alice"]);
+    q::<()>(&mut alice, &["SET", "last", "alice's"]);
+    assert_eq!(q::<i64>(&mut m, &["TERRACE.DROPNAMESPACE", "bob"]), 1, "the drop answers");
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1, "the replica follows");
+    r.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    assert_eq!(q::<Vec<String>>(&mut r, &["TERRACE.NAMESPACES"]), ["alice"], "the replica dropped bob");
+    // Both still serve every namespace, and the stream goes on.
+    q::<()>(&mut alice, &["SET", "after", "1"]);
+    q::<()>(&mut m, &["SET", "after", "1"]);
+    assert_eq!(q::<i64>(&mut m, &["WAIT", "1", "10000"]), 1);
+    let mut r_alice = replica.client();
+    q::<()>(&mut r_alice, &["TERRACE.NAMESPACE", "alice"]);
+    assert_eq!(dataset(&mut r_alice), dataset(&mut alice));
+    assert_eq!(dataset(&mut r), dataset(&mut m));
+}

@@ -11,6 +11,14 @@ use crate::limits::{Check, Class, ClientLimits};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+/// Every connected client by id (`Server::clients`), a ranked lock (`lock_order`).
+pub type Registry = crate::lock_order::Ranked<std::collections::HashMap<u64, Arc<ClientInfo>>>;
+
+/// An empty registry.
+pub fn registry() -> Registry {
+    crate::lock_order::Ranked::new(crate::lock_order::Rank::Clients, std::collections::HashMap::new())
+}
+
 /// What the registry knows of a connected client (CLIENT LIST, CLIENT KILL).
 pub struct ClientInfo {
     pub id: u64,

@@ -17,6 +17,7 @@ pub mod files;
 pub mod keyspace;
 pub mod latency;
 pub mod limits;
+pub mod lock_order;
 pub mod mapped;
 pub mod migration;
 pub mod monitor;

@@ -161,7 +161,7 @@ impl Tracking {
     /// Delivers invalidations for `changed` keys (and for keys forgotten since the last
     /// delivery); `writer` is the client whose command changed them (NOLOOP clients don't
     /// hear about their own writes).
-    pub fn invalidate(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>, pending: Vec<Vec<u8>>, writer: Option<u64>) {
+    pub fn invalidate(&self, registry: &crate::clients::Registry, pending: Vec<Vec<u8>>, writer: Option<u64>) {
         // Keys the full table forgot were changed by no one: NOLOOP does not hide them.
         let forgotten = std::mem::take(&mut *self.forgotten.lock());
         if !forgotten.is_empty() {
@@ -170,7 +170,7 @@ impl Tracking {
         self.deliver(registry, pending, writer);
     }
 
-    fn deliver(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>, mut pending: Vec<Vec<u8>>, writer: Option<u64>) {
+    fn deliver(&self, registry: &crate::clients::Registry, mut pending: Vec<Vec<u8>>, writer: Option<u64>) {
         if pending.is_empty() {
             return;
         }
@@ -214,7 +214,7 @@ impl Tracking {
     }
 
     /// FLUSHDB / FLUSHALL: every tracking client drops its whole cache.
-    pub fn invalidate_all(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>) {
+    pub fn invalidate_all(&self, registry: &crate::clients::Registry) {
         self.keys.lock().clear();
         self.forgotten.lock().clear();
         let clients = self.clients.lock();
@@ -223,7 +223,7 @@ impl Tracking {
         }
     }
 
-    fn send(&self, registry: &Mutex<HashMap<u64, Arc<ClientInfo>>>, t: &Tracker, keys: Option<&[Vec<u8>]>) {
+    fn send(&self, registry: &crate::clients::Registry, t: &Tracker, keys: Option<&[Vec<u8>]>) {
         let target = match t.opts.redirect {
             None => t.info.clone(),
             Some(rid) => match registry.lock().get(&rid).cloned() {

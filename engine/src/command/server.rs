@@ -307,9 +307,15 @@ pub fn drop_namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             namespaces::save(&ctx.srv.config.data_dir, &next).map_err(|e| err(format!("ERR cannot record the dropped namespace: {e}")))?;
         }
         *names = next;
+        // Logged under the names lock: a tenant created next takes this number, and its
+        // records must follow the drop's in the log.
         if let Some(wal) = ctx.srv.wal() {
             wal.append_recorded(ctx.data.now, index * NUM_DBS, index * NUM_DBS, argv);
         }
+        // Replicated after it (the stream names namespaces under its own lock, which ranks
+        // below the names': `lock_order`). Replicas drop by name, so a tenant created in
+        // between, by name too, is no matter; this namespace's writes wait for our locks.
+        drop(names);
         let ns_db = index * NUM_DBS;
         ctx.srv.replicate(|stream, carry| {
             // (Terrace's stream only: a Redis replica holds no tenant.)
@@ -317,7 +323,6 @@ pub fn drop_namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
                 stream.command(0, argv);
             }
         });
-        drop(names);
         let killed = ctx.srv.kill_clients_in(index);
         tracing::info!(tenant = name, namespace = index, clients = killed, "dropped a namespace");
         ctx.srv.snapshot.changes.fetch_add(1, Ordering::Relaxed);

@@ -11,10 +11,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
 use terrace_commands::resp::encode_request;
 
 use crate::keyspace::NUM_DBS;
+use crate::lock_order::{Rank, Ranked};
 
 /// What a replica may fall behind by before it is dropped (Redis's default
 /// `client-output-buffer-limit replica 256mb`).
@@ -128,7 +129,7 @@ impl Stream<'_> {
 }
 
 pub struct Backlog {
-    inner: Mutex<Inner>,
+    inner: Ranked<Inner>,
     grew: Condvar,
     /// Bytes were appended while a reader waited, and it was not woken yet: `publish` wakes
     /// it. (A commit does not wake the sender itself: with a pipeline, that would be a
@@ -142,7 +143,7 @@ impl Backlog {
     /// A backlog that begins at offset `start`, keeping `keep` bytes.
     pub fn new(start: u64, keep: usize) -> Backlog {
         let inner = Inner { buf: VecDeque::new(), start, keep, readers: HashMap::new(), selected: None, waiting: 0, scratch: Vec::new() };
-        Backlog { inner: Mutex::new(inner), grew: Condvar::new(), unpublished: AtomicBool::new(false) }
+        Backlog { inner: Ranked::new(Rank::Backlog, inner), grew: Condvar::new(), unpublished: AtomicBool::new(false) }
     }
 
     /// The master replication offset: every byte ever appended.
@@ -246,7 +247,7 @@ impl Backlog {
         }
         if at == inner.end() {
             inner.waiting += 1;
-            self.grew.wait_for(&mut inner, wait);
+            inner.wait_for(&self.grew, wait);
             inner.waiting -= 1;
             if inner.readers.get(&id) != Some(&at) || at < inner.start {
                 inner.readers.remove(&id);

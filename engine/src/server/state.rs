@@ -14,6 +14,7 @@ pub use crate::clock::{now_ms, now_ms_at, now_us};
 use crate::config::EngineConfig;
 use crate::keyspace::eviction::Policy;
 use crate::keyspace::{Keyspace, LockCap};
+use crate::lock_order::{Rank, Ranked};
 use crate::replication::Carry;
 use terrace_commands::table::CommandSpec;
 
@@ -359,7 +360,7 @@ pub struct Server {
     /// The storage tier behind the cache (unset without one).
     storage: std::sync::OnceLock<Arc<crate::storage::tier::StorageTier>>,
     /// Tenant namespaces by index ("" is the default one, index 0).
-    pub namespaces: Mutex<Vec<String>>,
+    pub namespaces: Ranked<Vec<String>>,
     /// The primary term the coordinator gave this engine (`TERRACE.EPOCH`), if any: its
     /// storage writes carry it.
     pub term: Mutex<Option<crate::storage::Term>>,
@@ -383,7 +384,7 @@ pub struct Server {
     pub saved_tenants: Mutex<std::collections::HashMap<String, crate::compress::tenant::LoadedTenant>>,
     pub runtime: Runtime,
     pub stats: Stats,
-    pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    pub clients: crate::clients::Registry,
     /// Output, query and client-count limits (CONFIG), shared with every client's info.
     pub limits: Arc<crate::limits::ClientLimits>,
     pub next_client_id: AtomicU64,
@@ -507,7 +508,7 @@ impl Server {
             keyspace,
             wal: wal.map(std::sync::OnceLock::from).unwrap_or_default(),
             storage: Default::default(),
-            namespaces: Mutex::new(vec![String::new()]),
+            namespaces: Ranked::new(Rank::Namespaces, vec![String::new()]),
             term: Mutex::new(None),
             device: Default::default(),
             recorder: Default::default(),
@@ -526,7 +527,7 @@ impl Server {
             snapshot: crate::snapshot::SnapshotState::default(),
             scripts,
             stats,
-            clients: Mutex::new(HashMap::new()),
+            clients: crate::clients::registry(),
             limits: Arc::default(),
             next_client_id: AtomicU64::new(1),
             blocking: BlockRegistry::with_deletion_switch(keyspace_deletions),
