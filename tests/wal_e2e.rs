@@ -477,3 +477,66 @@ fn a_dropped_namespace_is_emptied_reset_and_its_number_reused_through_replay() {
     assert_eq!(q::<String>(&mut shop, &["GET", "k"]), "blog's");
     assert_eq!(q::<Vec<String>>(&mut shop, &["TERRACE.NAMESPACES"]), ["third", "blog"]);
 }
+
+/// Issue 46, finding 1: an engine restarted fenced (`--wait-for-role`, as `terrace up
+/// --replicas` restarts a primary) replays its log all the same — it refused every record as
+/// if it were a client's before — and serves every acknowledged write once it is told it is a
+/// primary again.
+#[test]
+fn a_fenced_restart_replays_its_log() {
+    let dir = temp_dir("wal-fenced");
+    let flags = ["--wal", "always"];
+    let mut e = Engine::start_in(&dir, &flags, &[]);
+    let mut c = e.client();
+    let mut pipe = redis::pipe();
+    for i in 0..1000 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(format!("v{i}")).ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    let _: i64 = q(&mut c, &["INCRBY", "n", "7"]);
+    drop(c);
+    e.restart(&["--wal", "always", "--wait-for-role"]);
+    let mut c = e.client();
+    assert!(common::err(&mut c, &["GET", "k1"]).contains("waits for its role"), "fenced until it has a role: {}", common::err(&mut c, &["GET", "k1"]));
+    assert!(info_wal(&mut c).contains("wal_recovered_records:1001"), "{}", info_wal(&mut c));
+    let _: () = q(&mut c, &["REPLICAOF", "NO", "ONE"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1001);
+    assert_eq!(q::<String>(&mut c, &["GET", "k999"]), "v999");
+    assert_eq!(q::<i64>(&mut c, &["GET", "n"]), 7);
+}
+
+/// Issue 46, finding 1 (resurrection): a former primary that became a replica (a full sync
+/// from the new primary) and then crashed must come back with the new primary's state — never
+/// with its own superseded log replayed over it, which brought back keys the new primary had
+/// deleted or overwritten.
+#[test]
+fn a_full_sync_becomes_the_logs_base_and_nothing_superseded_comes_back() {
+    let dir = temp_dir("wal-rebase");
+    let flags = ["--wal", "always"];
+    let mut old = Engine::start_in(&dir, &flags, &[]);
+    let mut c = old.client();
+    for i in 0..100 {
+        let _: () = q(&mut c, &["SET", &format!("gone{i}"), "the old primary's"]);
+    }
+    let _: () = q(&mut c, &["SET", "shared", "old"]);
+    drop(c);
+    // The new primary has moved on: it never had the `gone` keys, and `shared` is newer.
+    let new = Engine::start(&flags);
+    let mut p = new.client();
+    let _: () = q(&mut p, &["SET", "shared", "new"]);
+    let _: () = q(&mut p, &["SET", "only-new", "1"]);
+    old.restart(&["--wal", "always", "--wait-for-role"]);
+    let mut r = old.client();
+    let _: () = q(&mut r, &["REPLICAOF", "127.0.0.1", &new.port.to_string()]);
+    eventually(20, "the replica synced", || redis::cmd("GET").arg("shared").query::<Option<String>>(&mut r).ok().flatten().as_deref() == Some("new"));
+    let _: () = q(&mut p, &["SET", "after-sync", "streamed"]);
+    eventually(20, "the stream reached the replica", || redis::cmd("EXISTS").arg("after-sync").query::<i64>(&mut r).ok() == Some(1));
+    assert_eq!(q::<i64>(&mut r, &["DBSIZE"]), 3);
+    drop(r);
+    // A crash, and a plain restart (no role waited for): the image and what followed it.
+    old.restart(&flags);
+    let mut r = old.client();
+    assert_eq!(q::<Option<String>>(&mut r, &["GET", "gone0"]), None, "a superseded write came back");
+    assert_eq!(q::<String>(&mut r, &["GET", "shared"]), "new", "a superseded write came back over a newer one");
+    assert_eq!(q::<i64>(&mut r, &["DBSIZE"]), 3, "the new primary's keys, and what its stream brought");
+}

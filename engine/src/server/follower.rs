@@ -319,8 +319,23 @@ fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), L
     // (With storage of its own, that storage's tenants are replaced by the master's too.)
     let own = srv.storage_tier().filter(|t| !t.storage.shared()).map(|t| &**t);
     let loaded = crate::snapshot::load_replica_image(srv, locks, image, own).map_err(|e| LinkError::Load(e.to_string()));
+    let based = loaded.and_then(|_| rebase_log(srv, locks));
     srv.replication.set_loading(false);
-    loaded.map(|_| ())
+    based
+}
+
+/// With the WAL on, makes the master's image the log's new base: a snapshot of it (with the
+/// log position it covers) replaces `dump.rdb` and the records before it are dropped. What
+/// this engine logged before the sync — a former primary's writes, since superseded — must
+/// never be replayed over the master's newer state after a crash (it would bring back keys
+/// the master deleted or overwrote). Nothing writes meanwhile: the stream is applied after.
+fn rebase_log(srv: &Server, locks: &LockCap) -> Result<(), LinkError> {
+    if srv.wal().is_none() {
+        return Ok(());
+    }
+    let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
+    crate::snapshot::save_with_guards(srv, &mut guards)
+        .map_err(|e| LinkError::Load(format!("the image could not become the log's base ({e}); the sync is tried again")))
 }
 
 /// A storage-backed tenant's write as its master sent it: `TERRACE.WB key [record]`, the

@@ -46,8 +46,12 @@ impl Effective {
 /// Who asks for a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
-    /// A client's request, or a WAL record being replayed (`Caller::replaying`).
+    /// A client's request.
     Client,
+    /// A WAL record replayed at start: the log's state is reproduced exactly, whatever the
+    /// engine's role (a fenced restart replays too), memory, ACL rules or pauses say — a
+    /// refused record would be an acknowledged write lost.
+    Replay,
     /// A command queued in MULTI, run by EXEC.
     Exec,
     /// `redis.call`/`redis.pcall` from a script or a library function; `readonly` for
@@ -68,8 +72,6 @@ pub struct Caller<'a> {
     pub multi_denyoom: bool,
     /// Subscribed over RESP2: only (un)subscribing, PING, QUIT and RESET may run.
     pub subscribed_resp2: bool,
-    /// Replaying the WAL: the log's state is reproduced exactly (no memory admission).
-    pub replaying: bool,
     /// The replication link applying its master's stream (writes on a replica).
     pub master: bool,
     pub user: &'a User,
@@ -217,7 +219,7 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     // The master's stream is applied whatever this replica's ACL rules, memory or running
     // script say (Redis's master client is not checked either): refusing a command of it
     // would leave the replica diverged for good.
-    if !caller.user.unrestricted && !caller.master {
+    if !caller.user.unrestricted && !caller.master && origin != Origin::Replay {
         if let Err(denied) = caller.user.check(spec.id.index(), argv) {
             return Verdict::Refuse(Denied(denied));
         }
@@ -251,7 +253,7 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     if origin == Origin::Client {
         // EXEC may grow memory if a command it queued may (Redis refuses it then).
         let denyoom = effective.denyoom || (spec.id == CommandId::Exec && caller.multi_denyoom);
-        if (denyoom || effective.script) && !caller.replaying && !caller.master {
+        if (denyoom || effective.script) && !caller.master {
             // Room is made before any script too (the commands inside see what eviction
             // freed), but only what may grow memory is refused without it.
             let room = gate.make_room(caller.namespace);
@@ -370,7 +372,7 @@ mod tests {
     use crate::command::lookup;
 
     /// A server as admission sees it, with every answer settable.
-    #[derive(Default)]
+    #[derive(Default, Debug)]
     struct FakeGate {
         auth_required: bool,
         busy: bool,
@@ -441,7 +443,6 @@ mod tests {
             multi_writes: false,
             multi_denyoom: false,
             subscribed_resp2: false,
-            replaying: false,
             master: false,
             user,
             namespace: 0,
@@ -611,8 +612,30 @@ mod tests {
         let full = FakeGate { full: true, ..FakeGate::default() };
         assert_eq!(verdict(Origin::Client, &caller(&user), &full, &["set", "k", "v"]), Verdict::Refuse(Refusal::Oom));
         assert_eq!(verdict(Origin::Client, &caller(&user), &full, &["del", "k"]), Verdict::Run);
-        let replay = Caller { replaying: true, ..caller(&user) };
-        assert_eq!(verdict(Origin::Client, &replay, &full, &["set", "k", "v"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Replay, &caller(&user), &full, &["set", "k", "v"]), Verdict::Run);
+    }
+
+    #[test]
+    fn replay_runs_whatever_the_engines_role_acl_or_pause_say() {
+        // A fenced restart replays its log (a refused record is an acknowledged write lost),
+        // and neither a restricted default user, a replica's role nor a pause holds it.
+        let mut user = User::new("default");
+        user.apply("on").expect("a rule");
+        let unauthenticated = Caller { authenticated: false, ..caller(&user) };
+        for gate in [
+            FakeGate { auth_required: true, ..FakeGate::default() },
+            FakeGate { fenced: true, ..FakeGate::default() },
+            FakeGate { loading: true, ..FakeGate::default() },
+            FakeGate { replica: true, ..FakeGate::default() },
+            FakeGate { too_few_replicas: true, ..FakeGate::default() },
+            FakeGate { paused_until: Some(i64::MAX), ..FakeGate::default() },
+            FakeGate { busy: true, ..FakeGate::default() },
+            FakeGate { full: true, ..FakeGate::default() },
+        ] {
+            assert_eq!(verdict(Origin::Replay, &unauthenticated, &gate, &["set", "k", "v"]), Verdict::Run, "{gate:?}");
+        }
+        let fenced = FakeGate { fenced: true, ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &caller(&User::default_user()), &fenced, &["set", "k", "v"]), Verdict::Refuse(Refusal::Fenced));
     }
 
     #[test]

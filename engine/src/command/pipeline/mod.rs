@@ -84,7 +84,8 @@ fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, 
     if conn.acl_gen != srv.acl.generation() && !refresh_user(srv, conn) {
         return Outcome::Close;
     }
-    let verdict = admit(Origin::Client, spec, argv, &caller(conn), &ServerGate { srv, locks: Some(locks) });
+    let origin = if conn.replay_now.is_some() { Origin::Replay } else { Origin::Client };
+    let verdict = admit(origin, spec, argv, &caller(conn), &ServerGate { srv, locks: Some(locks) });
     match verdict {
         Verdict::Refuse(r) => {
             if r == Refusal::Oom {
@@ -92,8 +93,8 @@ fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, 
                     t.count_oom();
                 }
             }
-            let text = r.error(Origin::Client, Some(spec), argv);
-            account(srv, conn, Some(idx), &r, Origin::Client, &text);
+            let text = r.error(origin, Some(spec), argv);
+            account(srv, conn, Some(idx), &r, origin, &text);
             if spec.id == terrace_commands::table::CommandId::Exec {
                 // Redis refuses EXEC itself by aborting the transaction (and its WATCHes).
                 crate::command::txn::end_multi(conn);
@@ -236,7 +237,6 @@ fn caller(conn: &Conn) -> Caller<'_> {
         multi_writes: conn.multi_writes,
         multi_denyoom: conn.multi_denyoom,
         subscribed_resp2: !conn.resp3 && conn.subs.any(),
-        replaying: conn.replay_now.is_some(),
         master: conn.from_master,
         user: &conn.user,
         namespace: conn.ns_base / NUM_DBS,
@@ -306,7 +306,7 @@ fn account(srv: &Server, conn: &mut Conn, idx: Option<usize>, refusal: &Refusal,
             Origin::Script { .. } => "lua",
             Origin::Exec => "multi",
             Origin::Client if conn.multi.is_some() => "multi",
-            Origin::Client => "toplevel",
+            Origin::Client | Origin::Replay => "toplevel",
         };
         srv.acl.log_denied(denied, context, &conn.user.name, super::server::client_line(srv, &conn.info));
     }
