@@ -71,7 +71,35 @@ struct Supervised {
     child: Mutex<Option<Child>>,
 }
 
+/// Starts an engine process. Every one is forked by the same thread, which lives as long as
+/// this process: PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not
+/// the process (prctl(2)), and engines were started from threads that end — the console's
+/// blocking pool (idle threads end after 10 s: every engine added from the console got
+/// SIGTERM ten seconds after it started) and a supervisor's, which ends with its engine.
 fn spawn(cmd: &[String]) -> std::io::Result<Child> {
+    type Request = (Vec<String>, std::sync::mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<Request>>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Request>();
+        // (Never joined: it waits for requests until the process exits.)
+        std::thread::Builder::new()
+            .name("terrace-spawner".into())
+            .spawn(move || {
+                for (cmd, reply) in rx {
+                    let _ = reply.send(fork_engine(&cmd));
+                }
+            })
+            .expect("start the engines' spawner thread");
+        Mutex::new(tx)
+    });
+    let (reply, answer) = std::sync::mpsc::channel();
+    let gone = || std::io::Error::other("the engines' spawner thread is gone");
+    spawner.lock().unwrap_or_else(|e| e.into_inner()).send((cmd.to_vec(), reply)).map_err(|_| gone())?;
+    answer.recv().map_err(|_| gone())?
+}
+
+/// Forks and runs `cmd` (on the spawner thread: see `spawn`).
+fn fork_engine(cmd: &[String]) -> std::io::Result<Child> {
     let mut c = Command::new(&cmd[0]);
     // Our stdout carries the proxy's ready line alone; engines log to stderr.
     c.args(&cmd[1..]).stdout(std::process::Stdio::null());

@@ -762,6 +762,18 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
         q::<i64>(&mut on_replica().unwrap(), &["DBSIZE"]) == n
             && q::<String>(&mut on_replica().unwrap(), &["INFO", "replication"]).contains("master_link_status:up")
     });
+    // Added engines live as long as the appliance (issue 46, finding 6): they got SIGTERM
+    // ten seconds after they started, when the console's pool thread that forked them ended
+    // (PR_SET_PDEATHSIG follows the forking thread), and came back empty.
+    let run_id = |mut c: redis::Connection| common::info_text(&mut c, "server", "run_id");
+    let started = (run_id(on_added().unwrap()), run_id(on_replica().unwrap()));
+    let watched = std::time::Instant::now();
+    while watched.elapsed() < std::time::Duration::from_secs(15) {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let now = (on_added().map(run_id).ok(), on_replica().map(run_id).ok());
+        assert_eq!(now, (Some(started.0.clone()), Some(started.1.clone())), "an added engine or its replica died after {:?}", watched.elapsed());
+    }
+    assert_eq!(q::<i64>(&mut on_added().unwrap(), &["DBSIZE"]), n, "the added engine kept its keys");
     // Supervised: killed, it comes back — with a new run ID and nothing of its data (it saved
     // nothing), so the coordinator replaces it by its replica, which has the data, and it
     // follows that one. (This test once assumed no failover: it passed only when the

@@ -475,9 +475,14 @@ impl Drop for Proxy {
 /// Runs a command and converts its reply, panicking with the command on failure.
 /// A numeric field of an INFO section (panics, naming it, if absent).
 pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    info_text(con, section, field).parse().unwrap_or_else(|e| panic!("INFO {field}: {e}"))
+}
+
+/// A field of INFO `section`, as text.
+pub fn info_text(con: &mut redis::Connection, section: &str, field: &str) -> String {
     let text: String = q(con, &["INFO", section]);
     let value = text.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')));
-    value.unwrap_or_else(|| panic!("INFO {section} has no {field}: {text}")).trim().parse().unwrap_or_else(|e| panic!("INFO {field}: {e}"))
+    value.unwrap_or_else(|| panic!("INFO {section} has no {field}: {text}")).trim().to_string()
 }
 
 pub fn q<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
