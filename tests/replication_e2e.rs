@@ -651,3 +651,44 @@ fn a_tenant_is_dropped_on_a_replicated_engine_whatever_namespace_the_stream_is_i
     assert_eq!(dataset(&mut r_alice), dataset(&mut alice));
     assert_eq!(dataset(&mut r), dataset(&mut m));
 }
+
+/// Issue 46, finding 2: after a failover, a client's existing connection sent WAIT, MULTI/EXEC
+/// and blocking calls on over its own engine link to the old primary (now a replica): "WAIT
+/// cannot be used with replica instances", READONLY. They follow the engine's new address.
+#[test]
+fn a_clients_own_engine_links_follow_a_failover() {
+    let (e0, e1) = (Engine::start(&[]), Engine::start(&[]));
+    let standby = Engine::start(&[]);
+    let mut s = standby.client();
+    q::<()>(&mut s, &["REPLICAOF", "127.0.0.1", &e0.port.to_string()]);
+    common::eventually(20, "the standby's link is up", || replication_field(&mut s, "master_link_status") == "up");
+    let proxy = common::Proxy::start(&[&e0, &e1], &[], &[("TERRACE_PROXY_ADMIN_PASSWORD", common::PROXY_ADMIN_PASSWORD)]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    let mut direct = e0.client();
+    let key = (0..).map(|i| format!("key:{i}")).find(|k| {
+        q::<()>(&mut c, &["SET", k, "1"]);
+        q::<i64>(&mut direct, &["EXISTS", k]) == 1
+    });
+    let key = key.unwrap();
+    // The client's own links to engine 0: WAIT's, a transaction's, a blocking call's.
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "5000"]), 1);
+    let (n,): (i64,) = redis::pipe().atomic().cmd("INCR").arg(&key).query(&mut c).unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(q::<Option<Vec<String>>>(&mut c, &["BLPOP", &format!("{{{key}}}:list"), "0.05"]), None);
+    // A planned failover: the standby promoted, the old primary following it, the proxy
+    // told (as the console does).
+    q::<()>(&mut s, &["REPLICAOF", "NO", "ONE"]);
+    q::<()>(&mut direct, &["REPLICAOF", "127.0.0.1", &standby.port.to_string()]);
+    common::eventually(20, "the old primary follows the new one", || replication_field(&mut direct, "master_link_status") == "up");
+    let mut admin = redis::Client::open(format!("redis://admin:{}@127.0.0.1:{}/", common::PROXY_ADMIN_PASSWORD, proxy.port)).unwrap().get_connection().unwrap();
+    let doc = serde_json::json!({ "engines": [format!("127.0.0.1:{}", standby.port), format!("127.0.0.1:{}", e1.port)] }).to_string();
+    let _: String = q(&mut admin, &["TERRACE.TOPOLOGY", "SET", &doc]);
+    // The same client connection: every call reaches the new primary.
+    q::<()>(&mut c, &["SET", &key, "10"]);
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "5000"]), 1, "WAIT on the new primary, whose replica the old one is");
+    let (n,): (i64,) = redis::pipe().atomic().cmd("INCR").arg(&key).query(&mut c).unwrap();
+    assert_eq!(n, 11, "the transaction ran on the new primary");
+    q::<()>(&mut c, &["RPUSH", &format!("{{{key}}}:list"), "x"]);
+    assert_eq!(q::<Option<Vec<String>>>(&mut c, &["BLPOP", &format!("{{{key}}}:list"), "1"]), Some(vec![format!("{{{key}}}:list"), "x".to_string()]));
+    assert_eq!(q::<String>(&mut s, &["GET", &key]), "11");
+}

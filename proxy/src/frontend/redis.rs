@@ -369,11 +369,14 @@ impl Client {
         (0..replicas.len()).map(|i| replicas[(first + i) % replicas.len()]).find(|&r| self.rx.backend(r, &self.tenant.namespace, self.db, self.resp3).is_up())
     }
 
-    /// The client's own connection to `engine` (a new one if the last one failed).
+    /// The client's own connection to `engine` (a new one if the last one failed, or if
+    /// the engine's place is another address now: after a failover, WAIT, MULTI and
+    /// blocking calls go to the new primary, never on to the old one, now a replica).
     fn dedicated(&mut self, engine: usize) -> Rc<Backend> {
         let key = (engine, self.db, self.resp3);
+        let topo = self.rx.topology();
         if let Some(b) = self.dedicated.get(&key) {
-            if !b.is_dead() {
+            if !b.is_dead() && topo.addrs.get(engine) == Some(&b.spec.addr) {
                 return b.clone();
             }
         }
@@ -1001,23 +1004,36 @@ impl Client {
     }
 
     /// AUTH and HELLO AUTH, under the proxy's limit on failed attempts per client address
-    /// (as the console's login): after 5 in a minute, that address is refused for the rest
-    /// of the minute without its passwords being checked.
+    /// and user (as the console's login): after 5 in a minute, that user is refused from that
+    /// address for the rest of the minute without its passwords being checked — other users
+    /// of the address (tenants behind one NAT, a made-up name's failures) are not. The
+    /// operator (`admin`, the console's link) is never locked out: whoever fails as admin
+    /// would otherwise lock the console out of every proxy on its host; its password is the
+    /// appliance's secret (`terrace up` makes 48 random hex digits) and each failure is
+    /// logged. While the proxy waits for the console's first topology (`await_console`), a
+    /// credential it cannot check yet is answered TRYAGAIN, not WRONGPASS, and not counted.
     fn authenticate(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), String> {
         let shared = self.rx.shared.clone();
         let limiter = &shared.auth_failures;
-        if let Some(ip) = self.peer {
-            if let Err(wait) = limiter.check(ip) {
-                return Err(format!("ERR too many failed authentication attempts from {ip}; try again in {wait} s"));
+        let admin = user == Some(crate::tenants::ADMIN.as_bytes()) && shared.config.admin_password.is_some();
+        let name = user.unwrap_or(b"default");
+        let key = self.peer.filter(|_| !admin).map(|ip| (ip, name[..name.len().min(64)].to_vec()));
+        if let Some(key) = &key {
+            if let Err(wait) = limiter.check(key) {
+                return Err(format!("ERR too many failed authentication attempts as this user from {}; try again in {wait} s", key.0));
             }
         }
         let outcome = self.check_credentials(user, pass);
-        match (outcome, self.peer) {
-            (Err(WRONGPASS), Some(ip)) => {
-                limiter.failed(ip);
-                tracing::warn!(%ip, "failed AUTH");
+        if outcome.is_err() && !admin && shared.holds.awaiting_console() {
+            return Err("TRYAGAIN this proxy has not received its tenants from the console yet; try again".into());
+        }
+        match (outcome, key) {
+            (Err(WRONGPASS), Some(key)) => {
+                tracing::warn!(ip = %key.0, user = %String::from_utf8_lossy(&key.1), "failed AUTH");
+                limiter.failed(key);
             }
-            (Ok(()), Some(ip)) => limiter.succeeded(ip),
+            (Err(WRONGPASS), None) if admin => tracing::warn!(ip = ?self.peer, "failed AUTH as the operator (admin)"),
+            (Ok(()), Some(key)) => limiter.succeeded(&key),
             _ => {}
         }
         outcome.map_err(str::to_string)
