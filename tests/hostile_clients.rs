@@ -423,20 +423,35 @@ fn connect_from(source: &str, port: u16) -> common::Raw {
 }
 
 #[test]
-fn the_proxy_limits_failed_auth_per_address() {
+fn the_proxy_limits_failed_auth_per_address_and_user() {
     let engine = Engine::start(&["--threads", "1"]);
-    let proxy = common::Proxy::start(&[&engine], &[], &[("TERRACE_PROXY_PASSWORD", "s3cret")]);
+    let proxy = common::Proxy::start(&[&engine], &[], &[("TERRACE_PROXY_PASSWORD", "s3cret"), ("TERRACE_PROXY_ADMIN_PASSWORD", common::PROXY_ADMIN_PASSWORD)]);
     let mut guesser = connect_from("127.0.0.1", proxy.port);
     for guess in ["a", "b", "c", "d", "e"] {
         assert_eq!(guesser.cmd(&["AUTH", guess]), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
     }
     // Now even the right password is refused from that address, without being checked.
     let refused = guesser.cmd(&["AUTH", "s3cret"]);
-    assert!(refused.starts_with("-ERR too many failed authentication attempts from 127.0.0.1; try again in "), "{refused:?}");
+    assert!(refused.starts_with("-ERR too many failed authentication attempts as this user from 127.0.0.1; try again in "), "{refused:?}");
     let mut fresh = connect_from("127.0.0.1", proxy.port);
     assert!(fresh.cmd(&["HELLO", "3", "AUTH", "default", "s3cret"]).starts_with("-ERR too many failed"));
     // Another address is not affected.
     let mut other = connect_from("127.0.0.2", proxy.port);
     assert_eq!(other.cmd(&["AUTH", "s3cret"]), "+OK\r\n");
     assert_eq!(other.cmd(&["PING"]), "+PONG\r\n");
+    // Failures under a made-up user name lock out that name alone (issue 46, finding 9: they
+    // locked out every tenant of the address).
+    let mut mallory = connect_from("127.0.0.3", proxy.port);
+    for _ in 0..5 {
+        assert!(mallory.cmd(&["AUTH", "nobody", "x"]).starts_with("-WRONGPASS"));
+    }
+    assert!(mallory.cmd(&["AUTH", "nobody", "x"]).starts_with("-ERR too many failed"));
+    assert_eq!(mallory.cmd(&["AUTH", "s3cret"]), "+OK\r\n", "the default tenant from the same address");
+    // The operator (the console's link) is never locked out from its address, whoever
+    // failed as admin there; every attempt is checked.
+    let mut operator = connect_from("127.0.0.1", proxy.port);
+    for _ in 0..8 {
+        assert!(operator.cmd(&["AUTH", "admin", "wrong"]).starts_with("-WRONGPASS"));
+    }
+    assert_eq!(operator.cmd(&["AUTH", "admin", common::PROXY_ADMIN_PASSWORD]), "+OK\r\n");
 }

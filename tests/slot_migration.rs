@@ -841,13 +841,31 @@ fn a_proxy_awaiting_its_console_holds_keyed_requests_until_the_first_topology() 
         let v: Option<String> = q(&mut c, &["GET", "k"]);
         v
     });
+    // A tenant's clients reconnecting before the console gave the proxy its tenants are
+    // told to try again — not WRONGPASS, and never counted towards a lockout (issue 46,
+    // finding 9: they locked the address out, the console's own link with it).
+    let mut tenant = Raw::connect(port);
+    for _ in 0..8 {
+        let answer = tenant.cmd(&["AUTH", "t", "t-secret"]);
+        assert!(answer.starts_with("-TRYAGAIN this proxy has not received its tenants from the console yet"), "{answer:?}");
+    }
     std::thread::sleep(std::time::Duration::from_millis(600));
     assert!(!reader.is_finished(), "the read waits for the console's topology");
     let mut admin = redis::Client::open(format!("redis://admin:{PROXY_ADMIN_PASSWORD}@127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
-    let doc = serde_json::json!({ "engines": [format!("127.0.0.1:{}", e.port)] }).to_string();
+    let hash = {
+        use std::fmt::Write;
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(b"t-secret");
+        digest.iter().fold(String::new(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    };
+    let doc = serde_json::json!({ "engines": [format!("127.0.0.1:{}", e.port)], "tenants": [{"name": "t", "password_sha256": hash}] }).to_string();
     let _: String = q(&mut admin, &["TERRACE.TOPOLOGY", "SET", &doc]);
     assert_eq!(reader.join().unwrap(), None);
     let _: () = q(&mut admin, &["SET", "k", "v"]);
+    assert_eq!(tenant.cmd(&["AUTH", "t", "t-secret"]), "+OK\r\n", "the tenant, once the console gave it");
+    assert!(tenant.cmd(&["AUTH", "t", "wrong"]).starts_with("-WRONGPASS"), "a wrong password is one again");
 }
 
 /// A held slot is never a hang: a proxy still waiting for its console's map after

@@ -160,6 +160,12 @@ impl Holds {
         self.awaiting_push.store(true, Ordering::SeqCst);
     }
 
+    /// Whether this proxy still waits for the console's first topology (`await_console`):
+    /// its tenants come with it.
+    pub fn awaiting_console(&self) -> bool {
+        self.awaiting_push.load(Ordering::SeqCst)
+    }
+
     /// A topology was pushed: the hold taken at start for it ends.
     pub fn pushed(&self) {
         if self.awaiting_push.swap(false, Ordering::SeqCst) {

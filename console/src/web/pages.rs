@@ -65,7 +65,7 @@ pub async fn login(State(console): State<Arc<Console>>, ConnectInfo(peer): Conne
     if cookie_csrf.is_empty() || !auth::same(f.get("csrf").map(String::as_str).unwrap_or(""), &cookie_csrf) {
         return again(StatusCode::FORBIDDEN, "The form expired: try again.");
     }
-    if let Err(wait) = console.limiter.check(peer.ip()) {
+    if let Err(wait) = console.limiter.check(&peer.ip()) {
         return again(StatusCode::TOO_MANY_REQUESTS, &format!("Too many failed logins: try again in {wait} s."));
     }
     let (user, password) = (f.get("user").cloned().unwrap_or_default(), f.get("password").cloned().unwrap_or_default());
@@ -89,7 +89,7 @@ pub async fn login(State(console): State<Arc<Console>>, ConnectInfo(peer): Conne
         console.limiter.failed(peer.ip());
         return again(StatusCode::UNAUTHORIZED, "Wrong user or password.");
     };
-    console.limiter.succeeded(peer.ip());
+    console.limiter.succeeded(&peer.ip());
     match auth::login(&console.db, id).await {
         Ok(token) => {
             let mut res = Redirect::to("/").into_response();

@@ -117,10 +117,14 @@ impl Topology {
     }
 }
 
-/// Failed AUTH attempts allowed per client address in `AUTH_WINDOW` (the console's login
-/// has the same limit).
+/// Failed AUTH attempts allowed per client address and user name in `AUTH_WINDOW` (the
+/// console's login has the same limit, per address).
 const AUTH_FAILURES: u32 = 5;
 const AUTH_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whose failed AUTHs count together: an address and the user name tried (its first 64
+/// bytes: no tenant's name is longer).
+pub type AuthKey = (std::net::IpAddr, Vec<u8>);
 
 /// State shared by every reactor thread.
 pub struct Shared {
@@ -141,8 +145,8 @@ pub struct Shared {
     pushed: parking_lot::Mutex<Option<String>>,
     /// Woken when the topology changes (the control thread opens and closes tenants' ports).
     pub topology_changed: tokio::sync::Notify,
-    /// Failed AUTH attempts per client address.
-    pub auth_failures: terrace_commands::auth_limit::FailureLimiter,
+    /// Failed AUTH attempts per client address and user name (`AuthKey`).
+    pub auth_failures: terrace_commands::auth_limit::FailureLimiter<AuthKey>,
     /// Slots whose requests wait while they change engine.
     pub holds: crate::hold::Holds,
     /// Per tenant namespace with pooled connections: set once the tenant leaves the
