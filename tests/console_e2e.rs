@@ -1180,3 +1180,48 @@ async fn alerts_and_events_reach_the_overview_and_the_webhook() {
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order, once each: {ids:?}");
     drop(console);
 }
+
+/// Issue 46, finding 5: a primary that died while the console was down came back fenced
+/// (waiting for its role, as `terrace up --replicas` restarts it) and was never failed over
+/// once the console returned — the console, never having seen its old run ID, kept trying to
+/// give it its term ("TRYAGAIN … waits for its role") and its slots answered TRYAGAIN until
+/// an operator failed it over by hand.
+#[test]
+fn a_primary_that_restarted_while_the_console_was_down_is_failed_over_when_it_returns() {
+    let (e0_dir, console_dir) = (temp_dir("engine"), temp_dir("console"));
+    let flags = ["--wal", "always"];
+    let mut e0 = Engine::start_on_with(0, &e0_dir, &flags);
+    let r0 = Engine::start(&flags);
+    let proxy = Proxy::start_admin_on(free_port(), &[&e0]);
+    let replicas = format!("127.0.0.1:{}", r0.port);
+    let extra = ["--replicas", replicas.as_str(), "--health-ms", "200", "--failover-after-ms", "1000"];
+    let console = Console::start_in(console_dir.clone(), &[&e0], &[&proxy], &extra, &[]);
+    eventually(20, "the replica follows its primary", || role_of(&r0) == ("slave".into(), "up".into()));
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    for i in 0..100 {
+        q::<()>(&mut c, &["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "5000"]), 1);
+    // The console goes; the primary dies and comes back fenced on its address.
+    let mut console = console;
+    let _ = console.child.kill();
+    let _ = console.child.wait();
+    std::mem::forget(console);
+    let port = e0.port;
+    let _ = e0.child.kill();
+    let _ = e0.child.wait();
+    std::mem::forget(e0);
+    let back = Engine::start_on_with(port, &e0_dir, &["--wal", "always", "--wait-for-role"]);
+    assert!(common::err(&mut c, &["GET", "k1"]).contains("waits for its role"), "the restarted primary serves nothing yet");
+    // The console returns: it fails the restarted primary over to its replica.
+    let console = Console::start_in(console_dir, &[&back], &[&proxy], &extra, &[]);
+    eventually(20, "the replica is promoted", || role_of(&r0).0 == "master");
+    eventually(20, "the proxy routes to the promoted replica", || {
+        redis::cmd("GET").arg("k1").query::<Option<String>>(&mut c).ok().flatten().as_deref() == Some("1")
+    });
+    for i in 0..100 {
+        assert_eq!(q::<Option<String>>(&mut c, &["GET", &format!("k{i}")]), Some(i.to_string()), "a WAIT-acknowledged write");
+    }
+    eventually(20, "the old primary follows the new one", || role_of(&back) == ("slave".into(), "up".into()));
+    drop(console);
+}

@@ -1,8 +1,10 @@
 //! The coordinator: keeps every engine's replicas following it and replaces a primary that
 //! fails. Every `health_ms` it checks each primary of the slot map (INFO over a connection
 //! with short timeouts) and each replica (`ROLE`-like fields of INFO replication). A primary
-//! unreachable for `failover_after_ms`, or one that answers with a new `run_id` (it
-//! restarted, possibly without its data, faster than that), is replaced by its replica with
+//! unreachable for `failover_after_ms`, one that answers with a new `run_id` (it
+//! restarted, possibly without its data, faster than that), or one that restarted fenced and
+//! waits for its role (`terrace_waiting_for_role`: also when no coordinator saw it go, the
+//! console having been down) is replaced by its replica with
 //! the highest replication offset: `REPLICAOF NO ONE` on it, the slot map's entry changed
 //! in the database, the map pushed to every proxy (the reconcile loop, woken), the other
 //! replicas re-pointed, and the old primary listed as a replica, re-pointed when it answers
@@ -60,6 +62,9 @@ struct Probe {
     offset: i64,
     /// The primary term it holds (`terrace_term_group`, `terrace_term_epoch`).
     term: Option<(String, u64)>,
+    /// It restarted fenced and waits for the coordinator to give it a role
+    /// (`terrace_waiting_for_role`): it serves nothing until then.
+    waiting: bool,
 }
 
 /// The storage fence group of slot-map engine `idx`.
@@ -83,7 +88,8 @@ async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
     });
     let offset = if following.is_some() { info.get("slave_repl_offset") } else { info.get("master_repl_offset") };
     let term = info.get("terrace_term_group").cloned().zip(info.get("terrace_term_epoch").and_then(|e| e.parse().ok()));
-    Some(Probe { run_id: info.get("run_id").cloned().unwrap_or_default(), following, offset: offset.and_then(|o| o.parse().ok()).unwrap_or(-1), term })
+    let waiting = info.get("terrace_waiting_for_role").is_some_and(|w| w == "1");
+    Some(Probe { run_id: info.get("run_id").cloned().unwrap_or_default(), following, offset: offset.and_then(|o| o.parse().ok()).unwrap_or(-1), term, waiting })
 }
 
 /// Records an event (and logs it).
@@ -134,6 +140,13 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
             lag: None,
         });
         let why = match probed {
+            Some(p) if p.following.is_none() && p.waiting => {
+                // It restarted while no coordinator watched (this console was down, or is
+                // new): the restart this console did not see is a restart all the same.
+                entry.last_ok = Instant::now();
+                entry.run_id = Some(p.run_id);
+                "restarted and waits for its role".to_string()
+            }
             Some(p) if p.following.is_none() => {
                 entry.last_ok = Instant::now();
                 let epoch = epochs.get(idx).copied().unwrap_or(1);

@@ -1721,6 +1721,10 @@ fn replication_info(srv: &Server, s: &mut String) {
     if let Some(t) = srv.term.lock().as_ref() {
         let _ = write!(s, "terrace_term_group:{}\r\nterrace_term_epoch:{}\r\n", t.group, t.epoch);
     }
+    if repl.fenced() {
+        // Restarted with `wait_for_role`: the coordinator decides (fail over, or NO ONE).
+        s.push_str("terrace_waiting_for_role:1\r\n");
+    }
     let _ = write!(
         s,
         "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{replid2}\r\n\
