@@ -428,9 +428,14 @@ fn a_stuck_engine_times_out_instead_of_hanging() {
     });
     thread::sleep(Duration::from_millis(100));
     let t = Instant::now();
-    let e = err(&mut c, &["GET", "foo"]);
+    let sent = redis::cmd("GET").arg("foo").query::<Value>(&mut c).unwrap_err();
+    let e = sent.to_string();
     assert!(e.contains("no reply within 300 ms"), "{e}");
     assert!(t.elapsed() < Duration::from_millis(1500), "took {:?}", t.elapsed());
+    // It was sent and may still run: not TRYAGAIN, which promises it did not (a client
+    // retrying on it would apply a write twice) — issue 46, finding 10.
+    assert_ne!(sent.code(), Some("TRYAGAIN"), "{e}");
+    assert!(e.contains("it may or may not have run"), "{e}");
     let v: String = q(&mut c, &["GET", "bar"]);
     assert_eq!(v, "0");
     stall.join().unwrap();

@@ -143,6 +143,9 @@ enum Health {
 struct State {
     out: BytesMut,
     inflight: VecDeque<Rc<Slot>>,
+    /// How many of `inflight`'s last requests are still wholly in `out`: never handed to
+    /// the socket, so certainly not run. The others may have run.
+    unsent: usize,
     health: Health,
     /// Frames no request waits for (pub/sub messages on a relayed connection).
     unsolicited: VecDeque<Bytes>,
@@ -175,6 +178,7 @@ impl Backend {
             state: RefCell::new(State {
                 out: BytesMut::with_capacity(16 * 1024),
                 inflight: VecDeque::new(),
+                unsent: 0,
                 health: Health::Connecting,
                 unsolicited: VecDeque::new(),
             }),
@@ -201,6 +205,7 @@ impl Backend {
         let slot = Rc::new(Slot { reply: RefCell::new(None), owner: owner.clone(), sent_at: Instant::now(), patient, ticket: RefCell::new(ticket) });
         st.out.extend_from_slice(request);
         st.inflight.push_back(slot.clone());
+        st.unsent += 1;
         drop(st);
         self.wake.notify_one();
         Ok(slot)
@@ -246,9 +251,18 @@ impl Backend {
         self.stop.notify_one();
     }
 
-    /// `-TRYAGAIN`, the error Redis clients retry (a failover may be replacing the engine).
+    /// `-TRYAGAIN`, the error Redis clients retry (a failover may be replacing the engine),
+    /// for a request that was never sent: it certainly did not run.
     fn error_reply(&self, why: &str) -> Bytes {
         Bytes::from(format!("-TRYAGAIN engine {} unavailable: {why}\r\n", self.spec.addr))
+    }
+
+    /// The error for a request that was sent and got no reply: it may have run (an engine
+    /// that timed out may still be running it; one that died may have applied it), so not
+    /// TRYAGAIN, which promises it did not — a client retrying on it would apply it twice.
+    /// (twemproxy answers such requests with `-ERR` too.)
+    fn uncertain_reply(&self, why: &str) -> Bytes {
+        Bytes::from(format!("-ERR engine {} unavailable after the request was sent ({why}): it may or may not have run\r\n", self.spec.addr))
     }
 
     fn set_up(&self, up: bool) {
@@ -259,14 +273,16 @@ impl Backend {
 
     fn fail_all(&self, why: &str) {
         self.set_up(false);
-        let reply = self.error_reply(why);
+        let (never_sent, maybe_run) = (self.error_reply(why), self.uncertain_reply(why));
         let mut st = self.state.borrow_mut();
         st.out.clear();
         st.health = Health::Down(why.to_string());
+        let sent = st.inflight.len() - st.unsent.min(st.inflight.len());
+        st.unsent = 0;
         let failed: Vec<Rc<Slot>> = st.inflight.drain(..).collect();
         drop(st);
-        for slot in failed {
-            slot.fill(reply.clone());
+        for (i, slot) in failed.into_iter().enumerate() {
+            slot.fill(if i < sent { maybe_run.clone() } else { never_sent.clone() });
         }
         self.space.notify_waiters();
         if let Some(owner) = self.relay_owner.borrow().as_ref() {
@@ -422,7 +438,10 @@ async fn serve(b: &Rc<Backend>, mut rd: impl AsyncRead + Unpin, mut wr: impl Asy
         let mut taken = prologue;
         loop {
             if taken.is_empty() {
-                std::mem::swap(&mut taken, &mut b.state.borrow_mut().out);
+                let mut st = b.state.borrow_mut();
+                std::mem::swap(&mut taken, &mut st.out);
+                // From here on they may reach the engine.
+                st.unsent = 0;
             }
             if taken.is_empty() {
                 b.wake.notified().await;
