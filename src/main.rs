@@ -135,6 +135,10 @@ struct ConsoleArgs {
     /// Milliseconds a primary may be unreachable before its best replica replaces it [default: 2000]
     #[arg(long)]
     failover_after_ms: Option<u64>,
+    /// Milliseconds a replicated primary's term lease lasts; it takes writes only while the
+    /// coordinator renews it [default: three quarters of failover_after_ms]
+    #[arg(long)]
+    lease_ms: Option<u64>,
     /// Bytes a second a slot move copies at most, a size (0: no limit) [env: TERRACE_CONSOLE_MOVE_RATE] [default: 0]
     #[arg(long)]
     move_rate: Option<String>,
@@ -179,6 +183,7 @@ impl ConsoleArgs {
             replicas: self.replicas.map(list),
             health_ms: self.health_ms,
             failover_after_ms: self.failover_after_ms,
+            lease_ms: self.lease_ms,
             move_rate: self.move_rate,
             move_pace: self.move_pace,
             tls_cert_file: self.tls_cert_file,

@@ -42,6 +42,10 @@ pub struct ConsoleSettings {
     pub health_ms: Option<u64>,
     /// How long a primary may be unreachable before its best replica replaces it.
     pub failover_after_ms: Option<u64>,
+    /// How long a replicated primary's term lease lasts (renewed every `health_ms`; at
+    /// least twice that, and at most `failover_after_ms` less 250 ms of clock skew;
+    /// default three quarters of `failover_after_ms`).
+    pub lease_ms: Option<u64>,
     /// At most this many bytes a second copied by a slot move (a size: `50mb`; 0: as fast
     /// as the engines go).
     pub move_rate: Option<String>,
@@ -79,6 +83,7 @@ impl ConsoleSettings {
             replicas: self.replicas.or(other.replicas),
             health_ms: self.health_ms.or(other.health_ms),
             failover_after_ms: self.failover_after_ms.or(other.failover_after_ms),
+            lease_ms: self.lease_ms.or(other.lease_ms),
             move_rate: self.move_rate.or(other.move_rate),
             move_pace: self.move_pace.or(other.move_pace),
             tls_cert_file: self.tls_cert_file.or(other.tls_cert_file),
@@ -111,6 +116,7 @@ impl ConsoleSettings {
             replicas: var("TERRACE_CONSOLE_REPLICAS").map(list),
             health_ms: None,
             failover_after_ms: None,
+            lease_ms: None,
             move_rate: var("TERRACE_CONSOLE_MOVE_RATE"),
             move_pace: None,
             tls_cert_file: var("TERRACE_CONSOLE_TLS_CERT_FILE").map(PathBuf::from),
@@ -155,6 +161,14 @@ impl ConsoleSettings {
         let failover_after_ms = self.failover_after_ms.unwrap_or(2000);
         if !(100..=600_000).contains(&failover_after_ms) || failover_after_ms < health_ms {
             return Err(invalid("failover_after_ms", "between 100 and 600000, and at least health_ms"));
+        }
+        let skew = crate::lease::LEASE_SKEW.as_millis() as u64;
+        let lease_ms = self.lease_ms.unwrap_or((failover_after_ms * 3 / 4).min(failover_after_ms.saturating_sub(skew)));
+        if lease_ms < 2 * health_ms || lease_ms + skew > failover_after_ms {
+            return Err(invalid(
+                "lease_ms",
+                format!("at least twice health_ms ({health_ms}) and at most failover_after_ms ({failover_after_ms}) less {skew} ms (a replica is promoted only once its primary's lease has surely run out)"),
+            ));
         }
         let reconcile_ms = self.reconcile_ms.unwrap_or(2000);
         if !(100..=600_000).contains(&reconcile_ms) {
@@ -226,6 +240,7 @@ impl ConsoleSettings {
             replicas,
             health: Duration::from_millis(health_ms),
             failover_after: Duration::from_millis(failover_after_ms),
+            lease: Duration::from_millis(lease_ms),
             move_rate,
             move_pace,
             launcher: Launch::default(),
@@ -278,6 +293,8 @@ pub struct ConsoleConfig {
     pub replicas: Vec<String>,
     pub health: Duration,
     pub failover_after: Duration,
+    /// A replicated primary's term lease (`lease_ms`).
+    pub lease: Duration,
     /// Bytes a second a slot move copies at most (0: no limit).
     pub move_rate: u64,
     /// The share of the time a slot move works on the engines, in percent.
@@ -308,7 +325,7 @@ mod tests {
         assert!(e.to_string().contains("`admin_password`"), "{e}");
         let e = ConsoleSettings { reconcile_ms: Some(5), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`reconcile_ms`"), "{e}");
-        assert_eq!((c.health, c.failover_after), (Duration::from_millis(500), Duration::from_millis(2000)));
+        assert_eq!((c.health, c.failover_after, c.lease), (Duration::from_millis(500), Duration::from_millis(2000), Duration::from_millis(1500)));
         let e = ConsoleSettings { replicas: Some(vec!["127.0.0.1:7001".into()]), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`replicas`: '127.0.0.1:7001' is also an engine"), "{e}");
         let e = ConsoleSettings { move_rate: Some("fast".into()), ..Default::default() }.resolve().unwrap_err();
@@ -319,6 +336,10 @@ mod tests {
         assert!(e.to_string().contains("`move_pace`"), "{e}");
         let e = ConsoleSettings { failover_after_ms: Some(50), ..Default::default() }.resolve().unwrap_err();
         assert!(e.to_string().contains("`failover_after_ms`"), "{e}");
+        let e = ConsoleSettings { lease_ms: Some(1900), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("`lease_ms`") && e.to_string().contains("surely run out"), "{e}");
+        let e = ConsoleSettings { health_ms: Some(100), failover_after_ms: Some(300), ..Default::default() }.resolve().unwrap_err();
+        assert!(e.to_string().contains("`lease_ms`"), "{e}");
     }
 
     #[test]

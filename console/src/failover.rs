@@ -65,6 +65,8 @@ struct Probe {
     /// It restarted fenced and waits for the coordinator to give it a role
     /// (`terrace_waiting_for_role`): it serves nothing until then.
     waiting: bool,
+    /// It holds a term lease (`terrace_term_lease_ms`).
+    leased: bool,
 }
 
 /// The storage fence group of slot-map engine `idx`.
@@ -72,10 +74,17 @@ pub fn group(idx: usize) -> String {
     format!("range-{idx}")
 }
 
-/// Gives engine `address` the term (`idx`'s group, `epoch`).
-async fn give_term(address: &str, password: Option<&str>, idx: usize, epoch: u64) -> Result<(), String> {
+/// Gives engine `address` the term (`idx`'s group, `epoch`), with a lease until `lease`
+/// (unix ms; 0 revokes it) or none.
+async fn give_term(address: &str, password: Option<&str>, idx: usize, epoch: u64, lease: Option<i64>) -> Result<(), String> {
     let mut n = Node::engine_bounded(address, password, PROBE).await.map_err(|e| e.to_string())?;
-    n.run::<String>(&["TERRACE.EPOCH", &group(idx), &epoch.to_string()]).await.map(|_| ()).map_err(|e| e.to_string())
+    let (group, epoch) = (group(idx), epoch.to_string());
+    let until = lease.map(|l| l.to_string());
+    let mut args = vec!["TERRACE.EPOCH", &group, &epoch];
+    if let Some(until) = &until {
+        args.extend(["LEASE", until.as_str()]);
+    }
+    n.run::<String>(&args).await.map(|_| ()).map_err(|e| e.to_string())
 }
 
 async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
@@ -89,7 +98,15 @@ async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
     let offset = if following.is_some() { info.get("slave_repl_offset") } else { info.get("master_repl_offset") };
     let term = info.get("terrace_term_group").cloned().zip(info.get("terrace_term_epoch").and_then(|e| e.parse().ok()));
     let waiting = info.get("terrace_waiting_for_role").is_some_and(|w| w == "1");
-    Some(Probe { run_id: info.get("run_id").cloned().unwrap_or_default(), following, offset: offset.and_then(|o| o.parse().ok()).unwrap_or(-1), term, waiting })
+    let leased = info.contains_key("terrace_term_lease_ms");
+    Some(Probe {
+        run_id: info.get("run_id").cloned().unwrap_or_default(),
+        following,
+        offset: offset.and_then(|o| o.parse().ok()).unwrap_or(-1),
+        term,
+        waiting,
+        leased,
+    })
 }
 
 /// Records an event (and logs it).
@@ -150,8 +167,10 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
             Some(p) if p.following.is_none() => {
                 entry.last_ok = Instant::now();
                 let epoch = epochs.get(idx).copied().unwrap_or(1);
-                if p.term.as_ref() != Some(&(group(idx), epoch)) {
-                    match give_term(address, password, idx, epoch).await {
+                // (A replicated primary gets its term with its lease, from the lease loop;
+                // one without replicas gets no lease, or loses the one it had.)
+                if mine.is_empty() && (p.term.as_ref() != Some(&(group(idx), epoch)) || p.leased) {
+                    match give_term(address, password, idx, epoch, None).await {
                         Ok(()) => tracing::info!(engine = idx, %address, epoch, "primary given its term"),
                         Err(e) => tracing::warn!(engine = idx, %address, epoch, error = %e, "cannot give a primary its term"),
                     }
@@ -247,10 +266,20 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
         event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: no replica answers, nothing to promote")).await;
         return Ok(false);
     };
-    // The new term first: the fence in storage is raised before the replica takes writes.
+    // The old primary's term ends first: no more renewals of its lease, and the replica is
+    // promoted only once that lease has surely run out — at once if the old primary
+    // answers its revocation, else when the last lease given to it ends.
+    let held = console.leases.freeze(old);
+    let current = db::epochs(&console.db).await?.get(idx).copied().unwrap_or(1);
+    if give_term(old, password, idx, current, Some(0)).await.is_err() {
+        crate::lease::Leases::outlive(held).await;
+    }
+    // The new term: the fence in storage is raised before the replica takes writes, and
+    // its lease lets it take them at once.
     let epoch = db::next_epoch(&console.db, idx).await?;
-    if let Err(e) = give_term(&new, password, idx, epoch).await {
+    if let Err(e) = give_term(&new, password, idx, epoch, Some(console.leases.grant_new(&new))).await {
         event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} could not take epoch {epoch}: {e}")).await;
+        console.leases.thaw(old);
         return Ok(false);
     }
     let promoted = async {
@@ -260,9 +289,13 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
     .await;
     if let Err(e) = promoted {
         event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} refused REPLICAOF NO ONE: {e}")).await;
+        console.leases.thaw(old);
         return Ok(false);
     }
     db::replace_primary(&console.db, idx, old, &new).await?;
+    // (Renewals go to the map's primaries alone; should it be promoted again, it gets a
+    // new term.)
+    console.leases.thaw(old);
     event(console, "failover", format!("engine {idx}: {old} {why}; {new} promoted (replication offset {offset}, epoch {epoch}); {old} becomes its replica"))
         .await;
     // The proxies get the new map now, not at the next reconcile interval.

@@ -15,6 +15,7 @@ pub mod db;
 pub mod engines;
 pub mod failover;
 mod history;
+mod lease;
 pub mod moves;
 mod nodes;
 mod ops;
@@ -50,6 +51,8 @@ pub struct Console {
     pub limiter: terrace_commands::auth_limit::FailureLimiter,
     /// Verified against when a login names an unknown user (same time as a known one).
     pub dummy_hash: String,
+    /// The term leases given to replicated primaries (`lease`).
+    pub leases: lease::Leases,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +98,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         db::abandon_retrains(&db).await?;
         let admin_password = auth::ensure_admin(&db, config.admin_password.as_deref()).await?;
         let dummy_hash = tokio::task::spawn_blocking(|| auth::hash_password(&auth::random_hex(16))).await.expect("hashing does not panic");
+        let config_lease = config.lease;
         let console = Arc::new(Console {
             db,
             config,
@@ -106,12 +110,14 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             moves_wake: tokio::sync::Notify::new(),
             limiter: auth::login_limiter(),
             dummy_hash,
+            leases: lease::Leases::new(config_lease),
         });
         if let Some(tls) = &console.config.node_tls {
             nodes::use_tls(tls.clone());
         }
         tokio::spawn(reconcile::run(console.clone()));
         tokio::spawn(failover::run(console.clone()));
+        tokio::spawn(lease::run(console.clone()));
         tokio::spawn(moves::run(console.clone()));
         if let Some(url) = console.config.webhook_url.clone() {
             tokio::spawn(webhook::run(console.clone(), url));

@@ -627,9 +627,15 @@ impl Proxy {
     /// A proxy on a given port with the admin user enabled (the console pushes to it; a
     /// restart test brings it back on the same port).
     pub fn start_admin_on(port: u16, engines: &[&Engine]) -> Proxy {
+        Self::start_admin_on_with(port, engines, &[])
+    }
+
+    /// As `start_admin_on`, with more flags.
+    pub fn start_admin_on_with(port: u16, engines: &[&Engine], extra: &[&str]) -> Proxy {
         let list: Vec<String> = engines.iter().map(|e| format!("127.0.0.1:{}", e.port)).collect();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
         cmd.args(["proxy", "--port", &port.to_string(), "--memcache-port", "0", "--engines", &list.join(",")])
+            .args(extra)
             .env("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)
             .stdout(Stdio::piped())
             .stderr(Stdio::null());

@@ -107,6 +107,9 @@ pub struct Conn {
     pub caching: Option<bool>,
     /// The WAL sequence number this connection's replies wait for (0: none).
     pub wal_pending: u64,
+    /// A write ran since the replies were last sent: they acknowledge it, and leave only
+    /// while this primary's term lease holds (`server::connection::flush`).
+    pub acks_writes: bool,
     /// Replaying the WAL at start: commands run at the logged time, are not logged again,
     /// and skip memory admission (the log's state is reproduced exactly).
     pub replay_now: Option<i64>,
@@ -171,6 +174,7 @@ impl Conn {
             tracking: None,
             caching: None,
             wal_pending: 0,
+            acks_writes: false,
             replay_now: None,
             storage_waits: Vec::new(),
             tally: tally::Tally::default(),

@@ -803,12 +803,16 @@ pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     wait_for(ctx, argv, target)
 }
 
-/// TERRACE.EPOCH [group epoch]: the primary term this engine writes storage in — without
-/// arguments, [group, epoch] (nil before the coordinator gave one). Given one (the
+/// TERRACE.EPOCH [group epoch [LEASE until]]: the primary term this engine writes in —
+/// without arguments, [group, epoch] (nil before the coordinator gave one). Given one (the
 /// coordinator does before it promotes a replica, and to every primary that lacks its
 /// range's), the storage tier's fence for `group` is raised to `epoch` first, so a former
 /// primary of the range can no longer write; an epoch older than storage's or this
-/// engine's is refused.
+/// engine's is refused. `LEASE until` (unix ms on the coordinator's clock; 0 revokes it):
+/// clients' writes are taken until then and none after, nor is a write acknowledged after
+/// it — the coordinator renews it while it sees this engine, and promotes a replica only
+/// once the lease it last gave has run out, so a primary that was paused or cut off never
+/// takes or acknowledges a write its successor will not have.
 pub fn terrace_epoch(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if argv.len() == 1 {
         match ctx.srv.term.lock().clone() {
@@ -821,14 +825,30 @@ pub fn terrace_epoch(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         }
         return Ok(());
     }
-    if argv.len() != 3 {
-        return Err(err("ERR wrong number of arguments for 'terrace.epoch' command"));
-    }
+    let lease = match argv.len() {
+        3 => None,
+        5 if argv[3].eq_ignore_ascii_case(b"lease") => Some(
+            std::str::from_utf8(argv[4])
+                .ok()
+                .and_then(|u| u.parse::<i64>().ok())
+                .filter(|u| *u >= 0)
+                .ok_or_else(|| err("ERR the lease must end at a unix time in ms"))?,
+        ),
+        5 => return Err(CmdError::Syntax),
+        _ => return Err(err("ERR wrong number of arguments for 'terrace.epoch' command")),
+    };
     let group = std::str::from_utf8(argv[1]).ok().filter(|g| !g.is_empty()).ok_or_else(|| err("ERR the group must be a non-empty UTF-8 name"))?;
     let epoch = std::str::from_utf8(argv[2]).ok().and_then(|e| e.parse::<u64>().ok()).ok_or_else(|| err("ERR the epoch must be a non-negative integer"))?;
     let term = crate::storage::Term { group: group.to_string(), epoch };
     if let Some(now) = ctx.srv.term.lock().clone() {
         if now == term {
+            // A renewal — unless the lease was revoked (LEASE 0, as the coordinator replaces
+            // this primary): that is final for the term, so a renewal sent before the
+            // revocation and arriving after it cannot revive it.
+            if ctx.srv.replication.lease() == Some(0) && lease != Some(0) {
+                return Err(err("ERR this term's lease was revoked: only a new term can be given"));
+            }
+            ctx.srv.replication.set_lease(lease);
             ctx.out.ok();
             return Ok(());
         }
@@ -846,8 +866,9 @@ pub fn terrace_epoch(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
             Err(_) => return Err(err("ERR raising the storage fence failed")),
         }
     }
-    tracing::info!(group = %term.group, epoch = term.epoch, "primary term taken");
+    tracing::info!(group = %term.group, epoch = term.epoch, lease = ?lease, "primary term taken");
     *ctx.srv.term.lock() = Some(term);
+    ctx.srv.replication.set_lease(lease);
     ctx.out.ok();
     Ok(())
 }
@@ -1720,6 +1741,10 @@ fn replication_info(srv: &Server, s: &mut String) {
     let (replid2, second) = repl.replid2_of(shown).map_or(("0".repeat(40), -1), |(id, upto)| (id, upto as i64));
     if let Some(t) = srv.term.lock().as_ref() {
         let _ = write!(s, "terrace_term_group:{}\r\nterrace_term_epoch:{}\r\n", t.group, t.epoch);
+    }
+    if let Some(until) = repl.lease() {
+        // How long the term lease has left (negative: it ran out that long ago).
+        let _ = write!(s, "terrace_term_lease_ms:{}\r\n", until.saturating_sub(crate::clock::now_ms()));
     }
     if repl.fenced() {
         // Restarted with `wait_for_role`: the coordinator decides (fail over, or NO ONE).

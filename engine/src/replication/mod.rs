@@ -186,6 +186,9 @@ pub struct Replication {
     fenced: AtomicBool,
     /// A replica is replacing its keyspace with its master's snapshot.
     loading: AtomicBool,
+    /// Until when (unix ms, the coordinator's clock) this primary's term lease lets it take
+    /// writes (`i64::MAX`: no lease was given — an engine no coordinator watches).
+    lease_until: std::sync::atomic::AtomicI64,
     /// The password given to the master (`masterauth`: the configuration's, or CONFIG SET's).
     pub masterauth: Mutex<Option<String>>,
     /// `repl-backlog-size`, `min-replicas-to-write`, `min-replicas-max-lag` (seconds).
@@ -210,6 +213,7 @@ impl Default for Replication {
             masterauth: Mutex::new(None),
             fenced: AtomicBool::new(false),
             loading: AtomicBool::new(false),
+            lease_until: std::sync::atomic::AtomicI64::new(i64::MAX),
             backlog_size: AtomicUsize::new(1 << 20),
             min_replicas: AtomicUsize::new(0),
             min_replicas_max_lag: AtomicU64::new(10),
@@ -279,6 +283,26 @@ impl Replication {
         if self.fenced.swap(false, Ordering::SeqCst) {
             tracing::info!("serving clients: this engine has its role");
         }
+    }
+
+    /// Sets the term lease: writes are taken until `until` (unix ms), none after; None:
+    /// no lease (writes as long as the engine is a primary).
+    pub fn set_lease(&self, until: Option<i64>) {
+        self.lease_until.store(until.unwrap_or(i64::MAX), Ordering::SeqCst);
+    }
+
+    /// The lease's end (None: no lease).
+    pub fn lease(&self) -> Option<i64> {
+        Some(self.lease_until.load(Ordering::SeqCst)).filter(|&u| u != i64::MAX)
+    }
+
+    /// Whether this engine's term lease has run out: it may have been superseded (paused,
+    /// cut off, its coordinator gone) and must neither take nor acknowledge writes until
+    /// the coordinator renews it. One atomic load when no lease was given.
+    #[inline]
+    pub fn lease_lapsed(&self) -> bool {
+        let until = self.lease_until.load(Ordering::Relaxed);
+        until != i64::MAX && crate::clock::now_ms() >= until
     }
 
     /// Whether the engine waits for a REPLICAOF before it serves clients.

@@ -498,6 +498,13 @@ async fn flush(srv: &Server, conn: &mut Conn, stream: &mut Socket, out: &mut Byt
             }
         }
     }
+    if std::mem::take(&mut conn.acks_writes) && srv.replication.lease_lapsed() {
+        // The writes ran under the term, but its lease ran out before their replies could
+        // leave (the engine was paused, say): a replica may have been promoted without
+        // them, so they are never acknowledged — the client sees its connection close.
+        tracing::warn!(client = conn.info.id, "replies acknowledging writes withheld: the term lease ran out; closing the connection");
+        return false;
+    }
     if out.is_empty() {
         return true;
     }

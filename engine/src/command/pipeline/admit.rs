@@ -119,6 +119,8 @@ pub trait Gate {
     fn too_few_replicas(&self) -> bool;
     /// Whether the engine waits for a REPLICAOF to give it a role (`wait_for_role`).
     fn fenced(&self) -> bool;
+    /// Whether this primary's term lease ran out (`TERRACE.EPOCH … LEASE`).
+    fn lease_lapsed(&self) -> bool;
     /// Whether a replica is loading its master's snapshot.
     fn loading(&self) -> bool;
 }
@@ -167,6 +169,8 @@ pub enum Refusal {
     Fenced,
     /// Anything but Redis's `loading` commands while a replica loads its master's snapshot.
     Loading,
+    /// A write while this primary's term lease has run out (it may have been replaced).
+    LeaseLapsed,
 }
 
 /// Decides whether command `spec` (found by `argv[0]`) may run for `caller`. An
@@ -239,6 +243,11 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         let exec_writes = spec.id == CommandId::Exec && caller.multi_writes;
         if (effective.write || exec_writes) && !caller.master && gate.too_few_replicas() {
             return Verdict::Refuse(NoReplicas);
+        }
+        // (Checked on the top-level command only: a transaction or script admitted under the
+        // lease runs whole, never cut midway.)
+        if (effective.writes() || exec_writes) && !caller.master && gate.lease_lapsed() {
+            return Verdict::Refuse(LeaseLapsed);
         }
         let writes = if spec.id == CommandId::Exec { caller.multi_writes } else { effective.writes() };
         if let Some(until) = gate.paused_until(writes, spec).filter(|_| !caller.master) {
@@ -320,6 +329,9 @@ impl Refusal {
             Refusal::NoReplicas => "NOREPLICAS Not enough good replicas to write.".into(),
             Refusal::Loading => "LOADING Redis is loading the dataset in memory".into(),
             Refusal::Fenced => "TRYAGAIN this engine restarted and waits for its role (REPLICAOF from the coordinator, or REPLICAOF NO ONE)".into(),
+            Refusal::LeaseLapsed => {
+                "TRYAGAIN this primary's term lease ran out (the coordinator renews it; it may have been replaced): the write was not run".into()
+            }
             Refusal::NotWithStorage => {
                 format!("ERR {} is not supported for a tenant with a storage tier yet", spec.map_or("", |s| s.name).to_ascii_uppercase())
             }
@@ -340,13 +352,23 @@ impl Refusal {
                 | Refusal::ReadOnlyReplica
                 | Refusal::NoReplicas
                 | Refusal::Fenced
+                | Refusal::LeaseLapsed
                 | Refusal::Loading
         )
     }
 
     /// Whether it counts in the command's `rejected_calls`.
     pub fn counts_rejected(&self) -> bool {
-        matches!(self, Refusal::Arity | Refusal::Denied(_) | Refusal::Oom | Refusal::DebugNotAllowed | Refusal::ReadOnlyReplica | Refusal::NoReplicas)
+        matches!(
+            self,
+            Refusal::Arity
+                | Refusal::Denied(_)
+                | Refusal::Oom
+                | Refusal::DebugNotAllowed
+                | Refusal::ReadOnlyReplica
+                | Refusal::NoReplicas
+                | Refusal::LeaseLapsed
+        )
     }
 
     /// Whether it counts in `total_error_replies`.
@@ -362,6 +384,7 @@ impl Refusal {
                 | Refusal::DebugNotAllowed
                 | Refusal::ReadOnlyReplica
                 | Refusal::NoReplicas
+                | Refusal::LeaseLapsed
         )
     }
 }
@@ -386,6 +409,7 @@ mod tests {
         too_few_replicas: bool,
         fenced: bool,
         loading: bool,
+        lapsed: bool,
     }
 
     impl Gate for FakeGate {
@@ -427,6 +451,9 @@ mod tests {
         }
         fn loading(&self) -> bool {
             self.loading
+        }
+        fn lease_lapsed(&self) -> bool {
+            self.lapsed
         }
     }
 
@@ -616,6 +643,26 @@ mod tests {
     }
 
     #[test]
+    fn a_lapsed_lease_refuses_clients_writes_but_not_reads_the_masters_stream_or_replay() {
+        let user = User::default_user();
+        let gate = FakeGate { lapsed: true, ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["set", "k", "v"]), Verdict::Refuse(Refusal::LeaseLapsed));
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["publish", "c", "m"]), Verdict::Refuse(Refusal::LeaseLapsed));
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["get", "k"]), Verdict::Run);
+        let exec = Caller { in_multi: true, multi_writes: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &exec, &gate, &["exec"]), Verdict::Refuse(Refusal::LeaseLapsed));
+        let queuing = Caller { in_multi: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &queuing, &gate, &["set", "k", "v"]), Verdict::Refuse(Refusal::LeaseLapsed));
+        assert!(Refusal::LeaseLapsed.aborts_multi());
+        let master = Caller { master: true, ..caller(&user) };
+        assert_eq!(verdict(Origin::Client, &master, &gate, &["set", "k", "v"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Replay, &caller(&user), &gate, &["set", "k", "v"]), Verdict::Run);
+        // Inside a transaction or script admitted before it lapsed: run whole.
+        assert_eq!(verdict(Origin::Exec, &caller(&user), &gate, &["set", "k", "v"]), Verdict::Run);
+        assert!(Refusal::LeaseLapsed.error(Origin::Client, None, &[]).starts_with("TRYAGAIN "));
+    }
+
+    #[test]
     fn replay_runs_whatever_the_engines_role_acl_or_pause_say() {
         // A fenced restart replays its log (a refused record is an acknowledged write lost),
         // and neither a restricted default user, a replica's role nor a pause holds it.
@@ -631,6 +678,7 @@ mod tests {
             FakeGate { paused_until: Some(i64::MAX), ..FakeGate::default() },
             FakeGate { busy: true, ..FakeGate::default() },
             FakeGate { full: true, ..FakeGate::default() },
+            FakeGate { lapsed: true, ..FakeGate::default() },
         ] {
             assert_eq!(verdict(Origin::Replay, &unauthenticated, &gate, &["set", "k", "v"]), Verdict::Run, "{gate:?}");
         }

@@ -296,6 +296,9 @@ impl Gate for ServerGate<'_> {
     fn loading(&self) -> bool {
         self.srv.replication.loading()
     }
+    fn lease_lapsed(&self) -> bool {
+        self.srv.replication.lease_lapsed()
+    }
 }
 
 /// Counts a refusal (answered with `text`), logs an ACL denial, and marks a transaction being

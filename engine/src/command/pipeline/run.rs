@@ -136,6 +136,7 @@ fn log_write(ctx: &mut Ctx, spec: &CommandSpec, argv: &[&[u8]], ok: bool, before
     }
     // (What the save points count: replayed records were counted before the restart.)
     ctx.srv.snapshot.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ctx.conn.acks_writes = true;
     if ctx.srv.storage_tier().is_some_and(|t| t.backs(ctx.data.db / NUM_DBS)) {
         let db = ctx.data.db;
         for i in table::key_positions(spec, argv) {
