@@ -401,6 +401,9 @@ async fn run(b: Rc<Backend>) {
             Err(_) => format!("connect timed out after {} ms", b.links.connect_timeout.as_millis()),
         };
         if b.stopped.get() {
+            // Closed by the proxy (its engine left the slot map, its client went): whatever
+            // still waits for a reply is answered, never left waiting.
+            b.fail_all("the link was closed: its engine left the slot map");
             return;
         }
         tracing::warn!(engine = %b.spec.addr, reason = %why, "backend connection lost");
