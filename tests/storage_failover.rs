@@ -68,6 +68,14 @@ fn a_paused_primary_cannot_flush_once_its_replica_took_over() {
     drop(console);
     signal(&primary, libc::SIGCONT);
 
+    // Its term lease ran out while it was paused (the console promoted the replica only
+    // after that): it takes no write (issue 46 — before leases it acknowledged this one).
+    let refused = redis::cmd("SET").arg("c").arg("late").query::<()>(&mut p).unwrap_err();
+    assert!(refused.to_string().contains("term lease ran out"), "{refused}");
+    // Storage's fence is the second line: an old primary that still believed in its lease
+    // (a clock far off, say — modelled by renewing it by hand) is refused by storage itself.
+    let far = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 600_000).to_string();
+    let _: () = redis::cmd("TERRACE.EPOCH").arg("range-0").arg(1).arg("LEASE").arg(&far).query(&mut p).unwrap();
     // Its next write fills a batch: the flush carries epoch 1, which storage refuses.
     let acked: redis::RedisResult<()> = redis::cmd("SET").arg("c").arg("late").query(&mut p);
     assert!(acked.is_ok(), "acknowledged from its cache before it learns it was replaced: {acked:?}");
