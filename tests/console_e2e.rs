@@ -1320,3 +1320,70 @@ fn a_paused_primary_acknowledges_no_write_its_successor_lacks() {
     assert_eq!(q::<Option<String>>(&mut on_new, &["GET", "direct"]), None);
     drop(console);
 }
+
+/// Issue 46, finding 4: the console killed in the middle of a failover — the old primary's
+/// lease revoked and the replica promoted, but the map neither changed nor pushed. Before
+/// leases the proxies kept writing to the old primary, which the returning console then
+/// demoted: every write since was lost. Now the revoked old primary takes no write while no
+/// coordinator is there (TRYAGAIN), the half-promoted replica gets none through the proxy,
+/// and the returning console, finding the map's primary revoked, gives it a new term: writes
+/// resume there, the replica follows it again, and no acknowledged write is lost.
+#[test]
+fn a_failover_interrupted_by_the_consoles_death_loses_no_acknowledged_write() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let console_dir = temp_dir("console");
+    let e0 = Engine::start(&[]);
+    let r0 = Engine::start(&[]);
+    let proxy = Proxy::start_admin_on(free_port(), &[&e0]);
+    let replicas = format!("127.0.0.1:{}", r0.port);
+    let extra = ["--replicas", replicas.as_str(), "--health-ms", "200", "--failover-after-ms", "1000"];
+    let mut console = Console::start_in(console_dir.clone(), &[&e0], &[&proxy], &extra, &[]);
+    eventually(20, "the replica follows its primary", || role_of(&r0) == ("slave".into(), "up".into()));
+    let mut direct = e0.client();
+    eventually(20, "the primary holds a lease", || q::<String>(&mut direct, &["INFO", "replication"]).contains("terrace_term_lease_ms:"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let port = proxy.port;
+    let writer = {
+        let (stop, acked) = (stop.clone(), acked.clone());
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                match redis::cmd("SET").arg(format!("k{n}")).arg(n).query::<()>(&mut c) {
+                    Ok(()) => acked.lock().unwrap().push(n),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                }
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // What the console had done when it died: the old primary's lease revoked, the replica
+    // given the next term and promoted; the map not yet changed.
+    let _ = console.child.kill();
+    let _ = console.child.wait();
+    q::<()>(&mut direct, &["TERRACE.EPOCH", "range-0", "1", "LEASE", "0"]);
+    let far = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 750).to_string();
+    let mut promoted = r0.client();
+    q::<()>(&mut promoted, &["TERRACE.EPOCH", "range-0", "2", "LEASE", &far]);
+    q::<()>(&mut promoted, &["REPLICAOF", "NO", "ONE"]);
+    let acked_before = acked.lock().unwrap().len();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(common::err(&mut direct, &["SET", "x", "1"]).contains("lease ran out"), "the revoked primary takes no write");
+    let stalled = acked.lock().unwrap().len();
+    assert!(stalled <= acked_before + 1, "no write acknowledged while no coordinator is there ({acked_before} → {stalled})");
+    // The console returns.
+    std::mem::forget(console);
+    let console = Console::start_in(console_dir, &[&e0], &[&proxy], &extra, &[]);
+    eventually(20, "writes resume", || acked.lock().unwrap().len() > stalled + 50);
+    eventually(20, "the half-promoted replica follows the map's primary again", || role_of(&r0) == ("slave".into(), "up".into()));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let acked = acked.lock().unwrap().clone();
+    for n in &acked {
+        assert_eq!(q::<Option<i64>>(&mut direct, &["GET", &format!("k{n}")]), Some(*n), "acknowledged write k{n} lost");
+    }
+    drop(console);
+}

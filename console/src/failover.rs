@@ -76,7 +76,7 @@ pub fn group(idx: usize) -> String {
 
 /// Gives engine `address` the term (`idx`'s group, `epoch`), with a lease until `lease`
 /// (unix ms; 0 revokes it) or none.
-async fn give_term(address: &str, password: Option<&str>, idx: usize, epoch: u64, lease: Option<i64>) -> Result<(), String> {
+pub(crate) async fn give_term(address: &str, password: Option<&str>, idx: usize, epoch: u64, lease: Option<i64>) -> Result<(), String> {
     let mut n = Node::engine_bounded(address, password, PROBE).await.map_err(|e| e.to_string())?;
     let (group, epoch) = (group(idx), epoch.to_string());
     let until = lease.map(|l| l.to_string());
@@ -110,7 +110,7 @@ async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
 }
 
 /// Records an event (and logs it).
-async fn event(console: &Console, kind: &str, message: String) {
+pub(crate) async fn event(console: &Console, kind: &str, message: String) {
     tracing::warn!(kind, "{message}");
     if let Err(e) = db::add_event(&console.db, kind, &message).await {
         tracing::error!(error = %e, "cannot record an event");

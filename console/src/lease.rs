@@ -120,12 +120,35 @@ async fn renew_all(console: &Console) -> Result<(), db::DbError> {
                 let mut n = Node::engine_bounded(address, password, RENEWAL).await.map_err(|e| e.to_string())?;
                 n.run::<String>(&["TERRACE.EPOCH", &group(idx), &epoch.to_string(), "LEASE", &until.to_string()]).await.map_err(|e| e.to_string())
             };
-            if let Err(e) = tokio::time::timeout(RENEWAL * 2, renewed).await.unwrap_or_else(|_| Err("timed out".into())) {
-                tracing::debug!(engine = idx, %address, error = %e, "lease not renewed");
+            match tokio::time::timeout(RENEWAL * 2, renewed).await.unwrap_or_else(|_| Err("timed out".into())) {
+                Ok(_) => {}
+                Err(e) if e.contains("revoked") => {
+                    if let Err(e) = recover_revoked(console, idx, address).await {
+                        tracing::warn!(engine = idx, %address, error = %e, "cannot give a revoked primary a new term");
+                    }
+                }
+                Err(e) => tracing::debug!(engine = idx, %address, error = %e, "lease not renewed"),
             }
         })
     });
     futures_util::future::join_all(renewals).await;
+    Ok(())
+}
+
+/// The map's primary for `idx` holds a revoked lease although no failover is under way: one
+/// was interrupted (its console stopped between the revocation and the new term's
+/// publication). It gets the next epoch and a lease — under the coordinator's lock, and only
+/// if it is still the map's primary and not being replaced — and takes writes again.
+async fn recover_revoked(console: &Console, idx: usize, address: &str) -> Result<(), String> {
+    let _one_at_a_time = console.coordinating.lock().await;
+    let (engines, _) = db::topology(&console.db).await.map_err(|e| e.to_string())?;
+    if engines.get(idx).map(String::as_str) != Some(address) {
+        return Ok(());
+    }
+    let Some(until) = console.leases.grant(address) else { return Ok(()) };
+    let epoch = db::next_epoch(&console.db, idx).await.map_err(|e| e.to_string())?;
+    crate::failover::give_term(address, console.config.engine_password.as_deref(), idx, epoch, Some(until)).await?;
+    crate::failover::event(console, "term", format!("engine {idx} ({address}) held a revoked lease (a failover was interrupted): given epoch {epoch}")).await;
     Ok(())
 }
 
