@@ -1387,3 +1387,36 @@ fn a_failover_interrupted_by_the_consoles_death_loses_no_acknowledged_write() {
     }
     drop(console);
 }
+
+/// Issue 46, finding 10: a tenant's long script made its healthy primary look dead — new
+/// connections (the coordinator's health checks, its lease renewals) were placed on the
+/// reactor the script held, and waited for its end — and the primary was failed over. A
+/// script is not an outage: no failover, and its primary keeps its lease.
+#[test]
+fn a_long_script_does_not_get_its_primary_failed_over() {
+    let e0 = Engine::start(&["--threads", "1"]);
+    let r0 = Engine::start(&[]);
+    let proxy = Proxy::start_admin_on(free_port(), &[&e0]);
+    let replicas = format!("127.0.0.1:{}", r0.port);
+    let console = Console::start_with(&[&e0], &[&proxy], &["--replicas", &replicas, "--health-ms", "200", "--failover-after-ms", "1000"]);
+    eventually(20, "the replica follows its primary", || role_of(&r0) == ("slave".into(), "up".into()));
+    let mut direct = e0.client();
+    eventually(20, "the primary holds a lease", || q::<String>(&mut direct, &["INFO", "replication"]).contains("terrace_term_lease_ms:"));
+    // Three seconds of Lua on the engine's only reactor (under the 5 s busy threshold: no
+    // BUSY answers meanwhile either).
+    let script = "local s = tonumber(redis.call('TIME')[1]) while tonumber(redis.call('TIME')[1]) < s + 3 do end return 1";
+    let mut runner = e0.client();
+    let started = std::time::Instant::now();
+    let ran = std::thread::spawn(move || q::<i64>(&mut runner, &["EVAL", script, "0"]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut during = e0.client();
+    let role: String = q(&mut during, &["INFO", "replication"]);
+    assert!(role.contains("role:master"), "a new connection is answered while the script runs");
+    assert_eq!(ran.join().unwrap(), 1);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(2), "the script ran for seconds");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(role_of(&r0).0, "slave", "the replica was not promoted");
+    assert_eq!(role_of(&e0).0, "master");
+    q::<()>(&mut direct, &["SET", "after", "1"]);
+    drop(console);
+}

@@ -67,6 +67,14 @@ struct Probe {
     waiting: bool,
     /// It holds a term lease (`terrace_term_lease_ms`).
     leased: bool,
+    /// It answered, but only that it is occupied (BUSY, LOADING): alive, nothing else known.
+    busy: bool,
+}
+
+impl Probe {
+    fn busy() -> Probe {
+        Probe { run_id: String::new(), following: None, offset: -1, term: None, waiting: false, leased: false, busy: true }
+    }
 }
 
 /// The storage fence group of slot-map engine `idx`.
@@ -87,9 +95,21 @@ pub(crate) async fn give_term(address: &str, password: Option<&str>, idx: usize,
     n.run::<String>(&args).await.map(|_| ()).map_err(|e| e.to_string())
 }
 
+/// What a node answers the health check: the server and replication sections alone, which
+/// visit no shard (a snapshot holding every shard, a tenant's script holding its own, must
+/// not make a live primary look dead). A node that answers BUSY or LOADING is alive.
 async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
     let mut n = Node::engine_bounded(address, password, PROBE).await.ok()?;
-    let info = n.info("all").await.ok()?;
+    let mut info = match n.info("server").await {
+        Ok(info) => info,
+        Err(e) if e.answered_busy() => return Some(Probe::busy()),
+        Err(_) => return None,
+    };
+    match n.info("replication").await {
+        Ok(more) => info.extend(more),
+        Err(e) if e.answered_busy() => return Some(Probe::busy()),
+        Err(_) => return None,
+    }
     let following = (info.get("role").map(String::as_str) == Some("slave")).then(|| {
         let host = info.get("master_host").cloned().unwrap_or_default();
         let port = info.get("master_port").and_then(|p| p.parse().ok()).unwrap_or(0);
@@ -106,6 +126,7 @@ async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
         term,
         waiting,
         leased,
+        busy: false,
     })
 }
 
@@ -157,6 +178,11 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
             lag: None,
         });
         let why = match probed {
+            Some(p) if p.busy => {
+                // Alive, and occupied: not failed.
+                entry.last_ok = Instant::now();
+                continue;
+            }
             Some(p) if p.following.is_none() && p.waiting => {
                 // It restarted while no coordinator watched (this console was down, or is
                 // new): the restart this console did not see is a restart all the same.
@@ -228,7 +254,8 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
             linked: probed.as_ref().is_some_and(|p| p.following.as_ref().is_some_and(|f| f.2)),
             lag: probed.as_ref().filter(|p| p.offset >= 0).and_then(|p| primary_offset.map(|o| (o - p.offset).max(0))),
         });
-        let Some(p) = probed else { continue };
+        // (A replica that answered only BUSY is left as it is.)
+        let Some(p) = probed.filter(|p| !p.busy) else { continue };
         let Some((host, port)) = primary.rsplit_once(':').and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?))) else { continue };
         if p.following.as_ref().is_some_and(|(h, pt, _)| *h == host && *pt == port) {
             continue;
@@ -256,7 +283,7 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
     let password = console.config.engine_password.as_deref();
     let mut best: Option<(String, i64)> = None;
     for r in replicas {
-        if let Some(p) = probe(r, password).await {
+        if let Some(p) = probe(r, password).await.filter(|p| !p.busy) {
             if best.as_ref().is_none_or(|(_, o)| p.offset > *o) {
                 best = Some((r.clone(), p.offset));
             }

@@ -13,6 +13,15 @@ pub enum NodeError {
     Redis { addr: String, source: redis::RedisError },
 }
 
+impl NodeError {
+    /// The node answered, with an error that says it is alive but occupied (a script past
+    /// the busy threshold, a snapshot loading): not a node that is down.
+    pub fn answered_busy(&self) -> bool {
+        let NodeError::Redis { source, .. } = self;
+        matches!(source.code(), Some("BUSY" | "LOADING"))
+    }
+}
+
 /// A node's error for a person: the engine's own error text (its code when it has one, as
 /// `OOM …` or `TRYAGAIN …`, without the client library's kind names), else what went wrong
 /// with the connection.

@@ -35,6 +35,22 @@ pub fn held_reactors(srv: &Server) -> Vec<usize> {
     srv.scripts.running.slots().filter(|(ns, _)| srv.scripts.busy(*ns)).map(|(_, slot)| slot.reactor.load(Ordering::Relaxed)).collect()
 }
 
+/// A reactor a script has run on for this long gets no new client. One that waited for the
+/// script's end (up to the busy threshold, 5 s, before `busy` answers it) would look dead:
+/// the coordinator's health check and lease renewals come on new connections, and a
+/// tenant's long script got its healthy primary failed over (issue 46).
+pub const AVOID_AFTER_MS: i64 = 50;
+
+/// The reactors a script has run on for longer than `AVOID_AFTER_MS` (busy ones among them).
+pub fn occupied_reactors(srv: &Server) -> Vec<usize> {
+    srv.scripts
+        .running
+        .slots()
+        .filter(|(_, slot)| slot.is_running() && slot.running_ms() > AVOID_AFTER_MS)
+        .map(|(_, slot)| slot.reactor.load(Ordering::Relaxed))
+        .collect()
+}
+
 /// Serves, once, the waiting clients of every reactor a busy script holds.
 pub fn serve_waiting_clients(srv: &Server) {
     if !srv.scripts.any_busy() {

@@ -704,12 +704,12 @@ async fn accepted(srv: &Server, r: std::io::Result<(tokio::net::TcpStream, Socke
     }
 }
 
-/// Gives a new, registered client to a reactor — not one a busy script holds; when they
-/// all are, it is served here, on the control thread.
+/// Gives a new, registered client to a reactor — not one a script has held for a while
+/// (`busy::occupied_reactors`); when they all are, it is served here, on the control thread.
 fn place(srv: &Arc<Server>, locks: &LockCap, dispatch: &Arc<dispatch::Dispatch>, stream: socket::Socket, info: Arc<ClientInfo>) {
     let mut target = srv.reactors.assign();
-    if srv.scripts.any_busy() {
-        let held = busy::held_reactors(srv);
+    let held = busy::occupied_reactors(srv);
+    if !held.is_empty() {
         let active = srv.reactors.active.load(Ordering::Relaxed).max(1);
         match (0..active).map(|i| (target + i) % active).find(|r| !held.contains(r)) {
             Some(free) => target = free,
