@@ -788,6 +788,10 @@ pub fn replicaof(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     };
     let host = String::from_utf8_lossy(argv[1]).into_owned();
     let master = crate::replication::Master { host, port: port as u16 };
+    // A replica takes no client's write; whoever promotes it later gives it its term and
+    // lease first (the coordinator), or runs it without one (an operator's REPLICAOF NO ONE):
+    // a lease left from its time as a primary must not hold its writes back then.
+    ctx.srv.replication.set_lease(None);
     if ctx.srv.replication.follow(Some(master)) {
         ctx.out.ok();
     } else {
