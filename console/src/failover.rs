@@ -100,16 +100,11 @@ pub(crate) async fn give_term(address: &str, password: Option<&str>, idx: usize,
 /// not make a live primary look dead). A node that answers BUSY or LOADING is alive.
 async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
     let mut n = Node::engine_bounded(address, password, PROBE).await.ok()?;
-    let mut info = match n.info("server").await {
-        Ok(info) => info,
+    let info = match n.run::<String>(&["INFO", "server", "replication"]).await {
+        Ok(text) => crate::nodes::parse_info(&text),
         Err(e) if e.answered_busy() => return Some(Probe::busy()),
         Err(_) => return None,
     };
-    match n.info("replication").await {
-        Ok(more) => info.extend(more),
-        Err(e) if e.answered_busy() => return Some(Probe::busy()),
-        Err(_) => return None,
-    }
     let following = (info.get("role").map(String::as_str) == Some("slave")).then(|| {
         let host = info.get("master_host").cloned().unwrap_or_default();
         let port = info.get("master_port").and_then(|p| p.parse().ok()).unwrap_or(0);

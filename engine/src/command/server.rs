@@ -1478,9 +1478,7 @@ fn human(n: u64) -> String {
 /// Builds the INFO text for the requested sections.
 /// INFO's text; `ns_base` picks the namespace whose databases the keyspace section lists.
 pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[String], ns_base: usize) -> String {
-    let all = sections.iter().any(|s| s == "all" || s == "everything");
-    let default = sections.is_empty() || sections.iter().any(|s| s == "default");
-    let want = |name: &str| all || sections.iter().any(|s| s == name) || (default && name != "commandstats");
+    let want = |name: &str| info_wants(sections, name);
     let mut s = String::new();
     let uptime = srv.started.elapsed().as_secs();
     if want("server") {
@@ -1591,7 +1589,7 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
     if want("cluster") {
         s.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
     }
-    if all || sections.iter().any(|x| x == "commandstats") {
+    if want("commandstats") {
         s.push_str("# Commandstats\r\n");
         for (slot, st) in srv.stats.per_command.iter().enumerate() {
             let calls = st.calls.load(Ordering::Relaxed);
@@ -1663,9 +1661,18 @@ pub fn info_text(srv: &Server, totals: &crate::keyspace::Totals, sections: &[Str
     s
 }
 
+/// Whether INFO asked for `sections` shows section `name`.
+fn info_wants(sections: &[String], name: &str) -> bool {
+    let all = sections.iter().any(|s| s == "all" || s == "everything");
+    let default = sections.is_empty() || sections.iter().any(|s| s == "default");
+    all || sections.iter().any(|s| s == name) || (default && name != "commandstats")
+}
+
 pub fn info(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     let sections: Vec<String> = argv[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
-    let totals = ctx.data.totals()?;
+    // Only the sections that count keys visit the shards: `INFO server replication` (the
+    // coordinator's health check) waits for no shard a snapshot or a script holds.
+    let totals = if ["stats", "tiers", "keyspace"].iter().any(|name| info_wants(&sections, name)) { ctx.data.totals()? } else { Default::default() };
     let text = info_text(ctx.srv, &totals, &sections, ctx.conn.ns_base);
     ctx.out.verbatim(&text);
     Ok(())
