@@ -30,11 +30,6 @@ pub const CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(10
 /// The longest request read here (a busy client sends short commands; a longer one waits).
 const PEEK_MAX: usize = 64 * 1024;
 
-/// The reactors busy scripts hold now.
-pub fn held_reactors(srv: &Server) -> Vec<usize> {
-    srv.scripts.running.slots().filter(|(ns, _)| srv.scripts.busy(*ns)).map(|(_, slot)| slot.reactor.load(Ordering::Relaxed)).collect()
-}
-
 /// A reactor a script has run on for this long gets no new client. One that waited for the
 /// script's end (up to the busy threshold, 5 s, before `busy` answers it) would look dead:
 /// the coordinator's health check and lease renewals come on new connections, and a
