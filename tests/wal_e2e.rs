@@ -532,6 +532,9 @@ fn a_full_sync_becomes_the_logs_base_and_nothing_superseded_comes_back() {
     let _: () = q(&mut p, &["SET", "after-sync", "streamed"]);
     eventually(20, "the stream reached the replica", || redis::cmd("EXISTS").arg("after-sync").query::<i64>(&mut r).ok() == Some(1));
     assert_eq!(q::<i64>(&mut r, &["DBSIZE"]), 3);
+    // (A replica logs its master's stream without waiting for the disk: the crash comes once
+    // its log holds what it applied.)
+    eventually(10, "the replica's log is durable", || info_field(&mut r, "wal", "wal_durable_seq") >= info_field(&mut r, "wal", "wal_last_seq"));
     drop(r);
     // A crash, and a plain restart (no role waited for): the image and what followed it.
     old.restart(&flags);
