@@ -16,6 +16,7 @@ command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || apt_missing+=(chromium-driver)
 command -v openssl >/dev/null 2>&1 || apt_missing+=(openssl)
 command -v adduser >/dev/null 2>&1 || apt_missing+=(adduser)
+command -v ip >/dev/null 2>&1 || apt_missing+=(iproute2)
 if ((${#apt_missing[@]})); then
   echo "tests/run.sh: installing ${apt_missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -29,6 +30,8 @@ fi
 # Chromium and chromedriver run tests/console_browser.rs (the console's pages, headless); the
 # openssl command gives its HTTPS test the hash of the certificate Chromium is to trust.
 # adduser is what the Debian package's postinst makes its system user with.
+# iproute2's ip makes the fault suite's hosts (tests/faults.rs): network namespaces, veth
+# pairs and a bridge, made and removed by the test (CI runs as root).
 
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh

@@ -4,6 +4,7 @@ pub mod burst;
 pub mod compress;
 pub mod compress_e2e;
 pub mod cost;
+mod faults;
 pub mod rebalance;
 pub mod resp_client;
 pub mod storage;
@@ -35,6 +36,10 @@ pub enum BenchCommand {
     /// Growing from one node to two under a background load, against a Redis Cluster
     /// rebalanced with redis-cli: time, throughput and p99 before, during and after, pauses.
     Rebalance(rebalance::RebalanceArgs),
+    /// The fault suite: kill -9, SIGSTOP and partitions of a primary, the proxy and the
+    /// console, each a host of its own (network namespaces; run as root), under a logged
+    /// workload, checked for acknowledged writes lost.
+    Faults(faults::FaultsArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -46,6 +51,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Burst(args) => burst::run(args),
         BenchCommand::Cost(args) => cost::run(args),
         BenchCommand::Rebalance(args) => rebalance::run(args),
+        BenchCommand::Faults(args) => faults::run(args),
     }
 }
 

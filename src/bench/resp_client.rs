@@ -43,6 +43,31 @@ impl Client {
         Ok(Client { stream, buf: vec![0; 1 << 20], start: 0, end: 0, out: Vec::with_capacity(1 << 16), pending: 0, errors: 0, last_error: None })
     }
 
+    /// Connects to `addr` with `timeout` for the connection and for every read and write
+    /// after it: a request whose reply does not come in time fails (its outcome unknown).
+    pub fn connect_with_timeout(addr: &str, timeout: std::time::Duration) -> anyhow::Result<Client> {
+        let sock: std::net::SocketAddr = addr.parse().with_context(|| format!("address {addr}"))?;
+        let stream = TcpStream::connect_timeout(&sock, timeout).with_context(|| format!("connecting to {addr}"))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        Ok(Client { stream, buf: vec![0; 1 << 16], start: 0, end: 0, out: Vec::with_capacity(1 << 12), pending: 0, errors: 0, last_error: None })
+    }
+
+    /// Sends one request and returns its reply decoded (arrays too: EXEC's).
+    pub fn request(&mut self, args: &[&[u8]]) -> anyhow::Result<Reply> {
+        encode(&mut self.out, args);
+        self.stream.write_all(&self.out)?;
+        self.out.clear();
+        loop {
+            if let Some((reply, len)) = decode(&self.buf[self.start..self.end]) {
+                self.start += len;
+                return Ok(reply);
+            }
+            self.fill()?;
+        }
+    }
+
     /// Queues one request.
     pub fn push(&mut self, args: &[&[u8]]) {
         encode(&mut self.out, args);
@@ -119,6 +144,51 @@ impl Client {
             self.last_error = Some(String::from_utf8_lossy(&self.buf[s + 1..e - 2]).into_owned());
         }
         Ok(())
+    }
+}
+
+/// A reply, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Status(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Reply>>),
+}
+
+/// The complete reply at the start of `b` and its length, if it is all there.
+fn decode(b: &[u8]) -> Option<(Reply, usize)> {
+    let nl = b.iter().position(|&c| c == b'\n')?;
+    let line = std::str::from_utf8(b.get(1..nl.checked_sub(1)?)?).ok()?;
+    let head = nl + 1;
+    match b.first()? {
+        b'+' => Some((Reply::Status(line.to_string()), head)),
+        b'-' => Some((Reply::Error(line.to_string()), head)),
+        b':' => Some((Reply::Int(line.parse().ok()?), head)),
+        b'$' => {
+            let n: i64 = line.parse().ok()?;
+            if n < 0 {
+                return Some((Reply::Bulk(None), head));
+            }
+            let total = head + n as usize + 2;
+            (b.len() >= total).then(|| (Reply::Bulk(Some(b[head..total - 2].to_vec())), total))
+        }
+        b'*' => {
+            let n: i64 = line.parse().ok()?;
+            if n < 0 {
+                return Some((Reply::Array(None), head));
+            }
+            let mut at = head;
+            let mut items = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let (item, len) = decode(&b[at..])?;
+                items.push(item);
+                at += len;
+            }
+            Some((Reply::Array(Some(items)), at))
+        }
+        _ => Some((Reply::Error(format!("unexpected reply {line:?}")), head)),
     }
 }
 
