@@ -320,7 +320,11 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
     console.leases.thaw(old);
     event(console, "failover", format!("engine {idx}: {old} {why}; {new} promoted (replication offset {offset}, epoch {epoch}); {old} becomes its replica"))
         .await;
-    // The proxies get the new map now, not at the next reconcile interval.
+    // The proxies get the new map now: not at the next reconcile pass, which may be
+    // waiting out the old primary's timeouts (what fails is pushed again by the loop).
+    for e in crate::reconcile::push_proxies(console).await {
+        tracing::warn!(error = %e, "pushing the map after a failover");
+    }
     console.wake.notify_one();
     Ok(true)
 }

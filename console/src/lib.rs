@@ -37,8 +37,11 @@ pub struct Console {
     pub state: parking_lot::Mutex<reconcile::State>,
     /// Wakes the reconcile loop (a tenant changed).
     pub wake: tokio::sync::Notify,
-    /// One reconcile pass at a time (the loop's and those run for a request).
+    /// One push to the proxies at a time: a reconcile pass's (the loop's and those run for
+    /// a request) and `reconcile::push_proxies`.
     pub pass_lock: tokio::sync::Mutex<()>,
+    /// One pass over the engines at a time.
+    pub engines_pass_lock: tokio::sync::Mutex<()>,
     /// One coordinator action at a time: a health check's round (which re-points replicas
     /// from the roles it read) and an operator's failover must not interleave — a round
     /// that read the roles before a promotion pointed the promoted replica back at its old
@@ -105,6 +108,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             state: Default::default(),
             wake: tokio::sync::Notify::new(),
             pass_lock: tokio::sync::Mutex::new(()),
+            engines_pass_lock: tokio::sync::Mutex::new(()),
             coordinating: tokio::sync::Mutex::new(()),
             history: Default::default(),
             moves_wake: tokio::sync::Notify::new(),

@@ -141,22 +141,28 @@ pub struct Outcome {
 
 /// One pass over every node (empty errors: everything holds the console's state).
 pub async fn pass(console: &Console) -> Outcome {
-    let _one_at_a_time = console.pass_lock.lock().await;
-    let members = console.state.lock().members.clone();
-    let want = match desired(&console.db, &members).await {
-        Ok(d) => d,
-        Err(e) => return Outcome { errors: vec![e.to_string()], refused: Vec::new() },
+    // The proxies' part holds `pass_lock`, as `push_proxies` does, so that no map read
+    // before a change is pushed after it. The engines' part (tenants' settings), which
+    // waits out every engine that does not answer, holds a lock of its own: a failover's
+    // push of the new map does not wait behind a paused primary's timeouts.
+    let (want, mut errors, mut refused, proxy_status) = {
+        let _one_at_a_time = console.pass_lock.lock().await;
+        let members = console.state.lock().members.clone();
+        let want = match desired(&console.db, &members).await {
+            Ok(d) => d,
+            Err(e) => return Outcome { errors: vec![e.to_string()], refused: Vec::new() },
+        };
+        let proxies = db::proxies(&console.db).await.unwrap_or_default();
+        let (mut errors, mut refused, mut proxy_status) = (Vec::new(), Vec::new(), Vec::new());
+        for addr in &proxies {
+            let s = check_proxy(console, addr, &want).await;
+            errors.extend(s.error.iter().map(|e| format!("proxy {addr}: {e}")));
+            refused.extend(s.refused.iter().map(|e| format!("proxy {addr}: {e}")));
+            proxy_status.push(s);
+        }
+        (want, errors, refused, proxy_status)
     };
-    let proxies = db::proxies(&console.db).await.unwrap_or_default();
-    let mut errors = Vec::new();
-    let mut refused = Vec::new();
-    let mut proxy_status = Vec::new();
-    for addr in &proxies {
-        let s = check_proxy(console, addr, &want).await;
-        errors.extend(s.error.iter().map(|e| format!("proxy {addr}: {e}")));
-        refused.extend(s.refused.iter().map(|e| format!("proxy {addr}: {e}")));
-        proxy_status.push(s);
-    }
+    let _one_at_a_time = console.engines_pass_lock.lock().await;
     let mut engine_status = Vec::new();
     // Replicas get the tenants' settings too: promoted, they serve with them.
     let replicas: Vec<String> = db::replicas(&console.db).await.unwrap_or_default().into_iter().map(|(a, _)| a).collect();
