@@ -150,8 +150,8 @@ pub fn run(args: FaultsArgs) -> anyhow::Result<()> {
     };
     let mut runs = Vec::new();
     if !args.json {
-        println!("| system | scenario | round | acknowledged | confirmed (WAIT) | lost, async (allowed) | violations | refused | unknown | writable after s | longest outage s | settled after s |");
-        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("| system | scenario | round | acknowledged | confirmed (WAIT) | lost, async (allowed) | lost confirmed | lost, acked after the fault | other violations | refused | unknown | writable after s | longest outage s | settled after s |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     }
     for round in 1..=args.rounds {
         for (&scenario, system) in scenarios.iter().flat_map(|s| {
@@ -174,19 +174,21 @@ pub fn run(args: FaultsArgs) -> anyhow::Result<()> {
             } else {
                 let v = &run.verdict;
                 println!(
-                    "| {system} | {} | {round} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+                    "| {system} | {} | {round} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
                     run.scenario,
                     v.acknowledged,
                     v.confirmed,
                     v.lost_async,
-                    v.violations(),
+                    v.lost_confirmed,
+                    v.lost_after_fault,
+                    v.violations() - v.lost_confirmed - v.lost_after_fault,
                     v.refused,
                     v.unknown,
                     v.writable_after_s,
                     v.longest_outage_s,
                     run.settled_after_s
                 );
-                for e in &v.examples {
+                for e in v.examples.iter().take(3) {
                     println!("|   {e} |");
                 }
             }
@@ -196,12 +198,46 @@ pub fn run(args: FaultsArgs) -> anyhow::Result<()> {
             runs.push(run);
         }
     }
+    if !args.json && args.rounds > 1 {
+        summarize(&runs);
+    }
     let bad: Vec<String> =
         runs.iter().filter(|r| r.system == "terrace" && r.verdict.violations() > 0).map(|r| format!("{} round {}", r.scenario, r.round)).collect();
     if !bad.is_empty() {
         bail!("violations in {} (logs kept under {})", bad.join(", "), args.dir.display());
     }
     Ok(())
+}
+
+/// Per system and scenario: sums over the rounds, and the medians of the times.
+fn summarize(runs: &[Run]) {
+    println!();
+    println!("| system | scenario | runs | acknowledged | confirmed | lost confirmed | lost, acked after the fault | other violations | writable after, median s | settled after, median s |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for r in runs {
+        if seen.contains(&(r.system, r.scenario)) {
+            continue;
+        }
+        seen.push((r.system, r.scenario));
+        let mine: Vec<&Run> = runs.iter().filter(|o| (o.system, o.scenario) == (r.system, r.scenario)).collect();
+        let sum = |f: &dyn Fn(&Verdict) -> u64| mine.iter().map(|o| f(&o.verdict)).sum::<u64>();
+        let writable: Vec<f64> = mine.iter().map(|o| o.verdict.writable_after_s).collect();
+        let settled: Vec<f64> = mine.iter().map(|o| o.settled_after_s).collect();
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} |",
+            r.system,
+            r.scenario,
+            mine.len(),
+            sum(&|v| v.acknowledged),
+            sum(&|v| v.confirmed),
+            sum(&|v| v.lost_confirmed),
+            sum(&|v| v.lost_after_fault),
+            sum(&|v| v.violations() - v.lost_confirmed - v.lost_after_fault),
+            super::median(&writable),
+            super::median(&settled)
+        );
+    }
 }
 
 fn names() -> String {
