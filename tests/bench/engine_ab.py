@@ -10,7 +10,9 @@ how busy redis-benchmark was (its CPU over the run's wall time): near 100% means
 measures the client's core, and only the CPU columns compare the servers.
 
 A BIN may carry engine options after commas, to compare settings of one build:
-`target/release/terrace,--prefetch-batch,0`.
+`target/release/terrace,--prefetch-batch,0`; and commands run once the server is up, after
+semicolons: `target/release/terrace;TERRACE.EPOCH range-0 1 LEASE 4102444800000` (a primary
+holding a term lease, whose check every write pays).
 
 Usage: tests/bench/engine_ab.py [--rounds 3] [--test get] [--size 128] [--pipeline 16]
        [--requests 2000000] [--preload] BIN [BIN ...]      (BIN "redis": redis-server)
@@ -32,11 +34,14 @@ def start(binary, port, data_dir):
     if binary == "redis":
         cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", data_dir]
     else:
+        binary, *setup = binary.split(";")
         path, *options = binary.split(",")
         cmd = [path, "engine", "--port", str(port), "--threads", "1", "--data-dir", data_dir, *options]
     proc = subprocess.Popen(["taskset", "-c", "0", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     cli(port, "PING")
+    for command in [] if binary == "redis" else setup:
+        cli(port, *command.split())
     return proc
 
 
