@@ -3,9 +3,7 @@
 //! an operator would: engines restarted after a crash with `--wait-for-role` (the fence
 //! `terrace up` uses), the console checking every 200 ms and failing over after 1 s.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use super::procs::{self, Procs};
 use super::workload::Target;
@@ -94,13 +92,7 @@ impl System for Cluster {
         }
     }
 
-    fn settled(&self, within: Duration) -> anyhow::Result<()> {
-        let (e0, r0) = (self.procs.addr("e0", ENGINE_PORT), self.procs.addr("r0", ENGINE_PORT));
-        let target = self.target();
-        procs::wait_until(within, || procs::one_primary_one_replica([&e0, &r0], &target))
-    }
-
-    fn read_all(&self, keys: &[String]) -> anyhow::Result<HashMap<String, Option<String>>> {
-        procs::read_all(&self.target(), keys)
+    fn data_nodes(&self) -> [String; 2] {
+        [self.procs.addr("e0", ENGINE_PORT), self.procs.addr("r0", ENGINE_PORT)]
     }
 }

@@ -40,10 +40,19 @@ trait System {
     fn procs(&mut self) -> &mut Procs;
     /// Starts a killed process again as its supervisor would.
     fn restart(&mut self, host: &'static str) -> anyhow::Result<()>;
+    /// The two data nodes' addresses (the primary's and the replica's at the start).
+    fn data_nodes(&self) -> [String; 2];
+
     /// Waits until one primary and one replica following it take confirmed writes.
-    fn settled(&self, within: Duration) -> anyhow::Result<()>;
+    fn settled(&self, within: Duration) -> anyhow::Result<()> {
+        let ([e0, r0], target) = (self.data_nodes(), self.target());
+        procs::wait_until(within, || procs::one_primary_one_replica([&e0, &r0], &target))
+    }
+
     /// Each key's value, read as clients read it.
-    fn read_all(&self, keys: &[String]) -> anyhow::Result<HashMap<String, Option<String>>>;
+    fn read_all(&self, keys: &[String]) -> anyhow::Result<HashMap<String, Option<String>>> {
+        procs::read_all(&self.target(), keys)
+    }
 }
 
 #[derive(Args)]

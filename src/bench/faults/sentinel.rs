@@ -4,9 +4,7 @@
 //! clients do. Each server runs on a config file of its own (Sentinel rewrites it when it
 //! re-points a server), with Redis's defaults otherwise; a killed server is restarted on it.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context;
 
@@ -89,13 +87,7 @@ impl System for Sentinels {
         self.start_server(host)
     }
 
-    fn settled(&self, within: Duration) -> anyhow::Result<()> {
-        let (e0, r0) = (self.procs.addr("e0", PORT), self.procs.addr("r0", PORT));
-        let target = self.target();
-        procs::wait_until(within, || procs::one_primary_one_replica([&e0, &r0], &target))
-    }
-
-    fn read_all(&self, keys: &[String]) -> anyhow::Result<HashMap<String, Option<String>>> {
-        procs::read_all(&self.target(), keys)
+    fn data_nodes(&self) -> [String; 2] {
+        [self.procs.addr("e0", PORT), self.procs.addr("r0", PORT)]
     }
 }
