@@ -298,11 +298,13 @@ impl Replication {
 
     /// Whether this engine's term lease has run out: it may have been superseded (paused,
     /// cut off, its coordinator gone) and must neither take nor acknowledge writes until
-    /// the coordinator renews it. One atomic load when no lease was given.
+    /// the coordinator renews it. One atomic load when no lease was given; with one, a TSC
+    /// read (`clock::now_ms_at`: the wall clock re-read once a millisecond), not a
+    /// clock_gettime per write.
     #[inline]
     pub fn lease_lapsed(&self) -> bool {
         let until = self.lease_until.load(Ordering::Relaxed);
-        until != i64::MAX && crate::clock::now_ms() >= until
+        until != i64::MAX && crate::clock::now_ms_at(quanta::Instant::now()) >= until
     }
 
     /// Whether the engine waits for a REPLICAOF before it serves clients.
