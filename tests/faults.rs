@@ -5,8 +5,8 @@
 //! test reads each run's verdict and fails on any acknowledged write lost that may not be
 //! (every write a replica confirmed; every write acknowledged after the fault began), a torn
 //! transaction, a refused write applied, a counter value handed out twice or gone back, or a
-//! read of a confirmed key that missed it. Each scenario must also have bitten: writes
-//! refused, timed out or stalled while it lasted. Runs as root (CI does): namespaces.
+//! read of a confirmed key that missed it. Each scenario must also have bitten: requests
+//! refused or unanswered, and writes stalled, while it lasted. Runs as root (CI does): namespaces.
 
 use std::process::Command;
 
@@ -33,8 +33,11 @@ fn no_acknowledged_write_is_lost_under_kills_pauses_and_partitions() {
         }
         assert!(n(r, "acknowledged") > 200.0 && n(r, "confirmed") > 50.0, "{name}: the workload ran ({r})");
         assert!(n(r, "reads") > 100.0, "{name}: the reader read ({r})");
-        // The fault bit: for a while no write was acknowledged.
-        assert!(n(r, "longest_outage_s") >= 0.5, "{name}: the fault stalled writes ({r})");
+        // The fault bit: requests were refused or lost their answers, and for a while no
+        // write was acknowledged (both engines killed and restarted fenced come back in
+        // about 0.4 s; a fault that did nothing stalls nothing).
+        assert!(n(r, "refused") + n(r, "unknown") > 0.0, "{name}: the fault failed requests ({r})");
+        assert!(n(r, "longest_outage_s") >= 0.25, "{name}: the fault stalled writes ({r})");
     }
     assert!(out.status.success(), "terrace bench faults failed");
     let _ = std::fs::remove_dir_all(&dir);
