@@ -26,6 +26,14 @@ pub struct Fault {
     pub primary_lost: bool,
 }
 
+impl Fault {
+    /// Whether `op`, if a plain write, may be lost: acknowledged by a primary the fault
+    /// took away, before the fault (or its reply on its way then).
+    fn may_lose(&self, op: &Op) -> bool {
+        self.primary_lost && op.end <= self.at + GRACE
+    }
+}
+
 /// The figures of one run, and its violations.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct Verdict {
@@ -63,6 +71,12 @@ impl Verdict {
             + self.bad_reads
     }
 
+    /// Violations other than lost writes: torn transactions, refused writes applied,
+    /// counters, reads.
+    pub fn other_violations(&self) -> u64 {
+        self.violations() - self.lost_confirmed - self.lost_after_fault
+    }
+
     fn example(&mut self, what: String) {
         if self.examples.len() < 10 {
             self.examples.push(what);
@@ -73,7 +87,6 @@ impl Verdict {
 /// Judges `log` against `state` (each logged key's value at the end; counters too).
 pub fn check(log: &Log, state: &HashMap<String, Option<String>>, fault: Fault) -> Verdict {
     let mut v = Verdict { reads: log.reads, ..Verdict::default() };
-    let may_lose = |op: &Op| fault.primary_lost && op.end <= fault.at + GRACE;
     let held = |key: &str| state.get(key).cloned().flatten();
     for op in &log.ops {
         match &op.outcome {
@@ -102,7 +115,7 @@ pub fn check(log: &Log, state: &HashMap<String, Option<String>>, fault: Fault) -
                 v.lost_confirmed += 1;
                 v.example(format!("{} sent at {:.3}s, confirmed by a replica at {:.3}s, lost", op.key, op.start, op.end));
             }
-            Outcome::Acked { .. } if may_lose(op) => v.lost_async += 1,
+            Outcome::Acked { .. } if fault.may_lose(op) => v.lost_async += 1,
             Outcome::Acked { .. } => {
                 v.lost_after_fault += 1;
                 v.example(format!("{} sent at {:.3}s, acknowledged at {:.3}s (fault at {:.3}s), lost", op.key, op.start, op.end, fault.at));
@@ -126,19 +139,18 @@ pub fn check(log: &Log, state: &HashMap<String, Option<String>>, fault: Fault) -
 }
 
 fn check_counters(log: &Log, state: &HashMap<String, Option<String>>, fault: Fault, v: &mut Verdict) {
-    let may_lose = |op: &Op| fault.primary_lost && op.end <= fault.at + GRACE;
     let mut handed: HashMap<(&str, i64), &Op> = HashMap::new();
     let mut must_hold: HashMap<&str, i64> = HashMap::new();
     for op in log.ops.iter().filter(|o| o.kind == Kind::Counter) {
         let Outcome::Acked { waited } = op.outcome else { continue };
         let Ok(value) = op.value.parse::<i64>() else { continue };
-        if waited || !may_lose(op) {
+        if waited || !fault.may_lose(op) {
             let top = must_hold.entry(&op.key).or_insert(value);
             *top = (*top).max(value);
         }
         // (The log is in order of acknowledgement: `earlier` was answered first.)
         if let Some(earlier) = handed.insert((&op.key, value), op) {
-            let lost_plainly = matches!(earlier.outcome, Outcome::Acked { waited: false }) && may_lose(earlier);
+            let lost_plainly = matches!(earlier.outcome, Outcome::Acked { waited: false }) && fault.may_lose(earlier);
             if !lost_plainly {
                 v.counter_values_repeated += 1;
                 v.example(format!("{} = {value} handed out at {:.3}s and again at {:.3}s", op.key, earlier.end, op.end));

@@ -172,12 +172,11 @@ pub fn run(args: FaultsArgs) -> anyhow::Result<()> {
             std::fs::create_dir_all(&dir)?;
             let run = if system == "terrace" {
                 let mut cluster = Cluster::start(&dir, scenario == Scenario::KillBothWal, args.pin.clone())?;
-                run_one(&mut cluster, scenario, round, &args, &dir)?
+                run_one(&mut cluster, system, scenario, round, &args, &dir)?
             } else {
                 let mut sentinels = Sentinels::start(&dir, args.pin.clone(), &args.redis_server, &args.redis_sentinel)?;
-                run_one(&mut sentinels, scenario, round, &args, &dir)?
+                run_one(&mut sentinels, system, scenario, round, &args, &dir)?
             };
-            let run = Run { system, ..run };
             if args.json {
                 println!("{}", serde_json::to_string(&run)?);
             } else {
@@ -190,7 +189,7 @@ pub fn run(args: FaultsArgs) -> anyhow::Result<()> {
                     v.lost_async,
                     v.lost_confirmed,
                     v.lost_after_fault,
-                    v.violations() - v.lost_confirmed - v.lost_after_fault,
+                    v.other_violations(),
                     v.refused,
                     v.unknown,
                     v.writable_after_s,
@@ -242,7 +241,7 @@ fn summarize(runs: &[Run]) {
             sum(&|v| v.confirmed),
             sum(&|v| v.lost_confirmed),
             sum(&|v| v.lost_after_fault),
-            sum(&|v| v.violations() - v.lost_confirmed - v.lost_after_fault),
+            sum(&|v| v.other_violations()),
             super::median(&writable),
             super::median(&settled)
         );
@@ -253,7 +252,7 @@ fn names() -> String {
     ALL.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
 }
 
-fn run_one(cluster: &mut dyn System, scenario: Scenario, round: usize, args: &FaultsArgs, dir: &std::path::Path) -> anyhow::Result<Run> {
+fn run_one(cluster: &mut dyn System, system: &'static str, scenario: Scenario, round: usize, args: &FaultsArgs, dir: &std::path::Path) -> anyhow::Result<Run> {
     cluster.settled(Duration::from_secs(60))?;
     let epoch = Instant::now();
     let load = workload::start(&cluster.target(), args.writers, epoch);
@@ -313,5 +312,5 @@ fn run_one(cluster: &mut dyn System, scenario: Scenario, round: usize, args: &Fa
     // The log beside the nodes' (kept when the run found a violation).
     let lines: Vec<String> = log.ops.iter().map(|o| format!("{:.3} {:.3} {:?} {} {} {:?}", o.start, o.end, o.kind, o.key, o.value, o.outcome)).collect();
     std::fs::write(dir.join("ops.log"), lines.join("\n") + &format!("\nfault at {at:.3}\n"))?;
-    Ok(Run { system: "", scenario: scenario.name(), round, settled_after_s, verdict })
+    Ok(Run { system, scenario: scenario.name(), round, settled_after_s, verdict })
 }

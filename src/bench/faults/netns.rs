@@ -22,8 +22,6 @@ pub struct Net {
     prefix: String,
     switch: String,
     hosts: Vec<Host>,
-    /// This process's end in the switch (removed with the switch's namespace).
-    _uplink: String,
 }
 
 /// One host: a network namespace, its address, and the switch's end of its link.
@@ -71,11 +69,12 @@ impl Net {
         let short = format!("tf{}{}", pid % 100_000, n % 100);
         let subnet = format!("10.{}.{}", 100 + pid % 100, n % 250);
         let switch = format!("{prefix}-sw");
-        let mut net = Net { prefix, switch: switch.clone(), hosts: Vec::new(), _uplink: format!("{short}u") };
+        let mut net = Net { prefix, switch: switch.clone(), hosts: Vec::new() };
         ip(&["netns", "add", &switch])?;
         ip(&["-n", &switch, "link", "add", "name", "sw0", "type", "bridge"])?;
         ip(&["-n", &switch, "link", "set", "sw0", "up"])?;
-        // This process's own link: an address in the subnet, the switch's end in the bridge.
+        // This process's own link: an address in the subnet, the switch's end in the bridge
+        // (removed with the switch's namespace).
         let uplink = format!("{short}u");
         ip(&["link", "add", "name", &uplink, "type", "veth", "peer", "name", "up0", "netns", &switch])?;
         ip(&["-n", &switch, "link", "set", "up0", "master", "sw0", "up"])?;
