@@ -543,3 +543,58 @@ fn a_full_sync_becomes_the_logs_base_and_nothing_superseded_comes_back() {
     assert_eq!(q::<String>(&mut r, &["GET", "shared"]), "new", "a superseded write came back over a newer one");
     assert_eq!(q::<i64>(&mut r, &["DBSIZE"]), 3, "the new primary's keys, and what its stream brought");
 }
+
+/// A small tmpfs of the test's own (CI runs as root), unmounted when dropped: a disk that
+/// can be filled.
+struct SmallDisk {
+    path: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(megabytes: u32) -> SmallDisk {
+        let path = temp_dir("small-disk");
+        let status = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={megabytes}m"), "tmpfs"]).arg(&path).status();
+        assert!(status.is_ok_and(|s| s.success()), "mount a tmpfs at {} (the test runs as root, as CI does)", path.display());
+        SmallDisk { path }
+    }
+
+    /// Writes a file until the disk has no room left.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.path.join("filler")).unwrap();
+        let block = vec![0u8; 64 << 10];
+        while f.write_all(&block).is_ok() {}
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("--lazy").arg(&self.path).status();
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Issue 46: a replica acknowledged the offset it had applied, not what its log had made
+/// durable, so with `wal = always` a write its master's WAIT counted on it could be lost
+/// when both crashed. A replica acknowledges its stream only once it is durable in its own
+/// log: one whose log cannot write (its disk full) acknowledges nothing, and WAIT says so.
+#[test]
+fn a_replica_acknowledges_only_what_its_log_made_durable() {
+    let disk = SmallDisk::mount(16);
+    let flags = ["--wal", "always"];
+    let primary = Engine::start(&flags);
+    let replica = Engine::start_in(&disk.path.join("replica"), &flags, &[]);
+    let (mut p, mut r) = (primary.client(), replica.client());
+    let _: () = q(&mut r, &["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+    eventually(20, "the replica follows", || common::info_text(&mut r, "replication", "master_link_status") == "up");
+    let _: () = q(&mut p, &["SET", "before", "1"]);
+    assert_eq!(q::<i64>(&mut p, &["WAIT", "1", "5000"]), 1, "a replica whose log writes acknowledges");
+
+    disk.fill();
+    // (Larger than a page: it needs room the disk no longer has.)
+    let _: () = q(&mut p, &["SET", "after", &"x".repeat(256 << 10)]);
+    assert_eq!(q::<i64>(&mut p, &["WAIT", "1", "2000"]), 0, "a replica acknowledged a write its log could not keep");
+    eventually(10, "the replica says why", || common::info_text(&mut r, "wal", "wal_poisoned").contains("WAL write failed"));
+    drop((p, r, primary, replica));
+    drop(disk);
+}

@@ -5,7 +5,8 @@
 //! `$EOF:<mark>` form, after any newlines the master sends while it prepares it), replaces
 //! the keyspace with it, and then applies the master's command stream in order on a
 //! connection of its own that may write (clients of a replica may not). It acknowledges its
-//! offset (`REPLCONF ACK`) every second and when the master asks (`REPLCONF GETACK`). A
+//! offset (`REPLCONF ACK`) every second and when the master asks (`REPLCONF GETACK`) — with
+//! `wal = always` or `pmem`, only once what it applied is durable in its own log. A
 //! broken link is tried again every second, with a full sync each time (no partial resync
 //! yet). `REPLICAOF NO ONE` or another master ends the link within 100 ms.
 //!
@@ -49,6 +50,8 @@ enum LinkError {
     Closed,
     #[error("the master sent nothing for {0:?}")]
     Silent(Duration),
+    #[error("this engine's WAL cannot make what it applied durable ({0}): it acknowledges nothing")]
+    NotDurable(String),
     /// REPLICAOF changed (or the server stops): not an error to report.
     #[error("replication changed")]
     Superseded,
@@ -388,7 +391,7 @@ fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64, db: usize) ->
     let mut out = BytesMut::new();
     // Acknowledged at once: a master sending its snapshot diskless starts the stream only
     // after the replica's first ACK (Redis's replica sends it as soon as it has loaded).
-    wire.send(&["REPLCONF", "ACK", &offset.to_string()])?;
+    acknowledge(wire, offset)?;
     let mut acked = Instant::now();
     let mut prefetcher = Prefetcher::default();
     loop {
@@ -406,8 +409,7 @@ fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64, db: usize) ->
                 apply_storage_record(srv, locks, conn.db, &argv);
             } else if getack {
                 // The offset before this request, as Redis acknowledges it.
-                let ack = offset.to_string();
-                wire.send(&["REPLCONF", "ACK", &ack])?;
+                acknowledge(wire, offset)?;
                 acked = Instant::now();
             } else if !argv.is_empty() {
                 out.clear();
@@ -436,9 +438,22 @@ fn apply_stream(wire: &mut Wire, locks: &LockCap, mut offset: i64, db: usize) ->
             l.last_io = wire.last_io;
         });
         if acked.elapsed() >= ACK_EVERY {
-            wire.send(&["REPLCONF", "ACK", &offset.to_string()])?;
+            acknowledge(wire, offset)?;
             acked = Instant::now();
         }
         wire.fill(SILENCE)?;
     }
+}
+
+/// Tells the master this engine has its stream through `offset`. With a WAL that
+/// acknowledges only durable writes (`always`, `pmem`), only once what it applied is durable
+/// here: a write the master's WAIT counted on this replica must outlive both engines
+/// crashing, as it outlives the master's crash alone.
+fn acknowledge(wire: &mut Wire, offset: i64) -> Result<(), LinkError> {
+    if let Some(wal) = wire.srv.wal().filter(|wal| wal.mode.waits()) {
+        if !wal.wait_durable_blocking(wal.last_assigned()) {
+            return Err(LinkError::NotDurable(wal.poisoned().unwrap_or_else(|| "it stopped".into())));
+        }
+    }
+    wire.send(&["REPLCONF", "ACK", &offset.to_string()])
 }

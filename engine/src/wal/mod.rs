@@ -116,6 +116,9 @@ pub struct Wal {
     pending: Mutex<Pending>,
     wake: Condvar,
     durable: tokio::sync::watch::Sender<u64>,
+    /// The same news for threads outside the runtime (`wait_durable_blocking`).
+    durable_lock: Mutex<()>,
+    durable_changed: Condvar,
     poisoned: AtomicBool,
     why: Mutex<Option<String>>,
     stop: AtomicBool,
@@ -181,6 +184,8 @@ impl Wal {
             pending: Mutex::new(Pending { payload: Vec::with_capacity(64 << 10), count: 0, first: next, rotate: None }),
             wake: Condvar::new(),
             durable: tokio::sync::watch::Sender::new(next - 1),
+            durable_lock: Mutex::new(()),
+            durable_changed: Condvar::new(),
             poisoned: AtomicBool::new(false),
             why: Mutex::new(None),
             stop: AtomicBool::new(false),
@@ -320,6 +325,7 @@ impl Wal {
         *self.why.lock() = Some(why);
         self.poisoned.store(true, Ordering::SeqCst);
         self.durable.send_modify(|_| {}); // wake the waiters: they will see the poison
+        self.durable_news();
     }
 
     /// Waits until `seq` is durable; false if the log was poisoned first.
@@ -327,6 +333,30 @@ impl Wal {
         let mut rx = self.durable.subscribe();
         let ok = rx.wait_for(|&d| d >= seq || self.poisoned.load(Ordering::SeqCst)).await.map(|d| *d >= seq).unwrap_or(false);
         ok && !self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// [`Wal::wait_durable`] for a thread outside the runtime (the replica's stream, which
+    /// acknowledges an offset only once its writes are durable here): blocks until `seq` is
+    /// durable, committing it itself in `pmem` mode; false if the log was poisoned first.
+    pub fn wait_durable_blocking(&self, seq: u64) -> bool {
+        if self.inline.is_some() {
+            return self.commit(seq);
+        }
+        let mut guard = self.durable_lock.lock();
+        while self.durable_seq() < seq && !self.poisoned.load(Ordering::SeqCst) {
+            if self.stop.load(Ordering::SeqCst) {
+                return false; // (the writer is gone: it never will be)
+            }
+            self.durable_changed.wait_for(&mut guard, Duration::from_millis(100));
+        }
+        !self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// Wakes `wait_durable_blocking`'s waiters (under their lock: none misses it between its
+    /// check and its wait).
+    fn durable_news(&self) {
+        let _guard = self.durable_lock.lock();
+        self.durable_changed.notify_all();
     }
 
     pub fn durable_seq(&self) -> u64 {
@@ -711,6 +741,7 @@ fn published(wal: &Wal, w: &mut Writer, bytes: usize, count: u32, last: u64) -> 
     wal.counters.batches.fetch_add(1, Ordering::Relaxed);
     wal.counters.records.fetch_add(count as u64, Ordering::Relaxed);
     wal.durable.send_replace(last);
+    wal.durable_news();
     Ok(())
 }
 
@@ -809,6 +840,7 @@ mod tests {
         let seq = wal.append_one(1, 0, 0, &[b"SET", b"k", b"v"]);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         assert!(!rt.block_on(wal.wait_durable(seq)), "a write whose fsync failed is not durable");
+        assert!(!wal.wait_durable_blocking(seq), "nor for a thread outside the runtime");
         assert!(wal.poisoned().unwrap().contains("EIO"));
         assert_eq!(wal.durable_seq(), 0);
         wal.stop();
