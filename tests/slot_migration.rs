@@ -980,3 +980,78 @@ async fn a_console_killed_mid_move_is_recovered_by_its_restart() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// Issue 46, finding 7: moves named engine addresses, so a failover of either side during a
+/// move left it failing for good ("the source … is no longer in the slot map"), its slots
+/// stranded, and the engine could never be removed ("still owns slots"). A move names
+/// groups: an attempt cut by a failover is undone and tried again on the new primary,
+/// without counting against the move's attempts, and the emptied group can be removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_survives_failovers_of_its_source_and_its_target() {
+    use reqwest::{Method, StatusCode};
+    use serde_json::json;
+    let (mut a, mut b, ra, rb) = (Engine::start(&[]), Engine::start(&[]), Engine::start(&[]), Engine::start(&[]));
+    let addr = |e: &Engine| format!("127.0.0.1:{}", e.port);
+    let proxy = Proxy::start_admin_on(free_port(), &[&a, &b]);
+    let replicas = format!("{},{}", addr(&ra), addr(&rb));
+    // Slow copies, so the failovers land in the middle of one.
+    let flags = ["--replicas", &replicas, "--health-ms", "200", "--failover-after-ms", "1000", "--move-rate", "400kb"];
+    let console = Console::start_with(&[&a, &b], &[&proxy], &flags);
+    let linked = |e: &Engine| q::<String>(&mut e.client(), &["INFO", "replication"]).contains("master_link_status:up");
+    eventually(20, "both replicas follow", || linked(&ra) && linked(&rb));
+    let (web, csrf) = console_api::login(&console.url).await;
+    let token = console_api::token(&web, &console.url, &csrf, "failovers").await;
+    let url = console.url.clone();
+    let mut con = proxy.client();
+    let value = |i: usize| format!("{i:0>100}");
+    for chunk in (0..20_000).collect::<Vec<_>>().chunks(1000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            pipe.cmd("SET").arg(format!("key:{i}")).arg(value(*i)).ignore();
+        }
+        let _: () = pipe.query(&mut con).unwrap();
+    }
+    let size = |e: &Engine| q::<i64>(&mut e.client(), &["DBSIZE"]);
+    let on_a = size(&a);
+    eventually(20, "the replicas have every key", || size(&ra) == on_a && size(&rb) == 20_000 - on_a);
+    let (status, body) =
+        console_api::api(Method::POST, format!("{url}/api/v1/moves"), &token, Some(json!({"source": addr(&a), "target": addr(&b), "slots": "0-8191"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let copying = |runs: i64| {
+        move |m: &serde_json::Value| {
+            m["moves"][0]["runs"] == runs && m["progress"]["phase"] == "copying" && m["progress"]["keys_copied"].as_u64().unwrap_or(0) > 1500
+        }
+    };
+    let kill = |e: &mut Engine| {
+        let _ = e.child.kill();
+        let _ = e.child.wait();
+    };
+    // The target's primary dies mid-copy: its replica is promoted and the move goes there.
+    moves_until(&url, &token, "the first copy under way", copying(0)).await;
+    kill(&mut b);
+    moves_until(&url, &token, "the second copy under way", copying(1)).await;
+    // Then the source's: its replica has the slots' keys and the move starts from it.
+    kill(&mut a);
+    moves_until(&url, &token, "the third copy under way", copying(2)).await;
+    let body = moves_until(&url, &token, "the move done", |m| matches!(m["moves"][0]["state"].as_str(), Some("done" | "failed"))).await;
+    let m = &body["moves"][0];
+    assert_eq!(m["state"], "done", "{body}");
+    assert_eq!((m["attempts"].as_i64(), m["runs"].as_i64()), (Some(0), Some(2)), "two failovers, no failed attempt: {body}");
+    assert_eq!((m["source"].as_str().unwrap(), m["target"].as_str().unwrap()), (addr(&ra).as_str(), addr(&rb).as_str()), "{body}");
+    // Nothing lost, nothing left behind.
+    let mut con = proxy.client();
+    for i in 0..20_000 {
+        let got: Option<String> = q(&mut con, &["GET", &format!("key:{i}")]);
+        assert_eq!(got, Some(value(i)), "key:{i}");
+    }
+    assert_eq!((size(&ra), size(&rb)), (0, 20_000));
+    // The emptied group leaves the slot map.
+    let (status, body) = console_api::api(Method::DELETE, format!("{url}/api/v1/engines/{}", addr(&ra)), &token, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, topo) = console_api::api(Method::GET, format!("{url}/api/v1/topology"), &token, None).await;
+    assert_eq!(topo["engines"].as_array().unwrap().len(), 1, "{topo}");
+    // The remaining group moved up to the first place and keeps its term's name (its fence
+    // in storage): terms are named by group, not by place.
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    assert_eq!(info_text(&mut rb.client(), "replication", "terrace_term_group"), "range-1");
+}

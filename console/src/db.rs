@@ -350,7 +350,8 @@ pub async fn seed_topology(db: &Db, engines: &[String], replicas: &[String], pro
     if have == 0 {
         let n = engines.len();
         for (i, a) in engines.iter().enumerate() {
-            sqlx::query("INSERT INTO engines (idx, address) VALUES (?, ?)").bind(i as i64).bind(a).execute(&mut *tx).await?;
+            let group = new_group_id(&mut tx).await?;
+            sqlx::query("INSERT INTO engines (idx, address, group_id) VALUES (?, ?, ?)").bind(i as i64).bind(a).bind(group).execute(&mut *tx).await?;
             let first = i * 16384 / n;
             let last = (i + 1) * 16384 / n - 1;
             sqlx::query("INSERT INTO slot_ranges (first_slot, last_slot, engine) VALUES (?, ?, ?)")
@@ -377,6 +378,24 @@ pub async fn seed_topology(db: &Db, engines: &[String], replicas: &[String], pro
     Ok(())
 }
 
+/// A group id never handed out before (`engine_group_ids`).
+async fn new_group_id(tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>) -> Result<i64, sqlx::Error> {
+    Ok(sqlx::query("INSERT INTO engine_group_ids DEFAULT VALUES RETURNING id").fetch_one(&mut **tx).await?.get(0))
+}
+
+/// Each slot-map engine's group id, by index.
+pub async fn group_ids(db: &Db) -> Result<Vec<i64>, DbError> {
+    let rows = sqlx::query("SELECT group_id FROM engines ORDER BY idx").fetch_all(db).await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// A group's place in the slot map and its primary's address now (None: no such group any
+/// more).
+pub async fn group(db: &Db, group_id: i64) -> Result<Option<(usize, String)>, DbError> {
+    let row = sqlx::query("SELECT idx, address FROM engines WHERE group_id = ?").bind(group_id).fetch_optional(db).await?;
+    Ok(row.map(|r| (r.get::<i64, _>(0) as usize, r.get(1))))
+}
+
 /// Every replica with the index of the engine it follows.
 pub async fn replicas(db: &Db) -> Result<Vec<(String, usize)>, DbError> {
     let rows = sqlx::query("SELECT address, engine FROM replicas ORDER BY engine, address").fetch_all(db).await?;
@@ -394,17 +413,34 @@ pub async fn replace_primary(db: &Db, idx: usize, old_primary: &str, new_primary
     Ok(())
 }
 
-/// Each slot-map engine's primary term (its epoch), by index.
-pub async fn epochs(db: &Db) -> Result<Vec<u64>, DbError> {
-    let rows = sqlx::query("SELECT epoch FROM engines ORDER BY idx").fetch_all(db).await?;
-    Ok(rows.iter().map(|r| r.get::<i64, _>(0) as u64).collect())
+/// A slot-map group's primary term: the group it is a term of (the storage fence's name for
+/// it) and its epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    pub group: String,
+    pub epoch: u64,
+}
+
+impl Term {
+    fn of(group_id: i64, epoch: i64) -> Term {
+        // (`range-N`: terms were named by slot-map index before groups had ids, and the
+        // first ids continue those names (id = index + 1). Named by id, a group keeps its
+        // name — and its fence in storage — when a removal renumbers the indexes.)
+        Term { group: format!("range-{}", group_id - 1), epoch: epoch as u64 }
+    }
+}
+
+/// Each slot-map engine's primary term, by index.
+pub async fn terms(db: &Db) -> Result<Vec<Term>, DbError> {
+    let rows = sqlx::query("SELECT group_id, epoch FROM engines ORDER BY idx").fetch_all(db).await?;
+    Ok(rows.iter().map(|r| Term::of(r.get(0), r.get(1))).collect())
 }
 
 /// Raises engine `idx`'s epoch for a new primary term and returns it (taken before the new
 /// primary is told, so no two engines are ever given one epoch, even across a crash).
-pub async fn next_epoch(db: &Db, idx: usize) -> Result<u64, DbError> {
-    let row = sqlx::query("UPDATE engines SET epoch = epoch + 1 WHERE idx = ? RETURNING epoch").bind(idx as i64).fetch_one(db).await?;
-    Ok(row.get::<i64, _>(0) as u64)
+pub async fn next_term(db: &Db, idx: usize) -> Result<Term, DbError> {
+    let row = sqlx::query("UPDATE engines SET epoch = epoch + 1 WHERE idx = ? RETURNING group_id, epoch").bind(idx as i64).fetch_one(db).await?;
+    Ok(Term::of(row.get(0), row.get(1)))
 }
 
 /// One thing the coordinator did, for the console's log.
@@ -801,11 +837,19 @@ pub async fn abandon_retrains(db: &Db) -> Result<(), DbError> {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SlotMove {
     pub id: i64,
+    /// The addresses of the groups' primaries in the latest attempt.
     pub source: String,
     pub target: String,
+    /// The groups the slots move between (None: a move queued before groups had ids, whose
+    /// addresses are no longer in the topology).
+    pub source_group: Option<i64>,
+    pub target_group: Option<i64>,
     pub slots: String,
     pub state: String,
+    /// Attempts that failed for a reason of their own (a failover of either side does not
+    /// count), and every attempt made (the engines' job is `move-<id>-<runs>`).
     pub attempts: i64,
+    pub runs: i64,
     pub keys: i64,
     pub bytes: i64,
     pub pause_ms: Option<i64>,
@@ -830,7 +874,8 @@ fn ended_sql() -> String {
     MOVE_ENDED.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
 }
 
-const MOVE_COLUMNS: &str = "id, source, target, slots, state, attempts, keys, bytes, pause_ms, estimated_keys, estimated_bytes, error, created_at, updated_at";
+const MOVE_COLUMNS: &str =
+    "id, source, target, slots, state, attempts, keys, bytes, pause_ms, estimated_keys, estimated_bytes, error, created_at, updated_at, source_group, target_group, runs";
 
 fn slot_move(r: &sqlx::sqlite::SqliteRow) -> SlotMove {
     SlotMove {
@@ -848,20 +893,43 @@ fn slot_move(r: &sqlx::sqlite::SqliteRow) -> SlotMove {
         error: r.get(11),
         created_at: r.get(12),
         updated_at: r.get(13),
+        source_group: r.get(14),
+        target_group: r.get(15),
+        runs: r.get(16),
     }
 }
 
-/// Queues moves (source, target, slots, estimated keys, estimated bytes) in order; answers
-/// their ids.
-pub async fn queue_moves(db: &Db, moves: &[(String, String, String, i64, i64)]) -> Result<Vec<i64>, DbError> {
+/// A move to queue: between the groups of two slot-map engines (named by their addresses
+/// now), with its estimate.
+pub struct NewMove {
+    pub source: String,
+    pub target: String,
+    pub slots: String,
+    pub estimated_keys: i64,
+    pub estimated_bytes: i64,
+}
+
+/// Queues moves in order, each naming the groups of its engines; answers their ids, or
+/// which address is not a slot-map engine (nothing queued then).
+pub async fn queue_moves(db: &Db, moves: &[NewMove]) -> Result<Result<Vec<i64>, String>, DbError> {
     let mut tx = write(db).await?;
     let mut ids = Vec::new();
-    for (source, target, slots, keys, bytes) in moves {
+    for NewMove { source, target, slots, estimated_keys: keys, estimated_bytes: bytes } in moves {
+        let mut groups = Vec::new();
+        for address in [source, target] {
+            match sqlx::query("SELECT group_id FROM engines WHERE address = ?").bind(address).fetch_optional(&mut *tx).await? {
+                Some(r) => groups.push(r.get::<i64, _>(0)),
+                None => return Ok(Err(format!("no engine {address} in the slot map"))),
+            }
+        }
         let row = sqlx::query(
-            "INSERT INTO slot_moves (source, target, slots, state, estimated_keys, estimated_bytes, created_at, updated_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING id",
+            "INSERT INTO slot_moves (source, target, source_group, target_group, slots, state, estimated_keys, estimated_bytes, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING id",
         )
         .bind(source)
         .bind(target)
+        .bind(groups[0])
+        .bind(groups[1])
         .bind(slots)
         .bind(keys)
         .bind(bytes)
@@ -872,7 +940,7 @@ pub async fn queue_moves(db: &Db, moves: &[(String, String, String, i64, i64)]) 
         ids.push(row.get(0));
     }
     tx.commit().await?;
-    Ok(ids)
+    Ok(Ok(ids))
 }
 
 /// The newest `limit` moves, newest first.
@@ -895,9 +963,12 @@ pub async fn next_move(db: &Db) -> Result<Option<SlotMove>, DbError> {
 
 /// Records a move's progress.
 pub async fn update_move(db: &Db, m: &SlotMove) -> Result<(), DbError> {
-    sqlx::query("UPDATE slot_moves SET state = ?, attempts = ?, keys = ?, bytes = ?, pause_ms = ?, error = ?, updated_at = ? WHERE id = ?")
+    sqlx::query("UPDATE slot_moves SET state = ?, source = ?, target = ?, attempts = ?, runs = ?, keys = ?, bytes = ?, pause_ms = ?, error = ?, updated_at = ? WHERE id = ?")
         .bind(&m.state)
+        .bind(&m.source)
+        .bind(&m.target)
         .bind(m.attempts)
+        .bind(m.runs)
         .bind(m.keys)
         .bind(m.bytes)
         .bind(m.pause_ms)
@@ -911,14 +982,15 @@ pub async fn update_move(db: &Db, m: &SlotMove) -> Result<(), DbError> {
 
 /// Cancels the moves not started yet; answers how many.
 pub async fn cancel_queued_moves(db: &Db) -> Result<u64, DbError> {
-    let r = sqlx::query("UPDATE slot_moves SET state = 'cancelled', updated_at = ? WHERE state = 'queued' AND attempts = 0").bind(now()).execute(db).await?;
+    let r = sqlx::query("UPDATE slot_moves SET state = 'cancelled', updated_at = ? WHERE state = 'queued' AND runs = 0").bind(now()).execute(db).await?;
     Ok(r.rows_affected())
 }
 
-/// Gives `slots` (a slot set's ranges) to engine `target` and records the move as switched,
-/// in one transaction: the slot map and the move never disagree.
-pub async fn switch_slots(db: &Db, slots: &[(u16, u16)], target: usize, move_id: i64) -> Result<(), DbError> {
+/// Gives `slots` (a slot set's ranges) to group `target_group` and records the move as
+/// switched, in one transaction: the slot map and the move never disagree.
+pub async fn switch_slots(db: &Db, slots: &[(u16, u16)], target_group: i64, move_id: i64) -> Result<(), DbError> {
     let mut tx = write(db).await?;
+    let target = sqlx::query("SELECT idx FROM engines WHERE group_id = ?").bind(target_group).fetch_one(&mut *tx).await?.get::<i64, _>(0) as usize;
     let rows = sqlx::query("SELECT first_slot, last_slot, engine FROM slot_ranges").fetch_all(&mut *tx).await?;
     let mut owner = vec![usize::MAX; 16384];
     for r in &rows {
@@ -969,7 +1041,8 @@ pub async fn add_engine(db: &Db, address: &str, replicas: &[String]) -> Result<R
         }
     }
     let idx: i64 = sqlx::query("SELECT COALESCE(MAX(idx) + 1, 0) FROM engines").fetch_one(&mut *tx).await?.get(0);
-    sqlx::query("INSERT INTO engines (idx, address) VALUES (?, ?)").bind(idx).bind(address).execute(&mut *tx).await?;
+    let group = new_group_id(&mut tx).await?;
+    sqlx::query("INSERT INTO engines (idx, address, group_id) VALUES (?, ?, ?)").bind(idx).bind(address).bind(group).execute(&mut *tx).await?;
     for r in replicas {
         sqlx::query("INSERT INTO replicas (address, engine) VALUES (?, ?)").bind(r).bind(idx).execute(&mut *tx).await?;
     }
@@ -984,19 +1057,20 @@ pub async fn remove_engine(db: &Db, address: &str) -> Result<Result<Vec<String>,
     // The engines after it are renumbered with their ranges and replicas: the references
     // hold again at commit.
     sqlx::query("PRAGMA defer_foreign_keys = ON").execute(&mut *tx).await?;
-    let Some(row) = sqlx::query("SELECT idx FROM engines WHERE address = ?").bind(address).fetch_optional(&mut *tx).await? else {
+    let Some(row) = sqlx::query("SELECT idx, group_id FROM engines WHERE address = ?").bind(address).fetch_optional(&mut *tx).await? else {
         return Ok(Err(format!("no engine {address} in the slot map")));
     };
-    let idx: i64 = row.get(0);
+    let (idx, group): (i64, i64) = (row.get(0), row.get(1));
     let owned: i64 = sqlx::query("SELECT COUNT(*) FROM slot_ranges WHERE engine = ?").bind(idx).fetch_one(&mut *tx).await?.get(0);
     if owned > 0 {
         return Ok(Err(format!("engine {address} still owns slots: drain it first")));
     }
-    let pending: i64 = sqlx::query(&format!("SELECT COUNT(*) FROM slot_moves WHERE state NOT IN ({}) AND (source = ?1 OR target = ?1)", ended_sql()))
-        .bind(address)
-        .fetch_one(&mut *tx)
-        .await?
-        .get(0);
+    let pending: i64 =
+        sqlx::query(&format!("SELECT COUNT(*) FROM slot_moves WHERE state NOT IN ({}) AND (source_group = ?1 OR target_group = ?1)", ended_sql()))
+            .bind(group)
+            .fetch_one(&mut *tx)
+            .await?
+            .get(0);
     if pending > 0 {
         return Ok(Err(format!("engine {address} has slot moves not finished")));
     }

@@ -77,18 +77,13 @@ impl Probe {
     }
 }
 
-/// The storage fence group of slot-map engine `idx`.
-pub fn group(idx: usize) -> String {
-    format!("range-{idx}")
-}
-
-/// Gives engine `address` the term (`idx`'s group, `epoch`), with a lease until `lease`
-/// (unix ms; 0 revokes it) or none.
-pub(crate) async fn give_term(address: &str, password: Option<&str>, idx: usize, epoch: u64, lease: Option<i64>) -> Result<(), String> {
+/// Gives engine `address` the term `term`, with a lease until `lease` (unix ms; 0 revokes
+/// it) or none.
+pub(crate) async fn give_term(address: &str, password: Option<&str>, term: &db::Term, lease: Option<i64>) -> Result<(), String> {
     let mut n = Node::engine_bounded(address, password, PROBE).await.map_err(|e| e.to_string())?;
-    let (group, epoch) = (group(idx), epoch.to_string());
+    let epoch = term.epoch.to_string();
     let until = lease.map(|l| l.to_string());
-    let mut args = vec!["TERRACE.EPOCH", &group, &epoch];
+    let mut args = vec!["TERRACE.EPOCH", &term.group, &epoch];
     if let Some(until) = &until {
         args.extend(["LEASE", until.as_str()]);
     }
@@ -155,7 +150,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
     }
     let mut members = Vec::new();
     let password = console.config.engine_password.as_deref();
-    let epochs = db::epochs(&console.db).await?;
+    let terms = db::terms(&console.db).await?;
     for (idx, address) in engines.iter().enumerate() {
         let mine: Vec<String> = replicas.iter().filter(|(_, e)| *e == idx).map(|(a, _)| a.clone()).collect();
         let entry = seen.entry(idx).or_insert_with(|| Seen { address: address.clone(), last_ok: Instant::now(), run_id: None });
@@ -187,13 +182,12 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
             }
             Some(p) if p.following.is_none() => {
                 entry.last_ok = Instant::now();
-                let epoch = epochs.get(idx).copied().unwrap_or(1);
                 // (A replicated primary gets its term with its lease, from the lease loop;
                 // one without replicas gets no lease, or loses the one it had.)
-                if mine.is_empty() && (p.term.as_ref() != Some(&(group(idx), epoch)) || p.leased) {
-                    match give_term(address, password, idx, epoch, None).await {
-                        Ok(()) => tracing::info!(engine = idx, %address, epoch, "primary given its term"),
-                        Err(e) => tracing::warn!(engine = idx, %address, epoch, error = %e, "cannot give a primary its term"),
+                if let Some(term) = terms.get(idx).filter(|t| mine.is_empty() && (p.term.as_ref() != Some(&(t.group.clone(), t.epoch)) || p.leased)) {
+                    match give_term(address, password, term, None).await {
+                        Ok(()) => tracing::info!(engine = idx, %address, epoch = term.epoch, "primary given its term"),
+                        Err(e) => tracing::warn!(engine = idx, %address, epoch = term.epoch, error = %e, "cannot give a primary its term"),
                     }
                 }
                 let restarted = entry.run_id.as_ref().is_some_and(|r| *r != p.run_id);
@@ -292,14 +286,19 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
     // promoted only once that lease has surely run out — at once if the old primary
     // answers its revocation, else when the last lease given to it ends.
     let held = console.leases.freeze(old);
-    let current = db::epochs(&console.db).await?.get(idx).copied().unwrap_or(1);
-    if give_term(old, password, idx, current, Some(0)).await.is_err() {
+    let current = db::terms(&console.db).await?.get(idx).cloned();
+    let revoked = match &current {
+        Some(term) => give_term(old, password, term, Some(0)).await.is_ok(),
+        None => false,
+    };
+    if !revoked {
         crate::lease::Leases::outlive(held).await;
     }
     // The new term: the fence in storage is raised before the replica takes writes, and
     // its lease lets it take them at once.
-    let epoch = db::next_epoch(&console.db, idx).await?;
-    if let Err(e) = give_term(&new, password, idx, epoch, Some(console.leases.grant_new(&new))).await {
+    let term = db::next_term(&console.db, idx).await?;
+    let epoch = term.epoch;
+    if let Err(e) = give_term(&new, password, &term, Some(console.leases.grant_new(&new))).await {
         event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} could not take epoch {epoch}: {e}")).await;
         console.leases.thaw(old);
         return Ok(false);

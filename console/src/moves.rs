@@ -18,6 +18,12 @@
 //! ABORT on the source (the slots are its own again), RELEASE on the proxies — and the move
 //! is tried again, up to `ATTEMPTS` times. After 4 the target owns the slots: a console
 //! restarted there goes on from 5.
+//!
+//! A move names groups (a primary and its replicas), not addresses: each attempt, and each
+//! step of 5, works with the group's primary of the moment. An attempt cut by a failover of
+//! either side is undone on the engine it ran on and tried again on the new primary without
+//! counting against `ATTEMPTS` (up to `RUNS` in all); after 4, the promoted replica of the
+//! source group (which has the slots' keys by replication, not the job) purges them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +36,9 @@ use crate::Console;
 
 /// Tries of one move before it is marked failed.
 const ATTEMPTS: i64 = 3;
+/// Attempts of one move in all, those cut by a failover included (a group failing over
+/// again and again fails its move too).
+const RUNS: i64 = 12;
 /// How long the source may take to become ready or hand over before the attempt is undone.
 const READY_WAIT: Duration = Duration::from_secs(600);
 const HANDOVER_WAIT: Duration = Duration::from_secs(10);
@@ -187,8 +196,18 @@ async fn measured_rate(console: &Console) -> Option<f64> {
 
 /// Queues a plan's moves (answers their ids) and wakes the driver.
 pub async fn apply(console: &Console, plan: &Plan) -> Result<Vec<i64>, MoveError> {
-    let rows: Vec<_> = plan.moves.iter().map(|m| (m.source.clone(), m.target.clone(), m.slots.clone(), m.estimated_keys, m.estimated_bytes)).collect();
-    let ids = db::queue_moves(&console.db, &rows).await?;
+    let rows: Vec<_> = plan
+        .moves
+        .iter()
+        .map(|m| db::NewMove {
+            source: m.source.clone(),
+            target: m.target.clone(),
+            slots: m.slots.clone(),
+            estimated_keys: m.estimated_keys,
+            estimated_bytes: m.estimated_bytes,
+        })
+        .collect();
+    let ids = db::queue_moves(&console.db, &rows).await?.map_err(MoveError::Invalid)?;
     for (id, m) in ids.iter().zip(&plan.moves) {
         db::add_event(&console.db, "move", &format!("move {id} queued: slots {} from {} to {}", m.slots, m.source, m.target)).await?;
     }
@@ -306,35 +325,98 @@ async fn event(console: &Console, message: String) {
 /// Carries one move as far as it goes (to done, failed, or queued for another attempt).
 async fn drive(console: &Console, mut m: SlotMove) {
     // The engine's name for this attempt (the same after a console restart).
-    let job = format!("move-{}-{}", m.id, m.attempts);
+    let job = format!("move-{}-{}", m.id, m.runs);
     if matches!(m.state.as_str(), "switched" | "deleting") {
         finish(console, &mut m, &job).await;
         return;
     }
     if m.state == "queued" {
-        event(console, format!("move {}: slots {} from {} to {} (attempt {})", m.id, m.slots, m.source, m.target, m.attempts + 1)).await;
+        // This attempt's engines: the groups' primaries now (an undo aborts on these).
+        match primaries(console, &m).await {
+            Ok((source, target)) => (m.source, m.target) = (source, target),
+            Err(Undo(why)) => {
+                m.state = "failed".into();
+                m.error = Some(why.clone());
+                let _ = db::update_move(&console.db, &m).await;
+                event(console, format!("move {}: failed ({why})", m.id)).await;
+                return;
+            }
+        }
+        let _ = db::update_move(&console.db, &m).await;
+        event(console, format!("move {}: slots {} from {} to {} (attempt {})", m.id, m.slots, m.source, m.target, m.runs + 1)).await;
     }
     match attempt(console, &mut m, &job).await {
         Ok(()) => finish(console, &mut m, &job).await,
         Err(Undo(why)) => {
             undo(console, &m, &job).await;
-            m.attempts += 1;
+            // Cut by a failover of either side: tried again on the new primary, uncounted.
+            let failed_over = failed_over(console, &m).await;
+            m.runs += 1;
+            if !failed_over {
+                m.attempts += 1;
+            }
             m.error = Some(why.clone());
-            m.state = if m.attempts >= ATTEMPTS { "failed".into() } else { "queued".into() };
+            m.state = if m.attempts >= ATTEMPTS || m.runs >= RUNS { "failed".into() } else { "queued".into() };
             let _ = db::update_move(&console.db, &m).await;
-            let next = if m.state == "failed" { "failed".to_string() } else { "will be tried again".to_string() };
-            event(console, format!("move {}: undone ({why}); the slots stay with {}; {next}", m.id, m.source)).await;
+            let next = match (m.state.as_str(), failed_over) {
+                ("failed", _) => "failed",
+                (_, true) => "a group failed over: tried again on its new primary",
+                _ => "will be tried again",
+            };
+            event(console, format!("move {}: undone ({why}); the slots stay with {}'s group; {next}", m.id, m.source)).await;
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
+}
+
+/// Whether an undone attempt was cut by a failover of either side: its groups' primaries
+/// changed since it began. While one of its engines does not answer, this waits as long as
+/// a failover takes for the coordinator to promote a replica (a group without one fails
+/// over never, and the attempt counts after that wait).
+async fn failed_over(console: &Console, m: &SlotMove) -> bool {
+    let deadline = Instant::now() + console.config.failover_after + console.config.health * 4 + Duration::from_secs(1);
+    let password = console.config.engine_password.as_deref();
+    loop {
+        match primaries(console, m).await {
+            Ok(now) if now != (m.source.clone(), m.target.clone()) => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+        let bound = console.config.health.max(Duration::from_millis(200));
+        let answer = |address: String| async move {
+            match Node::engine_bounded(&address, password, bound).await {
+                Ok(mut n) => n.run::<String>(&["PING"]).await.is_ok(),
+                Err(_) => false,
+            }
+        };
+        if Instant::now() >= deadline || (answer(m.source.clone()).await && answer(m.target.clone()).await) {
+            return false;
+        }
+        tokio::time::sleep(console.config.health).await;
+    }
+}
+
+/// The primaries of a move's source and target groups now.
+async fn primaries(console: &Console, m: &SlotMove) -> Result<(String, String), Undo> {
+    let primary = |group: Option<i64>, side: &'static str| async move {
+        let Some(group) = group else { return Err(Undo(format!("its {side} group is unknown (queued before groups had ids; its engine left the topology)"))) };
+        match db::group(&console.db, group).await? {
+            Some((_, address)) => Ok(address),
+            None => Err(Undo(format!("the {side} group {group} is no longer in the slot map"))),
+        }
+    };
+    Ok((primary(m.source_group, "source").await?, primary(m.target_group, "target").await?))
 }
 
 /// Steps 1 to 4. Ok: the slot map gives the slots to the target.
 async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), Undo> {
     let slots = SlotSet::parse(&m.slots)?;
     let (engines, owner) = owners(console).await?;
-    let target = engines.iter().position(|e| *e == m.target).ok_or_else(|| Undo(format!("the target {} is no longer in the slot map", m.target)))?;
-    let source = engines.iter().position(|e| *e == m.source).ok_or_else(|| Undo(format!("the source {} is no longer in the slot map", m.source)))?;
+    // (The attempt's engines must still be their groups' primaries: a failover since undoes it.)
+    let place = |address: &str, side: &str| {
+        engines.iter().position(|e| e == address).ok_or_else(|| Undo(format!("the {side} {address} is no longer its group's primary")))
+    };
+    let (source, _) = (place(&m.source, "source")?, place(&m.target, "target")?);
     if let Some(s) = slots.iter().find(|&s| owner[s as usize] != source) {
         return Err(Undo(format!("slot {s} is no longer {}'s", m.source)));
     }
@@ -405,7 +487,8 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
     crash_point("handed-over");
     // 4: the map moves the slots; pushed to every proxy at once (the next reconcile pass
     // would too, within one interval).
-    db::switch_slots(&console.db, &slots.ranges(), target, m.id).await?;
+    let target_group = m.target_group.ok_or_else(|| Undo("its target group is unknown".into()))?;
+    db::switch_slots(&console.db, &slots.ranges(), target_group, m.id).await?;
     m.state = "switched".into();
     let errors = crate::reconcile::push_proxies(console).await;
     m.pause_ms = Some(held.elapsed().as_millis() as i64);
@@ -469,6 +552,11 @@ async fn finish(console: &Console, m: &mut SlotMove, job: &str) {
     let _ = db::update_move(&console.db, m).await;
     let password = console.config.engine_password.as_deref();
     loop {
+        // (The source group's primary of the moment: one promoted since the switch has the
+        // slots' keys by replication, not the job, and purges them.)
+        if let Ok((source, _)) = primaries(console, m).await {
+            m.source = source;
+        }
         let result: Result<bool, Undo> = async {
             let mut src = Node::engine(&m.source, password).await?;
             let st = src.json(&["TERRACE.MIGRATE", "STATUS"]).await?;

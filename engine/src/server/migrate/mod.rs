@@ -225,6 +225,12 @@ impl Worker<'_> {
         if self.srv.migration.take_abort() {
             return Err(JobError::Aborted);
         }
+        // A source that is no longer its group's primary (demoted, or its term lease ran
+        // out: paused or cut off while a replica was promoted) sends nothing more: a resumed
+        // job would copy stale keys over the new primary's attempt into the target.
+        if self.job.target.is_some() && (self.srv.replication.is_replica() || self.srv.replication.lease_lapsed()) {
+            return Err(JobError::Local("this engine is no longer its group's primary (its term lease ran out or it follows a master)".into()));
+        }
         Ok(())
     }
 
