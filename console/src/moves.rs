@@ -370,9 +370,10 @@ async fn drive(console: &Console, mut m: SlotMove) {
 }
 
 /// Whether an undone attempt was cut by a failover of either side: its groups' primaries
-/// changed since it began. While one of its engines does not answer, this waits as long as
-/// a failover takes for the coordinator to promote a replica (a group without one fails
-/// over never, and the attempt counts after that wait).
+/// changed since it began. While one of its engines does not serve as a primary (down, or
+/// restarted and waiting for its role), this waits as long as a failover takes for the
+/// coordinator to promote a replica (a group without one fails over never, and the
+/// attempt counts after that wait).
 async fn failed_over(console: &Console, m: &SlotMove) -> bool {
     let deadline = Instant::now() + console.config.failover_after + console.config.health * 4 + Duration::from_secs(1);
     let password = console.config.engine_password.as_deref();
@@ -382,14 +383,14 @@ async fn failed_over(console: &Console, m: &SlotMove) -> bool {
             Ok(_) => {}
             Err(_) => return false,
         }
+        // (A primary restarted fenced, waiting for its role, answers but is about to be
+        // replaced: it does not serve.)
         let bound = console.config.health.max(Duration::from_millis(200));
-        let answer = |address: String| async move {
-            match Node::engine_bounded(&address, password, bound).await {
-                Ok(mut n) => n.run::<String>(&["PING"]).await.is_ok(),
-                Err(_) => false,
-            }
+        let serves = |address: String| async move {
+            let Ok(mut n) = Node::engine_bounded(&address, password, bound).await else { return false };
+            n.info("replication").await.is_ok_and(|i| i.get("role").is_some_and(|r| r == "master") && !i.contains_key("terrace_waiting_for_role"))
         };
-        if Instant::now() >= deadline || (answer(m.source.clone()).await && answer(m.target.clone()).await) {
+        if Instant::now() >= deadline || (serves(m.source.clone()).await && serves(m.target.clone()).await) {
             return false;
         }
         tokio::time::sleep(console.config.health).await;

@@ -3,6 +3,7 @@
 pub mod burst;
 pub mod compress;
 pub mod compress_e2e;
+pub mod console_web;
 pub mod cost;
 mod faults;
 pub mod rebalance;

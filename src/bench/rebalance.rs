@@ -12,7 +12,6 @@
 //! The load's latency is measured from when a request was due (open loop, paced per
 //! connection), so a stall shows as the queue behind it, not as one slow request.
 
-use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 
+use super::console_web::Web;
 use super::resp_client::Client;
 
 #[derive(Args)]
@@ -446,7 +446,7 @@ fn run_terrace(args: &RebalanceArgs, value: &Arc<Vec<u8>>) -> anyhow::Result<Out
             .spawn()?,
     );
     wait_port(console_port)?;
-    let web = Web::login(console_port, console_pw)?;
+    let web = Web::login(&format!("127.0.0.1:{console_port}"), console_pw)?;
     load_data(&proxy, args.keys, value)?;
     let rate = match args.rate {
         0 => (capacity(&proxy, args.keys, value, args.clients)? / 2.0) as u64,
@@ -527,89 +527,4 @@ fn run_redis(args: &RebalanceArgs, value: &Arc<Vec<u8>>) -> anyhow::Result<Outco
         }
         Ok(Vec::new())
     })
-}
-
-/// The console's API as the benchmark uses it: a session (logged in through the form) and
-/// its CSRF token, over HTTP/1.1 on a fresh connection per request.
-struct Web {
-    port: u16,
-    cookie: String,
-    csrf: String,
-}
-
-impl Web {
-    fn login(port: u16, password: &str) -> anyhow::Result<Web> {
-        let mut web = Web { port, cookie: String::new(), csrf: String::new() };
-        let (_, page) = web.http("GET", "/login", None)?;
-        let csrf = csrf_of(&page)?;
-        let form = format!("csrf={csrf}&user=admin&password={password}");
-        let (status, _) = web.http("POST", "/login", Some(("application/x-www-form-urlencoded", &form)))?;
-        if status != 303 {
-            bail!("logging in to the console: {status}");
-        }
-        let (_, page) = web.http("GET", "/tokens", None)?;
-        web.csrf = csrf_of(&page)?;
-        Ok(web)
-    }
-
-    fn call(&self, method: &str, path: &str, json: &str) -> anyhow::Result<(u16, String)> {
-        let mut me = Web { port: self.port, cookie: self.cookie.clone(), csrf: self.csrf.clone() };
-        me.http(method, path, (!json.is_empty()).then_some(("application/json", json)))
-    }
-
-    fn http(&mut self, method: &str, path: &str, body: Option<(&str, &str)>) -> anyhow::Result<(u16, String)> {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
-        if !self.cookie.is_empty() {
-            req += &format!("Cookie: {}\r\nX-CSRF-Token: {}\r\n", self.cookie, self.csrf);
-        }
-        match body {
-            Some((kind, b)) => req += &format!("Content-Type: {kind}\r\nContent-Length: {}\r\n\r\n{b}", b.len()),
-            None => req += "\r\n",
-        }
-        s.write_all(req.as_bytes())?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw)?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status: u16 = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).context("an HTTP status")?;
-        for line in head.lines() {
-            if let Some(v) = line.strip_prefix("set-cookie: ").or_else(|| line.strip_prefix("Set-Cookie: ")) {
-                if let Some((name, value)) = v.split(';').next().and_then(|p| p.split_once('=')) {
-                    let mut jar: Vec<(String, String)> = self
-                        .cookie
-                        .split("; ")
-                        .filter_map(|c| c.split_once('='))
-                        .filter(|(n, _)| *n != name)
-                        .map(|(n, v)| (n.to_string(), v.to_string()))
-                        .collect();
-                    if !value.is_empty() {
-                        jar.push((name.to_string(), value.to_string()));
-                    }
-                    self.cookie = jar.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join("; ");
-                }
-            }
-        }
-        let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_string() };
-        Ok((status, body))
-    }
-}
-
-fn csrf_of(page: &str) -> anyhow::Result<String> {
-    let at = page.find("name=\"csrf\" value=\"").context("a form with a CSRF token")? + 19;
-    Ok(page[at..].split('"').next().unwrap_or_default().to_string())
-}
-
-/// A chunked HTTP body, joined.
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out += &rest[..n];
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }

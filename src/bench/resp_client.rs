@@ -59,6 +59,11 @@ impl Client {
         encode(&mut self.out, args);
         self.stream.write_all(&self.out)?;
         self.out.clear();
+        self.next_reply()
+    }
+
+    /// The next reply, decoded.
+    fn next_reply(&mut self) -> anyhow::Result<Reply> {
         loop {
             if let Some((reply, len)) = decode(&self.buf[self.start..self.end]) {
                 self.start += len;
@@ -83,6 +88,18 @@ impl Client {
             self.pending -= 1;
         }
         Ok(())
+    }
+
+    /// Sends the queued requests and answers their replies, decoded, in order.
+    pub fn flush_replies(&mut self) -> anyhow::Result<Vec<Reply>> {
+        self.stream.write_all(&self.out)?;
+        self.out.clear();
+        let mut replies = Vec::with_capacity(self.pending);
+        while self.pending > 0 {
+            replies.push(self.next_reply()?);
+            self.pending -= 1;
+        }
+        Ok(replies)
     }
 
     /// Sends one request and returns its reply's text (bulk or simple), None for nil.

@@ -8,7 +8,8 @@
 //! its term, or from its successor, and must survive. A transaction is whole or absent. A
 //! write the cluster refused (an error that says it did not run) is never found. A counter's
 //! value is handed out once and never goes back, but for a plain increment lost as above. A
-//! read of a confirmed key sees its value.
+//! read of a confirmed key sees its value. Keys written and confirmed before the load (a
+//! move scenario's) all hold their values; a slot move the scenario queued ends done.
 
 use std::collections::HashMap;
 
@@ -51,6 +52,8 @@ pub struct Verdict {
     pub counter_values_repeated: u64,
     pub counters_gone_back: u64,
     pub bad_reads: u64,
+    /// Slot moves that ended failed (a failover of either side must not fail a move).
+    pub moves_failed: u64,
     pub reads: u64,
     /// The longest time with no write acknowledged, from a second before the fault on.
     pub longest_outage_s: f64,
@@ -69,6 +72,7 @@ impl Verdict {
             + self.counter_values_repeated
             + self.counters_gone_back
             + self.bad_reads
+            + self.moves_failed
     }
 
     /// Violations other than lost writes: torn transactions, refused writes applied,
@@ -177,6 +181,26 @@ fn longest_outage(log: &Log, from: f64) -> f64 {
     longest
 }
 
+/// Keys written and confirmed by a replica before the load (`expected`: key → value): each
+/// missing or different one is a confirmed write lost.
+pub fn check_preloaded(v: &mut Verdict, expected: &[(String, String)], state: &HashMap<String, Option<String>>) {
+    for (key, value) in expected {
+        let held = state.get(key).cloned().flatten();
+        if held.as_deref() != Some(value.as_str()) {
+            v.lost_confirmed += 1;
+            v.example(format!("{key}, written and confirmed before the load, is {:?}", held.map(|h| h.chars().take(20).collect::<String>())));
+        }
+    }
+}
+
+/// A slot move the scenario queued ended in `state` (`done` unless it failed: `why`).
+pub fn check_move(v: &mut Verdict, state: &str, why: &str) {
+    if state != "done" {
+        v.moves_failed += 1;
+        v.example(format!("the slot move ended {state}: {why}"));
+    }
+}
+
 /// Every key the log names (transactions' second keys too): what to read at the end.
 pub fn keys_to_read(log: &Log) -> Vec<String> {
     let mut keys: Vec<String> = Vec::new();
@@ -213,6 +237,18 @@ mod tests {
 
     const KILL: Fault = Fault { at: 10.0, primary_lost: true };
     const NO_KILL: Fault = Fault { at: 10.0, primary_lost: false };
+
+    #[test]
+    fn preloaded_keys_must_all_hold_and_a_move_must_end_done() {
+        let expected = vec![("p:1".to_string(), "a".to_string()), ("p:2".to_string(), "b".to_string())];
+        let mut v = Verdict::default();
+        check_preloaded(&mut v, &expected, &state(&[("p:1", "a"), ("p:2", "b")]));
+        check_move(&mut v, "done", "");
+        assert_eq!(v.violations(), 0);
+        check_preloaded(&mut v, &expected, &state(&[("p:1", "a"), ("p:2", "stale")]));
+        check_move(&mut v, "failed", "the source group 1 is no longer in the slot map");
+        assert_eq!((v.lost_confirmed, v.moves_failed, v.violations(), v.other_violations()), (1, 1, 2, 1));
+    }
 
     #[test]
     fn a_confirmed_write_lost_is_a_violation_whenever_it_was_written() {

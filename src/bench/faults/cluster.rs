@@ -1,6 +1,8 @@
-//! The Terrace cluster a fault scenario runs on: four hosts — `console`, `proxy`, `e0` (the
-//! primary of all slots) and `r0` (its replica) — each running this binary's subcommand as
-//! an operator would: engines restarted after a crash with `--wait-for-role` (the fence
+//! The Terrace cluster a fault scenario runs on: the hosts `console`, `proxy`, `e0` (the
+//! primary of all slots) and `r0` (its replica) — with two groups, `e1` and `r1` too, each
+//! primary owning half the slots and the console moving slots slowly (`--move-rate`), so a
+//! fault lands in the middle of a move — each running this binary's subcommand as an
+//! operator would: engines restarted after a crash with `--wait-for-role` (the fence
 //! `terrace up` uses), the console checking every 200 ms and failing over after 1 s.
 
 use std::path::{Path, PathBuf};
@@ -13,26 +15,49 @@ const ENGINE_PORT: u16 = 7001;
 const PROXY_PORT: u16 = 6379;
 const CONSOLE_PORT: u16 = 8080;
 const PROXY_ADMIN_PASSWORD: &str = "faults-proxy-admin";
+pub const CONSOLE_ADMIN_PASSWORD: &str = "faults-console-admin";
+/// The primaries and their replicas, group by group.
+const GROUPS: [[&str; 2]; 2] = [["e0", "r0"], ["e1", "r1"]];
 
 pub struct Cluster {
     procs: Procs,
     exe: PathBuf,
     wal: bool,
+    groups: usize,
 }
 
 impl Cluster {
-    /// Starts the four hosts' processes (not yet settled: see `settled`).
-    pub fn start(dir: &Path, wal: bool, pin: Option<String>) -> anyhow::Result<Cluster> {
-        let procs = Procs::new(dir, &["console", "proxy", "e0", "r0"], pin)?;
-        let mut cluster = Cluster { procs, exe: std::env::current_exe()?, wal };
-        cluster.start_engine("e0", false)?;
-        cluster.start_engine("r0", false)?;
+    /// Starts the hosts' processes for `groups` (1 or 2) groups of a primary and a replica
+    /// (not yet settled: see `settled`).
+    pub fn start(dir: &Path, wal: bool, pin: Option<String>, groups: usize) -> anyhow::Result<Cluster> {
+        let groups = groups.clamp(1, GROUPS.len());
+        let mut hosts = vec!["console", "proxy"];
+        hosts.extend(GROUPS[..groups].iter().flatten());
+        let procs = Procs::new(dir, &hosts, pin)?;
+        let mut cluster = Cluster { procs, exe: std::env::current_exe()?, wal, groups };
+        for host in GROUPS[..groups].iter().flatten() {
+            cluster.start_engine(host, false)?;
+        }
         cluster.start_proxy()?;
         cluster.start_console()?;
         Ok(cluster)
     }
 
-    /// Starts engine `host` (`e0` or `r0`) on its data directory; `fenced` as a supervisor
+    /// The addresses of `hosts` on the engines' port, comma-separated.
+    fn engine_addrs(&self, hosts: impl Iterator<Item = &'static str>) -> String {
+        hosts.map(|h| self.procs.addr(h, ENGINE_PORT)).collect::<Vec<_>>().join(",")
+    }
+
+    fn primaries(&self) -> String {
+        self.engine_addrs(GROUPS[..self.groups].iter().map(|g| g[0]))
+    }
+
+    /// The console's address (host:port).
+    pub fn console_addr(&self) -> String {
+        self.procs.addr("console", CONSOLE_PORT)
+    }
+
+    /// Starts engine `host` (`e0`, `r0`, …) on its data directory; `fenced` as a supervisor
     /// restarts a replicated engine: serving nothing until the console gives it its role.
     fn start_engine(&mut self, host: &'static str, fenced: bool) -> anyhow::Result<()> {
         let ip = self.procs.ip(host);
@@ -52,7 +77,7 @@ impl Cluster {
     }
 
     fn start_proxy(&mut self) -> anyhow::Result<()> {
-        let (ip, engines) = (self.procs.ip("proxy"), self.procs.addr("e0", ENGINE_PORT));
+        let (ip, engines) = (self.procs.ip("proxy"), self.primaries());
         let port = PROXY_PORT.to_string();
         let args = ["proxy", "--bind", &ip, "--port", &port, "--memcache-port", "11211", "--engines", &engines, "--await-console"];
         self.procs.spawn("proxy", &self.exe, &args, &[("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)])?;
@@ -62,15 +87,20 @@ impl Cluster {
     /// Starts (or restarts, on its database) the console.
     fn start_console(&mut self) -> anyhow::Result<()> {
         let ip = self.procs.ip("console");
-        let (engines, replicas, proxies) = (self.procs.addr("e0", ENGINE_PORT), self.procs.addr("r0", ENGINE_PORT), self.procs.addr("proxy", PROXY_PORT));
+        let (engines, proxies) = (self.primaries(), self.procs.addr("proxy", PROXY_PORT));
+        let replicas = self.engine_addrs(GROUPS[..self.groups].iter().map(|g| g[1]));
         let db = self.procs.dir.join("console.db").to_string_lossy().into_owned();
         let port = CONSOLE_PORT.to_string();
         #[rustfmt::skip]
-        let args = [
+        let mut args = vec![
             "console", "--bind", &ip, "--port", &port, "--db", &db, "--engines", &engines, "--replicas", &replicas,
             "--proxies", &proxies, "--health-ms", "200", "--failover-after-ms", "1000", "--reconcile-ms", "300",
         ];
-        let env = [("TERRACE_ADMIN_PASSWORD", "faults-console-admin"), ("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)];
+        if self.groups > 1 {
+            // (Slow: a move of 2 MB takes about 5 s, so a fault lands in its copy.)
+            args.extend(["--move-rate", "400kb"]);
+        }
+        let env = [("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD), ("TERRACE_PROXY_ADMIN_PASSWORD", PROXY_ADMIN_PASSWORD)];
         self.procs.spawn("console", &self.exe, &args, &env)?;
         procs::wait_port(&self.procs.addr("console", CONSOLE_PORT))
     }
@@ -92,7 +122,11 @@ impl System for Cluster {
         }
     }
 
-    fn data_nodes(&self) -> [String; 2] {
-        [self.procs.addr("e0", ENGINE_PORT), self.procs.addr("r0", ENGINE_PORT)]
+    fn groups(&self) -> Vec<[String; 2]> {
+        GROUPS[..self.groups].iter().map(|g| g.map(|h| self.procs.addr(h, ENGINE_PORT))).collect()
+    }
+
+    fn console(&self) -> Option<String> {
+        Some(self.console_addr())
     }
 }

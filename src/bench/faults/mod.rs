@@ -9,6 +9,11 @@
 //! per scenario and round; `--json` prints one object per run for the CI test
 //! (`tests/faults.rs`). Exits with an error when any of Terrace's runs found a violation.
 //!
+//! The move scenarios run two groups (`e0`/`r0` and `e1`/`r1`, half the slots each) with
+//! keys written and confirmed before the load, and kill the source's or the target's
+//! primary in the middle of a slot move's copy: the move must end done, on the groups'
+//! new primaries, with every preloaded key.
+//!
 //! `--against-sentinel` runs the scenarios that exist there (a primary killed, paused, cut
 //! off) on redis-server with three redis-sentinel too (`sentinel`), alternating with
 //! Terrace's runs, every process pinned to core 0 with `--pin`: the same workload and
@@ -19,6 +24,7 @@ mod cluster;
 mod netns;
 mod procs;
 mod sentinel;
+mod slot_move;
 mod workload;
 
 use std::collections::HashMap;
@@ -40,13 +46,19 @@ trait System {
     fn procs(&mut self) -> &mut Procs;
     /// Starts a killed process again as its supervisor would.
     fn restart(&mut self, host: &'static str) -> anyhow::Result<()>;
-    /// The two data nodes' addresses (the primary's and the replica's at the start).
-    fn data_nodes(&self) -> [String; 2];
+    /// The data nodes' addresses, group by group (the primary's and the replica's at the
+    /// start).
+    fn groups(&self) -> Vec<[String; 2]>;
+    /// The console's address, where there is one.
+    fn console(&self) -> Option<String> {
+        None
+    }
 
-    /// Waits until one primary and one replica following it take confirmed writes.
+    /// Waits until each group is one primary and one replica following it, and takes
+    /// confirmed writes.
     fn settled(&self, within: Duration) -> anyhow::Result<()> {
-        let ([e0, r0], target) = (self.data_nodes(), self.target());
-        procs::wait_until(within, || procs::one_primary_one_replica([&e0, &r0], &target))
+        let (groups, target) = (self.groups(), self.target());
+        procs::wait_until(within, || procs::groups_settled(&groups, &target))
     }
 
     /// Each key's value, read as clients read it.
@@ -58,7 +70,8 @@ trait System {
 #[derive(Args)]
 pub struct FaultsArgs {
     /// Scenarios to run, comma-separated [default: all]: kill-primary, pause-primary,
-    /// partition-primary, partition-proxy, partition-console, kill-console, kill-both-wal.
+    /// partition-primary, partition-proxy, partition-console, kill-console, kill-both-wal,
+    /// move-kill-source, move-kill-target.
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<String>,
     /// Runs of each scenario.
@@ -105,9 +118,13 @@ enum Scenario {
     KillConsole,
     /// `--wal always` on both engines, both killed at once and restarted fenced.
     KillBothWal,
+    /// Two groups; the source group's primary killed (restarted fenced) mid-move.
+    MoveKillSource,
+    /// Two groups; the target group's primary killed (restarted fenced) mid-move.
+    MoveKillTarget,
 }
 
-const ALL: [Scenario; 7] = [
+const ALL: [Scenario; 9] = [
     Scenario::KillPrimary,
     Scenario::PausePrimary,
     Scenario::PartitionPrimary,
@@ -115,6 +132,8 @@ const ALL: [Scenario; 7] = [
     Scenario::PartitionConsole,
     Scenario::KillConsole,
     Scenario::KillBothWal,
+    Scenario::MoveKillSource,
+    Scenario::MoveKillTarget,
 ];
 
 impl Scenario {
@@ -127,12 +146,40 @@ impl Scenario {
             Scenario::PartitionConsole => "partition-console",
             Scenario::KillConsole => "kill-console",
             Scenario::KillBothWal => "kill-both-wal",
+            Scenario::MoveKillSource => "move-kill-source",
+            Scenario::MoveKillTarget => "move-kill-target",
         }
+    }
+
+    /// The engine groups it runs on.
+    fn groups(self) -> usize {
+        if self.moves() {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn moves(self) -> bool {
+        matches!(self, Scenario::MoveKillSource | Scenario::MoveKillTarget)
+    }
+
+    /// Whether redis-server with Sentinel has it too (one primary lost, no WAL, no move).
+    fn on_sentinel(self) -> bool {
+        self.loses_a_primary() && self != Scenario::KillBothWal && !self.moves()
     }
 
     /// Whether the fault takes a primary away (its unreplicated plain writes may go).
     fn loses_a_primary(self) -> bool {
-        matches!(self, Scenario::KillPrimary | Scenario::PausePrimary | Scenario::PartitionPrimary | Scenario::KillBothWal)
+        matches!(
+            self,
+            Scenario::KillPrimary
+                | Scenario::PausePrimary
+                | Scenario::PartitionPrimary
+                | Scenario::KillBothWal
+                | Scenario::MoveKillSource
+                | Scenario::MoveKillTarget
+        )
     }
 }
 
@@ -164,14 +211,14 @@ pub fn run(args: FaultsArgs) -> anyhow::Result<()> {
     }
     for round in 1..=args.rounds {
         for (&scenario, system) in scenarios.iter().flat_map(|s| {
-            let sentinel = args.against_sentinel && s.loses_a_primary() && *s != Scenario::KillBothWal;
+            let sentinel = args.against_sentinel && s.on_sentinel();
             std::iter::once((s, "terrace")).chain(sentinel.then_some((s, "redis-sentinel")))
         }) {
             let dir = args.dir.join(format!("{system}-{}-{round}", scenario.name()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
             let run = if system == "terrace" {
-                let mut cluster = Cluster::start(&dir, scenario == Scenario::KillBothWal, args.pin.clone())?;
+                let mut cluster = Cluster::start(&dir, scenario == Scenario::KillBothWal, args.pin.clone(), scenario.groups())?;
                 run_one(&mut cluster, system, scenario, round, &args, &dir)?
             } else {
                 let mut sentinels = Sentinels::start(&dir, args.pin.clone(), &args.redis_server, &args.redis_sentinel)?;
@@ -254,6 +301,7 @@ fn names() -> String {
 
 fn run_one(cluster: &mut dyn System, system: &'static str, scenario: Scenario, round: usize, args: &FaultsArgs, dir: &std::path::Path) -> anyhow::Result<Run> {
     cluster.settled(Duration::from_secs(60))?;
+    let preloaded = if scenario.moves() { slot_move::preload(&cluster.target())? } else { Vec::new() };
     let epoch = Instant::now();
     let load = workload::start(&cluster.target(), args.writers, epoch);
     std::thread::sleep(Duration::from_millis(1500));
@@ -261,6 +309,7 @@ fn run_one(cluster: &mut dyn System, system: &'static str, scenario: Scenario, r
     // When the fault took effect (set just after the kill, signal or link change).
     let began = || epoch.elapsed().as_secs_f64();
     let at;
+    let mut queued_move = None;
     match scenario {
         Scenario::KillPrimary => {
             cluster.procs().kill("e0")?;
@@ -299,16 +348,38 @@ fn run_one(cluster: &mut dyn System, system: &'static str, scenario: Scenario, r
             std::thread::sleep(length);
             cluster.restart("console")?;
         }
+        Scenario::MoveKillSource | Scenario::MoveKillTarget => {
+            // The first group's slots (the first half) to the second group.
+            let console = cluster.console().ok_or_else(|| anyhow::anyhow!("a move scenario needs a console"))?;
+            let groups = cluster.groups();
+            let (source, target) = (&groups[0][0], &groups[1][0]);
+            let moving = slot_move::Move::queue(&console, cluster::CONSOLE_ADMIN_PASSWORD, source, target, "0-8191")?;
+            moving.wait_copying(1000, Duration::from_secs(60))?;
+            let host = if scenario == Scenario::MoveKillSource { "e0" } else { "e1" };
+            cluster.procs().kill(host)?;
+            at = began();
+            std::thread::sleep(Duration::from_millis(300));
+            cluster.restart(host)?;
+            queued_move = Some(moving);
+        }
     }
+    // (A move ends before the cluster counts as settled: it is part of the recovery.)
+    let ended = queued_move.as_ref().map(|m| m.wait_ended(Duration::from_secs(120))).transpose();
     let settled = cluster.settled(Duration::from_secs(60));
     let settled_after_s = epoch.elapsed().as_secs_f64() - at;
     // A second of load on the settled cluster, then the reading.
     std::thread::sleep(Duration::from_secs(1));
     let log = load.stop();
     settled?;
-    let keys = check::keys_to_read(&log);
+    let ended = ended?;
+    let mut keys = check::keys_to_read(&log);
+    keys.extend(preloaded.iter().map(|(k, _)| k.clone()));
     let state: HashMap<String, Option<String>> = cluster.read_all(&keys)?;
-    let verdict = check::check(&log, &state, Fault { at, primary_lost: scenario.loses_a_primary() });
+    let mut verdict = check::check(&log, &state, Fault { at, primary_lost: scenario.loses_a_primary() });
+    check::check_preloaded(&mut verdict, &preloaded, &state);
+    if let Some((state, why)) = ended {
+        check::check_move(&mut verdict, &state, &why);
+    }
     // The log beside the nodes' (kept when the run found a violation).
     let lines: Vec<String> = log.ops.iter().map(|o| format!("{:.3} {:.3} {:?} {} {} {:?}", o.start, o.end, o.kind, o.key, o.value, o.outcome)).collect();
     std::fs::write(dir.join("ops.log"), lines.join("\n") + &format!("\nfault at {at:.3}\n"))?;

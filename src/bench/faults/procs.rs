@@ -106,24 +106,45 @@ pub fn wait_until(within: Duration, mut check: impl FnMut() -> anyhow::Result<()
     bail!("not settled within {within:?}: {last}")
 }
 
-/// Whether the two servers at `addrs` are one primary and one replica following it, and a
-/// write through `target` is confirmed by the replica.
-pub fn one_primary_one_replica(addrs: [&str; 2], target: &Target) -> anyhow::Result<()> {
-    let roles: Vec<(String, String)> = addrs.iter().map(|a| role(a)).collect::<anyhow::Result<_>>()?;
-    let masters = roles.iter().filter(|(r, _)| r == "master").count();
-    let following = roles.iter().filter(|(r, link)| r == "slave" && link == "up").count();
-    if (masters, following) != (1, 1) {
-        bail!("roles {roles:?}");
+/// Whether each group's two servers are one primary and one replica following it, and a
+/// write through `target` to each group's first slots is confirmed by a replica.
+pub fn groups_settled(groups: &[[String; 2]], target: &Target) -> anyhow::Result<()> {
+    for group in groups {
+        let roles: Vec<(String, String)> = group.iter().map(|a| role(a)).collect::<anyhow::Result<_>>()?;
+        let masters = roles.iter().filter(|(r, _)| r == "master").count();
+        let following = roles.iter().filter(|(r, link)| r == "slave" && link == "up").count();
+        if (masters, following) != (1, 1) {
+            bail!("roles of {group:?}: {roles:?}");
+        }
     }
     let mut c = target.connect()?;
-    match c.request(&[b"SET", b"faults:probe", b"1"])? {
-        Reply::Status(_) => {}
-        other => bail!("SET: {other:?}"),
+    for key in probe_keys(groups.len()) {
+        match c.request(&[b"SET", key.as_bytes(), b"1"])? {
+            Reply::Status(_) => {}
+            other => bail!("SET {key}: {other:?}"),
+        }
+        match c.request(&[b"WAIT", b"1", b"1000"])? {
+            Reply::Int(n) if n >= 1 => {}
+            other => bail!("WAIT after SET {key}: {other:?}"),
+        }
     }
-    match c.request(&[b"WAIT", b"1", b"1000"])? {
-        Reply::Int(n) if n >= 1 => Ok(()),
-        other => bail!("WAIT: {other:?}"),
+    Ok(())
+}
+
+/// A key in each of `groups` equal shares of the slots (the map a console starts with).
+fn probe_keys(groups: usize) -> Vec<String> {
+    let share = terrace_commands::slots::SLOTS / groups.max(1);
+    let mut keys = vec![String::new(); groups];
+    let mut n = 0;
+    while keys.iter().any(String::is_empty) {
+        let key = format!("faults:probe:{n}");
+        let group = (terrace_commands::slots::key_slot(key.as_bytes()) as usize / share).min(groups - 1);
+        if keys[group].is_empty() {
+            keys[group] = key;
+        }
+        n += 1;
     }
+    keys
 }
 
 /// A server's role and, for a replica, its link to the master (INFO replication).

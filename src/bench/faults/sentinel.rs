@@ -87,7 +87,7 @@ impl System for Sentinels {
         self.start_server(host)
     }
 
-    fn data_nodes(&self) -> [String; 2] {
-        [self.procs.addr("e0", PORT), self.procs.addr("r0", PORT)]
+    fn groups(&self) -> Vec<[String; 2]> {
+        vec![[self.procs.addr("e0", PORT), self.procs.addr("r0", PORT)]]
     }
 }
