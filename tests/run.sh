@@ -17,6 +17,7 @@ command -v chromedriver >/dev/null 2>&1 || apt_missing+=(chromium-driver)
 command -v openssl >/dev/null 2>&1 || apt_missing+=(openssl)
 command -v adduser >/dev/null 2>&1 || apt_missing+=(adduser)
 command -v ip >/dev/null 2>&1 || apt_missing+=(iproute2)
+command -v etcd >/dev/null 2>&1 || apt_missing+=(etcd-server)
 if ((${#apt_missing[@]})); then
   echo "tests/run.sh: installing ${apt_missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -32,6 +33,8 @@ fi
 # adduser is what the Debian package's postinst makes its system user with.
 # iproute2's ip makes the fault suite's hosts (tests/faults.rs): network namespaces, veth
 # pairs and a bridge, made and removed by the test (CI runs as root).
+# etcd-server's etcd backs etcd/tests/etcd_e2e.rs (a member of its own per test, in a
+# temporary directory on free ports; the package's own service is not used).
 
 tests/compat/setup-redis-py.sh
 tests/compat/setup-pymemcache.sh
