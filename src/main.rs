@@ -244,6 +244,9 @@ struct ProxyArgs {
     /// A console manages this proxy: hold every request until its first topology arrives [env: TERRACE_PROXY_AWAIT_CONSOLE] [default: false]
     #[arg(long)]
     await_console: bool,
+    /// etcd endpoints, comma-separated host:port: take the topology from etcd (watched; the last one kept while etcd is unreachable), not from the console's pushes [env: TERRACE_PROXY_ETCD] [default: none]
+    #[arg(long)]
+    etcd: Option<String>,
     /// Port for Redis clients over TLS, beside --port [env: TERRACE_PROXY_TLS_PORT] [default: off]
     #[arg(long)]
     tls_port: Option<u16>,
@@ -288,6 +291,7 @@ impl ProxyArgs {
             timeout_ms: self.timeout_ms,
             cluster_nodes: self.cluster_nodes.map(|e| terrace_proxy::config::split_list(&e)),
             await_console: self.await_console.then_some(true),
+            etcd: self.etcd.map(|e| terrace_proxy::config::split_list(&e)),
             tls_port: self.tls_port,
             memcache_tls_port: self.memcache_tls_port,
             tls_cert_file: self.tls_cert_file,

@@ -7,6 +7,7 @@
 //! - `election`: one leader among candidates, on a key held with a lease; the leader's term
 //!   is the key's create revision, which its writes compare, so a deposed leader's writes
 //!   fail.
+//! - `testing`: an etcd member of its own, for tests.
 //!
 //! Written by hand over etcd's JSON gateway (`/v3/…`, documented since etcd 3.4) rather
 //! than with a gRPC client crate: `etcd-client` generates its code with `protoc` at build
@@ -16,7 +17,12 @@
 
 mod client;
 mod election;
+pub mod testing;
 mod watch;
+
+/// Where the coordinating console publishes the proxies' topology (the document of
+/// `TERRACE.TOPOLOGY SET`); proxies with the `etcd` setting watch it.
+pub const TOPOLOGY_KEY: &str = "/terrace/topology";
 
 pub use client::{Client, Compare, KeyValue, Op, TxnOutcome};
 pub use election::{Election, Leadership};

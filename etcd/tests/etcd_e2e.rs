@@ -1,59 +1,23 @@
 //! The etcd client and the election against a real etcd (Debian's `etcd-server`, started
 //! here in a temporary directory on free ports; tests/run.sh installs it).
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use terrace_etcd::testing::Member;
 use terrace_etcd::{Client, Compare, Election, Event, Op, Watch};
 
-/// One etcd member of its own.
-struct Etcd {
-    child: Child,
-    dir: std::path::PathBuf,
-    port: u16,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
+/// A member of its own, and a client of it.
+struct Etcd(Member);
 
 impl Etcd {
     fn start() -> Etcd {
-        let dir = std::env::temp_dir().join(format!("terrace-etcd-{}-{}", std::process::id(), free_port()));
-        let (port, peer) = (free_port(), free_port());
-        let client_url = format!("http://127.0.0.1:{port}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new("etcd")
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args(["--name", "t", "--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url, "--initial-cluster", &format!("t={peer_url}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start etcd (Debian's etcd-server; tests/run.sh installs it)");
-        let etcd = Etcd { child, dir, port };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "etcd did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        etcd
+        Etcd(Member::start())
     }
 
     fn client(&self) -> Arc<Client> {
-        Arc::new(Client::new(&[format!("127.0.0.1:{}", self.port)], Duration::from_secs(2)).unwrap())
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        Arc::new(Client::new(&[self.0.endpoint()], Duration::from_secs(2)).unwrap())
     }
 }
 
@@ -180,7 +144,7 @@ impl Link {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_and_a_takeover_when_it_is_cut_off() {
     let etcd = Etcd::start();
-    let (link_a, link_b) = (Link::to(etcd.port).await, Link::to(etcd.port).await);
+    let (link_a, link_b) = (Link::to(etcd.0.port).await, Link::to(etcd.0.port).await);
     let ttl = Duration::from_secs(2);
     let a = Election::start(link_a.client(), "/terrace/leader", "console-a:8080", ttl);
     let b = Election::start(link_b.client(), "/terrace/leader", "console-b:8080", ttl);

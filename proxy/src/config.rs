@@ -107,6 +107,9 @@ pub struct ProxySettings {
     /// A console manages this proxy: every slot waits (requests are held, not answered from
     /// a stale map) until the console's first topology arrives.
     pub await_console: Option<bool>,
+    /// etcd endpoints (`host:port`): the topology is taken from etcd — watched, the last one
+    /// kept while etcd cannot be reached — not from the console's pushes.
+    pub etcd: Option<Vec<String>>,
     /// How long a request waits for a held slot (a move's pause, `await_console`) before it
     /// is answered `TRYAGAIN` (default 40 s).
     pub held_slot_limit_ms: Option<u64>,
@@ -173,6 +176,7 @@ impl ProxySettings {
             slots: self.slots.or(other.slots),
             cluster_nodes: self.cluster_nodes.or(other.cluster_nodes),
             await_console: self.await_console.or(other.await_console),
+            etcd: self.etcd.or(other.etcd),
             held_slot_limit_ms: self.held_slot_limit_ms.or(other.held_slot_limit_ms),
             replicas: self.replicas.or(other.replicas),
             tenants: self.tenants.or(other.tenants),
@@ -224,6 +228,7 @@ impl ProxySettings {
             tls_client_cert_file: var("TERRACE_PROXY_TLS_CLIENT_CERT_FILE").map(std::path::PathBuf::from),
             tls_client_key_file: var("TERRACE_PROXY_TLS_CLIENT_KEY_FILE").map(std::path::PathBuf::from),
             await_console: terrace_commands::settings::env_flag("TERRACE_PROXY_AWAIT_CONSOLE")?,
+            etcd: var("TERRACE_PROXY_ETCD").map(|s| split_list(&s)),
             ..Default::default()
         })
     }
@@ -410,6 +415,7 @@ impl ProxySettings {
             slot_map,
             cluster_nodes,
             await_console: self.await_console.unwrap_or(false),
+            etcd: self.etcd.unwrap_or_default(),
             held_slot_limit: Duration::from_millis(held_slot_limit_ms),
             replicas,
             reload_from: None,
@@ -471,6 +477,8 @@ pub struct ProxyConfig {
     pub cluster_nodes: Vec<String>,
     /// Hold every slot until the console's first topology (`await_console`).
     pub await_console: bool,
+    /// etcd endpoints the topology is watched at (empty: the console pushes it).
+    pub etcd: Vec<String>,
     /// How long a request waits for a held slot before it is answered `TRYAGAIN`.
     pub held_slot_limit: Duration,
     /// Each engine's replicas (by engine index; shorter than `engines` when the last have none).

@@ -13,6 +13,7 @@
 mod backend;
 mod blocking;
 pub mod config;
+mod etcd_watch;
 pub mod frontend;
 pub mod hold;
 pub mod merge;

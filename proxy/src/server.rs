@@ -140,6 +140,9 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
                 }
             });
         }
+        if !sh.config.etcd.is_empty() {
+            tokio::spawn(crate::etcd_watch::run(sh.clone()));
+        }
         // INFO's instantaneous_ops_per_sec: the command counter sampled every 100 ms.
         {
             let sh = sh.clone();

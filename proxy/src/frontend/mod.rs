@@ -271,10 +271,19 @@ impl Shared {
         self.topology_changed.notify_one();
     }
 
-    /// `TERRACE.TOPOLOGY SET`: replaces engines, slot map and tenants with the document's (a
-    /// JSON `TopologyDocument`), validated as the configuration file is; an invalid document
-    /// changes nothing. Answers the digest the document is known by.
+    /// `TERRACE.TOPOLOGY SET`: a console's push of `install_document`. A proxy that takes
+    /// its topology from etcd refuses it: one source, in one order.
     pub fn set_topology(&self, json: &[u8]) -> Result<String, String> {
+        if !self.config.etcd.is_empty() {
+            return Err("this proxy takes its topology from etcd (etcd setting); publish it there".into());
+        }
+        self.install_document(json)
+    }
+
+    /// Replaces engines, slot map and tenants with the document's (a JSON
+    /// `TopologyDocument`), validated as the configuration file is; an invalid document
+    /// changes nothing. Answers the digest the document is known by.
+    pub fn install_document(&self, json: &[u8]) -> Result<String, String> {
         let doc: TopologyDocument = serde_json::from_slice(json).map_err(|e| format!("invalid topology document: {e}"))?;
         let settings = crate::config::ProxySettings {
             engines: Some(doc.engines),
@@ -293,7 +302,7 @@ impl Shared {
         self.install(&fresh);
         // The console's first topology: whatever waited for it routes with it now.
         self.holds.pushed();
-        tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), %digest, "topology set by an admin");
+        tracing::info!(engines = ?fresh.engines, tenants = fresh.tenants.len(), %digest, "topology set (by an admin or from etcd)");
         *self.pushed.lock() = Some(digest.clone());
         Ok(digest)
     }
