@@ -163,6 +163,12 @@ struct ConsoleArgs {
     /// Reach engines and proxies over TLS (their addresses are their TLS ports) [env: TERRACE_CONSOLE_TLS_NODES] [default: false]
     #[arg(long)]
     tls_nodes: bool,
+    /// etcd endpoints, comma-separated host:port: the coordinator is elected there and publishes the proxies' topology there [env: TERRACE_CONSOLE_ETCD] [default: none: this console coordinates alone]
+    #[arg(long)]
+    etcd: Option<String>,
+    /// The address operators and other consoles reach this console at, host:port, as the topology's "coordinator" names it [env: TERRACE_CONSOLE_ADVERTISE] [default: the address it listens on]
+    #[arg(long)]
+    advertise: Option<String>,
     /// TOML configuration file; its [console] table is read.
     #[arg(long, env = "TERRACE_CONFIG")]
     config: Option<PathBuf>,
@@ -192,6 +198,8 @@ impl ConsoleArgs {
             tls_client_cert_file: self.tls_client_cert_file,
             tls_client_key_file: self.tls_client_key_file,
             tls_nodes: self.tls_nodes.then_some(true),
+            etcd: self.etcd.map(list),
+            advertise: self.advertise,
             ..Default::default()
         };
         let file = match &self.config {

@@ -65,3 +65,88 @@ async fn a_proxy_follows_the_topology_in_etcd_and_keeps_it_while_etcd_is_down() 
     q::<()>(&mut c, &["SET", "later", "1"]);
     assert_eq!(q::<i64>(&mut b.client(), &["EXISTS", "later"]), 1, "the valid topology stays in force");
 }
+
+/// The console's address as its URL names it (what `coordinator` says without --advertise).
+fn address_of(console: &Console) -> String {
+    console.url.trim_start_matches("http://").to_string()
+}
+
+async fn topology(web: &reqwest::Client, console: &Console) -> serde_json::Value {
+    web.get(format!("{}/api/v1/topology", console.url)).send().await.unwrap().json().await.unwrap()
+}
+
+/// A console with `--etcd` is elected coordinator, names itself so, and publishes the
+/// proxies' topology in etcd, where a proxy with `--etcd` takes it: the first map, a
+/// tenant, a failover's new map. A console with another database stands by: it names the
+/// coordinator, refuses changes, and never takes over, even once the coordinator is gone
+/// (its state is not the cluster's); the coordinator restarted on its database leads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_on_etcd_coordinates_and_publishes_and_a_stranger_stands_by() {
+    use reqwest::{Method, StatusCode};
+    let (a, ra) = (Engine::start(&[]), Engine::start(&[]));
+    let etcd = Member::start();
+    let endpoint = etcd.endpoint();
+    let proxy = Proxy::start_admin_on_with(free_port(), &[&a], &["--etcd", &endpoint, "--await-console"]);
+    let replicas = format!("127.0.0.1:{}", ra.port);
+    let flags = ["--etcd", endpoint.as_str(), "--replicas", replicas.as_str(), "--health-ms", "200", "--failover-after-ms", "1000"];
+    let dir = temp_dir("console-etcd");
+    let console = Console::start_in(dir.clone(), &[&a], &[&proxy], &flags, &[]);
+    let (web, csrf) = console_api::login(&console.url).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while topology(&web, &console).await["coordinator"] != address_of(&console).as_str() {
+        assert!(std::time::Instant::now() < deadline, "the console is not named coordinator: {}", topology(&web, &console).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The map reaches the proxy through etcd; so does a tenant.
+    let mut c = proxy.client();
+    eventually(15, "the proxy routes by the published map", || redis::cmd("SET").arg("k").arg("1").query::<()>(&mut c).is_ok());
+    let token = console_api::token(&web, &console.url, &csrf, "etcd").await;
+    let (status, body) =
+        console_api::api(Method::POST, format!("{}/api/v1/tenants", console.url), &token, Some(serde_json::json!({"name": "shop", "password": "pw"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    eventually(15, "the tenant reaches the proxy", || {
+        let mut t = proxy.client();
+        redis::cmd("AUTH").arg("shop").arg("pw").query::<()>(&mut t).is_ok()
+    });
+    // A failover's map too: the primary dies, its replica is promoted and written to.
+    eventually(20, "the replica follows", || q::<String>(&mut ra.client(), &["INFO", "replication"]).contains("master_link_status:up"));
+    let mut a = a;
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    eventually(30, "writes reach the promoted replica through the proxy", || {
+        redis::cmd("SET").arg("after").arg("1").query::<()>(&mut c).is_ok() && q::<i64>(&mut ra.client(), &["EXISTS", "after"]) == 1
+    });
+
+    // A console with another database stands by.
+    let stranger = Console::start_with(&[&ra], &[&proxy], &["--etcd", &endpoint]);
+    let (web2, _) = console_api::login(&stranger.url).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let t = topology(&web2, &stranger).await;
+        if t["coordinator"] == address_of(&console).as_str() && t["standby"].as_str().is_some_and(|s| s.contains("another console database")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the stranger does not stand by: {t}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let refused = web2.post(format!("{}/api/v1/tenants", stranger.url)).json(&serde_json::json!({"name": "x", "password": "pw"})).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE, "a standby refuses changes");
+    // The coordinator dies (its database kept): the stranger never takes over; the proxy
+    // keeps its map (reads are served; writes wait for a coordinator to renew the lease).
+    let mut console = console;
+    let _ = console.child.kill();
+    let _ = console.child.wait();
+    std::mem::forget(console);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let t = topology(&web2, &stranger).await;
+    assert!(t["coordinator"].is_null(), "nobody coordinates, the stranger least: {t}");
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "after"]).as_deref(), Some("1"));
+    // Back on its database, the coordinator leads again.
+    let console = Console::start_in(dir, &[&ra], &[&proxy], &["--etcd", &endpoint], &[]);
+    let (web, _) = console_api::login(&console.url).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while topology(&web, &console).await["coordinator"] != address_of(&console).as_str() {
+        assert!(std::time::Instant::now() < deadline, "the restarted console does not coordinate: {}", topology(&web, &console).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

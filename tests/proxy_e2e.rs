@@ -890,7 +890,10 @@ fn terrace_up_with_replicas_fails_over_a_primary_that_died() {
             // shutdown.)
             Err(e) => {
                 let text = e.to_string().to_lowercase();
-                assert!(text.contains("tryagain") || text.contains("unavailable after the request was sent") || e.is_connection_dropped() || e.is_io_error(), "{e}")
+                assert!(
+                    text.contains("tryagain") || text.contains("unavailable after the request was sent") || e.is_connection_dropped() || e.is_io_error(),
+                    "{e}"
+                )
             }
         }
         assert!(Instant::now() < deadline, "no failover");

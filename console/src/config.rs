@@ -64,6 +64,12 @@ pub struct ConsoleSettings {
     /// The console's links to engines and proxies over TLS (their addresses are their TLS
     /// ports).
     pub tls_nodes: Option<bool>,
+    /// etcd endpoints (`host:port`): the coordinator is elected there and publishes the
+    /// proxies' topology there (proxies with their own `etcd` setting watch it).
+    pub etcd: Option<Vec<String>>,
+    /// The address operators and the other consoles reach this one at (`host:port`; default
+    /// `bind:port`): what `coordinator` names.
+    pub advertise: Option<String>,
 }
 
 impl ConsoleSettings {
@@ -92,6 +98,8 @@ impl ConsoleSettings {
             tls_client_cert_file: self.tls_client_cert_file.or(other.tls_client_cert_file),
             tls_client_key_file: self.tls_client_key_file.or(other.tls_client_key_file),
             tls_nodes: self.tls_nodes.or(other.tls_nodes),
+            etcd: self.etcd.or(other.etcd),
+            advertise: self.advertise.or(other.advertise),
         }
     }
 
@@ -125,6 +133,8 @@ impl ConsoleSettings {
             tls_client_cert_file: var("TERRACE_CONSOLE_TLS_CLIENT_CERT_FILE").map(PathBuf::from),
             tls_client_key_file: var("TERRACE_CONSOLE_TLS_CLIENT_KEY_FILE").map(PathBuf::from),
             tls_nodes: terrace_commands::settings::env_flag("TERRACE_CONSOLE_TLS_NODES")?,
+            etcd: var("TERRACE_CONSOLE_ETCD").map(list),
+            advertise: var("TERRACE_CONSOLE_ADVERTISE"),
         })
     }
 
@@ -146,6 +156,11 @@ impl ConsoleSettings {
         check("engines", &engines)?;
         if engines.is_empty() || engines.len() > 1024 {
             return Err(invalid("engines", "between 1 and 1024 engines"));
+        }
+        let etcd = self.etcd.unwrap_or_default();
+        check("etcd", &etcd)?;
+        if let Some(a) = &self.advertise {
+            check("advertise", std::slice::from_ref(a))?;
         }
         let proxies = self.proxies.unwrap_or_else(|| vec!["127.0.0.1:6379".into()]);
         check("proxies", &proxies)?;
@@ -245,6 +260,8 @@ impl ConsoleSettings {
             move_pace,
             launcher: Launch::default(),
             own_proxies: false,
+            etcd,
+            advertise: self.advertise,
         })
     }
 }
@@ -303,6 +320,10 @@ pub struct ConsoleConfig {
     pub launcher: Launch,
     /// The proxies are `proxies` at every start, not only the first (`terrace up`).
     pub own_proxies: bool,
+    /// etcd endpoints (empty: this console coordinates alone, its database the store).
+    pub etcd: Vec<String>,
+    /// What `coordinator` names this console as (None: the address it listens on).
+    pub advertise: Option<String>,
 }
 
 /// Whether `u` parses as a URL with a host.

@@ -132,7 +132,10 @@ pub(crate) async fn event(console: &Console, kind: &str, message: String) {
 pub async fn run(console: Arc<Console>) {
     let mut seen: HashMap<usize, Seen> = HashMap::new();
     loop {
-        if let Err(e) = tick(&console, &mut seen).await {
+        if !console.coordination.leading() {
+            // (What it saw as a standby is stale once it coordinates.)
+            seen.clear();
+        } else if let Err(e) = tick(&console, &mut seen).await {
             tracing::warn!(error = %e, "coordinator");
         }
         tokio::time::sleep(console.config.health).await;

@@ -99,8 +99,10 @@ const RENEWAL: Duration = Duration::from_millis(400);
 /// `health_ms`, all at once.
 pub async fn run(console: Arc<Console>) {
     loop {
-        if let Err(e) = renew_all(&console).await {
-            tracing::warn!(error = %e, "lease renewal");
+        if console.coordination.leading() {
+            if let Err(e) = renew_all(&console).await {
+                tracing::warn!(error = %e, "lease renewal");
+            }
         }
         tokio::time::sleep(console.config.health).await;
     }

@@ -1,5 +1,6 @@
 //! Terrace console: the control plane. It keeps tenants and the slot map in its SQLite
-//! database, pushes them to proxies and engines and keeps them there (`reconcile`), keeps
+//! database, pushes them to proxies and engines and keeps them there (`reconcile`; with
+//! etcd, elected coordinator and publishing the proxies' topology there: `coordination`), keeps
 //! replicas following their primaries and fails a primary over to its best replica
 //! (`failover`), moves slots between engines to grow and shrink online (`moves`), and serves the operators' pages and the REST API (`web`): tenants,
 //! retraining, the cost advisor, the topology and its events.
@@ -11,6 +12,7 @@ pub mod auth;
 mod browse;
 mod charts;
 pub mod config;
+pub mod coordination;
 pub mod db;
 pub mod engines;
 pub mod failover;
@@ -56,6 +58,8 @@ pub struct Console {
     pub dummy_hash: String,
     /// The term leases given to replicated primaries (`lease`).
     pub leases: lease::Leases,
+    /// Whether this console coordinates (alone, or elected on etcd).
+    pub coordination: coordination::Coordination,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +72,8 @@ pub enum ConsoleError {
     Bind { addr: String, error: std::io::Error },
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("etcd: {0}")]
+    Etcd(#[from] terrace_etcd::EtcdError),
 }
 
 /// What a started console tells whoever started it.
@@ -102,6 +108,12 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         let admin_password = auth::ensure_admin(&db, config.admin_password.as_deref()).await?;
         let dummy_hash = tokio::task::spawn_blocking(|| auth::hash_password(&auth::random_hex(16))).await.expect("hashing does not panic");
         let config_lease = config.lease;
+        let me = config.advertise.clone().unwrap_or_else(|| local.to_string());
+        let coordination = if config.etcd.is_empty() {
+            coordination::Coordination::alone(me)
+        } else {
+            coordination::Coordination::on_etcd(me, &config.etcd, db::database_id(&db).await?)?
+        };
         let console = Arc::new(Console {
             db,
             config,
@@ -115,6 +127,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             limiter: auth::login_limiter(),
             dummy_hash,
             leases: lease::Leases::new(config_lease),
+            coordination,
         });
         if let Some(tls) = &console.config.node_tls {
             nodes::use_tls(tls.clone());

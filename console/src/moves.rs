@@ -282,7 +282,7 @@ pub async fn progress(console: &Console) -> Option<Progress> {
 /// Runs the queued moves, one at a time, for as long as the console runs.
 pub async fn run(console: Arc<Console>) {
     loop {
-        let next = if paused(&console).await { None } else { db::next_move(&console.db).await.unwrap_or(None) };
+        let next = if paused(&console).await || !console.coordination.leading() { None } else { db::next_move(&console.db).await.unwrap_or(None) };
         match next {
             Some(m) => drive(&console, m).await,
             None => {

@@ -141,6 +141,10 @@ pub struct Outcome {
 
 /// One pass over every node (empty errors: everything holds the console's state).
 pub async fn pass(console: &Console) -> Outcome {
+    // (A console that does not coordinate changes nothing: the coordinator does.)
+    if !console.coordination.leading() {
+        return Outcome { errors: vec!["this console does not coordinate now".into()], refused: Vec::new() };
+    }
     // The proxies' part holds `pass_lock`, as `push_proxies` does, so that no map read
     // before a change is pushed after it. The engines' part (tenants' settings), which
     // waits out every engine that does not answer, holds a lock of its own: a failover's
@@ -154,6 +158,11 @@ pub async fn pass(console: &Console) -> Outcome {
         };
         let proxies = db::proxies(&console.db).await.unwrap_or_default();
         let (mut errors, mut refused, mut proxy_status) = (Vec::new(), Vec::new(), Vec::new());
+        if console.coordination.on_etcd_mode() {
+            if let Err(e) = console.coordination.publish(&want.document, &want.digest).await {
+                errors.push(format!("etcd: {e}"));
+            }
+        }
         for addr in &proxies {
             let s = check_proxy(console, addr, &want).await;
             errors.extend(s.error.iter().map(|e| format!("proxy {addr}: {e}")));
@@ -210,6 +219,10 @@ pub async fn push_proxies(console: &Console) -> Vec<String> {
     };
     // (All at once: during a move, the held requests of each proxy wait for its push.)
     let proxies = db::proxies(&console.db).await.unwrap_or_default();
+    if console.coordination.on_etcd_mode() {
+        // (The proxies watch it there.)
+        return console.coordination.publish(&want.document, &want.digest).await.err().map(|e| format!("etcd: {e}")).into_iter().collect();
+    }
     let want = &want;
     let pushes = proxies.iter().map(|addr| async move {
         let pushed = async {
@@ -231,6 +244,10 @@ async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatu
         s.clients = info.get("connected_clients").and_then(|v| v.parse().ok());
         s.run_id = info.get("run_id").cloned();
         let current = n.json(&["TERRACE.TOPOLOGY", "GET"]).await?;
+        if current["digest"].as_str() != Some(want.digest.as_str()) && console.coordination.on_etcd_mode() {
+            // It takes the topology from etcd: not in sync until its watch brings it.
+            return Ok(());
+        }
         if current["digest"].as_str() != Some(want.digest.as_str()) {
             if let Err(e) = n.run::<String>(&["TERRACE.TOPOLOGY", "SET", &want.document]).await {
                 s.refused.push(e.to_string());

@@ -268,7 +268,9 @@ async fn topology(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
     let slots: Vec<Value> = ranges.iter().map(|(f, l, e)| json!({ "first": f, "last": l, "engine": e })).collect();
     let replicas: Vec<Value> = replicas.iter().map(|(a, e)| json!({ "address": a, "engine": e })).collect();
     let members = c.state.lock().members.clone();
-    Json(json!({ "engines": engines, "replicas": replicas, "members": members, "slots": slots, "proxies": proxies, "events": events })).into_response()
+    let (coordinator, standby) = (c.coordination.coordinator(), c.coordination.standby_reason());
+    Json(json!({ "engines": engines, "replicas": replicas, "members": members, "slots": slots, "proxies": proxies, "events": events, "coordinator": coordinator, "standby": standby }))
+        .into_response()
 }
 
 #[derive(serde::Deserialize)]

@@ -54,6 +54,7 @@ pub fn router(console: Arc<Console>) -> Router {
         .nest("/api/v1", api::router())
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn_with_state(console.clone(), audit::layer))
+        .layer(axum::middleware::from_fn_with_state(console.clone(), only_the_coordinator_changes))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(console);
     if https {
@@ -61,6 +62,21 @@ pub fn router(console: Arc<Console>) -> Router {
     } else {
         router
     }
+}
+
+/// A console that does not coordinate (it stands by on etcd) serves reads and sessions, and
+/// refuses changes with 503: its state is not the one published. (It runs before the
+/// handlers authenticate, so it names no address: `GET /api/v1/topology` says which console
+/// coordinates.)
+async fn only_the_coordinator_changes(axum::extract::State(c): axum::extract::State<Arc<Console>>, req: Request, next: Next) -> Response {
+    let read = matches!(*req.method(), Method::GET | Method::HEAD);
+    if read || matches!(req.uri().path(), "/login" | "/logout") || c.coordination.leading() {
+        return next.run(req).await;
+    }
+    let body = serde_json::json!({
+        "error": "this console does not coordinate now: make changes on the coordinator (GET /api/v1/topology names it)",
+    });
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
 }
 
 async fn css() -> impl IntoResponse {

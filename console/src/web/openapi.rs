@@ -61,7 +61,7 @@ pub fn document() -> Value {
                 "responses": op("", "200", "Advice", &["404", "502"])["responses"].clone(),
             } })),
             "/tenants/{name}/apply": sub(json!({ "post": with_body(op("Apply one of the advisor's configurations to the tenant: `option` names it (as in the advice's options; absent: the recommended one). 409 when the engines cannot run it or it is today's.", "200", "Applied", &["404", "409", "422", "502"]), "ApplyRequest") })),
-            "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies and the coordinator's latest events.", "200", "Topology", &[]) },
+            "/topology": { "get": op("Engines (primaries), their replicas, each one's role, offset and lag as last checked (`members`), the slot map, the proxies, the coordinator's latest events and which console coordinates.", "200", "Topology", &[]) },
             "/topology/failover": { "post": with_body(op("Fail an engine over to its best replica now (planned maintenance).", "200", "FailedOver", &["404", "409", "422", "502"]), "FailoverRequest") },
             "/nodes": { "get": op("Health and load of proxies and engines as last checked, with what of each engine's data survives a restart (`durability`).", "200", "Nodes", &[]) },
             "/tenants/{name}/keys": {
@@ -266,6 +266,8 @@ pub fn document() -> Value {
                         "slots": { "type": "array", "items": { "type": "object" } },
                         "proxies": { "type": "array", "items": { "type": "string" } },
                         "events": { "type": "array", "items": { "type": "object" } },
+                        "coordinator": { "type": "string", "nullable": true, "description": "The console that coordinates (host:port): this one when alone; elected on etcd otherwise (null: none now)." },
+                        "standby": { "type": "string", "nullable": true, "description": "Why this console does not campaign to coordinate, if it does not (another console database owns the state in etcd)." },
                     },
                 },
                 "FailedOver": { "type": "object", "required": ["engine", "previous"], "properties": { "engine": { "type": "integer" }, "primary": { "type": "string", "nullable": true }, "previous": { "type": "string" } } },
