@@ -75,13 +75,44 @@ async fn topology(web: &reqwest::Client, console: &Console) -> serde_json::Value
     web.get(format!("{}/api/v1/topology", console.url)).send().await.unwrap().json().await.unwrap()
 }
 
-/// A console with `--etcd` is elected coordinator, names itself so, and publishes the
-/// proxies' topology in etcd, where a proxy with `--etcd` takes it: the first map, a
-/// tenant, a failover's new map. A console with another database stands by: it names the
-/// coordinator, refuses changes, and never takes over, even once the coordinator is gone
-/// (its state is not the cluster's); the coordinator restarted on its database leads again.
+async fn tenants(web: &reqwest::Client, console: &Console) -> Vec<String> {
+    let body: serde_json::Value = web.get(format!("{}/api/v1/tenants", console.url)).send().await.unwrap().json().await.unwrap();
+    body["tenants"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+}
+
+/// Waits until `console` lists tenant `name` (a standby: once it mirrored it).
+async fn wait_tenant(web: &reqwest::Client, console: &Console, name: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !tenants(web, console).await.iter().any(|t| t == name) {
+        assert!(std::time::Instant::now() < deadline, "{} does not list tenant {name}", console.url);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `console` names `coordinator` (None: nobody) as the coordinator.
+async fn wait_coordinator(web: &reqwest::Client, console: &Console, coordinator: Option<&str>, seconds: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let t = topology(web, console).await;
+        // (Named by the election at once; coordinating once it applied the state: then it
+        // no longer says it stands by.)
+        let itself = coordinator == Some(address_of(console).as_str());
+        if t["coordinator"].as_str() == coordinator && (!itself || t["standby"].is_null()) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{} does not name {coordinator:?} the coordinator: {t}", console.url);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 46, Build 1: consoles on etcd. One is elected coordinator and names itself so; it
+/// publishes the shared state and the proxies' topology in etcd, where a proxy with `--etcd`
+/// takes the map — the first one, a tenant, a failover's. Another console stands by: it
+/// mirrors the state (the tenant is there), refuses changes, and when the coordinator is
+/// killed it takes over and coordinates — renews the primary's lease, publishes a tenant of
+/// its own — while the old one, back on its database, stands by and mirrors in turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_console_on_etcd_coordinates_and_publishes_and_a_stranger_stands_by() {
+async fn consoles_on_etcd_elect_a_coordinator_mirror_its_state_and_take_over() {
     use reqwest::{Method, StatusCode};
     let (a, ra) = (Engine::start(&[]), Engine::start(&[]));
     let etcd = Member::start();
@@ -90,24 +121,27 @@ async fn a_console_on_etcd_coordinates_and_publishes_and_a_stranger_stands_by() 
     let replicas = format!("127.0.0.1:{}", ra.port);
     let flags = ["--etcd", endpoint.as_str(), "--replicas", replicas.as_str(), "--health-ms", "200", "--failover-after-ms", "1000"];
     let dir = temp_dir("console-etcd");
-    let console = Console::start_in(dir.clone(), &[&a], &[&proxy], &flags, &[]);
-    let (web, csrf) = console_api::login(&console.url).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while topology(&web, &console).await["coordinator"] != address_of(&console).as_str() {
-        assert!(std::time::Instant::now() < deadline, "the console is not named coordinator: {}", topology(&web, &console).await);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let first = Console::start_in(dir.clone(), &[&a], &[&proxy], &flags, &[]);
+    let (web, csrf) = console_api::login(&first.url).await;
+    wait_coordinator(&web, &first, Some(&address_of(&first)), 15).await;
     // The map reaches the proxy through etcd; so does a tenant.
     let mut c = proxy.client();
     eventually(15, "the proxy routes by the published map", || redis::cmd("SET").arg("k").arg("1").query::<()>(&mut c).is_ok());
-    let token = console_api::token(&web, &console.url, &csrf, "etcd").await;
-    let (status, body) =
-        console_api::api(Method::POST, format!("{}/api/v1/tenants", console.url), &token, Some(serde_json::json!({"name": "shop", "password": "pw"}))).await;
+    let token = console_api::token(&web, &first.url, &csrf, "etcd").await;
+    let create = |console: &Console, name: &'static str| {
+        let (url, token) = (console.url.clone(), token.clone());
+        async move { console_api::api(Method::POST, format!("{url}/api/v1/tenants"), &token, Some(serde_json::json!({"name": name, "password": "pw"}))).await }
+    };
+    let (status, body) = create(&first, "shop").await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    eventually(15, "the tenant reaches the proxy", || {
-        let mut t = proxy.client();
-        redis::cmd("AUTH").arg("shop").arg("pw").query::<()>(&mut t).is_ok()
-    });
+    let tenant_works = |name: &'static str| {
+        let port = proxy.port;
+        move || {
+            let mut t = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+            redis::cmd("AUTH").arg(name).arg("pw").query::<()>(&mut t).is_ok()
+        }
+    };
+    eventually(15, "the tenant reaches the proxy", tenant_works("shop"));
     // A failover's map too: the primary dies, its replica is promoted and written to.
     eventually(20, "the replica follows", || q::<String>(&mut ra.client(), &["INFO", "replication"]).contains("master_link_status:up"));
     let mut a = a;
@@ -117,36 +151,26 @@ async fn a_console_on_etcd_coordinates_and_publishes_and_a_stranger_stands_by() 
         redis::cmd("SET").arg("after").arg("1").query::<()>(&mut c).is_ok() && q::<i64>(&mut ra.client(), &["EXISTS", "after"]) == 1
     });
 
-    // A console with another database stands by.
-    let stranger = Console::start_with(&[&ra], &[&proxy], &["--etcd", &endpoint]);
-    let (web2, _) = console_api::login(&stranger.url).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let t = topology(&web2, &stranger).await;
-        if t["coordinator"] == address_of(&console).as_str() && t["standby"].as_str().is_some_and(|s| s.contains("another console database")) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the stranger does not stand by: {t}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let refused = web2.post(format!("{}/api/v1/tenants", stranger.url)).json(&serde_json::json!({"name": "x", "password": "pw"})).send().await.unwrap();
+    // A second console stands by, with the coordinator's state.
+    let second = Console::start_with(&[&ra], &[&proxy], &["--etcd", &endpoint, "--health-ms", "200", "--failover-after-ms", "1000"]);
+    let (web2, _) = console_api::login(&second.url).await;
+    wait_coordinator(&web2, &second, Some(&address_of(&first)), 10).await;
+    wait_tenant(&web2, &second, "shop").await;
+    let refused = web2.post(format!("{}/api/v1/tenants", second.url)).json(&serde_json::json!({"name": "x", "password": "pw"})).send().await.unwrap();
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE, "a standby refuses changes");
-    // The coordinator dies (its database kept): the stranger never takes over; the proxy
-    // keeps its map (reads are served; writes wait for a coordinator to renew the lease).
-    let mut console = console;
-    let _ = console.child.kill();
-    let _ = console.child.wait();
-    std::mem::forget(console);
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let t = topology(&web2, &stranger).await;
-    assert!(t["coordinator"].is_null(), "nobody coordinates, the stranger least: {t}");
-    assert_eq!(q::<Option<String>>(&mut c, &["GET", "after"]).as_deref(), Some("1"));
-    // Back on its database, the coordinator leads again.
-    let console = Console::start_in(dir, &[&ra], &[&proxy], &["--etcd", &endpoint], &[]);
-    let (web, _) = console_api::login(&console.url).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while topology(&web, &console).await["coordinator"] != address_of(&console).as_str() {
-        assert!(std::time::Instant::now() < deadline, "the restarted console does not coordinate: {}", topology(&web, &console).await);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The coordinator is killed: the standby takes over and coordinates.
+    let mut first = first;
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    std::mem::forget(first);
+    wait_coordinator(&web2, &second, Some(&address_of(&second)), 15).await;
+    let (status, body) = create(&second, "shop2").await;
+    assert_eq!(status, StatusCode::CREATED, "the new coordinator takes changes: {body}");
+    eventually(15, "its tenant reaches the proxy", tenant_works("shop2"));
+    eventually(15, "the primary's lease is renewed by the new coordinator", || redis::cmd("SET").arg("later").arg("1").query::<()>(&mut c).is_ok());
+    // The old coordinator, back on its database, stands by and mirrors the new state.
+    let back = Console::start_in(dir, &[&ra], &[&proxy], &["--etcd", &endpoint], &[]);
+    let (web3, _) = console_api::login(&back.url).await;
+    wait_coordinator(&web3, &back, Some(&address_of(&second)), 10).await;
+    wait_tenant(&web3, &back, "shop2").await;
 }

@@ -1,28 +1,31 @@
 //! Who coordinates — runs failovers, term leases, slot moves and the reconcile loop's
-//! changes. Alone (no `etcd` setting) this console does, its database the store. With etcd,
-//! the consoles sharing it elect one (`terrace_etcd::Election` on `COORDINATOR_KEY`, leases
-//! of `ELECTION_TTL`): it coordinates while its term holds, and publishes the proxies'
-//! topology at `terrace_etcd::TOPOLOGY_KEY` in a transaction that compares its term, so a
-//! deposed console's map never reaches a proxy (proxies with their own `etcd` setting watch
-//! that key).
+//! changes. Alone (no `etcd` setting) this console does, its database the store.
 //!
-//! Not built yet: consoles sharing their state. Until then the state belongs to one console
-//! database: the first to coordinate records its database's id at `OWNER_KEY`, and a
-//! console with another database never campaigns — it stands by, serves what it has, and
-//! refuses changes — so a console with a different or stale state never takes over.
+//! With etcd, the consoles sharing it elect one (`terrace_etcd::Election` on
+//! `COORDINATOR_KEY`, leases of `ELECTION_TTL`). The coordinator publishes the shared state
+//! (`shared_state`: users, tokens, tenants, topology, moves…) at `STATE_KEY` and the
+//! proxies' topology at `terrace_etcd::TOPOLOGY_KEY` together, in one transaction that
+//! compares its term: a decision and its publication are one write, and a deposed console
+//! writes nothing. The others stand by: they mirror the published state into their own
+//! database (serving reads from it, refusing changes), and the one elected next reads the
+//! state once its term has begun — when no one else can write it any more — and
+//! coordinates only after it applied it. Each console keeps its own sessions, events and
+//! history.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use terrace_etcd::{Client, Compare, Election, Op, TOPOLOGY_KEY};
+use terrace_etcd::{Client, Election, Op, TOPOLOGY_KEY};
+
+use crate::db::Db;
 
 pub const COORDINATOR_KEY: &str = "/terrace/coordinator";
-pub const OWNER_KEY: &str = "/terrace/owner";
+pub const STATE_KEY: &str = "/terrace/state";
 /// The coordinator's lease: another console takes over within this (and a poll) of its
 /// loss.
 const ELECTION_TTL: Duration = Duration::from_secs(3);
-/// How often a console that stands by looks at the owner and the coordinator again.
-const STANDBY_POLL: Duration = Duration::from_secs(1);
+/// How often a standby mirrors the published state, and a new coordinator checks it has.
+const MIRROR_EVERY: Duration = Duration::from_millis(250);
 
 pub struct Coordination {
     /// This console's address, as `coordinator` names it.
@@ -32,19 +35,18 @@ pub struct Coordination {
 
 struct OnEtcd {
     client: Arc<Client>,
+    election: Election,
     shared: Arc<Mutex<Shared>>,
 }
 
 #[derive(Default)]
 struct Shared {
-    /// Campaigning (this console's database owns the state).
-    election: Option<Election>,
-    /// Why it stands by instead.
-    standby: Option<String>,
-    /// The coordinator as a standby last read it.
-    seen: Option<String>,
-    /// The digest of the topology this console last published.
-    published: Option<String>,
+    /// The term whose state this console has applied (it coordinates only in that term).
+    synced_term: Option<i64>,
+    /// The revision of the state a standby applied last.
+    mirrored: i64,
+    /// What this console last published: the state's and the topology's texts.
+    published: Option<(String, String)>,
 }
 
 fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
@@ -57,24 +59,30 @@ impl Coordination {
         Coordination { me, etcd: None }
     }
 
-    /// The consoles on etcd at `endpoints` elect a coordinator; `database_id` names this
-    /// console's database (the owner check).
-    pub fn on_etcd(me: String, endpoints: &[String], database_id: String) -> Result<Coordination, terrace_etcd::EtcdError> {
+    /// The consoles on etcd at `endpoints` elect a coordinator (`start` begins mirroring).
+    pub fn on_etcd(me: String, endpoints: &[String]) -> Result<Coordination, terrace_etcd::EtcdError> {
         let client = Arc::new(Client::new(endpoints, Duration::from_secs(2))?);
+        let election = Election::start(client.clone(), COORDINATOR_KEY, &me, ELECTION_TTL);
         let shared = Arc::new(Mutex::new(Shared::default()));
-        tokio::spawn(claim(client.clone(), shared.clone(), me.clone(), database_id));
-        Ok(Coordination { me, etcd: Some(OnEtcd { client, shared }) })
+        Ok(Coordination { me, etcd: Some(OnEtcd { client, election, shared }) })
+    }
+
+    /// Starts mirroring (with etcd): call once, with the console it belongs to.
+    pub fn start(console: &Arc<crate::Console>) {
+        if console.coordination.etcd.is_some() {
+            tokio::spawn(mirror(console.clone()));
+        }
     }
 
     /// Whether this console coordinates now.
     pub fn leading(&self) -> bool {
         match &self.etcd {
             None => true,
-            Some(e) => lock(&e.shared).election.as_ref().is_some_and(|el| el.leading().is_some()),
+            Some(e) => e.election.leading().is_some_and(|l| lock(&e.shared).synced_term == Some(l.term)),
         }
     }
 
-    /// Whether the coordinator is elected on etcd (and the proxies' topology published there).
+    /// Whether the coordinator is elected on etcd (and publishes there).
     pub fn on_etcd_mode(&self) -> bool {
         self.etcd.is_some()
     }
@@ -83,80 +91,80 @@ impl Coordination {
     pub fn coordinator(&self) -> Option<String> {
         match &self.etcd {
             None => Some(self.me.clone()),
-            Some(e) => {
-                let shared = lock(&e.shared);
-                match &shared.election {
-                    Some(el) => el.leader(),
-                    None => shared.seen.clone(),
-                }
-            }
+            Some(e) => e.election.leader(),
         }
     }
 
-    /// Why this console does not campaign, if it does not.
+    /// Why this console does not coordinate, if it does not.
     pub fn standby_reason(&self) -> Option<String> {
-        self.etcd.as_ref().and_then(|e| lock(&e.shared).standby.clone())
+        (!self.leading()).then(|| "this console stands by: it mirrors the coordinator's state from etcd and takes over if elected".to_string())
     }
 
-    /// Publishes the proxies' topology document at `TOPOLOGY_KEY` (once per digest), in a
-    /// transaction that holds only while this console's term does. Err: not published (not
-    /// the coordinator, deposed, or etcd unreachable).
-    pub async fn publish(&self, document: &str, digest: &str) -> Result<(), String> {
+    /// Publishes the shared state and the proxies' topology `document` (when either
+    /// changed) in one transaction that holds only while this console's term does. Err:
+    /// not published (not the coordinator, deposed, or etcd unreachable).
+    pub async fn publish(&self, db: &Db, document: &str) -> Result<(), String> {
         let Some(e) = &self.etcd else { return Err("no etcd".into()) };
+        if !self.leading() {
+            return Err("this console does not coordinate".into());
+        }
+        let state = crate::shared_state::take(db).await.map_err(|err| err.to_string())?;
         let fence = {
             let shared = lock(&e.shared);
-            if shared.published.as_deref() == Some(digest) {
+            if shared.published.as_ref().is_some_and(|(s, d)| *s == state && d == document) {
                 return Ok(());
             }
-            shared.election.as_ref().and_then(Election::fence).ok_or("this console does not coordinate")?
+            e.election.fence().ok_or("this console's term ended")?
         };
-        let put = Op::Put { key: TOPOLOGY_KEY.as_bytes().to_vec(), value: document.as_bytes().to_vec(), lease: 0 };
-        let outcome = e.client.txn(&[fence], &[put], &[]).await.map_err(|err| err.to_string())?;
+        let puts = [
+            Op::Put { key: STATE_KEY.as_bytes().to_vec(), value: state.as_bytes().to_vec(), lease: 0 },
+            Op::Put { key: TOPOLOGY_KEY.as_bytes().to_vec(), value: document.as_bytes().to_vec(), lease: 0 },
+        ];
+        let outcome = e.client.txn(&[fence], &puts, &[]).await.map_err(|err| err.to_string())?;
         if !outcome.succeeded {
-            return Err("this console's term ended: the topology was not published".into());
+            return Err("this console's term ended: nothing was published".into());
         }
-        lock(&e.shared).published = Some(digest.to_string());
-        tracing::info!(revision = outcome.revision, %digest, "etcd: topology published");
+        tracing::debug!(revision = outcome.revision, "etcd: state and topology published");
+        lock(&e.shared).published = Some((state, document.to_string()));
         Ok(())
     }
 }
 
-/// Takes the state's ownership for this console's database (or finds it is another's), then
-/// campaigns; a console that does not own the state stands by and looks again.
-async fn claim(client: Arc<Client>, shared: Arc<Mutex<Shared>>, me: String, database_id: String) {
+/// A standby applies each state the coordinator publishes; a console just elected applies
+/// the state as its term begins, and only then coordinates.
+async fn mirror(console: Arc<crate::Console>) {
+    let Some(e) = &console.coordination.etcd else { return };
     loop {
-        let create = Op::Put { key: OWNER_KEY.as_bytes().to_vec(), value: database_id.as_bytes().to_vec(), lease: 0 };
-        let read = Op::Get { key: OWNER_KEY.as_bytes().to_vec() };
-        let owner = client
-            .txn(&[Compare::CreateRevision(OWNER_KEY.as_bytes().to_vec(), 0)], &[create, read.clone()], &[read])
-            .await
-            .map(|o| o.gets.first().and_then(|g| g.first()).map(|kv| String::from_utf8_lossy(&kv.value).into_owned()));
-        match owner {
-            Ok(Some(owner)) if owner == database_id => {
-                let election = Election::start(client.clone(), COORDINATOR_KEY, &me, ELECTION_TTL);
-                let mut s = lock(&shared);
-                s.election = Some(election);
-                s.standby = None;
-                return;
-            }
-            Ok(owner) => {
-                let why = format!(
-                    "the cluster's state belongs to another console database ({}); this console (database {database_id}) stands by: consoles sharing their state are not built yet",
-                    owner.unwrap_or_default()
-                );
-                let seen = client.get(COORDINATOR_KEY.as_bytes()).await.ok().and_then(|(kv, _)| kv).map(|kv| String::from_utf8_lossy(&kv.value).into_owned());
-                let mut s = lock(&shared);
-                if s.standby.as_deref() != Some(why.as_str()) {
-                    tracing::warn!("{why}");
+        let elected = e.election.leading().map(|l| l.term);
+        let behind = elected.is_some_and(|term| lock(&e.shared).synced_term != Some(term));
+        if elected.is_none() || behind {
+            match e.client.get(STATE_KEY.as_bytes()).await {
+                Ok((kv, _)) => {
+                    let fresh = kv.filter(|kv| behind || kv.mod_revision != lock(&e.shared).mirrored);
+                    let applied = match &fresh {
+                        Some(kv) => crate::shared_state::apply(&console.db, &String::from_utf8_lossy(&kv.value)).await.map_err(|err| err.to_string()),
+                        None => Ok(()),
+                    };
+                    match applied {
+                        Ok(()) => {
+                            let mut shared = lock(&e.shared);
+                            if let Some(kv) = &fresh {
+                                shared.mirrored = kv.mod_revision;
+                            }
+                            if let Some(term) = elected {
+                                // (Its own state stands when none was ever published: the first coordinator's.)
+                                shared.synced_term = Some(term);
+                                shared.published = None;
+                                tracing::info!(term, revision = shared.mirrored, "coordinating from the published state");
+                                console.wake.notify_one();
+                            }
+                        }
+                        Err(err) => tracing::error!(error = %err, "etcd: the published state could not be applied"),
+                    }
                 }
-                s.standby = Some(why);
-                s.seen = seen;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "etcd: cannot read the state's owner");
-                lock(&shared).standby = Some(format!("etcd unreachable: {e}"));
+                Err(err) => tracing::debug!(error = %err, "etcd: cannot read the published state"),
             }
         }
-        tokio::time::sleep(STANDBY_POLL).await;
+        tokio::time::sleep(MIRROR_EVERY).await;
     }
 }

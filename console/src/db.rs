@@ -831,16 +831,6 @@ pub async fn abandon_retrains(db: &Db) -> Result<(), DbError> {
     Ok(())
 }
 
-/// This database's id (made on its first call): what the state's owner in etcd names.
-pub async fn database_id(db: &Db) -> Result<String, DbError> {
-    if let Some(id) = setting(db, "database_id").await? {
-        return Ok(id);
-    }
-    let id = crate::auth::random_hex(8);
-    sqlx::query("INSERT OR IGNORE INTO settings (name, value) VALUES ('database_id', ?)").bind(&id).execute(db).await?;
-    Ok(setting(db, "database_id").await?.unwrap_or(id))
-}
-
 // Slot moves.
 
 /// One move of slots between engines (`slot_moves`).

@@ -22,6 +22,7 @@ pub mod moves;
 mod nodes;
 mod ops;
 pub mod reconcile;
+mod shared_state;
 pub mod tenants;
 mod views;
 mod web;
@@ -109,11 +110,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         let dummy_hash = tokio::task::spawn_blocking(|| auth::hash_password(&auth::random_hex(16))).await.expect("hashing does not panic");
         let config_lease = config.lease;
         let me = config.advertise.clone().unwrap_or_else(|| local.to_string());
-        let coordination = if config.etcd.is_empty() {
-            coordination::Coordination::alone(me)
-        } else {
-            coordination::Coordination::on_etcd(me, &config.etcd, db::database_id(&db).await?)?
-        };
+        let coordination = if config.etcd.is_empty() { coordination::Coordination::alone(me) } else { coordination::Coordination::on_etcd(me, &config.etcd)? };
         let console = Arc::new(Console {
             db,
             config,
@@ -132,6 +129,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         if let Some(tls) = &console.config.node_tls {
             nodes::use_tls(tls.clone());
         }
+        coordination::Coordination::start(&console);
         tokio::spawn(reconcile::run(console.clone()));
         tokio::spawn(failover::run(console.clone()));
         tokio::spawn(lease::run(console.clone()));

@@ -159,7 +159,7 @@ pub async fn pass(console: &Console) -> Outcome {
         let proxies = db::proxies(&console.db).await.unwrap_or_default();
         let (mut errors, mut refused, mut proxy_status) = (Vec::new(), Vec::new(), Vec::new());
         if console.coordination.on_etcd_mode() {
-            if let Err(e) = console.coordination.publish(&want.document, &want.digest).await {
+            if let Err(e) = console.coordination.publish(&console.db, &want.document).await {
                 errors.push(format!("etcd: {e}"));
             }
         }
@@ -221,7 +221,7 @@ pub async fn push_proxies(console: &Console) -> Vec<String> {
     let proxies = db::proxies(&console.db).await.unwrap_or_default();
     if console.coordination.on_etcd_mode() {
         // (The proxies watch it there.)
-        return console.coordination.publish(&want.document, &want.digest).await.err().map(|e| format!("etcd: {e}")).into_iter().collect();
+        return console.coordination.publish(&console.db, &want.document).await.err().map(|e| format!("etcd: {e}")).into_iter().collect();
     }
     let want = &want;
     let pushes = proxies.iter().map(|addr| async move {

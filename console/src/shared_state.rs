@@ -1,0 +1,90 @@
+//! The console state several consoles share, as one JSON document: the tables a standby
+//! mirrors from etcd and a coordinator publishes there (`coordination`). Users, API
+//! tokens, tenants, the topology (engines and their group ids, slot ranges, replicas,
+//! proxies), slot moves, settings, dropped tenants, the advisor's state and retrains.
+//! Each console keeps its own sessions (logins), events and history.
+//!
+//! Taken and applied with SQLite's JSON functions over the tables' own columns (read from
+//! `PRAGMA table_info`), so a migration that adds a column needs nothing here.
+
+use sqlx::Row;
+
+use crate::db::{Db, DbError};
+
+/// The shared tables, parents before children, each with the filter of its shared rows
+/// (all of them, so far).
+const SHARED: [(&str, &str); 13] = [
+    ("users", "1"),
+    ("api_tokens", "1"),
+    ("tenants", "1"),
+    ("engine_group_ids", "1"),
+    ("engines", "1"),
+    ("slot_ranges", "1"),
+    ("replicas", "1"),
+    ("proxies", "1"),
+    ("slot_moves", "1"),
+    ("settings", "1"),
+    ("dropped_tenants", "1"),
+    ("advisor_state", "1"),
+    ("retrains", "1"),
+];
+
+/// A table's columns, and its primary key's.
+async fn columns(db: &Db, table: &str) -> Result<(Vec<String>, String), DbError> {
+    let rows = sqlx::query(&format!("PRAGMA table_info({table})")).fetch_all(db).await?;
+    let names: Vec<String> = rows.iter().map(|r| r.get::<String, _>("name")).collect();
+    let pk = rows.iter().find(|r| r.get::<i64, _>("pk") == 1).map(|r| r.get::<String, _>("name")).unwrap_or_else(|| "rowid".into());
+    Ok((names, pk))
+}
+
+/// The shared state now, as JSON (the same state gives the same text).
+pub async fn take(db: &Db) -> Result<String, DbError> {
+    let mut parts = Vec::new();
+    for (table, filter) in SHARED {
+        let (cols, pk) = columns(db, table).await?;
+        let object = cols.iter().map(|c| format!("'{c}', {c}")).collect::<Vec<_>>().join(", ");
+        let sql =
+            format!("SELECT COALESCE(json_group_array(json(row)), '[]') FROM (SELECT json_object({object}) AS row FROM {table} WHERE {filter} ORDER BY {pk})");
+        let rows: String = sqlx::query(&sql).fetch_one(db).await?.get(0);
+        parts.push(format!("\"{table}\":{rows}"));
+    }
+    Ok(format!("{{{}}}", parts.join(",")))
+}
+
+/// Makes the shared tables hold `state` (a `take` of another console), in one transaction.
+/// Users are updated in place (a console's sessions hang on them); the other tables are
+/// replaced whole.
+pub async fn apply(db: &Db, state: &str) -> Result<(), DbError> {
+    let mut tables = Vec::new();
+    for (table, _) in SHARED {
+        tables.push((table, columns(db, table).await?));
+    }
+    let mut tx = db.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::query("PRAGMA defer_foreign_keys = ON").execute(&mut *tx).await?;
+    // Children before parents when deleting.
+    for (table, filter) in SHARED.iter().rev() {
+        if *table != "users" {
+            sqlx::query(&format!("DELETE FROM {table} WHERE {filter}")).execute(&mut *tx).await?;
+        }
+    }
+    for (table, (cols, pk)) in tables {
+        let list = cols.join(", ");
+        let values = cols.iter().map(|c| format!("json_extract(value, '$.{c}')")).collect::<Vec<_>>().join(", ");
+        let rows_of = format!("json_each(?, '$.{table}')");
+        if table == "users" {
+            sqlx::query(&format!("DELETE FROM users WHERE {pk} NOT IN (SELECT json_extract(value, '$.{pk}') FROM {rows_of})"))
+                .bind(state)
+                .execute(&mut *tx)
+                .await?;
+            let set = cols.iter().filter(|c| **c != pk).map(|c| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ");
+            sqlx::query(&format!("INSERT INTO users ({list}) SELECT {values} FROM {rows_of} WHERE true ON CONFLICT({pk}) DO UPDATE SET {set}"))
+                .bind(state)
+                .execute(&mut *tx)
+                .await?;
+        } else {
+            sqlx::query(&format!("INSERT INTO {table} ({list}) SELECT {values} FROM {rows_of}")).bind(state).execute(&mut *tx).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
