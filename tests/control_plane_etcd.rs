@@ -174,3 +174,101 @@ async fn consoles_on_etcd_elect_a_coordinator_mirror_its_state_and_take_over() {
     wait_coordinator(&web3, &back, Some(&address_of(&second)), 10).await;
     wait_tenant(&web3, &back, "shop2").await;
 }
+
+/// The processes whose command line holds every one of `words` (read from /proc).
+fn pids_running(words: &[&str]) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmdline.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if words.iter().all(|w| args.iter().any(|a| a == w)) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// `terrace up --consoles 3`: three etcd members and three console processes; one is
+/// elected coordinator (writes go on: it renews the primaries' leases). Paused (SIGSTOP),
+/// another takes over and writes go on; resumed, the old one stands by. Killed, the
+/// coordinator is replaced again (perhaps by itself, restarted by the supervisor).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terrace_up_runs_three_consoles_and_survives_the_coordinators_loss() {
+    let dir = temp_dir("up-consoles");
+    let (first, console_port, etcd_port) = (free_ports(UP_PORTS), free_ports(3), free_ports(6));
+    let extra = ["--consoles", "3", "--etcd-port", &etcd_port.to_string(), "--replicas", "1"];
+    let (child, port) = start_up(&dir, first, console_port, &extra);
+    let urls: Vec<String> = (0..3).map(|i| format!("http://127.0.0.1:{}", console_port + i)).collect();
+    let mut webs = Vec::new();
+    for url in &urls {
+        webs.push(console_api::login(url).await.0);
+    }
+    // What console `i` says: who coordinates, and whether it stands by.
+    let view = |i: usize| {
+        let (web, url) = (webs[i].clone(), urls[i].clone());
+        async move {
+            let t: serde_json::Value = web.get(format!("{url}/api/v1/topology")).timeout(Duration::from_secs(2)).send().await.ok()?.json().await.ok()?;
+            Some((t["coordinator"].as_str().map(str::to_string), !t["standby"].is_null()))
+        }
+    };
+    // The console that coordinates (named by itself, not standing by), among `among`.
+    let coordinator = |among: Vec<usize>| {
+        let urls = urls.clone();
+        let view = &view;
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                for &i in &among {
+                    if let Some((Some(named), false)) = view(i).await {
+                        if named == urls[i].trim_start_matches("http://") {
+                            return i;
+                        }
+                    }
+                }
+                assert!(std::time::Instant::now() < deadline, "none of {among:?} coordinates");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let leader = coordinator(vec![0, 1, 2]).await;
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    eventually(30, "writes through the proxy", || redis::cmd("SET").arg("k").arg("1").query::<()>(&mut c).is_ok());
+    let pid_of = |i: usize| {
+        let port = (console_port + i as u16).to_string();
+        let pids = pids_running(&["console", "--port", &port]);
+        assert_eq!(pids.len(), 1, "one console process on {port}: {pids:?}");
+        pids[0]
+    };
+    let signal = |pid: i32, sig: i32| {
+        // SAFETY: kill(2) on a console process `terrace up` (our child) started.
+        unsafe { libc::kill(pid, sig) };
+    };
+    // Paused: another console takes over.
+    let paused = pid_of(leader);
+    signal(paused, libc::SIGSTOP);
+    let at = std::time::Instant::now();
+    let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    let next = coordinator(others).await;
+    eprintln!("console {next} took over {:.2} s after console {leader} was paused", at.elapsed().as_secs_f64());
+    eventually(30, "writes go on under the new coordinator", || redis::cmd("SET").arg("k").arg("2").query::<()>(&mut c).is_ok());
+    // Resumed, the old coordinator stands by under the new one.
+    signal(paused, libc::SIGCONT);
+    let named = urls[next].trim_start_matches("http://").to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while view(leader).await != Some((Some(named.clone()), true)) {
+        assert!(std::time::Instant::now() < deadline, "the resumed console does not stand by: {:?}", view(leader).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Killed: coordination resumes (the supervisor restarts it; any console may win).
+    signal(pid_of(next), libc::SIGKILL);
+    let at = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = coordinator(vec![0, 1, 2]).await;
+    eprintln!("console {again} coordinates {:.2} s after console {next} was killed", at.elapsed().as_secs_f64());
+    eventually(30, "writes go on", || redis::cmd("SET").arg("k").arg("3").query::<()>(&mut c).is_ok());
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut child = child;
+    assert!(child.wait().unwrap().success());
+}

@@ -8,10 +8,16 @@
 //! console keeps following their primary and fails over to; a restarted engine then comes
 //! back fenced until the console gives it a role.
 //!
+//! With `--consoles N` (3, 5, 7), N etcd members and N console processes instead of the
+//! console thread (`consoles`): one is elected coordinator, the others take over when it
+//! is lost, and the proxy takes its topology from etcd.
+//!
 //! The engines only answer clients that know their password (`-NOAUTH` otherwise), so
 //! nothing on the host bypasses the proxy's tenancy, quotas and command filters: a secret
 //! kept in `DATA_DIR/engine.secret` (mode 0600, made on the first start, kept across
 //! restarts), which the engines require and the proxy and the console authenticate with.
+
+mod consoles;
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -59,6 +65,15 @@ pub struct UpArgs {
     /// engine's port); 0 turns them off.
     #[arg(long, default_value_t = 9121)]
     metrics_port: u16,
+    /// Consoles: 1 runs in this process on its SQLite database; 3, 5 or 7 run as processes
+    /// of their own on --console-port and the ports after it, electing their coordinator
+    /// and sharing their state on as many etcd members, started too (Debian's etcd-server).
+    #[arg(long, default_value_t = 1)]
+    consoles: u16,
+    /// With --consoles above 1: etcd member i listens for clients on this port + 2i and for
+    /// its peers on the next.
+    #[arg(long, default_value_t = 2379)]
+    etcd_port: u16,
 }
 
 /// One supervised engine process.
@@ -67,8 +82,23 @@ struct Supervised {
     /// What a restart runs: with replicas, the engine comes back fenced (`--wait-for-role`)
     /// until the console has failed it over or re-pointed it — back empty, it must not serve
     /// its slots (nor have its replicas follow it) in the meantime.
-    restart: Vec<String>,
+    restart: Launch,
     child: Mutex<Option<Child>>,
+}
+
+/// What starting a supervised process runs: its arguments (the program first), more
+/// environment, and where its standard error goes (None: this process's).
+#[derive(Debug, Clone, Default)]
+struct Launch {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    log: Option<PathBuf>,
+}
+
+impl From<Vec<String>> for Launch {
+    fn from(args: Vec<String>) -> Launch {
+        Launch { args, ..Launch::default() }
+    }
 }
 
 /// Starts an engine process. Every one is forked by the same thread, which lives as long as
@@ -76,8 +106,8 @@ struct Supervised {
 /// the process (prctl(2)), and engines were started from threads that end — the console's
 /// blocking pool (idle threads end after 10 s: every engine added from the console got
 /// SIGTERM ten seconds after it started) and a supervisor's, which ends with its engine.
-fn spawn(cmd: &[String]) -> std::io::Result<Child> {
-    type Request = (Vec<String>, std::sync::mpsc::Sender<std::io::Result<Child>>);
+fn spawn(launch: &Launch) -> std::io::Result<Child> {
+    type Request = (Launch, std::sync::mpsc::Sender<std::io::Result<Child>>);
     static SPAWNER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<Request>>> = std::sync::OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel::<Request>();
@@ -85,8 +115,8 @@ fn spawn(cmd: &[String]) -> std::io::Result<Child> {
         std::thread::Builder::new()
             .name("terrace-spawner".into())
             .spawn(move || {
-                for (cmd, reply) in rx {
-                    let _ = reply.send(fork_engine(&cmd));
+                for (launch, reply) in rx {
+                    let _ = reply.send(fork_process(&launch));
                 }
             })
             .expect("start the engines' spawner thread");
@@ -94,15 +124,19 @@ fn spawn(cmd: &[String]) -> std::io::Result<Child> {
     });
     let (reply, answer) = std::sync::mpsc::channel();
     let gone = || std::io::Error::other("the engines' spawner thread is gone");
-    spawner.lock().unwrap_or_else(|e| e.into_inner()).send((cmd.to_vec(), reply)).map_err(|_| gone())?;
+    spawner.lock().unwrap_or_else(|e| e.into_inner()).send((launch.clone(), reply)).map_err(|_| gone())?;
     answer.recv().map_err(|_| gone())?
 }
 
-/// Forks and runs `cmd` (on the spawner thread: see `spawn`).
-fn fork_engine(cmd: &[String]) -> std::io::Result<Child> {
-    let mut c = Command::new(&cmd[0]);
+/// Forks and runs `launch` (on the spawner thread: see `spawn`).
+fn fork_process(launch: &Launch) -> std::io::Result<Child> {
+    let (program, args) = launch.args.split_first().ok_or_else(|| std::io::Error::other("nothing to run"))?;
+    let mut c = Command::new(program);
     // Our stdout carries the proxy's ready line alone; engines log to stderr.
-    c.args(&cmd[1..]).stdout(std::process::Stdio::null());
+    c.args(args).envs(launch.env.iter().map(|(k, v)| (k, v))).stdout(std::process::Stdio::null());
+    if let Some(log) = &launch.log {
+        c.stderr(std::fs::OpenOptions::new().create(true).append(true).open(log)?);
+    }
     // Engines die with the appliance even if it is killed without a chance to stop them.
     #[cfg(target_os = "linux")]
     // SAFETY: pre_exec's closure only calls prctl, which is async-signal-safe.
@@ -187,6 +221,7 @@ impl Added {
         let dir = self.data_dir.join(format!("engine-added-{port}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let command = engine_command(&self.exe, port, &dir, &self.secret, &self.save, metrics_port(self.ports.1, port - self.ports.0 + 1));
+        let command = Launch::from(command);
         let child = spawn(&command).with_context(|| format!("cannot start an engine on port {port}"))?;
         let e = Arc::new(Supervised { name: format!("added engine (port {port})"), restart: command, child: Mutex::new(Some(child)) });
         self.engines.lock().unwrap().push(e.clone());
@@ -280,8 +315,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         if args.replicas > 0 {
             restart.push("--wait-for-role".into());
         }
-        let child = spawn(&command).with_context(|| format!("cannot start engine {}", i + 1))?;
-        engines.push(Arc::new(Supervised { name: format!("engine {} (port {port})", i + 1), restart, child: Mutex::new(Some(child)) }));
+        let child = spawn(&command.into()).with_context(|| format!("cannot start engine {}", i + 1))?;
+        engines.push(Arc::new(Supervised { name: format!("engine {} (port {port})", i + 1), restart: restart.into(), child: Mutex::new(Some(child)) }));
         if replica {
             replica_addrs.push(format!("127.0.0.1:{port}"));
         } else {
@@ -342,25 +377,30 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         p => p,
     };
     let proxy_addr = format!("{}:{proxy_port}", if args.bind == "0.0.0.0" { "127.0.0.1" } else { &args.bind });
-    let console = terrace_console::ConsoleSettings {
-        port: Some(args.console_port),
-        db: Some(args.data_dir.join("console.db")),
-        engines: Some(addrs.clone()),
-        replicas: Some(replica_addrs),
-        proxies: Some(vec![proxy_addr]),
-        proxy_admin_password: Some(admin_password.clone()),
-        engine_password_file: Some(secret.clone()),
-        ..Default::default()
+    let mut control_plane = None;
+    if args.consoles > 1 {
+        let plan = consoles::Plan {
+            exe: &exe,
+            data_dir: &args.data_dir,
+            consoles: args.consoles,
+            console_port: args.console_port,
+            etcd_port: args.etcd_port,
+            engines: &addrs,
+            replicas: &replica_addrs,
+            proxy: &proxy_addr,
+            proxy_admin_password: &admin_password,
+            engine_secret: &secret,
+        };
+        let running = consoles::start(&plan, &stopping)?;
+        eprintln!(
+            "terrace up: consoles on {} (they elect one coordinator: GET /api/v1/topology names it), etcd on {}",
+            running.consoles.iter().map(|a| format!("http://{a}")).collect::<Vec<_>>().join(", "),
+            running.etcd.join(", ")
+        );
+        control_plane = Some(running);
+    } else {
+        start_console(&args, &addrs, replica_addrs, proxy_addr, &admin_password, &secret, added.clone())?;
     }
-    .or(terrace_console::ConsoleSettings::from_env()?)
-    .resolve()?;
-    let console = terrace_console::ConsoleConfig { launcher: terrace_console::Launch(Some(added.clone())), own_proxies: true, ..console };
-    std::thread::Builder::new().name("terrace-console".into()).spawn(move || {
-        let announce = |s: &terrace_console::Started| eprint!("{}", s.announce());
-        if let Err(e) = terrace_console::run(console, announce) {
-            tracing::error!(error = %e, "the console stopped");
-        }
-    })?;
     let settings = terrace_proxy::ProxySettings {
         port: Some(proxy_port),
         memcache_port: Some(args.memcache_port),
@@ -371,16 +411,51 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         // Its console's slot map (engines added, slots moved) is the one to route with,
         // not an even split of the first engines.
         await_console: Some(true),
+        // (Several consoles: the coordinator publishes it in etcd.)
+        etcd: control_plane.as_ref().map(|c| c.etcd.clone()),
         metrics_port: metrics_port(args.metrics_port, 0),
         ..Default::default()
     };
     crate::release_freed_memory_every_second();
     let result = settings.resolve().map_err(anyhow::Error::from).and_then(|c| Ok(terrace_proxy::run(c)?));
     stopping.store(true, Ordering::SeqCst);
-    for e in engines.iter().chain(added.engines.lock().unwrap().iter()) {
+    let control = control_plane.map(|c| c.processes).unwrap_or_default();
+    for e in control.iter().chain(engines.iter()).chain(added.engines.lock().unwrap().iter()) {
         stop_engine(e);
     }
     result
+}
+
+/// The console in this process, on its SQLite database, with the launcher of added engines.
+fn start_console(
+    args: &UpArgs,
+    addrs: &[String],
+    replica_addrs: Vec<String>,
+    proxy_addr: String,
+    admin_password: &str,
+    secret: &std::path::Path,
+    added: Arc<Added>,
+) -> anyhow::Result<()> {
+    let console = terrace_console::ConsoleSettings {
+        port: Some(args.console_port),
+        db: Some(args.data_dir.join("console.db")),
+        engines: Some(addrs.to_vec()),
+        replicas: Some(replica_addrs),
+        proxies: Some(vec![proxy_addr]),
+        proxy_admin_password: Some(admin_password.to_string()),
+        engine_password_file: Some(secret.to_path_buf()),
+        ..Default::default()
+    }
+    .or(terrace_console::ConsoleSettings::from_env()?)
+    .resolve()?;
+    let console = terrace_console::ConsoleConfig { launcher: terrace_console::Launch(Some(added)), own_proxies: true, ..console };
+    std::thread::Builder::new().name("terrace-console".into()).spawn(move || {
+        let announce = |s: &terrace_console::Started| eprint!("{}", s.announce());
+        if let Err(e) = terrace_console::run(console, announce) {
+            tracing::error!(error = %e, "the console stopped");
+        }
+    })?;
+    Ok(())
 }
 
 /// Restarts the engine whenever it exits while the appliance runs (backoff 0.1 s → 5 s).
