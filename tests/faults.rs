@@ -1,7 +1,8 @@
 //! The fault suite in CI (issue 46): `terrace bench faults` runs every scenario once — kill -9,
 //! SIGSTOP and network partitions of the primary, the proxy and the console, the console's
 //! death, both engines of a group killed with the WAL on, the source's and the target's
-//! primary of a slot move killed mid-copy (two groups) — each part a host of its own in a
+//! primary of a slot move killed mid-copy (two groups), the coordinating console of three on
+//! etcd killed or cut off — each part a host of its own in a
 //! network namespace, under a logged workload (SET, SET+WAIT, MULTI/EXEC, INCR+WAIT). This
 //! test reads each run's verdict and fails on any acknowledged write lost that may not be
 //! (every write a replica confirmed; every write acknowledged after the fault began), a torn
@@ -32,7 +33,9 @@ fn no_acknowledged_write_is_lost_under_kills_pauses_and_partitions() {
             "kill-console",
             "kill-both-wal",
             "move-kill-source",
-            "move-kill-target"
+            "move-kill-target",
+            "kill-coordinator",
+            "partition-coordinator"
         ],
         "every scenario ran to its verdict"
     );

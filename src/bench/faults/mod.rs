@@ -9,6 +9,11 @@
 //! per scenario and round; `--json` prints one object per run for the CI test
 //! (`tests/faults.rs`). Exits with an error when any of Terrace's runs found a violation.
 //!
+//! The coordinator scenarios run three consoles, each beside an etcd member on its host,
+//! which elect their coordinator there: the coordinating console is killed, or its host
+//! (console and etcd member) cut off; another must take over, and nothing acknowledged is
+//! lost.
+//!
 //! The move scenarios run two groups (`e0`/`r0` and `e1`/`r1`, half the slots each) with
 //! keys written and confirmed before the load, and kill the source's or the target's
 //! primary in the middle of a slot move's copy: the move must end done, on the groups'
@@ -53,6 +58,10 @@ trait System {
     fn console(&self) -> Option<String> {
         None
     }
+    /// The host of the console that coordinates now (several consoles on etcd).
+    fn coordinator(&self) -> anyhow::Result<&'static str> {
+        bail!("this system has no elected coordinator")
+    }
 
     /// Waits until each group is one primary and one replica following it, and takes
     /// confirmed writes.
@@ -71,7 +80,7 @@ trait System {
 pub struct FaultsArgs {
     /// Scenarios to run, comma-separated [default: all]: kill-primary, pause-primary,
     /// partition-primary, partition-proxy, partition-console, kill-console, kill-both-wal,
-    /// move-kill-source, move-kill-target.
+    /// move-kill-source, move-kill-target, kill-coordinator, partition-coordinator.
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<String>,
     /// Runs of each scenario.
@@ -122,9 +131,13 @@ enum Scenario {
     MoveKillSource,
     /// Two groups; the target group's primary killed (restarted fenced) mid-move.
     MoveKillTarget,
+    /// Three consoles on etcd; the coordinating one killed, restarted after the fault.
+    KillCoordinator,
+    /// Three consoles on etcd; the coordinating one's host (console and etcd member) cut off.
+    PartitionCoordinator,
 }
 
-const ALL: [Scenario; 9] = [
+const ALL: [Scenario; 11] = [
     Scenario::KillPrimary,
     Scenario::PausePrimary,
     Scenario::PartitionPrimary,
@@ -134,6 +147,8 @@ const ALL: [Scenario; 9] = [
     Scenario::KillBothWal,
     Scenario::MoveKillSource,
     Scenario::MoveKillTarget,
+    Scenario::KillCoordinator,
+    Scenario::PartitionCoordinator,
 ];
 
 impl Scenario {
@@ -148,6 +163,17 @@ impl Scenario {
             Scenario::KillBothWal => "kill-both-wal",
             Scenario::MoveKillSource => "move-kill-source",
             Scenario::MoveKillTarget => "move-kill-target",
+            Scenario::KillCoordinator => "kill-coordinator",
+            Scenario::PartitionCoordinator => "partition-coordinator",
+        }
+    }
+
+    /// The consoles it runs (3: on etcd).
+    fn consoles(self) -> usize {
+        if matches!(self, Scenario::KillCoordinator | Scenario::PartitionCoordinator) {
+            3
+        } else {
+            1
         }
     }
 
@@ -218,7 +244,7 @@ pub fn run(args: FaultsArgs) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
             let run = if system == "terrace" {
-                let mut cluster = Cluster::start(&dir, scenario == Scenario::KillBothWal, args.pin.clone(), scenario.groups())?;
+                let mut cluster = Cluster::start(&dir, scenario == Scenario::KillBothWal, args.pin.clone(), scenario.groups(), scenario.consoles())?;
                 run_one(&mut cluster, system, scenario, round, &args, &dir)?
             } else {
                 let mut sentinels = Sentinels::start(&dir, args.pin.clone(), &args.redis_server, &args.redis_sentinel)?;
@@ -267,8 +293,8 @@ pub fn run(args: FaultsArgs) -> anyhow::Result<()> {
 /// Per system and scenario: sums over the rounds, and the medians of the times.
 fn summarize(runs: &[Run]) {
     println!();
-    println!("| system | scenario | runs | acknowledged | confirmed | lost confirmed | lost, acked after the fault | other violations | writable after, median s | settled after, median s |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| system | scenario | runs | acknowledged | confirmed | lost confirmed | lost, acked after the fault | other violations | writable after, median s | longest outage, median s | settled after, median s |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for r in runs {
         if seen.contains(&(r.system, r.scenario)) {
@@ -279,8 +305,9 @@ fn summarize(runs: &[Run]) {
         let sum = |f: &dyn Fn(&Verdict) -> u64| mine.iter().map(|o| f(&o.verdict)).sum::<u64>();
         let writable: Vec<f64> = mine.iter().map(|o| o.verdict.writable_after_s).collect();
         let settled: Vec<f64> = mine.iter().map(|o| o.settled_after_s).collect();
+        let outage: Vec<f64> = mine.iter().map(|o| o.verdict.longest_outage_s).collect();
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
             r.system,
             r.scenario,
             mine.len(),
@@ -290,6 +317,7 @@ fn summarize(runs: &[Run]) {
             sum(&|v| v.lost_after_fault),
             sum(&|v| v.other_violations()),
             super::median(&writable),
+            super::median(&outage),
             super::median(&settled)
         );
     }
@@ -347,6 +375,20 @@ fn run_one(cluster: &mut dyn System, system: &'static str, scenario: Scenario, r
             at = began();
             std::thread::sleep(length);
             cluster.restart("console")?;
+        }
+        Scenario::KillCoordinator => {
+            let host = cluster.coordinator()?;
+            cluster.procs().kill(host)?;
+            at = began();
+            std::thread::sleep(length);
+            cluster.restart(host)?;
+        }
+        Scenario::PartitionCoordinator => {
+            let host = cluster.coordinator()?;
+            cluster.procs().partition(host)?;
+            at = began();
+            std::thread::sleep(length);
+            cluster.procs().heal(host)?;
         }
         Scenario::MoveKillSource | Scenario::MoveKillTarget => {
             // The first group's slots (the first half) to the second group.

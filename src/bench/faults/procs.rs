@@ -35,9 +35,16 @@ impl Procs {
         format!("{}:{port}", self.net.host(host).ip)
     }
 
-    /// Runs `program args` on `host` (replacing a process it ran before).
+    /// Runs `program args` on `host` as the process named like the host (replacing a
+    /// process it ran before).
     pub fn spawn(&mut self, host: &'static str, program: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("{host}.log")))?;
+        self.spawn_as(host, host, program, args, env)
+    }
+
+    /// Runs `program args` on `host` as the process `name` (a host may run several: a
+    /// console and an etcd member), logging to `DIR/NAME.log`.
+    pub fn spawn_as(&mut self, name: &'static str, host: &str, program: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("{name}.log")))?;
         // (taskset sets the affinity and execs the program: the pid is the program's.)
         let mut cmd = match &self.pin {
             Some(core) => {
@@ -50,15 +57,16 @@ impl Procs {
         cmd.args(args).envs(env.iter().copied()).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         self.net.host(host).enter(&mut cmd)?;
         let child = cmd.spawn().with_context(|| format!("starting {} on {host}", program.display()))?;
-        if let Some(mut old) = self.procs.insert(host, child) {
+        if let Some(mut old) = self.procs.insert(name, child) {
             let _ = old.kill();
             let _ = old.wait();
         }
         Ok(())
     }
 
-    pub fn kill(&mut self, host: &str) -> anyhow::Result<()> {
-        let child = self.procs.get_mut(host).with_context(|| format!("no process on {host}"))?;
+    /// Kills the process `name` (a host's own: the host's name).
+    pub fn kill(&mut self, name: &str) -> anyhow::Result<()> {
+        let child = self.procs.get_mut(name).with_context(|| format!("no process {name}"))?;
         child.kill()?;
         child.wait()?;
         Ok(())
