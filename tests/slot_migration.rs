@@ -418,6 +418,22 @@ async fn clients_blocked_on_a_moving_slot_are_served_by_its_new_engine() {
     assert_eq!(n, 0, "the source keeps no key of the moved slot");
 }
 
+/// The value `fill` writes at `key:{i}` (100 bytes).
+fn value_of(i: usize) -> String {
+    format!("{i:0>100}")
+}
+
+/// Writes `key:0` … `key:{n-1}` through `con` (values `value_of`), pipelined.
+fn fill(con: &mut redis::Connection, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            pipe.cmd("SET").arg(format!("key:{i}")).arg(value_of(*i)).ignore();
+        }
+        let _: () = pipe.query(con).unwrap();
+    }
+}
+
 /// Waits until the console's move list satisfies `check` (on its JSON: moves, progress).
 async fn moves_until(url: &str, token: &str, what: &str, check: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -445,14 +461,8 @@ async fn a_move_cut_by_a_crash_of_either_side_rolls_back_and_completes_on_retry(
     let token = console_api::token(&web, &console.url, &csrf, "crash").await;
     let url = console.url.clone();
     let mut con = proxy.client();
-    let value = |i: usize| format!("{i:0>100}");
-    for chunk in (0..20_000).collect::<Vec<_>>().chunks(1000) {
-        let mut pipe = redis::pipe();
-        for i in chunk {
-            pipe.cmd("SET").arg(format!("key:{i}")).arg(value(*i)).ignore();
-        }
-        let _: () = pipe.query(&mut con).unwrap();
-    }
+    let value = value_of;
+    fill(&mut con, 20_000);
     let (status, body) = console_api::api(
         Method::POST,
         format!("{url}/api/v1/moves"),
@@ -1003,14 +1013,8 @@ async fn a_move_survives_failovers_of_its_source_and_its_target() {
     let token = console_api::token(&web, &console.url, &csrf, "failovers").await;
     let url = console.url.clone();
     let mut con = proxy.client();
-    let value = |i: usize| format!("{i:0>100}");
-    for chunk in (0..20_000).collect::<Vec<_>>().chunks(1000) {
-        let mut pipe = redis::pipe();
-        for i in chunk {
-            pipe.cmd("SET").arg(format!("key:{i}")).arg(value(*i)).ignore();
-        }
-        let _: () = pipe.query(&mut con).unwrap();
-    }
+    let value = value_of;
+    fill(&mut con, 20_000);
     let size = |e: &Engine| q::<i64>(&mut e.client(), &["DBSIZE"]);
     let on_a = size(&a);
     eventually(20, "the replicas have every key", || size(&ra) == on_a && size(&rb) == 20_000 - on_a);
