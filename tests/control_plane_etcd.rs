@@ -71,12 +71,23 @@ fn address_of(console: &Console) -> String {
     console.url.trim_start_matches("http://").to_string()
 }
 
+/// GET `path` of the console's API as `web`'s session, or, if that session ended (a
+/// standby's end once, when it first takes the coordinator's users), as a new one.
+async fn get_json(web: &reqwest::Client, console: &Console, path: &str) -> serde_json::Value {
+    let r = web.get(format!("{}{path}", console.url)).send().await.unwrap();
+    if r.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return r.json().await.unwrap();
+    }
+    let (again, _) = console_api::login(&console.url).await;
+    again.get(format!("{}{path}", console.url)).send().await.unwrap().json().await.unwrap()
+}
+
 async fn topology(web: &reqwest::Client, console: &Console) -> serde_json::Value {
-    web.get(format!("{}/api/v1/topology", console.url)).send().await.unwrap().json().await.unwrap()
+    get_json(web, console, "/api/v1/topology").await
 }
 
 async fn tenants(web: &reqwest::Client, console: &Console) -> Vec<String> {
-    let body: serde_json::Value = web.get(format!("{}/api/v1/tenants", console.url)).send().await.unwrap().json().await.unwrap();
+    let body = get_json(web, console, "/api/v1/tenants").await;
     body["tenants"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
 }
 
@@ -204,11 +215,21 @@ async fn terrace_up_runs_three_consoles_and_survives_the_coordinators_loss() {
     for url in &urls {
         webs.push(console_api::login(url).await.0);
     }
+    // (A standby's sessions end once when it first takes the coordinator's users: logged in
+    // again then.)
+    let webs = std::sync::Mutex::new(webs);
     // What console `i` says: who coordinates, and whether it stands by.
     let view = |i: usize| {
-        let (web, url) = (webs[i].clone(), urls[i].clone());
+        let (web, url) = (webs.lock().unwrap()[i].clone(), urls[i].clone());
+        let webs = &webs;
         async move {
-            let t: serde_json::Value = web.get(format!("{url}/api/v1/topology")).timeout(Duration::from_secs(2)).send().await.ok()?.json().await.ok()?;
+            let mut r = web.get(format!("{url}/api/v1/topology")).timeout(Duration::from_secs(2)).send().await.ok()?;
+            if r.status() == reqwest::StatusCode::UNAUTHORIZED {
+                let web = console_api::login(&url).await.0;
+                webs.lock().unwrap()[i] = web.clone();
+                r = web.get(format!("{url}/api/v1/topology")).timeout(Duration::from_secs(2)).send().await.ok()?;
+            }
+            let t: serde_json::Value = r.json().await.ok()?;
             Some((t["coordinator"].as_str().map(str::to_string), !t["standby"].is_null()))
         }
     };

@@ -207,6 +207,15 @@ pub async fn pass(console: &Console) -> Outcome {
     Outcome { errors, refused }
 }
 
+/// With etcd: publishes the shared state and the proxies' topology now (a change an API
+/// call made is in etcd before the call answers). Err: not published.
+pub async fn publish_now(console: &Console) -> Result<(), String> {
+    let _one_at_a_time = console.pass_lock.lock().await;
+    let members = console.state.lock().members.clone();
+    let want = desired(&console.db, &members).await.map_err(|e| e.to_string())?;
+    console.coordination.publish(&console.db, &want.document).await
+}
+
 /// Pushes the topology to every proxy at once, nothing else (a slot move's switch: its
 /// pause lasts until the proxies have the new map). Answers what failed; the reconcile loop
 /// tries those again within one interval.

@@ -52,8 +52,8 @@ pub async fn take(db: &Db) -> Result<String, DbError> {
 }
 
 /// Makes the shared tables hold `state` (a `take` of another console), in one transaction.
-/// Users are updated in place (a console's sessions hang on them); the other tables are
-/// replaced whole.
+/// Users are updated in place (a console's sessions hang on them: those of a user removed,
+/// or whose password changed, go); the other tables are replaced whole.
 pub async fn apply(db: &Db, state: &str) -> Result<(), DbError> {
     let mut tables = Vec::new();
     for (table, _) in SHARED {
@@ -72,6 +72,14 @@ pub async fn apply(db: &Db, state: &str) -> Result<(), DbError> {
         let values = cols.iter().map(|c| format!("json_extract(value, '$.{c}')")).collect::<Vec<_>>().join(", ");
         let rows_of = format!("json_each(?, '$.{table}')");
         if table == "users" {
+            // A password changed on the coordinator logs its user out here too, as there.
+            sqlx::query(&format!(
+                "DELETE FROM sessions WHERE user_id IN (SELECT u.id FROM users u JOIN {rows_of} j ON json_extract(j.value, '$.id') = u.id \
+                 WHERE json_extract(j.value, '$.password_hash') IS NOT u.password_hash)"
+            ))
+            .bind(state)
+            .execute(&mut *tx)
+            .await?;
             sqlx::query(&format!("DELETE FROM users WHERE {pk} NOT IN (SELECT json_extract(value, '$.{pk}') FROM {rows_of})"))
                 .bind(state)
                 .execute(&mut *tx)
@@ -87,4 +95,45 @@ pub async fn apply(db: &Db, state: &str) -> Result<(), DbError> {
     }
     tx.commit().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn fresh(tag: &str) -> (Db, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("terrace-shared-state-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        (crate::db::open(&dir.join("console.db")).await.unwrap(), dir)
+    }
+
+    #[tokio::test]
+    async fn a_standby_holds_what_the_coordinator_took_and_keeps_its_own_sessions() {
+        let (coordinator, dir_a) = fresh("a").await;
+        let (standby, dir_b) = fresh("b").await;
+        for db in [&coordinator, &standby] {
+            crate::db::seed_topology(db, &["10.0.0.1:7001".into(), "10.0.0.2:7001".into()], &["10.0.0.3:7001".into()], &["10.0.0.9:6379".into()], false)
+                .await
+                .unwrap();
+            crate::db::add_user(db, "admin", "hash-1", "admin").await.unwrap();
+        }
+        crate::db::add_user(&coordinator, "ops", "hash-2", "operator").await.unwrap();
+        crate::db::replace_primary(&coordinator, 0, "10.0.0.1:7001", "10.0.0.3:7001").await.unwrap();
+        let (admin, _) = crate::db::user_by_name(&standby, "admin").await.unwrap().unwrap();
+        crate::db::add_session(&standby, "session-1", admin, "csrf", crate::db::now() + 60).await.unwrap();
+
+        let state = take(&coordinator).await.unwrap();
+        apply(&standby, &state).await.unwrap();
+        assert_eq!(take(&standby).await.unwrap(), state, "the standby holds exactly the coordinator's state");
+        assert_eq!(crate::db::topology(&standby).await.unwrap().0, ["10.0.0.3:7001", "10.0.0.2:7001"]);
+        assert!(crate::db::session(&standby, "session-1").await.unwrap().is_some(), "its own session stays");
+        // The admin's password changes on the coordinator: logged out on the standby too.
+        crate::db::set_password(&coordinator, admin, "hash-3", "").await.unwrap();
+        apply(&standby, &take(&coordinator).await.unwrap()).await.unwrap();
+        assert!(crate::db::session(&standby, "session-1").await.unwrap().is_none());
+        for dir in [dir_a, dir_b] {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }

@@ -67,11 +67,27 @@ pub fn router(console: Arc<Console>) -> Router {
 /// A console that does not coordinate (it stands by on etcd) serves reads and sessions, and
 /// refuses changes with 503: its state is not the one published. (It runs before the
 /// handlers authenticate, so it names no address: `GET /api/v1/topology` says which console
-/// coordinates.)
+/// coordinates.) On the coordinator, a change is published in etcd before it is answered:
+/// one that could not be is answered 503, saying it may be undone by another coordinator.
 async fn only_the_coordinator_changes(axum::extract::State(c): axum::extract::State<Arc<Console>>, req: Request, next: Next) -> Response {
     let read = matches!(*req.method(), Method::GET | Method::HEAD);
-    if read || matches!(req.uri().path(), "/login" | "/logout") || c.coordination.leading() {
+    if read || matches!(req.uri().path(), "/login" | "/logout") {
         return next.run(req).await;
+    }
+    if c.coordination.leading() {
+        let res = next.run(req).await;
+        if !c.coordination.on_etcd_mode() || !(res.status().is_success() || res.status().is_redirection()) {
+            return res;
+        }
+        return match crate::reconcile::publish_now(&c).await {
+            Ok(()) => res,
+            Err(e) => {
+                let body = serde_json::json!({
+                    "error": format!("the change was made on this console but not published in etcd ({e}): another coordinator may undo it; check and make it again"),
+                });
+                (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+            }
+        };
     }
     let body = serde_json::json!({
         "error": "this console does not coordinate now: make changes on the coordinator (GET /api/v1/topology names it)",
