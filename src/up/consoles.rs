@@ -8,12 +8,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::{spawn, supervise, Launch, Supervised};
+use super::{supervised, wait_listening, Launch, Supervised};
 
 /// What a console process needs that the appliance decided.
 pub struct Plan<'a> {
@@ -106,21 +105,4 @@ fn first_start_password(data_dir: &Path) -> Option<String> {
         return Some(p);
     }
     (!data_dir.join("console-0.db").exists()).then(|| terrace_console::auth::random_hex(12))
-}
-
-fn supervised(name: String, launch: Launch, stopping: &Arc<AtomicBool>) -> anyhow::Result<Arc<Supervised>> {
-    let child = spawn(&launch).with_context(|| format!("cannot start {name}"))?;
-    let process = Arc::new(Supervised { name, restart: launch, child: Mutex::new(Some(child)) });
-    let (p, stopping) = (process.clone(), stopping.clone());
-    std::thread::spawn(move || supervise(&p, &stopping));
-    Ok(process)
-}
-
-fn wait_listening(addr: &str, what: &str) -> anyhow::Result<()> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(addr).is_err() {
-        anyhow::ensure!(std::time::Instant::now() < deadline, "{what} {addr} did not start within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }

@@ -221,18 +221,10 @@ impl Added {
         let dir = self.data_dir.join(format!("engine-added-{port}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let command = engine_command(&self.exe, port, &dir, &self.secret, &self.save, metrics_port(self.ports.1, port - self.ports.0 + 1));
-        let command = Launch::from(command);
-        let child = spawn(&command).with_context(|| format!("cannot start an engine on port {port}"))?;
-        let e = Arc::new(Supervised { name: format!("added engine (port {port})"), restart: command, child: Mutex::new(Some(child)) });
-        self.engines.lock().unwrap().push(e.clone());
-        let stopping = self.stopping.clone();
-        std::thread::spawn(move || supervise(&e, &stopping));
+        let e = supervised(format!("added engine (port {port})"), command.into(), &self.stopping)?;
+        self.engines.lock().unwrap().push(e);
         let addr = format!("127.0.0.1:{port}");
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect(&addr).is_err() {
-            anyhow::ensure!(std::time::Instant::now() < deadline, "engine {addr} did not start within 60 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(&addr, "engine")?;
         Ok(addr)
     }
 }
@@ -344,11 +336,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     // Clients get the proxy once the engines answer (an engine loading a large snapshot
     // takes a while); the proxy would reconnect anyway, but its first clients would see errors.
     for addr in addrs.iter().chain(&replica_addrs) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect(addr).is_err() {
-            anyhow::ensure!(std::time::Instant::now() < deadline, "engine {addr} did not start within 60 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(addr, "engine")?;
     }
     eprintln!(
         "terrace up: proxy on {}:{} (Redis clients) and {}:{} (Memcached clients), engines on {}{}",
@@ -455,6 +443,25 @@ fn start_console(
             tracing::error!(error = %e, "the console stopped");
         }
     })?;
+    Ok(())
+}
+
+/// Starts `launch` as the process `name` and supervises it (restarted the same way).
+fn supervised(name: String, launch: Launch, stopping: &Arc<AtomicBool>) -> anyhow::Result<Arc<Supervised>> {
+    let child = spawn(&launch).with_context(|| format!("cannot start {name}"))?;
+    let process = Arc::new(Supervised { name, restart: launch, child: Mutex::new(Some(child)) });
+    let (p, stopping) = (process.clone(), stopping.clone());
+    std::thread::spawn(move || supervise(&p, &stopping));
+    Ok(process)
+}
+
+/// Waits up to 60 s until something listens on `addr` (`what` names it in the error).
+fn wait_listening(addr: &str, what: &str) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(addr).is_err() {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "{what} {addr} did not start within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     Ok(())
 }
 
