@@ -141,33 +141,34 @@ async fn mirror(console: Arc<crate::Console>) {
         let elected = e.election.leading().map(|l| l.term);
         let behind = elected.is_some_and(|term| lock(&e.shared).synced_term != Some(term));
         if elected.is_none() || behind {
-            match e.client.get(STATE_KEY.as_bytes()).await {
-                Ok((kv, _)) => {
-                    let fresh = kv.filter(|kv| behind || kv.mod_revision != lock(&e.shared).mirrored);
-                    let applied = match &fresh {
-                        Some(kv) => crate::shared_state::apply(&console.db, &String::from_utf8_lossy(&kv.value)).await.map_err(|err| err.to_string()),
-                        None => Ok(()),
-                    };
-                    match applied {
-                        Ok(()) => {
-                            let mut shared = lock(&e.shared);
-                            if let Some(kv) = &fresh {
-                                shared.mirrored = kv.mod_revision;
-                            }
-                            if let Some(term) = elected {
-                                // (Its own state stands when none was ever published: the first coordinator's.)
-                                shared.synced_term = Some(term);
-                                shared.published = None;
-                                tracing::info!(term, revision = shared.mirrored, "coordinating from the published state");
-                                console.wake.notify_one();
-                            }
-                        }
-                        Err(err) => tracing::error!(error = %err, "etcd: the published state could not be applied"),
-                    }
-                }
-                Err(err) => tracing::debug!(error = %err, "etcd: cannot read the published state"),
-            }
+            catch_up(&console, e, elected).await;
         }
         tokio::time::sleep(MIRROR_EVERY).await;
+    }
+}
+
+/// Applies the published state — a standby's when it is newer than the one it applied, a
+/// console elected in term `elected` whatever it is — and marks that term's state applied.
+async fn catch_up(console: &crate::Console, e: &OnEtcd, elected: Option<i64>) {
+    let kv = match e.client.get(STATE_KEY.as_bytes()).await {
+        Ok((kv, _)) => kv,
+        Err(err) => return tracing::debug!(error = %err, "etcd: cannot read the published state"),
+    };
+    let fresh = kv.filter(|kv| elected.is_some() || kv.mod_revision != lock(&e.shared).mirrored);
+    if let Some(kv) = &fresh {
+        if let Err(err) = crate::shared_state::apply(&console.db, &String::from_utf8_lossy(&kv.value)).await {
+            return tracing::error!(error = %err, "etcd: the published state could not be applied");
+        }
+    }
+    let mut shared = lock(&e.shared);
+    if let Some(kv) = &fresh {
+        shared.mirrored = kv.mod_revision;
+    }
+    if let Some(term) = elected {
+        // (Its own state stands when none was ever published: the first coordinator's.)
+        shared.synced_term = Some(term);
+        shared.published = None;
+        tracing::info!(term, revision = shared.mirrored, "coordinating from the published state");
+        console.wake.notify_one();
     }
 }

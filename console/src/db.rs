@@ -383,17 +383,10 @@ async fn new_group_id(tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>) -> Resu
     Ok(sqlx::query("INSERT INTO engine_group_ids DEFAULT VALUES RETURNING id").fetch_one(&mut **tx).await?.get(0))
 }
 
-/// Each slot-map engine's group id, by index.
-pub async fn group_ids(db: &Db) -> Result<Vec<i64>, DbError> {
-    let rows = sqlx::query("SELECT group_id FROM engines ORDER BY idx").fetch_all(db).await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
-}
-
-/// A group's place in the slot map and its primary's address now (None: no such group any
-/// more).
-pub async fn group(db: &Db, group_id: i64) -> Result<Option<(usize, String)>, DbError> {
-    let row = sqlx::query("SELECT idx, address FROM engines WHERE group_id = ?").bind(group_id).fetch_optional(db).await?;
-    Ok(row.map(|r| (r.get::<i64, _>(0) as usize, r.get(1))))
+/// A group's primary's address now (None: no such group any more).
+pub async fn group_primary(db: &Db, group_id: i64) -> Result<Option<String>, DbError> {
+    let row = sqlx::query("SELECT address FROM engines WHERE group_id = ?").bind(group_id).fetch_optional(db).await?;
+    Ok(row.map(|r| r.get(0)))
 }
 
 /// Every replica with the index of the engine it follows.

@@ -77,6 +77,12 @@ impl Probe {
     }
 }
 
+/// Whether the engine at `address` serves as a primary now, by the health check: it
+/// answers (not only BUSY or LOADING), follows no master, and does not wait for its role.
+pub(crate) async fn serves_as_primary(address: &str, password: Option<&str>) -> bool {
+    probe(address, password).await.is_some_and(|p| !p.busy && p.following.is_none() && !p.waiting)
+}
+
 /// Gives engine `address` the term `term`, with a lease until `lease` (unix ms; 0 revokes
 /// it) or none.
 pub(crate) async fn give_term(address: &str, password: Option<&str>, term: &db::Term, lease: Option<i64>) -> Result<(), String> {

@@ -385,12 +385,8 @@ async fn failed_over(console: &Console, m: &SlotMove) -> bool {
         }
         // (A primary restarted fenced, waiting for its role, answers but is about to be
         // replaced: it does not serve.)
-        let bound = console.config.health.max(Duration::from_millis(200));
-        let serves = |address: String| async move {
-            let Ok(mut n) = Node::engine_bounded(&address, password, bound).await else { return false };
-            n.info("replication").await.is_ok_and(|i| i.get("role").is_some_and(|r| r == "master") && !i.contains_key("terrace_waiting_for_role"))
-        };
-        if Instant::now() >= deadline || (serves(m.source.clone()).await && serves(m.target.clone()).await) {
+        let serves = crate::failover::serves_as_primary;
+        if Instant::now() >= deadline || (serves(&m.source, password).await && serves(&m.target, password).await) {
             return false;
         }
         tokio::time::sleep(console.config.health).await;
@@ -401,8 +397,8 @@ async fn failed_over(console: &Console, m: &SlotMove) -> bool {
 async fn primaries(console: &Console, m: &SlotMove) -> Result<(String, String), Undo> {
     let primary = |group: Option<i64>, side: &'static str| async move {
         let Some(group) = group else { return Err(Undo(format!("its {side} group is unknown (queued before groups had ids; its engine left the topology)"))) };
-        match db::group(&console.db, group).await? {
-            Some((_, address)) => Ok(address),
+        match db::group_primary(&console.db, group).await? {
+            Some(address) => Ok(address),
             None => Err(Undo(format!("the {side} group {group} is no longer in the slot map"))),
         }
     };

@@ -253,11 +253,11 @@ async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatu
         s.clients = info.get("connected_clients").and_then(|v| v.parse().ok());
         s.run_id = info.get("run_id").cloned();
         let current = n.json(&["TERRACE.TOPOLOGY", "GET"]).await?;
-        if current["digest"].as_str() != Some(want.digest.as_str()) && console.coordination.on_etcd_mode() {
-            // It takes the topology from etcd: not in sync until its watch brings it.
-            return Ok(());
-        }
         if current["digest"].as_str() != Some(want.digest.as_str()) {
+            if console.coordination.on_etcd_mode() {
+                // It takes the topology from etcd: not in sync until its watch brings it.
+                return Ok(());
+            }
             if let Err(e) = n.run::<String>(&["TERRACE.TOPOLOGY", "SET", &want.document]).await {
                 s.refused.push(e.to_string());
                 return Err(e);

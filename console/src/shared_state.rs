@@ -11,22 +11,21 @@ use sqlx::Row;
 
 use crate::db::{Db, DbError};
 
-/// The shared tables, parents before children, each with the filter of its shared rows
-/// (all of them, so far).
-const SHARED: [(&str, &str); 13] = [
-    ("users", "1"),
-    ("api_tokens", "1"),
-    ("tenants", "1"),
-    ("engine_group_ids", "1"),
-    ("engines", "1"),
-    ("slot_ranges", "1"),
-    ("replicas", "1"),
-    ("proxies", "1"),
-    ("slot_moves", "1"),
-    ("settings", "1"),
-    ("dropped_tenants", "1"),
-    ("advisor_state", "1"),
-    ("retrains", "1"),
+/// The shared tables (every row of each), parents before children.
+const SHARED: [&str; 13] = [
+    "users",
+    "api_tokens",
+    "tenants",
+    "engine_group_ids",
+    "engines",
+    "slot_ranges",
+    "replicas",
+    "proxies",
+    "slot_moves",
+    "settings",
+    "dropped_tenants",
+    "advisor_state",
+    "retrains",
 ];
 
 /// A table's columns, and its primary key's.
@@ -40,11 +39,10 @@ async fn columns(db: &Db, table: &str) -> Result<(Vec<String>, String), DbError>
 /// The shared state now, as JSON (the same state gives the same text).
 pub async fn take(db: &Db) -> Result<String, DbError> {
     let mut parts = Vec::new();
-    for (table, filter) in SHARED {
+    for table in SHARED {
         let (cols, pk) = columns(db, table).await?;
         let object = cols.iter().map(|c| format!("'{c}', {c}")).collect::<Vec<_>>().join(", ");
-        let sql =
-            format!("SELECT COALESCE(json_group_array(json(row)), '[]') FROM (SELECT json_object({object}) AS row FROM {table} WHERE {filter} ORDER BY {pk})");
+        let sql = format!("SELECT COALESCE(json_group_array(json(row)), '[]') FROM (SELECT json_object({object}) AS row FROM {table} ORDER BY {pk})");
         let rows: String = sqlx::query(&sql).fetch_one(db).await?.get(0);
         parts.push(format!("\"{table}\":{rows}"));
     }
@@ -56,16 +54,14 @@ pub async fn take(db: &Db) -> Result<String, DbError> {
 /// or whose password changed, go); the other tables are replaced whole.
 pub async fn apply(db: &Db, state: &str) -> Result<(), DbError> {
     let mut tables = Vec::new();
-    for (table, _) in SHARED {
+    for table in SHARED {
         tables.push((table, columns(db, table).await?));
     }
     let mut tx = db.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::query("PRAGMA defer_foreign_keys = ON").execute(&mut *tx).await?;
     // Children before parents when deleting.
-    for (table, filter) in SHARED.iter().rev() {
-        if *table != "users" {
-            sqlx::query(&format!("DELETE FROM {table} WHERE {filter}")).execute(&mut *tx).await?;
-        }
+    for table in SHARED.iter().rev().filter(|t| **t != "users") {
+        sqlx::query(&format!("DELETE FROM {table}")).execute(&mut *tx).await?;
     }
     for (table, (cols, pk)) in tables {
         let list = cols.join(", ");
