@@ -80,20 +80,6 @@ impl Cluster {
         self.procs.spawn_as(name, host, Path::new("etcd"), &args, &[])
     }
 
-    /// The console that coordinates now (its host), as etcd names it.
-    pub fn coordinator(&self) -> anyhow::Result<&'static str> {
-        let endpoints = self.etcd_endpoints().ok_or_else(|| anyhow::anyhow!("one console: it always coordinates"))?;
-        let client = terrace_etcd::Client::new(&endpoints.split(',').map(String::from).collect::<Vec<_>>(), std::time::Duration::from_secs(2))?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let (kv, _) = runtime.block_on(client.get(terrace_console::coordination::COORDINATOR_KEY.as_bytes()))?;
-        let named = kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()).unwrap_or_default();
-        CONSOLES
-            .iter()
-            .map(|(h, _)| *h)
-            .find(|h| self.procs.addr(h, CONSOLE_PORT) == named)
-            .ok_or_else(|| anyhow::anyhow!("no console coordinates now ({named:?})"))
-    }
-
     /// The addresses of `hosts` on the engines' port, comma-separated.
     fn engine_addrs(&self, hosts: impl Iterator<Item = &'static str>) -> String {
         hosts.map(|h| self.procs.addr(h, ENGINE_PORT)).collect::<Vec<_>>().join(",")
@@ -101,11 +87,6 @@ impl Cluster {
 
     fn primaries(&self) -> String {
         self.engine_addrs(GROUPS[..self.groups].iter().map(|g| g[0]))
-    }
-
-    /// The console's address (host:port).
-    pub fn console_addr(&self) -> String {
-        self.procs.addr("console", CONSOLE_PORT)
     }
 
     /// Starts engine `host` (`e0`, `r0`, …) on its data directory; `fenced` as a supervisor
@@ -187,10 +168,20 @@ impl System for Cluster {
     }
 
     fn console(&self) -> Option<String> {
-        Some(self.console_addr())
+        Some(self.procs.addr("console", CONSOLE_PORT))
     }
 
+    /// The console that coordinates now (its host), as etcd names it.
     fn coordinator(&self) -> anyhow::Result<&'static str> {
-        Cluster::coordinator(self)
+        let endpoints = self.etcd_endpoints().ok_or_else(|| anyhow::anyhow!("one console: it always coordinates"))?;
+        let client = terrace_etcd::Client::new(&endpoints.split(',').map(String::from).collect::<Vec<_>>(), std::time::Duration::from_secs(2))?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (kv, _) = runtime.block_on(client.get(terrace_console::coordination::COORDINATOR_KEY.as_bytes()))?;
+        let named = kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()).unwrap_or_default();
+        CONSOLES
+            .iter()
+            .map(|(h, _)| *h)
+            .find(|h| self.procs.addr(h, CONSOLE_PORT) == named)
+            .ok_or_else(|| anyhow::anyhow!("no console coordinates now ({named:?})"))
     }
 }
