@@ -89,9 +89,17 @@ pub enum WalError {
 }
 
 /// Records waiting for the writer.
-/// A checkpoint: (the last sequence number the snapshot covers, where in the pending payload
-/// the records after it start, how many records precede that point).
-type Checkpoint = (u64, usize, u32);
+/// A checkpoint: where the log begins a new segment and which old ones go.
+#[derive(Clone, Copy)]
+struct Checkpoint {
+    /// The new segment's base: the sequence number of the record before its first.
+    base: u64,
+    /// The last sequence number the snapshot covers: segments holding only records up to it go.
+    covered: u64,
+    /// Where in the pending payload the new segment's records start, and how many precede.
+    at: usize,
+    before: u32,
+}
 
 struct Pending {
     payload: Vec<u8>,
@@ -292,7 +300,9 @@ impl Wal {
     }
 
     /// After a snapshot covering everything up to `seq` is durable: later records go to a
-    /// new segment and the older segments are deleted.
+    /// new segment and the segments holding only older ones are deleted. A snapshot of an
+    /// instant that is already behind the log (BGSAVE's, written while writes went on) starts
+    /// the new segment after the records written since, and the segment holding those stays.
     pub fn checkpoint(&self, seq: u64) {
         let mut p = self.pending.lock();
         if self.first_unflushable.load(Ordering::Relaxed) <= seq {
@@ -300,11 +310,11 @@ impl Wal {
         }
         let before = (seq + 1).saturating_sub(p.first).min(p.count as u64) as u32;
         // Records are variable-length: find where record `before` starts.
-        let mut pos = 0usize;
+        let mut at = 0usize;
         for _ in 0..before {
-            pos = skip_record(&p.payload, pos);
+            at = skip_record(&p.payload, at);
         }
-        p.rotate = Some((seq, pos, before));
+        p.rotate = Some(Checkpoint { base: seq.max(p.first - 1), covered: seq, at, before });
         drop(p);
         self.wake.notify_one();
         if self.inline.is_some() {
@@ -675,9 +685,9 @@ fn recycled(mut buf: Vec<u8>) -> Vec<u8> {
 /// Writes taken records, rotating the segment at a checkpoint among them.
 fn write_all(wal: &Wal, w: &mut Writer, framed: &mut Vec<u8>, payload: &[u8], count: u32, first: u64, rotate: Option<Checkpoint>) -> std::io::Result<()> {
     match rotate {
-        Some((seq, at, before)) => {
+        Some(Checkpoint { base, covered, at, before }) => {
             write_batch(wal, w, framed, &payload[..at], before, first)?;
-            rotate_segment(w, seq)?;
+            rotate_segment(w, base, covered)?;
             write_batch(wal, w, framed, &payload[at..], count - before, first + before as u64)
         }
         None => write_batch(wal, w, framed, payload, count, first),
@@ -745,12 +755,14 @@ fn published(wal: &Wal, w: &mut Writer, bytes: usize, count: u32, last: u64) -> 
     Ok(())
 }
 
-/// Starts segment `seq` (records after the snapshot) and deletes the older ones.
-fn rotate_segment(w: &mut Writer, seq: u64) -> std::io::Result<()> {
-    begin_segment(w, seq)?;
+/// Starts segment `base` (the records after it) and deletes the segments whose every record
+/// a snapshot covering up to `covered` holds.
+fn rotate_segment(w: &mut Writer, base: u64, covered: u64) -> std::io::Result<()> {
+    begin_segment(w, base)?;
     if let Ok(bases) = segments::list(&w.dir) {
-        for b in bases.into_iter().filter(|&b| b < seq) {
-            let _ = std::fs::remove_file(segments::segment_path(&w.dir, b));
+        // Segment i holds (base i, base i+1].
+        for pair in bases.windows(2).filter(|p| p[1] <= covered) {
+            let _ = std::fs::remove_file(segments::segment_path(&w.dir, pair[0]));
         }
     }
     Ok(())
@@ -845,6 +857,38 @@ mod tests {
         assert_eq!(wal.durable_seq(), 0);
         wal.stop();
         t.join().unwrap();
+    }
+
+    /// BGSAVE's checkpoint comes after the log went on past the image's instant: the records
+    /// written since stay (a new segment must not start at the instant with later records in
+    /// it: the log then did not open, "sequence numbers jump"), and only segments the image
+    /// covers go.
+    #[test]
+    fn a_checkpoint_behind_the_head_keeps_the_records_after_it() {
+        let dir = std::env::temp_dir().join(format!("terrace-wal-behind-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = WalConfig { mode: Mode::Always, dir: dir.clone(), ring_path: dir.join("ring"), ring_size: 1 << 20, segment_size: 64 << 20 };
+        let set = |wal: &Wal, i: u64| wal.append_one(0, 0, 0, &[b"SET", format!("k{i}").as_bytes(), b"v"]);
+        let mut opened = open(&config, 0).unwrap();
+        let writer = opened.start();
+        let wal = opened.wal.clone();
+        for i in 1..=10 {
+            set(&wal, i);
+        }
+        assert!(wal.wait_durable_blocking(10));
+        // The image's instant was record 6; 7..10 were written before it was durable.
+        wal.checkpoint(6);
+        for i in 11..=12 {
+            set(&wal, i);
+        }
+        assert!(wal.wait_durable_blocking(12));
+        wal.stop();
+        writer.join().unwrap();
+        let again = open(&config, 6).unwrap();
+        let seqs: Vec<u64> = again.replay.iter().map(|(seq, _)| *seq).collect();
+        assert_eq!(seqs, (7..=12).collect::<Vec<u64>>(), "every record after the image, once");
+        assert!(again.first_base.is_some_and(|b| b <= 6), "the segment holding 7..10 stayed: {:?}", again.first_base);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
