@@ -508,6 +508,57 @@ fn a_replica_restarted_mid_sync_converges() {
     assert_eq!(q::<String>(&mut r, &["GET", "key:299999"]), "value of key 299999 with some padding to be loaded");
 }
 
+/// A full sync made while writes go on is one instant of the stream: the image is started
+/// with every shard held and then read shard by shard, each before its first change, while
+/// writers keep writing (counters, lists moved and popped, transactions, scripts). A change
+/// that were both in the image and in the stream after it would be applied twice by the
+/// replicas (a Terrace engine and a redis-server), one in neither lost.
+#[test]
+fn a_full_sync_under_writes_is_one_instant_of_the_stream() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let master = Engine::start(&[]);
+    let mut m = master.client();
+    let mut p = redis::pipe();
+    for i in 0..30_000 {
+        p.cmd("SET").arg(format!("bulk:{i}")).arg(format!("a value of some length, number {i}")).ignore();
+    }
+    p.query::<()>(&mut m).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut w = master.client();
+            let mut round = 0;
+            while !stop.load(Ordering::Relaxed) {
+                round += 1;
+                mixed_writes(&mut w, round, 600);
+            }
+            round
+        });
+        let replica = Engine::start(&[]);
+        let mut r = replica.client();
+        q::<()>(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+        let redis = common::start_redis_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+        let mut rr = redis.client();
+        common::eventually(30, "both links are up", || {
+            replication_field(&mut r, "master_link_status") == "up" && replication_field(&mut rr, "master_link_status") == "up"
+        });
+        stop.store(true, Ordering::Relaxed);
+        let rounds = writer.join().expect("the writer ends");
+        assert!(rounds > 1, "the writer wrote during the syncs ({rounds} rounds)");
+        assert_eq!(q::<i64>(&mut m, &["WAIT", "2", "10000"]), 2);
+        let want = dataset(&mut m);
+        for (name, got) in [("the Terrace replica", dataset(&mut r)), ("the redis-server replica", dataset(&mut rr))] {
+            let differ: Vec<_> = want.iter().filter(|&(k, v)| got.get(k) != Some(v)).map(|(k, v)| (k, v, got.get(k))).take(5).collect();
+            assert!(
+                differ.is_empty() && got.len() == want.len(),
+                "{name}: {} keys, the master {}; (key, master's, replica's): {differ:?}",
+                got.len(),
+                want.len()
+            );
+        }
+    });
+}
+
 /// A full sync as a Redis replica that reads the diskless form asks for it (`REPLCONF capa
 /// eof`): `$EOF:<40-byte mark>`, the RDB image, the mark, as Redis 7 sends it by default
 /// (`repl-diskless-sync yes`); with it off, or to a replica without that capability,

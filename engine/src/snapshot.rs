@@ -4,8 +4,10 @@
 //!
 //! SAVE writes a point-in-time image while the command holds every shard. BGSAVE asks the
 //! saver thread (`run_saver`, started with the engine and holding the keyspace's lock
-//! capability, which command handlers never have), which locks one shard at a time: each shard is consistent, the whole
-//! file is not a single instant (Redis forks for that; we don't). The file is written to a
+//! capability, which command handlers never have), and a replica's full sync asks for an
+//! image in memory: both take one instant too, but hold every shard only to start a sweep
+//! (`keyspace::sweep`: each shard is read as it was then, before its first change), and
+//! write the image while writes go on — what Redis forks for. The file is written to a
 //! temporary name, synced, and renamed over `dump.rdb`.
 
 use std::fs::File;
@@ -14,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::keyspace::{access, Entry, Guards, Keyspace, LockCap, Meta, Shard, ValueRef};
+use crate::keyspace::sweep::SweepHandle;
+use crate::keyspace::{access, Entry, Guards, Keyspace, LockCap, Meta, ValueRef};
 use crate::rdb::{crc64, crc64_update, decode_value, encode_object, put_len, put_str, RdbError, Reader, Restored, RDB_VERSION};
 use crate::server::state::{now_ms, Server};
 
@@ -231,78 +234,142 @@ pub fn add_own_storage(srv: &Server, image: &mut Vec<u8>) -> Result<(), Snapshot
     Ok(())
 }
 
-/// What writes one shard into a snapshot.
-type ShardWriter<'f> = dyn FnMut(&Shard) -> Result<(), SnapshotError> + 'f;
-/// `visit(shard id, f)`: runs `f` on a shard, locked or held by the caller.
-type ShardVisitor<'v> = dyn for<'f> FnMut(u32, &mut ShardWriter<'f>) -> Result<(), SnapshotError> + 'v;
+/// Where an image's bytes go, in order.
+type Sink<'s> = dyn FnMut(&[u8]) -> Result<(), SnapshotError> + 's;
 
-/// Writes a snapshot. `visit(shard id, f)` runs `f` on a shard (locked or held by the caller).
-fn write_snapshot(srv: &Server, visit: &mut ShardVisitor) -> Result<(), SnapshotError> {
+/// Writes a snapshot file: `body` writes the image's header and keys to the sink it is given.
+fn write_snapshot(srv: &Server, body: &mut dyn FnMut(&mut Sink) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
     let data_dir = &srv.config.data_dir;
     std::fs::create_dir_all(data_dir).map_err(|source| SnapshotError::Io { path: data_dir.into(), source })?;
     let tmp = data_dir.join(format!("temp-{}.rdb", std::process::id()));
     let mut w = RdbWriter::create(&tmp)?;
-    write_image(srv, Scope::Everything, visit, &mut |bytes| w.write(bytes))?;
+    body(&mut |bytes| w.write(bytes))?;
     w.finish()?;
     let path = rdb_path(data_dir);
     std::fs::rename(&tmp, &path).map_err(|source| SnapshotError::Io { path: path.clone(), source })
 }
 
 /// A replica's RDB image in memory — the default namespace's keys and libraries, or
-/// (`every_namespace`, for a Terrace replica) every namespace's with their names — through
-/// the shards the caller holds (every one: a full sync, one instant of the stream).
-pub fn replication_image(srv: &Server, guards: &mut Guards, every_namespace: bool) -> Result<Vec<u8>, SnapshotError> {
-    let mut image = Vec::new();
-    let scope = if every_namespace { Scope::EveryNamespace } else { Scope::DefaultNamespace };
-    write_image(srv, scope, &mut |id, f| f(guards.shard(id)), &mut |bytes| {
-        image.extend_from_slice(bytes);
-        Ok(())
-    })?;
-    image.push(OP_EOF);
-    let crc = crc64(&image);
-    image.extend_from_slice(&crc.to_le_bytes());
-    Ok(image)
+/// (`every_namespace`, for a Terrace replica) every namespace's with their names — of the
+/// instant the caller holds every shard (`guards`; a full sync, one instant of the stream).
+/// The image is made by `finish`, after the caller lets the shards go.
+pub fn replication_image<'k>(srv: &'k Server, guards: &mut Guards, every_namespace: bool) -> ImageOfAnInstant<'k> {
+    ImageOfAnInstant::start(srv, guards, if every_namespace { Scope::EveryNamespace } else { Scope::DefaultNamespace })
 }
 
-/// Writes an image's header and keys (not its end) to `sink`. Each database's key count
-/// (RESIZEDB) is a hint taken in a first pass.
-fn write_image(srv: &Server, scope: Scope, visit: &mut ShardVisitor, sink: &mut dyn FnMut(&[u8]) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
-    sink(&header(srv, scope))?;
+/// An image of one instant, made shard by shard while writes go on (`keyspace::sweep`):
+/// its header and each database's key counts are taken at the instant, each shard's records
+/// as the sweep saw it then.
+pub struct ImageOfAnInstant<'k> {
+    srv: &'k Server,
+    sweep: SweepHandle<'k>,
+    head: Vec<u8>,
+    /// Per physical database: in the image, and its keys and keys with an expiry then.
+    dbs: Vec<(bool, usize, usize)>,
+    /// Per shard: its records, once visited (taken out as they are written).
+    records: Arc<[parking_lot::Mutex<Option<Result<Vec<u8>, SnapshotError>>>]>,
+}
+
+impl<'k> ImageOfAnInstant<'k> {
+    /// Starts the image while `guards` holds every shard.
+    fn start(srv: &'k Server, guards: &mut Guards, scope: Scope) -> Self {
+        let ks = &srv.keyspace;
+        let now = now_ms();
+        let dbs: Vec<(bool, usize, usize)> = (0..ks.dbs())
+            .map(|db| {
+                let included = in_snapshots(srv, db, scope) && (scope != Scope::DefaultNamespace || db < crate::keyspace::NUM_DBS);
+                let (mut keys, mut expires) = (0, 0);
+                for id in ks.db_shard_ids(db).filter(|_| included) {
+                    let shard = guards.shard(id);
+                    keys += shard.len();
+                    expires += shard.volatile;
+                }
+                (included, keys, expires)
+            })
+            .collect();
+        let records: Arc<[_]> = ks.all_shard_ids().map(|_| parking_lot::Mutex::new(None)).collect();
+        let (wanted, into) = (dbs.iter().map(|&(included, keys, _)| included && keys > 0).collect::<Vec<bool>>(), records.clone());
+        let per_db = ks.shards_per_db();
+        let sweep = ks.start_sweep(
+            guards,
+            Box::new(move |ks, id, shard| {
+                let db = id as usize / per_db;
+                if wanted[db] {
+                    let mut out = Vec::new();
+                    let r = shard.iter().try_for_each(|e| write_entry(&mut out, ks, db, e, now)).map(|()| out);
+                    *into[id as usize].lock() = Some(r);
+                }
+            }),
+        );
+        ImageOfAnInstant { srv, sweep, head: header(srv, scope), dbs, records }
+    }
+
+    /// Writes the image's header and keys (not its end) to `sink`, visiting the shards no
+    /// write has visited yet in order, one lock at a time.
+    fn write_to(self, locks: &LockCap, sink: &mut Sink) -> Result<(), SnapshotError> {
+        sink(&self.head)?;
+        let ks = &self.srv.keyspace;
+        for (db, &(included, keys, expires)) in self.dbs.iter().enumerate() {
+            if !included || keys == 0 {
+                continue;
+            }
+            sink(&db_head(db, keys, expires))?;
+            for id in ks.db_shard_ids(db) {
+                self.sweep.visit(locks, id);
+                if let Some(records) = self.records[id as usize].lock().take() {
+                    sink(&records?)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole image in memory, with its end and checksum.
+    pub fn finish(self, locks: &LockCap) -> Result<Vec<u8>, SnapshotError> {
+        let mut image = Vec::new();
+        self.write_to(locks, &mut |bytes| {
+            image.extend_from_slice(bytes);
+            Ok(())
+        })?;
+        image.push(OP_EOF);
+        let crc = crc64(&image);
+        image.extend_from_slice(&crc.to_le_bytes());
+        Ok(image)
+    }
+}
+
+/// A database's start in an image: SELECTDB and its key counts (RESIZEDB, a hint).
+fn db_head(db: usize, keys: usize, expires: usize) -> Vec<u8> {
+    let mut head = vec![OP_SELECTDB];
+    put_len(&mut head, db);
+    head.push(OP_RESIZEDB);
+    put_len(&mut head, keys);
+    put_len(&mut head, expires);
+    head
+}
+
+/// Writes `dump.rdb`'s header and keys (not its end) to `sink` through the shards `guards`
+/// holds (every one: SAVE).
+fn write_held_image(srv: &Server, guards: &mut Guards, sink: &mut Sink) -> Result<(), SnapshotError> {
+    sink(&header(srv, Scope::Everything))?;
     let now = now_ms();
     let ks = &srv.keyspace;
-    let dbs = match scope {
-        Scope::Everything | Scope::EveryNamespace => ks.dbs(),
-        Scope::DefaultNamespace => ks.dbs().min(crate::keyspace::NUM_DBS),
-    };
-    for db in 0..dbs {
-        if !in_snapshots(srv, db, scope) {
-            continue;
-        }
-        let (mut keys, mut expires) = (0usize, 0usize);
+    let mut buf = Vec::new();
+    for db in (0..ks.dbs()).filter(|&db| in_snapshots(srv, db, Scope::Everything)) {
+        let (mut keys, mut expires) = (0, 0);
         for id in ks.db_shard_ids(db) {
-            visit(id, &mut |shard: &Shard| {
-                keys += shard.len();
-                expires += shard.volatile;
-                Ok(())
-            })?;
+            let shard = guards.shard(id);
+            keys += shard.len();
+            expires += shard.volatile;
         }
         if keys == 0 {
             continue;
         }
-        let mut head = vec![OP_SELECTDB];
-        put_len(&mut head, db);
-        head.push(OP_RESIZEDB);
-        put_len(&mut head, keys);
-        put_len(&mut head, expires);
-        sink(&head)?;
-        let mut buf = Vec::new();
+        sink(&db_head(db, keys, expires))?;
         for id in ks.db_shard_ids(db) {
-            visit(id, &mut |shard: &Shard| {
-                for e in shard.iter() {
-                    write_entry(&mut buf, ks, db, e, now)?;
-                }
-                Ok(())
-            })?;
+            for e in guards.shard(id).iter() {
+                write_entry(&mut buf, ks, db, e, now)?;
+            }
             sink(&buf)?;
             buf.clear();
         }
@@ -313,16 +380,22 @@ fn write_image(srv: &Server, scope: Scope, visit: &mut ShardVisitor, sink: &mut 
 /// SAVE: a point-in-time image, through the shards the command holds.
 pub fn save_with_guards(srv: &Server, guards: &mut Guards) -> Result<(), SnapshotError> {
     let seq = srv.wal().map(|w| w.last_assigned());
-    let r = write_recorded(srv, &mut |id, f| f(guards.shard(id)));
-    if let (Ok(()), Some(seq), Some(wal)) = (&r, seq, srv.wal()) {
-        // The image is durable: the log before it can go. Write-back keys storage has not
-        // taken yet are logged again after it, so a restart still knows they are dirty.
-        wal.checkpoint(seq);
-        if let Some(tier) = srv.storage_tier() {
-            relog_dirty(srv, tier, guards);
-        }
+    let r = write_recorded(srv, &mut |sink| write_held_image(srv, guards, sink));
+    if let (Ok(()), Some(seq)) = (&r, seq) {
+        checkpoint(srv, seq, guards);
     }
     r
+}
+
+/// After an image covering the log up to `seq` is durable (every shard held): the log
+/// before it can go. Write-back keys storage has not taken yet are logged again after it,
+/// so a restart still knows they are dirty.
+fn checkpoint(srv: &Server, seq: u64, guards: &mut Guards) {
+    let Some(wal) = srv.wal() else { return };
+    wal.checkpoint(seq);
+    if let Some(tier) = srv.storage_tier() {
+        relog_dirty(srv, tier, guards);
+    }
 }
 
 /// After a checkpoint (every shard held): the dirty keys' after-images again, so the log
@@ -355,9 +428,9 @@ fn relog_dirty(srv: &Server, tier: &crate::storage::tier::StorageTier, guards: &
 
 /// Writes the snapshot and notes its outcome: on success its time, and the changes it
 /// covers (those counted when it began) are no longer unsaved.
-fn write_recorded(srv: &Server, visit: &mut ShardVisitor) -> Result<(), SnapshotError> {
+fn write_recorded(srv: &Server, body: &mut dyn FnMut(&mut Sink) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
     let before = srv.snapshot.changes.load(Ordering::Relaxed);
-    let r = write_snapshot(srv, visit);
+    let r = write_snapshot(srv, body);
     srv.snapshot.last_ok.store(r.is_ok(), Ordering::Relaxed);
     if r.is_ok() {
         srv.snapshot.last_save.store(now_ms() / 1000, Ordering::Relaxed);
@@ -395,8 +468,8 @@ pub fn save_if_due(srv: &Server) {
     }
 }
 
-/// BGSAVE: has the saver thread write the snapshot, one shard lock at a time. False if a
-/// save is already running.
+/// BGSAVE: has the saver thread write the snapshot (`save_in_background`). False if a save
+/// is already running.
 pub fn start_background(srv: &Server) -> bool {
     if srv.snapshot.in_progress.swap(true, Ordering::AcqRel) {
         return false;
@@ -429,18 +502,19 @@ pub fn spawn_saver(srv: &Arc<Server>, locks: LockCap) -> std::io::Result<std::th
     })
 }
 
-/// One BGSAVE (and the one scheduled meanwhile, if any).
+/// One BGSAVE (and the one scheduled meanwhile, if any): an image of one instant (the
+/// log's position then, when there is a log), every shard held only to start it.
 fn save_in_background(srv: &Server, locks: &LockCap) {
+    let every_shard = || srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
     loop {
-        let r = if srv.wal().is_some() {
-            // With the WAL on, the image must be one instant the log can continue from:
-            // it is written under every shard lock (writes wait; reads of other
-            // connections too). Without it, one shard at a time.
-            let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
-            save_with_guards(srv, &mut guards)
-        } else {
-            write_recorded(srv, &mut |id, f| f(&srv.keyspace.lock_one(locks, id)))
-        };
+        let mut guards = every_shard();
+        let seq = srv.wal().map(|w| w.last_assigned());
+        let mut image = Some(ImageOfAnInstant::start(srv, &mut guards, Scope::Everything));
+        drop(guards);
+        let r = write_recorded(srv, &mut |sink| image.take().map_or(Ok(()), |image| image.write_to(locks, sink)));
+        if let (Ok(()), Some(seq)) = (&r, seq) {
+            checkpoint(srv, seq, &mut every_shard());
+        }
         match &r {
             Ok(()) => tracing::info!("background saving terminated with success"),
             Err(e) => tracing::error!("background saving failed: {e}"),

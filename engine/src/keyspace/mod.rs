@@ -18,6 +18,7 @@ pub mod prefetch;
 pub mod ranked;
 pub mod shard;
 pub mod stream;
+pub mod sweep;
 pub mod value;
 
 use std::borrow::Cow;
@@ -101,6 +102,9 @@ pub struct Keyspace {
     feeding: Arc<AtomicBool>,
     /// Slots being moved to another engine: changes noted, then sealed (`moving`).
     moving: Arc<moving::Moving>,
+    /// Point-in-time sweeps in progress: every lock that may change a shard shows it to
+    /// them first (`locked`).
+    sweeps: sweep::Sweeps,
 }
 
 thread_local! {
@@ -158,6 +162,7 @@ impl Keyspace {
                 })
                 .collect(),
             moving,
+            sweeps: Default::default(),
             tracking,
             notify,
             deletions,
@@ -183,7 +188,7 @@ impl Keyspace {
     /// Takes the keys of moving slots that changed in shard `id` since the last call (locks
     /// it; a key may be listed more than once).
     pub fn take_moved(&self, _: &LockCap, id: u32) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.shards[id as usize].lock().moved)
+        std::mem::take(&mut self.locked(id, self.shards[id as usize].lock()).moved)
     }
 
     /// The switch that makes shards note changed keys for CLIENT TRACKING (held by the
@@ -430,7 +435,7 @@ impl Keyspace {
             ids.sort_unstable();
             ids.dedup();
         }
-        Guards { held: ids.into_iter().map(|id| (id, self.shards[id as usize].lock())).collect(), visits: false, stray: None, whole: None }
+        Guards { held: ids.into_iter().map(|id| (id, self.locked(id, self.shards[id as usize].lock()))).collect(), visits: false, stray: None, whole: None }
     }
 
     /// No locks held, and the right to visit shards one at a time (`visit`): for a command
@@ -488,7 +493,7 @@ impl Keyspace {
                 // A short wait at a time: the holder is another command (it goes in
                 // microseconds), unless a claim appears meanwhile.
                 if let Some(g) = shard.try_lock_for(UNLESS_HELD_WAIT) {
-                    break g;
+                    break self.locked(id, g);
                 }
                 if claimed() {
                     return None;
@@ -535,13 +540,21 @@ impl Keyspace {
         if !guards.held.is_empty() || !guards.visits {
             return Err(Undeclared);
         }
-        Ok(f(&mut self.shards[id as usize].lock()))
+        Ok(f(&mut self.locked(id, self.shards[id as usize].lock())))
     }
 
     /// Locks one shard by id (background work: expiry, eviction, stats).
     pub fn lock_one(&self, _: &LockCap, id: u32) -> MutexGuard<'_, Shard> {
         assert_not_holding_guards();
-        self.shards[id as usize].lock()
+        self.locked(id, self.shards[id as usize].lock())
+    }
+
+    /// A shard just locked, shown first to the sweeps in progress (which must see it as it
+    /// was when they started): every lock that may change a shard goes through here.
+    #[inline]
+    fn locked<'s>(&self, id: u32, guard: MutexGuard<'s, Shard>) -> MutexGuard<'s, Shard> {
+        self.sweeps.before_change(self, id, &guard);
+        guard
     }
 
     /// Empties every shard, one at a time, dropping each table after its lock is released
@@ -568,7 +581,7 @@ impl Keyspace {
     /// Locks one shard if it is free (background work skips shards a command holds).
     pub fn try_lock_one(&self, _: &LockCap, id: u32) -> Option<MutexGuard<'_, Shard>> {
         assert_not_holding_guards();
-        self.shards[id as usize].try_lock()
+        self.shards[id as usize].try_lock().map(|g| self.locked(id, g))
     }
 
     pub fn num_shards(&self) -> usize {

@@ -160,15 +160,15 @@ fn first_ack(srv: &Server, id: u64, closed: &AtomicBool) -> Result<(), ServeErro
 }
 
 /// The image a replica of stream `flavor` starts from (the default namespace's, or every
-/// namespace's with what this engine's own storage holds after it), taken while every
-/// shard is held, and the stream offset it corresponds to; the replica reads the stream
-/// from that offset on.
+/// namespace's with what this engine's own storage holds after it), of the instant every
+/// shard is held (only to start it: `snapshot::ImageOfAnInstant`), and the stream offset
+/// of that instant; the replica reads the stream from that offset on.
 fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor) -> Result<(Vec<u8>, u64), ServeError> {
     let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
     let started = Instant::now();
     srv.keyspace.start_feeding();
     let backlog = srv.replication.start_feeding(flavor);
-    let mut image = crate::snapshot::replication_image(srv, &mut guards, flavor == Flavor::Terrace)?;
+    let image = crate::snapshot::replication_image(srv, &mut guards, flavor == Flavor::Terrace);
     let offset = backlog.offset();
     // The replica does not know which database the stream is in.
     backlog.forget_selected();
@@ -177,10 +177,18 @@ fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor)
     }
     assert!(backlog.attach(id, offset), "the backlog's own end is in it");
     drop(guards);
+    let held = started.elapsed();
+    let mut image = image.finish(locks)?;
     if flavor == Flavor::Terrace {
         crate::snapshot::add_own_storage(srv, &mut image)?;
     }
-    tracing::info!(replica = id, bytes = image.len(), ms = started.elapsed().as_millis() as u64, "snapshot made for a replica (writes waited)");
+    tracing::info!(
+        replica = id,
+        bytes = image.len(),
+        ms = started.elapsed().as_millis() as u64,
+        held_us = held.as_micros() as u64,
+        "snapshot made for a replica (every shard held for held_us)"
+    );
     Ok((image, offset))
 }
 
