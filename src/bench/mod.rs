@@ -9,6 +9,7 @@ mod faults;
 pub mod rebalance;
 pub mod resp_client;
 pub mod storage;
+pub mod sync;
 pub mod tiers;
 pub mod wal;
 
@@ -41,6 +42,9 @@ pub enum BenchCommand {
     /// console, each a host of its own (network namespaces; run as root), under a logged
     /// workload, checked for acknowledged writes lost.
     Faults(faults::FaultsArgs),
+    /// A replica's full sync under a write load, against redis-server's (which forks): the
+    /// longest write while it ran, p99, throughput and the sync's time.
+    Sync(sync::SyncArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -53,6 +57,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Cost(args) => cost::run(args),
         BenchCommand::Rebalance(args) => rebalance::run(args),
         BenchCommand::Faults(args) => faults::run(args),
+        BenchCommand::Sync(args) => sync::run(args),
     }
 }
 
