@@ -267,8 +267,11 @@ pub struct ImageOfAnInstant<'k> {
     /// Per physical database: in the image, and its keys and keys with an expiry then.
     dbs: Vec<(bool, usize, usize)>,
     /// Per shard: its records, once visited (taken out as they are written).
-    records: Arc<[parking_lot::Mutex<Option<Result<Vec<u8>, SnapshotError>>>]>,
+    records: Arc<[ShardRecords]>,
 }
+
+/// One shard's records in an image of one instant: None until the sweep visits it.
+type ShardRecords = parking_lot::Mutex<Option<Result<Vec<u8>, SnapshotError>>>;
 
 impl<'k> ImageOfAnInstant<'k> {
     /// Starts the image while `guards` holds every shard.
