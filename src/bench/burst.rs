@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Args;
 
 use super::resp_client::Client;
@@ -78,22 +77,8 @@ impl Drop for Target {
 }
 
 fn start_terrace(cores: &str, threads: &str, tag: usize) -> anyhow::Result<Target> {
-    use std::io::BufRead;
     let dir = std::env::temp_dir().join(format!("terrace-bench-burst-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let mut child = Command::new("taskset")
-        .args(["-c", cores])
-        .arg(std::env::current_exe()?)
-        .args(["engine", "--port", "0", "--threads", threads, "--data-dir"])
-        .arg(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting an engine under taskset (apt-get install util-linux)")?;
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("engine said {line:?}"))?;
+    let (child, port) = super::spawn_engine_of(&std::env::current_exe()?, cores, &dir, &["--threads".as_ref(), threads.as_ref()])?;
     Ok(Target { name: format!("terrace --threads {threads}"), child, port, dir: Some(dir) })
 }
 

@@ -64,14 +64,18 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 /// A `terrace engine` for a benchmark: this binary, pinned to core 0 with `taskset`, on a
 /// free port, with a fresh data directory `dir` and extra flags; returns it and its port.
 pub fn spawn_pinned_engine(dir: &std::path::Path, flags: &[&std::ffi::OsStr]) -> anyhow::Result<(std::process::Child, u16)> {
+    spawn_engine_of(&std::env::current_exe()?, "0", dir, flags)
+}
+
+/// As `spawn_pinned_engine`, for the engine of binary `exe` pinned to `cores` (taskset's list).
+pub fn spawn_engine_of(exe: &std::path::Path, cores: &str, dir: &std::path::Path, flags: &[&std::ffi::OsStr]) -> anyhow::Result<(std::process::Child, u16)> {
     use anyhow::Context;
     use std::io::BufRead;
-    let exe = std::env::current_exe()?;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     let mut child = std::process::Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(&exe)
+        .args(["-c", cores])
+        .arg(exe)
         .args(["engine", "--port", "0", "--data-dir"])
         .arg(dir)
         .args(flags)

@@ -8,7 +8,6 @@
 //! writer saw), p99, the writes per second over the run, and how long the sync took until
 //! the replica's link was up.
 
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,25 +75,14 @@ impl Drop for Server {
 
 fn start(kind: &Kind, core: &str, tag: &str, args: &SyncArgs) -> anyhow::Result<Server> {
     let dir = std::env::temp_dir().join(format!("terrace-bench-sync-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
     match kind {
         Kind::Terrace(exe) => {
-            let mut child = Command::new("taskset")
-                .args(["-c", core])
-                .arg(exe)
-                .args(["engine", "--port", "0", "--data-dir"])
-                .arg(&dir)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("starting an engine under taskset (apt-get install util-linux)")?;
-            let mut line = String::new();
-            std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-            let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("engine said {line:?}"))?;
+            let (child, port) = super::spawn_engine_of(exe, core, &dir, &[])?;
             Ok(Server { child, port, dir })
         }
         Kind::Redis => {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir)?;
             let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
             // No save points, no AOF; a diskless sync without Redis's 5 s wait for more
             // replicas (what an operator of a one-replica setup would set).
