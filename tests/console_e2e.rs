@@ -1406,6 +1406,47 @@ fn a_failover_interrupted_by_the_consoles_death_loses_no_acknowledged_write() {
     drop(console);
 }
 
+/// Issue 46, Build 1: a failover's decision and its publication are one step, before the
+/// replica is promoted. A coordinator that dies after publishing it leaves a map whose primary
+/// still follows its group's old primary; the next coordinator carries the failover out.
+/// Here the console is killed, and what it had done is done by hand: the old primary's
+/// lease revoked, then the decision recorded by the console's own `decide_failover`. Before,
+/// a map primary following someone was taken for an operator's REPLICAOF and left so:
+/// writes answered READONLY for good.
+#[test]
+fn a_failover_decided_but_not_carried_out_is_carried_out_by_the_next_coordinator() {
+    let console_dir = temp_dir("console");
+    let e0 = Engine::start(&[]);
+    let r0 = Engine::start(&[]);
+    let proxy = Proxy::start_admin_on(free_port(), &[&e0]);
+    let (old, new) = (format!("127.0.0.1:{}", e0.port), format!("127.0.0.1:{}", r0.port));
+    let extra = ["--replicas", new.as_str(), "--health-ms", "200", "--failover-after-ms", "1000"];
+    let mut console = Console::start_in(console_dir.clone(), &[&e0], &[&proxy], &extra, &[]);
+    eventually(20, "the replica follows its primary", || role_of(&r0) == ("slave".into(), "up".into()));
+    let mut direct = e0.client();
+    eventually(20, "the primary holds a lease", || q::<String>(&mut direct, &["INFO", "replication"]).contains("terrace_term_lease_ms:"));
+    let mut c = proxy.client();
+    q::<()>(&mut c, &["SET", "before", "1"]);
+    assert_eq!(q::<i64>(&mut c, &["WAIT", "1", "5000"]), 1);
+    let _ = console.child.kill();
+    let _ = console.child.wait();
+    q::<()>(&mut direct, &["TERRACE.EPOCH", "range-0", "1", "LEASE", "0"]);
+    let term = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let db = terrace_console::db::open(&console_dir.join("console.db")).await.unwrap();
+        terrace_console::db::decide_failover(&db, 0, &old, &new).await.unwrap()
+    });
+    assert_eq!(term.epoch, 2);
+    std::mem::forget(console);
+    let console = Console::start_in(console_dir, &[&e0], &[&proxy], &extra, &[]);
+    eventually(20, "the decided primary is promoted", || role_of(&r0).0 == "master");
+    eventually(20, "writes through the proxy reach it", || {
+        redis::cmd("SET").arg("after").arg("1").query::<()>(&mut c).is_ok() && q::<i64>(&mut r0.client(), &["EXISTS", "after"]) == 1
+    });
+    eventually(20, "the old primary follows it", || role_of(&e0) == ("slave".into(), "up".into()));
+    assert_eq!(q::<Option<i64>>(&mut r0.client(), &["GET", "before"]), Some(1), "the WAIT-acknowledged write is there");
+    drop(console);
+}
+
 /// Issue 46, finding 10: a tenant's long script made its healthy primary look dead — new
 /// connections (the coordinator's health checks, its lease renewals) were placed on the
 /// reactor the script held, and waited for its end — and the primary was failed over. A

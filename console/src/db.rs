@@ -395,17 +395,6 @@ pub async fn replicas(db: &Db) -> Result<Vec<(String, usize)>, DbError> {
     Ok(rows.iter().map(|r| (r.get(0), r.get::<i64, _>(1) as usize)).collect())
 }
 
-/// A failover in the slot map: engine `idx` is now `new_primary` (one of its replicas), and
-/// `old_primary` becomes one of its replicas (re-pointed when it answers again).
-pub async fn replace_primary(db: &Db, idx: usize, old_primary: &str, new_primary: &str) -> Result<(), DbError> {
-    let mut tx = write(db).await?;
-    sqlx::query("DELETE FROM replicas WHERE address = ?").bind(new_primary).execute(&mut *tx).await?;
-    sqlx::query("UPDATE engines SET address = ? WHERE idx = ?").bind(new_primary).bind(idx as i64).execute(&mut *tx).await?;
-    sqlx::query("INSERT OR REPLACE INTO replicas (address, engine) VALUES (?, ?)").bind(old_primary).bind(idx as i64).execute(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(())
-}
-
 /// A slot-map group's primary term: the group it is a term of (the storage fence's name for
 /// it) and its epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -433,6 +422,21 @@ pub async fn terms(db: &Db) -> Result<Vec<Term>, DbError> {
 /// primary is told, so no two engines are ever given one epoch, even across a crash).
 pub async fn next_term(db: &Db, idx: usize) -> Result<Term, DbError> {
     let row = sqlx::query("UPDATE engines SET epoch = epoch + 1 WHERE idx = ? RETURNING group_id, epoch").bind(idx as i64).fetch_one(db).await?;
+    Ok(Term::of(row.get(0), row.get(1)))
+}
+
+/// A failover's decision, in one transaction: group `idx`'s next term, and `new_primary` in
+/// the map in place of `old_primary` (which becomes its replica). Answers the new term.
+pub async fn decide_failover(db: &Db, idx: usize, old_primary: &str, new_primary: &str) -> Result<Term, DbError> {
+    let mut tx = write(db).await?;
+    let row = sqlx::query("UPDATE engines SET epoch = epoch + 1, address = ? WHERE idx = ? RETURNING group_id, epoch")
+        .bind(new_primary)
+        .bind(idx as i64)
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM replicas WHERE address = ?").bind(new_primary).execute(&mut *tx).await?;
+    sqlx::query("INSERT OR REPLACE INTO replicas (address, engine) VALUES (?, ?)").bind(old_primary).bind(idx as i64).execute(&mut *tx).await?;
+    tx.commit().await?;
     Ok(Term::of(row.get(0), row.get(1)))
 }
 

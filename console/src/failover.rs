@@ -5,14 +5,19 @@
 //! restarted, possibly without its data, faster than that), or one that restarted fenced and
 //! waits for its role (`terrace_waiting_for_role`: also when no coordinator saw it go, the
 //! console having been down) is replaced by its replica with
-//! the highest replication offset: `REPLICAOF NO ONE` on it, the slot map's entry changed
-//! in the database, the map pushed to every proxy (the reconcile loop, woken), the other
-//! replicas re-pointed, and the old primary listed as a replica, re-pointed when it answers
-//! again. Every step is an event in the database (`events`), which the console shows.
+//! the highest replication offset. The old primary's lease is revoked (or outlived) first;
+//! then the decision — the group's next term and the replica in the slot map, the old
+//! primary listed as its replica — is recorded in one transaction and published (in etcd,
+//! or pushed to every proxy) before it is carried out (the term given to the replica, then
+//! `REPLICAOF NO ONE`): a coordinator that stops between the two leaves a published map
+//! whose primary follows its group's old primary, and the next check carries it out. The
+//! other replicas, and the old primary when it answers again, are re-pointed at the new
+//! primary once it serves. Every step is an event in the database (`events`), which the
+//! console shows.
 //!
 //! Primary terms: each slot-map engine has an epoch in the database. Every primary is given
 //! its range's term (`TERRACE.EPOCH range-<idx> <epoch>`) when it lacks it; a failover takes
-//! the next epoch first and gives it to the replica before `REPLICAOF NO ONE`, which raises
+//! the next epoch with its decision and gives it to the replica before `REPLICAOF NO ONE`, which raises
 //! the range's fence in the storage tier: a former primary, even one that was only paused,
 //! can no longer write storage (its writes are refused, and it stops taking them).
 //!
@@ -206,9 +211,27 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
                 }
                 "restarted (a new run_id: its data may be gone)".to_string()
             }
-            Some(_) => {
-                // A primary that follows someone (an operator's REPLICAOF): not failed.
+            Some(p) => {
                 entry.last_ok = Instant::now();
+                // The map's primary follows one of its group's replicas: a failover decided
+                // and published whose coordinator stopped (or whose replica did not answer)
+                // before carrying it out. It is carried out now.
+                let unfinished = p.following.as_ref().is_some_and(|(host, port, _)| mine.iter().any(|r| *r == format!("{host}:{port}")));
+                if let Some(term) = terms.get(idx).filter(|_| unfinished) {
+                    match carry_out(console, address, term).await {
+                        Ok(()) => {
+                            event(
+                                console,
+                                "failover",
+                                format!("engine {idx}: {address}, its primary by a failover decided earlier (epoch {}), promoted now", term.epoch),
+                            )
+                            .await;
+                            failed_over = true;
+                        }
+                        Err(e) => tracing::warn!(engine = idx, %address, error = %e, "cannot carry out a decided failover"),
+                    }
+                }
+                // (Otherwise a primary that follows someone is an operator's REPLICAOF: not failed.)
                 continue;
             }
             None if entry.last_ok.elapsed() >= console.config.failover_after => format!("unreachable for {} ms", entry.last_ok.elapsed().as_millis()),
@@ -216,6 +239,9 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         };
         let restarted = why.starts_with("restarted");
         if !mine.is_empty() && failover(console, idx, address, &mine, &why).await? {
+            if !console.coordination.leading() {
+                return Ok(());
+            }
             failed_over = true;
             seen.remove(&idx);
         } else if restarted {
@@ -258,6 +284,11 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         if p.following.as_ref().is_some_and(|(h, pt, _)| *h == host && *pt == port) {
             continue;
         }
+        // (Not at a decided primary that does not serve yet: the old primary would follow
+        // its own follower.)
+        if !serves_as_primary(primary, password).await {
+            continue;
+        }
         let Ok(mut n) = Node::engine_bounded(&address, password, PROBE).await else { continue };
         match n.run::<String>(&["REPLICAOF", &host, &port.to_string()]).await {
             Ok(_) => event(console, "replica", format!("{address} now follows {primary} (engine {idx})")).await,
@@ -268,8 +299,10 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
     Ok(())
 }
 
-/// Replaces primary `idx` (at `old`) by the reachable replica with the highest offset.
-/// False when none could be promoted (tried again next check).
+/// Replaces primary `idx` (at `old`) by the reachable replica with the highest offset:
+/// true once that is decided and published (the map changed; a replica that did not take
+/// over at once is promoted at the next check), false when none could be chosen (tried
+/// again at the next check).
 /// An operator's failover (API, page): waits for the coordinator's round in progress, if
 /// any, so the two never act on each other's half-done state.
 pub async fn planned_failover(console: &Console, idx: usize, old: &str, replicas: &[String]) -> Result<bool, db::DbError> {
@@ -281,7 +314,9 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
     let password = console.config.engine_password.as_deref();
     let mut best: Option<(String, i64)> = None;
     for r in replicas {
-        if let Some(p) = probe(r, password).await.filter(|p| !p.busy) {
+        // (Not one that restarted and waits for its role: it takes no term before a
+        // REPLICAOF, and holds only what its own log kept.)
+        if let Some(p) = probe(r, password).await.filter(|p| !p.busy && !p.waiting) {
             if best.as_ref().is_none_or(|(_, o)| p.offset > *o) {
                 best = Some((r.clone(), p.offset));
             }
@@ -303,36 +338,47 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
     if !revoked {
         crate::lease::Leases::outlive(held).await;
     }
-    // The new term: the fence in storage is raised before the replica takes writes, and
-    // its lease lets it take them at once.
-    let term = db::next_term(&console.db, idx).await?;
+    // The decision — the next term, and `new` in the map — is recorded and published before
+    // it is carried out: proxies route to `new` from then on (it answers READONLY until it
+    // is promoted, a moment later), and a coordinator that stops in between leaves a
+    // published map whose primary still follows its group's old primary, which the next
+    // coordinator's check promotes (`tick`). Nothing routes to a promoted replica that the
+    // published map does not name.
+    let term = db::decide_failover(&console.db, idx, old, &new).await?;
     let epoch = term.epoch;
-    if let Err(e) = give_term(&new, password, &term, Some(console.leases.grant_new(&new))).await {
-        event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} could not take epoch {epoch}: {e}")).await;
+    // (The proxies get the map now — with etcd: it is published there — and not at the
+    // next reconcile pass, which may be waiting out the old primary's timeouts.)
+    let unpublished = crate::reconcile::push_proxies(console).await;
+    for e in &unpublished {
+        tracing::warn!(error = %e, "publishing a failover's decision");
+    }
+    if !console.coordination.leading() {
+        // Another console coordinates now; its state, mirrored here, replaces this decision
+        // unless it was published, and then that console carries it out.
         console.leases.thaw(old);
-        return Ok(false);
+        return Ok(true);
     }
-    let promoted = async {
-        let mut n = Node::engine_bounded(&new, password, PROBE).await?;
-        n.run::<String>(&["REPLICAOF", "NO", "ONE"]).await
-    }
-    .await;
-    if let Err(e) = promoted {
-        event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} refused REPLICAOF NO ONE: {e}")).await;
-        console.leases.thaw(old);
-        return Ok(false);
-    }
-    db::replace_primary(&console.db, idx, old, &new).await?;
     // (Renewals go to the map's primaries alone; should it be promoted again, it gets a
     // new term.)
     console.leases.thaw(old);
+    if let Err(e) = carry_out(console, &new, &term).await {
+        // (Tried again at the next check, as a decided failover.)
+        event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} is its primary (epoch {epoch}) but did not take over yet: {e}")).await;
+        console.wake.notify_one();
+        return Ok(true);
+    }
     event(console, "failover", format!("engine {idx}: {old} {why}; {new} promoted (replication offset {offset}, epoch {epoch}); {old} becomes its replica"))
         .await;
-    // The proxies get the new map now: not at the next reconcile pass, which may be
-    // waiting out the old primary's timeouts (what fails is pushed again by the loop).
-    for e in crate::reconcile::push_proxies(console).await {
-        tracing::warn!(error = %e, "pushing the map after a failover");
-    }
     console.wake.notify_one();
     Ok(true)
+}
+
+/// Carries out a failover decided for `new` with `term`: the term first (the fence in
+/// storage is raised before the replica takes writes, and its lease lets it take them at
+/// once), then `REPLICAOF NO ONE`.
+async fn carry_out(console: &Console, new: &str, term: &db::Term) -> Result<(), String> {
+    let password = console.config.engine_password.as_deref();
+    give_term(new, password, term, Some(console.leases.grant_new(new))).await.map_err(|e| format!("could not take epoch {}: {e}", term.epoch))?;
+    let mut n = Node::engine_bounded(new, password, PROBE).await.map_err(|e| e.to_string())?;
+    n.run::<String>(&["REPLICAOF", "NO", "ONE"]).await.map(drop).map_err(|e| format!("refused REPLICAOF NO ONE: {e}"))
 }
