@@ -56,6 +56,9 @@ pub fn start(plan: &Plan, stopping: &Arc<AtomicBool>) -> anyhow::Result<Running>
             "--listen-client-urls".into(), format!("http://{}", clients[i]), "--advertise-client-urls".into(), format!("http://{}", clients[i]),
             "--listen-peer-urls".into(), format!("http://{}", peers[i]), "--initial-advertise-peer-urls".into(), format!("http://{}", peers[i]),
             "--initial-cluster".into(), cluster.join(","), "--initial-cluster-token".into(), "terrace".into(),
+            // A member cut off and back must not depose the leader the others elected
+            // meanwhile (without pre-vote its higher term did, stalling etcd for seconds).
+            "--pre-vote".into(),
         ];
         let launch = Launch { args, env: Vec::new(), log: Some(plan.data_dir.join(format!("etcd-{i}.log"))) };
         processes.push(supervised(format!("etcd member {i} ({})", clients[i]), launch, stopping).context("cannot start etcd (Debian's etcd-server package)")?);

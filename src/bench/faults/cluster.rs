@@ -76,6 +76,7 @@ impl Cluster {
         let args = [
             "--name", name, "--data-dir", &data, "--listen-client-urls", &client, "--advertise-client-urls", &client,
             "--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer, "--initial-cluster", &cluster.join(","),
+            "--pre-vote", // as `terrace up --consoles` runs them
         ];
         self.procs.spawn_as(name, host, Path::new("etcd"), &args, &[])
     }
