@@ -14,6 +14,8 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::{Guards, Keyspace, LockCap, Shard};
 
 /// What a sweep does with a shard as it was at the sweep's instant (called once per shard,
@@ -47,15 +49,15 @@ impl Sweeps {
 
     #[cold]
     fn visit_pending(&self, ks: &Keyspace, id: u32, shard: &Shard) {
-        let sweeps = self.list.lock().clone();
-        for sweep in sweeps {
+        // The sweeps that have not seen this shard (none, once it was visited: no allocation
+        // on every lock while a sweep lasts). They are visited outside the list's lock, which
+        // every lock path takes.
+        let pending: SmallVec<[Arc<Sweep>; 2]> = self.list.lock().iter().filter(|s| !s.visited[id as usize].load(Ordering::Acquire)).cloned().collect();
+        for sweep in pending {
             // Only a holder of this shard's lock gets here: no two threads race for it. The
             // mark follows the visit, so whoever sees it sees the visit done (`visit`).
-            let visited = &sweep.visited[id as usize];
-            if !visited.load(Ordering::Acquire) {
-                (sweep.visit)(ks, id, shard);
-                visited.store(true, Ordering::Release);
-            }
+            (sweep.visit)(ks, id, shard);
+            sweep.visited[id as usize].store(true, Ordering::Release);
         }
     }
 }
