@@ -238,7 +238,7 @@ pub fn add_own_storage(srv: &Server, image: &mut Vec<u8>) -> Result<(), Snapshot
 type Sink<'s> = dyn FnMut(&[u8]) -> Result<(), SnapshotError> + 's;
 
 /// Writes a snapshot file: `body` writes the image's header and keys to the sink it is given.
-fn write_snapshot(srv: &Server, body: &mut dyn FnMut(&mut Sink) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
+fn write_snapshot(srv: &Server, body: impl FnOnce(&mut Sink) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
     let data_dir = &srv.config.data_dir;
     std::fs::create_dir_all(data_dir).map_err(|source| SnapshotError::Io { path: data_dir.into(), source })?;
     let tmp = data_dir.join(format!("temp-{}.rdb", std::process::id()));
@@ -264,8 +264,9 @@ pub struct ImageOfAnInstant<'k> {
     srv: &'k Server,
     sweep: SweepHandle<'k>,
     head: Vec<u8>,
-    /// Per physical database: in the image, and its keys and keys with an expiry then.
-    dbs: Vec<(bool, usize, usize)>,
+    /// Per physical database: its keys and keys with an expiry then (none for a database
+    /// the image leaves out).
+    dbs: Vec<(usize, usize)>,
     /// Per shard: its records, once visited (taken out as they are written).
     records: Arc<[ShardRecords]>,
 }
@@ -278,20 +279,10 @@ impl<'k> ImageOfAnInstant<'k> {
     fn start(srv: &'k Server, guards: &mut Guards, scope: Scope) -> Self {
         let ks = &srv.keyspace;
         let now = now_ms();
-        let dbs: Vec<(bool, usize, usize)> = (0..ks.dbs())
-            .map(|db| {
-                let included = in_snapshots(srv, db, scope) && (scope != Scope::DefaultNamespace || db < crate::keyspace::NUM_DBS);
-                let (mut keys, mut expires) = (0, 0);
-                for id in ks.db_shard_ids(db).filter(|_| included) {
-                    let shard = guards.shard(id);
-                    keys += shard.len();
-                    expires += shard.volatile;
-                }
-                (included, keys, expires)
-            })
-            .collect();
+        let included = |db| in_snapshots(srv, db, scope) && (scope != Scope::DefaultNamespace || db < crate::keyspace::NUM_DBS);
+        let dbs: Vec<(usize, usize)> = (0..ks.dbs()).map(|db| if included(db) { db_counts(ks, guards, db) } else { (0, 0) }).collect();
         let records: Arc<[_]> = ks.all_shard_ids().map(|_| parking_lot::Mutex::new(None)).collect();
-        let (wanted, into) = (dbs.iter().map(|&(included, keys, _)| included && keys > 0).collect::<Vec<bool>>(), records.clone());
+        let (wanted, into) = (dbs.iter().map(|&(keys, _)| keys > 0).collect::<Vec<bool>>(), records.clone());
         let per_db = ks.shards_per_db();
         let sweep = ks.start_sweep(
             guards,
@@ -299,7 +290,7 @@ impl<'k> ImageOfAnInstant<'k> {
                 let db = id as usize / per_db;
                 if wanted[db] {
                     let mut out = Vec::new();
-                    let r = shard.iter().try_for_each(|e| write_entry(&mut out, ks, db, e, now)).map(|()| out);
+                    let r = shard_records(&mut out, ks, db, shard, now).map(|()| out);
                     *into[id as usize].lock() = Some(r);
                 }
             }),
@@ -312,8 +303,8 @@ impl<'k> ImageOfAnInstant<'k> {
     fn write_to(self, locks: &LockCap, sink: &mut Sink) -> Result<(), SnapshotError> {
         sink(&self.head)?;
         let ks = &self.srv.keyspace;
-        for (db, &(included, keys, expires)) in self.dbs.iter().enumerate() {
-            if !included || keys == 0 {
+        for (db, &(keys, expires)) in self.dbs.iter().enumerate() {
+            if keys == 0 {
                 continue;
             }
             sink(&db_head(db, keys, expires))?;
@@ -341,6 +332,19 @@ impl<'k> ImageOfAnInstant<'k> {
     }
 }
 
+/// Database `db`'s keys and keys with an expiry, through the shards `guards` holds.
+fn db_counts(ks: &Keyspace, guards: &mut Guards, db: usize) -> (usize, usize) {
+    ks.db_shard_ids(db).fold((0, 0), |(keys, expires), id| {
+        let shard = guards.shard(id);
+        (keys + shard.len(), expires + shard.volatile)
+    })
+}
+
+/// Appends the records of shard `shard` of database `db` to `out`.
+fn shard_records(out: &mut Vec<u8>, ks: &Keyspace, db: usize, shard: &crate::keyspace::Shard, now: i64) -> Result<(), SnapshotError> {
+    shard.iter().try_for_each(|e| write_entry(out, ks, db, e, now))
+}
+
 /// A database's start in an image: SELECTDB and its key counts (RESIZEDB, a hint).
 fn db_head(db: usize, keys: usize, expires: usize) -> Vec<u8> {
     let mut head = vec![OP_SELECTDB];
@@ -359,20 +363,13 @@ fn write_held_image(srv: &Server, guards: &mut Guards, sink: &mut Sink) -> Resul
     let ks = &srv.keyspace;
     let mut buf = Vec::new();
     for db in (0..ks.dbs()).filter(|&db| in_snapshots(srv, db, Scope::Everything)) {
-        let (mut keys, mut expires) = (0, 0);
-        for id in ks.db_shard_ids(db) {
-            let shard = guards.shard(id);
-            keys += shard.len();
-            expires += shard.volatile;
-        }
+        let (keys, expires) = db_counts(ks, guards, db);
         if keys == 0 {
             continue;
         }
         sink(&db_head(db, keys, expires))?;
         for id in ks.db_shard_ids(db) {
-            for e in guards.shard(id).iter() {
-                write_entry(&mut buf, ks, db, e, now)?;
-            }
+            shard_records(&mut buf, ks, db, guards.shard(id), now)?;
             sink(&buf)?;
             buf.clear();
         }
@@ -383,21 +380,21 @@ fn write_held_image(srv: &Server, guards: &mut Guards, sink: &mut Sink) -> Resul
 /// SAVE: a point-in-time image, through the shards the command holds.
 pub fn save_with_guards(srv: &Server, guards: &mut Guards) -> Result<(), SnapshotError> {
     let seq = srv.wal().map(|w| w.last_assigned());
-    let r = write_recorded(srv, &mut |sink| write_held_image(srv, guards, sink));
+    let r = write_recorded(srv, |sink| write_held_image(srv, guards, sink));
     if let (Ok(()), Some(seq)) = (&r, seq) {
-        checkpoint(srv, seq, guards);
+        checkpoint(srv, seq, |tier| relog_dirty(srv, tier, guards));
     }
     r
 }
 
-/// After an image covering the log up to `seq` is durable (every shard held): the log
-/// before it can go. Write-back keys storage has not taken yet are logged again after it,
-/// so a restart still knows they are dirty.
-fn checkpoint(srv: &Server, seq: u64, guards: &mut Guards) {
+/// After an image covering the log up to `seq` is durable: the log before it can go.
+/// Write-back keys storage has not taken yet are logged again after it (`relog`, given the
+/// storage tier: `relog_dirty` through every shard), so a restart still knows they are dirty.
+fn checkpoint(srv: &Server, seq: u64, relog: impl FnOnce(&crate::storage::tier::StorageTier)) {
     let Some(wal) = srv.wal() else { return };
     wal.checkpoint(seq);
     if let Some(tier) = srv.storage_tier() {
-        relog_dirty(srv, tier, guards);
+        relog(tier);
     }
 }
 
@@ -431,7 +428,7 @@ fn relog_dirty(srv: &Server, tier: &crate::storage::tier::StorageTier, guards: &
 
 /// Writes the snapshot and notes its outcome: on success its time, and the changes it
 /// covers (those counted when it began) are no longer unsaved.
-fn write_recorded(srv: &Server, body: &mut dyn FnMut(&mut Sink) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
+fn write_recorded(srv: &Server, body: impl FnOnce(&mut Sink) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
     let before = srv.snapshot.changes.load(Ordering::Relaxed);
     let r = write_snapshot(srv, body);
     srv.snapshot.last_ok.store(r.is_ok(), Ordering::Relaxed);
@@ -512,11 +509,12 @@ fn save_in_background(srv: &Server, locks: &LockCap) {
     loop {
         let mut guards = every_shard();
         let seq = srv.wal().map(|w| w.last_assigned());
-        let mut image = Some(ImageOfAnInstant::start(srv, &mut guards, Scope::Everything));
+        let image = ImageOfAnInstant::start(srv, &mut guards, Scope::Everything);
         drop(guards);
-        let r = write_recorded(srv, &mut |sink| image.take().map_or(Ok(()), |image| image.write_to(locks, sink)));
+        let r = write_recorded(srv, |sink| image.write_to(locks, sink));
         if let (Ok(()), Some(seq)) = (&r, seq) {
-            checkpoint(srv, seq, &mut every_shard());
+            // (Every shard again only to log the dirty keys again, if there is storage.)
+            checkpoint(srv, seq, |tier| relog_dirty(srv, tier, &mut every_shard()));
         }
         match &r {
             Ok(()) => tracing::info!("background saving terminated with success"),
