@@ -299,10 +299,6 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
     Ok(())
 }
 
-/// Replaces primary `idx` (at `old`) by the reachable replica with the highest offset:
-/// true once that is decided and published (the map changed; a replica that did not take
-/// over at once is promoted at the next check), false when none could be chosen (tried
-/// again at the next check).
 /// An operator's failover (API, page): waits for the coordinator's round in progress, if
 /// any, so the two never act on each other's half-done state.
 pub async fn planned_failover(console: &Console, idx: usize, old: &str, replicas: &[String]) -> Result<bool, db::DbError> {
@@ -310,6 +306,10 @@ pub async fn planned_failover(console: &Console, idx: usize, old: &str, replicas
     failover(console, idx, old, replicas, "failed over by the operator").await
 }
 
+/// Replaces primary `idx` (at `old`) by the reachable replica with the highest offset:
+/// true once that is decided and published (the map changed; a replica that did not take
+/// over at once is promoted at the next check), false when none could be chosen (tried
+/// again at the next check).
 pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[String], why: &str) -> Result<bool, db::DbError> {
     let password = console.config.engine_password.as_deref();
     let mut best: Option<(String, i64)> = None;
@@ -348,19 +348,17 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
     let epoch = term.epoch;
     // (The proxies get the map now — with etcd: it is published there — and not at the
     // next reconcile pass, which may be waiting out the old primary's timeouts.)
-    let unpublished = crate::reconcile::push_proxies(console).await;
-    for e in &unpublished {
+    for e in crate::reconcile::push_proxies(console).await {
         tracing::warn!(error = %e, "publishing a failover's decision");
-    }
-    if !console.coordination.leading() {
-        // Another console coordinates now; its state, mirrored here, replaces this decision
-        // unless it was published, and then that console carries it out.
-        console.leases.thaw(old);
-        return Ok(true);
     }
     // (Renewals go to the map's primaries alone; should it be promoted again, it gets a
     // new term.)
     console.leases.thaw(old);
+    if !console.coordination.leading() {
+        // Another console coordinates now; its state, mirrored here, replaces this decision
+        // unless it was published, and then that console carries it out.
+        return Ok(true);
+    }
     if let Err(e) = carry_out(console, &new, &term).await {
         // (Tried again at the next check, as a decided failover.)
         event(console, "failover-blocked", format!("engine {idx} ({old}) {why}: {new} is its primary (epoch {epoch}) but did not take over yet: {e}")).await;
