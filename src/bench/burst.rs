@@ -83,19 +83,8 @@ fn start_terrace(cores: &str, threads: &str, tag: usize) -> anyhow::Result<Targe
 }
 
 fn start_redis(cores: &str, exe: &str) -> anyhow::Result<Target> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let child = Command::new("taskset")
-        .args(["-c", cores, exe, "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    for _ in 0..100 {
-        if Client::connect(port).is_ok() {
-            return Ok(Target { name: "redis-server".into(), child, port, dir: None });
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    anyhow::bail!("redis-server did not start")
+    let (child, port) = super::spawn_redis(exe, cores, &[])?;
+    Ok(Target { name: "redis-server".into(), child, port, dir: None })
 }
 
 /// The active reactor count (terrace) or 1 (redis).

@@ -89,6 +89,29 @@ pub fn spawn_engine_of(exe: &std::path::Path, cores: &str, dir: &std::path::Path
     Ok((child, port))
 }
 
+/// A redis-server for a benchmark: `exe` pinned to `cores` with `taskset`, on a free port,
+/// without save points or AOF, with extra flags; returns it and its port once it answers.
+pub fn spawn_redis(exe: &str, cores: &str, flags: &[&std::ffi::OsStr]) -> anyhow::Result<(std::process::Child, u16)> {
+    use anyhow::Context;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut child = std::process::Command::new("taskset")
+        .args(["-c", cores, exe, "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+        .args(flags)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {exe} under taskset (apt-get install redis-server util-linux)"))?;
+    for _ in 0..100 {
+        if resp_client::Client::connect(port).is_ok() {
+            return Ok((child, port));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    anyhow::bail!("{exe} did not start")
+}
+
 /// CPU seconds (user + system) a process has used, from /proc/PID/stat (0 once it is gone).
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();

@@ -9,10 +9,9 @@
 //! the replica's link was up.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Args;
 
 use super::resp_client::Client;
@@ -83,25 +82,12 @@ fn start(kind: &Kind, core: &str, tag: &str, args: &SyncArgs) -> anyhow::Result<
         Kind::Redis => {
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            // No save points, no AOF; a diskless sync without Redis's 5 s wait for more
-            // replicas (what an operator of a one-replica setup would set).
-            let child = Command::new("taskset")
-                .args(["-c", core, &args.redis_server, "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-                .args(["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0", "--dir"])
-                .arg(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .with_context(|| format!("starting {} (apt-get install redis-server)", args.redis_server))?;
-            let server = Server { child, port, dir };
-            for _ in 0..100 {
-                if Client::connect(port).is_ok() {
-                    return Ok(server);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            anyhow::bail!("{} did not start", args.redis_server)
+            // A diskless sync without Redis's 5 s wait for more replicas (what an operator of a
+            // one-replica setup would set).
+            let flags =
+                ["--repl-diskless-sync".as_ref(), "yes".as_ref(), "--repl-diskless-sync-delay".as_ref(), "0".as_ref(), "--dir".as_ref(), dir.as_os_str()];
+            let (child, port) = super::spawn_redis(&args.redis_server, core, &flags)?;
+            Ok(Server { child, port, dir })
         }
     }
 }
@@ -110,13 +96,13 @@ fn start(kind: &Kind, core: &str, tag: &str, args: &SyncArgs) -> anyhow::Result<
 fn load(port: u16, args: &SyncArgs) -> anyhow::Result<()> {
     let mut c = Client::connect(port)?;
     let value = vec![b'v'; args.value_size];
-    for chunk in (0..args.keys).collect::<Vec<u64>>().chunks(1000) {
-        for i in chunk {
-            c.push(&[b"SET", format!("key:{i}").as_bytes(), &value]);
+    for i in 0..args.keys {
+        c.push(&[b"SET", format!("key:{i}").as_bytes(), &value]);
+        if i % 1000 == 999 {
+            c.flush()?;
         }
-        c.flush()?;
     }
-    Ok(())
+    c.flush()
 }
 
 /// What one run measured.
