@@ -220,6 +220,10 @@ pub async fn publish_now(console: &Console) -> Result<(), String> {
 /// pause lasts until the proxies have the new map). Answers what failed; the reconcile loop
 /// tries those again within one interval.
 pub async fn push_proxies(console: &Console) -> Vec<String> {
+    if console.coordination.on_etcd_mode() {
+        // (The proxies watch it there.)
+        return publish_now(console).await.err().map(|e| format!("etcd: {e}")).into_iter().collect();
+    }
     let _one_at_a_time = console.pass_lock.lock().await;
     let members = console.state.lock().members.clone();
     let want = match desired(&console.db, &members).await {
@@ -228,10 +232,6 @@ pub async fn push_proxies(console: &Console) -> Vec<String> {
     };
     // (All at once: during a move, the held requests of each proxy wait for its push.)
     let proxies = db::proxies(&console.db).await.unwrap_or_default();
-    if console.coordination.on_etcd_mode() {
-        // (The proxies watch it there.)
-        return console.coordination.publish(&console.db, &want.document).await.err().map(|e| format!("etcd: {e}")).into_iter().collect();
-    }
     let want = &want;
     let pushes = proxies.iter().map(|addr| async move {
         let pushed = async {
