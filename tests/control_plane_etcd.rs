@@ -116,10 +116,87 @@ async fn wait_coordinator(web: &reqwest::Client, console: &Console, coordinator:
     }
 }
 
+/// What `console`'s events say `actor`s did (the audit log's newest first).
+async fn actors(token: &str, console: &Console) -> Vec<String> {
+    let (_, body) = console_api::api(reqwest::Method::GET, format!("{}/api/v1/events?limit=50", console.url), token, None).await;
+    body["events"].as_array().unwrap().iter().filter_map(|e| e["actor"].as_str().map(str::to_string)).collect()
+}
+
+/// A standby takes changes by forwarding them to the coordinator: made with an API token,
+/// with a session (its CSRF token checked), or through a page's form, each is made there,
+/// audited there as made through the standby, and shown by the standby once answered. A
+/// session's CSRF token is still required; a request claiming to be forwarded without the
+/// consoles' key is refused by the coordinator.
+async fn changes_made_on_a_standby_are_forwarded_to_the_coordinator(coordinator: &Console, standby: &Console, token: &str) {
+    use reqwest::{Method, StatusCode};
+    let listed = |console: &Console, name: &'static str| {
+        let (url, token) = (console.url.clone(), token.to_string());
+        async move {
+            let (_, body) = console_api::api(Method::GET, format!("{url}/api/v1/tenants"), &token, None).await;
+            body["tenants"].as_array().unwrap().iter().any(|t| t["name"] == name)
+        }
+    };
+    let via = format!("via console {}", address_of(standby));
+    // An API token.
+    let tenant = serde_json::json!({"name": "by-token", "password": "pw"});
+    let (status, body) = console_api::api(Method::POST, format!("{}/api/v1/tenants", standby.url), token, Some(tenant)).await;
+    assert_eq!(status, StatusCode::CREATED, "a standby forwards a change: {body}");
+    assert!(listed(standby, "by-token").await, "the standby shows the change it forwarded once it answered");
+    assert!(listed(coordinator, "by-token").await, "the coordinator made it");
+    assert!(actors(token, coordinator).await.iter().any(|a| a.starts_with("token etcd") && a.ends_with(&via)), "audited as forwarded");
+    // A session of the standby's, with and without its CSRF token.
+    let (web, csrf) = console_api::login(&standby.url).await;
+    let post = |csrf: Option<&str>, name: &str| {
+        let mut r = web.post(format!("{}/api/v1/tenants", standby.url)).json(&serde_json::json!({"name": name, "password": "pw"}));
+        if let Some(csrf) = csrf {
+            r = r.header("x-csrf-token", csrf);
+        }
+        r.send()
+    };
+    assert_eq!(post(None, "no-csrf").await.unwrap().status(), StatusCode::FORBIDDEN, "a session's change still needs its CSRF token");
+    assert_eq!(post(Some("0123456789abcdef0123456789abcdef"), "bad-csrf").await.unwrap().status(), StatusCode::FORBIDDEN);
+    let made = post(Some(&csrf), "by-session").await.unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED, "{}", made.text().await.unwrap());
+    assert!(listed(standby, "by-session").await && listed(coordinator, "by-session").await);
+    assert!(actors(token, coordinator).await.contains(&format!("user admin {via}")), "the session's user is named, through the standby");
+    // A page's form: the coordinator's redirect comes back, to a page the standby serves
+    // with the change.
+    let form = [("csrf", csrf.as_str()), ("name", "by-page"), ("password", "pw")];
+    let page = web.post(format!("{}/tenants/new", standby.url)).form(&form).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::SEE_OTHER, "{}", page.text().await.unwrap());
+    assert_eq!(page.headers()["location"], "/tenants/by-page");
+    let shown = web.get(format!("{}/tenants/by-page", standby.url)).send().await.unwrap();
+    assert_eq!(shown.status(), StatusCode::OK, "the standby shows the tenant its form made");
+    assert!(listed(coordinator, "by-page").await);
+    // Claiming to be a forwarded request without the consoles' key: refused.
+    let forged = reqwest::Client::new()
+        .post(format!("{}/api/v1/tenants", coordinator.url))
+        .header("x-terrace-peer-key", "guessed")
+        .header("x-terrace-forwarded-user", "admin")
+        .header("x-terrace-forwarded-csrf", "c")
+        .header("x-csrf-token", "c")
+        .json(&serde_json::json!({"name": "forged", "password": "pw"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);
+    let unkeyed = reqwest::Client::new()
+        .post(format!("{}/api/v1/tenants", coordinator.url))
+        .header("x-terrace-forwarded-user", "admin")
+        .header("x-terrace-forwarded-csrf", "c")
+        .header("x-csrf-token", "c")
+        .json(&serde_json::json!({"name": "forged", "password": "pw"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unkeyed.status(), StatusCode::UNAUTHORIZED);
+    assert!(!listed(coordinator, "forged").await);
+}
+
 /// Issue 46, Build 1: consoles on etcd. One is elected coordinator and names itself so; it
 /// publishes the shared state and the proxies' topology in etcd, where a proxy with `--etcd`
 /// takes the map — the first one, a tenant, a failover's. Another console stands by: it
-/// mirrors the state (the tenant is there), refuses changes, and when the coordinator is
+/// mirrors the state (the tenant is there), forwards changes to the coordinator, and when the coordinator is
 /// killed it takes over and coordinates — renews the primary's lease, publishes a tenant of
 /// its own — while the old one, back on its database, stands by and mirrors in turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,11 +241,10 @@ async fn consoles_on_etcd_elect_a_coordinator_mirror_its_state_and_take_over() {
 
     // A second console stands by, with the coordinator's state.
     let second = Console::start_with(&[&ra], &[&proxy], &["--etcd", &endpoint, "--health-ms", "200", "--failover-after-ms", "1000"]);
-    let (web2, _) = console_api::login(&second.url).await;
+    let web2 = console_api::login(&second.url).await.0;
     wait_coordinator(&web2, &second, Some(&address_of(&first)), 10).await;
     wait_tenant(&web2, &second, "shop").await;
-    let refused = web2.post(format!("{}/api/v1/tenants", second.url)).json(&serde_json::json!({"name": "x", "password": "pw"})).send().await.unwrap();
-    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE, "a standby refuses changes");
+    changes_made_on_a_standby_are_forwarded_to_the_coordinator(&first, &second, &token).await;
     // The coordinator is killed: the standby takes over and coordinates.
     let mut first = first;
     let _ = first.child.kill();

@@ -228,7 +228,7 @@ impl ConsoleSettings {
             _ => None,
         };
         // Read now, so a bad file stops the start naming its key.
-        let webhook_ca = match &self.tls_ca_cert_file {
+        let https_ca = match &self.tls_ca_cert_file {
             Some(path) => {
                 let pem = std::fs::read(path).map_err(|e| invalid("tls_ca_cert_file", format!("{}: {e}", path.display())))?;
                 reqwest::Certificate::from_pem_bundle(&pem)
@@ -240,7 +240,7 @@ impl ConsoleSettings {
         Ok(ConsoleConfig {
             tls,
             node_tls,
-            webhook_ca,
+            https_ca,
             engine_password,
             port: self.port.unwrap_or(8080),
             bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
@@ -291,8 +291,9 @@ pub struct ConsoleConfig {
     pub tls: Option<std::sync::Arc<terrace_tls::ServerTls>>,
     /// The links to engines and proxies over TLS (`tls_nodes`).
     pub node_tls: Option<terrace_tls::LinkTls>,
-    /// CAs an https:// webhook's receiver may also be signed by (`tls_ca_cert_file`).
-    pub webhook_ca: Vec<reqwest::Certificate>,
+    /// CAs an https:// webhook's receiver or another console may also be signed by
+    /// (`tls_ca_cert_file`).
+    pub https_ca: Vec<reqwest::Certificate>,
     pub port: u16,
     pub bind: String,
     pub db: PathBuf,

@@ -7,20 +7,23 @@
 //! proxies' topology at `terrace_etcd::TOPOLOGY_KEY` together, in one transaction that
 //! compares its term: a decision and its publication are one write, and a deposed console
 //! writes nothing. The others stand by: they mirror the published state into their own
-//! database (serving reads from it, refusing changes), and the one elected next reads the
-//! state once its term has begun — when no one else can write it any more — and
-//! coordinates only after it applied it. Each console keeps its own sessions, events and
-//! history.
+//! database (serving reads from it, forwarding changes: `web::forward`), and the one
+//! elected next reads the state once its term has begun — when no one else can write it any
+//! more — and coordinates only after it applied it. Each console keeps its own sessions,
+//! events and history.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use terrace_etcd::{Client, Election, Op, TOPOLOGY_KEY};
+use terrace_etcd::{Client, Compare, Election, Op, TOPOLOGY_KEY};
 
 use crate::db::Db;
 
 pub const COORDINATOR_KEY: &str = "/terrace/coordinator";
 pub const STATE_KEY: &str = "/terrace/state";
+/// The secret a standby shows the coordinator when it forwards a change (`web::forward`):
+/// made once, by the first console that needs it, and read by the others.
+pub const PEER_KEY: &str = "/terrace/peer-key";
 /// The coordinator's lease: another console takes over within this (and a poll) of its
 /// loss — plus etcd's own election when the coordinator's host took etcd's leader with it
 /// (a new etcd leader extends every lease by its length). 3 s made a cut-off coordinator's
@@ -40,6 +43,7 @@ struct OnEtcd {
     client: Arc<Client>,
     election: Election,
     shared: Arc<Mutex<Shared>>,
+    peer_key: tokio::sync::OnceCell<String>,
 }
 
 #[derive(Default)]
@@ -67,7 +71,7 @@ impl Coordination {
         let client = Arc::new(Client::new(endpoints, Duration::from_secs(2))?);
         let election = Election::start(client.clone(), COORDINATOR_KEY, &me, ELECTION_TTL);
         let shared = Arc::new(Mutex::new(Shared::default()));
-        Ok(Coordination { me, etcd: Some(OnEtcd { client, election, shared }) })
+        Ok(Coordination { me, etcd: Some(OnEtcd { client, election, shared, peer_key: Default::default() }) })
     }
 
     /// Starts mirroring (with etcd): call once, with the console it belongs to.
@@ -95,6 +99,43 @@ impl Coordination {
         match &self.etcd {
             None => Some(self.me.clone()),
             Some(e) => e.election.leader(),
+        }
+    }
+
+    /// This console's address, as the others name it.
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// The secret the consoles on this etcd share (None: alone, no peers). Whoever can read
+    /// etcd can read it — and could as well rewrite the state there: the same trust.
+    pub async fn peer_key(&self) -> Result<Option<String>, String> {
+        let Some(e) = &self.etcd else { return Ok(None) };
+        let key = e
+            .peer_key
+            .get_or_try_init(|| async {
+                let made = crate::auth::random_hex(32);
+                let absent = Compare::CreateRevision(PEER_KEY.as_bytes().to_vec(), 0);
+                let put = Op::Put { key: PEER_KEY.as_bytes().to_vec(), value: made.as_bytes().to_vec(), lease: 0 };
+                let get = Op::Get { key: PEER_KEY.as_bytes().to_vec() };
+                let outcome = e.client.txn(&[absent], &[put], &[get]).await.map_err(|err| format!("etcd: {err}"))?;
+                if outcome.succeeded {
+                    return Ok(made);
+                }
+                let kv = outcome.gets.first().and_then(|kvs| kvs.first()).ok_or("etcd: the consoles' peer key vanished")?;
+                Ok::<_, String>(String::from_utf8_lossy(&kv.value).into_owned())
+            })
+            .await?;
+        Ok(Some(key.clone()))
+    }
+
+    /// Applies the newest published state now (a standby, after the coordinator made a
+    /// change it forwarded: its next read shows it).
+    pub async fn mirror_now(&self, console: &crate::Console) {
+        if let Some(e) = &self.etcd {
+            if e.election.leading().is_none() {
+                catch_up(console, e, None).await;
+            }
         }
     }
 

@@ -61,6 +61,8 @@ pub struct Console {
     pub leases: lease::Leases,
     /// Whether this console coordinates (alone, or elected on etcd).
     pub coordination: coordination::Coordination,
+    /// What a standby forwards changes to the coordinator with (`web::forward`).
+    pub peers: reqwest::Client,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +113,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         let config_lease = config.lease;
         let me = config.advertise.clone().unwrap_or_else(|| local.to_string());
         let coordination = if config.etcd.is_empty() { coordination::Coordination::alone(me) } else { coordination::Coordination::on_etcd(me, &config.etcd)? };
+        let peers = web::forward_client(&config);
         let console = Arc::new(Console {
             db,
             config,
@@ -125,6 +128,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
             dummy_hash,
             leases: lease::Leases::new(config_lease),
             coordination,
+            peers,
         });
         if let Some(tls) = &console.config.node_tls {
             nodes::use_tls(tls.clone());

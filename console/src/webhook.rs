@@ -14,7 +14,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn run(console: Arc<Console>, url: String) {
     // https:// receivers: the system's CAs, and `tls_ca_cert_file`'s.
-    let client = match reqwest::Client::builder().timeout(TIMEOUT).tls_certs_merge(console.config.webhook_ca.clone()).build() {
+    let client = match reqwest::Client::builder().timeout(TIMEOUT).tls_certs_merge(console.config.https_ca.clone()).build() {
         Ok(c) => c,
         Err(e) => return tracing::error!(error = %e, "no webhook client"),
     };

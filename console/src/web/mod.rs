@@ -3,8 +3,11 @@
 
 pub mod api;
 mod audit;
+mod forward;
 mod openapi;
 pub mod pages;
+
+pub use forward::client as forward_client;
 
 use std::sync::Arc;
 
@@ -64,11 +67,11 @@ pub fn router(console: Arc<Console>) -> Router {
     }
 }
 
-/// A console that does not coordinate (it stands by on etcd) serves reads and sessions, and
-/// refuses changes with 503: its state is not the one published. (It runs before the
-/// handlers authenticate, so it names no address: `GET /api/v1/topology` says which console
-/// coordinates.) On the coordinator, a change is published in etcd before it is answered:
-/// one that could not be is answered 503, saying it may be undone by another coordinator.
+/// A console that does not coordinate (it stands by on etcd) serves reads and sessions
+/// itself and forwards changes to the coordinator (`forward`); with no coordinator elected
+/// (an election under way) it answers them 503. On the coordinator, a change is published
+/// in etcd before it is answered: one that could not be is answered 503, saying it may be
+/// undone by another coordinator.
 async fn only_the_coordinator_changes(axum::extract::State(c): axum::extract::State<Arc<Console>>, req: Request, next: Next) -> Response {
     let read = matches!(*req.method(), Method::GET | Method::HEAD);
     if read || matches!(req.uri().path(), "/login" | "/logout") {
@@ -89,10 +92,17 @@ async fn only_the_coordinator_changes(axum::extract::State(c): axum::extract::St
             }
         };
     }
-    let body = serde_json::json!({
-        "error": "this console does not coordinate now: make changes on the coordinator (GET /api/v1/topology names it)",
-    });
-    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+    match c.coordination.coordinator().filter(|named| named != c.coordination.me()) {
+        Some(coordinator) => forward::to_coordinator(&c, &coordinator, req).await,
+        None => {
+            let body = serde_json::json!({
+                "error": "no console coordinates now (one is being elected): make the change again in a few seconds",
+            });
+            let mut res = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            res
+        }
+    }
 }
 
 async fn css() -> impl IntoResponse {
@@ -156,13 +166,11 @@ impl FromRequestParts<Arc<Console>> for PageUser {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, console: &Arc<Console>) -> Result<Self, Self::Rejection> {
-        let Some(token) = auth::cookie(&parts.headers, auth::SESSION_COOKIE).map(str::to_string) else {
-            return Err(Redirect::to("/login").into_response());
-        };
-        let s = match auth::session(&console.db, &token).await {
-            Ok(Some(s)) => s,
+        let (s, token, via) = match session_of(parts, console).await {
+            Ok(Some(found)) => found,
             Ok(None) => return Err(Redirect::to("/login").into_response()),
-            Err(e) => return Err(pages::error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+            Err(AuthFailure::Peer(e)) => return Err(pages::error_page(None, StatusCode::UNAUTHORIZED, &e)),
+            Err(AuthFailure::Db(e)) => return Err(pages::error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
         };
         let needed = auth::Role::needed(&parts.method, parts.uri.path());
         if s.role < needed {
@@ -170,8 +178,35 @@ impl FromRequestParts<Arc<Console>> for PageUser {
             let why = format!("This needs the {} role; {} has the {} role.", needed.name(), s.user, s.role.name());
             return Err(pages::error_page(Some(frame), StatusCode::FORBIDDEN, &why));
         }
-        note_caller(parts, &Caller { who: format!("user {}", s.user), role: s.role });
+        note_caller(parts, &Caller { who: via_note(format!("user {}", s.user), &via), role: s.role });
         Ok(PageUser(s, token))
+    }
+}
+
+/// Why a caller could not be told.
+enum AuthFailure {
+    /// A forwarded request whose consoles' key is wrong.
+    Peer(String),
+    Db(crate::db::DbError),
+}
+
+/// The session a request comes with: its cookie's on this console, or the one a standby
+/// named forwarding it here (`forward`; no cookie token then) — and which console that was.
+async fn session_of(parts: &Parts, console: &Console) -> Result<Option<(Session, String, Option<String>)>, AuthFailure> {
+    let via = forward::forwarded_by(console, parts).await.map_err(AuthFailure::Peer)?;
+    if via.is_some() {
+        let named = forward::forwarded_session(console, parts).await.map_err(AuthFailure::Db)?;
+        return Ok(named.map(|s| (s, String::new(), via)));
+    }
+    let Some(token) = auth::cookie(&parts.headers, auth::SESSION_COOKIE).map(str::to_string) else { return Ok(None) };
+    Ok(auth::session(&console.db, &token).await.map_err(AuthFailure::Db)?.map(|s| (s, token, None)))
+}
+
+/// "user alice", or "user alice via console 10.0.0.2:8080" when a standby forwarded it.
+fn via_note(who: String, via: &Option<String>) -> String {
+    match via {
+        Some(by) => format!("{who} via console {by}"),
+        None => who,
     }
 }
 
@@ -186,19 +221,21 @@ impl FromRequestParts<Arc<Console>> for ApiUser {
         let unauthorized = |m: &str| api::error(StatusCode::UNAUTHORIZED, m);
         let caller = if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
             let token = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).unwrap_or("");
+            let via = forward::forwarded_by(console, parts).await.map_err(|e| unauthorized(&e))?;
             match auth::token_valid(&console.db, token).await {
-                Ok(Some((name, role))) => Caller { who: format!("token {name}"), role },
+                Ok(Some((name, role))) => Caller { who: via_note(format!("token {name}"), &via), role },
                 Ok(None) => return Err(unauthorized("invalid, revoked or expired API token")),
                 Err(e) => return Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
             }
         } else {
-            let Some(token) = auth::cookie(&parts.headers, auth::SESSION_COOKIE) else {
-                return Err(unauthorized("authentication required: an API token as `Authorization: Bearer <token>`"));
-            };
-            let session = match auth::session(&console.db, token).await {
-                Ok(Some(s)) => s,
-                Ok(None) => return Err(unauthorized("session expired: log in again")),
-                Err(e) => return Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+            let (session, via) = match session_of(parts, console).await {
+                Ok(Some((s, _, via))) => (s, via),
+                Ok(None) if auth::cookie(&parts.headers, auth::SESSION_COOKIE).is_some() || parts.headers.contains_key(forward::PEER_KEY_HEADER) => {
+                    return Err(unauthorized("session expired: log in again"))
+                }
+                Ok(None) => return Err(unauthorized("authentication required: an API token as `Authorization: Bearer <token>`")),
+                Err(AuthFailure::Peer(e)) => return Err(unauthorized(&e)),
+                Err(AuthFailure::Db(e)) => return Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
             };
             if parts.method != Method::GET && parts.method != Method::HEAD {
                 let sent = parts.headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -206,7 +243,7 @@ impl FromRequestParts<Arc<Console>> for ApiUser {
                     return Err(api::error(StatusCode::FORBIDDEN, "CSRF token missing or wrong (send X-CSRF-Token with a session cookie)"));
                 }
             }
-            Caller { who: format!("user {}", session.user), role: session.role }
+            Caller { who: via_note(format!("user {}", session.user), &via), role: session.role }
         };
         let needed = auth::Role::needed(&parts.method, parts.uri.path());
         if caller.role < needed {
