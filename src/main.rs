@@ -169,6 +169,9 @@ struct ConsoleArgs {
     /// The address operators and other consoles reach this console at, host:port, as the topology's "coordinator" names it [env: TERRACE_CONSOLE_ADVERTISE] [default: the address it listens on]
     #[arg(long)]
     advertise: Option<String>,
+    /// The Unix socket of the appliance that starts the engines added without an address (`terrace up --consoles N` gives its own) [env: TERRACE_CONSOLE_LAUNCHER_SOCKET] [default: none: engines are added by address]
+    #[arg(long)]
+    launcher_socket: Option<PathBuf>,
     /// TOML configuration file; its [console] table is read.
     #[arg(long, env = "TERRACE_CONFIG")]
     config: Option<PathBuf>,
@@ -200,6 +203,7 @@ impl ConsoleArgs {
             tls_nodes: self.tls_nodes.then_some(true),
             etcd: self.etcd.map(list),
             advertise: self.advertise,
+            launcher_socket: self.launcher_socket,
             ..Default::default()
         };
         let file = match &self.config {

@@ -276,8 +276,68 @@ fn pids_running(words: &[&str]) -> Vec<i32> {
     pids
 }
 
+/// `terrace up --consoles N`: an engine with a replica added (on a standby, so forwarded to
+/// the coordinator) without an address is started by the appliance — the consoles, processes
+/// of their own, ask it on its launcher's socket — and takes its share of the keys in a
+/// rebalance. Answers how to read its run ID, when it was added, and its run ID then.
+async fn an_engine_added_on_a_standby_is_started_by_the_appliance(
+    dir: &std::path::Path,
+    url: &str,
+    c: &mut redis::Connection,
+) -> (impl Fn() -> String, std::time::Instant, String) {
+    use reqwest::{Method, StatusCode};
+    for i in 0..2000 {
+        q::<()>(c, &["SET", &format!("u:{i}"), &i.to_string()]);
+    }
+    // (A token made through the standby's tokens page: the coordinator shows it once, the
+    // standby relays the page. The standby's session may end once, as it first takes the
+    // coordinator's users: then again.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let token = loop {
+        let (web, csrf) = console_api::login(url).await;
+        let page = web.post(format!("{url}/tokens")).form(&[("csrf", csrf.as_str()), ("name", "grow")]).send().await.unwrap().text().await.unwrap();
+        if let Some(at) = page.find("trc_") {
+            break page[at..].split('<').next().unwrap().to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no token made through the standby: {page}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let call = |method: Method, path: &str, body: Option<serde_json::Value>| console_api::api(method, format!("{url}/api/v1{path}"), &token, body);
+    let (status, body) = call(Method::POST, "/engines", Some(serde_json::json!({"replicas": 1}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let added = body["address"].as_str().unwrap().to_string();
+    let port: u16 = added.rsplit(':').next().unwrap().parse().unwrap();
+    assert!(dir.join(format!("engine-added-{port}")).is_dir(), "started by the appliance, in its data directory");
+    let listed = std::fs::read_to_string(dir.join("added-engines")).unwrap();
+    assert_eq!(listed.lines().count(), 2, "the engine and its replica are the appliance's to restart: {listed}");
+    let (status, body) = call(Method::POST, "/rebalance", Some(serde_json::json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, body) = call(Method::GET, "/moves", None).await;
+        let moves = body["moves"].as_array().unwrap();
+        assert!(moves.iter().all(|m| m["state"] != "failed"), "a move failed: {body}");
+        if !moves.is_empty() && moves.iter().all(|m| m["state"] == "done") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "moves not done: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
+    let on_added = move || redis::Client::open(format!("redis://:{secret}@{added}/")).unwrap().get_connection().unwrap();
+    let n: i64 = q(&mut on_added(), &["DBSIZE"]);
+    assert!(n > 400, "the added engine has its share of the keys ({n})");
+    for i in 0..2000 {
+        assert_eq!(q::<Option<String>>(c, &["GET", &format!("u:{i}")]), Some(i.to_string()));
+    }
+    let run_id = move || common::info_text(&mut on_added(), "server", "run_id");
+    let first = run_id();
+    (run_id, std::time::Instant::now(), first)
+}
+
 /// `terrace up --consoles 3`: three etcd members and three console processes; one is
-/// elected coordinator (writes go on: it renews the primaries' leases). Paused (SIGSTOP),
+/// elected coordinator (writes go on: it renews the primaries' leases). An engine added on a
+/// standby is started by the appliance and lives through what follows. Paused (SIGSTOP),
 /// another takes over and writes go on; resumed, the old one stands by. Killed, the
 /// coordinator is replaced again (perhaps by itself, restarted by the supervisor).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,6 +391,8 @@ async fn terrace_up_runs_three_consoles_and_survives_the_coordinators_loss() {
     let leader = coordinator(vec![0, 1, 2]).await;
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
     eventually(30, "writes through the proxy", || redis::cmd("SET").arg("k").arg("1").query::<()>(&mut c).is_ok());
+    let standby = (0..3).find(|i| *i != leader).unwrap();
+    let added = an_engine_added_on_a_standby_is_started_by_the_appliance(&dir, &urls[standby], &mut c).await;
     let pid_of = |i: usize| {
         let port = (console_port + i as u16).to_string();
         let pids = pids_running(&["console", "--port", &port]);
@@ -364,6 +426,15 @@ async fn terrace_up_runs_three_consoles_and_survives_the_coordinators_loss() {
     let again = coordinator(vec![0, 1, 2]).await;
     eprintln!("console {again} coordinates {:.2} s after console {next} was killed", at.elapsed().as_secs_f64());
     eventually(30, "writes go on", || redis::cmd("SET").arg("k").arg("3").query::<()>(&mut c).is_ok());
+    // The added engine outlived the consoles' losses (it is the appliance's child, not a
+    // console's) and the ten seconds after which a forking thread's end killed it once.
+    loop {
+        assert_eq!(added.0(), added.2, "the added engine died {:?} after it was added", added.1.elapsed());
+        if added.1.elapsed() > Duration::from_secs(12) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let mut child = child;

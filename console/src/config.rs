@@ -70,6 +70,9 @@ pub struct ConsoleSettings {
     /// The address operators and the other consoles reach this one at (`host:port`; default
     /// `bind:port`): what `coordinator` names.
     pub advertise: Option<String>,
+    /// The Unix socket of the appliance that starts engines added without an address
+    /// (`terrace up --consoles N` gives its consoles its own; `launch_socket`).
+    pub launcher_socket: Option<PathBuf>,
 }
 
 impl ConsoleSettings {
@@ -100,6 +103,7 @@ impl ConsoleSettings {
             tls_nodes: self.tls_nodes.or(other.tls_nodes),
             etcd: self.etcd.or(other.etcd),
             advertise: self.advertise.or(other.advertise),
+            launcher_socket: self.launcher_socket.or(other.launcher_socket),
         }
     }
 
@@ -135,6 +139,7 @@ impl ConsoleSettings {
             tls_nodes: terrace_commands::settings::env_flag("TERRACE_CONSOLE_TLS_NODES")?,
             etcd: var("TERRACE_CONSOLE_ETCD").map(list),
             advertise: var("TERRACE_CONSOLE_ADVERTISE"),
+            launcher_socket: var("TERRACE_CONSOLE_LAUNCHER_SOCKET").map(PathBuf::from),
         })
     }
 
@@ -258,7 +263,7 @@ impl ConsoleSettings {
             lease: Duration::from_millis(lease_ms),
             move_rate,
             move_pace,
-            launcher: Launch::default(),
+            launcher: Launch(self.launcher_socket.map(|p| std::sync::Arc::new(crate::launch_socket::SocketLauncher::new(p)) as std::sync::Arc<dyn Launcher>)),
             own_proxies: false,
             etcd,
             advertise: self.advertise,

@@ -17,6 +17,7 @@ pub mod db;
 pub mod engines;
 pub mod failover;
 mod history;
+pub mod launch_socket;
 mod lease;
 pub mod moves;
 mod nodes;

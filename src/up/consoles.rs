@@ -26,6 +26,8 @@ pub struct Plan<'a> {
     pub proxy: &'a str,
     pub proxy_admin_password: &'a str,
     pub engine_secret: &'a Path,
+    /// Where the appliance starts the engines a console adds (`launch_socket`).
+    pub launcher_socket: &'a Path,
 }
 
 /// The control plane running: etcd's client endpoints, the consoles' addresses, and the
@@ -75,7 +77,7 @@ pub fn start(plan: &Plan, stopping: &Arc<AtomicBool>) -> anyhow::Result<Running>
         let mut args = vec![
             plan.exe.display().to_string(), "console".into(), "--bind".into(), "127.0.0.1".into(), "--port".into(), console_port.to_string(),
             "--db".into(), db.display().to_string(), "--engines".into(), plan.engines.join(","), "--proxies".into(), plan.proxy.to_string(),
-            "--etcd".into(), clients.join(","),
+            "--etcd".into(), clients.join(","), "--launcher-socket".into(), plan.launcher_socket.display().to_string(),
         ];
         if !plan.replicas.is_empty() {
             args.extend(["--replicas".into(), plan.replicas.join(",")]);

@@ -10,7 +10,8 @@
 //!
 //! With `--consoles N` (3, 5, 7), N etcd members and N console processes instead of the
 //! console thread (`consoles`): one is elected coordinator, the others take over when it
-//! is lost, and the proxy takes its topology from etcd.
+//! is lost, and the proxy takes its topology from etcd. The engines a console adds are
+//! started by this process all the same, asked on its launcher's socket.
 //!
 //! The engines only answer clients that know their password (`-NOAUTH` otherwise), so
 //! nothing on the host bypasses the proxy's tenancy, quotas and command filters: a secret
@@ -367,6 +368,11 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let proxy_addr = format!("{}:{proxy_port}", if args.bind == "0.0.0.0" { "127.0.0.1" } else { &args.bind });
     let mut control_plane = None;
     if args.consoles > 1 {
+        // The consoles are processes of their own: the engines they add are started (and
+        // supervised, and stopped) by this one, through its launcher's socket.
+        let launcher_socket = args.data_dir.join("launcher.sock");
+        terrace_console::launch_socket::serve(&launcher_socket, added.clone())
+            .with_context(|| format!("cannot serve the engines' launcher at {} (a Unix socket's path holds at most 107 bytes)", launcher_socket.display()))?;
         let plan = consoles::Plan {
             exe: &exe,
             data_dir: &args.data_dir,
@@ -378,6 +384,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
             proxy: &proxy_addr,
             proxy_admin_password: &admin_password,
             engine_secret: &secret,
+            launcher_socket: &launcher_socket,
         };
         let running = consoles::start(&plan, &stopping)?;
         eprintln!(
