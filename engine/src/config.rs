@@ -75,7 +75,8 @@ pub struct EngineSettings {
     pub prefetch_batch: Option<usize>,
     pub data_dir: Option<PathBuf>,
     pub shard_bits: Option<u32>,
-    /// Tenant namespaces an engine can hold (each with its own 16 databases).
+    /// Tenant namespaces an engine can hold (each with its own 16 databases, made when first
+    /// used): 1,024 by default, at most `MAX_NAMESPACES`.
     pub namespaces: Option<usize>,
     /// Value compression, the default of every tenant: none | zstd | zstd-dict | pattern | auto.
     pub compression: Option<String>,
@@ -413,8 +414,8 @@ impl EngineSettings {
             return Err(ConfigError::Invalid { key: "shard_bits".into(), reason: format!("{shard_bits} is above 8") });
         }
         let namespaces = self.namespaces.unwrap_or(d.namespaces);
-        if !(1..=1024).contains(&namespaces) {
-            return Err(ConfigError::Invalid { key: "namespaces".into(), reason: format!("{namespaces} is not between 1 and 1024") });
+        if !(1..=MAX_NAMESPACES).contains(&namespaces) {
+            return Err(ConfigError::Invalid { key: "namespaces".into(), reason: format!("{namespaces} is not between 1 and {MAX_NAMESPACES}") });
         }
         let mut compression = d.compression.clone();
         let fields: [(&str, Option<String>); 7] = [
@@ -809,6 +810,10 @@ const MAX_TENANT_SLICE_US: u64 = 100_000;
 pub const DEFAULT_PREFETCH_BATCH: usize = 32;
 /// Past this, the first keys would leave the cache before their commands run.
 const MAX_PREFETCH_BATCH: usize = 128;
+/// The most tenant namespaces an engine may be configured for (`namespaces`): each costs
+/// little until used (its databases' shards are made on first use), but per-namespace
+/// tables and the shard id space grow with it.
+pub const MAX_NAMESPACES: usize = 10_000;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -830,7 +835,7 @@ impl Default for EngineConfig {
             save: String::new(),
             data_dir: PathBuf::from("data"),
             shard_bits: 4,
-            namespaces: 16,
+            namespaces: 1024,
             compression: Default::default(),
             tier: None,
             wal: crate::wal::WalConfig {

@@ -267,8 +267,9 @@ pub struct ImageOfAnInstant<'k> {
     /// Per physical database: its keys and keys with an expiry then (none for a database
     /// the image leaves out).
     dbs: Vec<(usize, usize)>,
-    /// Per shard: its records, once visited (taken out as they are written).
-    records: Arc<[ShardRecords]>,
+    /// Per shard of a database with keys then: its records, once visited (taken out as
+    /// they are written).
+    records: Arc<std::collections::HashMap<u32, ShardRecords>>,
 }
 
 /// One shard's records in an image of one instant: None until the sweep visits it.
@@ -281,17 +282,16 @@ impl<'k> ImageOfAnInstant<'k> {
         let now = now_ms();
         let included = |db| in_snapshots(srv, db, scope) && (scope != Scope::DefaultNamespace || db < crate::keyspace::NUM_DBS);
         let dbs: Vec<(usize, usize)> = (0..ks.dbs()).map(|db| if included(db) { db_counts(ks, guards, db) } else { (0, 0) }).collect();
-        let records: Arc<[_]> = ks.all_shard_ids().map(|_| parking_lot::Mutex::new(None)).collect();
-        let (wanted, into) = (dbs.iter().map(|&(keys, _)| keys > 0).collect::<Vec<bool>>(), records.clone());
-        let per_db = ks.shards_per_db();
+        let wanted = dbs.iter().enumerate().filter(|(_, &(keys, _))| keys > 0).flat_map(|(db, _)| ks.db_shard_ids(db));
+        let records: Arc<std::collections::HashMap<u32, ShardRecords>> = Arc::new(wanted.map(|id| (id, parking_lot::Mutex::new(None))).collect());
+        let (into, per_db) = (records.clone(), ks.shards_per_db());
         let sweep = ks.start_sweep(
             guards,
             Box::new(move |ks, id, shard| {
-                let db = id as usize / per_db;
-                if wanted[db] {
+                if let Some(slot) = into.get(&id) {
                     let mut out = Vec::new();
-                    let r = shard_records(&mut out, ks, db, shard, now).map(|()| out);
-                    *into[id as usize].lock() = Some(r);
+                    let r = shard_records(&mut out, ks, id as usize / per_db, shard, now).map(|()| out);
+                    *slot.lock() = Some(r);
                 }
             }),
         );
@@ -310,7 +310,7 @@ impl<'k> ImageOfAnInstant<'k> {
             sink(&db_head(db, keys, expires))?;
             for id in ks.db_shard_ids(db) {
                 self.sweep.visit(locks, id);
-                if let Some(records) = self.records[id as usize].lock().take() {
+                if let Some(records) = self.records.get(&id).and_then(|slot| slot.lock().take()) {
                     sink(&records?)?;
                 }
             }
@@ -334,6 +334,9 @@ impl<'k> ImageOfAnInstant<'k> {
 
 /// Database `db`'s keys and keys with an expiry, through the shards `guards` holds.
 fn db_counts(ks: &Keyspace, guards: &mut Guards, db: usize) -> (usize, usize) {
+    if !ks.db_opened(db) {
+        return (0, 0);
+    }
     ks.db_shard_ids(db).fold((0, 0), |(keys, expires), id| {
         let shard = guards.shard(id);
         (keys + shard.len(), expires + shard.volatile)
@@ -505,7 +508,7 @@ pub fn spawn_saver(srv: &Arc<Server>, locks: LockCap) -> std::io::Result<std::th
 /// One BGSAVE (and the one scheduled meanwhile, if any): an image of one instant (the
 /// log's position then, when there is a log), every shard held only to start it.
 fn save_in_background(srv: &Server, locks: &LockCap) {
-    let every_shard = || srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
+    let every_shard = || srv.keyspace.lock_all(locks);
     loop {
         let mut guards = every_shard();
         let seq = srv.wal().map(|w| w.last_assigned());

@@ -517,6 +517,7 @@ pub fn lock_ids(srv: &Server, spec: &CommandSpec, argv: &[&[u8]], db: usize) -> 
         Lock::Keys if spec.first == 1 && spec.last == 1 && spec.keys_from == table::KeysFrom::Range => std::iter::once(ks.shard_id(db, argv[1])).collect(),
         Lock::Db => ks.db_shard_ids(db).collect(),
         Lock::Namespace => ks.namespace_shard_ids(ks.namespace_of(db)).collect(),
+        // (The pipeline takes every shard with `Keyspace::lock_all`: this is the same set.)
         Lock::All => ks.all_shard_ids().collect(),
         Lock::Keys => table::key_positions(spec, argv).into_iter().map(|i| ks.shard_id(db, argv[i])).collect(),
     }

@@ -380,6 +380,9 @@ fn flush_mode(argv: &[&[u8]]) -> Result<(), CmdError> {
 fn flush_db(ctx: &mut Ctx, db: usize) {
     // A client blocked in XREADGROUP hears its stream is gone.
     ctx.data.fx.ready.extend(ctx.srv.blocking.deletion_keys(db..db + 1));
+    if !ctx.data.ks.db_opened(db) {
+        return; // (never used: empty, and not held)
+    }
     let ids: Vec<u32> = ctx.data.ks.db_shard_ids(db).collect();
     for id in ids {
         let table = ctx.data.guards.shard(id).clear();

@@ -68,7 +68,7 @@ pub trait Observer {
 /// evicted (empty keyspace, or no volatile keys under a volatile policy). `obs` hears of the
 /// removal while the shard is still locked, and says which dirty-bit entries are still dirty.
 pub fn evict_one(ks: &Keyspace, cap: &LockCap, policy: Policy, samples: usize, now: i64, obs: &mut dyn Observer) -> bool {
-    evict_one_within(ks, cap, 0..ks.num_shards() as u32, policy, samples, now, obs)
+    evict_one_within(ks, cap, 0..ks.id_space() as u32, policy, samples, now, obs)
 }
 
 /// As `evict_one`, among the shards of `shards` only (one namespace's: shard ids are
@@ -77,18 +77,19 @@ pub fn evict_one_within(ks: &Keyspace, cap: &LockCap, shards: std::ops::Range<u3
     if policy == Policy::NoEviction || shards.is_empty() {
         return false;
     }
-    let has_candidates = |id: u32| {
-        let s = ks.lock_one(cap, id);
-        if policy.volatile_only() {
-            s.volatile > 0
-        } else {
-            !s.is_empty()
-        }
-    };
+    // The shards of the databases opened (the others are empty).
+    let per_db = ks.shards_per_db() as u32;
+    let dbs = (shards.start / per_db) as usize..shards.end.div_ceil(per_db) as usize;
+    let shards: Vec<u32> = dbs.filter(|&db| ks.db_opened(db)).flat_map(|db| ks.db_shard_ids(db)).filter(|id| shards.contains(id)).collect();
+    if shards.is_empty() {
+        return false;
+    }
+    // (A database never opened has nothing to evict.)
+    let has_candidates = |id: u32| ks.lock_opened(cap, id).is_some_and(|s| if policy.volatile_only() { s.volatile > 0 } else { !s.is_empty() });
     // Usually keys sit in few databases: try random shards before listing the useful ones.
-    let mut candidates: Vec<u32> = (0..16).map(|_| fastrand::u32(shards.clone())).filter(|&id| has_candidates(id)).collect();
+    let mut candidates: Vec<u32> = (0..16).map(|_| shards[fastrand::usize(..shards.len())]).filter(|&id| has_candidates(id)).collect();
     if candidates.is_empty() {
-        candidates = shards.filter(|&id| has_candidates(id)).collect();
+        candidates = shards.into_iter().filter(|&id| has_candidates(id)).collect();
     }
     if candidates.is_empty() {
         return false;

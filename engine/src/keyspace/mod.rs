@@ -1,6 +1,12 @@
 //! The keyspace: 16 databases, each split into a power-of-two number of shards with a lock
 //! per shard, so that any reactor thread can serve any key.
 //!
+//! A database's shards are made when it is first locked (`open_db`): an engine holds up to
+//! `namespaces` tenants of 16 databases each, and most databases are never used. A database
+//! is made under shard 0's lock, which every hold of every shard (`lock_all`) takes first and
+//! keeps: no database appears while such a hold lasts, so an image of that instant (a full
+//! sync, SAVE) misses none of its writes.
+//!
 //! A command locks every shard it will touch before it runs, in one global order
 //! (database, then shard index), so multi-key commands and transactions are atomic and can't
 //! deadlock. `Guards` is the set of locks a command holds.
@@ -25,13 +31,16 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
 use crate::compress::tenant::{Settings, TenantCompression};
 use crate::compress::CodecError;
+
+/// A database's shards.
+type DbShards = Box<[Mutex<Shard>]>;
 
 /// Shard ids a command locks; most commands lock one.
 pub type ShardIds = SmallVec<[u32; 4]>;
@@ -72,7 +81,13 @@ pub struct LockCap {
 }
 
 pub struct Keyspace {
-    shards: Box<[Mutex<Shard>]>,
+    /// Per physical database: its shards, once it was opened (`open_db`).
+    shards: Box<[OnceLock<DbShards>]>,
+    /// What a visit of a database never opened reads: an empty shard, never changed.
+    unopened: Mutex<Shard>,
+    /// Per namespace: the PMem tier's DRAM value counter and this namespace's byte counter,
+    /// which its shards count into (kept to make shards when a database opens).
+    dram_values: Option<Arc<AtomicI64>>,
     shard_bits: u32,
     /// Physical databases: NUM_DBS per namespace.
     dbs: usize,
@@ -144,9 +159,7 @@ impl Keyspace {
         tier: Option<Arc<crate::tier::Tier>>,
     ) -> (Keyspace, LockCap) {
         let dbs = NUM_DBS * namespaces.max(1);
-        let n = dbs << shard_bits;
         let ns_used: Vec<Arc<AtomicI64>> = (0..namespaces.max(1)).map(|_| Arc::new(AtomicI64::new(0))).collect();
-        let per_ns = NUM_DBS << shard_bits;
         let dram_values = tier.as_ref().map(|t| t.dram_values.clone());
         let tracking = Arc::new(AtomicBool::new(false));
         let notify = Arc::new(AtomicBool::new(false));
@@ -155,12 +168,9 @@ impl Keyspace {
         let moving = Arc::new(moving::Moving::default());
         let keyspace = Keyspace {
             tier,
-            shards: (0..n)
-                .map(|i| {
-                    let shard = Shard::counting_into(ns_used[i / per_ns].clone(), dram_values.clone());
-                    Mutex::new(shard.tracked_by(tracking.clone(), notify.clone(), deletions.clone()).feeding_into(feeding.clone()).moving_with(moving.clone()))
-                })
-                .collect(),
+            shards: (0..dbs).map(|_| OnceLock::new()).collect(),
+            unopened: Mutex::new(Shard::default()),
+            dram_values,
             moving,
             sweeps: Default::default(),
             tracking,
@@ -177,7 +187,57 @@ impl Keyspace {
             lfu: AtomicBool::new(false),
             compression: (0..namespaces.max(1)).map(|_| Arc::new(TenantCompression::new(compression.clone(), dict_root.clone()))).collect(),
         };
+        // Database 0 holds shard 0, the first in the lock order (`lock_all`).
+        keyspace.shards[0].get_or_init(|| keyspace.new_db(0));
         (keyspace, LockCap { _sealed: () })
+    }
+
+    /// Database `db`'s shards, new and empty.
+    fn new_db(&self, db: usize) -> DbShards {
+        let counted = &self.ns_used[db / NUM_DBS];
+        (0..1usize << self.shard_bits)
+            .map(|_| {
+                let shard = Shard::counting_into(counted.clone(), self.dram_values.clone());
+                let shard = shard.tracked_by(self.tracking.clone(), self.notify.clone(), self.deletions.clone());
+                Mutex::new(shard.feeding_into(self.feeding.clone()).moving_with(self.moving.clone()))
+            })
+            .collect()
+    }
+
+    /// Shard `id`, if its database was opened.
+    #[inline]
+    fn opened(&self, id: u32) -> Option<&Mutex<Shard>> {
+        let db = (id >> self.shard_bits) as usize;
+        self.shards.get(db)?.get().map(|shards| &shards[id as usize & ((1 << self.shard_bits) - 1)])
+    }
+
+    /// Shard `id`, its database opened first if it was not. Not while this thread holds
+    /// shards (making a database takes shard 0's lock).
+    #[inline]
+    fn slot(&self, id: u32) -> &Mutex<Shard> {
+        match self.opened(id) {
+            Some(shard) => shard,
+            None => &self.open_db((id >> self.shard_bits) as usize)[id as usize & ((1 << self.shard_bits) - 1)],
+        }
+    }
+
+    /// Makes database `db`'s shards (under shard 0's lock: see the module's header).
+    #[cold]
+    fn open_db(&self, db: usize) -> &[Mutex<Shard>] {
+        assert_not_holding_guards();
+        let first = self.opened(0).unwrap_or(&self.unopened);
+        let _instant = first.lock();
+        self.shards[db].get_or_init(|| self.new_db(db))
+    }
+
+    /// Whether database `db` has been opened (its shards exist).
+    pub fn db_opened(&self, db: usize) -> bool {
+        self.shards.get(db).is_some_and(|s| s.get().is_some())
+    }
+
+    /// Every shard id there may be (opened or not): the size of a table indexed by id.
+    pub fn id_space(&self) -> usize {
+        self.shards.len() << self.shard_bits
     }
 
     /// The slots being moved away: whose changes shards note, which are sealed.
@@ -188,7 +248,8 @@ impl Keyspace {
     /// Takes the keys of moving slots that changed in shard `id` since the last call (locks
     /// it; a key may be listed more than once).
     pub fn take_moved(&self, _: &LockCap, id: u32) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.locked(id, self.shards[id as usize].lock()).moved)
+        let Some(shard) = self.opened(id) else { return Vec::new() };
+        std::mem::take(&mut self.locked(id, shard.lock()).moved)
     }
 
     /// The switch that makes shards note changed keys for CLIENT TRACKING (held by the
@@ -202,7 +263,7 @@ impl Keyspace {
         if self.notify.swap(on, Ordering::SeqCst) && !on && !self.deletions.load(Ordering::SeqCst) {
             // Never waits: CONFIG SET may run inside EXEC, which holds shards. A shard
             // held now is drained by its command, which drops the events (notifications off).
-            for s in self.shards.iter() {
+            for s in self.opened_shards() {
                 if let Some(mut s) = s.try_lock() {
                     s.events.clear();
                 }
@@ -234,7 +295,7 @@ impl Keyspace {
     /// command holds now; a shard a command holds is left to that command's commit.
     pub fn take_invalidated(&self) -> Vec<Vec<u8>> {
         let mut keys = Vec::new();
-        for s in self.shards.iter() {
+        for s in self.opened_shards() {
             if let Some(mut s) = s.try_lock() {
                 keys.append(&mut s.invalidated);
             }
@@ -374,9 +435,14 @@ impl Keyspace {
             return;
         }
         let start = std::time::Instant::now();
-        let n = self.shards.len();
+        let (n, per_db) = (self.id_space(), 1usize << self.shard_bits);
         for _ in 0..n {
             let id = self.remeasure_cursor.fetch_add(1, Ordering::Relaxed) % n;
+            if !self.db_opened(id / per_db) {
+                // (Nothing to measure: on to the next database.)
+                self.remeasure_cursor.fetch_add(per_db - 1 - id % per_db, Ordering::Relaxed);
+                continue;
+            }
             if let Some(mut s) = self.try_lock_one(cap, id as u32) {
                 s.remeasure();
             }
@@ -413,29 +479,51 @@ impl Keyspace {
         ((db * n) as u32)..(((db + 1) * n) as u32)
     }
 
-    pub fn all_shard_ids(&self) -> std::ops::Range<u32> {
-        0..self.shards.len() as u32
+    /// The ids of every shard of the databases opened now, in order.
+    pub fn all_shard_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.dbs).filter(|&db| self.db_opened(db)).flat_map(|db| self.db_shard_ids(db))
+    }
+
+    /// The shards of the databases opened now.
+    fn opened_shards(&self) -> impl Iterator<Item = &Mutex<Shard>> {
+        self.shards.iter().filter_map(|db| db.get()).flat_map(|shards| shards.iter())
     }
 
     /// Every shard of namespace `ns`'s databases (a contiguous range: namespace n owns
     /// databases n*NUM_DBS.., and a database's shards are contiguous).
     pub fn namespace_shard_ids(&self, ns: usize) -> std::ops::Range<u32> {
         let per_ns = (NUM_DBS << self.shard_bits) as u32;
-        let first = (ns as u32 * per_ns).min(self.shards.len() as u32);
-        first..(first + per_ns).min(self.shards.len() as u32)
+        let first = (ns as u32 * per_ns).min(self.id_space() as u32);
+        first..(first + per_ns).min(self.id_space() as u32)
+    }
+
+    /// Every shard, shard 0 first: which databases exist is read once it is held, and none
+    /// is opened until these guards go (see the module's header). A full sync's image, SAVE,
+    /// a tenant's drop.
+    pub fn lock_all(&self, _: &LockCap) -> Guards<'_> {
+        assert_not_holding_guards();
+        HOLDING_GUARDS.with(|h| h.set(true));
+        let mut held = SmallVec::new();
+        held.push((0, self.locked(0, self.slot(0).lock())));
+        for id in self.all_shard_ids().skip(1) {
+            held.push((id, self.locked(id, self.slot(id).lock())));
+        }
+        Guards { held, visits: false, stray: None, whole: None }
     }
 
     /// Locks the given shards (ids may repeat and come in any order).
     pub fn lock_shards(&self, _: &LockCap, mut ids: ShardIds) -> Guards<'_> {
         assert_not_holding_guards();
-        if !ids.is_empty() {
-            HOLDING_GUARDS.with(|h| h.set(true));
-        }
         if ids.len() > 1 {
             ids.sort_unstable();
             ids.dedup();
         }
-        Guards { held: ids.into_iter().map(|id| (id, self.locked(id, self.shards[id as usize].lock()))).collect(), visits: false, stray: None, whole: None }
+        // Databases are opened before any lock is taken (opening one takes shard 0's).
+        let slots: SmallVec<[&Mutex<Shard>; 4]> = ids.iter().map(|&id| self.slot(id)).collect();
+        if !ids.is_empty() {
+            HOLDING_GUARDS.with(|h| h.set(true));
+        }
+        Guards { held: ids.into_iter().zip(slots).map(|(id, slot)| (id, self.locked(id, slot.lock()))).collect(), visits: false, stray: None, whole: None }
     }
 
     /// No locks held, and the right to visit shards one at a time (`visit`): for a command
@@ -486,9 +574,10 @@ impl Keyspace {
             ids.sort_unstable();
             ids.dedup();
         }
+        // Databases are opened before any lock is taken (opening one takes shard 0's).
+        let slots: SmallVec<[&Mutex<Shard>; 4]> = ids.iter().map(|&id| self.slot(id)).collect();
         let mut held = SmallVec::new();
-        for id in ids {
-            let shard = &self.shards[id as usize];
+        for (id, shard) in ids.into_iter().zip(slots) {
             let guard = loop {
                 // A short wait at a time: the holder is another command (it goes in
                 // microseconds), unless a claim appears meanwhile.
@@ -529,7 +618,9 @@ impl Keyspace {
             return Err(Undeclared);
         }
         let wait = if guards.held.is_empty() { wait } else { wait.min(FOREIGN_VISIT_WAIT) };
-        Ok(self.shards[id as usize].try_lock_for(wait).map(|s| f(&s)))
+        // (A database never opened is empty.)
+        let shard = self.opened(id).unwrap_or(&self.unopened);
+        Ok(shard.try_lock_for(wait).map(|s| f(&s)))
     }
 
     /// As `visit`, changing the shard; waits for it.
@@ -540,13 +631,19 @@ impl Keyspace {
         if !guards.held.is_empty() || !guards.visits {
             return Err(Undeclared);
         }
-        Ok(f(&mut self.locked(id, self.shards[id as usize].lock())))
+        Ok(f(&mut self.locked(id, self.slot(id).lock())))
     }
 
     /// Locks one shard by id (background work: expiry, eviction, stats).
     pub fn lock_one(&self, _: &LockCap, id: u32) -> MutexGuard<'_, Shard> {
         assert_not_holding_guards();
-        self.locked(id, self.shards[id as usize].lock())
+        self.locked(id, self.slot(id).lock())
+    }
+
+    /// Locks one shard of a database already opened (None: never opened, so empty).
+    pub fn lock_opened(&self, _: &LockCap, id: u32) -> Option<MutexGuard<'_, Shard>> {
+        assert_not_holding_guards();
+        self.opened(id).map(|shard| self.locked(id, shard.lock()))
     }
 
     /// A shard just locked, shown first to the sweeps in progress (which must see it as it
@@ -569,7 +666,7 @@ impl Keyspace {
     /// Empties the databases of namespace `ns`, one shard at a time (at start: a namespace
     /// dropped after the snapshot or the log's records that were loaded into it).
     pub fn clear_namespace(&self, locks: &LockCap, ns: usize) {
-        for db in ns * NUM_DBS..((ns + 1) * NUM_DBS).min(self.dbs()) {
+        for db in (ns * NUM_DBS..((ns + 1) * NUM_DBS).min(self.dbs())).filter(|&db| self.db_opened(db)) {
             let ids: Vec<u32> = self.db_shard_ids(db).collect();
             for id in ids {
                 let removed = self.lock_one(locks, id).clear();
@@ -581,11 +678,7 @@ impl Keyspace {
     /// Locks one shard if it is free (background work skips shards a command holds).
     pub fn try_lock_one(&self, _: &LockCap, id: u32) -> Option<MutexGuard<'_, Shard>> {
         assert_not_holding_guards();
-        self.shards[id as usize].try_lock().map(|g| self.locked(id, g))
-    }
-
-    pub fn num_shards(&self) -> usize {
-        self.shards.len()
+        self.opened(id)?.try_lock().map(|g| self.locked(id, g))
     }
 
     /// A fresh version number for a written entry.
@@ -600,7 +693,7 @@ impl Keyspace {
     pub fn namespace_census(&self, guards: &mut Guards, ns: usize) -> Result<NamespaceCensus, Undeclared> {
         let per_ns = NUM_DBS << self.shard_bits;
         let mut c = NamespaceCensus::default();
-        for id in ns * per_ns..((ns + 1) * per_ns).min(self.shards.len()) {
+        for id in ns * per_ns..((ns + 1) * per_ns).min(self.id_space()) {
             let counted = self.visit(guards, id as u32, std::time::Duration::from_millis(50), |shard| c.count(shard))?;
             c.shards_skipped += counted.is_none() as u64;
         }
@@ -774,5 +867,57 @@ impl<'a> Guards<'a> {
             let (l, r) = self.held.split_at_mut(ia);
             (&mut r[0].1, &mut l[ib].1)
         }
+    }
+}
+
+#[cfg(test)]
+mod opening_tests {
+    use super::*;
+
+    fn set(ks: &Keyspace, locks: &LockCap, db: usize, key: &[u8]) {
+        let id = ks.shard_id(db, key);
+        let entry = ks.new_str_entry(db, key, b"v", &Meta { expire: None, flags: 0, version: ks.next_version(), access: 0 });
+        ks.lock_shards(locks, [id].into_iter().collect()).shard(id).insert(entry);
+    }
+
+    #[test]
+    fn a_database_is_made_when_it_is_first_locked() {
+        let (ks, locks) = Keyspace::new(4, 1000, &Default::default(), None, None);
+        assert_eq!(ks.id_space(), 1000 * NUM_DBS * 16);
+        assert_eq!(ks.all_shard_ids().count(), 16, "only the default namespace's database 0 at first");
+        let db = 500 * NUM_DBS + 3;
+        assert!(!ks.db_opened(db));
+        // Reads of a database never opened see it empty, and do not make it.
+        let mut visiting = ks.visiting(&locks);
+        let id = ks.shard_id(db, b"k");
+        assert_eq!(ks.visit(&mut visiting, id, std::time::Duration::ZERO, |s| s.len()).unwrap(), Some(0));
+        drop(visiting);
+        assert!(ks.try_lock_one(&locks, id).is_none() && ks.lock_opened(&locks, id).is_none() && !ks.db_opened(db));
+        set(&ks, &locks, db, b"k");
+        assert!(ks.db_opened(db) && !ks.db_opened(db + 1));
+        assert_eq!(ks.all_shard_ids().count(), 32);
+        assert_eq!(ks.lock_all(&locks).held.len(), 32, "every shard there is");
+        assert_eq!(ks.lock_opened(&locks, id).map(|s| s.len()), Some(1));
+    }
+
+    /// A database is made under shard 0's lock, which holding every shard holds: while
+    /// every shard is held (an image's instant), no database appears and takes a write.
+    #[test]
+    fn no_database_is_made_while_every_shard_is_held() {
+        let (ks, locks) = Keyspace::new(2, 4, &Default::default(), None, None);
+        let db = 2 * NUM_DBS;
+        let all = ks.lock_all(&locks);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                set(&ks, &locks, db, b"late");
+                done_tx.send(()).unwrap();
+            });
+            assert!(done_rx.recv_timeout(std::time::Duration::from_millis(200)).is_err(), "a write made a database while every shard was held");
+            assert!(!ks.db_opened(db));
+            drop(all);
+            done_rx.recv().unwrap();
+        });
+        assert!(ks.db_opened(db));
     }
 }

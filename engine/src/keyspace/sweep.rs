@@ -74,8 +74,12 @@ impl Keyspace {
     /// caller takes what else belongs to the instant — a stream offset, a log position —
     /// before it lets them go).
     pub fn start_sweep(&self, guards: &Guards, visit: Box<Visitor>) -> SweepHandle<'_> {
-        assert_eq!(guards.held.len(), self.shards.len(), "a sweep starts while every shard is held");
-        let sweep = Arc::new(Sweep { visited: (0..self.shards.len()).map(|_| AtomicBool::new(false)).collect(), visit });
+        assert_eq!(guards.held.len(), self.all_shard_ids().count(), "a sweep starts while every shard is held");
+        // A database not opened yet was empty at this instant: its shards count as seen
+        // (what is written there after is after the instant).
+        let per_db = self.shards_per_db();
+        let visited = (0..self.id_space()).map(|id| AtomicBool::new(!self.db_opened(id / per_db))).collect();
+        let sweep = Arc::new(Sweep { visited, visit });
         self.sweeps.list.lock().push(sweep.clone());
         self.sweeps.count.fetch_add(1, Ordering::Release);
         SweepHandle { ks: self, sweep }
@@ -152,7 +156,7 @@ mod tests {
                 let _ = release_rx.lock().recv();
             }
         });
-        let guards = ks.lock_shards(&locks, ks.all_shard_ids().collect());
+        let guards = ks.lock_all(&locks);
         let sweep = ks.start_sweep(&guards, visit);
         drop(guards);
         std::thread::scope(|s| {
@@ -183,7 +187,7 @@ mod tests {
         let (ks, locks) = keyspace();
         let counts: Arc<Vec<AtomicUsize>> = Arc::new(ks.all_shard_ids().map(|_| AtomicUsize::new(0)).collect());
         let c = counts.clone();
-        let guards = ks.lock_shards(&locks, ks.all_shard_ids().collect());
+        let guards = ks.lock_all(&locks);
         let sweep = ks.start_sweep(&guards, Box::new(move |_, id, _| _ = c[id as usize].fetch_add(1, Ordering::Relaxed)));
         drop(guards);
         std::thread::scope(|s| {

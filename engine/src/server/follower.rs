@@ -336,7 +336,7 @@ fn rebase_log(srv: &Server, locks: &LockCap) -> Result<(), LinkError> {
     if srv.wal().is_none() {
         return Ok(());
     }
-    let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
+    let mut guards = srv.keyspace.lock_all(locks);
     crate::snapshot::save_with_guards(srv, &mut guards)
         .map_err(|e| LinkError::Load(format!("the image could not become the log's base ({e}); the sync is tried again")))
 }

@@ -273,7 +273,7 @@ pub fn run(config: EngineConfig) -> Result<(), ServerError> {
         }
         if !has_log && loaded.keys > 0 && loaded.wal_seq.is_none() {
             // The snapshot came from before the WAL was on: make it the log's starting point.
-            let mut guards = srv.keyspace.lock_shards(&locks, srv.keyspace.all_shard_ids().collect());
+            let mut guards = srv.keyspace.lock_all(&locks);
             crate::snapshot::save_with_guards(&srv, &mut guards)?;
         }
         (srv, Some((opened.wal.clone(), opened.start())))
@@ -561,7 +561,7 @@ fn save_on_shutdown(srv: &Arc<Server>, locks: &LockCap) {
     if !save || srv.replication.loading() {
         return;
     }
-    let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
+    let mut guards = srv.keyspace.lock_all(locks);
     match crate::snapshot::save_with_guards(srv, &mut guards) {
         Ok(()) => tracing::info!(file = %crate::snapshot::rdb_path(&srv.config.data_dir).display(), "saved the keyspace before stopping"),
         Err(e) => tracing::error!("saving the keyspace before stopping failed: {e} (the previous snapshot stays)"),

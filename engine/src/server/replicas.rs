@@ -164,7 +164,7 @@ fn first_ack(srv: &Server, id: u64, closed: &AtomicBool) -> Result<(), ServeErro
 /// shard is held (only to start it: `snapshot::ImageOfAnInstant`), and the stream offset
 /// of that instant; the replica reads the stream from that offset on.
 fn snapshot_at_an_offset(srv: &Server, locks: &LockCap, id: u64, flavor: Flavor) -> Result<(Vec<u8>, u64), ServeError> {
-    let mut guards = srv.keyspace.lock_shards(locks, srv.keyspace.all_shard_ids().collect());
+    let mut guards = srv.keyspace.lock_all(locks);
     let started = Instant::now();
     srv.keyspace.start_feeding();
     let backlog = srv.replication.start_feeding(flavor);

@@ -116,13 +116,14 @@ impl Mrc {
             heap: BinaryHeap::new(),
             tree: Vec::new(),
             clock: 0,
-            hist: vec![0.0; BUCKETS],
+            // (Allocated with `tree`, at the first sampled reference.)
+            hist: Vec::new(),
             cold: 0.0,
             total: 0.0,
             actual: 0.0,
             actual_seen: 0,
             since_aging: 0,
-            interval_hist: vec![0.0; INTERVAL_BUCKETS],
+            interval_hist: Vec::new(),
             interval_sum_ms: 0.0,
             interval_count: 0.0,
         }
@@ -232,6 +233,8 @@ impl Mrc {
         if self.tree.is_empty() {
             self.tree = vec![0; SLOTS_PER_SAMPLE * self.max_samples + 1];
             self.keys.reserve(self.max_samples + 1);
+            self.hist = vec![0.0; BUCKETS];
+            self.interval_hist = vec![0.0; INTERVAL_BUCKETS];
         } else if self.clock == self.tree.len() - 1 {
             self.compact();
         }

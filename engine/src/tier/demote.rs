@@ -36,10 +36,16 @@ pub struct Batch {
 /// skipped.
 pub fn demote_batch(ks: &Keyspace, cap: &LockCap, tier: &Tier, now: i64) -> Batch {
     let lfu = ks.lfu.load(Ordering::Relaxed);
-    let n = ks.num_shards();
+    let n = ks.id_space();
     for _ in 0..n {
         let id = (tier.cursor.fetch_add(1, Ordering::Relaxed) % n) as u32;
-        if tier.policy_of(id as usize / ks.shards_per_db() / crate::keyspace::NUM_DBS).is_none() {
+        let per_db = ks.shards_per_db();
+        if !ks.db_opened(id as usize / per_db) {
+            // (A database never opened holds nothing: on to the next one.)
+            tier.cursor.fetch_add(per_db - 1 - id as usize % per_db, Ordering::Relaxed);
+            continue;
+        }
+        if tier.policy_of(id as usize / per_db / crate::keyspace::NUM_DBS).is_none() {
             continue; // a DRAM-only tenant's shard
         }
         let Some(mut shard) = ks.try_lock_one(cap, id) else { continue };

@@ -137,6 +137,7 @@ fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, 
         Lock::Visit => Some(srv.keyspace.visiting(locks)),
         Lock::Namespace if waits_for_namespace => srv.keyspace.try_lock_namespace(locks, ns),
         Lock::Namespace => Some(srv.keyspace.lock_namespace(locks, ns)),
+        Lock::All => Some(srv.keyspace.lock_all(locks)),
         _ if waits_for_namespace => srv.keyspace.lock_shards_unless_held(locks, lock_ids(srv, spec, argv, conn.db), ns),
         _ => Some(srv.keyspace.lock_shards(locks, lock_ids(srv, spec, argv, conn.db))),
     };
