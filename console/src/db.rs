@@ -532,18 +532,27 @@ pub struct Usage {
     pub qps: f64,
 }
 
-pub async fn add_usage(db: &Db, tenant: &str, u: &Usage) -> Result<(), DbError> {
-    sqlx::query("INSERT OR REPLACE INTO usage_samples (tenant, at, keys, logical_bytes, stored_bytes, qps) VALUES (?, ?, ?, ?, ?, ?)")
-        .bind(tenant)
-        .bind(u.at)
-        .bind(u.keys)
-        .bind(u.logical_bytes)
-        .bind(u.stored_bytes)
-        .bind(u.qps)
-        .execute(db)
-        .await?;
+/// Every tenant's usage and history sample of one instant, in one transaction (a thousand
+/// tenants' samples committed one by one took seconds); usage older than a week goes.
+pub async fn add_tenant_samples(db: &Db, samples: &[(String, Usage, TenantSample)]) -> Result<(), DbError> {
+    let mut tx = write(db).await?;
+    for (tenant, u, s) in samples {
+        sqlx::query("INSERT OR REPLACE INTO usage_samples (tenant, at, keys, logical_bytes, stored_bytes, qps) VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(tenant)
+            .bind(u.at)
+            .bind(u.keys)
+            .bind(u.logical_bytes)
+            .bind(u.stored_bytes)
+            .bind(u.qps)
+            .execute(&mut *tx)
+            .await?;
+        insert_tenant_sample(&mut tx, tenant, s).await?;
+    }
     // A week at one sample per 10 s is 60480 rows per tenant; keep that.
-    sqlx::query("DELETE FROM usage_samples WHERE tenant = ? AND at < ?").bind(tenant).bind(u.at - 7 * 86400).execute(db).await?;
+    if let Some((_, u, _)) = samples.first() {
+        sqlx::query("DELETE FROM usage_samples WHERE at < ?").bind(u.at - 7 * 86400).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
     Ok(())
 }
 
@@ -624,8 +633,16 @@ pub async fn add_node_sample(db: &Db, address: &str, s: &NodeSample) -> Result<(
     Ok(())
 }
 
+/// A tenant's history sample (tests: `add_tenant_samples` writes them with their usage).
+#[cfg(test)]
 pub async fn add_tenant_sample(db: &Db, tenant: &str, s: &TenantSample) -> Result<(), DbError> {
     let mut tx = write(db).await?;
+    insert_tenant_sample(&mut tx, tenant, s).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn insert_tenant_sample(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>, tenant: &str, s: &TenantSample) -> Result<(), DbError> {
     sqlx::query(&format!("INSERT OR REPLACE INTO tenant_samples (tenant, at, resolution, {TENANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"))
         .bind(tenant)
         .bind(s.at)
@@ -637,7 +654,7 @@ pub async fn add_tenant_sample(db: &Db, tenant: &str, s: &TenantSample) -> Resul
         .bind(s.oom_per_sec)
         .bind(s.p50_us)
         .bind(s.p99_us)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     for (class, ops) in &s.by_class {
         sqlx::query("INSERT OR REPLACE INTO tenant_class_samples (tenant, at, resolution, class, ops_per_sec) VALUES (?, ?, ?, ?, ?)")
@@ -646,10 +663,9 @@ pub async fn add_tenant_sample(db: &Db, tenant: &str, s: &TenantSample) -> Resul
             .bind(s.resolution)
             .bind(class)
             .bind(ops)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
     }
-    tx.commit().await?;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
-//! The history: every `sample_ms` (10 s) the reconcile loop samples every engine, replica and
+//! The history: every `sample_ms` (10 s) the coordinator samples every engine, replica and
 //! proxy, and every tenant over all of them (with its usage: keys, logical and stored bytes),
 //! into SQLite (`db::add_node_sample`,
-//! `db::add_tenant_sample`; bounded by `db::downsample_history`). Engines give totals (INFO,
+//! `db::add_tenant_samples`; bounded by `db::downsample_history`). Engines give totals (INFO,
 //! `TERRACE.WORKLOAD`'s counters) whose differences over the interval become rates; proxies
 //! give the interval's latency histograms per tenant (`TERRACE.LATENCY TAKE`), merged here so
 //! that percentiles over several proxies are exact.
@@ -91,6 +91,24 @@ fn count_of(stat: Option<&String>) -> f64 {
     stat.and_then(|v| v.strip_prefix("count=")).and_then(|n| n.parse().ok()).unwrap_or(0.0)
 }
 
+/// Samples everything every `sample` interval while this console coordinates (a loop of its
+/// own: a change made through the API does not wait for a sample).
+pub async fn run(console: std::sync::Arc<Console>) {
+    loop {
+        if console.coordination.leading() {
+            let members = console.state.lock().members.clone();
+            match crate::reconcile::desired(&console.db, &members).await {
+                Ok(want) => sample(&console, &want).await,
+                Err(e) => tracing::warn!(error = %e, "history: cannot read the desired state"),
+            }
+        }
+        tokio::time::sleep(console.config.sample).await;
+    }
+}
+
+/// How many tenants' TERRACE.WORKLOAD go in one round trip.
+const WORKLOAD_BATCH: usize = 256;
+
 /// One sample of everything; then the history is bounded.
 pub async fn sample(console: &Console, want: &Desired) {
     let at = db::now();
@@ -163,8 +181,16 @@ pub async fn sample(console: &Console, want: &Desired) {
         if replicas.contains(addr) {
             continue; // (a tenant's operations are its primaries')
         }
-        for t in &want.tenants {
-            let Ok(w) = n.json(&["TERRACE.WORKLOAD", &t.name]).await else { continue };
+        // Every tenant's counters, many to a round trip (a thousand tenants, one round trip
+        // each, made a sample take seconds).
+        let mut workloads = Vec::with_capacity(want.tenants.len());
+        for batch in want.tenants.chunks(WORKLOAD_BATCH) {
+            let commands: Vec<Vec<Vec<u8>>> = batch.iter().map(|t| vec![b"TERRACE.WORKLOAD".to_vec(), t.name.as_bytes().to_vec()]).collect();
+            let Ok(replies) = n.pipeline_json(&commands).await else { break };
+            workloads.extend(batch.iter().zip(replies));
+        }
+        for (t, reply) in workloads {
+            let Some(w) = reply else { continue };
             let (sum, usage) = tenants
                 .entry(t.name.clone())
                 .or_insert_with(|| (TenantTotals::default(), db::Usage { at, keys: 0, logical_bytes: 0.0, stored_bytes: 0.0, qps: 0.0 }));
@@ -181,11 +207,9 @@ pub async fn sample(console: &Console, want: &Desired) {
             usage.qps += w["qps_1m"].as_f64().unwrap_or(0.0);
         }
     }
+    let mut samples = Vec::with_capacity(want.tenants.len());
     for t in &want.tenants {
         let Some((totals, usage)) = tenants.remove(&t.name) else { continue };
-        if let Err(e) = db::add_usage(&console.db, &t.name, &usage).await {
-            tracing::warn!(error = %e, "cannot store a usage sample");
-        }
         let used = usage.logical_bytes;
         let previous = console.history.lock().tenants.insert(t.name.clone(), (at, totals.clone()));
         let dt = previous.as_ref().map_or(0, |(p, _)| at - p);
@@ -209,10 +233,11 @@ pub async fn sample(console: &Console, want: &Desired) {
             p99_us: latency.quantile(0.99),
             by_class,
         };
-        if let Err(e) = db::add_tenant_sample(&console.db, &t.name, &s).await {
-            tracing::warn!(error = %e, "cannot store a tenant's sample");
-        }
-        console.history.lock().latest.insert(t.name.clone(), s);
+        console.history.lock().latest.insert(t.name.clone(), s.clone());
+        samples.push((t.name.clone(), usage, s));
+    }
+    if let Err(e) = db::add_tenant_samples(&console.db, &samples).await {
+        tracing::warn!(error = %e, "cannot store the tenants' samples");
     }
     console.history.lock().latest.retain(|name, _| want.tenants.iter().any(|t| t.name == *name));
     raise_and_clear_alerts(console).await;

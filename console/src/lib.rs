@@ -136,6 +136,7 @@ pub fn run(config: ConsoleConfig, ready: impl FnOnce(&Started) + Send) -> Result
         }
         coordination::Coordination::start(&console);
         tokio::spawn(reconcile::run(console.clone()));
+        tokio::spawn(history::run(console.clone()));
         tokio::spawn(failover::run(console.clone()));
         tokio::spawn(lease::run(console.clone()));
         tokio::spawn(moves::run(console.clone()));

@@ -126,15 +126,23 @@ impl Node {
 
     /// Several commands in one round trip; each one's reply (an error reply as an error).
     pub async fn pipeline(&mut self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<redis::Value>, NodeError> {
-        let mut p = redis::pipe();
-        for c in commands {
-            let mut cmd = redis::cmd(std::str::from_utf8(&c[0]).unwrap_or("PING"));
-            for a in &c[1..] {
-                cmd.arg(a.as_slice());
-            }
-            p.add_command(cmd);
-        }
-        p.query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })
+        pipe_of(commands).query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })
+    }
+
+    /// Several commands in one round trip; whether each one was taken (its error reply's
+    /// text if not).
+    pub async fn pipeline_each(&mut self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<Result<(), String>>, NodeError> {
+        let replies: Vec<redis::RedisResult<redis::Value>> =
+            pipe_of(commands).ignore_errors().query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })?;
+        Ok(replies.into_iter().map(|r| r.map(drop).map_err(|e| e.to_string())).collect())
+    }
+
+    /// Several commands answering JSON in a bulk string, in one round trip; each one's
+    /// JSON (None: an error reply, or not JSON).
+    pub async fn pipeline_json(&mut self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<Option<serde_json::Value>>, NodeError> {
+        let replies: Vec<redis::RedisResult<String>> =
+            pipe_of(commands).ignore_errors().query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })?;
+        Ok(replies.into_iter().map(|r| r.ok().and_then(|text| serde_json::from_str(&text).ok())).collect())
     }
 
     /// A command answering JSON in a bulk string.
@@ -152,6 +160,19 @@ impl Node {
 
 pub fn parse_info(text: &str) -> HashMap<String, String> {
     text.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once(':')).map(|(k, v)| (k.to_string(), v.trim().to_string())).collect()
+}
+
+/// `commands` (each its name and arguments) as one pipeline.
+fn pipe_of(commands: &[Vec<Vec<u8>>]) -> redis::Pipeline {
+    let mut p = redis::pipe();
+    for c in commands {
+        let mut cmd = redis::cmd(std::str::from_utf8(&c[0]).unwrap_or("PING"));
+        for a in &c[1..] {
+            cmd.arg(a.as_slice());
+        }
+        p.add_command(cmd);
+    }
+    p
 }
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 //! loop makes every proxy and engine agree with it, and re-pushes within one interval when one
 //! of them restarts. A proxy is checked by the digest of the document it was given
 //! (`TERRACE.TOPOLOGY GET`); an engine by its `run_id` (a restarted engine has a new one) and
-//! the digest of the tenants it was given. Each pass also reads the nodes' health for the
-//! Overview, and every `sample_ms` the tenants' usage and the history (`history`).
+//! the digest of the tenants it was given, and is sent only the tenants whose settings it
+//! has not taken yet, many to a round trip. Each pass also reads the nodes' health for the
+//! Overview (the history samples on a loop of its own: `history`).
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use serde::Serialize;
 
@@ -79,15 +79,26 @@ impl NodeStatus {
     }
 }
 
+/// What an engine took: in its run `run_id`, every tenant's settings (TERRACE.NAMESPACE's
+/// arguments) — all of the desired state `digest` when nothing was refused (None then).
+#[derive(Debug, Clone, Default)]
+struct Pushed {
+    run_id: String,
+    digest: Option<String>,
+    tenants: HashMap<String, Vec<String>>,
+}
+
+/// How many TERRACE.NAMESPACE commands go in one round trip.
+const PUSH_BATCH: usize = 256;
+
 #[derive(Default)]
 pub struct State {
     pub proxies: Vec<NodeStatus>,
     pub engines: Vec<NodeStatus>,
     /// The replication topology as the coordinator last saw it.
     pub members: Vec<crate::failover::Member>,
-    /// Per engine address: (run_id, digest) last pushed.
-    pushed: HashMap<String, (String, String)>,
-    last_sample: Option<Instant>,
+    /// Per engine address: what it last took.
+    pushed: HashMap<String, Pushed>,
 }
 
 /// What the console wants every node to hold, and its digest.
@@ -177,7 +188,7 @@ pub async fn pass(console: &Console) -> Outcome {
     let replicas: Vec<String> = db::replicas(&console.db).await.unwrap_or_default().into_iter().map(|(a, _)| a).collect();
     for addr in want.engines.iter().chain(&replicas) {
         let last = console.state.lock().pushed.get(addr).cloned();
-        let before = last.as_ref().map(|(run_id, _)| run_id.clone());
+        let before = last.as_ref().map(|l| l.run_id.clone());
         let (s, pushed) = check_engine(addr, console.config.engine_password.as_deref(), &want, last).await;
         if let (Some(was), Some(now)) = (before, s.run_id.as_ref()) {
             if !was.is_empty() && was != *now {
@@ -191,18 +202,10 @@ pub async fn pass(console: &Console) -> Outcome {
         }
         engine_status.push(s);
     }
-    let sample = {
+    {
         let mut st = console.state.lock();
         st.proxies = proxy_status;
         st.engines = engine_status;
-        let due = st.last_sample.is_none_or(|t| t.elapsed() >= console.config.sample);
-        if due {
-            st.last_sample = Some(Instant::now());
-        }
-        due
-    };
-    if sample {
-        crate::history::sample(console, &want).await;
     }
     Outcome { errors, refused }
 }
@@ -277,7 +280,7 @@ async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatu
 
 /// Checks one engine and pushes the tenants' settings when it restarted or they changed.
 /// Answers its status and, when it pushed, what it pushed for.
-async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: Option<(String, String)>) -> (NodeStatus, Option<(String, String)>) {
+async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: Option<Pushed>) -> (NodeStatus, Option<Pushed>) {
     let mut s = NodeStatus { address: addr.into(), kind: "engine", checked_at: db::now(), ..Default::default() };
     let mut pushed = None;
     let result: Result<(), NodeError> = async {
@@ -300,18 +303,38 @@ async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: 
             num("rdb_saves").filter(|n| *n > 0).and(num("rdb_last_save_time")).map(|t| (t as i64, num("rdb_changes_since_last_save").unwrap_or(0))),
             db::now(),
         ));
-        let now = (s.run_id.clone().unwrap_or_default(), want.digest.clone());
-        if last.as_ref() == Some(&now) {
+        let run_id = s.run_id.clone().unwrap_or_default();
+        // What this run of the engine took before (nothing, if it restarted); a tenant no
+        // longer wanted is forgotten (made again, it is pushed again).
+        let mut took = last.filter(|l| l.run_id == run_id).unwrap_or_default();
+        if took.digest.as_deref() == Some(want.digest.as_str()) {
             s.in_sync = true;
             return Ok(());
         }
+        took.run_id = run_id;
+        took.tenants.retain(|name, _| want.tenants.iter().any(|t| t.name == *name));
+        // Only the tenants whose settings changed, many to a round trip: with a thousand
+        // tenants, one round trip for each of them on every change made a tenant's creation
+        // take half a second.
+        let changed: Vec<(&str, Vec<String>)> = want
+            .tenants
+            .iter()
+            .map(|t| (t.name.as_str(), t.namespace_args(want.engines.len())))
+            .filter(|(name, args)| took.tenants.get(*name) != Some(args))
+            .collect();
         let mut refused = Vec::new();
-        for t in &want.tenants {
-            let mut args = vec!["TERRACE.NAMESPACE".to_string()];
-            args.extend(t.namespace_args(want.engines.len()));
-            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-            if let Err(e) = n.run::<()>(&argv).await {
-                refused.push(format!("tenant '{}': {e}", t.name));
+        for batch in changed.chunks(PUSH_BATCH) {
+            let commands: Vec<Vec<Vec<u8>>> = batch
+                .iter()
+                .map(|(_, args)| std::iter::once(b"TERRACE.NAMESPACE".to_vec()).chain(args.iter().map(|a| a.as_bytes().to_vec())).collect())
+                .collect();
+            for ((name, args), reply) in batch.iter().zip(n.pipeline_each(&commands).await?) {
+                match reply {
+                    Ok(()) => {
+                        took.tenants.insert(name.to_string(), args.clone());
+                    }
+                    Err(e) => refused.push(format!("tenant '{name}': {e}")),
+                }
             }
         }
         // A tenant deleted while this engine was down (or a replica, since promoted) still
@@ -329,16 +352,15 @@ async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: 
         // Only a state the engine took is remembered as pushed: a refused one must be tried
         // (and refused) again by the next pass, which may be the one a request waits on.
         // (A namespace not dropped is no refusal of the tenants pushed, but is tried again.)
-        if refused.is_empty() && not_dropped.is_empty() {
-            pushed = Some(now);
-        }
+        took.digest = (refused.is_empty() && not_dropped.is_empty()).then(|| want.digest.clone());
+        pushed = Some(took);
         s.pushed_at = Some(db::now());
         s.in_sync = refused.is_empty() && not_dropped.is_empty();
         if !s.in_sync {
             s.error = Some(refused.iter().chain(&not_dropped).cloned().collect::<Vec<_>>().join("; "));
         }
         s.refused = refused;
-        tracing::info!(engine = addr, tenants = want.tenants.len(), "pushed the tenants' settings");
+        tracing::info!(engine = addr, tenants = want.tenants.len(), changed = changed.len(), "pushed the tenants' settings");
         Ok(())
     }
     .await;
