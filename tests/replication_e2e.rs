@@ -374,6 +374,11 @@ fn a_promoted_replica_continues_the_stream_for_the_other_replica_and_the_old_mas
     assert_eq!(q::<i64>(&mut ma, &["WAIT", "2", "10000"]), 2);
     let a_id = replication_field(&mut ma, "master_replid");
     let a_offset: u64 = replication_field(&mut ma, "master_repl_offset").parse().unwrap();
+    // (WAIT's own REPLCONF GETACK is in A's stream after the writes it waited for: the
+    // replicas have it once their offsets reach A's.)
+    for r in [&mut mb, &mut mc] {
+        common::eventually(20, "the replica has all of A's stream", || replication_field(r, "slave_repl_offset") == a_offset.to_string());
+    }
 
     // B is promoted: it keeps A's ID as its previous one, up to where it had followed A.
     assert_eq!(q::<String>(&mut mb, &["REPLICAOF", "NO", "ONE"]), "OK");

@@ -726,14 +726,6 @@ async fn the_console_plans_and_runs_a_rebalance_and_a_drain() {
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
 
-fn stop_up(mut child: std::process::Child) {
-    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    assert!(child.wait().unwrap().success());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds() {
     use reqwest::{Method, StatusCode};

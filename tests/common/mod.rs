@@ -758,6 +758,15 @@ impl Drop for Memcached {
     }
 }
 
+/// Stops `terrace up` as Ctrl-C does; it must exit cleanly.
+pub fn stop_up(mut child: Child) {
+    // SAFETY: kill(2) on the pid of the child this test started and has not reaped.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    assert!(child.wait().unwrap().success());
+}
+
 /// Starts `terrace up` on engines from port `first` on (and its console on `console_port`,
 /// its admin password `CONSOLE_ADMIN_PASSWORD`) with `extra` flags; answers the process and
 /// the proxy's Redis port.
