@@ -10,6 +10,7 @@ pub mod rebalance;
 pub mod resp_client;
 pub mod storage;
 pub mod sync;
+pub mod tenants;
 pub mod tiers;
 pub mod wal;
 
@@ -45,6 +46,9 @@ pub enum BenchCommand {
     /// A replica's full sync under a write load, against redis-server's (which forks): the
     /// longest write while it ran, p99, throughput and the sync's time.
     Sync(sync::SyncArgs),
+    /// What a tenant costs: `terrace up` with N tenants made and deleted through the API,
+    /// a sample of them used: each call's time, each process's memory, the console's pages.
+    Tenants(tenants::TenantsArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -58,6 +62,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Rebalance(args) => rebalance::run(args),
         BenchCommand::Faults(args) => faults::run(args),
         BenchCommand::Sync(args) => sync::run(args),
+        BenchCommand::Tenants(args) => tenants::run(args),
     }
 }
 
@@ -113,6 +118,32 @@ pub fn spawn_redis(exe: &str, cores: &str, flags: &[&std::ffi::OsStr]) -> anyhow
 }
 
 /// CPU seconds (user + system) a process has used, from /proc/PID/stat (0 once it is gone).
+/// (VmRSS, RssAnon) of process `pid`, in bytes.
+pub fn rss(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb = |name: &str| {
+        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * 1024
+    };
+    (kb("VmRSS:"), kb("RssAnon:"))
+}
+
+/// A port free on 127.0.0.1 now.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Waits up to 30 s for something to listen on `port`.
+pub fn wait_port(port: u16) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("nothing listens on port {port}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
+
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start after the last ')'.

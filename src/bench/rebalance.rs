@@ -23,6 +23,7 @@ use clap::Args;
 
 use super::console_web::Web;
 use super::resp_client::Client;
+use super::{free_port, wait_port};
 
 #[derive(Args)]
 pub struct RebalanceArgs {
@@ -75,21 +76,6 @@ fn pinned(core: &str, program: &str) -> Command {
     let mut c = Command::new("taskset");
     c.args(["-c", core, program]);
     c
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn wait_port(port: u16) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() > deadline {
-            bail!("nothing listens on port {port}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }
 
 /// Where a key goes: Terrace's proxy takes every key; a Redis Cluster client follows MOVED.

@@ -18,6 +18,7 @@ use anyhow::bail;
 use clap::Args;
 
 use super::resp_client::Client;
+use super::rss;
 
 #[derive(Args)]
 pub struct TiersArgs {
@@ -183,15 +184,6 @@ fn tier_hits(c: &mut Client) -> anyhow::Result<(u64, u64)> {
     let text = c.call(&[b"INFO", b"tiers"])?.unwrap_or_default();
     let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     Ok((field("dram_hits"), field("pmem_hits")))
-}
-
-/// (VmRSS, RssAnon) in bytes.
-fn rss(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb = |name: &str| {
-        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * 1024
-    };
-    (kb("VmRSS:"), kb("RssAnon:"))
 }
 
 fn mb(b: u64) -> String {

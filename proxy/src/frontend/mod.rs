@@ -252,6 +252,11 @@ impl Shared {
             }
             kept
         });
+        // A deleted tenant's measurements go with it.
+        if before.tenants.iter().any(|t| !topology.tenants.iter().any(|n| n.name == t.name)) {
+            let names: std::collections::HashSet<Arc<str>> = topology.tenants.iter().map(|t| t.name.clone()).collect();
+            self.metrics.retain_tenants(&|t| t == "default" || names.contains(t));
+        }
         *self.topology.write() = topology;
         self.generation.fetch_add(1, Ordering::SeqCst);
         if let Some(c) = &self.near_cache {
