@@ -28,6 +28,9 @@ const INTERVAL_BUCKETS: usize = 4 * 40 + 1;
 /// hash tables and kept that page resident after they had moved on — measured as +3 MB of
 /// RSS after loading 1,000,000 keys (BENCHMARKS, "Memory").
 const SLOTS_PER_SAMPLE: usize = 16;
+/// The Fenwick tree's first size, in slots, until the sample outgrows it (`compact`): most
+/// tenants of a thousand are small.
+const FIRST_TREE: usize = 1024;
 /// Sampled references after which every count is halved (older traffic fades).
 const AGE_EVERY: u64 = 1 << 21;
 
@@ -171,6 +174,13 @@ impl Mrc {
     fn compact(&mut self) {
         let mut live: Vec<(u32, u64)> = self.keys.iter().map(|(h, s)| (s.slot, *h)).collect();
         live.sort_unstable();
+        // A tenant whose sample outgrew the first tree gets the whole one, and room for the
+        // whole sample, at once (one large allocation each: see SLOTS_PER_SAMPLE).
+        let full = SLOTS_PER_SAMPLE * self.max_samples + 1;
+        if live.len() * SLOTS_PER_SAMPLE * 2 > self.tree.len() && self.tree.len() < full {
+            self.tree = vec![0; full];
+            self.keys.reserve((self.max_samples + 1).saturating_sub(self.keys.len()));
+        }
         self.tree.iter_mut().for_each(|t| *t = 0);
         for (i, (_, h)) in live.iter().enumerate() {
             self.keys.get_mut(h).unwrap().slot = i as u32;
@@ -231,8 +241,7 @@ impl Mrc {
             return;
         }
         if self.tree.is_empty() {
-            self.tree = vec![0; SLOTS_PER_SAMPLE * self.max_samples + 1];
-            self.keys.reserve(self.max_samples + 1);
+            self.tree = vec![0; FIRST_TREE.min(SLOTS_PER_SAMPLE * self.max_samples) + 1];
             self.hist = vec![0.0; BUCKETS];
             self.interval_hist = vec![0.0; INTERVAL_BUCKETS];
         } else if self.clock == self.tree.len() - 1 {
