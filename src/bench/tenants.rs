@@ -27,6 +27,10 @@ pub struct TenantsArgs {
     /// Where `terrace up` keeps its data (emptied first).
     #[arg(long, default_value = "/tmp/terrace-bench-tenants")]
     dir: PathBuf,
+    /// The `terrace` binary whose `up` is measured (default: this one), e.g. an older
+    /// build to compare with; `TERRACE_NAMESPACES` in the environment reaches its engines.
+    #[arg(long)]
+    terrace: Option<PathBuf>,
 }
 
 /// `terrace up` running; stopped (SIGINT, as Ctrl-C) when dropped.
@@ -45,7 +49,10 @@ const ADMIN: &str = "bench-tenants-admin";
 pub fn run(args: TenantsArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&args.dir);
     std::fs::create_dir_all(&args.dir)?;
-    let exe = std::env::current_exe()?;
+    let exe = match &args.terrace {
+        Some(bin) => bin.clone(),
+        None => std::env::current_exe()?,
+    };
     let console_port = super::free_port()?;
     let engine_port =
         (20000..60000).step_by(7).find(|p| (0..2).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok())).context("no two free ports")?;
