@@ -85,8 +85,8 @@ pub struct Keyspace {
     shards: Box<[OnceLock<DbShards>]>,
     /// What a visit of a database never opened reads: an empty shard, never changed.
     unopened: Mutex<Shard>,
-    /// Per namespace: the PMem tier's DRAM value counter and this namespace's byte counter,
-    /// which its shards count into (kept to make shards when a database opens).
+    /// The PMem tier's DRAM value bytes, which every shard counts into (kept to make a
+    /// database's shards when it opens).
     dram_values: Option<Arc<AtomicI64>>,
     shard_bits: u32,
     /// Physical databases: NUM_DBS per namespace.
