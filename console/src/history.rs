@@ -186,11 +186,11 @@ pub async fn sample(console: &Console, want: &Desired) {
         let mut workloads = Vec::with_capacity(want.tenants.len());
         for batch in want.tenants.chunks(WORKLOAD_BATCH) {
             let commands: Vec<Vec<Vec<u8>>> = batch.iter().map(|t| vec![b"TERRACE.WORKLOAD".to_vec(), t.name.as_bytes().to_vec()]).collect();
-            let Ok(replies) = n.pipeline_json(&commands).await else { break };
+            let Ok(replies) = n.pipeline_each::<String>(&commands).await else { break };
             workloads.extend(batch.iter().zip(replies));
         }
         for (t, reply) in workloads {
-            let Some(w) = reply else { continue };
+            let Some(w) = reply.ok().and_then(|text| serde_json::from_str::<Value>(&text).ok()) else { continue };
             let (sum, usage) = tenants
                 .entry(t.name.clone())
                 .or_insert_with(|| (TenantTotals::default(), db::Usage { at, keys: 0, logical_bytes: 0.0, stored_bytes: 0.0, qps: 0.0 }));

@@ -129,20 +129,9 @@ impl Node {
         pipe_of(commands).query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })
     }
 
-    /// Several commands in one round trip; whether each one was taken (its error reply's
-    /// text if not).
-    pub async fn pipeline_each(&mut self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<Result<(), String>>, NodeError> {
-        let replies: Vec<redis::RedisResult<redis::Value>> =
-            pipe_of(commands).ignore_errors().query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })?;
-        Ok(replies.into_iter().map(|r| r.map(drop).map_err(|e| e.to_string())).collect())
-    }
-
-    /// Several commands answering JSON in a bulk string, in one round trip; each one's
-    /// JSON (None: an error reply, or not JSON).
-    pub async fn pipeline_json(&mut self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<Option<serde_json::Value>>, NodeError> {
-        let replies: Vec<redis::RedisResult<String>> =
-            pipe_of(commands).ignore_errors().query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })?;
-        Ok(replies.into_iter().map(|r| r.ok().and_then(|text| serde_json::from_str(&text).ok())).collect())
+    /// Several commands in one round trip; each one's reply or error reply on its own.
+    pub async fn pipeline_each<T: redis::FromRedisValue>(&mut self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<redis::RedisResult<T>>, NodeError> {
+        pipe_of(commands).ignore_errors().query_async(&mut self.conn).await.map_err(|source| NodeError::Redis { addr: self.addr.clone(), source })
     }
 
     /// A command answering JSON in a bulk string.

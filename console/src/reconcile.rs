@@ -328,7 +328,7 @@ async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: 
                 .iter()
                 .map(|(_, args)| std::iter::once(b"TERRACE.NAMESPACE".to_vec()).chain(args.iter().map(|a| a.as_bytes().to_vec())).collect())
                 .collect();
-            for ((name, args), reply) in batch.iter().zip(n.pipeline_each(&commands).await?) {
+            for ((name, args), reply) in batch.iter().zip(n.pipeline_each::<()>(&commands).await?) {
                 match reply {
                     Ok(()) => {
                         took.tenants.insert(name.to_string(), args.clone());

@@ -41,7 +41,8 @@ pub fn client(config: &crate::ConsoleConfig) -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(TIMEOUT).tls_certs_merge(config.https_ca.clone()).build().unwrap_or_default()
 }
 
-fn refused(message: String) -> Response {
+/// A change not made now, to be made again in a moment: 503 with `Retry-After`.
+pub(super) fn refused(message: String) -> Response {
     let mut res = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({ "error": message }))).into_response();
     res.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
     res

@@ -94,14 +94,7 @@ async fn only_the_coordinator_changes(axum::extract::State(c): axum::extract::St
     }
     match c.coordination.coordinator().filter(|named| named != c.coordination.me()) {
         Some(coordinator) => forward::to_coordinator(&c, &coordinator, req).await,
-        None => {
-            let body = serde_json::json!({
-                "error": "no console coordinates now (one is being elected): make the change again in a few seconds",
-            });
-            let mut res = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
-            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            res
-        }
+        None => forward::refused("no console coordinates now (one is being elected): make the change again in a few seconds".into()),
     }
 }
 

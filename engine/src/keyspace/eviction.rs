@@ -77,19 +77,19 @@ pub fn evict_one_within(ks: &Keyspace, cap: &LockCap, shards: std::ops::Range<u3
     if policy == Policy::NoEviction || shards.is_empty() {
         return false;
     }
-    // The shards of the databases opened (the others are empty).
+    // Among the databases opened (the others are empty).
     let per_db = ks.shards_per_db() as u32;
-    let dbs = (shards.start / per_db) as usize..shards.end.div_ceil(per_db) as usize;
-    let shards: Vec<u32> = dbs.filter(|&db| ks.db_opened(db)).flat_map(|db| ks.db_shard_ids(db)).filter(|id| shards.contains(id)).collect();
-    if shards.is_empty() {
+    let dbs: Vec<u32> = (shards.start / per_db..shards.end.div_ceil(per_db)).filter(|&db| ks.db_opened(db as usize)).collect();
+    if dbs.is_empty() {
         return false;
     }
     // (A database never opened has nothing to evict.)
     let has_candidates = |id: u32| ks.lock_opened(cap, id).is_some_and(|s| if policy.volatile_only() { s.volatile > 0 } else { !s.is_empty() });
     // Usually keys sit in few databases: try random shards before listing the useful ones.
-    let mut candidates: Vec<u32> = (0..16).map(|_| shards[fastrand::usize(..shards.len())]).filter(|&id| has_candidates(id)).collect();
+    let random_shard = || dbs[fastrand::usize(..dbs.len())] * per_db + fastrand::u32(..per_db);
+    let mut candidates: Vec<u32> = (0..16).map(|_| random_shard()).filter(|&id| shards.contains(&id) && has_candidates(id)).collect();
     if candidates.is_empty() {
-        candidates = shards.into_iter().filter(|&id| has_candidates(id)).collect();
+        candidates = dbs.iter().flat_map(|&db| db * per_db..(db + 1) * per_db).filter(|&id| shards.contains(&id) && has_candidates(id)).collect();
     }
     if candidates.is_empty() {
         return false;

@@ -78,7 +78,7 @@ impl Keyspace {
         // A database not opened yet was empty at this instant: its shards count as seen
         // (what is written there after is after the instant).
         let per_db = self.shards_per_db();
-        let visited = (0..self.id_space()).map(|id| AtomicBool::new(!self.db_opened(id / per_db))).collect();
+        let visited = (0..self.dbs()).flat_map(|db| std::iter::repeat_n(!self.db_opened(db), per_db)).map(AtomicBool::new).collect();
         let sweep = Arc::new(Sweep { visited, visit });
         self.sweeps.list.lock().push(sweep.clone());
         self.sweeps.count.fetch_add(1, Ordering::Release);
