@@ -772,9 +772,10 @@ pub fn stop_up(mut child: Child) {
 /// the proxy's Redis port.
 pub fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&str]) -> (Child, u16) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
-    cmd.args(["up", "--port", "0", "--memcache-port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
+    cmd.args(["up", "--port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
         .arg(dir)
         .args(extra)
+        .args(if extra.contains(&"--memcache-port") { &[][..] } else { &["--memcache-port", "0"][..] })
         // (Metrics off unless the test asks: tests run in parallel, and 9121 is one port.)
         .args(if extra.contains(&"--metrics-port") { &[][..] } else { &["--metrics-port", "0"][..] })
         .env("TERRACE_ADMIN_PASSWORD", CONSOLE_ADMIN_PASSWORD)

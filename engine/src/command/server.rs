@@ -111,11 +111,13 @@ pub fn select(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// TERRACE.NAMESPACE name [MAXMEMORY bytes] [COMPRESSION codec] [COMPRESSION-MODE mode]
-/// [COMPRESSION-MIN-SIZE bytes] [STORAGE-MODE mode] [TIER-POLICY policy] [WAL engine|off] —
-/// moves the connection into a tenant's namespace (its own 16 databases), allocating it on
-/// first use, and sets the namespace's data limit (0: none; writes past it get OOM, for this
-/// namespace only — a storage-backed one evicts its own keys instead), its compression settings, storage mode, use of the PMem tier (`engine`:
+/// TERRACE.NAMESPACE name [MAXMEMORY bytes] [OWN-MAXMEMORY bytes] [COMPRESSION codec]
+/// [COMPRESSION-MODE mode] [COMPRESSION-MIN-SIZE bytes] [STORAGE-MODE mode] [TIER-POLICY
+/// policy] [WAL engine|off] — moves the connection into a tenant's namespace (its own 16
+/// databases), allocating it on first use, and sets the namespace's data limit (0: none;
+/// writes past it get OOM, for this namespace only — a storage-backed one evicts its own keys
+/// instead; OWN-MAXMEMORY is the limit the tenant chose itself, which only lowers the
+/// operator's), its compression settings, storage mode, use of the PMem tier (`engine`:
 /// the engine's `tier_policy`; `dram-only`; or a policy of its own) and whether its commands
 /// are logged. The proxy sends it on every connection of a tenant, the console to every engine.
 /// `default` is the namespace plain Redis clients use.
@@ -131,15 +133,16 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if !ctx.conn.watched.is_empty() {
         return Err(err("ERR TERRACE.NAMESPACE is not allowed while keys are watched (UNWATCH first)"));
     }
-    let mut limit = None;
+    let mut limits = Vec::new();
     let mut storage_mode = None;
     let mut tier_policy = None;
     let mut wal_off = None;
     let mut compression: Vec<(&str, String)> = Vec::new();
     for kv in argv[2..].chunks(2) {
         let value = String::from_utf8_lossy(kv[1]).into_owned();
-        if is(kv[0], "MAXMEMORY") {
-            limit = Some(crate::config::parse_size(&value).ok_or_else(|| err("ERR MAXMEMORY must be a size (examples: 0, 100mb, 1gb)"))?);
+        if is(kv[0], "MAXMEMORY") || is(kv[0], "OWN-MAXMEMORY") {
+            let bytes = crate::config::parse_size(&value).ok_or_else(|| err("ERR MAXMEMORY must be a size (examples: 0, 100mb, 1gb)"))?;
+            limits.push((bytes, is(kv[0], "OWN-MAXMEMORY")));
         } else if is(kv[0], "COMPRESSION") {
             compression.push(("compression", value));
         } else if is(kv[0], "COMPRESSION-MODE") {
@@ -212,8 +215,8 @@ pub fn namespace(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         // Named in a snapshot taken with a larger `namespaces` setting.
         return Err(err(format!("ERR namespace '{name}' is beyond this engine's `namespaces` setting")));
     }
-    if let Some(bytes) = limit {
-        ctx.data.ks.set_namespace_limit(index, bytes);
+    for (bytes, own) in limits {
+        ctx.data.ks.set_namespace_limit(index, bytes, own);
     }
     if let (Some(mode), Some(tier)) = (storage_mode, ctx.srv.storage_tier()) {
         tier.set_mode(index, mode);

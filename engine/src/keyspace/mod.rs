@@ -91,9 +91,11 @@ pub struct Keyspace {
     shard_bits: u32,
     /// Physical databases: NUM_DBS per namespace.
     dbs: usize,
-    /// Per namespace: data bytes (entries and their collections) and the limit (0: none).
+    /// Per namespace: data bytes (entries and their collections), the operator's limit and
+    /// the one the tenant set itself (Memcached's `cache_memlimit`; 0: none).
     ns_used: Vec<Arc<AtomicI64>>,
     ns_limit: Vec<AtomicU64>,
+    ns_own_limit: Vec<AtomicU64>,
     /// Per namespace: since when (unix µs; 0: not) a command holds every one of its shards
     /// (`lock_namespace`: EXEC, a script, FLUSHALL).
     ns_held_since: Box<[AtomicI64]>,
@@ -180,6 +182,7 @@ impl Keyspace {
             shard_bits,
             dbs,
             ns_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
+            ns_own_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
             ns_held_since: (0..ns_used.len()).map(|_| AtomicI64::new(0)).collect(),
             ns_used,
             remeasure_cursor: AtomicUsize::new(0),
@@ -409,12 +412,21 @@ impl Keyspace {
         self.ns_used.get(ns).map(|c| c.load(Ordering::Relaxed).max(0) as u64).unwrap_or(0)
     }
 
+    /// The data limit namespace `ns` is held to (0: none): the operator's, or the tenant's
+    /// own when that is lower — a tenant can lower its limit, never raise it.
     pub fn namespace_limit(&self, ns: usize) -> u64 {
-        self.ns_limit.get(ns).map(|l| l.load(Ordering::Relaxed)).unwrap_or(0)
+        let load = |v: &[AtomicU64]| v.get(ns).map(|l| l.load(Ordering::Relaxed)).unwrap_or(0);
+        match (load(&self.ns_limit), load(&self.ns_own_limit)) {
+            (0, own) => own,
+            (operator, 0) => operator,
+            (operator, own) => operator.min(own),
+        }
     }
 
-    pub fn set_namespace_limit(&self, ns: usize, bytes: u64) {
-        if let Some(l) = self.ns_limit.get(ns) {
+    /// Sets namespace `ns`'s limit: the operator's (`own` false) or the tenant's own.
+    pub fn set_namespace_limit(&self, ns: usize, bytes: u64, own: bool) {
+        let limits = if own { &self.ns_own_limit } else { &self.ns_limit };
+        if let Some(l) = limits.get(ns) {
             l.store(bytes, Ordering::Relaxed);
         }
     }
@@ -430,7 +442,7 @@ impl Keyspace {
     /// Tenant limits need it every tick; the PMem tier's DRAM budget only drifts when
     /// collections grow in place, so `tier_tick` (one tick in 20) is enough for it.
     pub fn remeasure_slice(&self, cap: &LockCap, budget: std::time::Duration, tier_tick: bool) {
-        let limits = self.ns_limit.iter().any(|l| l.load(Ordering::Relaxed) != 0);
+        let limits = self.ns_limit.iter().chain(&self.ns_own_limit).any(|l| l.load(Ordering::Relaxed) != 0);
         if !(limits || tier_tick && self.tier.is_some()) {
             return;
         }

@@ -14,7 +14,8 @@ impl Server {
     /// data limit, storage mode, PMem tier policy, WAL flag, compression (settings,
     /// dictionaries, samples), scripts and functions, keyspace notifications and statistics.
     pub fn reset_namespace(&self, ns: usize) {
-        self.keyspace.set_namespace_limit(ns, 0);
+        self.keyspace.set_namespace_limit(ns, 0, false);
+        self.keyspace.set_namespace_limit(ns, 0, true);
         if let Some(tier) = self.storage_tier() {
             tier.set_mode(ns, tier.mode);
         }

@@ -276,7 +276,7 @@ impl Client {
                 Command::MetaSet { meta, .. } | Command::MetaDelete { meta, .. } | Command::MetaArith { meta, .. } => {
                     cache.invalidate(self.tenant.cache_id * 16, &meta.key.raw)
                 }
-                Command::FlushAll { .. } | Command::CacheMemlimit { .. } => cache.clear(),
+                Command::FlushAll { .. } => cache.clear(),
                 Command::Get { touch: Some(_), .. } => cache.clear(),
                 _ => {}
             }
@@ -365,14 +365,17 @@ impl Client {
                 Some(_) => self.ready("ERROR\r\n"),
             },
             Command::CacheMemlimit { megabytes, noreply } => {
-                // The limit is shared out evenly between the engines' maxmemory (at most 10^9
-                // MiB, checked by the parser: no overflow in u64).
+                // The port is a tenant's and the engines' memory every tenant's: the limit is
+                // the tenant's own, which lowers the quota its operator set and never raises
+                // it (the engines' OWN-MAXMEMORY), shared out evenly between the engines (at
+                // most 10^9 MiB, checked by the parser: no overflow in u64).
                 let bytes = u64::from(megabytes) << 20;
                 let per_engine = (bytes / self.rx.engines().max(1) as u64).to_string();
+                let namespace = self.tenant.namespace.as_deref().unwrap_or(crate::tenants::DEFAULT).to_string();
                 let mut parts = Vec::new();
                 for e in 0..self.rx.engines() {
                     let b = self.rx.backend(e, &self.tenant.namespace, 0, false);
-                    let req = bulk_args(&[b"CONFIG", b"SET", b"maxmemory", per_engine.as_bytes()]);
+                    let req = bulk_args(&[b"TERRACE.NAMESPACE", namespace.as_bytes(), b"OWN-MAXMEMORY", per_engine.as_bytes()]);
                     parts.push(send(&b, &req, &self.owner, false).await);
                 }
                 self.reply(parts, Fmt::Ok, noreply);
@@ -451,7 +454,7 @@ impl Client {
         stat("get_hits", s.mc_hits.load(Ordering::Relaxed).to_string());
         stat("get_misses", (s.mc_get.load(Ordering::Relaxed).saturating_sub(s.mc_hits.load(Ordering::Relaxed))).to_string());
         stat("threads", sh.config.threads.to_string());
-        stat("limit_maxbytes", "0".into());
+        stat("limit_maxbytes", self.tenant.max_memory.to_string());
         out.push_str("END\r\n");
         out
     }
