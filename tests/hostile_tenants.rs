@@ -29,9 +29,13 @@ struct Appliance {
 
 impl Appliance {
     async fn start(tag: &str) -> Appliance {
+        Appliance::start_with_env(tag, &[]).await
+    }
+
+    async fn start_with_env(tag: &str, env: &[(&str, &str)]) -> Appliance {
         let dir = temp_dir(tag);
         let (first, console_port, memcache_port) = (free_ports(UP_PORTS), free_port(), free_port());
-        let (child, port) = start_up(&dir, first, console_port, &["--memcache-port", &memcache_port.to_string()]);
+        let (child, port) = start_up_with_env(&dir, first, console_port, &["--memcache-port", &memcache_port.to_string()], env);
         let url = format!("http://127.0.0.1:{console_port}");
         eventually(20, "the console answers", || std::net::TcpStream::connect(("127.0.0.1", console_port)).is_ok());
         let (web, csrf) = console_api::login(&url).await;
@@ -61,6 +65,13 @@ impl Appliance {
     fn client(&self, tenant: &str) -> redis::Connection {
         let c = redis::Client::open(format!("redis://{tenant}:{tenant}-pw@127.0.0.1:{}/", self.port)).unwrap();
         let c = c.get_connection().unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        c
+    }
+
+    /// A connection to the proxy as the default tenant (no password).
+    fn anonymous(&self) -> redis::Connection {
+        let c = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection().unwrap();
         c.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
         c
     }
@@ -140,4 +151,74 @@ async fn memcached_admin_commands_touch_only_the_callers_tenant() {
     assert_eq!(memcache(shop_port, "set a 0 0 1\r\n1\r\nflush_all\r\nget a\r\n", "END\r\n"), "STORED\r\nOK\r\nEND\r\n");
     assert_eq!(q::<String>(&mut victim, &["GET", "kept"]), "yes");
     q::<()>(&mut victim, &["SET", "still", "writes"]);
+}
+
+/// Finding 3: a write larger than the room its tenant has left was stored (the quota was
+/// checked before the write's size was known), and the default tenant had no quota. Both
+/// are refused with Redis's OOM error now, the default tenant's quota set by
+/// `default_max_memory`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_past_the_quota_is_refused_whatever_its_size() {
+    let up = Appliance::start_with_env("hostile-quota", &[("TERRACE_PROXY_DEFAULT_MAX_MEMORY", "8mb")]).await;
+    up.tenant("small", json!({"max_memory": "16mb"})).await;
+    let mut small = up.client("small");
+    let mut anonymous = up.anonymous();
+    let twenty_mb = "x".repeat(20 << 20);
+    for (who, c) in [("a tenant", &mut small), ("the default tenant", &mut anonymous)] {
+        let refused = err(c, &["SET", "big", &twenty_mb]);
+        assert!(refused.contains("OOM"), "{who}: {refused}");
+        assert_eq!(q::<Option<String>>(c, &["GET", "big"]), None, "{who}: nothing was stored");
+        let refused = err(c, &["SETRANGE", "big", &(20 << 20).to_string(), "x"]);
+        assert!(refused.contains("OOM"), "{who}'s SETRANGE past the quota: {refused}");
+        q::<()>(c, &["SET", "small", "fits"]);
+    }
+    for e in 0..2 {
+        assert_eq!(namespace_limit(&up, e, "default"), 4 << 20, "engine {e} holds the default tenant to its share");
+    }
+}
+
+/// Sends MULTI, then SETs of 4 KB (keys of one slot, as a proxy's transaction needs) until one is refused or `most` are queued; answers the
+/// refusal and how many were queued. EXEC then answers EXECABORT.
+fn queue_until_refused(c: &mut redis::Connection, most: usize) -> (String, usize) {
+    q::<()>(c, &["MULTI"]);
+    let value = "v".repeat(4096);
+    for i in 0..most {
+        if let Err(e) = redis::cmd("SET").arg(format!("{{tx}}k{i}")).arg(&value).query::<String>(c) {
+            let exec = err(c, &["EXEC"]);
+            assert!(exec.contains("Transaction discarded"), "EXEC after a refused command: {exec}");
+            return (e.to_string(), i);
+        }
+    }
+    q::<()>(c, &["DISCARD"]);
+    (String::new(), most)
+}
+
+/// Finding 4: a MULTI queue was unbounded and uncounted (300,000 queued 4 KB SETs took the
+/// process to 4 GB). What a transaction holds queued now counts in its tenant's quota, and
+/// one transaction is bounded by `client-query-buffer-limit` whatever the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_queue_is_bounded_and_counted_in_the_quota() {
+    let up = Appliance::start("hostile-multi").await;
+    up.tenant("queued", json!({"max_memory": "16mb"})).await;
+    let (refusal, queued) = queue_until_refused(&mut up.client("queued"), 10_000);
+    assert!(refusal.contains("OOM"), "past the quota's share (8 MB on the engine): {refusal}");
+    assert!((1_000..2_100).contains(&queued), "about 8 MB of 4 KB commands were queued: {queued}");
+
+    // A tenant without a quota is held to the engines' bound on one transaction.
+    up.tenant("unlimited", json!({})).await;
+    for e in 0..2 {
+        q::<()>(&mut up.engine(e), &["CONFIG", "SET", "client-query-buffer-limit", "1mb"]);
+    }
+    let (refusal, queued) = queue_until_refused(&mut up.client("unlimited"), 10_000);
+    assert!(refusal.contains("client-query-buffer-limit"), "{refusal}");
+    assert!((200..260).contains(&queued), "about 1 MB was queued: {queued}");
+    // The queue's bytes are given back: the tenant writes again.
+    let mut queued = up.client("queued");
+    q::<()>(&mut queued, &["SET", "after", "the transaction"]);
+    for e in 0..2 {
+        let mut c = up.engine(e);
+        q::<()>(&mut c, &["TERRACE.NAMESPACE", "queued"]);
+        let used = info_field(&mut c, "memory", "terrace_namespace_data_bytes");
+        assert!(used < 1 << 20, "engine {e}: the tenant's data is small again ({used} bytes)");
+    }
 }

@@ -328,6 +328,11 @@ impl Backend {
             }
             resp::encode_request(&mut out, &args);
             n += 1;
+        } else if self.spec.ns_maxmemory > 0 {
+            // The default tenant's quota (`default_max_memory`).
+            let limit = self.spec.ns_maxmemory.to_string();
+            resp::encode_request(&mut out, &["TERRACE.NAMESPACE", crate::tenants::DEFAULT, "MAXMEMORY", &limit]);
+            n += 1;
         }
         if self.spec.resp3 {
             resp::encode_request(&mut out, &["HELLO", "3"]);

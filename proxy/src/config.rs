@@ -75,6 +75,10 @@ pub struct ProxySettings {
     pub threads: Option<usize>,
     /// Password of the default tenant (`AUTH password`); none = no authentication.
     pub password: Option<String>,
+    /// The default tenant's data limit over all engines, as a tenant's `max_memory` (bytes
+    /// or a size, "1gb"; 0 = none; default 1gb): what clients without a tenant's password
+    /// may hold.
+    pub default_max_memory: Option<toml::Value>,
     /// Password of the `admin` user (`AUTH admin <password>`), who may replace engines, slots
     /// and tenants live (`TERRACE.TOPOLOGY`, what the console does); none = no admin.
     pub admin_password: Option<String>,
@@ -166,6 +170,7 @@ impl ProxySettings {
             engines: self.engines.or(other.engines),
             threads: self.threads.or(other.threads),
             password: self.password.or(other.password),
+            default_max_memory: self.default_max_memory.or(other.default_max_memory),
             admin_password: self.admin_password.or(other.admin_password),
             engine_password_file: self.engine_password_file.or(other.engine_password_file),
             timeout_ms: self.timeout_ms.or(other.timeout_ms),
@@ -213,6 +218,7 @@ impl ProxySettings {
             engines: var("TERRACE_PROXY_ENGINES").map(|s| split_list(&s)),
             threads: num("TERRACE_PROXY_THREADS", var("TERRACE_PROXY_THREADS"))?,
             password: var("TERRACE_PROXY_PASSWORD"),
+            default_max_memory: var("TERRACE_PROXY_DEFAULT_MAX_MEMORY").map(toml::Value::String),
             admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
             engine_password_file: var("TERRACE_PROXY_ENGINE_PASSWORD_FILE").map(std::path::PathBuf::from),
             timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
@@ -313,6 +319,10 @@ impl ProxySettings {
         if !(1024..=1024 * 1024 * 1024).contains(&item_size_max) {
             return Err(invalid("item_size_max", "must be between 1kb and 1gb"));
         }
+        let default_max_memory = match &self.default_max_memory {
+            None => DEFAULT_TENANT_MAX_MEMORY,
+            Some(v) => size_value(v).ok_or_else(|| invalid("default_max_memory", format!("{v} is not a size (examples: 0, 100mb, 1gb)")))?,
+        };
         let tenants = self.tenants.unwrap_or_default();
         for (i, t) in tenants.iter().enumerate() {
             if !terrace_commands::settings::valid_name(&t.name) || t.name == crate::tenants::DEFAULT || t.name == crate::tenants::ADMIN {
@@ -406,6 +416,7 @@ impl ProxySettings {
             engines,
             threads,
             password: self.password,
+            default_max_memory,
             admin_password: self.admin_password.filter(|p| !p.is_empty()),
             timeout: Duration::from_millis(timeout_ms),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.unwrap_or(timeout_ms.min(1000))),
@@ -428,6 +439,9 @@ impl ProxySettings {
         })
     }
 }
+
+/// The default tenant's data limit unless configured: 1 GB over all engines.
+pub const DEFAULT_TENANT_MAX_MEMORY: u64 = 1 << 30;
 
 /// An output limit: a size of at least 1mb, or `default` when not given.
 fn output_limit(key: &str, value: Option<toml::Value>, default: usize) -> Result<usize, ConfigError> {
@@ -463,6 +477,8 @@ pub struct ProxyConfig {
     pub engines: Vec<String>,
     pub threads: usize,
     pub password: Option<String>,
+    /// The default tenant's data limit over all engines (0: none).
+    pub default_max_memory: u64,
     pub admin_password: Option<String>,
     /// What every engine connection authenticates with first (`engine_password_file`).
     pub engine_password: Option<Arc<str>>,
@@ -513,6 +529,11 @@ mod tests {
         assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `cluster_nodes`: '127.0.0.1' is not host:port");
         let bad = ProxySettings { slots: Some(vec![SlotRange { engine: 0, range: "0-100".into() }]), ..Default::default() };
         assert_eq!(bad.resolve().unwrap_err().to_string(), "invalid value for `slots`: slot 101 is not assigned to any engine");
+        assert_eq!(c.default_max_memory, 1 << 30, "the default tenant has a quota unless configured");
+        let none = ProxySettings { default_max_memory: Some(toml::Value::Integer(0)), ..Default::default() };
+        assert_eq!(none.resolve().unwrap().default_max_memory, 0);
+        let bad = ProxySettings { default_max_memory: Some(toml::Value::String("lots".into())), ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().starts_with("invalid value for `default_max_memory`"));
     }
 
     #[test]

@@ -410,7 +410,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         etcd: control_plane.as_ref().map(|c| c.etcd.clone()),
         metrics_port: metrics_port(args.metrics_port, 0),
         ..Default::default()
-    };
+    }
+    // (The proxy's other settings, `default_max_memory` say, from TERRACE_PROXY_*.)
+    .or(terrace_proxy::ProxySettings::from_env()?);
     crate::release_freed_memory_every_second();
     let result = settings.resolve().map_err(anyhow::Error::from).and_then(|c| Ok(terrace_proxy::run(c)?));
     stopping.store(true, Ordering::SeqCst);

@@ -771,7 +771,13 @@ pub fn stop_up(mut child: Child) {
 /// its admin password `CONSOLE_ADMIN_PASSWORD`) with `extra` flags; answers the process and
 /// the proxy's Redis port.
 pub fn start_up(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&str]) -> (Child, u16) {
+    start_up_with_env(dir, first, console_port, extra, &[])
+}
+
+/// `start_up` with environment variables `env` set for `terrace up`.
+pub fn start_up_with_env(dir: &std::path::Path, first: u16, console_port: u16, extra: &[&str], env: &[(&str, &str)]) -> (Child, u16) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrace"));
+    cmd.envs(env.iter().copied());
     cmd.args(["up", "--port", "0", "--engine-port", &first.to_string(), "--console-port", &console_port.to_string(), "--data-dir"])
         .arg(dir)
         .args(extra)

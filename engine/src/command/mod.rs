@@ -71,6 +71,9 @@ pub struct Conn {
     pub multi_writes: bool,
     /// … or may grow memory (EXEC is refused while out of memory).
     pub multi_denyoom: bool,
+    /// What the queued commands hold, charged to the namespace's quota until the
+    /// transaction ends.
+    pub multi_charge: Option<crate::keyspace::queued::QueuedCharge>,
     /// WATCHed keys: (db, key, touch epoch at WATCH time).
     pub watched: Vec<txn::Watched>,
     pub block_notify: Arc<Notify>,
@@ -158,6 +161,7 @@ impl Conn {
             multi_error: false,
             multi_writes: false,
             multi_denyoom: false,
+            multi_charge: None,
             watched: Vec::new(),
             block_notify: Arc::new(Notify::new()),
             reply_off: false,

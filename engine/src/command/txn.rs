@@ -43,6 +43,7 @@ pub fn end_multi(conn: &mut Conn) {
     conn.multi_error = false;
     conn.multi_writes = false;
     conn.multi_denyoom = false;
+    conn.multi_charge = None;
     conn.info.in_multi.store(false, Ordering::Relaxed);
 }
 

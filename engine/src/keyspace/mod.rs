@@ -21,6 +21,7 @@ pub mod entry;
 pub mod eviction;
 pub mod moving;
 pub mod prefetch;
+pub mod queued;
 pub mod ranked;
 pub mod shard;
 pub mod stream;
@@ -96,6 +97,8 @@ pub struct Keyspace {
     ns_used: Vec<Arc<AtomicI64>>,
     ns_limit: Vec<AtomicU64>,
     ns_own_limit: Vec<AtomicU64>,
+    /// Per namespace: bytes its clients' transactions hold queued (`queued::QueuedCharge`).
+    ns_queued: Box<[Arc<AtomicI64>]>,
     /// Per namespace: since when (unix µs; 0: not) a command holds every one of its shards
     /// (`lock_namespace`: EXEC, a script, FLUSHALL).
     ns_held_since: Box<[AtomicI64]>,
@@ -183,6 +186,7 @@ impl Keyspace {
             dbs,
             ns_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
             ns_own_limit: (0..ns_used.len()).map(|_| AtomicU64::new(0)).collect(),
+            ns_queued: (0..ns_used.len()).map(|_| Arc::new(AtomicI64::new(0))).collect(),
             ns_held_since: (0..ns_used.len()).map(|_| AtomicI64::new(0)).collect(),
             ns_used,
             remeasure_cursor: AtomicUsize::new(0),
@@ -431,10 +435,22 @@ impl Keyspace {
         }
     }
 
-    /// Whether namespace `ns` may grow (under its limit, or without one).
-    pub fn namespace_admits(&self, ns: usize) -> bool {
+    /// Whether namespace `ns` may take `incoming` more bytes: its data, what its
+    /// transactions hold queued and those stay within its limit (or it has none).
+    pub fn namespace_admits(&self, ns: usize, incoming: u64) -> bool {
         let limit = self.namespace_limit(ns);
-        limit == 0 || self.namespace_used(ns) <= limit
+        limit == 0 || self.namespace_used(ns).saturating_add(self.namespace_queued(ns)).saturating_add(incoming) <= limit
+    }
+
+    /// Bytes namespace `ns`'s transactions hold queued.
+    pub fn namespace_queued(&self, ns: usize) -> u64 {
+        self.ns_queued.get(ns).map(|c| c.load(Ordering::Relaxed).max(0) as u64).unwrap_or(0)
+    }
+
+    /// A new transaction's charge against namespace `ns`'s queued bytes.
+    pub fn queued_charge(&self, ns: usize) -> queued::QueuedCharge {
+        let counter = self.ns_queued.get(ns).cloned().unwrap_or_default();
+        queued::QueuedCharge::new(counter)
     }
 
     /// Re-measures shards for up to `budget` (cron), resuming where the last slice stopped;

@@ -391,6 +391,7 @@ fn apply_deferred(srv: &Server, locks: &LockCap, info: &ClientInfo, conn: &mut C
                 conn.multi_error = false;
                 conn.multi_writes = false;
                 conn.multi_denyoom = false;
+                conn.multi_charge = None;
             }
             crate::clients::Deferred::AbortMulti => conn.multi_error |= conn.multi.is_some(),
             crate::clients::Deferred::EndMulti => {

@@ -56,7 +56,7 @@ pub struct Topology {
 impl Topology {
     pub fn new(config: &ProxyConfig) -> Arc<Topology> {
         let engine_up = config.engines.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
-        let mut tenants = vec![Tenant::new(crate::tenants::DEFAULT, config.password.clone().map(Password::Plain), None, None, 0, 0)];
+        let mut tenants = vec![Tenant::new(crate::tenants::DEFAULT, config.password.clone().map(Password::Plain), None, None, config.default_max_memory, 0)];
         for (i, t) in config.tenants.iter().enumerate() {
             let max_memory = t.max_memory.as_ref().and_then(crate::config::size_value).unwrap_or(0);
             let mut options = Vec::new();
@@ -461,7 +461,10 @@ impl Reactor {
         let topo = self.topology();
         let up_flag = (!dedicated && namespace.is_none() && db == 0 && !resp3).then(|| topo.engine_up.get(engine).cloned()).flatten();
         // Each engine holds about its share of the tenant's keys, so it enforces that share.
-        let tenant = namespace.as_ref().and_then(|ns| topo.tenant(ns.as_bytes()));
+        let tenant = match namespace {
+            Some(ns) => topo.tenant(ns.as_bytes()),
+            None => Some(topo.default_tenant()),
+        };
         let ns_maxmemory = tenant.as_ref().map(|t| t.max_memory.div_ceil(topo.engines.len() as u64)).unwrap_or(0);
         let ns_options = tenant.map(|t| t.namespace_options.clone()).unwrap_or_default();
         let password = self.shared.config.engine_password.clone();

@@ -70,6 +70,8 @@ pub struct Caller<'a> {
     pub multi_writes: bool,
     /// … and one that may grow memory (EXEC is refused while out of memory).
     pub multi_denyoom: bool,
+    /// Bytes the transaction being queued holds.
+    pub multi_bytes: u64,
     /// Subscribed over RESP2: only (un)subscribing, PING, QUIT and RESET may run.
     pub subscribed_resp2: bool,
     /// The replication link applying its master's stream (writes on a replica).
@@ -102,15 +104,22 @@ pub trait Gate {
     /// The flags a script command's script or function declared (None: not a script
     /// command, or a script without a shebang).
     fn declared_flags(&self, spec: &CommandSpec, ns: usize, argv: &[&[u8]]) -> Option<Declared>;
-    /// Whether memory is over `maxmemory` or namespace `ns` over its quota now (a pure read,
-    /// for commands inside a script, which holds its namespace's locks and cannot evict).
-    fn over_memory(&self, ns: usize) -> bool;
+    /// Whether memory is over `maxmemory`, or namespace `ns` would be over its quota with
+    /// `incoming` more bytes (a pure read, for commands inside a script, which holds its
+    /// namespace's locks and cannot evict).
+    fn over_memory(&self, ns: usize, incoming: u64) -> bool;
+    /// Whether namespace `ns`'s quota has room for `incoming` more bytes (pure).
+    fn namespace_room(&self, ns: usize, incoming: u64) -> bool;
+    /// The most one transaction may hold queued (`client-query-buffer-limit`: the queue is
+    /// what the client sent, kept).
+    fn queue_limit(&self) -> u64;
     /// Why the WAL refuses writes, if it is poisoned.
     fn wal_poisoned(&self) -> Option<String>;
     /// Whether namespace `ns` is backed by a storage tier.
     fn storage_backed(&self, ns: usize) -> bool;
-    /// Makes room for a command that may grow memory (demotion, eviction); false: refuse.
-    fn make_room(&self, ns: usize) -> bool;
+    /// Makes room for a command that may grow memory (demotion, eviction), and namespace
+    /// `ns` by `incoming` bytes; false: refuse.
+    fn make_room(&self, ns: usize, incoming: u64) -> bool;
     /// Who may run DEBUG (`enable-debug-command`).
     fn debug_command(&self) -> DebugCommand;
     /// Whether this engine is a replica (its clients may not write).
@@ -153,6 +162,8 @@ pub enum Refusal {
     Busy(bool),
     WalPoisoned(String),
     Oom,
+    /// The transaction's queued commands would pass this many bytes.
+    QueueFull(u64),
     NotInMulti,
     NotInScript,
     WriteInReadonlyScript,
@@ -206,7 +217,7 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         if spec.write && !caller.master && gate.too_few_replicas() {
             return Verdict::Refuse(NoReplicas);
         }
-        if deny_oom && spec.denyoom && gate.over_memory(caller.namespace) {
+        if deny_oom && spec.denyoom && gate.over_memory(caller.namespace, growth_bound(spec, argv)) {
             return Verdict::Refuse(Oom);
         }
     }
@@ -262,15 +273,29 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
     if origin == Origin::Client {
         // EXEC may grow memory if a command it queued may (Redis refuses it then).
         let denyoom = effective.denyoom || (spec.id == CommandId::Exec && caller.multi_denyoom);
+        let queueing = caller.in_multi && !spec.txn_control;
         if (denyoom || effective.script) && !caller.master {
             // Room is made before any script too (the commands inside see what eviction
-            // freed), but only what may grow memory is refused without it.
-            let room = gate.make_room(caller.namespace);
+            // freed), but only what may grow memory is refused without it. (EXEC's queued
+            // commands are already counted, as queued bytes.)
+            let incoming = if denyoom && !queueing && spec.id != CommandId::Exec { growth_bound(spec, argv) } else { 0 };
+            let room = gate.make_room(caller.namespace, incoming);
             if denyoom && !room {
                 return Verdict::Refuse(Oom);
             }
         }
-        if caller.in_multi && !spec.txn_control {
+        if queueing && !caller.master {
+            // A queued command is held until EXEC: bounded per transaction, and counted in
+            // the tenant's quota whatever it does.
+            let size = crate::keyspace::queued::queued_size(argv);
+            if caller.multi_bytes + size > gate.queue_limit() {
+                return Verdict::Refuse(QueueFull(gate.queue_limit()));
+            }
+            if !gate.namespace_room(caller.namespace, size) {
+                return Verdict::Refuse(Oom);
+            }
+        }
+        if queueing {
             return if spec.no_multi { Verdict::Refuse(NotInMulti) } else { Verdict::Queue { writes: effective.writes(), denyoom: effective.denyoom } };
         }
     }
@@ -285,6 +310,26 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
 fn allowed_while_busy(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
     let sub = |name: &str| argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(name.as_bytes()));
     spec.flags.has(Flags::ALLOW_BUSY) || (spec.id == CommandId::Script && sub("kill")) || (spec.id == CommandId::Function && (sub("kill") || sub("stats")))
+}
+
+/// The most a command may add to its tenant's data, as far as its request tells: what it
+/// carries, or the string SETRANGE's or SETBIT's offset makes (an offset past Redis's
+/// largest string is left to the command's own error). Checked against the tenant's quota
+/// before it runs, so that one write cannot land far past it.
+pub fn growth_bound(spec: &CommandSpec, argv: &[&[u8]]) -> u64 {
+    const LARGEST_STRING: u64 = 512 << 20;
+    let carried: u64 = argv.iter().skip(1).map(|a| a.len() as u64).sum();
+    let offset = || argv.get(2).and_then(|a| std::str::from_utf8(a).ok()).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    let made = match spec.id {
+        CommandId::Setrange => offset().saturating_add(argv.get(3).map_or(0, |v| v.len() as u64)),
+        CommandId::Setbit => offset() / 8 + 1,
+        _ => 0,
+    };
+    if made <= LARGEST_STRING {
+        carried.max(made)
+    } else {
+        carried
+    }
 }
 
 /// Redis's BUSY error, naming the command that stops what runs.
@@ -319,6 +364,7 @@ impl Refusal {
             Refusal::Busy(function) => busy_error(*function).into(),
             Refusal::WalPoisoned(why) => format!("MISCONF Errors writing to the WAL ({why}): write commands are refused"),
             Refusal::Oom => "OOM command not allowed when used memory > 'maxmemory'.".into(),
+            Refusal::QueueFull(limit) => format!("ERR the transaction's queued commands would pass client-query-buffer-limit ({limit} bytes)"),
             Refusal::NotInMulti => "ERR Command not allowed inside a transaction".into(),
             Refusal::NotInScript => "ERR This Redis command is not allowed from script".into(),
             Refusal::WriteInReadonlyScript => "ERR Write commands are not allowed from read-only scripts.".into(),
@@ -346,6 +392,7 @@ impl Refusal {
                 | Refusal::Arity
                 | Refusal::Denied(_)
                 | Refusal::Oom
+                | Refusal::QueueFull(_)
                 | Refusal::NotInMulti
                 | Refusal::DebugNotAllowed
                 | Refusal::Busy(_)
@@ -380,6 +427,7 @@ impl Refusal {
                 | Refusal::Denied(_)
                 | Refusal::WalPoisoned(_)
                 | Refusal::Oom
+                | Refusal::QueueFull(_)
                 | Refusal::NotWithStorage
                 | Refusal::DebugNotAllowed
                 | Refusal::ReadOnlyReplica
@@ -410,6 +458,10 @@ mod tests {
         fenced: bool,
         loading: bool,
         lapsed: bool,
+        /// Bytes the caller's namespace may still take (None: no quota).
+        room: Option<u64>,
+        /// The transaction bound (None: 1 GB).
+        queue_limit: Option<u64>,
     }
 
     impl Gate for FakeGate {
@@ -425,8 +477,14 @@ mod tests {
         fn declared_flags(&self, _spec: &CommandSpec, _ns: usize, _argv: &[&[u8]]) -> Option<Declared> {
             self.declared
         }
-        fn over_memory(&self, _ns: usize) -> bool {
-            self.full
+        fn over_memory(&self, _ns: usize, incoming: u64) -> bool {
+            self.full || !self.namespace_room(0, incoming)
+        }
+        fn namespace_room(&self, _ns: usize, incoming: u64) -> bool {
+            self.room.is_none_or(|room| incoming <= room)
+        }
+        fn queue_limit(&self) -> u64 {
+            self.queue_limit.unwrap_or(1 << 30)
         }
         fn wal_poisoned(&self) -> Option<String> {
             self.poisoned.clone()
@@ -434,8 +492,8 @@ mod tests {
         fn storage_backed(&self, _ns: usize) -> bool {
             self.storage_backed
         }
-        fn make_room(&self, _ns: usize) -> bool {
-            !self.full
+        fn make_room(&self, _ns: usize, incoming: u64) -> bool {
+            !self.full && self.namespace_room(0, incoming)
         }
         fn debug_command(&self) -> DebugCommand {
             self.debug.unwrap_or(DebugCommand::Yes)
@@ -469,6 +527,7 @@ mod tests {
             in_multi: false,
             multi_writes: false,
             multi_denyoom: false,
+            multi_bytes: 0,
             subscribed_resp2: false,
             master: false,
             user,
@@ -531,6 +590,44 @@ mod tests {
         assert!(Refusal::NotInMulti.aborts_multi());
         // EXEC runs what it queued, whatever the connection's MULTI state says.
         assert_eq!(verdict(Origin::Exec, &c, &gate, &["set", "k", "v"]), Verdict::Run);
+    }
+
+    /// Finding 3 of issue 47: a write is checked against the room its request needs, not
+    /// only against whether the tenant is already over its quota.
+    #[test]
+    fn a_write_larger_than_the_room_left_is_refused_before_it_runs() {
+        let user = User::default_user();
+        let gate = FakeGate { room: Some(1000), ..FakeGate::default() };
+        let c = caller(&user);
+        let big = "x".repeat(2000);
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["set", "k", "v"]), Verdict::Run);
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["set", "k", &big]), Verdict::Refuse(Refusal::Oom));
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["setrange", "k", "5000", "v"]), Verdict::Refuse(Refusal::Oom));
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["setbit", "k", "80000", "1"]), Verdict::Refuse(Refusal::Oom));
+        // (An offset past the largest string is the command's own error.)
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["setrange", "k", "999999999999", "v"]), Verdict::Run);
+        // Reads of any size are not writes.
+        assert_eq!(verdict(Origin::Client, &c, &gate, &["get", &big]), Verdict::Run);
+        let script = Origin::Script { readonly: false, deny_oom: true };
+        assert_eq!(verdict(script, &c, &gate, &["set", "k", &big]), Verdict::Refuse(Refusal::Oom));
+        assert_eq!(growth_bound(lookup(b"set").unwrap(), &[b"set", b"key", b"value"]), 8);
+    }
+
+    /// Finding 4: a transaction's queue is bounded, and what it holds counts in the quota.
+    #[test]
+    fn a_queued_command_past_the_bound_or_the_quota_is_refused_and_aborts() {
+        let user = User::default_user();
+        let c = Caller { in_multi: true, multi_bytes: 900, ..caller(&user) };
+        let bounded = FakeGate { queue_limit: Some(1000), ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &c, &bounded, &["get", "k"]), Verdict::Queue { writes: false, denyoom: false });
+        let refused = verdict(Origin::Client, &c, &bounded, &["get", &"k".repeat(100)]);
+        assert_eq!(refused, Verdict::Refuse(Refusal::QueueFull(1000)));
+        assert!(Refusal::QueueFull(1000).aborts_multi());
+        let tight = FakeGate { room: Some(50), ..FakeGate::default() };
+        assert_eq!(verdict(Origin::Client, &c, &tight, &["get", &"k".repeat(100)]), Verdict::Refuse(Refusal::Oom));
+        // The master's stream is never refused.
+        let master = Caller { master: true, ..c };
+        assert_eq!(verdict(Origin::Client, &master, &bounded, &["get", &"k".repeat(100)]), Verdict::Queue { writes: false, denyoom: false });
     }
 
     #[test]

@@ -81,15 +81,16 @@ pub fn admit_memory(srv: &Server, locks: &LockCap) -> bool {
     true
 }
 
-/// Whether namespace `ns` may grow. Over its data limit, a storage-backed tenant evicts its
-/// own coldest keys (they are in storage: the limit is its cache's size; LRU when the server
-/// does not evict); any other tenant's write is refused.
-pub fn admit_namespace(srv: &Server, locks: &LockCap, ns: usize) -> bool {
+/// Whether namespace `ns` may grow by `incoming` bytes. Past its data limit, a
+/// storage-backed tenant evicts its own coldest keys (they are in storage: the limit is its
+/// cache's size; LRU when the server does not evict); any other tenant's write is refused.
+pub fn admit_namespace(srv: &Server, locks: &LockCap, ns: usize, incoming: u64) -> bool {
     let ks = &srv.keyspace;
-    if ks.namespace_admits(ns) {
+    if ks.namespace_admits(ns, incoming) {
         return true;
     }
-    if !srv.storage_tier().is_some_and(|t| t.backs(ns)) {
+    // (A write larger than the whole limit is refused without emptying the cache for it.)
+    if !srv.storage_tier().is_some_and(|t| t.backs(ns)) || incoming > ks.namespace_limit(ns) {
         return false;
     }
     let policy = match srv.policy() {
@@ -101,7 +102,7 @@ pub fn admit_namespace(srv: &Server, locks: &LockCap, ns: usize) -> bool {
     let samples = srv.runtime.eviction_samples();
     let now = now_ms();
     for _ in 0..100_000 {
-        if ks.namespace_admits(ns) {
+        if ks.namespace_admits(ns, incoming) {
             return true;
         }
         if !eviction::evict_one_within(ks, locks, shards.clone(), policy, samples, now, &mut evictions(srv, now)) {

@@ -125,6 +125,8 @@ fn execute_inner(srv: &Server, locks: &LockCap, conn: &mut Conn, req: &Request, 
     if let Verdict::Queue { writes, denyoom } = verdict {
         if let Some(queue) = conn.multi.as_mut() {
             queue.push(argv.iter().map(|a| a.to_vec()).collect());
+            let ns = conn.ns_base / NUM_DBS;
+            conn.multi_charge.get_or_insert_with(|| srv.keyspace.queued_charge(ns)).add(crate::keyspace::queued::queued_size(argv));
         }
         conn.multi_writes |= writes;
         conn.multi_denyoom |= denyoom;
@@ -237,6 +239,7 @@ fn caller(conn: &Conn) -> Caller<'_> {
         in_multi: conn.multi.is_some(),
         multi_writes: conn.multi_writes,
         multi_denyoom: conn.multi_denyoom,
+        multi_bytes: conn.multi_charge.as_ref().map_or(0, |c| c.bytes()),
         subscribed_resp2: !conn.resp3 && conn.subs.any(),
         master: conn.from_master,
         user: &conn.user,
@@ -266,9 +269,15 @@ impl Gate for ServerGate<'_> {
     fn declared_flags(&self, spec: &CommandSpec, ns: usize, argv: &[&[u8]]) -> Option<crate::scripting::shebang::Declared> {
         self.srv.scripts.declared_flags(spec.id, ns, argv)
     }
-    fn over_memory(&self, ns: usize) -> bool {
+    fn over_memory(&self, ns: usize, incoming: u64) -> bool {
         let max = self.srv.runtime.maxmemory.load(Ordering::Relaxed);
-        (max > 0 && crate::alloc::used_memory() > max) || !self.srv.keyspace.namespace_admits(ns)
+        (max > 0 && crate::alloc::used_memory() > max) || !self.srv.keyspace.namespace_admits(ns, incoming)
+    }
+    fn namespace_room(&self, ns: usize, incoming: u64) -> bool {
+        self.srv.keyspace.namespace_admits(ns, incoming)
+    }
+    fn queue_limit(&self) -> u64 {
+        self.srv.limits.query_buffer.load(Ordering::Relaxed) as u64
     }
     fn wal_poisoned(&self) -> Option<String> {
         self.srv.wal().and_then(|w| w.poisoned())
@@ -276,10 +285,10 @@ impl Gate for ServerGate<'_> {
     fn storage_backed(&self, ns: usize) -> bool {
         self.srv.storage_tier().is_some_and(|t| t.backs(ns))
     }
-    fn make_room(&self, ns: usize) -> bool {
+    fn make_room(&self, ns: usize, incoming: u64) -> bool {
         match self.locks {
-            Some(locks) => admit_memory(self.srv, locks) && admit_namespace(self.srv, locks, ns),
-            None => !self.over_memory(ns),
+            Some(locks) => admit_memory(self.srv, locks) && admit_namespace(self.srv, locks, ns, incoming),
+            None => !self.over_memory(ns, incoming),
         }
     }
     fn debug_command(&self) -> crate::config::DebugCommand {

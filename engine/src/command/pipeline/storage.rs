@@ -100,7 +100,7 @@ pub async fn read_through(srv: &Server, locks: &LockCap, conn: &Conn, argv: &[&[
         // and the tenant's own limit — that the flusher can free when only dirty keys are
         // left to evict (else a write-back tenant at its limit got OOM while storage was
         // still taking what it had written).
-        tier.admit_dirty(|| !(super::admit_memory(srv, locks) && super::admit_namespace(srv, locks, ns))).await?;
+        tier.admit_dirty(|| !(super::admit_memory(srv, locks) && super::admit_namespace(srv, locks, ns, 0))).await?;
     }
     if wanted.is_empty() {
         return Ok(ReadThrough::default());
@@ -117,7 +117,7 @@ pub async fn read_through(srv: &Server, locks: &LockCap, conn: &Conn, argv: &[&[
     // Keys read through are admitted: make room first, as a write would (reads alone must
     // not grow the cache past maxmemory; a read is never refused for memory).
     let _ = super::admit_memory(srv, locks);
-    let _ = super::admit_namespace(srv, locks, ns);
+    let _ = super::admit_namespace(srv, locks, ns, 0);
     // One batched read per database (a command's keys are in one, MOVE's in two).
     let mut rest = &wanted[..];
     while let Some(((db, _), _)) = rest.split_first() {
