@@ -222,3 +222,96 @@ async fn a_transaction_queue_is_bounded_and_counted_in_the_quota() {
         assert!(used < 1 << 20, "engine {e}: the tenant's data is small again ({used} bytes)");
     }
 }
+
+/// A master that is not one: it answers a replica's handshake, sends `image` as its
+/// snapshot, then `stream`, and keeps the link open until the replica closes it. Answers
+/// its port and a receiver told when the replica hung up.
+fn fake_master(image: Vec<u8>, stream: Vec<u8>) -> (u16, std::sync::mpsc::Receiver<()>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (done, hung_up) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (socket, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(socket.try_clone().unwrap());
+        let mut out = socket;
+        loop {
+            // One request: `*N`, then N `$len` + argument pairs.
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            let n: usize = line.trim_start_matches('*').trim().parse().unwrap_or(0);
+            let mut argv = Vec::new();
+            for _ in 0..n {
+                let mut len = String::new();
+                reader.read_line(&mut len).unwrap();
+                let mut arg = vec![0; len.trim_start_matches('$').trim().parse::<usize>().unwrap() + 2];
+                reader.read_exact(&mut arg).unwrap();
+                argv.push(String::from_utf8_lossy(&arg[..arg.len() - 2]).to_ascii_uppercase());
+            }
+            let reply = match argv.first().map(String::as_str) {
+                Some("PING") => b"+PONG\r\n".to_vec(),
+                Some("PSYNC") => {
+                    let mut r = format!("+FULLRESYNC {} 0\r\n${}\r\n", "f".repeat(40), image.len()).into_bytes();
+                    r.extend_from_slice(&image);
+                    r.extend_from_slice(&stream);
+                    r
+                }
+                // REPLCONF ACK gets no answer; the handshake's REPLCONFs get +OK.
+                Some("REPLCONF") if argv.get(1).is_some_and(|a| a == "ACK") => Vec::new(),
+                _ => b"+OK\r\n".to_vec(),
+            };
+            if out.write_all(&reply).is_err() {
+                break;
+            }
+        }
+        let _ = done.send(());
+    });
+    (port, hung_up)
+}
+
+/// The smallest image that loads: the header, no keys, EOF, no checksum.
+fn empty_image() -> Vec<u8> {
+    [&b"REDIS0010"[..], &[0xff], &[0; 8]].concat()
+}
+
+/// Finding 8: a failed full sync wiped a replica's keys, and a replica obeyed SHUTDOWN NOSAVE
+/// arriving in its master's stream. A master's image that does not load now leaves the
+/// replica as it was, and administrative commands in the stream are not applied (the writes
+/// around them are).
+#[test]
+fn a_bad_master_can_neither_wipe_a_replica_nor_shut_it_down() {
+    let replica = Engine::start(&[]);
+    let mut c = replica.client();
+    q::<()>(&mut c, &["SET", "kept", "yes"]);
+    // Checksum 0 (not checked), then a type byte no RDB has.
+    let corrupt = [&b"REDIS0010"[..], &[0xfe, 0, 0x7e], b"key", &[0; 8]].concat();
+    let (port, hung_up) = fake_master(corrupt, Vec::new());
+    q::<()>(&mut c, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    hung_up.recv_timeout(std::time::Duration::from_secs(20)).expect("the replica refused the image and hung up");
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "kept"]), Some("yes".into()), "a bad image left the replica's keys");
+
+    let stream = [encode(&["SHUTDOWN", "NOSAVE"]), encode(&["CONFIG", "SET", "maxmemory", "1"]), encode(&["SET", "after", "shutdown"])].concat();
+    let (port, _) = fake_master(empty_image(), stream);
+    q::<()>(&mut c, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    eventually(20, "the write after SHUTDOWN is applied", || {
+        let mut c = replica.client();
+        q::<Option<String>>(&mut c, &["GET", "after"]).is_some()
+    });
+    let mut c = replica.client();
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG", "the replica is still up");
+    assert_eq!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "maxmemory"]), vec!["maxmemory", "0"]);
+}
+
+/// Finding 8: `DEBUG SLEEP inf` (with DEBUG enabled) hung an engine's reactor for an hour.
+#[test]
+fn debug_sleep_is_bounded() {
+    let engine = Engine::start(&["--enable-debug-command", "yes"]);
+    let mut c = engine.client();
+    for endless in ["inf", "31", "1e9"] {
+        let refused = err(&mut c, &["DEBUG", "SLEEP", endless]);
+        assert!(refused.contains("sleeps at most 30 seconds"), "DEBUG SLEEP {endless}: {refused}");
+    }
+    assert_eq!(q::<String>(&mut c, &["DEBUG", "SLEEP", "0.01"]), "OK");
+}

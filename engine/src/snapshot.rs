@@ -546,7 +546,23 @@ pub fn load(srv: &Server, locks: &LockCap, keys: bool) -> Result<Loaded, Snapsho
 /// Loads an RDB image (`path`: where it came from, for errors) into an empty keyspace, as
 /// `load` does with `dump.rdb` (a replica loads its master's this way).
 pub fn load_image(srv: &Server, locks: &LockCap, bytes: &[u8], keys: bool, path: PathBuf) -> Result<Loaded, SnapshotError> {
-    load_image_into(srv, locks, bytes, keys, path, None)
+    load_image_into(srv, locks, bytes, Loading::Apply { keys }, path, None)
+}
+
+/// Reads a master's image through without applying any of it: whether it would load. A
+/// replica checks before it lets its own keys go, so that a bad image (truncated, corrupt,
+/// a database or a type this engine does not have) leaves it as it was.
+pub fn check_replica_image(srv: &Server, locks: &LockCap, bytes: &[u8]) -> Result<(), SnapshotError> {
+    load_image_into(srv, locks, bytes, Loading::Check, "(the master's snapshot)".into(), None).map(|_| ())
+}
+
+/// What loading an image does with it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loading {
+    /// Applies it: its namespaces and functions, and its keys when `keys`.
+    Apply { keys: bool },
+    /// Only decodes it, to find what is wrong with it.
+    Check,
 }
 
 /// As `load_image`, for a replica: with storage of its own (`own`), every storage-backed
@@ -566,7 +582,7 @@ pub fn load_replica_image(srv: &Server, locks: &LockCap, bytes: &[u8], own: Opti
         }
         batch = Some(StoredBatch { tier, ops: Vec::new(), wiped });
     }
-    load_image_into(srv, locks, bytes, true, path, batch)
+    load_image_into(srv, locks, bytes, Loading::Apply { keys: true }, path, batch)
 }
 
 /// Deletes everything `tenant` has in this engine's own storage tier (a replica's full sync
@@ -622,10 +638,14 @@ fn load_image_into(
     srv: &Server,
     locks: &LockCap,
     bytes: &[u8],
-    keys: bool,
+    loading: Loading,
     path: PathBuf,
     mut for_storage: Option<StoredBatch>,
 ) -> Result<Loaded, SnapshotError> {
+    let (apply, keys) = match loading {
+        Loading::Apply { keys } => (true, keys),
+        Loading::Check => (false, false),
+    };
     let corrupt = |why: String| SnapshotError::Corrupt { path: path.clone(), why };
     if bytes.len() < 9 + 9 || &bytes[..5] != b"REDIS" {
         return Err(corrupt("missing the REDIS header".into()));
@@ -661,7 +681,7 @@ fn load_image_into(
                     names.truncate(1);
                     names.extend(String::from_utf8_lossy(&v).split(',').filter(|n| !n.is_empty()).map(str::to_string));
                 }
-                if let Some(tenant) = k.strip_prefix(FUNCTION_AUX.as_bytes()) {
+                if let Some(tenant) = k.strip_prefix(FUNCTION_AUX.as_bytes()).filter(|_| apply) {
                     let tenant = String::from_utf8_lossy(tenant);
                     let ns = srv
                         .tenant_namespace(&tenant)
@@ -690,11 +710,16 @@ fn load_image_into(
             }
             OP_FUNCTION2 => {
                 let code = String::from_utf8_lossy(&r.string().map_err(bad)?).into_owned();
-                add_library(srv, 0, &code).map_err(corrupt)?;
+                if apply {
+                    add_library(srv, 0, &code).map_err(corrupt)?;
+                }
             }
             OP_STORED => {
                 let key = r.string().map_err(bad)?;
                 let record = r.string().map_err(bad)?;
+                if !apply {
+                    continue;
+                }
                 let Some(batch) = for_storage.as_mut() else {
                     return Err(corrupt("a stored key outside a replica's image, or for an engine without a storage tier".into()));
                 };

@@ -284,12 +284,19 @@ pub fn memory(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// The longest DEBUG SLEEP (Redis's own test suite sleeps 20 s at most).
+const DEBUG_SLEEP_MAX_SECS: f64 = 30.0;
+
 pub fn debug(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if is(argv[1], "SLEEP") && argv.len() == 3 {
         let secs = super::args::parse_f64(argv[2]).ok_or(CmdError::NotFloat)?;
+        // Like Redis, DEBUG SLEEP blocks the thread serving this client — every client of
+        // its reactor — so it is bounded: no sleep outlasts a client's patience.
+        if secs.is_nan() || secs > DEBUG_SLEEP_MAX_SECS {
+            return Err(err(format!("ERR DEBUG SLEEP sleeps at most {DEBUG_SLEEP_MAX_SECS} seconds")));
+        }
         if secs > 0.0 {
-            // Like Redis, DEBUG SLEEP blocks the thread serving this client.
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
         }
         ctx.out.ok();
     } else if is(argv[1], "OBJECT") && argv.len() == 3 {

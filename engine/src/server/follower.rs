@@ -307,8 +307,11 @@ fn follow(srv: &Server, locks: &LockCap, generation: u64, master: &Master) -> Re
     apply_stream(&mut wire, locks, offset, 0)
 }
 
-/// Replaces every key with the master's snapshot (the default namespace's libraries too).
+/// Replaces every key with the master's snapshot (the default namespace's libraries too),
+/// once it is known to load.
 fn replace_keyspace(srv: &Server, locks: &LockCap, image: &[u8]) -> Result<(), LinkError> {
+    // An image that would not load leaves this replica's keys as they were.
+    crate::snapshot::check_replica_image(srv, locks, image).map_err(|e| LinkError::Load(e.to_string()))?;
     srv.replication.set_loading(true);
     srv.keyspace.clear_all(locks);
     if let Some(tier) = srv.storage_tier() {

@@ -178,6 +178,8 @@ pub enum Refusal {
     /// Anything but what a replica with no master answers (Redis's `stale` commands), while
     /// the engine waits for its role.
     Fenced,
+    /// An administrative command arriving in the master's replication stream.
+    NotFromMaster,
     /// Anything but Redis's `loading` commands while a replica loads its master's snapshot.
     Loading,
     /// A write while this primary's term lease has run out (it may have been replaced).
@@ -220,6 +222,11 @@ pub fn admit(origin: Origin, spec: &CommandSpec, argv: &[&[u8]], caller: &Caller
         if deny_oom && spec.denyoom && gate.over_memory(caller.namespace, growth_bound(spec, argv)) {
             return Verdict::Refuse(Oom);
         }
+    }
+    // A master's stream carries writes and what frames them: an administrative command in
+    // it (SHUTDOWN, CONFIG, REPLICAOF, DEBUG…) is not the master's to make a replica run.
+    if caller.master && origin == Origin::Client && spec.flags.has(Flags::ADMIN) && !spec.write {
+        return Verdict::Refuse(NotFromMaster);
     }
     let effective = Effective::of(spec, argv, caller.namespace, gate);
     if origin == Origin::Client && !caller.authenticated && !spec.no_auth && gate.auth_required() {
@@ -375,6 +382,9 @@ impl Refusal {
             Refusal::NoReplicas => "NOREPLICAS Not enough good replicas to write.".into(),
             Refusal::Loading => "LOADING Redis is loading the dataset in memory".into(),
             Refusal::Fenced => "TRYAGAIN this engine restarted and waits for its role (REPLICAOF from the coordinator, or REPLICAOF NO ONE)".into(),
+            Refusal::NotFromMaster => {
+                format!("ERR {} is not applied from a master's replication stream", spec.map_or("", |s| s.name).to_ascii_uppercase())
+            }
             Refusal::LeaseLapsed => {
                 "TRYAGAIN this primary's term lease ran out (the coordinator renews it; it may have been replaced): the write was not run".into()
             }
@@ -590,6 +600,21 @@ mod tests {
         assert!(Refusal::NotInMulti.aborts_multi());
         // EXEC runs what it queued, whatever the connection's MULTI state says.
         assert_eq!(verdict(Origin::Exec, &c, &gate, &["set", "k", "v"]), Verdict::Run);
+    }
+
+    /// Finding 8 of issue 47: a replica obeyed SHUTDOWN NOSAVE arriving in its master's stream.
+    #[test]
+    fn a_masters_stream_applies_writes_not_administration() {
+        let user = User::default_user();
+        let master = Caller { master: true, ..caller(&user) };
+        let gate = FakeGate::default();
+        for refused in [&["shutdown", "nosave"][..], &["config", "set", "maxmemory", "1"], &["replicaof", "no", "one"], &["debug", "sleep", "1"]] {
+            assert_eq!(verdict(Origin::Client, &master, &gate, refused), Verdict::Refuse(Refusal::NotFromMaster), "{refused:?}");
+        }
+        for applied in [&["set", "k", "v"][..], &["select", "1"], &["terrace.dropnamespace", "t"], &["ping"], &["multi"]] {
+            assert_eq!(verdict(Origin::Client, &master, &gate, applied), Verdict::Run, "{applied:?}");
+        }
+        assert_eq!(verdict(Origin::Client, &caller(&user), &gate, &["debug", "sleep", "0"]), Verdict::Run, "a client's is its own business");
     }
 
     /// Finding 3 of issue 47: a write is checked against the room its request needs, not
