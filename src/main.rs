@@ -232,6 +232,9 @@ struct ProxyArgs {
     /// HTTP port for Prometheus metrics at /metrics [env: TERRACE_PROXY_METRICS_PORT] [default: off]
     #[arg(long)]
     metrics_port: Option<u16>,
+    /// A file (mode 0600) holding the bearer token GET /metrics must carry [env: TERRACE_PROXY_METRICS_TOKEN_FILE] [default: none]
+    #[arg(long)]
+    metrics_token_file: Option<std::path::PathBuf>,
     /// Hot-key near cache TTL in milliseconds; 0 = off [default: 0]
     #[arg(long)]
     near_cache_ttl_ms: Option<u64>,
@@ -296,6 +299,7 @@ impl ProxyArgs {
             port: self.port,
             memcache_port: self.memcache_port,
             metrics_port: self.metrics_port,
+            metrics_token_file: self.metrics_token_file,
             near_cache_ttl_ms: self.near_cache_ttl_ms,
             bind: self.bind,
             engines: self.engines.map(|e| terrace_proxy::config::split_list(&e)),
@@ -438,6 +442,9 @@ struct EngineArgs {
     /// A file (mode 0600) holding the password clients must AUTH with, as Redis's requirepass [env: TERRACE_REQUIREPASS_FILE] [default: none]
     #[arg(long)]
     requirepass_file: Option<std::path::PathBuf>,
+    /// A file (mode 0600) holding the bearer token GET /metrics must carry [env: TERRACE_METRICS_TOKEN_FILE] [default: none]
+    #[arg(long)]
+    metrics_token_file: Option<std::path::PathBuf>,
     /// A file (mode 0600) holding the password given to a master when replicating, as Redis's masterauth [env: TERRACE_MASTERAUTH_FILE] [default: none]
     #[arg(long)]
     masterauth_file: Option<std::path::PathBuf>,
@@ -514,6 +521,7 @@ impl EngineArgs {
             flush_batch: self.flush_batch,
             enable_debug_command: self.enable_debug_command,
             requirepass_file: self.requirepass_file,
+            metrics_token_file: self.metrics_token_file,
             masterauth_file: self.masterauth_file,
             wait_for_role: self.wait_for_role.then_some(true),
             tls_port: self.tls_port,

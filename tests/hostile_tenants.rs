@@ -33,9 +33,15 @@ impl Appliance {
     }
 
     async fn start_with_env(tag: &str, env: &[(&str, &str)]) -> Appliance {
-        let dir = temp_dir(tag);
+        Appliance::start_in(temp_dir(tag), &[], env).await
+    }
+
+    /// `terrace up` in `dir` with `extra` flags and `env`.
+    async fn start_in(dir: PathBuf, extra: &[&str], env: &[(&str, &str)]) -> Appliance {
         let (first, console_port, memcache_port) = (free_ports(UP_PORTS), free_port(), free_port());
-        let (child, port) = start_up_with_env(&dir, first, console_port, &["--memcache-port", &memcache_port.to_string()], env);
+        let mc = memcache_port.to_string();
+        let flags: Vec<&str> = ["--memcache-port", mc.as_str()].into_iter().chain(extra.iter().copied()).collect();
+        let (child, port) = start_up_with_env(&dir, first, console_port, &flags, env);
         let url = format!("http://127.0.0.1:{console_port}");
         eventually(20, "the console answers", || std::net::TcpStream::connect(("127.0.0.1", console_port)).is_ok());
         let (web, csrf) = console_api::login(&url).await;
@@ -314,4 +320,73 @@ fn debug_sleep_is_bounded() {
         assert!(refused.contains("sleeps at most 30 seconds"), "DEBUG SLEEP {endless}: {refused}");
     }
     assert_eq!(q::<String>(&mut c, &["DEBUG", "SLEEP", "0.01"]), "OK");
+}
+
+/// GET `url` with `token` as a bearer token (None: none); answers the status.
+async fn get_status(url: &str, token: Option<&str>) -> StatusCode {
+    let mut r = reqwest::Client::new().get(url);
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    r.send().await.unwrap().status()
+}
+
+/// Finding 9: the console's database was world-readable, the metrics endpoints needed no
+/// credentials (and name every tenant), the audit log had no refused requests or failed
+/// logins, and a viewer could read every tenant's values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_plane_keeps_its_secrets_and_audits_refusals() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("hostile-console");
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("metrics.token");
+    std::fs::write(&token_file, "scrape-me\n").unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let metrics = free_ports(3);
+    let token_path = token_file.to_str().unwrap();
+    let env = [("TERRACE_METRICS_TOKEN_FILE", token_path), ("TERRACE_PROXY_METRICS_TOKEN_FILE", token_path)];
+    let up = Appliance::start_in(dir.clone(), &["--metrics-port", &metrics.to_string()], &env).await;
+    up.tenant("shop", json!({})).await;
+    q::<()>(&mut up.client("shop"), &["SET", "card", "4111-1111"]);
+
+    let mode = std::fs::metadata(dir.join("console.db")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the console's database is the operators' alone");
+
+    // The proxy's and each engine's /metrics, without and with the token.
+    for port in [metrics, metrics + 1, metrics + 2] {
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        assert_eq!(get_status(&url, None).await, StatusCode::UNAUTHORIZED, "{url} without a token");
+        assert_eq!(get_status(&url, Some("wrong")).await, StatusCode::UNAUTHORIZED, "{url} with a wrong one");
+        assert_eq!(get_status(&url, Some("scrape-me")).await, StatusCode::OK, "{url} with it");
+    }
+
+    // A viewer sees the tenant, not its keys or values; what it is refused is audited.
+    let (status, made) = up.api(Method::POST, "tokens", Some(json!({"name": "watcher", "role": "viewer"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let viewer = made["token"].as_str().unwrap().to_string();
+    let as_viewer = |method: Method, path: &str| console_api::api(method, format!("{}/api/v1/{path}", up.url), &viewer, None);
+    assert_eq!(as_viewer(Method::GET, "tenants/shop").await.0, StatusCode::OK);
+    assert_eq!(as_viewer(Method::GET, "tenants/shop/keys").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(as_viewer(Method::GET, "tenants/shop/key?key=card").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(as_viewer(Method::GET, "slowlog").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(as_viewer(Method::DELETE, "tenants/shop").await.0, StatusCode::FORBIDDEN);
+    let (status, _) = console_api::api(Method::DELETE, format!("{}/api/v1/tenants/shop", up.url), "trc_not-a-token", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let login = console_api::post_login(&console_api::browser(), &up.url, "guessed").await;
+    assert_eq!(login.status(), StatusCode::UNAUTHORIZED);
+
+    let (_, events) = up.api(Method::GET, "events?limit=50", None).await;
+    let denied: Vec<String> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "denied")
+        .map(|e| format!("{} | {}", e["actor"].as_str().unwrap_or(""), e["message"].as_str().unwrap_or("")))
+        .collect();
+    let has = |actor: &str, message: &str| denied.iter().any(|d| d.contains(actor) && d.contains(message));
+    assert!(has("token watcher from 127.0.0.1", "GET /api/v1/tenants/shop/keys refused (403)"), "{denied:#?}");
+    assert!(has("token watcher", "DELETE /api/v1/tenants/shop refused (403)"), "{denied:#?}");
+    assert!(has("unauthenticated from 127.0.0.1", "DELETE /api/v1/tenants/shop refused (401)"), "{denied:#?}");
+    assert!(has("login 'admin' from 127.0.0.1", "a failed login"), "{denied:#?}");
+    assert_eq!(q::<String>(&mut up.client("shop"), &["GET", "card"]), "4111-1111", "the refused delete deleted nothing");
 }

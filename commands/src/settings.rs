@@ -46,6 +46,17 @@ pub fn read_secret_file(key: &str, path: &std::path::Path) -> Result<String, Con
     Ok(secret)
 }
 
+/// Whether a request's `Authorization` header value carries `token` as a bearer token
+/// (compared in constant time); with no token configured, every request does.
+pub fn bearer_allows(authorization: Option<&[u8]>, token: Option<&str>) -> bool {
+    let Some(token) = token else { return true };
+    let Some(sent) = authorization.and_then(|v| v.strip_prefix(b"Bearer ")) else { return false };
+    let sent = sent.trim_ascii();
+    let expected = token.as_bytes();
+    // (Every byte is looked at whatever differs, so timing tells nothing of the token.)
+    sent.len() == expected.len() && sent.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
 /// Reads one table (`[engine]`, `[proxy]`…) of a TOML file as `T` (missing: `T::default()`);
 /// the other tables belong to other readers.
 pub fn read_table<T: serde::de::DeserializeOwned + Default>(path: &std::path::Path, table: &str) -> Result<T, ConfigError> {
@@ -123,6 +134,18 @@ mod tests {
         for (bytes, text) in [(67_108_864u64, "64mb"), (1 << 30, "1gb"), (1536, "1536"), (2048, "2kb"), (0, "0"), (1000, "1000")] {
             assert_eq!(super::format_size(bytes), text);
             assert_eq!(super::parse_size(text), Some(bytes));
+        }
+    }
+
+    #[test]
+    fn a_bearer_token_is_needed_only_when_one_is_set() {
+        use super::bearer_allows;
+        assert!(bearer_allows(None, None));
+        assert!(bearer_allows(Some(b"Bearer anything"), None));
+        assert!(bearer_allows(Some(b"Bearer s3cret"), Some("s3cret")));
+        assert!(bearer_allows(Some(b"Bearer s3cret "), Some("s3cret")));
+        for refused in [None, Some(&b"s3cret"[..]), Some(b"Bearer s3cre"), Some(b"Bearer s3cretx"), Some(b"Basic s3cret"), Some(b"Bearer ")] {
+            assert!(!bearer_allows(refused, Some("s3cret")), "{refused:?}");
         }
     }
 }

@@ -419,7 +419,7 @@ command_table! {
         Lcs => c("lcs", -3, "readonly", K12, "string", "Finds the longest common substring."),
         Cas => c("cas", -4, "write denyoom fast", K1, "string", "TierBase: sets a key to a new value if it holds the expected value."),
         Cad => c("cad", 3, "write fast", K1, "string", "TierBase: deletes a key if it holds the expected value."),
-        TerraceNamespace => c("terrace.namespace", -2, "fast no_multi noscript", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace."),
+        TerraceNamespace => c("terrace.namespace", -2, "fast no_multi noscript allow_busy", NOKEY, "connection", "Terrace: moves the connection into a tenant's namespace."),
         TerraceSlowlog => c("terrace.slowlog", -1, "admin noscript", NOKEY, "server", "Terrace: the slow log as JSON, each entry with its tenant."),
         TerraceNamespaces => c("terrace.namespaces", 1, "admin noscript", NOKEY, "server", "Terrace: the tenants' namespaces this engine holds (not the default one)."),
         TerraceDropnamespace => c(

@@ -84,8 +84,13 @@ impl Role {
         let credentials = ["/users", "/tokens"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")));
         // (Everyone may log out and change their own password.)
         let own = path == "/logout" || path == "/account";
+        // Tenants' data — keys and values in the key browser, commands' arguments in the
+        // slow log — is for operators: a viewer sees metadata.
+        let local = path.strip_prefix("/api/v1").unwrap_or(path);
+        let values = local == "/slowlog" || local.starts_with("/tenants/") && matches!(local.split('/').nth(3), Some("keys" | "key"));
         match (reads, credentials) {
             _ if own => Role::Viewer,
+            (true, false) if values => Role::Operator,
             (true, true) => Role::Admin,
             (true, false) => Role::Viewer,
             (false, true) => Role::Admin,
@@ -160,6 +165,19 @@ pub fn set_cookie(name: &str, value: &str, max_age: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Finding 9 of issue 47: a viewer could read every tenant's values.
+    #[test]
+    fn a_viewer_sees_metadata_not_values() {
+        use axum::http::Method;
+        for values in ["/tenants/shop/keys", "/tenants/shop/keys/view", "/api/v1/tenants/shop/key", "/slowlog", "/api/v1/slowlog"] {
+            assert_eq!(Role::needed(&Method::GET, values), Role::Operator, "{values}");
+        }
+        for metadata in ["/tenants/shop", "/tenants/shop/advisor", "/api/v1/tenants/shop/stats", "/tenants", "/events", "/topology"] {
+            assert_eq!(Role::needed(&Method::GET, metadata), Role::Viewer, "{metadata}");
+        }
+        assert_eq!(Role::needed(&Method::POST, "/tenants/shop/keys/delete"), Role::Operator);
+    }
 
     #[test]
     fn passwords_hash_and_verify() {

@@ -24,6 +24,19 @@ pub async fn open(path: &Path) -> Result<Db, DbError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| DbError::Open { path: path.display().to_string(), source: sqlx::Error::Io(e) })?;
     }
+    // Sessions, token and password hashes and the audit log are the operators' alone: the
+    // file (SQLite gives its -wal and -shm files the same mode) is made, or put back to, 0600.
+    let open_err = |e: std::io::Error| DbError::Open { path: path.display().to_string(), source: sqlx::Error::Io(e) };
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path).map_err(open_err)?;
+        let beside = |suffix: &str| std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+        for file in [path.to_path_buf(), beside("-wal"), beside("-shm")] {
+            if file.exists() {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).map_err(open_err)?;
+            }
+        }
+    }
     let options = SqliteConnectOptions::new()
         .filename(path)
         .create_if_missing(true)
@@ -484,6 +497,12 @@ pub async fn add_change(db: &Db, actor: &str, target: Option<&str>, message: &st
         .bind(after)
         .execute(db)
         .await?;
+    Ok(())
+}
+
+/// A refused attempt: `actor` (with its address) tried what `message` says.
+pub async fn add_denied(db: &Db, actor: &str, message: &str) -> Result<(), DbError> {
+    sqlx::query("INSERT INTO events (at, kind, message, actor) VALUES (?, 'denied', ?, ?)").bind(now()).bind(message).bind(actor).execute(db).await?;
     Ok(())
 }
 

@@ -119,6 +119,9 @@ pub struct EngineSettings {
     /// A file (mode 0600) holding the password every client must give (`AUTH <password>`,
     /// the default user's, as Redis's `requirepass`). `terrace up` makes one for its engines.
     pub requirepass_file: Option<PathBuf>,
+    /// A file (mode 0600) holding the bearer token GET /metrics must carry
+    /// (`Authorization: Bearer <token>`); none: the endpoint is open.
+    pub metrics_token_file: Option<PathBuf>,
     /// A file (mode 0600) holding the password this engine gives its master when it is a
     /// replica (Redis's `masterauth`). `terrace up` gives its replicas the engines' one.
     pub masterauth_file: Option<PathBuf>,
@@ -216,6 +219,7 @@ impl EngineSettings {
             flush_batch: self.flush_batch.or(other.flush_batch),
             enable_debug_command: self.enable_debug_command.or(other.enable_debug_command),
             requirepass_file: self.requirepass_file.or(other.requirepass_file),
+            metrics_token_file: self.metrics_token_file.or(other.metrics_token_file),
             masterauth_file: self.masterauth_file.or(other.masterauth_file),
             wait_for_role: self.wait_for_role.or(other.wait_for_role),
             tls_port: self.tls_port.or(other.tls_port),
@@ -293,6 +297,7 @@ impl EngineSettings {
             flush_batch: number(var("TERRACE_FLUSH_BATCH"), "TERRACE_FLUSH_BATCH")?,
             enable_debug_command: var("TERRACE_ENABLE_DEBUG_COMMAND"),
             requirepass_file: var("TERRACE_REQUIREPASS_FILE").map(PathBuf::from),
+            metrics_token_file: var("TERRACE_METRICS_TOKEN_FILE").map(PathBuf::from),
             masterauth_file: var("TERRACE_MASTERAUTH_FILE").map(PathBuf::from),
             wait_for_role: None,
             tls_port: number(var("TERRACE_TLS_PORT"), "TERRACE_TLS_PORT")?,
@@ -440,6 +445,10 @@ impl EngineSettings {
             Some(path) => Some(terrace_commands::settings::read_secret_file("requirepass_file", path)?),
             None => None,
         };
+        let metrics_token = match &self.metrics_token_file {
+            Some(path) => Some(terrace_commands::settings::read_secret_file("metrics_token_file", path)?),
+            None => None,
+        };
         let masterauth = match &self.masterauth_file {
             Some(path) => Some(terrace_commands::settings::read_secret_file("masterauth_file", path)?),
             None => None,
@@ -449,6 +458,7 @@ impl EngineSettings {
             save,
             debug_command,
             requirepass,
+            metrics_token,
             masterauth,
             wait_for_role: self.wait_for_role.unwrap_or(false),
             tier,
@@ -545,6 +555,8 @@ pub struct EngineConfig {
     pub debug_command: DebugCommand,
     /// The password clients must give (`requirepass_file`); None: none, as Redis by default.
     pub requirepass: Option<String>,
+    /// The bearer token GET /metrics needs (`metrics_token_file`); None: none.
+    pub metrics_token: Option<String>,
     /// The password given to a master (`masterauth_file`).
     pub masterauth: Option<String>,
     /// Start fenced until REPLICAOF (`wait_for_role`).
@@ -830,6 +842,7 @@ impl Default for EngineConfig {
             prefetch_batch: DEFAULT_PREFETCH_BATCH,
             debug_command: DebugCommand::No,
             requirepass: None,
+            metrics_token: None,
             masterauth: None,
             wait_for_role: false,
             save: String::new(),

@@ -67,6 +67,8 @@ pub struct ProxySettings {
     pub memcache_port: Option<u16>,
     /// HTTP port serving Prometheus metrics at /metrics; none = off.
     pub metrics_port: Option<u16>,
+    /// A file (mode 0600) holding the bearer token GET /metrics must carry; none = open.
+    pub metrics_token_file: Option<std::path::PathBuf>,
     /// Largest Memcached item (key, value and overhead), like memcached's `-I`.
     pub item_size_max: Option<toml::Value>,
     pub bind: Option<String>,
@@ -165,6 +167,7 @@ impl ProxySettings {
             port: self.port.or(other.port),
             memcache_port: self.memcache_port.or(other.memcache_port),
             metrics_port: self.metrics_port.or(other.metrics_port),
+            metrics_token_file: self.metrics_token_file.or(other.metrics_token_file),
             item_size_max: self.item_size_max.or(other.item_size_max),
             bind: self.bind.or(other.bind),
             engines: self.engines.or(other.engines),
@@ -214,6 +217,7 @@ impl ProxySettings {
             port: num("TERRACE_PROXY_PORT", var("TERRACE_PROXY_PORT"))?,
             memcache_port: num("TERRACE_PROXY_MEMCACHE_PORT", var("TERRACE_PROXY_MEMCACHE_PORT"))?,
             metrics_port: num("TERRACE_PROXY_METRICS_PORT", var("TERRACE_PROXY_METRICS_PORT"))?,
+            metrics_token_file: var("TERRACE_PROXY_METRICS_TOKEN_FILE").map(std::path::PathBuf::from),
             bind: var("TERRACE_PROXY_BIND"),
             engines: var("TERRACE_PROXY_ENGINES").map(|s| split_list(&s)),
             threads: num("TERRACE_PROXY_THREADS", var("TERRACE_PROXY_THREADS"))?,
@@ -401,6 +405,10 @@ impl ProxySettings {
             Some(files) if self.tls_port.is_some() || self.memcache_tls_port.is_some() => Some(Arc::new(terrace_tls::ServerTls::new(files)?)),
             _ => None,
         };
+        let metrics_token = match &self.metrics_token_file {
+            Some(path) => Some(terrace_commands::settings::read_secret_file("metrics_token_file", path)?),
+            None => None,
+        };
         let engine_password = match &self.engine_password_file {
             Some(path) => Some(Arc::from(terrace_commands::settings::read_secret_file("engine_password_file", path)?)),
             None => None,
@@ -411,6 +419,7 @@ impl ProxySettings {
             port: self.port.unwrap_or(6379),
             memcache_port: self.memcache_port.unwrap_or(11211),
             metrics_port: self.metrics_port,
+            metrics_token,
             item_size_max,
             bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
             engines,
@@ -472,6 +481,8 @@ pub struct ProxyConfig {
     pub port: u16,
     pub memcache_port: u16,
     pub metrics_port: Option<u16>,
+    /// The bearer token GET /metrics needs (`metrics_token_file`).
+    pub metrics_token: Option<String>,
     pub item_size_max: usize,
     pub bind: String,
     pub engines: Vec<String>,

@@ -127,11 +127,22 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
         }
         if let Some(l) = metrics_listener {
             let sh = sh.clone();
+            use axum::http::{header, HeaderMap, StatusCode};
+            use axum::response::IntoResponse;
+            // (With `metrics_token_file`, only for requests carrying its bearer token: the
+            // text names tenants and their traffic.)
             let app = axum::Router::new().route(
                 "/metrics",
-                axum::routing::get(move || {
+                axum::routing::get(move |headers: HeaderMap| {
                     let sh = sh.clone();
-                    async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], render_metrics(&sh)) }
+                    async move {
+                        let sent = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+                        if !terrace_commands::settings::bearer_allows(sent, sh.config.metrics_token.as_deref()) {
+                            return (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is needed (metrics_token_file)\n")
+                                .into_response();
+                        }
+                        ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], render_metrics(&sh)).into_response()
+                    }
                 }),
             );
             tokio::spawn(async move {

@@ -2,7 +2,8 @@
 //! read, answered without an error by an authenticated caller — becomes an event naming who
 //! made it, what it was, and the state of what it changed before and after (a tenant, a user,
 //! an API token, the engines and slot map), so the log reads "who, what, before → after"
-//! whichever page or API route made the change.
+//! whichever page or API route made the change. Requests refused for who made them (401,
+//! 403) and failed logins are recorded too, as `denied` events with the caller's address.
 
 use std::sync::Arc;
 
@@ -92,19 +93,28 @@ fn name_of(target: &Target) -> Option<String> {
     }
 }
 
-/// The layer: notes the state before, runs the request, and records the change.
+/// The layer: notes the state before, runs the request, and records the change — or, when
+/// the request was refused for who made it (401, 403), the attempt.
 pub async fn layer(State(console): State<Arc<Console>>, mut req: Request, next: Next) -> Response {
     let changes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let path = req.uri().path().to_string();
-    if !changes || path == "/login" || path == "/logout" {
-        return next.run(req).await;
-    }
     let method = req.method().clone();
-    let target = target_of(&path);
-    let before = state_of(&console, &target).await;
     let slot = CallerSlot::default();
     req.extensions_mut().insert(slot.clone());
+    if !changes || path == "/login" || path == "/logout" {
+        let peer = peer_of(&req);
+        let res = next.run(req).await;
+        // (A failed login is recorded by the login itself, with the name it tried.)
+        if path != "/login" {
+            record_denied(&console, &slot, &peer, &method, &path, res.status().as_u16()).await;
+        }
+        return res;
+    }
+    let peer = peer_of(&req);
+    let target = target_of(&path);
+    let before = state_of(&console, &target).await;
     let res = next.run(req).await;
+    record_denied(&console, &slot, &peer, &method, &path, res.status().as_u16()).await;
     let caller = slot.0.lock().take();
     if let Some(caller) = caller.filter(|_| res.status().as_u16() < 400) {
         let after = state_of(&console, &target).await;
@@ -116,6 +126,32 @@ pub async fn layer(State(console): State<Arc<Console>>, mut req: Request, next: 
         }
     }
     res
+}
+
+/// The address a request came from (a standby console's, for what it forwarded).
+fn peer_of(req: &Request) -> String {
+    req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_else(|| "?".into())
+}
+
+/// Records a request refused for who made it (401: no or bad credentials; 403: a role short
+/// of it, or a wrong CSRF token) as a `denied` event.
+async fn record_denied(console: &Console, slot: &CallerSlot, peer: &str, method: &Method, path: &str, status: u16) {
+    if status != 401 && status != 403 {
+        return;
+    }
+    let caller = slot.0.lock().clone();
+    let who = match caller {
+        Some(caller) => format!("{} from {peer}", caller.who),
+        None => format!("unauthenticated from {peer}"),
+    };
+    denied(console, &who, &format!("{method} {path} refused ({status})")).await;
+}
+
+/// Records a `denied` event: `who` tried what `message` says.
+pub async fn denied(console: &Console, who: &str, message: &str) {
+    if let Err(e) = db::add_denied(&console.db, who, message).await {
+        tracing::error!(error = %e, "cannot record a refused request in the audit log");
+    }
 }
 
 #[cfg(test)]

@@ -166,12 +166,13 @@ impl FromRequestParts<Arc<Console>> for PageUser {
             Err(AuthFailure::Db(e)) => return Err(pages::error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
         };
         let needed = auth::Role::needed(&parts.method, parts.uri.path());
+        // (Noted first: a refusal is audited with who it was.)
+        note_caller(parts, &Caller { who: via_note(format!("user {}", s.user), &via), role: s.role });
         if s.role < needed {
             let frame = crate::views::Frame { user: s.user.clone(), csrf: s.csrf.clone() };
             let why = format!("This needs the {} role; {} has the {} role.", needed.name(), s.user, s.role.name());
             return Err(pages::error_page(Some(frame), StatusCode::FORBIDDEN, &why));
         }
-        note_caller(parts, &Caller { who: via_note(format!("user {}", s.user), &via), role: s.role });
         Ok(PageUser(s, token))
     }
 }
@@ -239,13 +240,13 @@ impl FromRequestParts<Arc<Console>> for ApiUser {
             Caller { who: via_note(format!("user {}", session.user), &via), role: session.role }
         };
         let needed = auth::Role::needed(&parts.method, parts.uri.path());
+        note_caller(parts, &caller);
         if caller.role < needed {
             return Err(api::error(
                 StatusCode::FORBIDDEN,
                 &format!("this needs the {} role; {} has the {} role", needed.name(), caller.who, caller.role.name()),
             ));
         }
-        note_caller(parts, &caller);
         Ok(ApiUser(caller))
     }
 }

@@ -87,6 +87,8 @@ pub async fn login(State(console): State<Arc<Console>>, ConnectInfo(peer): Conne
     .unwrap_or(false);
     let Some((id, _)) = found.filter(|_| ok) else {
         console.limiter.failed(peer.ip());
+        let tried: String = user.chars().take(64).collect();
+        super::audit::denied(&console, &format!("login '{tried}' from {}", peer.ip()), "a failed login (wrong user or password)").await;
         return again(StatusCode::UNAUTHORIZED, "Wrong user or password.");
     };
     console.limiter.succeeded(&peer.ip());

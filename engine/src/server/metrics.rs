@@ -101,13 +101,23 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// Serves /metrics on `listener` until the process ends.
+/// Serves /metrics on `listener` until the process ends (with `metrics_token_file`, only to
+/// requests carrying its bearer token: the text names tenants and their traffic).
 pub async fn serve(srv: Arc<Server>, listener: tokio::net::TcpListener) {
+    use axum::http::{header, HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
     let app = axum::Router::new().route(
         "/metrics",
-        axum::routing::get(move || {
+        axum::routing::get(move |headers: HeaderMap| {
             let srv = srv.clone();
-            async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], render(&srv)) }
+            async move {
+                let sent = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+                if !terrace_commands::settings::bearer_allows(sent, srv.config.metrics_token.as_deref()) {
+                    return (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is needed (metrics_token_file)\n")
+                        .into_response();
+                }
+                ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], render(&srv)).into_response()
+            }
         }),
     );
     if let Err(e) = axum::serve(listener, app).await {
