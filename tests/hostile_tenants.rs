@@ -390,3 +390,29 @@ async fn the_control_plane_keeps_its_secrets_and_audits_refusals() {
     assert!(has("login 'admin' from 127.0.0.1", "a failed login"), "{denied:#?}");
     assert_eq!(q::<String>(&mut up.client("shop"), &["GET", "card"]), "4111-1111", "the refused delete deleted nothing");
 }
+
+/// Both engines' `used_memory` together.
+fn engines_used_memory(up: &Appliance) -> u64 {
+    (0..2).map(|e| info_field(&mut up.engine(e), "memory", "used_memory")).sum()
+}
+
+/// Finding 6: Lua's heap had no bound (`string.rep('x', 2^30)` twice took an engine from 1.0
+/// to 4.7 GB, kept after the script ended). A run may now grow its VM's heap by 256 MB at
+/// most, and what a run left is collected when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_heap_is_bounded_and_given_back() {
+    let up = Appliance::start("hostile-lua").await;
+    up.tenant("greedy", json!({})).await;
+    let mut greedy = up.client("greedy");
+    let before = engines_used_memory(&up);
+    for script in ["return #string.rep('x', 2^30)", "local t = {} for i = 1, 1e5 do local row = {} for j = 1, 256 do row[j] = j end t[i] = row end return #t"] {
+        let refused = err(&mut greedy, &["EVAL", script, "0"]);
+        assert!(refused.contains("not enough memory"), "{script}: {refused}");
+    }
+    // Within the bound: it runs, and its 100-odd MB go with it.
+    let fits = "local t = {} for i = 1, 25000 do local row = {} for j = 1, 256 do row[j] = j end t[i] = row end return #t";
+    assert_eq!(q::<i64>(&mut greedy, &["EVAL", fits, "0"]), 25_000);
+    let after = engines_used_memory(&up);
+    assert!(after < before + (64 << 20), "the engines kept {} MB after the scripts", (after.saturating_sub(before)) >> 20);
+    assert_eq!(q::<i64>(&mut greedy, &["EVAL", "return 1 + 1", "0"]), 2, "the VM still runs scripts");
+}

@@ -59,6 +59,8 @@ pub struct ScriptCache {
     pub functions: functions::Registry,
     /// `busy-reply-threshold` (`lua-time-limit`), ms.
     pub busy_threshold_ms: std::sync::atomic::AtomicI64,
+    /// How much a script run may add to its thread's Lua heap (bytes).
+    pub run_memory_limit: AtomicU64,
 }
 
 impl ScriptCache {
@@ -70,9 +72,19 @@ impl ScriptCache {
             running: running::RunningScripts::new(namespaces),
             functions: Default::default(),
             busy_threshold_ms: std::sync::atomic::AtomicI64::new(BUSY_THRESHOLD_MS),
+            run_memory_limit: AtomicU64::new(RUN_MEMORY_LIMIT),
         }
     }
 }
+
+/// The most one script run (EVAL, FCALL, FUNCTION LOAD's code) may grow its thread's Lua heap
+/// by: past it the allocation fails ("not enough memory") and the script stops. Redis has no
+/// bound; one tenant's `string.rep('x', 2^30)` must not take the engine's memory.
+pub const RUN_MEMORY_LIMIT: u64 = 256 << 20;
+
+/// Heap growth over a run after which the heap is collected at once (the run's garbage is
+/// not left for the collector's next cycle, which a quiet VM may not reach for long).
+pub const COLLECT_AFTER_GROWTH: usize = 8 << 20;
 
 /// After this long a running script makes the server "busy" (Redis's busy-reply-threshold,
 /// its default; CONFIG SET changes it): new clients are served by the control thread and most

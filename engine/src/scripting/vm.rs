@@ -89,6 +89,8 @@ fn new_vm(cache: &Arc<ScriptCache>) -> mlua::Result<Vm> {
     let killed_cache = cache.clone();
     let killed = lua.create_function(move |_, ()| Ok(killed_cache.running.stop_requested_here()))?;
     let globals: Table = lua.load(include_str!("sandbox.lua")).set_name("=sandbox").call(killed)?;
+    // (Compiling and loading libraries are bounded as runs are.)
+    lua.set_memory_limit(lua.used_memory() + cache.run_memory_limit.load(Ordering::Relaxed) as usize)?;
     Ok(Vm { lua, cache: cache.clone(), compiled: HashMap::new(), generation: 0, redis, globals, runner, fns: Default::default() })
 }
 
@@ -176,7 +178,15 @@ impl Vm {
             Ok((k, a))
         };
         let (k, a) = setup().map_err(|e| ScriptError::Reply(format!("ERR {e}")))?;
+        // The run's heap is bounded (from here: its arguments are the request's) and its
+        // garbage collected when it grew much, so no script keeps memory after it ends.
+        let base = lua.used_memory();
+        let limit = self.cache.run_memory_limit.load(Ordering::Relaxed) as usize;
+        let _ = lua.set_memory_limit(base.saturating_add(limit));
         let out = if as_function { self.runner.call::<MultiValue>((f.clone(), k, a)) } else { self.runner.call::<MultiValue>(f.clone()) };
+        if lua.used_memory() > base.saturating_add(super::COLLECT_AFTER_GROWTH) {
+            let _ = lua.gc_collect();
+        }
         let mut vals = match out {
             Ok(v) => v.into_iter(),
             Err(e) => return Err(ScriptError::Reply(format!("ERR {e} script: {name}"))),
