@@ -416,3 +416,53 @@ async fn a_scripts_heap_is_bounded_and_given_back() {
     assert!(after < before + (64 << 20), "the engines kept {} MB after the scripts", (after.saturating_sub(before)) >> 20);
     assert_eq!(q::<i64>(&mut greedy, &["EVAL", "return 1 + 1", "0"]), 2, "the VM still runs scripts");
 }
+
+/// The proxy's INFO `field` (of `section`), read as the default tenant.
+fn proxy_info(up: &Appliance, section: &str, field: &str) -> u64 {
+    info_field(&mut up.anonymous(), section, field)
+}
+
+/// Finding 5: the proxy had no maxclients (20,000 idle connections exhausted `terrace up`'s
+/// descriptors: the console stopped answering, the accept loop spun) and no bound on all
+/// clients' unread replies together (20 pipelining clients that never read: 2.5 GB). A client
+/// past `maxclients` is now refused with Redis's or memcached's error, and clients that do
+/// not read are closed once all together hold more than `client_memory_limit`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_bounds_its_clients_and_their_unread_replies() {
+    let env = [("TERRACE_PROXY_MAXCLIENTS", "40"), ("TERRACE_PROXY_CLIENT_MEMORY_LIMIT", "16mb")];
+    let up = Appliance::start_with_env("hostile-clients", &env).await;
+    assert_eq!(proxy_info(&up, "clients", "maxclients"), 40);
+    let idle: Vec<std::net::TcpStream> = (0..40).map(|_| std::net::TcpStream::connect(("127.0.0.1", up.port)).unwrap()).collect();
+    eventually(10, "the proxy counts the idle clients", || {
+        let mut c = Raw::connect(up.port);
+        c.send(&encode(&["PING"]));
+        c.read_available().starts_with("-ERR max number of clients reached")
+    });
+    let mut mc = Raw::connect(up.memcache_port);
+    mc.send(b"version\r\n");
+    assert_eq!(mc.read_available(), "SERVER_ERROR Too many open connections\r\n");
+    let (status, _) = up.api(Method::GET, "tenants", None).await;
+    assert_eq!(status, StatusCode::OK, "the console still answers");
+    drop(idle);
+    eventually(10, "clients are served again once others left", || {
+        let mut c = Raw::connect(up.port);
+        c.send(&encode(&["PING"]));
+        c.read_available() == "+PONG\r\n"
+    });
+    assert!(proxy_info(&up, "stats", "rejected_connections") >= 2);
+
+    // Clients that pipeline GETs of a 1 MB value and never read.
+    q::<()>(&mut up.anonymous(), &["SET", "big", &"b".repeat(1 << 20)]);
+    let gets: Vec<u8> = (0..64).flat_map(|_| encode(&["GET", "big"])).collect();
+    let mut greedy: Vec<std::net::TcpStream> = Vec::new();
+    for _ in 0..8 {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", up.port)).unwrap();
+        s.write_all(&gets).unwrap();
+        greedy.push(s);
+    }
+    eventually(20, "clients are closed for what they leave unread", || proxy_info(&up, "stats", "client_output_buffer_limit_disconnections") > 0);
+    let held = proxy_info(&up, "clients", "clients_reply_bytes");
+    assert!(held < 32 << 20, "all clients hold {held} bytes unread, over twice the 16 MB bound");
+    assert_eq!(q::<String>(&mut up.anonymous(), &["GET", "big"]).len(), 1 << 20, "a client that reads is served");
+}

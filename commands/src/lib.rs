@@ -2,13 +2,14 @@
 //! the console need not build the engine for it: the command table (`table`: names, arity,
 //! flags, key positions, lock kinds, statistics classes; `keyspecs`, `keys`, subcommands;
 //! `lookup`), the RESP wire protocol (`resp`: the incremental request parser with Redis's
-//! framing limits and errors, and the RESP2/RESP3 reply writer) and the versions a server
-//! reports. The lowest layer: it depends on no other
+//! framing limits and errors, and the RESP2/RESP3 reply writer), the versions a server
+//! reports and how a server sizes its clients by the open-file limit (`fds`). The lowest layer: it depends on no other
 //! crate of the workspace.
 
 pub mod auth_limit;
 pub mod class;
 pub mod connection;
+pub mod fds;
 pub mod glob;
 pub mod keys;
 pub mod keyspecs;

@@ -154,12 +154,7 @@ pub const RESERVED_FDS: usize = 32;
 
 /// How many clients the open-file limit leaves room for (None: unknown).
 pub fn client_fds() -> Option<usize> {
-    // SAFETY: getrlimit fills a zeroed rlimit (plain integers) for our own process.
-    let limit = unsafe {
-        let mut rl: libc::rlimit = std::mem::zeroed();
-        (libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0).then_some(rl.rlim_cur)?
-    };
-    Some((limit as usize).saturating_sub(RESERVED_FDS).max(1))
+    terrace_commands::fds::room_for_clients(RESERVED_FDS)
 }
 
 #[cfg(test)]

@@ -69,9 +69,16 @@ pub struct Owner {
     /// The request being handled now: its ticket is kept by each reply it waits for, until
     /// the reply arrives (`crate::hold`).
     pub ticket: crate::hold::Current,
+    /// Every client's held bytes together (`Shared::client_bytes`), for a client's owner.
+    total: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl Owner {
+    /// A client's owner, its held bytes counted in `total` too.
+    pub fn counted(total: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Owner {
+        Owner { total: Some(total), ..Owner::default() }
+    }
+
     /// Reply bytes that arrived for this client and are not yet taken.
     pub fn held(&self) -> usize {
         self.held.get()
@@ -79,10 +86,17 @@ impl Owner {
 
     fn hold(&self, n: usize) {
         self.held.set(self.held.get() + n);
+        if let Some(t) = &self.total {
+            t.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     fn release(&self, n: usize) {
-        self.held.set(self.held.get().saturating_sub(n));
+        let n = n.min(self.held.get());
+        self.held.set(self.held.get() - n);
+        if let Some(t) = &self.total {
+            t.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 

@@ -97,6 +97,13 @@ pub struct ProxySettings {
     pub client_output_limit: Option<toml::Value>,
     /// The same for pub/sub and MONITOR clients (Redis's default: 32mb).
     pub pubsub_output_limit: Option<toml::Value>,
+    /// Reply bytes all clients together may hold unwritten (Redis 7's `maxmemory-clients`;
+    /// default 1gb): past it, a client holding more than 1 MB of them is closed when more
+    /// arrive for it.
+    pub client_memory_limit: Option<toml::Value>,
+    /// Clients connected at once (Redis's `maxclients`, default 10000; lowered to what the
+    /// open-file limit allows): one more is refused with Redis's or memcached's error.
+    pub maxclients: Option<usize>,
     /// Hot-key near cache: how long a GET reply may be served from the proxy (0 = off).
     pub near_cache_ttl_ms: Option<u64>,
     /// Hot-key near cache: most entries kept.
@@ -181,6 +188,8 @@ impl ProxySettings {
             max_inflight: self.max_inflight.or(other.max_inflight),
             client_output_limit: self.client_output_limit.or(other.client_output_limit),
             pubsub_output_limit: self.pubsub_output_limit.or(other.pubsub_output_limit),
+            client_memory_limit: self.client_memory_limit.or(other.client_memory_limit),
+            maxclients: self.maxclients.or(other.maxclients),
             slots: self.slots.or(other.slots),
             cluster_nodes: self.cluster_nodes.or(other.cluster_nodes),
             await_console: self.await_console.or(other.await_console),
@@ -221,6 +230,8 @@ impl ProxySettings {
             bind: var("TERRACE_PROXY_BIND"),
             engines: var("TERRACE_PROXY_ENGINES").map(|s| split_list(&s)),
             threads: num("TERRACE_PROXY_THREADS", var("TERRACE_PROXY_THREADS"))?,
+            maxclients: num("TERRACE_PROXY_MAXCLIENTS", var("TERRACE_PROXY_MAXCLIENTS"))?,
+            client_memory_limit: var("TERRACE_PROXY_CLIENT_MEMORY_LIMIT").map(toml::Value::String),
             password: var("TERRACE_PROXY_PASSWORD"),
             default_max_memory: var("TERRACE_PROXY_DEFAULT_MAX_MEMORY").map(toml::Value::String),
             admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
@@ -311,6 +322,11 @@ impl ProxySettings {
         }
         let client_output_limit = output_limit("client_output_limit", self.client_output_limit, 256 << 20)?;
         let pubsub_output_limit = output_limit("pubsub_output_limit", self.pubsub_output_limit, 32 << 20)?;
+        let client_memory_limit = output_limit("client_memory_limit", self.client_memory_limit, 1 << 30)?;
+        let maxclients = self.maxclients.unwrap_or(10_000);
+        if maxclients == 0 {
+            return Err(invalid("maxclients", "must be above 0"));
+        }
         let item_size_max = match self.item_size_max {
             None => 1024 * 1024,
             Some(toml::Value::Integer(n)) if n > 0 => n as usize,
@@ -432,6 +448,8 @@ impl ProxySettings {
             max_inflight,
             client_output_limit,
             pubsub_output_limit,
+            client_memory_limit,
+            maxclients,
             slot_map,
             cluster_nodes,
             await_console: self.await_console.unwrap_or(false),
@@ -499,6 +517,10 @@ pub struct ProxyConfig {
     /// Unread reply bytes past which a client is closed (normal; pub/sub and MONITOR).
     pub client_output_limit: usize,
     pub pubsub_output_limit: usize,
+    /// Reply bytes all clients may hold unwritten (`client_memory_limit`).
+    pub client_memory_limit: usize,
+    /// Clients at once, as configured (`maxclients`; the open-file limit may lower it).
+    pub maxclients: usize,
     pub slot_map: SlotMap,
     /// The proxies of the cluster view (empty: this one alone).
     pub cluster_nodes: Vec<String>,

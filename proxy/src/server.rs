@@ -175,10 +175,22 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
             ports.open(port, name, TcpListener::from_std(l).expect("listener from std"), &tenant_tx);
         }
         let mut next = 0usize;
-        let mut hand_off = |sh: &Shared, accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, protocol, tls: bool| {
-            let Ok((stream, peer)) = accepted else { return };
-            let id = sh.next_client_id.fetch_add(1, Ordering::Relaxed);
+        // (false: accepting failed, out of descriptors say — the loop pauses before the next
+        // accept instead of spinning on the error.)
+        let mut hand_off = |sh: &Shared, accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, protocol: Protocol, tls: bool| -> bool {
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot accept a client");
+                    return false;
+                }
+            };
             sh.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+            if sh.stats.connected_clients.load(Ordering::Relaxed) >= sh.maxclients as i64 {
+                refuse_client(sh, stream, &protocol, tls);
+                return true;
+            }
+            let id = sh.next_client_id.fetch_add(1, Ordering::Relaxed);
             sh.stats.connected_clients.fetch_add(1, Ordering::Relaxed);
             let tenant = match &protocol {
                 Protocol::Redis => Arc::from(crate::tenants::DEFAULT),
@@ -189,21 +201,28 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
                 let _ = senders[next % threads].send((std_stream, id, protocol, tls));
                 next = next.wrapping_add(1);
             }
+            true
         };
         loop {
-            tokio::select! {
+            let accepted = tokio::select! {
                 r = listener.accept() => hand_off(&sh, r, Protocol::Redis, false),
                 r = mc_listener.accept() => hand_off(&sh, r, Protocol::Memcache(Arc::from(crate::tenants::DEFAULT)), false),
                 r = accept_on(&tls_listener) => hand_off(&sh, r, Protocol::Redis, true),
                 r = accept_on(&mc_tls_listener) => hand_off(&sh, r, Protocol::Memcache(Arc::from(crate::tenants::DEFAULT)), true),
                 Some((r, tenant)) = tenant_rx.recv() => hand_off(&sh, r, Protocol::Memcache(tenant), false),
-                _ = sh.topology_changed.notified() => ports.sync(&sh, &tenant_tx),
-                _ = recv(&mut sighup) => match sh.reload() {
-                    Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
-                    Err(e) => tracing::error!(error = %e, "SIGHUP: configuration not reloaded"),
-                },
+                _ = sh.topology_changed.notified() => { ports.sync(&sh, &tenant_tx); true }
+                _ = recv(&mut sighup) => {
+                    match sh.reload() {
+                        Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
+                        Err(e) => tracing::error!(error = %e, "SIGHUP: configuration not reloaded"),
+                    }
+                    true
+                }
                 _ = recv(&mut sigint) => { tracing::info!("SIGINT received, shutting down"); break; }
                 _ = recv(&mut sigterm) => { tracing::info!("SIGTERM received, shutting down"); break; }
+            };
+            if !accepted {
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
         }
     });
@@ -211,6 +230,24 @@ pub fn run(config: ProxyConfig) -> Result<(), ProxyError> {
     drop(handles);
     tracing::info!("proxy stopped");
     Ok(())
+}
+
+/// How long the accept loop pauses after accepting failed (out of descriptors: the error
+/// repeats at once until a descriptor is freed, and the loop would spin).
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Answers a client past `maxclients` with its protocol's error (Redis's, memcached's; a TLS
+/// client is closed) and closes it.
+fn refuse_client(sh: &Shared, stream: tokio::net::TcpStream, protocol: &Protocol, tls: bool) {
+    sh.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+    let message: &[u8] = match protocol {
+        Protocol::Redis => b"-ERR max number of clients reached\r\n",
+        Protocol::Memcache(_) => b"SERVER_ERROR Too many open connections\r\n",
+    };
+    if !tls {
+        // (A fresh socket's send buffer takes the line at once; nothing else waits on it.)
+        let _ = stream.try_write(message);
+    }
 }
 
 type TenantAccept = (std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, Arc<str>);

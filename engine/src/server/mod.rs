@@ -104,18 +104,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)
 }
 
-/// Raises the open-file limit to its hard maximum so many clients can connect.
-fn raise_fd_limit() {
-    // SAFETY: getrlimit/setrlimit on a zeroed rlimit (plain integers) of our own process.
-    unsafe {
-        let mut rl: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {
-            rl.rlim_cur = rl.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
-        }
-    }
-}
-
 /// Lowers `maxclients` to what the open-file limit allows, as Redis does at start: a client
 /// refused with "max number of clients reached" is better than an accept that cannot get
 /// a descriptor.
@@ -130,7 +118,7 @@ fn fit_maxclients(srv: &Server) {
 
 /// Runs the engine until SIGINT, SIGTERM or SHUTDOWN.
 pub fn run(config: EngineConfig) -> Result<(), ServerError> {
-    raise_fd_limit();
+    terrace_commands::fds::raise_limit();
     // Calibrates the TSC clock commands are timed with (up to 200 ms, once) before any
     // client can wait on it.
     let _ = quanta::Instant::now();

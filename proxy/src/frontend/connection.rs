@@ -33,6 +33,10 @@ const PAUSE_AT: usize = 4 << 20;
 /// request does not keep its memory for the connection's life.
 const KEEP_BUFFER: usize = 1 << 20;
 
+/// A client holding more reply bytes than this may be closed while all clients together
+/// hold more than `client_memory_limit`; one holding less is not what fills it.
+const EVICTABLE: usize = 1 << 20;
+
 /// What handling one request did with the input.
 pub struct Handled {
     /// Bytes of the input the request took (0 when it closed the connection on them).
@@ -246,6 +250,15 @@ async fn flush<F: Frontend, S: ClientStream>(frontend: &mut F, stream: &mut S, o
                     let held = frontend.owner().held() + pending;
                     if held > limit {
                         tracing::warn!(held, limit, "closing a client over its output limit (it does not read its replies)");
+                        shared.stats.output_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+                        break false;
+                    }
+                    // All clients together past theirs: one that holds a share worth taking
+                    // back goes (Redis 7's client eviction closes the largest; those are the
+                    // ones replies keep arriving for).
+                    let total = shared.client_bytes.load(Ordering::Relaxed);
+                    if total > shared.config.client_memory_limit && held > EVICTABLE {
+                        tracing::warn!(held, total, limit = shared.config.client_memory_limit, "closing a client: all clients hold more than client_memory_limit");
                         shared.stats.output_limit_disconnections.fetch_add(1, Ordering::Relaxed);
                         break false;
                     }

@@ -88,14 +88,20 @@ pub fn render(rx: &Reactor, sections: &[&str], engine_replies: &[&[u8]]) -> Stri
                 );
             }
             "clients" => {
-                s += &format!("# Clients\r\nconnected_clients:{}\r\n\r\n", sh.stats.connected_clients.load(Ordering::Relaxed));
+                s += &format!(
+                    "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclients_reply_bytes:{}\r\n\r\n",
+                    sh.stats.connected_clients.load(Ordering::Relaxed),
+                    sh.maxclients,
+                    sh.client_bytes.load(Ordering::Relaxed)
+                );
             }
             "stats" => {
                 s += &format!(
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
                     sh.stats.connections_received.load(Ordering::Relaxed),
                     sh.stats.commands.load(Ordering::Relaxed),
                     sh.stats.ops.lock().per_sec(),
+                    sh.stats.rejected_connections.load(Ordering::Relaxed),
                     sh.stats.output_limit_disconnections.load(Ordering::Relaxed)
                 );
                 if let Some(c) = &sh.near_cache {

@@ -30,8 +30,11 @@ pub struct Stats {
     pub mc_get: AtomicU64,
     pub mc_hits: AtomicU64,
     pub mc_set: AtomicU64,
-    /// Clients closed for holding more replies than their output limit.
+    /// Clients closed for holding more replies than their output limit, or than their share
+    /// while all clients together hold more than `client_memory_limit`.
     pub output_limit_disconnections: AtomicU64,
+    /// Connections refused for `maxclients`.
+    pub rejected_connections: AtomicU64,
     /// `commands` sampled every 100 ms (INFO's instantaneous_ops_per_sec).
     pub ops: parking_lot::Mutex<crate::ops_meter::OpsMeter>,
 }
@@ -149,6 +152,10 @@ pub struct Shared {
     pub auth_failures: terrace_commands::auth_limit::FailureLimiter<AuthKey>,
     /// Slots whose requests wait while they change engine.
     pub holds: crate::hold::Holds,
+    /// Reply bytes every client together holds unwritten (`client_memory_limit`).
+    pub client_bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// Clients at once: `maxclients`, lowered to what the open-file limit allows.
+    pub maxclients: usize,
     /// Per tenant namespace with pooled connections: set once the tenant leaves the
     /// topology, so those connections, closed by the engine dropping the namespace, do not
     /// reconnect (their prologue would make the namespace again).
@@ -172,6 +179,23 @@ pub struct TopologyDocument {
     pub replicas: Option<Vec<Vec<String>>>,
 }
 
+/// `maxclients` lowered, as Redis does at start, to what the open-file limit leaves once the
+/// proxy's own descriptors are kept: each reactor's pooled links to each engine (a few per
+/// tenant and database in use), listeners, and what shares the process (`terrace up`'s
+/// console). A client past it gets an error, not an accept that cannot get a descriptor.
+fn fit_maxclients(wanted: usize, engines: usize, threads: usize) -> usize {
+    terrace_commands::fds::raise_limit();
+    let reserved = 256 + engines * threads * 16;
+    match terrace_commands::fds::room_for_clients(reserved) {
+        // (A client may hold a dedicated engine link too: MULTI, blocking commands.)
+        Some(room) if room / 2 < wanted => {
+            tracing::warn!(wanted, allowed = room / 2, "maxclients lowered to fit the open-file limit (ulimit -n)");
+            (room / 2).max(1)
+        }
+        _ => wanted,
+    }
+}
+
 impl Shared {
     pub fn new(config: ProxyConfig) -> Arc<Shared> {
         let holds = crate::hold::Holds::new(config.held_slot_limit);
@@ -191,6 +215,8 @@ impl Shared {
             topology_changed: tokio::sync::Notify::new(),
             auth_failures: terrace_commands::auth_limit::FailureLimiter::new(AUTH_FAILURES, AUTH_WINDOW),
             holds,
+            client_bytes: Default::default(),
+            maxclients: fit_maxclients(config.maxclients, config.engines.len(), config.threads),
             tenant_gone: Default::default(),
             near_cache: (!config.near_cache_ttl.is_zero()).then(|| crate::near_cache::NearCache::new(config.near_cache_ttl, config.near_cache_entries)),
             config,

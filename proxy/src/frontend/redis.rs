@@ -116,6 +116,7 @@ pub async fn serve<S: ClientStream>(rx: Rc<Reactor>, stream: S, id: u64, peer: O
     let peer = peer.map(|a| a.ip());
     let tenant = rx.topology().default_tenant();
     let authed = tenant.password.is_none();
+    let owner = Rc::new(Owner::counted(rx.shared.client_bytes.clone()));
     let client = Client {
         rx,
         tenant,
@@ -127,7 +128,7 @@ pub async fn serve<S: ClientStream>(rx: Rc<Reactor>, stream: S, id: u64, peer: O
         resp3: false,
         authed,
         admin: false,
-        owner: Rc::default(),
+        owner,
         parser: RequestParser::new(Limits::default()),
         replies: Replies::default(),
         current: "unknown",

@@ -102,7 +102,8 @@ struct Client {
 }
 
 pub async fn serve<S: ClientStream>(rx: Rc<Reactor>, stream: S, id: u64, tenant: Arc<Tenant>) {
-    let client = Client { rx, tenant, owner: Rc::default(), replies: Replies::default(), swallow: 0, closing: false, binary: None };
+    let owner = Rc::new(Owner::counted(rx.shared.client_bytes.clone()));
+    let client = Client { owner, rx, tenant, replies: Replies::default(), swallow: 0, closing: false, binary: None };
     connection::serve(client, stream, id).await
 }
 
