@@ -847,7 +847,8 @@ fn a_tenant_over_its_memory_limit_gets_oom_alone() {
     let _: () = q(&mut small, &["FLUSHALL"]);
     let _: () = q(&mut small, &["SET", "again", &value]);
     let info: String = q(&mut engines[0].client(), &["INFO", "memory"]);
-    assert!(info.contains("terrace_namespace_maxmemory:0"), "the default namespace has no limit: {info}");
+    // (The default tenant's own quota: default_max_memory, 1 GB, over two engines.)
+    assert!(info.contains(&format!("terrace_namespace_maxmemory:{}", 512 << 20)), "the default namespace has its own limit: {info}");
 }
 
 /// `terrace up --replicas 1`: four engines, the second pair following the first; a primary

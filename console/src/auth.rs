@@ -81,12 +81,15 @@ impl Role {
     /// an admin; any other change, an operator. `path` is under `/` (pages) or the API's root.
     pub fn needed(method: &axum::http::Method, path: &str) -> Role {
         let reads = matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD);
+        let local = path.strip_prefix("/api/v1").unwrap_or(path);
         let credentials = ["/users", "/tokens"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")));
+        // Adding or removing an engine hands the engines' secret to an address, or takes a
+        // share of every tenant's data: an admin's action.
+        let engines = local == "/engines" || local.starts_with("/engines/") || local == "/topology/add-engine" || local == "/topology/remove-engine";
         // (Everyone may log out and change their own password.)
         let own = path == "/logout" || path == "/account";
         // Tenants' data — keys and values in the key browser, commands' arguments in the
         // slow log — is for operators: a viewer sees metadata.
-        let local = path.strip_prefix("/api/v1").unwrap_or(path);
         let values = local == "/slowlog" || local.starts_with("/tenants/") && matches!(local.split('/').nth(3), Some("keys" | "key"));
         match (reads, credentials) {
             _ if own => Role::Viewer,
@@ -94,6 +97,7 @@ impl Role {
             (true, true) => Role::Admin,
             (true, false) => Role::Viewer,
             (false, true) => Role::Admin,
+            (false, false) if engines => Role::Admin,
             (false, false) => Role::Operator,
         }
     }
@@ -177,6 +181,11 @@ mod tests {
             assert_eq!(Role::needed(&Method::GET, metadata), Role::Viewer, "{metadata}");
         }
         assert_eq!(Role::needed(&Method::POST, "/tenants/shop/keys/delete"), Role::Operator);
+        // (Finding 2: adding an engine is an admin's action.)
+        for engines in ["/api/v1/engines", "/api/v1/engines/10.0.0.1:7001", "/topology/add-engine", "/topology/remove-engine"] {
+            assert_eq!(Role::needed(&Method::POST, engines), Role::Admin, "{engines}");
+        }
+        assert_eq!(Role::needed(&Method::POST, "/topology/apply"), Role::Operator);
     }
 
     #[test]

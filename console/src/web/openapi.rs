@@ -105,10 +105,10 @@ pub fn document() -> Value {
                 },
             },
             "/snapshot": { "post": op("Every engine and replica starts a snapshot now (BGSAVE); each one's answer. 502 when one could not (down, or saving already).", "202", "Snapshot", &["502"]) },
-            "/engines": { "post": with_body(op("Add an engine to the slot map, owning no slots yet (a rebalance gives it its share): a running one, or one `terrace up` starts.", "201", "EngineAdded", &["409", "422", "502"]), "NewEngine") },
+            "/engines": { "post": with_body(op("Add an engine to the slot map, owning no slots yet (a rebalance gives it its share): a running one, or one `terrace up` starts. Needs the admin role.", "201", "EngineAdded", &["409", "422", "502"]), "NewEngine") },
             "/engines/{address}": {
                 "parameters": [{ "name": "address", "in": "path", "required": true, "schema": { "type": "string" }, "description": "host:port" }],
-                "delete": op("Remove an engine that owns no slots (drain it first), with its replicas.", "200", "EngineRemoved", &["409"]),
+                "delete": op("Remove an engine that owns no slots (drain it first), with its replicas. Needs the admin role.", "200", "EngineRemoved", &["409"]),
             },
             "/moves": {
                 "get": op("Slot moves, newest first, whether the queue is paused, and the progress of the move under way.", "200", "Moves", &[]),
