@@ -3,7 +3,8 @@
 //! flags, key positions, lock kinds, statistics classes; `keyspecs`, `keys`, subcommands;
 //! `lookup`), the RESP wire protocol (`resp`: the incremental request parser with Redis's
 //! framing limits and errors, and the RESP2/RESP3 reply writer), the versions a server
-//! reports and how a server sizes its clients by the open-file limit (`fds`). The lowest layer: it depends on no other
+//! reports, how a server sizes its clients by the open-file limit (`fds`) and passwords kept
+//! as argon2id hashes (`passwords`). The lowest layer: it depends on no other
 //! crate of the workspace.
 
 pub mod auth_limit;
@@ -16,6 +17,7 @@ pub mod keyspecs;
 pub mod notify;
 pub mod numbers;
 pub mod params;
+pub mod passwords;
 pub mod resp;
 pub mod settings;
 pub mod slots;

@@ -5,9 +5,6 @@
 
 use std::time::Duration;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
-
 use crate::db::{self, Db, DbError};
 use crate::tenants::sha256_hex;
 
@@ -27,14 +24,11 @@ pub fn random_hex(bytes: usize) -> String {
 
 /// An argon2id PHC string (slow on purpose: run it off the reactor).
 pub fn hash_password(password: &str) -> String {
-    let mut salt = [0u8; 16];
-    getrandom::fill(&mut salt).expect("the system's random source");
-    let salt = SaltString::encode_b64(&salt).expect("16 bytes make a salt");
-    Argon2::default().hash_password(password.as_bytes(), &salt).expect("argon2 with default parameters").to_string()
+    terrace_commands::passwords::hash(password.as_bytes())
 }
 
 pub fn verify_password(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+    terrace_commands::passwords::verify(password.as_bytes(), phc)
 }
 
 /// The first start: an `admin` user with the configured password or a generated one, which

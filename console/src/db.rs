@@ -230,11 +230,11 @@ pub async fn revoke_token(db: &Db, id: i64) -> Result<bool, DbError> {
 // Tenants.
 
 fn tenant_of(r: &SqliteRow) -> Tenant {
-    let password_sha256: Option<String> = r.get("password_sha256");
+    let password_hash: Option<String> = r.get("password_hash");
     Tenant {
         name: r.get("name"),
-        has_password: password_sha256.is_some(),
-        password_sha256,
+        has_password: password_hash.is_some(),
+        password_hash,
         max_qps: r.get::<Option<i64>, _>("max_qps").map(|v| v as u64),
         max_memory: r.get::<Option<i64>, _>("max_memory").map(|v| v as u64),
         compression: r.get("compression"),
@@ -274,11 +274,11 @@ pub async fn save_tenant(db: &Db, t: &Tenant, create: bool) -> Result<Result<(),
         }
     }
     sqlx::query(
-        "INSERT OR REPLACE INTO tenants (name, password_sha256, max_qps, max_memory, compression, compression_mode, storage_mode, tier_policy, wal, memcache_port, replica_reads, created_at, updated_at)
+        "INSERT OR REPLACE INTO tenants (name, password_hash, max_qps, max_memory, compression, compression_mode, storage_mode, tier_policy, wal, memcache_port, replica_reads, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&t.name)
-    .bind(&t.password_sha256)
+    .bind(&t.password_hash)
     .bind(t.max_qps.map(|v| v as i64))
     .bind(t.max_memory.map(|v| v as i64))
     .bind(&t.compression)

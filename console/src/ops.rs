@@ -76,8 +76,17 @@ pub async fn tenant(console: &Console, name: &str) -> Result<Tenant, OpError> {
     db::tenant(&console.db, name).await?.ok_or_else(|| OpError::NotFound(format!("no tenant '{name}'")))
 }
 
+/// `input` applied to `base` off the async workers (a new password is hashed with argon2).
+async fn applied(input: &TenantInput, base: Option<Tenant>) -> Result<Tenant, OpError> {
+    let input = input.clone();
+    let now = db::now();
+    let t =
+        tokio::task::spawn_blocking(move || input.apply(base.as_ref(), now)).await.map_err(|e| OpError::Invalid(format!("applying the tenant failed: {e}")))?;
+    t.map_err(|e| OpError::Invalid(e.to_string()))
+}
+
 pub async fn create_tenant(console: &Console, input: &TenantInput) -> Result<Saved, OpError> {
-    let t = input.apply(None, db::now()).map_err(|e| OpError::Invalid(e.to_string()))?;
+    let t = applied(input, None).await?;
     check_port(console, &t)?;
     db::save_tenant(&console.db, &t, true).await?.map_err(OpError::Conflict)?;
     let problems = push_or_undo(console, async {
@@ -93,7 +102,7 @@ pub async fn update_tenant(console: &Console, name: &str, input: &TenantInput) -
     if input.name.as_ref().is_some_and(|n| n != name) {
         return Err(OpError::Invalid("name: a tenant cannot be renamed (its data lives under its name)".into()));
     }
-    let t = input.apply(Some(&current), db::now()).map_err(|e| OpError::Invalid(e.to_string()))?;
+    let t = applied(input, Some(current.clone())).await?;
     check_port(console, &t)?;
     db::save_tenant(&console.db, &t, false).await?.map_err(OpError::Conflict)?;
     let problems = push_or_undo(console, async {

@@ -1,5 +1,5 @@
 //! A tenant as the console keeps it: what an operator may set, how it is checked, and what it
-//! becomes for the proxy (a `[[proxy.tenants]]` entry with the password's hash) and for each
+//! becomes for the proxy (a `[[proxy.tenants]]` entry with the password's argon2id hash) and for each
 //! engine (`TERRACE.NAMESPACE` options).
 
 use serde::{Deserialize, Serialize};
@@ -11,12 +11,13 @@ pub const STORAGE_MODES: [&str; 3] = ["cache", "write-through", "write-back"];
 pub const TIER_POLICIES: [&str; 5] = ["engine", "dram-only", "dram-first", "pmem-first", "bidirectional"];
 pub const WAL_MODES: [&str; 2] = ["engine", "off"];
 
-/// A stored tenant. The password is kept only as its SHA-256 (what the proxy checks).
+/// A stored tenant. The password is kept only as its argon2id hash (what the proxies check
+/// AUTH against), or, for a tenant whose password was set before, as its SHA-256 in hex.
 #[derive(Debug, Clone, Serialize)]
 pub struct Tenant {
     pub name: String,
     #[serde(skip)]
-    pub password_sha256: Option<String>,
+    pub password_hash: Option<String>,
     pub has_password: bool,
     pub max_qps: Option<u64>,
     pub max_memory: Option<u64>,
@@ -124,7 +125,7 @@ impl TenantInput {
         };
         let mut t = base.cloned().unwrap_or(Tenant {
             name,
-            password_sha256: None,
+            password_hash: None,
             has_password: false,
             max_qps: None,
             max_memory: None,
@@ -139,10 +140,11 @@ impl TenantInput {
             updated_at: now,
         });
         // (Checked after the other fields, so a form with several faults shows theirs first.)
-        let password = match &self.password {
-            Some(p) if !p.is_empty() => Some(sha256_hex(p.as_bytes())),
-            Some(_) => None,
-            None => t.password_sha256.take(),
+        // (Hashed once every other field is found good: argon2 is slow on purpose.)
+        let (new_password, kept) = match &self.password {
+            Some(p) if !p.is_empty() => (Some(p.as_str()), None),
+            Some(_) => (None, None),
+            None => (None, t.password_hash.take()),
         };
         if let Some(v) = &self.max_qps {
             t.max_qps = v.value("max_qps", false)?;
@@ -176,18 +178,31 @@ impl TenantInput {
             t.replica_reads = v;
         }
         t.updated_at = now;
-        t.password_sha256 = Some(password.ok_or(TenantError::PasswordMissing)?);
+        if new_password.is_none() && kept.is_none() {
+            return Err(TenantError::PasswordMissing);
+        }
+        t.password_hash = Some(match new_password {
+            Some(p) => terrace_commands::passwords::hash(p.as_bytes()),
+            None => kept.unwrap_or_default(),
+        });
         t.has_password = true;
         Ok(t)
     }
 }
 
 impl Tenant {
-    /// The proxy's view (`[[proxy.tenants]]`, JSON).
+    /// The proxy's view (`[[proxy.tenants]]`, JSON): the password's argon2id hash, or the
+    /// SHA-256 a tenant made before kept.
     pub fn proxy_entry(&self) -> serde_json::Value {
+        let hash = self.password_hash.as_deref();
+        let (argon2, sha256) = match hash {
+            Some(h) if h.starts_with('$') => (Some(h), None),
+            other => (None, other),
+        };
         serde_json::json!({
             "name": self.name,
-            "password_sha256": self.password_sha256,
+            "password_hash": argon2,
+            "password_sha256": sha256,
             "memcache_port": self.memcache_port,
             "max_qps": self.max_qps,
             "max_memory": self.max_memory,
@@ -235,7 +250,9 @@ mod tests {
         let t = input(r#"{"name":"shop","password":"pw","max_memory":"100mb","max_qps":500}"#).apply(None, 7).unwrap();
         assert_eq!((t.name.as_str(), t.compression.as_str(), t.storage_mode.as_str()), ("shop", "none", "cache"));
         assert_eq!(t.max_memory, Some(100 << 20));
-        assert_eq!(t.password_sha256.as_deref(), Some(sha256_hex(b"pw").as_str()));
+        let kept = t.password_hash.as_deref().unwrap();
+        assert!(kept.starts_with("$argon2id$") && terrace_commands::passwords::verify(b"pw", kept), "{kept}");
+        assert_eq!(t.proxy_entry()["password_hash"], kept);
         assert!(t.has_password);
         assert_eq!(input("{}").apply(None, 0).unwrap_err(), TenantError::NameMissing);
         // A tenant without a password would accept any.
@@ -264,7 +281,12 @@ mod tests {
         assert_eq!((u.created_at, u.updated_at), (1, 2));
         assert_eq!(input(r#"{"password":""}"#).apply(Some(&u), 3).unwrap_err(), TenantError::PasswordMissing);
         let changed = input(r#"{"password":"new"}"#).apply(Some(&u), 3).unwrap();
-        assert_eq!(changed.password_sha256.as_deref(), Some(sha256_hex(b"new").as_str()));
+        assert!(terrace_commands::passwords::verify(b"new", changed.password_hash.as_deref().unwrap()));
+        assert_eq!(u.password_hash, t.password_hash, "an update without a password keeps the hash");
+        // A tenant made before argon2 keeps its SHA-256, given to the proxies as such.
+        let legacy = Tenant { password_hash: Some(sha256_hex(b"old")), ..u.clone() };
+        assert_eq!(legacy.proxy_entry()["password_sha256"], sha256_hex(b"old"));
+        assert!(legacy.proxy_entry()["password_hash"].is_null());
         assert_eq!(u.namespace_args(3)[..3], ["shop".to_string(), "MAXMEMORY".into(), "0".into()]);
         let m = input(r#"{"max_memory":"3mb"}"#).apply(Some(&u), 4).unwrap();
         assert_eq!(m.namespace_args(2)[2], (3u64 << 20).div_ceil(2).to_string());

@@ -33,6 +33,10 @@ pub struct TenantSettings {
     /// pushes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub password_sha256: Option<String>,
+    /// The password's argon2id hash, a PHC string (`$argon2id$…`; what the console pushes
+    /// for a password set since it keeps them so).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub password_hash: Option<String>,
     /// A Memcached port of the tenant's own (Memcached has no AUTH in its text protocol).
     pub memcache_port: Option<u16>,
     /// Requests per second allowed through this proxy (token bucket).
@@ -356,6 +360,14 @@ impl ProxySettings {
                     return Err(invalid("tenants", format!("password_sha256 of tenant '{}' is not 64 hex digits", t.name)));
                 }
             }
+            if let Some(h) = &t.password_hash {
+                if t.password.is_some() || t.password_sha256.is_some() {
+                    return Err(invalid("tenants", format!("tenant '{}' has more than one of password, password_sha256 and password_hash", t.name)));
+                }
+                if !terrace_commands::passwords::is_phc(h) {
+                    return Err(invalid("tenants", format!("password_hash of tenant '{}' is not an argon2 PHC string ($argon2id$…)", t.name)));
+                }
+            }
             if tenants[..i].iter().any(|o| o.name == t.name) {
                 return Err(invalid("tenants", format!("tenant '{}' is listed twice", t.name)));
             }
@@ -584,6 +596,10 @@ mod tests {
         assert!(with(vec![hashed(&"ab".repeat(32))]).is_ok());
         let e = with(vec![hashed("abc")]).unwrap_err().to_string();
         assert!(e.contains("password_sha256 of tenant 'h' is not 64 hex digits"), "{e}");
+        let argon = |h: &str| TenantSettings { password_hash: Some(h.into()), ..t("a", None) };
+        assert!(with(vec![argon(&terrace_commands::passwords::hash(b"pw"))]).is_ok());
+        let e = with(vec![argon("$argon2id$nonsense")]).unwrap_err().to_string();
+        assert!(e.contains("password_hash of tenant 'a' is not an argon2 PHC string"), "{e}");
         assert!(with(vec![t("bad name", None)]).is_err());
     }
 

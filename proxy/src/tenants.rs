@@ -13,21 +13,79 @@ pub const DEFAULT: &str = "default";
 /// The user who may change the topology (`AUTH admin <admin_password>`); not a tenant name.
 pub const ADMIN: &str = "admin";
 
-/// How a tenant's password is kept: as given in the configuration file, or as the SHA-256 of
-/// it (what the console pushes: it never holds the password itself, as Redis's ACL `#hash`).
+/// How a tenant's password is kept: as given in the configuration file, as its argon2id hash
+/// (what the console pushes: it never holds the password itself), or as the SHA-256 of it
+/// (what the console pushed before, as Redis's ACL `#hash`).
 #[derive(Debug, Clone)]
 pub enum Password {
     Plain(String),
     Sha256([u8; 32]),
+    /// A PHC string (`$argon2id$…`).
+    Argon2(String),
+}
+
+/// Argon2 hashes a password was found to match, each with that password's digest under this
+/// process's salt: AUTH with a password seen before is checked in microseconds, a new one
+/// (or a wrong one) pays argon2's cost, off the reactor. (The password itself is not kept.)
+struct Remembered {
+    salt: [u8; 16],
+    matched: Mutex<std::collections::HashMap<String, [u8; 32]>>,
+}
+
+/// Hashes remembered at most; past it the memory starts over (passwords changed leave
+/// theirs behind).
+const REMEMBERED_MAX: usize = 100_000;
+
+fn remembered() -> &'static Remembered {
+    static REMEMBERED: std::sync::OnceLock<Remembered> = std::sync::OnceLock::new();
+    REMEMBERED.get_or_init(|| {
+        let mut salt = [0u8; 16];
+        getrandom::fill(&mut salt).expect("the system's random source");
+        Remembered { salt, matched: Mutex::new(std::collections::HashMap::new()) }
+    })
+}
+
+fn salted(salt: &[u8; 16], given: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(salt);
+    h.update(given);
+    h.finalize().into()
 }
 
 impl Password {
-    pub fn matches(&self, given: &[u8]) -> bool {
+    /// Whether `given` is the password, when that can be told at once: None for an argon2
+    /// hash not yet matched by it (`verify` tells, slowly).
+    pub fn quick_match(&self, given: &[u8]) -> Option<bool> {
         use sha2::Digest;
         match self {
-            Password::Plain(p) => constant_time_eq(p.as_bytes(), given),
-            Password::Sha256(h) => constant_time_eq(h, &sha2::Sha256::digest(given)),
+            Password::Plain(p) => Some(constant_time_eq(p.as_bytes(), given)),
+            Password::Sha256(h) => Some(constant_time_eq(h, &sha2::Sha256::digest(given))),
+            Password::Argon2(phc) => {
+                let r = remembered();
+                let known = r.matched.lock().get(phc).copied();
+                known.filter(|k| constant_time_eq(k, &salted(&r.salt, given))).map(|_| true)
+            }
         }
+    }
+
+    /// Whether `given` is the password (argon2: slow on purpose, run it off the reactor); a
+    /// match is remembered for `quick_match`.
+    pub fn verify(&self, given: &[u8]) -> bool {
+        if let Some(known) = self.quick_match(given) {
+            return known;
+        }
+        let Password::Argon2(phc) = self else { return false };
+        if !terrace_commands::passwords::verify(given, phc) {
+            return false;
+        }
+        let r = remembered();
+        let mut matched = r.matched.lock();
+        if matched.len() >= REMEMBERED_MAX {
+            matched.clear();
+        }
+        matched.insert(phc.clone(), salted(&r.salt, given));
+        true
     }
 
     /// Parses 64 hex digits.
@@ -125,9 +183,15 @@ impl Tenant {
         format!("max_qps exceeded for tenant '{}' ({} requests per second)", self.name, self.max_qps.unwrap_or(0))
     }
 
-    /// Whether `password` opens this tenant (a tenant without a password takes any).
-    pub fn accepts(&self, password: &[u8]) -> bool {
-        self.password.as_ref().is_none_or(|p| p.matches(password))
+    /// Whether `password` opens this tenant (a tenant without a password takes any); an
+    /// argon2 hash not yet matched by it is checked on the blocking pool.
+    pub async fn accepts(&self, password: &[u8]) -> bool {
+        let Some(p) = &self.password else { return true };
+        if let Some(known) = p.quick_match(password) {
+            return known;
+        }
+        let (p, given) = (p.clone(), password.to_vec());
+        tokio::task::spawn_blocking(move || p.verify(&given)).await.unwrap_or(false)
     }
 }
 
@@ -149,18 +213,28 @@ mod tests {
         assert!(Tenant::new(DEFAULT, None, None, None, 0, 0).namespace.is_none());
     }
 
-    #[test]
-    fn passwords_plain_and_hashed() {
+    #[tokio::test]
+    async fn passwords_plain_hashed_and_argon2() {
         let plain = Tenant::new("a", Some(Password::Plain("s3cret".into())), None, None, 0, 1);
-        assert!(plain.accepts(b"s3cret") && !plain.accepts(b"s3cre") && !plain.accepts(b"s3cret!"));
+        assert!(plain.accepts(b"s3cret").await && !plain.accepts(b"s3cre").await && !plain.accepts(b"s3cret!").await);
         // sha256("s3cret")
         let hashed = Password::from_sha256_hex("7d2c4a9a2c51c5f4e7cdae0a4bff0ea2ab1a47e6b0a4d3f3c7e0dd7a8a4a3f1b").unwrap();
-        assert!(!hashed.matches(b"s3cret"));
+        assert!(!hashed.verify(b"s3cret"));
         use sha2::Digest;
         let hex: String = sha2::Sha256::digest(b"s3cret").iter().map(|b| format!("{b:02x}")).collect();
         let hashed = Tenant::new("b", Password::from_sha256_hex(&hex), None, None, 0, 2);
-        assert!(hashed.accepts(b"s3cret") && !hashed.accepts(b"other"));
+        assert!(hashed.accepts(b"s3cret").await && !hashed.accepts(b"other").await);
         assert!(Password::from_sha256_hex("xyz").is_none());
         assert!(Password::from_sha256_hex(&"g".repeat(64)).is_none());
+        // Argon2: checked slowly until matched once, then at once; a wrong one never is.
+        let phc = terrace_commands::passwords::hash(b"s3cret");
+        let argon = Password::Argon2(phc.clone());
+        assert_eq!(argon.quick_match(b"s3cret"), None, "not matched yet");
+        let tenant = Tenant::new("c", Some(argon.clone()), None, None, 0, 3);
+        assert!(!tenant.accepts(b"wrong").await);
+        assert!(tenant.accepts(b"s3cret").await);
+        assert_eq!(argon.quick_match(b"s3cret"), Some(true), "remembered");
+        assert_eq!(argon.quick_match(b"wrong"), None, "a wrong password is never taken quickly");
+        assert!(!tenant.accepts(b"wrong").await);
     }
 }

@@ -81,10 +81,11 @@ impl Topology {
             if let Some(w) = &t.wal {
                 options.push(("WAL", w.clone()));
             }
-            let password = match (&t.password, &t.password_sha256) {
-                (Some(p), _) => Some(Password::Plain(p.clone())),
-                (None, Some(h)) => Password::from_sha256_hex(h),
-                (None, None) => None,
+            let password = match (&t.password, &t.password_hash, &t.password_sha256) {
+                (Some(p), _, _) => Some(Password::Plain(p.clone())),
+                (None, Some(phc), _) => Some(Password::Argon2(phc.clone())),
+                (None, None, Some(h)) => Password::from_sha256_hex(h),
+                (None, None, None) => None,
             };
             tenants.push(
                 Tenant::new(&t.name, password, t.memcache_port, t.max_qps, max_memory, i as u32 + 1)

@@ -909,12 +909,12 @@ impl Client {
                     Ok(a) => a,
                     Err(e) => return self.error(&e.to_string()),
                 };
-                if let Err(e) = self.authenticate(auth.user, auth.password) {
+                if let Err(e) = self.authenticate(auth.user, auth.password).await {
                     return self.error(&e);
                 }
                 self.ready(&b"+OK\r\n"[..]);
             }
-            Local::Hello => self.hello(argv),
+            Local::Hello => self.hello(argv).await,
             Local::Client => self.client(argv),
             Local::Cluster if super::cluster::asks_engine(argv) => {
                 // COUNTKEYSINSLOT, GETKEYSINSLOT: the engine owning the slot counts its keys
@@ -1013,7 +1013,7 @@ impl Client {
     /// appliance's secret (`terrace up` makes 48 random hex digits) and each failure is
     /// logged. While the proxy waits for the console's first topology (`await_console`), a
     /// credential it cannot check yet is answered TRYAGAIN, not WRONGPASS, and not counted.
-    fn authenticate(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), String> {
+    async fn authenticate(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), String> {
         let shared = self.rx.shared.clone();
         let limiter = &shared.auth_failures;
         let admin = user == Some(crate::tenants::ADMIN.as_bytes()) && shared.config.admin_password.is_some();
@@ -1024,7 +1024,7 @@ impl Client {
                 return Err(format!("ERR too many failed authentication attempts as this user from {}; try again in {wait} s", key.0));
             }
         }
-        let outcome = self.check_credentials(user, pass);
+        let outcome = self.check_credentials(user, pass).await;
         if outcome.is_err() && !admin && shared.holds.awaiting_console() {
             return Err("TRYAGAIN this proxy has not received its tenants from the console yet; try again".into());
         }
@@ -1042,10 +1042,10 @@ impl Client {
 
     /// AUTH: `password` for the default tenant, `tenant password` for another (the
     /// connection moves into that tenant's keyspace).
-    fn check_credentials(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), &'static str> {
+    async fn check_credentials(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), &'static str> {
         if user == Some(crate::tenants::ADMIN.as_bytes()) {
             if let Some(p) = &self.rx.shared.config.admin_password {
-                if !crate::tenants::Password::Plain(p.clone()).matches(pass) {
+                if crate::tenants::Password::Plain(p.clone()).quick_match(pass) != Some(true) {
                     return Err(WRONGPASS);
                 }
                 self.admin = true;
@@ -1064,7 +1064,7 @@ impl Client {
             }
             Some(name) => topo.tenant(name).ok_or(WRONGPASS)?,
         };
-        if !tenant.accepts(pass) {
+        if !tenant.accepts(pass).await {
             return Err(WRONGPASS);
         }
         if !Arc::ptr_eq(&tenant, &self.tenant) {
@@ -1081,13 +1081,13 @@ impl Client {
         Ok(())
     }
 
-    fn hello(&mut self, argv: &[&[u8]]) {
+    async fn hello(&mut self, argv: &[&[u8]]) {
         let hello = match Hello::parse(argv) {
             Ok(h) => h,
             Err(e) => return self.error(&e.to_string()),
         };
         if let Some(a) = &hello.auth {
-            if let Err(e) = self.authenticate(a.user, a.password) {
+            if let Err(e) = self.authenticate(a.user, a.password).await {
                 return self.error(&e);
             }
         }
