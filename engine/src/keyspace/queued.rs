@@ -51,9 +51,9 @@ mod tests {
         let mut b = QueuedCharge::new(counter.clone());
         a.add(100);
         b.add(queued_size(&[b"SET", b"k", b"v"]));
-        assert_eq!(counter.load(Ordering::Relaxed), 100 + 3 + 72 + 24);
+        assert_eq!(counter.load(Ordering::Relaxed), 100 + 5 + 3 * 24 + 24);
         drop(a);
-        assert_eq!(counter.load(Ordering::Relaxed), 99);
+        assert_eq!(counter.load(Ordering::Relaxed), 101);
         drop(b);
         assert_eq!(counter.load(Ordering::Relaxed), 0);
     }

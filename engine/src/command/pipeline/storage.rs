@@ -100,7 +100,15 @@ pub async fn read_through(srv: &Server, locks: &LockCap, conn: &Conn, argv: &[&[
         // and the tenant's own limit — that the flusher can free when only dirty keys are
         // left to evict (else a write-back tenant at its limit got OOM while storage was
         // still taking what it had written).
-        tier.admit_dirty(|| !(super::admit_memory(srv, locks) && super::admit_namespace(srv, locks, ns, 0))).await?;
+        // (Room for what the write adds, as admission will ask; a write larger than the
+        // whole limit is left to admission's OOM rather than waited for.)
+        let incoming = match lookup(argv[0]).filter(|spec| spec.denyoom && !exec) {
+            Some(spec) => super::admit::growth_bound(spec, argv),
+            None => 0,
+        };
+        let limit = srv.keyspace.namespace_limit(ns);
+        let incoming = if limit != 0 && incoming > limit { 0 } else { incoming };
+        tier.admit_dirty(|| !(super::admit_memory(srv, locks) && super::admit_namespace(srv, locks, ns, incoming))).await?;
     }
     if wanted.is_empty() {
         return Ok(ReadThrough::default());
