@@ -1,6 +1,6 @@
 //! Passwords kept as argon2id PHC strings: the console's users and tenants (whose hashes the
 //! proxies get, and check AUTH against). Slow on purpose: run `hash` and `verify` off a
-//! reactor or an async worker.
+//! reactor or an async worker. And the one comparison of secrets, in constant time.
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
@@ -16,6 +16,12 @@ pub fn hash(password: &[u8]) -> String {
 /// Whether `password` is the one `phc` was made of.
 pub fn verify(password: &[u8], phc: &str) -> bool {
     PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password, &h).is_ok())
+}
+
+/// Whether two secrets (passwords, digests, tokens) are equal, compared without stopping at
+/// the first difference: the time taken does not tell how much of a guess was right.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Whether `text` is an argon2 PHC string (`$argon2id$…`) with a salt and a hash.
@@ -37,5 +43,6 @@ mod tests {
         assert!(!is_phc("5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"));
         assert!(!verify(b"x", "not a hash"));
         assert!(!is_phc("$argon2id$nonsense"));
+        assert!(constant_time_eq(b"abc", b"abc") && !constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"abc", b"ab"));
     }
 }

@@ -51,10 +51,7 @@ pub fn read_secret_file(key: &str, path: &std::path::Path) -> Result<String, Con
 pub fn bearer_allows(authorization: Option<&[u8]>, token: Option<&str>) -> bool {
     let Some(token) = token else { return true };
     let Some(sent) = authorization.and_then(|v| v.strip_prefix(b"Bearer ")) else { return false };
-    let sent = sent.trim_ascii();
-    let expected = token.as_bytes();
-    // (Every byte is looked at whatever differs, so timing tells nothing of the token.)
-    sent.len() == expected.len() && sent.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    crate::passwords::constant_time_eq(sent.trim_ascii(), token.as_bytes())
 }
 
 /// Reads one table (`[engine]`, `[proxy]`…) of a TOML file as `T` (missing: `T::default()`);

@@ -135,7 +135,7 @@ pub async fn token_valid(db: &Db, token: &str) -> Result<Option<(String, Role)>,
 
 /// Compares without stopping at the first difference.
 pub fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    terrace_commands::passwords::constant_time_eq(a.as_bytes(), b.as_bytes())
 }
 
 /// Failed logins per client address: `LOGIN_FAILURES` within `LOGIN_WINDOW`.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
+use terrace_commands::passwords::constant_time_eq;
 
 /// The tenant of clients that do not say otherwise.
 pub const DEFAULT: &str = "default";
@@ -99,12 +100,6 @@ impl Password {
         }
         Some(Password::Sha256(out))
     }
-}
-
-/// Compares without stopping at the first difference (the time taken does not tell how much
-/// of a guess was right).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 pub struct Tenant {

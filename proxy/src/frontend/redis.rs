@@ -1045,7 +1045,7 @@ impl Client {
     async fn check_credentials(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), &'static str> {
         if user == Some(crate::tenants::ADMIN.as_bytes()) {
             if let Some(p) = &self.rx.shared.config.admin_password {
-                if crate::tenants::Password::Plain(p.clone()).quick_match(pass) != Some(true) {
+                if !terrace_commands::passwords::constant_time_eq(p.as_bytes(), pass) {
                     return Err(WRONGPASS);
                 }
                 self.admin = true;
