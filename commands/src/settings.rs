@@ -46,6 +46,11 @@ pub fn read_secret_file(key: &str, path: &std::path::Path) -> Result<String, Con
     Ok(secret)
 }
 
+/// `read_secret_file` of a setting that may be absent (None: not set).
+pub fn read_secret_file_if_set(key: &str, path: Option<&std::path::Path>) -> Result<Option<String>, ConfigError> {
+    path.map(|p| read_secret_file(key, p)).transpose()
+}
+
 /// Whether a request's `Authorization` header value carries `token` as a bearer token
 /// (compared in constant time); with no token configured, every request does.
 pub fn bearer_allows(authorization: Option<&[u8]>, token: Option<&str>) -> bool {

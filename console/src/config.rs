@@ -218,10 +218,7 @@ impl ConsoleSettings {
         if !(1..=100).contains(&move_pace) {
             return Err(invalid("move_pace", "a percentage from 1 to 100"));
         }
-        let engine_password = match &self.engine_password_file {
-            Some(path) => Some(terrace_commands::settings::read_secret_file("engine_password_file", path)?),
-            None => None,
-        };
+        let engine_password = terrace_commands::settings::read_secret_file_if_set("engine_password_file", self.engine_password_file.as_deref())?;
         let files = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, None, None)?;
         let node_tls = match self.tls_nodes {
             Some(true) => Some(terrace_tls::LinkTls::from_settings(

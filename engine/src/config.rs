@@ -441,18 +441,9 @@ impl EngineSettings {
             None => d.debug_command,
             Some(v) => v.parse().map_err(|reason| ConfigError::Invalid { key: "enable_debug_command".into(), reason })?,
         };
-        let requirepass = match &self.requirepass_file {
-            Some(path) => Some(terrace_commands::settings::read_secret_file("requirepass_file", path)?),
-            None => None,
-        };
-        let metrics_token = match &self.metrics_token_file {
-            Some(path) => Some(terrace_commands::settings::read_secret_file("metrics_token_file", path)?),
-            None => None,
-        };
-        let masterauth = match &self.masterauth_file {
-            Some(path) => Some(terrace_commands::settings::read_secret_file("masterauth_file", path)?),
-            None => None,
-        };
+        let requirepass = terrace_commands::settings::read_secret_file_if_set("requirepass_file", self.requirepass_file.as_deref())?;
+        let metrics_token = terrace_commands::settings::read_secret_file_if_set("metrics_token_file", self.metrics_token_file.as_deref())?;
+        let masterauth = terrace_commands::settings::read_secret_file_if_set("masterauth_file", self.masterauth_file.as_deref())?;
         Ok(EngineConfig {
             tls,
             save,

@@ -433,14 +433,8 @@ impl ProxySettings {
             Some(files) if self.tls_port.is_some() || self.memcache_tls_port.is_some() => Some(Arc::new(terrace_tls::ServerTls::new(files)?)),
             _ => None,
         };
-        let metrics_token = match &self.metrics_token_file {
-            Some(path) => Some(terrace_commands::settings::read_secret_file("metrics_token_file", path)?),
-            None => None,
-        };
-        let engine_password = match &self.engine_password_file {
-            Some(path) => Some(Arc::from(terrace_commands::settings::read_secret_file("engine_password_file", path)?)),
-            None => None,
-        };
+        let metrics_token = terrace_commands::settings::read_secret_file_if_set("metrics_token_file", self.metrics_token_file.as_deref())?;
+        let engine_password = terrace_commands::settings::read_secret_file_if_set("engine_password_file", self.engine_password_file.as_deref())?.map(Arc::from);
         Ok(ProxyConfig {
             tenants,
             engine_password,
