@@ -96,25 +96,22 @@ fn name_of(target: &Target) -> Option<String> {
 /// The layer: notes the state before, runs the request, and records the change — or, when
 /// the request was refused for who made it (401, 403), the attempt.
 pub async fn layer(State(console): State<Arc<Console>>, mut req: Request, next: Next) -> Response {
-    let changes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let path = req.uri().path().to_string();
     let method = req.method().clone();
+    let changes = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS) && path != "/login" && path != "/logout";
+    let peer = peer_of(&req);
     let slot = CallerSlot::default();
     req.extensions_mut().insert(slot.clone());
-    if !changes || path == "/login" || path == "/logout" {
-        let peer = peer_of(&req);
-        let res = next.run(req).await;
-        // (A failed login is recorded by the login itself, with the name it tried.)
-        if path != "/login" {
-            record_denied(&console, &slot, &peer, &method, &path, res.status().as_u16()).await;
-        }
-        return res;
-    }
-    let peer = peer_of(&req);
-    let target = target_of(&path);
+    let target = if changes { target_of(&path) } else { Target::Nothing };
     let before = state_of(&console, &target).await;
     let res = next.run(req).await;
-    record_denied(&console, &slot, &peer, &method, &path, res.status().as_u16()).await;
+    // (A failed login is recorded by the login itself, with the name it tried.)
+    if path != "/login" {
+        record_denied(&console, &slot, &peer, &method, &path, res.status().as_u16()).await;
+    }
+    if !changes {
+        return res;
+    }
     let caller = slot.0.lock().take();
     if let Some(caller) = caller.filter(|_| res.status().as_u16() < 400) {
         let after = state_of(&console, &target).await;
