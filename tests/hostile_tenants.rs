@@ -297,6 +297,14 @@ fn a_bad_master_can_neither_wipe_a_replica_nor_shut_it_down() {
     q::<()>(&mut c, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
     hung_up.recv_timeout(std::time::Duration::from_secs(20)).expect("the replica refused the image and hung up");
     assert_eq!(q::<Option<String>>(&mut c, &["GET", "kept"]), Some("yes".into()), "a bad image left the replica's keys");
+    // An image whose function library does not load is a bad image too (OP_FUNCTION2, then a
+    // 6-bit length and the code).
+    let code = b"#!lua name=bad\nthis is not lua";
+    let bad_library = [&b"REDIS0010"[..], &[245, code.len() as u8], code, &[0xff], &[0; 8]].concat();
+    let (port, hung_up) = fake_master(bad_library, Vec::new());
+    q::<()>(&mut c, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    hung_up.recv_timeout(std::time::Duration::from_secs(20)).expect("the replica refused the image and hung up");
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "kept"]), Some("yes".into()), "a bad library left the replica's keys");
 
     let stream = [encode(&["SHUTDOWN", "NOSAVE"]), encode(&["CONFIG", "SET", "maxmemory", "1"]), encode(&["SET", "after", "shutdown"])].concat();
     let (port, _) = fake_master(empty_image(), stream);

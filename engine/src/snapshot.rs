@@ -561,7 +561,8 @@ pub fn check_replica_image(srv: &Server, locks: &LockCap, bytes: &[u8]) -> Resul
 enum Loading {
     /// Applies it: its namespaces and functions, and its keys when `keys`.
     Apply { keys: bool },
-    /// Only decodes it, to find what is wrong with it.
+    /// Only decodes it (keys, and libraries' code run as loading them would), to find what
+    /// is wrong with it.
     Check,
 }
 
@@ -681,13 +682,18 @@ fn load_image_into(
                     names.truncate(1);
                     names.extend(String::from_utf8_lossy(&v).split(',').filter(|n| !n.is_empty()).map(str::to_string));
                 }
-                if let Some(tenant) = k.strip_prefix(FUNCTION_AUX.as_bytes()).filter(|_| apply) {
+                if let Some(tenant) = k.strip_prefix(FUNCTION_AUX.as_bytes()) {
                     let tenant = String::from_utf8_lossy(tenant);
-                    let ns = srv
-                        .tenant_namespace(&tenant)
-                        .filter(|&ns| ns > 0)
-                        .ok_or_else(|| corrupt(format!("a function library of tenant '{tenant}', which has no namespace")))?;
-                    add_library(srv, ns, &String::from_utf8_lossy(&v)).map_err(corrupt)?;
+                    // (Checking, the tenant's namespace is not known: the image's list is not
+                    // applied. The code is.)
+                    let ns = match apply {
+                        true => srv
+                            .tenant_namespace(&tenant)
+                            .filter(|&ns| ns > 0)
+                            .ok_or_else(|| corrupt(format!("a function library of tenant '{tenant}', which has no namespace")))?,
+                        false => 0,
+                    };
+                    library(srv, ns, &String::from_utf8_lossy(&v), apply).map_err(corrupt)?;
                 }
             }
             OP_SELECTDB => {
@@ -710,9 +716,7 @@ fn load_image_into(
             }
             OP_FUNCTION2 => {
                 let code = String::from_utf8_lossy(&r.string().map_err(bad)?).into_owned();
-                if apply {
-                    add_library(srv, 0, &code).map_err(corrupt)?;
-                }
+                library(srv, 0, &code, apply).map_err(corrupt)?;
             }
             OP_STORED => {
                 let key = r.string().map_err(bad)?;
@@ -762,6 +766,16 @@ pub struct Loaded {
 
 /// The aux field a tenant's FUNCTION library is saved in, followed by the tenant's name.
 const FUNCTION_AUX: &str = "terrace-function:";
+
+/// Loads a saved FUNCTION library into namespace `ns` (`apply`), or only finds whether its
+/// code loads (checking an image).
+fn library(srv: &Server, ns: usize, code: &str, apply: bool) -> Result<(), String> {
+    if apply {
+        add_library(srv, ns, code)
+    } else {
+        check_library(srv, code).map(drop).map_err(|e| format!("function library: {e}"))
+    }
+}
 
 /// Loads a saved FUNCTION library into namespace `ns`.
 fn add_library(srv: &Server, ns: usize, code: &str) -> Result<(), String> {
