@@ -56,6 +56,10 @@ enum Command {
     /// Make a test CA and a server and a client certificate for local TLS (not for
     /// production: use your own CA there).
     TlsGen(TlsGenArgs),
+    /// Print the password of the engine at an address, derived from the appliance's engine
+    /// key: the `requirepass_file` to give an engine the console and proxies know by that
+    /// address (their `engine_key_file`; `terrace up`'s is DATA_DIR/engine.secret).
+    EnginePassword(EnginePasswordArgs),
     /// Write the man pages (terrace.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man { dir: PathBuf },
@@ -94,6 +98,27 @@ impl TlsGenArgs {
         println!("CA:     {} (key {})", made.ca_cert.display(), made.ca_key.display());
         println!("server: {} (key {}) for {}", made.server_cert.display(), made.server_key.display(), hosts.join(", "));
         println!("client: {} (key {})", made.client_cert.display(), made.client_key.display());
+        Ok(())
+    }
+}
+
+#[derive(Args)]
+struct EnginePasswordArgs {
+    /// The engine key file (mode 0600)
+    #[arg(long)]
+    key_file: PathBuf,
+    /// The engine's address, exactly as the console and the proxies list it (host:port)
+    address: String,
+}
+
+impl EnginePasswordArgs {
+    fn run(self) -> anyhow::Result<()> {
+        let key = terrace_commands::settings::read_secret_file("key_file", &self.key_file)?;
+        anyhow::ensure!(
+            self.address.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()),
+            "the address must be host:port, as the console lists the engine"
+        );
+        println!("{}", terrace_commands::credentials::engine_password(&key, &self.address));
         Ok(())
     }
 }
@@ -566,6 +591,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => cost::replay::run(args),
         Command::CostEval(args) => cost::eval::run(args),
         Command::TlsGen(args) => args.run(),
+        Command::EnginePassword(args) => args.run(),
         Command::Man { dir } => write_man_pages(&dir),
     };
     match result {

@@ -315,8 +315,8 @@ async fn an_engine_added_on_a_standby_is_started_by_the_appliance(
         assert!(std::time::Instant::now() < deadline, "moves not done: {body}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
-    let on_added = move || redis::Client::open(format!("redis://:{secret}@{added}/")).unwrap().get_connection().unwrap();
+    let dir = dir.to_path_buf();
+    let on_added = move || common::up_engine(&dir, &added).unwrap();
     let n: i64 = q(&mut on_added(), &["DBSIZE"]);
     assert!(n > 400, "the added engine has its share of the keys ({n})");
     for i in 0..2000 {

@@ -82,10 +82,9 @@ impl Appliance {
         c
     }
 
-    /// A connection to engine `e` (0 or 1) with the engines' secret: what the operator sees.
+    /// A connection to engine `e` (0 or 1) with its password: what the operator sees.
     fn engine(&self, e: u16) -> redis::Connection {
-        let secret = std::fs::read_to_string(self.dir.join("engine.secret")).unwrap().trim().to_string();
-        redis::Client::open(format!("redis://:{secret}@127.0.0.1:{}/", self.first + e)).unwrap().get_connection().unwrap()
+        common::up_engine(&self.dir, &format!("127.0.0.1:{}", self.first + e)).unwrap()
     }
 
     /// Every engine's CONFIG GET `name`.
@@ -229,11 +228,30 @@ async fn a_transaction_queue_is_bounded_and_counted_in_the_quota() {
     }
 }
 
+/// One RESP request from `reader` (`*N`, then N `$len` + argument pairs); None at its end.
+fn read_request(reader: &mut impl std::io::BufRead) -> Option<Vec<Vec<u8>>> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let n: usize = line.trim_start_matches('*').trim().parse().ok()?;
+    let mut argv = Vec::new();
+    for _ in 0..n {
+        let mut len = String::new();
+        reader.read_line(&mut len).ok()?;
+        let mut arg = vec![0; len.trim_start_matches('$').trim().parse::<usize>().ok()? + 2];
+        reader.read_exact(&mut arg).ok()?;
+        arg.truncate(arg.len() - 2);
+        argv.push(arg);
+    }
+    Some(argv)
+}
+
 /// A master that is not one: it answers a replica's handshake, sends `image` as its
 /// snapshot, then `stream`, and keeps the link open until the replica closes it. Answers
 /// its port and a receiver told when the replica hung up.
 fn fake_master(image: Vec<u8>, stream: Vec<u8>) -> (u16, std::sync::mpsc::Receiver<()>) {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (done, hung_up) = std::sync::mpsc::channel();
@@ -241,21 +259,8 @@ fn fake_master(image: Vec<u8>, stream: Vec<u8>) -> (u16, std::sync::mpsc::Receiv
         let (socket, _) = listener.accept().unwrap();
         let mut reader = BufReader::new(socket.try_clone().unwrap());
         let mut out = socket;
-        loop {
-            // One request: `*N`, then N `$len` + argument pairs.
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                break;
-            }
-            let n: usize = line.trim_start_matches('*').trim().parse().unwrap_or(0);
-            let mut argv = Vec::new();
-            for _ in 0..n {
-                let mut len = String::new();
-                reader.read_line(&mut len).unwrap();
-                let mut arg = vec![0; len.trim_start_matches('$').trim().parse::<usize>().unwrap() + 2];
-                reader.read_exact(&mut arg).unwrap();
-                argv.push(String::from_utf8_lossy(&arg[..arg.len() - 2]).to_ascii_uppercase());
-            }
+        while let Some(request) = read_request(&mut reader) {
+            let argv: Vec<String> = request.iter().map(|a| String::from_utf8_lossy(a).to_ascii_uppercase()).collect();
             let reply = match argv.first().map(String::as_str) {
                 Some("PING") => b"+PONG\r\n".to_vec(),
                 Some("PSYNC") => {
@@ -404,6 +409,92 @@ async fn the_control_plane_keeps_its_secrets_and_audits_refusals() {
     assert!(has("unauthenticated from 127.0.0.1", "DELETE /api/v1/tenants/shop refused (401)"), "{denied:#?}");
     assert!(has("login 'admin' from 127.0.0.1", "a failed login"), "{denied:#?}");
     assert_eq!(q::<String>(&mut up.client("shop"), &["GET", "card"]), "4111-1111", "the refused delete deleted nothing");
+}
+
+/// The requests an impostor was sent, each its arguments.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<Vec<Vec<u8>>>>>;
+
+/// An address that is not an engine: it keeps every request it is sent, answers AUTH and
+/// the rest +OK, and relays TERRACE.PROVE to the real engine on `relay_to` (an attacker
+/// that cannot make a proof borrows one). Answers its port and what it was sent.
+fn impostor(relay_to: u16) -> (u16, Received) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = sent.clone();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(socket) = socket else { continue };
+            let kept = kept.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(socket.try_clone().unwrap());
+                let mut out = socket;
+                while let Some(argv) = read_request(&mut reader) {
+                    kept.lock().unwrap().push(argv.clone());
+                    let reply = if argv[0].eq_ignore_ascii_case(b"terrace.prove") {
+                        // The real engine's proof of the same nonce, relayed as it came.
+                        let real = std::net::TcpStream::connect(("127.0.0.1", relay_to)).unwrap();
+                        let args: Vec<&str> = argv.iter().map(|a| std::str::from_utf8(a).unwrap()).collect();
+                        (&real).write_all(&encode(&args)).unwrap();
+                        let mut real = BufReader::new(real);
+                        let (mut head, mut body) = (String::new(), String::new());
+                        real.read_line(&mut head).unwrap();
+                        if head.starts_with('$') {
+                            real.read_line(&mut body).unwrap();
+                        }
+                        format!("{head}{body}").into_bytes()
+                    } else {
+                        b"+OK\r\n".to_vec()
+                    };
+                    if out.write_all(&reply).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (port, sent)
+}
+
+/// Finding 2: an address registered as an engine was sent the engines' one password (AUTH,
+/// four times), which opens every tenant's keys on every engine, and registering it cut
+/// every tenant's per-engine quota. Each engine now has its own password, derived from the
+/// appliance's key and its address, and proves it holds it before the console
+/// authenticates: an impostor, even one relaying a real engine's proof, is refused, is sent
+/// no password, and nothing it was sent opens an engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_registered_as_an_engine_learns_no_password() {
+    let up = Appliance::start("hostile-engine").await;
+    up.tenant("shop", json!({"max_memory": "64mb"})).await;
+    q::<()>(&mut up.client("shop"), &["SET", "card", "4111-1111"]);
+    let limit = namespace_limit(&up, 0, "shop");
+    let (port, sent) = impostor(up.first);
+    let address = format!("127.0.0.1:{port}");
+
+    let (status, body) = up.api(Method::POST, "engines", Some(json!({"address": address}))).await;
+    assert!(status.is_client_error(), "{status} {body}");
+    assert!(body.to_string().contains("not an engine of this appliance"), "{body}");
+    let (_, topology) = up.api(Method::GET, "topology", None).await;
+    assert!(!topology.to_string().contains(&address), "the impostor is not in the slot map: {topology}");
+    assert_eq!(namespace_limit(&up, 0, "shop"), limit, "the tenants' per-engine quotas are unchanged");
+
+    let sent = sent.lock().unwrap().clone();
+    assert!(sent.iter().any(|argv| argv[0].eq_ignore_ascii_case(b"terrace.prove")), "the console asked for a proof: {sent:?}");
+    assert!(!sent.iter().any(|argv| argv[0].eq_ignore_ascii_case(b"auth")), "the console sent no password: {sent:?}");
+    for e in 0..2u16 {
+        let engine = format!("127.0.0.1:{}", up.first + e);
+        for argument in sent.iter().flatten() {
+            let mut c = redis::Client::open(format!("redis://{engine}/")).unwrap().get_connection().unwrap();
+            let argument = String::from_utf8_lossy(argument).into_owned();
+            assert!(err(&mut c, &["AUTH", &argument]).contains("WRONGPASS"), "{argument:?} opens {engine}");
+        }
+    }
+    // A proof is no password, and an engine's password opens that engine alone.
+    let (a0, a1) = (format!("127.0.0.1:{}", up.first), format!("127.0.0.1:{}", up.first + 1));
+    let mut c = redis::Client::open(format!("redis://{a1}/")).unwrap().get_connection().unwrap();
+    assert!(err(&mut c, &["AUTH", &up_engine_password(&up.dir, &a0)]).contains("WRONGPASS"));
+    assert_eq!(q::<String>(&mut up.client("shop"), &["GET", "card"]), "4111-1111");
 }
 
 /// Both engines' `used_memory` together.

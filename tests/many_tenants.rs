@@ -65,9 +65,8 @@ async fn terrace_up_serves_a_thousand_tenants_made_through_the_api() {
     create(TENANTS).await;
     let mut c = tenant_client(port, TENANTS);
     assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0, "a new tenant on a reused namespace number starts empty");
-    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
     for e in 0..2u16 {
-        let mut engine = redis::Client::open(format!("redis://:{secret}@127.0.0.1:{}/", first + e)).unwrap().get_connection().unwrap();
+        let mut engine = common::up_engine(&dir, &format!("127.0.0.1:{}", first + e)).unwrap();
         let held: Vec<String> = q(&mut engine, &["TERRACE.NAMESPACES"]);
         assert_eq!(held.len(), TENANTS - 3 + 1, "engine {e} holds every tenant but the deleted ones");
     }

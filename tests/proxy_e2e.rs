@@ -523,8 +523,18 @@ fn terrace_up_runs_two_engines_behind_the_proxy() {
     stranger.send(&encode(&["GET", "bar"]));
     stranger.expect(b"-NOAUTH Authentication required.\r\n");
     // foo lives on the second engine, bar on the first.
-    let mut e0 = redis::Client::open(format!("redis://:{secret}@127.0.0.1:{first}/")).unwrap().get_connection().unwrap();
-    let mut e1 = redis::Client::open(format!("redis://:{secret}@127.0.0.1:{}/", first + 1)).unwrap().get_connection().unwrap();
+    // Each engine's password is its own, derived from that key and its address: neither
+    // the key nor one engine's password opens another engine.
+    let (a0, a1) = (format!("127.0.0.1:{first}"), format!("127.0.0.1:{}", first + 1));
+    for wrong in [secret.clone(), common::up_engine_password(&dir, &a1)] {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{first}/")).unwrap().get_connection().unwrap();
+        assert!(common::err(&mut c, &["AUTH", &wrong]).contains("WRONGPASS"));
+    }
+    let password_file = dir.join("passwords").join(format!("engine-{first}"));
+    assert_eq!(std::fs::metadata(&password_file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::read_to_string(&password_file).unwrap().trim(), common::up_engine_password(&dir, &a0));
+    let mut e0 = common::up_engine(&dir, &a0).unwrap();
+    let mut e1 = common::up_engine(&dir, &a1).unwrap();
     assert_eq!(q::<Option<String>>(&mut e0, &["GET", "bar"]).as_deref(), Some("0"));
     assert_eq!(q::<Option<String>>(&mut e1, &["GET", "foo"]).as_deref(), Some("1"));
     // The console runs too, with its database in the data directory.
@@ -567,9 +577,8 @@ fn terrace_up_keeps_every_key_across_a_clean_restart() {
         let _: () = q(&mut c, &["SET", &format!("k{i}"), "old"]);
     }
     // A SAVE on each engine, then newer writes.
-    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
     for p in [first, first + 1] {
-        let mut e = redis::Client::open(format!("redis://:{secret}@127.0.0.1:{p}/")).unwrap().get_connection().unwrap();
+        let mut e = common::up_engine(&dir, &format!("127.0.0.1:{p}")).unwrap();
         let _: () = q(&mut e, &["SAVE"]);
     }
     for i in 0..500 {
@@ -859,8 +868,7 @@ fn terrace_up_with_replicas_fails_over_a_primary_that_died() {
     let dir = temp_dir("up-replicas");
     let first = common::free_ports(common::UP_PORTS);
     let (mut child, port) = common::start_up(&dir, first, common::free_port(), &["--replicas", "1"]);
-    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
-    let engine = |p: u16| redis::Client::open(format!("redis://:{secret}@127.0.0.1:{p}/")).unwrap().get_connection().unwrap();
+    let engine = |p: u16| common::up_engine(&dir, &format!("127.0.0.1:{p}")).unwrap();
     let role = |p: u16| -> (String, String) {
         let text: String = q(&mut engine(p), &["INFO", "replication"]);
         let field = |f: &str| text.lines().find_map(|l| l.strip_prefix(f).and_then(|r| r.strip_prefix(':'))).unwrap_or("").trim().to_string();

@@ -755,11 +755,10 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
     let (status, body) = call(Method::POST, "/rebalance", Some(json!({}))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     moves_done(&url, &token, 1).await;
-    let secret = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
-    let on_added = || redis::Client::open(format!("redis://:{secret}@{added}/")).unwrap().get_connection();
+    let on_added = || common::up_engine(&dir, &added);
     let n: i64 = q(&mut on_added().unwrap(), &["DBSIZE"]);
     assert!(n > 400, "the new engine has its share ({n})");
-    let on_replica = || redis::Client::open(format!("redis://:{secret}@{replica}/")).unwrap().get_connection();
+    let on_replica = || common::up_engine(&dir, &replica);
     eventually(20, "the coordinator makes the new replica follow the new engine", || {
         q::<i64>(&mut on_replica().unwrap(), &["DBSIZE"]) == n
             && q::<String>(&mut on_replica().unwrap(), &["INFO", "replication"]).contains("master_link_status:up")
@@ -793,7 +792,7 @@ async fn terrace_up_starts_supervises_and_restarts_the_engines_the_console_adds(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let primary = replica.clone();
-    let on_primary = || redis::Client::open(format!("redis://:{secret}@{primary}/")).unwrap().get_connection();
+    let on_primary = || common::up_engine(&dir, &primary);
     let kept: i64 = q(&mut on_primary().unwrap(), &["DBSIZE"]);
     assert_eq!(kept, n, "the promoted replica has the engine's keys");
     eventually(20, "the restarted engine follows the promoted one", || {

@@ -3,13 +3,14 @@
 //! flags, key positions, lock kinds, statistics classes; `keyspecs`, `keys`, subcommands;
 //! `lookup`), the RESP wire protocol (`resp`: the incremental request parser with Redis's
 //! framing limits and errors, and the RESP2/RESP3 reply writer), the versions a server
-//! reports, how a server sizes its clients by the open-file limit (`fds`) and passwords kept
-//! as argon2id hashes (`passwords`). The lowest layer: it depends on no other
+//! reports, how a server sizes its clients by the open-file limit (`fds`), passwords kept
+//! as argon2id hashes (`passwords`) and each engine's own password (`credentials`). The lowest layer: it depends on no other
 //! crate of the workspace.
 
 pub mod auth_limit;
 pub mod class;
 pub mod connection;
+pub mod credentials;
 pub mod fds;
 pub mod glob;
 pub mod keys;

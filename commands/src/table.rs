@@ -440,6 +440,14 @@ command_table! {
             "server",
             "Terrace: the primary term this engine writes storage in (the coordinator's); given one, raises its fence in storage.",
         ),
+        TerraceProve => c(
+            "terrace.prove",
+            2,
+            "noscript loading stale fast no_auth allow_busy",
+            NOKEY,
+            "connection",
+            "Terrace: proves this engine holds the password it was started with (an HMAC of the nonce), before the console authenticates to it.",
+        ),
         TerraceImport => c(
             "terrace.import",
             3,

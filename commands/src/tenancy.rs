@@ -48,8 +48,9 @@ pub fn tenancy(spec: &CommandSpec, argv: &[&[u8]]) -> Tenancy {
     use CommandId::*;
     use Tenancy::*;
     match spec.id {
-        // A migration is the console's, engine to engine: never through a proxy.
-        TerraceNamespace | TerraceNamespaces | TerraceDropnamespace | TerraceMigrate => Never,
+        // A migration is the console's, engine to engine, and an engine's proof of its
+        // password is given to whoever connects to it: never through a proxy.
+        TerraceNamespace | TerraceNamespaces | TerraceDropnamespace | TerraceMigrate | TerraceProve => Never,
         Config if own_config(argv) => Tenant,
         // Users, settings, debugging, modules, replication, the process itself.
         Acl | Config | Debug | Module | Replicaof | Slaveof | Psync | Sync | Replconf | Shutdown | Monitor => Operator,

@@ -54,7 +54,7 @@ pub struct KeyView {
 
 /// A connection to `addr` in tenant `tenant`'s namespace.
 async fn in_namespace(console: &Console, addr: &str, tenant: &str) -> Result<Node, OpError> {
-    let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
+    let mut n = Node::engine(addr, &console.config.engine_auth).await?;
     n.run::<()>(&["TERRACE.NAMESPACE", tenant]).await?;
     Ok(n)
 }
@@ -215,7 +215,7 @@ pub async fn slowlog(console: &Console, tenant: Option<&str>) -> Result<(Vec<Val
     let mut errors = Vec::new();
     for addr in engines.iter().chain(replicas.iter().map(|(a, _)| a)) {
         let got = async {
-            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
+            let mut n = Node::engine(addr, &console.config.engine_auth).await?;
             n.json(&["TERRACE.SLOWLOG", "-1"]).await
         }
         .await;

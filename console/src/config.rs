@@ -25,8 +25,13 @@ pub struct ConsoleSettings {
     pub proxies: Option<Vec<String>>,
     /// The proxies' `admin_password`.
     pub proxy_admin_password: Option<String>,
-    /// A file (mode 0600) holding the engines' password (their `requirepass_file`).
+    /// A file (mode 0600) holding one password every engine takes (their `requirepass_file`):
+    /// safe only with `tls_nodes`, since any address registered as an engine is sent it.
     pub engine_password_file: Option<PathBuf>,
+    /// A file (mode 0600) holding the appliance's engine key: each engine's password is
+    /// derived from it and its address (`terrace engine-password`), and an engine proves it
+    /// holds its own before the console authenticates to it. `terrace up` uses this.
+    pub engine_key_file: Option<PathBuf>,
     /// The console admin's password on first start (otherwise one is generated and printed).
     pub admin_password: Option<String>,
     /// How often the reconcile loop checks proxies and engines.
@@ -85,6 +90,7 @@ impl ConsoleSettings {
             proxies: self.proxies.or(other.proxies),
             proxy_admin_password: self.proxy_admin_password.or(other.proxy_admin_password),
             engine_password_file: self.engine_password_file.or(other.engine_password_file),
+            engine_key_file: self.engine_key_file.or(other.engine_key_file),
             admin_password: self.admin_password.or(other.admin_password),
             reconcile_ms: self.reconcile_ms.or(other.reconcile_ms),
             sample_ms: self.sample_ms.or(other.sample_ms),
@@ -121,6 +127,7 @@ impl ConsoleSettings {
             proxies: var("TERRACE_CONSOLE_PROXIES").map(list),
             proxy_admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
             engine_password_file: var("TERRACE_CONSOLE_ENGINE_PASSWORD_FILE").map(PathBuf::from),
+            engine_key_file: var("TERRACE_CONSOLE_ENGINE_KEY_FILE").map(PathBuf::from),
             admin_password: var("TERRACE_ADMIN_PASSWORD"),
             reconcile_ms: None,
             sample_ms: None,
@@ -218,7 +225,7 @@ impl ConsoleSettings {
         if !(1..=100).contains(&move_pace) {
             return Err(invalid("move_pace", "a percentage from 1 to 100"));
         }
-        let engine_password = terrace_commands::settings::read_secret_file_if_set("engine_password_file", self.engine_password_file.as_deref())?;
+        let engine_auth = terrace_commands::credentials::EngineAuth::from_files(self.engine_password_file.as_deref(), self.engine_key_file.as_deref())?;
         let files = terrace_tls::TlsFiles::from_settings(self.tls_cert_file, self.tls_key_file, None, None)?;
         let node_tls = match self.tls_nodes {
             Some(true) => Some(terrace_tls::LinkTls::from_settings(
@@ -243,7 +250,7 @@ impl ConsoleSettings {
             tls,
             node_tls,
             https_ca,
-            engine_password,
+            engine_auth,
             port: self.port.unwrap_or(8080),
             bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
             db: self.db.unwrap_or_else(|| PathBuf::from("data/console.db")),
@@ -302,8 +309,8 @@ pub struct ConsoleConfig {
     pub engines: Vec<String>,
     pub proxies: Vec<String>,
     pub proxy_admin_password: Option<String>,
-    /// What the console authenticates to engines with (`engine_password_file`).
-    pub engine_password: Option<String>,
+    /// How the console authenticates to engines (`engine_key_file`, `engine_password_file`).
+    pub engine_auth: terrace_commands::credentials::EngineAuth,
     pub admin_password: Option<String>,
     pub reconcile: Duration,
     /// How often the history samples every node and tenant (`sample_ms`, 10 s).

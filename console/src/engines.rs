@@ -18,6 +18,10 @@ pub enum EngineError {
     Start(String),
     #[error("the engine at {0} does not answer: {1}")]
     Unreachable(String, String),
+    /// It answered, without proving it holds the password of an engine at that address:
+    /// with per-engine passwords, not one of this appliance's (`nodes::NodeError::Unproven`).
+    #[error("{0} is not an engine of this appliance: it does not prove it holds that address's password (give the engine there the one `terrace engine-password` prints)")]
+    NotAnEngine(String),
     #[error("{0}")]
     Conflict(String),
     #[error(transparent)]
@@ -70,8 +74,10 @@ pub async fn add(console: &Console, address: Option<&str>, replicas: Replicas) -
         }
     };
     for a in std::iter::once(&address).chain(&replicas) {
-        if let Err(why) = Node::engine(a, console.config.engine_password.as_deref()).await {
-            return Err(EngineError::Unreachable(a.clone(), why.to_string()));
+        match Node::engine(a, &console.config.engine_auth).await {
+            Ok(_) => {}
+            Err(crate::nodes::NodeError::Unproven { .. }) => return Err(EngineError::NotAnEngine(a.clone())),
+            Err(why) => return Err(EngineError::Unreachable(a.clone(), why.to_string())),
         }
     }
     let idx = db::add_engine(&console.db, &address, &replicas).await?.map_err(EngineError::Conflict)?;

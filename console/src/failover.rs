@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use crate::db;
 use crate::nodes::Node;
 use crate::Console;
+use terrace_commands::credentials::EngineAuth;
 
 /// How long one check of a node may take (connect and reply each).
 const PROBE: Duration = Duration::from_millis(400);
@@ -84,14 +85,14 @@ impl Probe {
 
 /// Whether the engine at `address` serves as a primary now, by the health check: it
 /// answers (not only BUSY or LOADING), follows no master, and does not wait for its role.
-pub(crate) async fn serves_as_primary(address: &str, password: Option<&str>) -> bool {
-    probe(address, password).await.is_some_and(|p| !p.busy && p.following.is_none() && !p.waiting)
+pub(crate) async fn serves_as_primary(address: &str, auth: &EngineAuth) -> bool {
+    probe(address, auth).await.is_some_and(|p| !p.busy && p.following.is_none() && !p.waiting)
 }
 
 /// Gives engine `address` the term `term`, with a lease until `lease` (unix ms; 0 revokes
 /// it) or none.
-pub(crate) async fn give_term(address: &str, password: Option<&str>, term: &db::Term, lease: Option<i64>) -> Result<(), String> {
-    let mut n = Node::engine_bounded(address, password, PROBE).await.map_err(|e| e.to_string())?;
+pub(crate) async fn give_term(address: &str, auth: &EngineAuth, term: &db::Term, lease: Option<i64>) -> Result<(), String> {
+    let mut n = Node::engine_bounded(address, auth, PROBE).await.map_err(|e| e.to_string())?;
     let epoch = term.epoch.to_string();
     let until = lease.map(|l| l.to_string());
     let mut args = vec!["TERRACE.EPOCH", &term.group, &epoch];
@@ -104,8 +105,8 @@ pub(crate) async fn give_term(address: &str, password: Option<&str>, term: &db::
 /// What a node answers the health check: the server and replication sections alone, which
 /// visit no shard (a snapshot holding every shard, a tenant's script holding its own, must
 /// not make a live primary look dead). A node that answers BUSY or LOADING is alive.
-async fn probe(address: &str, password: Option<&str>) -> Option<Probe> {
-    let mut n = Node::engine_bounded(address, password, PROBE).await.ok()?;
+async fn probe(address: &str, auth: &EngineAuth) -> Option<Probe> {
+    let mut n = Node::engine_bounded(address, auth, PROBE).await.ok()?;
     let info = match n.run::<String>(&["INFO", "server", "replication"]).await {
         Ok(text) => crate::nodes::parse_info(&text),
         Err(e) if e.answered_busy() => return Some(Probe::busy()),
@@ -163,7 +164,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         return Ok(());
     }
     let mut members = Vec::new();
-    let password = console.config.engine_password.as_deref();
+    let auth = &console.config.engine_auth;
     let terms = db::terms(&console.db).await?;
     for (idx, address) in engines.iter().enumerate() {
         let mine: Vec<String> = replicas.iter().filter(|(_, e)| *e == idx).map(|(a, _)| a.clone()).collect();
@@ -171,7 +172,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         if entry.address != *address {
             *entry = Seen { address: address.clone(), last_ok: Instant::now(), run_id: None };
         }
-        let probed = probe(address, password).await;
+        let probed = probe(address, auth).await;
         members.push(Member {
             address: address.clone(),
             engine: idx,
@@ -199,7 +200,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
                 // (A replicated primary gets its term with its lease, from the lease loop;
                 // one without replicas gets no lease, or loses the one it had.)
                 if let Some(term) = terms.get(idx).filter(|t| mine.is_empty() && (p.term.as_ref() != Some(&(t.group.clone(), t.epoch)) || p.leased)) {
-                    match give_term(address, password, term, None).await {
+                    match give_term(address, auth, term, None).await {
                         Ok(()) => tracing::info!(engine = idx, %address, epoch = term.epoch, "primary given its term"),
                         Err(e) => tracing::warn!(engine = idx, %address, epoch = term.epoch, error = %e, "cannot give a primary its term"),
                     }
@@ -247,7 +248,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         } else if restarted {
             // Nothing to fail over to: the restarted primary serves again (if it came back
             // fenced, waiting for its role) with what it has.
-            if let Ok(mut n) = Node::engine_bounded(address, password, PROBE).await {
+            if let Ok(mut n) = Node::engine_bounded(address, auth, PROBE).await {
                 if n.run::<String>(&["REPLICAOF", "NO", "ONE"]).await.is_ok() {
                     event(
                         console,
@@ -267,7 +268,7 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
     }
     for (address, idx) in replicas {
         let Some(primary) = engines.get(idx) else { continue };
-        let probed = probe(&address, password).await;
+        let probed = probe(&address, auth).await;
         let primary_offset = members.iter().find(|m| m.engine == idx && m.role == "primary" && m.offset >= 0).map(|m| m.offset);
         members.push(Member {
             address: address.clone(),
@@ -286,10 +287,17 @@ async fn tick(console: &Console, seen: &mut HashMap<usize, Seen>) -> Result<(), 
         }
         // (Not at a decided primary that does not serve yet: the old primary would follow
         // its own follower.)
-        if !serves_as_primary(primary, password).await {
+        if !serves_as_primary(primary, auth).await {
             continue;
         }
-        let Ok(mut n) = Node::engine_bounded(&address, password, PROBE).await else { continue };
+        let Ok(mut n) = Node::engine_bounded(&address, auth, PROBE).await else { continue };
+        // (The primary's own password: with per-engine passwords, not the replica's.)
+        if let Some(p) = auth.password_for(primary) {
+            if let Err(e) = n.run::<()>(&["CONFIG", "SET", "masterauth", &p]).await {
+                tracing::warn!(replica = %address, error = %e, "cannot give a replica its primary's password");
+                continue;
+            }
+        }
         match n.run::<String>(&["REPLICAOF", &host, &port.to_string()]).await {
             Ok(_) => event(console, "replica", format!("{address} now follows {primary} (engine {idx})")).await,
             Err(e) => tracing::warn!(replica = %address, error = %e, "cannot point a replica at its primary"),
@@ -311,12 +319,12 @@ pub async fn planned_failover(console: &Console, idx: usize, old: &str, replicas
 /// over at once is promoted at the next check), false when none could be chosen (tried
 /// again at the next check).
 pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[String], why: &str) -> Result<bool, db::DbError> {
-    let password = console.config.engine_password.as_deref();
+    let auth = &console.config.engine_auth;
     let mut best: Option<(String, i64)> = None;
     for r in replicas {
         // (Not one that restarted and waits for its role: it takes no term before a
         // REPLICAOF, and holds only what its own log kept.)
-        if let Some(p) = probe(r, password).await.filter(|p| !p.busy && !p.waiting) {
+        if let Some(p) = probe(r, auth).await.filter(|p| !p.busy && !p.waiting) {
             if best.as_ref().is_none_or(|(_, o)| p.offset > *o) {
                 best = Some((r.clone(), p.offset));
             }
@@ -332,7 +340,7 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
     let held = console.leases.freeze(old);
     let current = db::terms(&console.db).await?.get(idx).cloned();
     let revoked = match &current {
-        Some(term) => give_term(old, password, term, Some(0)).await.is_ok(),
+        Some(term) => give_term(old, auth, term, Some(0)).await.is_ok(),
         None => false,
     };
     if !revoked {
@@ -375,8 +383,8 @@ pub async fn failover(console: &Console, idx: usize, old: &str, replicas: &[Stri
 /// storage is raised before the replica takes writes, and its lease lets it take them at
 /// once), then `REPLICAOF NO ONE`.
 async fn carry_out(console: &Console, new: &str, term: &db::Term) -> Result<(), String> {
-    let password = console.config.engine_password.as_deref();
-    give_term(new, password, term, Some(console.leases.grant_new(new))).await.map_err(|e| format!("could not take epoch {}: {e}", term.epoch))?;
-    let mut n = Node::engine_bounded(new, password, PROBE).await.map_err(|e| e.to_string())?;
+    let auth = &console.config.engine_auth;
+    give_term(new, auth, term, Some(console.leases.grant_new(new))).await.map_err(|e| format!("could not take epoch {}: {e}", term.epoch))?;
+    let mut n = Node::engine_bounded(new, auth, PROBE).await.map_err(|e| e.to_string())?;
     n.run::<String>(&["REPLICAOF", "NO", "ONE"]).await.map(drop).map_err(|e| format!("refused REPLICAOF NO ONE: {e}"))
 }

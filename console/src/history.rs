@@ -112,7 +112,7 @@ const WORKLOAD_BATCH: usize = 256;
 /// One sample of everything; then the history is bounded.
 pub async fn sample(console: &Console, want: &Desired) {
     let at = db::now();
-    let password = console.config.engine_password.as_deref();
+    let password = &console.config.engine_auth;
     let lags: HashMap<String, i64> = console.state.lock().members.iter().filter_map(|m| Some((m.address.clone(), m.lag?))).collect();
     // Proxies: their interval's latency per tenant.
     let mut tenant_latency: HashMap<String, Latency> = HashMap::new();

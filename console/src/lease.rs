@@ -112,13 +112,13 @@ async fn renew_all(console: &Console) -> Result<(), db::DbError> {
     let (engines, _) = db::topology(&console.db).await?;
     let replicas = db::replicas(&console.db).await?;
     let terms = db::terms(&console.db).await?;
-    let password = console.config.engine_password.as_deref();
+    let auth = &console.config.engine_auth;
     let renewals = engines.iter().enumerate().filter(|(idx, _)| replicas.iter().any(|(_, e)| e == idx)).filter_map(|(idx, address)| {
         let until = console.leases.grant(address)?;
         let term = terms.get(idx)?;
         Some(async move {
             let renewed = async {
-                let mut n = Node::engine_bounded(address, password, RENEWAL).await.map_err(|e| e.to_string())?;
+                let mut n = Node::engine_bounded(address, auth, RENEWAL).await.map_err(|e| e.to_string())?;
                 n.run::<String>(&["TERRACE.EPOCH", &term.group, &term.epoch.to_string(), "LEASE", &until.to_string()]).await.map_err(|e| e.to_string())
             };
             match tokio::time::timeout(RENEWAL * 2, renewed).await.unwrap_or_else(|_| Err("timed out".into())) {
@@ -149,7 +149,7 @@ async fn recover_revoked(console: &Console, idx: usize, address: &str) -> Result
     let Some(until) = console.leases.grant(address) else { return Ok(()) };
     let term = db::next_term(&console.db, idx).await.map_err(|e| e.to_string())?;
     let epoch = term.epoch;
-    crate::failover::give_term(address, console.config.engine_password.as_deref(), &term, Some(until)).await?;
+    crate::failover::give_term(address, &console.config.engine_auth, &term, Some(until)).await?;
     crate::failover::event(console, "term", format!("engine {idx} ({address}) held a revoked lease (a failover was interrupted): given epoch {epoch}")).await;
     Ok(())
 }

@@ -180,7 +180,7 @@ pub async fn plan(console: &Console, drain: Option<&str>) -> Result<Plan, MoveEr
 
 /// An engine's keys (every tenant) and data bytes, 0 when it does not answer.
 async fn engine_totals(console: &Console, addr: &str) -> (i64, i64) {
-    let Ok(mut n) = Node::engine(addr, console.config.engine_password.as_deref()).await else { return (0, 0) };
+    let Ok(mut n) = Node::engine(addr, &console.config.engine_auth).await else { return (0, 0) };
     let keys = n.json(&["TERRACE.STATS"]).await.ok().and_then(|s| s["keys"].as_i64()).unwrap_or(0);
     let bytes = n.info("memory").await.ok().and_then(|i| i.get("used_memory_dataset").or(i.get("used_memory")).and_then(|v| v.parse().ok())).unwrap_or(0);
     (keys, bytes)
@@ -265,7 +265,7 @@ pub async fn progress(console: &Console) -> Option<Progress> {
     if m.state == "queued" {
         return None;
     }
-    let mut src = Node::engine(&m.source, console.config.engine_password.as_deref()).await.ok()?;
+    let mut src = Node::engine(&m.source, &console.config.engine_auth).await.ok()?;
     let st = src.json(&["TERRACE.MIGRATE", "STATUS"]).await.ok()?;
     let n = |k: &str| st[k].as_u64().unwrap_or(0);
     Some(Progress {
@@ -376,7 +376,7 @@ async fn drive(console: &Console, mut m: SlotMove) {
 /// attempt counts after that wait).
 async fn failed_over(console: &Console, m: &SlotMove) -> bool {
     let deadline = Instant::now() + console.config.failover_after + console.config.health * 4 + Duration::from_secs(1);
-    let password = console.config.engine_password.as_deref();
+    let auth = &console.config.engine_auth;
     loop {
         match primaries(console, m).await {
             Ok(now) if now != (m.source.clone(), m.target.clone()) => return true,
@@ -386,7 +386,7 @@ async fn failed_over(console: &Console, m: &SlotMove) -> bool {
         // (A primary restarted fenced, waiting for its role, answers but is about to be
         // replaced: it does not serve.)
         let serves = crate::failover::serves_as_primary;
-        if Instant::now() >= deadline || (serves(&m.source, password).await && serves(&m.target, password).await) {
+        if Instant::now() >= deadline || (serves(&m.source, auth).await && serves(&m.target, auth).await) {
             return false;
         }
         tokio::time::sleep(console.config.health).await;
@@ -417,8 +417,8 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
     if let Some(s) = slots.iter().find(|&s| owner[s as usize] != source) {
         return Err(Undo(format!("slot {s} is no longer {}'s", m.source)));
     }
-    let password = console.config.engine_password.as_deref();
-    let mut src = Node::engine(&m.source, password).await?;
+    let auth = &console.config.engine_auth;
+    let mut src = Node::engine(&m.source, auth).await?;
     let status = src.json(&["TERRACE.MIGRATE", "STATUS"]).await?;
     if status["id"].as_str() != Some(job) || status["phase"] == "failed" || status["phase"] == "aborted" {
         let mut args = vec!["TERRACE.MIGRATE", "START", job, &m.target];
@@ -429,6 +429,11 @@ async fn attempt(console: &Console, m: &mut SlotMove, job: &str) -> Result<(), U
             args.extend(["RATE", rate.as_str()]);
         }
         args.extend(["PACE", pace.as_str()]);
+        // (The target's own password: the source proved itself before it is told it.)
+        let target_password = auth.password_for(&m.target);
+        if let Some(p) = &target_password {
+            args.extend(["AUTH", p]);
+        }
         src.run::<()>(&args).await?;
     }
     m.state = "copying".into();
@@ -512,7 +517,7 @@ async fn status_of(src: &mut Node, job: &str) -> Result<serde_json::Value, Undo>
 
 /// Undoes an attempt before the switch: the source keeps the slots, the proxies let go.
 async fn undo(console: &Console, m: &SlotMove, job: &str) {
-    if let Ok(mut src) = Node::engine(&m.source, console.config.engine_password.as_deref()).await {
+    if let Ok(mut src) = Node::engine(&m.source, &console.config.engine_auth).await {
         if let Ok(st) = src.json(&["TERRACE.MIGRATE", "STATUS"]).await {
             if st["id"].as_str() == Some(job) {
                 let _ = src.run::<()>(&["TERRACE.MIGRATE", "ABORT"]).await;
@@ -547,7 +552,7 @@ async fn undo(console: &Console, m: &SlotMove, job: &str) {
 async fn finish(console: &Console, m: &mut SlotMove, job: &str) {
     m.state = "deleting".into();
     let _ = db::update_move(&console.db, m).await;
-    let password = console.config.engine_password.as_deref();
+    let auth = &console.config.engine_auth;
     loop {
         // (The source group's primary of the moment: one promoted since the switch has the
         // slots' keys by replication, not the job, and purges them.)
@@ -555,7 +560,7 @@ async fn finish(console: &Console, m: &mut SlotMove, job: &str) {
             m.source = source;
         }
         let result: Result<bool, Undo> = async {
-            let mut src = Node::engine(&m.source, password).await?;
+            let mut src = Node::engine(&m.source, auth).await?;
             let st = src.json(&["TERRACE.MIGRATE", "STATUS"]).await?;
             let purge = format!("{job}-leftovers");
             match (st["id"].as_str(), st["phase"].as_str()) {

@@ -6,19 +6,26 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
+use terrace_commands::credentials::EngineAuth;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error("{}: {}", .addr, describe(.source))]
     Redis { addr: String, source: redis::RedisError },
+    /// What answers there did not prove it holds the password of an engine at that address:
+    /// it is not told the password, nor anything else.
+    #[error("{addr}: not an engine of this appliance (its TERRACE.PROVE answer does not hold for this address)")]
+    Unproven { addr: String },
 }
 
 impl NodeError {
     /// The node answered, with an error that says it is alive but occupied (a script past
     /// the busy threshold, a snapshot loading): not a node that is down.
     pub fn answered_busy(&self) -> bool {
-        let NodeError::Redis { source, .. } = self;
-        matches!(source.code(), Some("BUSY" | "LOADING"))
+        match self {
+            NodeError::Redis { source, .. } => matches!(source.code(), Some("BUSY" | "LOADING")),
+            NodeError::Unproven { .. } => false,
+        }
     }
 }
 
@@ -82,29 +89,42 @@ impl Node {
         Ok(Node { addr: addr.to_string(), conn })
     }
 
-    /// An engine, authenticated with the engines' password when they have one
-    /// (`engine_password_file`).
-    pub async fn engine(addr: &str, password: Option<&str>) -> Result<Node, NodeError> {
-        Self::engine_waiting(addr, password, Duration::from_secs(5)).await
+    /// An engine, authenticated as `auth` says (`engine_key_file`: once it proved it is
+    /// the appliance's engine at `addr`).
+    pub async fn engine(addr: &str, auth: &EngineAuth) -> Result<Node, NodeError> {
+        Self::engine_waiting(addr, auth, Duration::from_secs(5)).await
     }
 
     /// As `engine`, waiting up to `reply_timeout` for each reply.
-    pub async fn engine_waiting(addr: &str, password: Option<&str>, reply_timeout: Duration) -> Result<Node, NodeError> {
+    pub async fn engine_waiting(addr: &str, auth: &EngineAuth, reply_timeout: Duration) -> Result<Node, NodeError> {
         let mut n = Self::connect(addr, reply_timeout).await?;
-        if let Some(p) = password {
-            n.run::<()>(&["AUTH", p]).await?;
-        }
+        n.authenticate(auth).await?;
         Ok(n)
     }
 
     /// An engine the coordinator checks: connecting and each reply within `bound` (a node
     /// that does not answer that fast counts as down for this check).
-    pub async fn engine_bounded(addr: &str, password: Option<&str>, bound: Duration) -> Result<Node, NodeError> {
+    pub async fn engine_bounded(addr: &str, auth: &EngineAuth, bound: Duration) -> Result<Node, NodeError> {
         let mut n = Self::connect_within(addr, bound, bound).await?;
-        if let Some(p) = password {
-            n.run::<()>(&["AUTH", p]).await?;
-        }
+        n.authenticate(auth).await?;
         Ok(n)
+    }
+
+    /// With per-engine passwords, the engine first proves it holds the one of this address
+    /// (an impostor there, relaying the nonce to a real engine, gets back that engine's
+    /// proof, for another address); then AUTH.
+    async fn authenticate(&mut self, auth: &EngineAuth) -> Result<(), NodeError> {
+        if auth.proves() {
+            let nonce = terrace_commands::credentials::nonce();
+            let answer: Vec<u8> = self.run(&["TERRACE.PROVE", &nonce]).await?;
+            if !auth.proof_holds(&self.addr, nonce.as_bytes(), &answer) {
+                return Err(NodeError::Unproven { addr: self.addr.clone() });
+            }
+        }
+        if let Some(p) = auth.password_for(&self.addr) {
+            self.run::<()>(&["AUTH", &p]).await?;
+        }
+        Ok(())
     }
 
     /// A proxy, authenticated as its admin user.

@@ -136,7 +136,7 @@ pub async fn delete_tenant(console: &Console, name: &str) -> Result<Vec<String>,
     let (engines, _) = db::topology(&console.db).await?;
     for addr in &engines {
         let dropped = async {
-            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
+            let mut n = Node::engine(addr, &console.config.engine_auth).await?;
             n.run::<i64>(&["TERRACE.DROPNAMESPACE", name]).await
         }
         .await;
@@ -230,7 +230,7 @@ pub async fn snapshot_now(console: &Console) -> Result<Vec<(String, Result<Strin
     let all: Vec<String> = engines.into_iter().chain(replicas.into_iter().map(|(a, _)| a)).collect();
     let started = all.iter().map(|addr| async move {
         let reply = async {
-            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
+            let mut n = Node::engine(addr, &console.config.engine_auth).await?;
             n.run::<String>(&["BGSAVE"]).await
         }
         .await;
@@ -258,7 +258,7 @@ pub async fn retrain(console: &Arc<Console>, name: &str) -> Result<i64, OpError>
         let mut ok = 0;
         for (i, addr) in engines.iter().enumerate() {
             let run = async {
-                let mut n = Node::engine_waiting(addr, console.config.engine_password.as_deref(), Duration::from_secs(150)).await?;
+                let mut n = Node::engine_waiting(addr, &console.config.engine_auth, Duration::from_secs(150)).await?;
                 n.json(&["TERRACE.RETRAIN", &name, "SYNC"]).await
             }
             .await;
@@ -296,7 +296,7 @@ pub async fn engine_stats(console: &Console, name: &str) -> Result<Value, OpErro
     let mut out = serde_json::Map::new();
     for addr in &engines {
         let got = async {
-            let mut n = Node::engine(addr, console.config.engine_password.as_deref()).await?;
+            let mut n = Node::engine(addr, &console.config.engine_auth).await?;
             let workload = n.json(&["TERRACE.WORKLOAD", name]).await?;
             let compression = n.json(&["TERRACE.COMPRESSION", "STATS", name]).await?;
             Ok::<_, crate::nodes::NodeError>(json!({"workload": workload, "compression": compression}))
@@ -329,7 +329,7 @@ pub async fn advice_from(console: &Console, name: &str, only: Option<usize>) -> 
     let ask = |addr: String, total: Option<String>| {
         let previous = previous.clone();
         async move {
-            let mut n = Node::engine(&addr, console.config.engine_password.as_deref()).await?;
+            let mut n = Node::engine(&addr, &console.config.engine_auth).await?;
             let mut args = vec!["TERRACE.ADVISE".to_string(), name.to_string()];
             if let Some(t) = total {
                 args.extend(["TOTAL".to_string(), t]);

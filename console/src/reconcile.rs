@@ -14,6 +14,7 @@ use crate::db;
 use crate::nodes::{Node, NodeError};
 use crate::tenants::{sha256_hex, Tenant};
 use crate::Console;
+use terrace_commands::credentials::EngineAuth;
 
 /// What the console last saw of one proxy or engine.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -189,7 +190,7 @@ pub async fn pass(console: &Console) -> Outcome {
     for addr in want.engines.iter().chain(&replicas) {
         let last = console.state.lock().pushed.get(addr).cloned();
         let before = last.as_ref().map(|l| l.run_id.clone());
-        let (s, pushed) = check_engine(addr, console.config.engine_password.as_deref(), &want, last).await;
+        let (s, pushed) = check_engine(addr, &console.config.engine_auth, &want, last).await;
         if let (Some(was), Some(now)) = (before, s.run_id.as_ref()) {
             if !was.is_empty() && was != *now {
                 let _ = db::add_event(&console.db, "restart", &format!("engine {addr} restarted (run ID {was} → {now})")).await;
@@ -280,11 +281,11 @@ async fn check_proxy(console: &Console, addr: &str, want: &Desired) -> NodeStatu
 
 /// Checks one engine and pushes the tenants' settings when it restarted or they changed.
 /// Answers its status and, when it pushed, what it pushed for.
-async fn check_engine(addr: &str, password: Option<&str>, want: &Desired, last: Option<Pushed>) -> (NodeStatus, Option<Pushed>) {
+async fn check_engine(addr: &str, auth: &EngineAuth, want: &Desired, last: Option<Pushed>) -> (NodeStatus, Option<Pushed>) {
     let mut s = NodeStatus { address: addr.into(), kind: "engine", checked_at: db::now(), ..Default::default() };
     let mut pushed = None;
     let result: Result<(), NodeError> = async {
-        let mut n = Node::engine(addr, password).await?;
+        let mut n = Node::engine(addr, auth).await?;
         s.up = true;
         let info = n.info("all").await?;
         let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok());

@@ -60,7 +60,7 @@ impl Phase {
 }
 
 /// What START asks for.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Job {
     /// The coordinator's name for it (so it can tell, after a restart, that the job is gone).
     pub id: String,
@@ -71,6 +71,21 @@ pub struct Job {
     pub rate: u64,
     /// Work at most this share of the time, in percent (the rest is the engine's).
     pub pace: u8,
+    /// The target's password (START's `AUTH`; None: this engine's `masterauth`).
+    pub auth: Option<String>,
+}
+
+impl std::fmt::Debug for Job {
+    // (Without the target's password.)
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("id", &self.id)
+            .field("target", &self.target)
+            .field("slots", &self.slots)
+            .field("rate", &self.rate)
+            .field("pace", &self.pace)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Requests the thread has not taken yet.
@@ -265,7 +280,7 @@ mod tests {
     use super::*;
 
     fn job(target: Option<&str>) -> Job {
-        Job { id: "j1".into(), target: target.map(str::to_string), slots: SlotSet::parse("0-9").unwrap(), rate: 0, pace: 50 }
+        Job { id: "j1".into(), target: target.map(str::to_string), slots: SlotSet::parse("0-9").unwrap(), rate: 0, pace: 50, auth: None }
     }
 
     #[test]

@@ -36,14 +36,27 @@ fn repr(out: &mut String, arg: &[u8]) {
     out.push('"');
 }
 
-/// Whether an argument must be hidden: AUTH's, and the credentials HELLO AUTH carries.
-fn redacted(argv: &[&[u8]], i: usize) -> bool {
+/// Whether an argument must be hidden from MONITOR and the slow log, as Redis hides them:
+/// AUTH's, the credentials HELLO AUTH carries, a password CONFIG SET gives (requirepass,
+/// masterauth), ACL SETUSER's user and rules, and a slot move's target password (TERRACE.MIGRATE's
+/// AUTH).
+pub fn redacted(argv: &[&[u8]], i: usize) -> bool {
     let name = argv[0];
+    let is = |j: usize, word: &str| argv.get(j).is_some_and(|a| a.eq_ignore_ascii_case(word.as_bytes()));
     if name.eq_ignore_ascii_case(b"auth") {
         return i >= 1;
     }
     if name.eq_ignore_ascii_case(b"hello") {
-        return (2..i).any(|j| argv[j].eq_ignore_ascii_case(b"auth") && i <= j + 2);
+        return (2..i).any(|j| is(j, "auth") && i <= j + 2);
+    }
+    if name.eq_ignore_ascii_case(b"config") && is(1, "set") {
+        return i >= 3 && i % 2 == 1 && (is(i - 1, "requirepass") || is(i - 1, "masterauth"));
+    }
+    if name.eq_ignore_ascii_case(b"acl") && is(1, "setuser") {
+        return i >= 2;
+    }
+    if name.eq_ignore_ascii_case(b"terrace.migrate") {
+        return i >= 4 && is(i - 1, "auth");
     }
     false
 }
@@ -97,5 +110,11 @@ mod tests {
         let argv: [&[u8]; 5] = [b"HELLO", b"3", b"AUTH", b"user", b"pass"];
         assert!(!redacted(&argv, 2) && redacted(&argv, 3) && redacted(&argv, 4));
         assert!(redacted(&[b"auth", b"pw"], 1));
+        let config: [&[u8]; 6] = [b"CONFIG", b"SET", b"maxmemory", b"1mb", b"masterauth", b"pw"];
+        assert!(!redacted(&config, 3) && !redacted(&config, 4) && redacted(&config, 5));
+        let migrate: [&[u8]; 7] = [b"TERRACE.MIGRATE", b"START", b"j", b"h:1", b"0-9", b"AUTH", b"pw"];
+        assert!(!redacted(&migrate, 4) && !redacted(&migrate, 5) && redacted(&migrate, 6));
+        assert!(redacted(&[b"ACL", b"SETUSER", b"u", b">pw"], 3) && redacted(&[b"ACL", b"SETUSER", b"u", b">pw"], 2));
+        assert!(!redacted(&[b"ACL", b"SETUSER", b"u", b">pw"], 1));
     }
 }

@@ -41,7 +41,8 @@ pub struct LinkSettings {
 pub struct BackendSpec {
     pub engine: usize,
     pub addr: String,
-    /// The engines' password (`engine_password_file`), sent first on every connection.
+    /// This engine's password (`engine_key_file`, `engine_password_file`), sent first on
+    /// every connection.
     pub password: Option<std::sync::Arc<str>>,
     /// The tenant's engine namespace (None: the default one).
     pub namespace: Option<std::sync::Arc<str>>,

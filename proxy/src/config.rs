@@ -88,9 +88,14 @@ pub struct ProxySettings {
     /// Password of the `admin` user (`AUTH admin <password>`), who may replace engines, slots
     /// and tenants live (`TERRACE.TOPOLOGY`, what the console does); none = no admin.
     pub admin_password: Option<String>,
-    /// A file (mode 0600) holding the engines' password (their `requirepass_file`): every
-    /// engine connection authenticates with it first. `terrace up` makes one.
+    /// A file (mode 0600) holding one password every engine takes (their
+    /// `requirepass_file`): every engine connection authenticates with it first. Safe only
+    /// with `tls_engines`: an address in the topology is sent it.
     pub engine_password_file: Option<std::path::PathBuf>,
+    /// A file (mode 0600) holding the appliance's engine key: each engine connection
+    /// authenticates with that engine's own password, derived from the key and its address
+    /// (`terrace engine-password`). `terrace up` makes one.
+    pub engine_key_file: Option<std::path::PathBuf>,
     /// How long a request may wait for an engine's reply.
     pub timeout_ms: Option<u64>,
     pub connect_timeout_ms: Option<u64>,
@@ -187,6 +192,7 @@ impl ProxySettings {
             default_max_memory: self.default_max_memory.or(other.default_max_memory),
             admin_password: self.admin_password.or(other.admin_password),
             engine_password_file: self.engine_password_file.or(other.engine_password_file),
+            engine_key_file: self.engine_key_file.or(other.engine_key_file),
             timeout_ms: self.timeout_ms.or(other.timeout_ms),
             connect_timeout_ms: self.connect_timeout_ms.or(other.connect_timeout_ms),
             max_inflight: self.max_inflight.or(other.max_inflight),
@@ -240,6 +246,7 @@ impl ProxySettings {
             default_max_memory: var("TERRACE_PROXY_DEFAULT_MAX_MEMORY").map(toml::Value::String),
             admin_password: var("TERRACE_PROXY_ADMIN_PASSWORD"),
             engine_password_file: var("TERRACE_PROXY_ENGINE_PASSWORD_FILE").map(std::path::PathBuf::from),
+            engine_key_file: var("TERRACE_PROXY_ENGINE_KEY_FILE").map(std::path::PathBuf::from),
             timeout_ms: num("TERRACE_PROXY_TIMEOUT_MS", var("TERRACE_PROXY_TIMEOUT_MS"))?,
             held_slot_limit_ms: num("TERRACE_PROXY_HELD_SLOT_LIMIT_MS", var("TERRACE_PROXY_HELD_SLOT_LIMIT_MS"))?,
             cluster_nodes: var("TERRACE_PROXY_CLUSTER_NODES").map(|s| split_list(&s)),
@@ -434,10 +441,10 @@ impl ProxySettings {
             _ => None,
         };
         let metrics_token = terrace_commands::settings::read_secret_file_if_set("metrics_token_file", self.metrics_token_file.as_deref())?;
-        let engine_password = terrace_commands::settings::read_secret_file_if_set("engine_password_file", self.engine_password_file.as_deref())?.map(Arc::from);
+        let engine_auth = terrace_commands::credentials::EngineAuth::from_files(self.engine_password_file.as_deref(), self.engine_key_file.as_deref())?;
         Ok(ProxyConfig {
             tenants,
-            engine_password,
+            engine_auth,
             port: self.port.unwrap_or(6379),
             memcache_port: self.memcache_port.unwrap_or(11211),
             metrics_port: self.metrics_port,
@@ -515,8 +522,9 @@ pub struct ProxyConfig {
     /// The default tenant's data limit over all engines (0: none).
     pub default_max_memory: u64,
     pub admin_password: Option<String>,
-    /// What every engine connection authenticates with first (`engine_password_file`).
-    pub engine_password: Option<Arc<str>>,
+    /// What every engine connection authenticates with first (`engine_key_file`,
+    /// `engine_password_file`).
+    pub engine_auth: terrace_commands::credentials::EngineAuth,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub max_inflight: usize,

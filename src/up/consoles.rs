@@ -84,7 +84,7 @@ pub fn start(plan: &Plan, stopping: &Arc<AtomicBool>) -> anyhow::Result<Running>
         }
         let mut env = vec![
             ("TERRACE_PROXY_ADMIN_PASSWORD".to_string(), plan.proxy_admin_password.to_string()),
-            ("TERRACE_CONSOLE_ENGINE_PASSWORD_FILE".to_string(), plan.engine_secret.display().to_string()),
+            ("TERRACE_CONSOLE_ENGINE_KEY_FILE".to_string(), plan.engine_secret.display().to_string()),
         ];
         if let Some(p) = &admin_password {
             env.push(("TERRACE_ADMIN_PASSWORD".into(), p.clone()));

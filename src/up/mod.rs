@@ -14,9 +14,12 @@
 //! started by this process all the same, asked on its launcher's socket.
 //!
 //! The engines only answer clients that know their password (`-NOAUTH` otherwise), so
-//! nothing on the host bypasses the proxy's tenancy, quotas and command filters: a secret
-//! kept in `DATA_DIR/engine.secret` (mode 0600, made on the first start, kept across
-//! restarts), which the engines require and the proxy and the console authenticate with.
+//! nothing on the host bypasses the proxy's tenancy, quotas and command filters. Each engine
+//! has its own, derived from the appliance's engine key in `DATA_DIR/engine.secret` (mode
+//! 0600, made on the first start, kept across restarts) and the engine's address
+//! (`terrace_commands::credentials`), written for it in `DATA_DIR/passwords/engine-PORT`; the
+//! proxy and the console hold the key and derive each engine's, so an address registered as
+//! an engine is never sent another engine's password.
 
 mod consoles;
 
@@ -151,10 +154,11 @@ fn fork_process(launch: &Launch) -> std::io::Result<Child> {
     c.spawn()
 }
 
-/// How `terrace up` runs an engine: on 127.0.0.1, with the engines' password (which it also
-/// gives a master when it is a replica: after a failover any engine may become one), and
-/// save points (`--save`: snapshots while it runs and when it stops).
-fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secret: &std::path::Path, save: &str, metrics: Option<u16>) -> Vec<String> {
+/// How `terrace up` runs an engine: on 127.0.0.1, with its own password and the one it
+/// gives its primary when it starts as a replica (the console gives it its primary's with
+/// each REPLICAOF after that), and save points (`--save`: snapshots while it runs and when
+/// it stops).
+fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, passwords: &EnginePasswords, save: &str, metrics: Option<u16>) -> Vec<String> {
     let mut command = vec![
         exe.display().to_string(),
         "engine".into(),
@@ -167,9 +171,9 @@ fn engine_command(exe: &std::path::Path, port: u16, dir: &std::path::Path, secre
         "--data-dir".into(),
         dir.display().to_string(),
         "--requirepass-file".into(),
-        secret.display().to_string(),
+        passwords.own.display().to_string(),
         "--masterauth-file".into(),
-        secret.display().to_string(),
+        passwords.primary.display().to_string(),
     ];
     if let Some(p) = metrics {
         command.extend(["--metrics-port".into(), p.to_string()]);
@@ -192,7 +196,8 @@ const ADDED_FILE: &str = "added-engines";
 struct Added {
     exe: PathBuf,
     data_dir: PathBuf,
-    secret: PathBuf,
+    /// The engine key (`engine.secret`) each one's password is derived from.
+    key: String,
     save: String,
     /// The first engine's port and the metrics base port (0: no metrics).
     ports: (u16, u16),
@@ -221,7 +226,9 @@ impl Added {
     fn run(&self, port: u16) -> anyhow::Result<String> {
         let dir = self.data_dir.join(format!("engine-added-{port}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let command = engine_command(&self.exe, port, &dir, &self.secret, &self.save, metrics_port(self.ports.1, port - self.ports.0 + 1));
+        let own = engine_password_file(&self.data_dir, &self.key, port)?;
+        let passwords = EnginePasswords { primary: own.clone(), own };
+        let command = engine_command(&self.exe, port, &dir, &passwords, &self.save, metrics_port(self.ports.1, port - self.ports.0 + 1));
         let e = supervised(format!("added engine (port {port})"), command.into(), &self.stopping)?;
         self.engines.lock().unwrap().push(e);
         let addr = format!("127.0.0.1:{port}");
@@ -287,10 +294,38 @@ fn engine_secret(data_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// An engine's password files: its own (`requirepass_file`) and its primary's
+/// (`masterauth_file`; a primary's own).
+struct EnginePasswords {
+    own: PathBuf,
+    primary: PathBuf,
+}
+
+/// Writes the password of the engine on 127.0.0.1:`port` under `key` in
+/// `DATA_DIR/passwords/engine-PORT` (mode 0600, in a directory of mode 0700).
+fn engine_password_file(data_dir: &std::path::Path, key: &str, port: u16) -> anyhow::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = data_dir.join("passwords");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(format!("engine-{port}"));
+    let password = terrace_commands::credentials::engine_password(key, &format!("127.0.0.1:{port}"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    writeln!(f, "{password}").and_then(|_| f.sync_all()).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.engines >= 1, "--engines must be at least 1");
     let exe = std::env::current_exe().context("cannot find the terrace executable")?;
     let secret = engine_secret(&args.data_dir)?;
+    let key = terrace_commands::settings::read_secret_file("engine.secret", &secret)?;
     let stopping = Arc::new(AtomicBool::new(false));
     anyhow::ensure!(args.replicas <= 4, "--replicas must be at most 4");
     let mut engines = Vec::new();
@@ -302,8 +337,10 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         let port = args.engine_port.checked_add(i).context("--engine-port leaves no room for every engine")?;
         let dir = args.data_dir.join(format!("engine-{}", i + 1));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let command = engine_command(&exe, port, &dir, &secret, &args.save, metrics_port(args.metrics_port, i + 1));
         let replica = i >= args.engines;
+        let own = engine_password_file(&args.data_dir, &key, port)?;
+        let primary = if replica { engine_password_file(&args.data_dir, &key, args.engine_port + i % args.engines)? } else { own.clone() };
+        let command = engine_command(&exe, port, &dir, &EnginePasswords { own, primary }, &args.save, metrics_port(args.metrics_port, i + 1));
         let mut restart = command.clone();
         if args.replicas > 0 {
             restart.push("--wait-for-role".into());
@@ -324,7 +361,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let added = Arc::new(Added {
         exe: exe.clone(),
         data_dir: args.data_dir.clone(),
-        secret: secret.clone(),
+        key: key.clone(),
         save: args.save.clone(),
         ports: (args.engine_port, args.metrics_port),
         next_port: Mutex::new(args.engine_port.saturating_add(args.engines * (1 + args.replicas))),
@@ -402,7 +439,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         bind: Some(args.bind.clone()),
         engines: Some(addrs),
         admin_password: Some(admin_password),
-        engine_password_file: Some(secret),
+        engine_key_file: Some(secret),
         // Its console's slot map (engines added, slots moved) is the one to route with,
         // not an even split of the first engines.
         await_console: Some(true),
@@ -440,7 +477,7 @@ fn start_console(
         replicas: Some(replica_addrs),
         proxies: Some(vec![proxy_addr]),
         proxy_admin_password: Some(admin_password.to_string()),
-        engine_password_file: Some(secret.to_path_buf()),
+        engine_key_file: Some(secret.to_path_buf()),
         ..Default::default()
     }
     .or(terrace_console::ConsoleSettings::from_env()?)

@@ -767,6 +767,19 @@ pub fn stop_up(mut child: Child) {
     assert!(child.wait().unwrap().success());
 }
 
+/// The password of `terrace up`'s engine at `addr` (127.0.0.1:PORT): derived from the
+/// appliance's engine key in `DATA_DIR/engine.secret`, as the console and the proxy do.
+pub fn up_engine_password(dir: &std::path::Path, addr: &str) -> String {
+    let key = std::fs::read_to_string(dir.join("engine.secret")).unwrap().trim().to_string();
+    terrace_commands::credentials::engine_password(&key, addr)
+}
+
+/// An operator's connection to `terrace up`'s engine at `addr`, authenticated with its own
+/// password.
+pub fn up_engine(dir: &std::path::Path, addr: &str) -> redis::RedisResult<redis::Connection> {
+    redis::Client::open(format!("redis://:{}@{addr}/", up_engine_password(dir, addr)))?.get_connection()
+}
+
 /// Starts `terrace up` on engines from port `first` on (and its console on `console_port`,
 /// its admin password `CONSOLE_ADMIN_PASSWORD`) with `extra` flags; answers the process and
 /// the proxy's Redis port.

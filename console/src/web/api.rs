@@ -528,7 +528,7 @@ struct NewEngine {
 fn engine_error(e: crate::engines::EngineError) -> Response {
     use crate::engines::EngineError::*;
     let status = match &e {
-        Address | ReplicaAddress | NoLauncher => StatusCode::UNPROCESSABLE_ENTITY,
+        Address | ReplicaAddress | NoLauncher | NotAnEngine(_) => StatusCode::UNPROCESSABLE_ENTITY,
         Start(_) | Unreachable(..) => StatusCode::BAD_GATEWAY,
         Conflict(_) => StatusCode::CONFLICT,
         Db(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -105,7 +105,7 @@ pub fn document() -> Value {
                 },
             },
             "/snapshot": { "post": op("Every engine and replica starts a snapshot now (BGSAVE); each one's answer. 502 when one could not (down, or saving already).", "202", "Snapshot", &["502"]) },
-            "/engines": { "post": with_body(op("Add an engine to the slot map, owning no slots yet (a rebalance gives it its share): a running one, or one `terrace up` starts. Needs the admin role.", "201", "EngineAdded", &["409", "422", "502"]), "NewEngine") },
+            "/engines": { "post": with_body(op("Add an engine to the slot map, owning no slots yet (a rebalance gives it its share): a running one, or one `terrace up` starts. Needs the admin role. 422 when what answers at the address does not prove it holds that address's engine password (`terrace engine-password`).", "201", "EngineAdded", &["409", "422", "502"]), "NewEngine") },
             "/engines/{address}": {
                 "parameters": [{ "name": "address", "in": "path", "required": true, "schema": { "type": "string" }, "description": "host:port" }],
                 "delete": op("Remove an engine that owns no slots (drain it first), with its replicas. Needs the admin role.", "200", "EngineRemoved", &["409"]),

@@ -80,6 +80,7 @@ fn handler_for(id: CommandId) -> Handler {
         CommandId::TerraceRetrain => compression::retrain,
         CommandId::TerraceThreads => server::threads,
         CommandId::TerraceEpoch => server::terrace_epoch,
+        CommandId::TerraceProve => server::terrace_prove,
         CommandId::TerraceStats => stats::stats,
         CommandId::TerraceWorkload => stats::workload,
         CommandId::TerraceRecord => stats::record,

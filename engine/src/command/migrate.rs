@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! TERRACE.MIGRATE START id host:port range [range ...] [RATE bytes-per-second] [PACE percent]
+//!                       [AUTH password]       (the target's; without it, masterauth)
 //! TERRACE.MIGRATE PURGE id range [range ...]     (deletes the slots' keys here)
 //! TERRACE.MIGRATE STATUS | SEAL | FINISH | ABORT
 //! ```
@@ -48,11 +49,17 @@ pub fn migrate(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     };
     let id = String::from_utf8_lossy(argv[2]).into_owned();
     let mut slots = SlotSet::default();
-    let (mut rate, mut pace) = (0, DEFAULT_PACE);
+    let (mut rate, mut pace, mut auth) = (0, DEFAULT_PACE, None);
     let mut i = 0;
     while i < rest.len() {
         if is(rest[i], "RATE") && target.is_some() {
             rate = rest.get(i + 1).and_then(|r| std::str::from_utf8(r).ok()?.parse::<u64>().ok()).ok_or(CmdError::Syntax)?;
+            i += 2;
+            continue;
+        }
+        if is(rest[i], "AUTH") && target.is_some() {
+            let password = rest.get(i + 1).ok_or(CmdError::Syntax)?;
+            auth = Some(String::from_utf8(password.to_vec()).map_err(|_| err("ERR the target's password must be UTF-8"))?);
             i += 2;
             continue;
         }
@@ -73,11 +80,11 @@ pub fn migrate(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if slots.is_empty() {
         return Err(err("ERR no slots given"));
     }
-    m.start(Job { id, target, slots, rate, pace }, ctx.data.now).map_err(refused)?;
+    m.start(Job { id, target, slots, rate, pace, auth }, ctx.data.now).map_err(refused)?;
     ctx.out.ok();
     Ok(())
 }
 
 fn usage() -> CmdError {
-    err("ERR unknown TERRACE.MIGRATE subcommand or wrong number of arguments (START id host:port ranges [RATE n] [PACE percent], PURGE id ranges, STATUS, SEAL, FINISH, ABORT)")
+    err("ERR unknown TERRACE.MIGRATE subcommand or wrong number of arguments (START id host:port ranges [RATE n] [PACE percent] [AUTH password], PURGE id ranges, STATUS, SEAL, FINISH, ABORT)")
 }

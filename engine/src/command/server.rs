@@ -813,6 +813,22 @@ pub fn wait(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     wait_for(ctx, argv, target)
 }
 
+/// `TERRACE.PROVE nonce`: proof that this engine holds the password it was started with
+/// (`requirepass_file`, under `terrace up` its own, derived from its address), without
+/// giving it: the console checks it before it authenticates (`terrace_commands::credentials`).
+pub fn terrace_prove(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
+    use terrace_commands::credentials::{proof, NONCE_LENGTHS};
+    let nonce = argv[1];
+    if !NONCE_LENGTHS.contains(&nonce.len()) {
+        return Err(err(format!("ERR the nonce must be {} to {} bytes", NONCE_LENGTHS.start(), NONCE_LENGTHS.end())));
+    }
+    let Some(password) = ctx.srv.config.requirepass.as_deref() else {
+        return Err(err("ERR this engine was started without a password (requirepass_file): it has nothing to prove"));
+    };
+    ctx.out.bulk(proof(password, nonce).as_bytes());
+    Ok(())
+}
+
 /// TERRACE.EPOCH [group epoch [LEASE until]]: the primary term this engine writes in —
 /// without arguments, [group, epoch] (nil before the coordinator gave one). Given one (the
 /// coordinator does before it promotes a replica, and to every primary that lacks its

@@ -296,7 +296,9 @@ impl SlowLog {
                 args.push(format!("... ({} more arguments)", argv.len() - 31).into_bytes());
                 break;
             }
-            if a.len() > 128 {
+            if crate::monitor::redacted(argv, i) {
+                args.push(b"(redacted)".to_vec());
+            } else if a.len() > 128 {
                 let mut v = a[..128].to_vec();
                 v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
                 args.push(v);

@@ -494,7 +494,7 @@ impl Reactor {
         };
         let ns_maxmemory = tenant.as_ref().map(|t| t.max_memory.div_ceil(topo.engines.len() as u64)).unwrap_or(0);
         let ns_options = tenant.map(|t| t.namespace_options.clone()).unwrap_or_default();
-        let password = self.shared.config.engine_password.clone();
+        let password = self.shared.config.engine_auth.password_for(&topo.addrs[engine]);
         let tenant_gone = namespace.as_ref().map(|ns| self.tenant_gone_flag(ns));
         BackendSpec {
             engine,

@@ -280,7 +280,7 @@ impl Worker<'_> {
     /// on FINISH. Returns the phase it ends in.
     fn move_slots(&mut self, target: &str) -> Result<Phase, JobError> {
         let m = &self.srv.migration;
-        let password = self.srv.replication.masterauth.lock().clone();
+        let password = self.job.auth.clone().or_else(|| self.srv.replication.masterauth.lock().clone());
         let mut link = Link::open(&self.srv.config.tls, target, password.as_deref())?;
         // The target forgets whatever it holds in the slots (an older owner's keys, an
         // aborted copy): what it ends with must be exactly this engine's.
