@@ -86,6 +86,10 @@ fn command(parts: &[&[u8]]) -> Vec<Vec<u8>> {
 
 /// TYPE, PTTL, MEMORY USAGE and OBJECT ENCODING of `keys`, in one round trip.
 async fn describe(n: &mut Node, addr: &str, keys: Vec<Vec<u8>>) -> Result<Vec<KeyRow>, OpError> {
+    // (A SCAN step may find nothing: an empty pipeline is no request.)
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut commands = Vec::with_capacity(keys.len() * 4);
     for k in &keys {
         commands.push(command(&[b"TYPE", k]));
