@@ -197,11 +197,30 @@ pub fn hincrbyfloat(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// RANDMEMBER/RANDFIELD with a count, each entry written as it is drawn: positive →
-/// distinct, at most all; negative → `|count|` picks that may repeat — never collected, as
-/// the count may be in the billions: the writing stops once the output passes `cap` (the
-/// client's output limit), and the pipeline then closes the client. With values, entries
-/// are `[key, value]` pairs in RESP3 and flat in RESP2.
+/// The most elements a negative count (picks that may repeat) asks SRANDMEMBER, HRANDFIELD
+/// or ZRANDMEMBER for. Redis takes any count and stops at the output buffer's limit; here the
+/// work a client chooses is bounded up front, so that one call cannot hold the other clients
+/// of its reactor (other tenants') for seconds — at this bound it is tens of milliseconds.
+pub const MAX_REPEATED_PICKS: u64 = 1_000_000;
+
+/// A random-element command's optional count, checked: Redis's range, and a negative count
+/// asks for at most `MAX_REPEATED_PICKS` elements.
+pub fn random_count(arg: Option<&&[u8]>) -> Result<Option<i64>, CmdError> {
+    let Some(c) = arg.map(|a| int(a)).transpose()? else { return Ok(None) };
+    if c < -(i64::MAX / 2) {
+        return Err(err("ERR value is out of range"));
+    }
+    if c < 0 && c.unsigned_abs() > MAX_REPEATED_PICKS {
+        return Err(err(format!("ERR value is out of range: a negative count asks for at most {MAX_REPEATED_PICKS} elements (call again for more)")));
+    }
+    Ok(Some(c))
+}
+
+/// RANDMEMBER/RANDFIELD with a count (`random_count`), each entry written as it is drawn:
+/// positive → distinct, at most all; negative → `|count|` picks that may repeat — never
+/// collected: the writing stops once the output passes `cap` (the client's output limit),
+/// and the pipeline then closes the client. With values, entries are `[key, value]` pairs
+/// in RESP3 and flat in RESP2.
 pub fn write_random_entries<V>(out: &mut ReplyWriter, map: &BytesMap<V>, count: i64, cap: usize, with_values: bool, value: impl Fn(&mut ReplyWriter, &V)) {
     let n = if count < 0 { count.unsigned_abs() as usize } else { (count as usize).min(map.len()) };
     let pairs = with_values && out.resp3;
@@ -240,7 +259,7 @@ pub fn write_random_entries<V>(out: &mut ReplyWriter, map: &BytesMap<V>, count: 
 }
 
 pub fn hrandfield(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let count = argv.get(2).map(|c| int(c)).transpose()?;
+    let count = random_count(argv.get(2))?;
     let with_values = match argv.get(3) {
         None => false,
         Some(a) if super::args::is(a, "WITHVALUES") => true,
@@ -248,11 +267,6 @@ pub fn hrandfield(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     };
     if argv.len() > 4 {
         return Err(CmdError::Syntax);
-    }
-    if let Some(c) = count {
-        if c < -(i64::MAX / 2) {
-            return Err(err("ERR value is out of range"));
-        }
     }
     let cap = ctx.srv.limits.hard(ctx.conn.info.class());
     let Some(h) = hash(&mut ctx.data, argv[1])? else {

@@ -131,12 +131,7 @@ pub fn srandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     if argv.len() > 3 {
         return Err(CmdError::Syntax);
     }
-    let c = argv.get(2).map(|a| int(a)).transpose()?;
-    if let Some(c) = c {
-        if c < -(i64::MAX / 2) {
-            return Err(err("ERR value is out of range"));
-        }
-    }
+    let c = super::hash::random_count(argv.get(2))?;
     let cap = ctx.srv.limits.hard(ctx.conn.info.class());
     let Some(s) = set(&mut ctx.data, argv[1])? else {
         if c.is_some() {

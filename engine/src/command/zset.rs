@@ -625,7 +625,7 @@ pub fn bzmpop(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
 }
 
 pub fn zrandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
-    let c = argv.get(2).map(|a| int(a)).transpose()?;
+    let c = super::hash::random_count(argv.get(2))?;
     let with_scores = match argv.get(3) {
         None => false,
         Some(a) if is(a, "WITHSCORES") => true,
@@ -633,11 +633,6 @@ pub fn zrandmember(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
     };
     if argv.len() > 4 {
         return Err(CmdError::Syntax);
-    }
-    if let Some(c) = c {
-        if c < -(i64::MAX / 2) {
-            return Err(err("ERR value is out of range"));
-        }
     }
     let cap = ctx.srv.limits.hard(ctx.conn.info.class());
     let Some(z) = zset(&mut ctx.data, argv[1])? else {
