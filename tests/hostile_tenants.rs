@@ -497,6 +497,106 @@ async fn an_address_registered_as_an_engine_learns_no_password() {
     assert_eq!(q::<String>(&mut up.client("shop"), &["GET", "card"]), "4111-1111");
 }
 
+/// Build 3: a tenant's own people — a token or a user scoped to their tenant — see and
+/// manage that tenant alone (its keys, charts, slow-log entries, a retrain, its password),
+/// nothing of another tenant's or the appliance's, and go when the tenant is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_own_people_reach_their_tenant_alone() {
+    let up = Appliance::start("hostile-scoped").await;
+    up.tenant("shop", json!({})).await;
+    up.tenant("rival", json!({})).await;
+    for e in 0..2 {
+        q::<()>(&mut up.engine(e), &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    }
+    q::<()>(&mut up.client("shop"), &["SET", "order", "17"]);
+    q::<()>(&mut up.client("rival"), &["SET", "secret-plan", "x"]);
+
+    // Made by the admin: a viewer or an operator of an existing tenant.
+    let ask = |body: Value| up.api(Method::POST, "tokens", Some(body));
+    assert_eq!(ask(json!({"name": "t", "role": "operator", "tenant": "nope"})).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(ask(json!({"name": "t", "role": "admin", "tenant": "shop"})).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, made) = ask(json!({"name": "shop-ops", "role": "operator", "tenant": "shop"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["tenant"], "shop");
+    let token = made["token"].as_str().unwrap().to_string();
+    let call = |method: Method, path: &str, body: Option<Value>| console_api::api(method, format!("{}/api/v1/{path}", up.url), &token, body);
+
+    let (_, listed) = call(Method::GET, "tenants", None).await;
+    let names: Vec<&str> = listed["tenants"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["shop"]);
+    for mine in ["tenants/shop", "tenants/shop/keys", "tenants/shop/key?key=order", "tenants/shop/history", "tenants/shop/stats"] {
+        let (status, body) = call(Method::GET, mine, None).await;
+        assert_eq!(status, StatusCode::OK, "{mine}: {body}");
+    }
+    let (_, key) = call(Method::GET, "tenants/shop/key?key=order", None).await;
+    assert!(key.to_string().contains("17"), "{key}");
+    for theirs in [
+        "tenants/rival",
+        "tenants/rival/keys",
+        "tenants/rival/key?key=secret-plan",
+        "topology",
+        "nodes",
+        "events",
+        "users",
+        "tokens",
+        "moves",
+        "slowlog?tenant=rival",
+    ] {
+        let (status, body) = call(Method::GET, theirs, None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{theirs}: {body}");
+    }
+    let (_, slow) = call(Method::GET, "slowlog", None).await;
+    let entries = slow["entries"].as_array().unwrap();
+    assert!(entries.iter().any(|e| e["args"] == json!(["SET", "order", "17"])), "{slow}");
+    assert!(entries.iter().all(|e| e["tenant"] == "shop"), "its own entries alone: {slow}");
+
+    // Changes: its keys, a retrain and its password; not its quota, placement or existence,
+    // nor a new tenant, a snapshot or a token.
+    assert_eq!(call(Method::PATCH, "tenants/shop", Some(json!({"max_memory": "8gb"}))).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(call(Method::PATCH, "tenants/shop", Some(json!({"password": "shop-pw-2", "max_memory": "8gb"}))).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(call(Method::DELETE, "tenants/shop", None).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(call(Method::POST, "tenants/shop/apply", Some(json!({}))).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(call(Method::POST, "tenants", Some(json!({"name": "mine", "password": "mine-pw-1"}))).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(call(Method::POST, "tokens", Some(json!({"name": "more"}))).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(call(Method::POST, "snapshot", None).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(call(Method::DELETE, "tenants/rival/key?key=secret-plan", None).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(q::<String>(&mut up.client("rival"), &["GET", "secret-plan"]), "x");
+    let (status, body) = call(Method::DELETE, "tenants/shop/key?key=order", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(q::<i64>(&mut up.client("shop"), &["EXISTS", "order"]), 0);
+    let (status, body) = call(Method::PATCH, "tenants/shop", Some(json!({"password": "shop-pw-2"}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    eventually(20, "the proxy takes the new password", || {
+        redis::Client::open(format!("redis://shop:shop-pw-2@127.0.0.1:{}/", up.port)).unwrap().get_connection().is_ok()
+    });
+    let (_, tenant) = up.api(Method::GET, "tenants/shop", None).await;
+    assert_eq!(tenant["tenant"]["max_memory"], up.api(Method::GET, "tenants/rival", None).await.1["tenant"]["max_memory"], "the quota is unchanged");
+
+    // A scoped user of the pages starts on its tenant's page and reaches no other.
+    let (status, made) = up.api(Method::POST, "users", Some(json!({"name": "shopper", "password": "shopper-pw", "role": "viewer", "tenant": "shop"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let web = console_api::browser();
+    let form = web.get(format!("{}/login", up.url)).send().await.unwrap().text().await.unwrap();
+    let csrf = console_api::csrf_of(&form);
+    let r = web.post(format!("{}/login", up.url)).form(&[("csrf", csrf.as_str()), ("user", "shopper"), ("password", "shopper-pw")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let r = web.get(format!("{}/", up.url)).send().await.unwrap();
+    assert_eq!(r.headers()["location"], "/tenants/shop", "the overview is the appliance's");
+    let page = web.get(format!("{}/tenants/shop", up.url)).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("href=\"/tenants/shop\"") && !page.contains("href=\"/topology\""), "its menu is its tenant's: {page}");
+    for theirs in ["/tenants/rival", "/topology", "/events", "/tenants/shop/keys"] {
+        assert_eq!(web.get(format!("{}{theirs}", up.url)).send().await.unwrap().status(), StatusCode::FORBIDDEN, "{theirs}");
+    }
+    let page = web.get(format!("{}/tenants", up.url)).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("/tenants/shop") && !page.contains("rival"), "{page}");
+
+    // Deleting the tenant ends its people's access.
+    assert_eq!(up.api(Method::DELETE, "tenants/shop", None).await.0, StatusCode::OK);
+    assert_eq!(call(Method::GET, "tenants", None).await.0, StatusCode::UNAUTHORIZED);
+    let (_, users) = up.api(Method::GET, "users", None).await;
+    assert!(!users.to_string().contains("shopper"), "{users}");
+}
+
 /// Both engines' `used_memory` together.
 fn engines_used_memory(up: &Appliance) -> u64 {
     (0..2).map(|e| info_field(&mut up.engine(e), "memory", "used_memory")).sum()

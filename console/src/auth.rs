@@ -40,7 +40,7 @@ pub async fn ensure_admin(db: &Db, configured: Option<&str>) -> Result<Option<St
     let password = configured.map(str::to_string).unwrap_or_else(|| random_hex(12));
     let pw = password.clone();
     let hash = tokio::task::spawn_blocking(move || hash_password(&pw)).await.expect("hashing does not panic");
-    db::add_user(db, "admin", &hash, Role::Admin.name()).await?;
+    db::add_user(db, "admin", &hash, Role::Admin.name(), None).await?;
     Ok(configured.is_none().then_some(password))
 }
 
@@ -103,6 +103,8 @@ pub struct Session {
     pub user: String,
     pub csrf: String,
     pub role: Role,
+    /// The one tenant the user sees and manages (None: the whole appliance).
+    pub tenant: Option<String>,
 }
 
 /// Starts a session: answers the cookie's token.
@@ -113,24 +115,58 @@ pub async fn login(db: &Db, user_id: i64) -> Result<String, DbError> {
 }
 
 pub async fn session(db: &Db, token: &str) -> Result<Option<Session>, DbError> {
-    Ok(db::session(db, &sha256_hex(token.as_bytes())).await?.map(|(user, csrf, role)| Session { user, csrf, role: Role::parse(&role).unwrap_or(Role::Viewer) }))
+    Ok(db::session(db, &sha256_hex(token.as_bytes())).await?.map(|(user, csrf, role, tenant)| Session {
+        user,
+        csrf,
+        role: Role::parse(&role).unwrap_or(Role::Viewer),
+        tenant,
+    }))
 }
 
 pub async fn logout(db: &Db, token: &str) -> Result<(), DbError> {
     db::drop_session(db, &sha256_hex(token.as_bytes())).await
 }
 
-/// A new API token with `role`, valid until `expires_at` (None: until revoked), made by
-/// `created_by`: (id, the token — shown once).
-pub async fn create_token(db: &Db, name: &str, role: Role, expires_at: Option<i64>, created_by: &str) -> Result<(i64, String), DbError> {
+/// A new API token (`t`'s name, role, end, maker and tenant): (id, the token — shown once).
+pub async fn create_token(db: &Db, t: &db::NewToken<'_>) -> Result<(i64, String), DbError> {
     let token = format!("trc_{}", random_hex(24));
-    let id = db::add_token(db, name, &sha256_hex(token.as_bytes()), &token[..12], role.name(), expires_at, created_by).await?;
+    let id = db::add_token(db, &sha256_hex(token.as_bytes()), &token[..12], t).await?;
     Ok((id, token))
 }
 
-/// A valid token's name and role (None: unknown, revoked or expired).
-pub async fn token_valid(db: &Db, token: &str) -> Result<Option<(String, Role)>, DbError> {
-    Ok(db::token_valid(db, &sha256_hex(token.as_bytes())).await?.map(|(name, role)| (name, Role::parse(&role).unwrap_or(Role::Viewer))))
+/// A valid token's name, role and tenant (None: unknown, revoked or expired).
+pub async fn token_valid(db: &Db, token: &str) -> Result<Option<(String, Role, Option<String>)>, DbError> {
+    Ok(db::token_valid(db, &sha256_hex(token.as_bytes())).await?.map(|(name, role, tenant)| (name, Role::parse(&role).unwrap_or(Role::Viewer), tenant)))
+}
+
+/// Whether a user or token scoped to `tenant` (its own people's) may make a request, on top
+/// of what its role allows: its tenant's pages and API — the tenant, its charts, statistics
+/// and advice, its keys, its slow-log entries (the handlers keep to them), a dictionary
+/// retrain and its password (`PATCH` with a password alone: the handler checks) — its
+/// account, and nothing of the appliance's: no other tenant, node, topology, event, user or
+/// token, no new tenant, nor the tenant's quota, placement or deletion.
+pub fn scope_allows(tenant: &str, method: &axum::http::Method, path: &str) -> bool {
+    use axum::http::Method;
+    let reads = matches!(*method, Method::GET | Method::HEAD);
+    if path == "/logout" || path == "/account" || (reads && path == "/") {
+        return true;
+    }
+    // (The API's router is nested: its handlers may see their path without `/api/v1`. The
+    // pages and the API have no path in common that this would confuse.)
+    let local = path.strip_prefix("/api/v1").unwrap_or(path);
+    if reads && (local == "/tenants" || local == "/slowlog") {
+        return true;
+    }
+    let Some(rest) = local.strip_prefix("/tenants/") else { return false };
+    let (name, sub) = rest.split_once('/').unwrap_or((rest, ""));
+    if name != tenant {
+        return false;
+    }
+    if reads {
+        return sub != "edit";
+    }
+    // Its password (the API's PATCH), a retrain, a key deleted (the API's and the page's).
+    matches!((method.clone(), sub), (Method::PATCH, "") | (Method::POST, "retrain" | "keys/delete") | (Method::DELETE, "key"))
 }
 
 /// Compares without stopping at the first difference.
@@ -180,6 +216,55 @@ mod tests {
             assert_eq!(Role::needed(&Method::POST, engines), Role::Admin, "{engines}");
         }
         assert_eq!(Role::needed(&Method::POST, "/topology/apply"), Role::Operator);
+    }
+
+    /// Build 3 of issue 47: a tenant's own people reach their tenant alone.
+    #[test]
+    fn a_tenant_scoped_caller_reaches_its_tenant_alone() {
+        use axum::http::Method;
+        let get = |p: &str| scope_allows("shop", &Method::GET, p);
+        for mine in [
+            "/",
+            "/tenants",
+            "/api/v1/tenants",
+            "/tenants/shop",
+            "/tenants/shop/keys",
+            "/api/v1/tenants/shop/history",
+            "/slowlog",
+            "/api/v1/slowlog",
+            "/account",
+        ] {
+            assert!(get(mine), "{mine}");
+        }
+        for theirs in [
+            "/tenants/other",
+            "/api/v1/tenants/other/keys",
+            "/tenants/shopx",
+            "/topology",
+            "/api/v1/nodes",
+            "/events",
+            "/api/v1/users",
+            "/tokens",
+            "/tenants/shop/edit",
+            "/nodes/127.0.0.1:7001",
+        ] {
+            assert!(!get(theirs), "{theirs}");
+        }
+        let may = |m: Method, p: &str| scope_allows("shop", &m, p);
+        assert!(
+            may(Method::PATCH, "/api/v1/tenants/shop") && may(Method::POST, "/api/v1/tenants/shop/retrain") && may(Method::DELETE, "/api/v1/tenants/shop/key")
+        );
+        // (As the API's nested router shows its paths to handlers.)
+        assert!(may(Method::DELETE, "/tenants/shop/key") && may(Method::PATCH, "/tenants/shop") && !may(Method::DELETE, "/tenants/shop"));
+        assert!(may(Method::POST, "/tenants/shop/keys/delete") && may(Method::POST, "/tenants/shop/retrain") && may(Method::POST, "/logout"));
+        assert!(!may(Method::DELETE, "/api/v1/tenants/shop") && !may(Method::POST, "/tenants/shop/delete") && !may(Method::POST, "/api/v1/tenants/shop/apply"));
+        assert!(
+            !may(Method::POST, "/api/v1/tenants")
+                && !may(Method::POST, "/tenants/new")
+                && !may(Method::POST, "/api/v1/tokens")
+                && !may(Method::POST, "/snapshot")
+        );
+        assert!(!may(Method::PATCH, "/api/v1/tenants/other") && !may(Method::POST, "/tenants/shop/edit"));
     }
 
     #[test]

@@ -68,13 +68,14 @@ pub async fn user_count(db: &Db) -> Result<i64, DbError> {
     Ok(sqlx::query("SELECT COUNT(*) FROM users").fetch_one(db).await?.get(0))
 }
 
-/// False: a user of that name exists.
-pub async fn add_user(db: &Db, name: &str, password_hash: &str, role: &str) -> Result<bool, DbError> {
-    let r = sqlx::query("INSERT OR IGNORE INTO users (name, password_hash, created_at, role) VALUES (?, ?, ?, ?)")
+/// False: a user of that name exists. `tenant`: the one tenant the user sees (None: all).
+pub async fn add_user(db: &Db, name: &str, password_hash: &str, role: &str, tenant: Option<&str>) -> Result<bool, DbError> {
+    let r = sqlx::query("INSERT OR IGNORE INTO users (name, password_hash, created_at, role, tenant) VALUES (?, ?, ?, ?, ?)")
         .bind(name)
         .bind(password_hash)
         .bind(now())
         .bind(role)
+        .bind(tenant)
         .execute(db)
         .await?;
     Ok(r.rows_affected() == 1)
@@ -85,19 +86,21 @@ pub struct User {
     pub name: String,
     pub role: String,
     pub created_at: i64,
+    /// The one tenant the user sees and manages (None: the whole appliance).
+    pub tenant: Option<String>,
+}
+
+fn user_of(r: &sqlx::sqlite::SqliteRow) -> User {
+    User { name: r.get(0), role: r.get(1), created_at: r.get(2), tenant: r.get(3) }
 }
 
 pub async fn users(db: &Db) -> Result<Vec<User>, DbError> {
-    let rows = sqlx::query("SELECT name, role, created_at FROM users ORDER BY name").fetch_all(db).await?;
-    Ok(rows.iter().map(|r| User { name: r.get(0), role: r.get(1), created_at: r.get(2) }).collect())
+    let rows = sqlx::query("SELECT name, role, created_at, tenant FROM users ORDER BY name").fetch_all(db).await?;
+    Ok(rows.iter().map(user_of).collect())
 }
 
 pub async fn user(db: &Db, name: &str) -> Result<Option<User>, DbError> {
-    Ok(sqlx::query("SELECT name, role, created_at FROM users WHERE name = ?").bind(name).fetch_optional(db).await?.map(|r| User {
-        name: r.get(0),
-        role: r.get(1),
-        created_at: r.get(2),
-    }))
+    Ok(sqlx::query("SELECT name, role, created_at, tenant FROM users WHERE name = ?").bind(name).fetch_optional(db).await?.as_ref().map(user_of))
 }
 
 /// Changes a user's role (its sessions end: they carried the old one). False: no such user.
@@ -144,14 +147,14 @@ pub async fn add_session(db: &Db, token_hash: &str, user_id: i64, csrf: &str, ex
     Ok(())
 }
 
-/// (user name, CSRF token, role) of a live session.
-pub async fn session(db: &Db, token_hash: &str) -> Result<Option<(String, String, String)>, DbError> {
-    Ok(sqlx::query("SELECT u.name, s.csrf, u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = ? AND s.expires_at > ?")
+/// (user name, CSRF token, role, tenant) of a live session.
+pub async fn session(db: &Db, token_hash: &str) -> Result<Option<(String, String, String, Option<String>)>, DbError> {
+    Ok(sqlx::query("SELECT u.name, s.csrf, u.role, u.tenant FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = ? AND s.expires_at > ?")
         .bind(token_hash)
         .bind(now())
         .fetch_optional(db)
         .await?
-        .map(|r| (r.get(0), r.get(1), r.get(2))))
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))))
 }
 
 pub async fn drop_session(db: &Db, token_hash: &str) -> Result<(), DbError> {
@@ -172,24 +175,36 @@ pub struct ApiToken {
     pub role: String,
     pub expires_at: Option<i64>,
     pub created_by: Option<String>,
+    /// The one tenant the token sees and manages (None: the whole appliance).
+    pub tenant: Option<String>,
 }
 
-pub async fn add_token(db: &Db, name: &str, token_hash: &str, prefix: &str, role: &str, expires_at: Option<i64>, created_by: &str) -> Result<i64, DbError> {
-    let r = sqlx::query("INSERT INTO api_tokens (name, token_hash, prefix, created_at, role, expires_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        .bind(name)
+/// What a new API token is: its name, role, end (None: until revoked), maker and tenant.
+pub struct NewToken<'a> {
+    pub name: &'a str,
+    pub role: &'a str,
+    pub expires_at: Option<i64>,
+    pub created_by: &'a str,
+    pub tenant: Option<&'a str>,
+}
+
+pub async fn add_token(db: &Db, token_hash: &str, prefix: &str, t: &NewToken<'_>) -> Result<i64, DbError> {
+    let r = sqlx::query("INSERT INTO api_tokens (name, token_hash, prefix, created_at, role, expires_at, created_by, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(t.name)
         .bind(token_hash)
         .bind(prefix)
         .bind(now())
-        .bind(role)
-        .bind(expires_at)
-        .bind(created_by)
+        .bind(t.role)
+        .bind(t.expires_at)
+        .bind(t.created_by)
+        .bind(t.tenant)
         .execute(db)
         .await?;
     Ok(r.last_insert_rowid())
 }
 
 pub async fn tokens(db: &Db) -> Result<Vec<ApiToken>, DbError> {
-    let rows = sqlx::query("SELECT id, name, prefix, created_at, last_used_at, revoked_at, role, expires_at, created_by FROM api_tokens ORDER BY id")
+    let rows = sqlx::query("SELECT id, name, prefix, created_at, last_used_at, revoked_at, role, expires_at, created_by, tenant FROM api_tokens ORDER BY id")
         .fetch_all(db)
         .await?;
     Ok(rows
@@ -204,21 +219,22 @@ pub async fn tokens(db: &Db) -> Result<Vec<ApiToken>, DbError> {
             role: r.get(6),
             expires_at: r.get(7),
             created_by: r.get(8),
+            tenant: r.get(9),
         })
         .collect())
 }
 
-/// A valid token's (name, role), by its hash (not revoked, not expired); notes its use.
-pub async fn token_valid(db: &Db, token_hash: &str) -> Result<Option<(String, String)>, DbError> {
+/// A valid token's (name, role, tenant), by its hash (not revoked, not expired); notes its use.
+pub async fn token_valid(db: &Db, token_hash: &str) -> Result<Option<(String, String, Option<String>)>, DbError> {
     let r = sqlx::query(
-        "UPDATE api_tokens SET last_used_at = ? WHERE token_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) RETURNING name, role",
+        "UPDATE api_tokens SET last_used_at = ? WHERE token_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) RETURNING name, role, tenant",
     )
     .bind(now())
     .bind(token_hash)
     .bind(now())
     .fetch_optional(db)
     .await?;
-    Ok(r.map(|r| (r.get(0), r.get(1))))
+    Ok(r.map(|r| (r.get(0), r.get(1), r.get(2))))
 }
 
 /// False: no such token, or already revoked.
@@ -305,6 +321,10 @@ pub async fn delete_tenant(db: &Db, name: &str) -> Result<bool, DbError> {
     }
     if r.rows_affected() == 1 {
         sqlx::query("INSERT OR REPLACE INTO dropped_tenants (name, deleted_at) VALUES (?, ?)").bind(name).bind(now()).execute(&mut *tx).await?;
+        // Its own people go with it (a tenant made later under the name is not theirs).
+        sqlx::query("DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE tenant = ?)").bind(name).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM users WHERE tenant = ?").bind(name).execute(&mut *tx).await?;
+        sqlx::query("UPDATE api_tokens SET revoked_at = ? WHERE tenant = ? AND revoked_at IS NULL").bind(now()).bind(name).execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(r.rows_affected() == 1)
@@ -1143,12 +1163,13 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let db = open(&dir.join("console.db")).await.unwrap();
-        add_token(&db, "live", "h1", "p1", "viewer", Some(now() + 60), "user admin").await.unwrap();
-        add_token(&db, "expired", "h2", "p2", "admin", Some(now() - 1), "user admin").await.unwrap();
-        let forever = add_token(&db, "forever", "h3", "p3", "operator", None, "user admin").await.unwrap();
-        assert_eq!(token_valid(&db, "h1").await.unwrap(), Some(("live".into(), "viewer".into())));
+        let token = |name, role, expires_at, tenant| NewToken { name, role, expires_at, created_by: "user admin", tenant };
+        add_token(&db, "h1", "p1", &token("live", "viewer", Some(now() + 60), None)).await.unwrap();
+        add_token(&db, "h2", "p2", &token("expired", "admin", Some(now() - 1), None)).await.unwrap();
+        let forever = add_token(&db, "h3", "p3", &token("forever", "operator", None, Some("shop"))).await.unwrap();
+        assert_eq!(token_valid(&db, "h1").await.unwrap(), Some(("live".into(), "viewer".into(), None)));
         assert_eq!(token_valid(&db, "h2").await.unwrap(), None, "expired");
-        assert_eq!(token_valid(&db, "h3").await.unwrap(), Some(("forever".into(), "operator".into())));
+        assert_eq!(token_valid(&db, "h3").await.unwrap(), Some(("forever".into(), "operator".into(), Some("shop".into()))));
         revoke_token(&db, forever).await.unwrap();
         assert_eq!(token_valid(&db, "h3").await.unwrap(), None, "revoked");
         let _ = std::fs::remove_dir_all(&dir);

@@ -147,8 +147,22 @@ pub async fn delete_tenant(console: &Console, name: &str) -> Result<Vec<String>,
     Ok(problems)
 }
 
-/// Adds a user (admins only: the web layer checks) with a password and a role.
-pub async fn create_user(console: &Console, name: &str, password: &str, role: &str) -> Result<crate::db::User, OpError> {
+/// The tenant a new user or token is scoped to, checked: an existing tenant, and a role short
+/// of admin (an admin manages users and tokens, which are the whole appliance's).
+async fn scope_of(console: &Console, tenant: Option<&str>, role: crate::auth::Role) -> Result<Option<String>, OpError> {
+    let Some(tenant) = tenant.map(str::trim).filter(|t| !t.is_empty()) else { return Ok(None) };
+    if db::tenant(&console.db, tenant).await?.is_none() {
+        return Err(OpError::Invalid(format!("tenant: no tenant '{tenant}'")));
+    }
+    if role == crate::auth::Role::Admin {
+        return Err(OpError::Invalid("role: one tenant's people are viewers or operators, not admins".into()));
+    }
+    Ok(Some(tenant.to_string()))
+}
+
+/// Adds a user (admins only: the web layer checks) with a password and a role, scoped to
+/// `tenant` when given (its own people: they see and manage that tenant alone).
+pub async fn create_user(console: &Console, name: &str, password: &str, role: &str, tenant: Option<&str>) -> Result<crate::db::User, OpError> {
     let name = name.trim();
     if !terrace_commands::settings::valid_name(name) {
         return Err(OpError::Invalid(format!("name: '{name}' is not a user name (1-64 letters, digits, '_' and '-')")));
@@ -158,9 +172,10 @@ pub async fn create_user(console: &Console, name: &str, password: &str, role: &s
     }
     let role = crate::auth::Role::parse(role.trim())
         .ok_or_else(|| OpError::Invalid(format!("role: '{role}' is not one of {}", crate::auth::Role::NAMES.join(", "))))?;
+    let tenant = scope_of(console, tenant, role).await?;
     let pw = password.to_string();
     let hash = tokio::task::spawn_blocking(move || crate::auth::hash_password(&pw)).await.map_err(|e| OpError::Unavailable(e.to_string()))?;
-    if !db::add_user(&console.db, name, &hash, role.name()).await? {
+    if !db::add_user(&console.db, name, &hash, role.name(), tenant.as_deref()).await? {
         return Err(OpError::Conflict(format!("a user named '{name}' exists")));
     }
     db::user(&console.db, name).await?.ok_or_else(|| OpError::NotFound(format!("no user '{name}'")))
@@ -171,6 +186,9 @@ pub async fn set_user_role(console: &Console, name: &str, role: &str) -> Result<
     let role = crate::auth::Role::parse(role.trim())
         .ok_or_else(|| OpError::Invalid(format!("role: '{role}' is not one of {}", crate::auth::Role::NAMES.join(", "))))?;
     let user = db::user(&console.db, name).await?.ok_or_else(|| OpError::NotFound(format!("no user '{name}'")))?;
+    if user.tenant.is_some() && role == crate::auth::Role::Admin {
+        return Err(OpError::Invalid(format!("role: '{name}' is one tenant's user: a viewer or an operator, not an admin")));
+    }
     if user.role == "admin" && role != crate::auth::Role::Admin && db::admin_count(&console.db).await? <= 1 {
         return Err(OpError::Conflict(format!("'{name}' is the last admin: make another user admin first")));
     }
@@ -191,17 +209,26 @@ pub async fn delete_user(console: &Console, name: &str, by: &str) -> Result<(), 
     Ok(())
 }
 
+/// What a new API token asks for: its name, its role (None: its creator's), how many days
+/// it lasts (None: until revoked) and the one tenant it is for (None: the whole appliance).
+#[derive(Clone, Copy)]
+pub struct TokenRequest<'a> {
+    pub name: &'a str,
+    pub role: Option<&'a str>,
+    pub expires_in_days: Option<i64>,
+    pub tenant: Option<&'a str>,
+}
+
 /// A new API token made by `creator` (who acts with `creator_role`): its role is at most the
 /// creator's (the creator's by default), and it expires after `expires_in_days` (none: never).
-/// Answers (id, token — shown once, role, expiry).
+/// Answers (id, token — shown once, role, expiry, tenant).
 pub async fn new_token(
     console: &Console,
     creator: &str,
     creator_role: crate::auth::Role,
-    name: &str,
-    role: Option<&str>,
-    expires_in_days: Option<i64>,
-) -> Result<(i64, String, crate::auth::Role, Option<i64>), OpError> {
+    asked: &TokenRequest<'_>,
+) -> Result<(i64, String, crate::auth::Role, Option<i64>, Option<String>), OpError> {
+    let TokenRequest { name, role, expires_in_days, tenant } = *asked;
     let name = name.trim();
     if name.is_empty() || name.len() > 64 {
         return Err(OpError::Invalid("name: 1-64 characters".into()));
@@ -218,8 +245,10 @@ pub async fn new_token(
         Some(d @ 1..=3650) => Some(db::now() + d * 86_400),
         Some(d) => return Err(OpError::Invalid(format!("expires_in_days: {d} is not from 1 to 3650"))),
     };
-    let (id, token) = crate::auth::create_token(&console.db, name, role, expires_at, creator).await?;
-    Ok((id, token, role, expires_at))
+    let tenant = scope_of(console, tenant, role).await?;
+    let new = db::NewToken { name, role: role.name(), expires_at, created_by: creator, tenant: tenant.as_deref() };
+    let (id, token) = crate::auth::create_token(&console.db, &new).await?;
+    Ok((id, token, role, expires_at, tenant))
 }
 
 /// "Snapshot now": every engine of the slot map, and every replica, starts a snapshot

@@ -112,9 +112,9 @@ mod tests {
             crate::db::seed_topology(db, &["10.0.0.1:7001".into(), "10.0.0.2:7001".into()], &["10.0.0.3:7001".into()], &["10.0.0.9:6379".into()], false)
                 .await
                 .unwrap();
-            crate::db::add_user(db, "admin", "hash-1", "admin").await.unwrap();
+            crate::db::add_user(db, "admin", "hash-1", "admin", None).await.unwrap();
         }
-        crate::db::add_user(&coordinator, "ops", "hash-2", "operator").await.unwrap();
+        crate::db::add_user(&coordinator, "ops", "hash-2", "operator", None).await.unwrap();
         crate::db::decide_failover(&coordinator, 0, "10.0.0.1:7001", "10.0.0.3:7001").await.unwrap();
         let (admin, _) = crate::db::user_by_name(&standby, "admin").await.unwrap().unwrap();
         crate::db::add_session(&standby, "session-1", admin, "csrf", crate::db::now() + 60).await.unwrap();

@@ -56,6 +56,25 @@ pub struct TenantInput {
     pub replica_reads: Option<bool>,
 }
 
+impl TenantInput {
+    /// Whether this changes the password and nothing else.
+    pub fn password_alone(&self) -> bool {
+        let TenantInput { name, password, max_qps, max_memory, compression, compression_mode, storage_mode, tier_policy, wal, memcache_port, replica_reads } =
+            self;
+        password.is_some()
+            && name.is_none()
+            && max_qps.is_none()
+            && max_memory.is_none()
+            && compression.is_none()
+            && compression_mode.is_none()
+            && storage_mode.is_none()
+            && tier_policy.is_none()
+            && wal.is_none()
+            && memcache_port.is_none()
+            && replica_reads.is_none()
+    }
+}
+
 /// A number, a size as text, or null/empty for "none".
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]

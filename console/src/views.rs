@@ -35,10 +35,12 @@ pub fn opt_num(v: &Option<u64>) -> String {
     v.map(|b| b.to_string()).unwrap_or_else(|| "—".into())
 }
 
-/// What every page's frame needs: the user and the CSRF token for its forms.
+/// What every page's frame needs: the user, the CSRF token for its forms, and the one
+/// tenant the user is for (None: the whole appliance; the menu then shows that tenant).
 pub struct Frame {
     pub user: String,
     pub csrf: String,
+    pub tenant: Option<String>,
 }
 
 #[derive(Template, WebTemplate)]

@@ -162,9 +162,12 @@ async fn openapi(_: ApiUser) -> Response {
     Json(super::openapi::document()).into_response()
 }
 
-async fn list_tenants(_: ApiUser, State(c): State<Arc<Console>>) -> Response {
+async fn list_tenants(ApiUser(caller): ApiUser, State(c): State<Arc<Console>>) -> Response {
     match db::tenants(&c.db).await {
-        Ok(t) => Json(json!({ "tenants": t })).into_response(),
+        Ok(mut t) => {
+            t.retain(|t| caller.sees(&t.name));
+            Json(json!({ "tenants": t })).into_response()
+        }
         Err(e) => op_error(e.into()),
     }
 }
@@ -187,7 +190,12 @@ async fn create_tenant(_: ApiUser, State(c): State<Arc<Console>>, Body(input): B
     }
 }
 
-async fn update_tenant(_: ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, Body(input): Body<TenantInput>) -> Response {
+async fn update_tenant(ApiUser(caller): ApiUser, State(c): State<Arc<Console>>, ApiPath(name): ApiPath<String>, Body(input): Body<TenantInput>) -> Response {
+    // A tenant's own people change its password alone: its quota, placement and port are
+    // the appliance operator's.
+    if caller.tenant.is_some() && !input.password_alone() {
+        return error(StatusCode::FORBIDDEN, &format!("{} may change the tenant's password alone", caller.who));
+    }
     match ops::update_tenant(&c, &name, &input).await {
         Ok(s) => saved(StatusCode::OK, s),
         Err(e) => op_error(e),
@@ -379,8 +387,13 @@ struct SlowlogQuery {
     tenant: Option<String>,
 }
 
-async fn slowlog(_: ApiUser, State(c): State<Arc<Console>>, ApiQuery(q): ApiQuery<SlowlogQuery>) -> Response {
-    match crate::browse::slowlog(&c, q.tenant.as_deref()).await {
+async fn slowlog(ApiUser(caller): ApiUser, State(c): State<Arc<Console>>, ApiQuery(q): ApiQuery<SlowlogQuery>) -> Response {
+    let tenant = match (&caller.tenant, q.tenant) {
+        (Some(own), Some(asked)) if asked != *own => return error(StatusCode::FORBIDDEN, &format!("{} sees tenant {own}'s slow log alone", caller.who)),
+        (Some(own), _) => Some(own.clone()),
+        (None, asked) => asked,
+    };
+    match crate::browse::slowlog(&c, tenant.as_deref()).await {
         Ok((entries, problems)) => Json(json!({ "entries": entries, "problems": problems })).into_response(),
         Err(e) => op_error(e),
     }
@@ -423,10 +436,12 @@ struct NewUser {
     name: String,
     password: String,
     role: String,
+    /// The one tenant the user sees and manages (none: the whole appliance).
+    tenant: Option<String>,
 }
 
 async fn create_user(_: ApiUser, State(c): State<Arc<Console>>, Body(u): Body<NewUser>) -> Response {
-    match ops::create_user(&c, &u.name, &u.password, &u.role).await {
+    match ops::create_user(&c, &u.name, &u.password, &u.role, u.tenant.as_deref()).await {
         Ok(user) => (StatusCode::CREATED, Json(json!({ "user": user }))).into_response(),
         Err(e) => op_error(e),
     }
@@ -487,14 +502,18 @@ struct NewToken {
     name: String,
     role: Option<String>,
     expires_in_days: Option<i64>,
+    /// The one tenant the token is for (none: the whole appliance).
+    tenant: Option<String>,
 }
 
 async fn create_token(ApiUser(caller): ApiUser, State(c): State<Arc<Console>>, Body(t): Body<NewToken>) -> Response {
-    match ops::new_token(&c, &caller.who, caller.role, &t.name, t.role.as_deref(), t.expires_in_days).await {
-        Ok((id, token, role, expires_at)) => {
-            (StatusCode::CREATED, Json(json!({ "id": id, "name": t.name.trim(), "token": token, "role": role.name(), "expires_at": expires_at })))
-                .into_response()
-        }
+    let asked = ops::TokenRequest { name: &t.name, role: t.role.as_deref(), expires_in_days: t.expires_in_days, tenant: t.tenant.as_deref() };
+    match ops::new_token(&c, &caller.who, caller.role, &asked).await {
+        Ok((id, token, role, expires_at, tenant)) => (
+            StatusCode::CREATED,
+            Json(json!({ "id": id, "name": t.name.trim(), "token": token, "role": role.name(), "expires_at": expires_at, "tenant": tenant })),
+        )
+            .into_response(),
         Err(e) => op_error(e),
     }
 }

@@ -153,5 +153,10 @@ pub async fn forwarded_by(c: &Console, parts: &Parts) -> Result<Option<String>, 
 pub async fn forwarded_session(c: &Console, parts: &Parts) -> Result<Option<Session>, crate::db::DbError> {
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
     let (Some(user), Some(csrf)) = (header(USER_HEADER), header(CSRF_HEADER)) else { return Ok(None) };
-    Ok(crate::db::user(&c.db, &user).await?.map(|u| Session { user: u.name, csrf, role: auth::Role::parse(&u.role).unwrap_or(auth::Role::Viewer) }))
+    Ok(crate::db::user(&c.db, &user).await?.map(|u| Session {
+        user: u.name,
+        csrf,
+        role: auth::Role::parse(&u.role).unwrap_or(auth::Role::Viewer),
+        tenant: u.tenant,
+    }))
 }

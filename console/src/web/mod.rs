@@ -137,11 +137,33 @@ async fn security_headers(req: Request, next: Next) -> Response {
     res
 }
 
-/// Who made a request: "user alice" or "token ci", with the role it acts with.
+/// Who made a request: "user alice" or "token ci", with the role it acts with and the one
+/// tenant it is for (None: the whole appliance).
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub who: String,
     pub role: auth::Role,
+    pub tenant: Option<String>,
+}
+
+impl Caller {
+    /// Why this caller, called `name` in the answer, may not make the request (None: its
+    /// role and its tenant allow it).
+    fn refusal(&self, method: &Method, path: &str, name: &str) -> Option<String> {
+        let needed = auth::Role::needed(method, path);
+        if self.role < needed {
+            return Some(format!("this needs the {} role; {name} has the {} role", needed.name(), self.role.name()));
+        }
+        match &self.tenant {
+            Some(t) if !auth::scope_allows(t, method, path) => Some(format!("{name} is tenant {t}'s and reaches that tenant alone")),
+            _ => None,
+        }
+    }
+
+    /// Whether this caller sees tenant `name` (its own, or every one).
+    pub fn sees(&self, name: &str) -> bool {
+        self.tenant.as_deref().is_none_or(|t| t == name)
+    }
 }
 
 /// Notes the caller for the audit log (`audit::layer` reads it once the request is done).
@@ -165,13 +187,14 @@ impl FromRequestParts<Arc<Console>> for PageUser {
             Err(AuthFailure::Peer(e)) => return Err(pages::error_page(None, StatusCode::UNAUTHORIZED, &e)),
             Err(AuthFailure::Db(e)) => return Err(pages::error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
         };
-        let needed = auth::Role::needed(&parts.method, parts.uri.path());
+        let caller = Caller { who: via_note(format!("user {}", s.user), &via), role: s.role, tenant: s.tenant.clone() };
         // (Noted first: a refusal is audited with who it was.)
-        note_caller(parts, &Caller { who: via_note(format!("user {}", s.user), &via), role: s.role });
-        if s.role < needed {
-            let frame = crate::views::Frame { user: s.user.clone(), csrf: s.csrf.clone() };
-            let why = format!("This needs the {} role; {} has the {} role.", needed.name(), s.user, s.role.name());
-            return Err(pages::error_page(Some(frame), StatusCode::FORBIDDEN, &why));
+        note_caller(parts, &caller);
+        if let Some(why) = caller.refusal(&parts.method, parts.uri.path(), &s.user) {
+            let frame = crate::views::Frame { user: s.user.clone(), csrf: s.csrf.clone(), tenant: s.tenant.clone() };
+            // (A sentence on a page: "This needs …".)
+            let sentence = why.get(..1).map(|first| format!("{}{}.", first.to_uppercase(), &why[1..])).unwrap_or_default();
+            return Err(pages::error_page(Some(frame), StatusCode::FORBIDDEN, &sentence));
         }
         Ok(PageUser(s, token))
     }
@@ -217,7 +240,7 @@ impl FromRequestParts<Arc<Console>> for ApiUser {
             let token = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).unwrap_or("");
             let via = forward::forwarded_by(console, parts).await.map_err(|e| unauthorized(&e))?;
             match auth::token_valid(&console.db, token).await {
-                Ok(Some((name, role))) => Caller { who: via_note(format!("token {name}"), &via), role },
+                Ok(Some((name, role, tenant))) => Caller { who: via_note(format!("token {name}"), &via), role, tenant },
                 Ok(None) => return Err(unauthorized("invalid, revoked or expired API token")),
                 Err(e) => return Err(api::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
             }
@@ -237,15 +260,11 @@ impl FromRequestParts<Arc<Console>> for ApiUser {
                     return Err(api::error(StatusCode::FORBIDDEN, "CSRF token missing or wrong (send X-CSRF-Token with a session cookie)"));
                 }
             }
-            Caller { who: via_note(format!("user {}", session.user), &via), role: session.role }
+            Caller { who: via_note(format!("user {}", session.user), &via), role: session.role, tenant: session.tenant }
         };
-        let needed = auth::Role::needed(&parts.method, parts.uri.path());
         note_caller(parts, &caller);
-        if caller.role < needed {
-            return Err(api::error(
-                StatusCode::FORBIDDEN,
-                &format!("this needs the {} role; {} has the {} role", needed.name(), caller.who, caller.role.name()),
-            ));
+        if let Some(why) = caller.refusal(&parts.method, parts.uri.path(), &caller.who) {
+            return Err(api::error(StatusCode::FORBIDDEN, &why));
         }
         Ok(ApiUser(caller))
     }

@@ -46,7 +46,7 @@ pub fn document() -> Value {
         "security": [{ "bearer": [] }],
         "paths": {
             "/tenants": {
-                "get": op("List tenants.", "200", "TenantList", &[]),
+                "get": op("List tenants (a caller scoped to one tenant: that one).", "200", "TenantList", &[]),
                 "post": with_body(op("Create a tenant; pushed to proxies and engines at once.", "201", "Saved", &["409", "415", "422"]), "TenantInput"),
             },
             "/tenants/{name}": tenant,
@@ -85,7 +85,7 @@ pub fn document() -> Value {
             },
             "/slowlog": {
                 "get": {
-                    "summary": "Every engine's slow log merged, newest first, each entry with its tenant and engine.",
+                    "summary": "Every engine's slow log merged, newest first, each entry with its tenant and engine (a caller scoped to one tenant: that tenant's entries).",
                     "parameters": [{ "name": "tenant", "in": "query", "required": false, "schema": { "type": "string" } }],
                     "responses": op("", "200", "Slowlog", &["502"])["responses"].clone(),
                 },
@@ -319,11 +319,11 @@ pub fn document() -> Value {
                         "problems": { "type": "array", "items": { "type": "string" }, "description": "Engines whose slow log could not be read." },
                     },
                 },
-                "User": { "type": "object", "required": ["name", "role", "created_at"], "properties": { "name": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "created_at": { "type": "integer" } } },
+                "User": { "type": "object", "required": ["name", "role", "created_at"], "properties": { "name": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "created_at": { "type": "integer" }, "tenant": { "type": "string", "nullable": true, "description": "The one tenant it sees and manages (its own people: a viewer or an operator); absent: the whole appliance." } } },
                 "Users": { "type": "object", "required": ["users"], "properties": { "users": { "type": "array", "items": { "$ref": "#/components/schemas/User" } } } },
                 "UserOne": { "type": "object", "required": ["user"], "properties": { "user": { "$ref": "#/components/schemas/User" } } },
                 "UserDeleted": { "type": "object", "required": ["deleted"], "properties": { "deleted": { "type": "string" } } },
-                "NewUser": { "type": "object", "required": ["name", "password", "role"], "properties": { "name": { "type": "string" }, "password": { "type": "string", "minLength": 8 }, "role": { "type": "string", "enum": crate::auth::Role::NAMES } }, "additionalProperties": false },
+                "NewUser": { "type": "object", "required": ["name", "password", "role"], "properties": { "name": { "type": "string" }, "password": { "type": "string", "minLength": 8 }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "tenant": { "type": "string", "nullable": true, "description": "The one tenant it sees and manages (its own people: a viewer or an operator); absent: the whole appliance." } }, "additionalProperties": false },
                 "UserChange": { "type": "object", "required": ["role"], "properties": { "role": { "type": "string", "enum": crate::auth::Role::NAMES } }, "additionalProperties": false },
                 "Events": {
                     "type": "object",
@@ -399,8 +399,8 @@ pub fn document() -> Value {
                 "Paused": { "type": "object", "required": ["paused"], "properties": { "paused": { "type": "boolean" } } },
                 "Plan": { "type": "object", "required": ["moves", "estimated_seconds"], "properties": { "moves": { "type": "array", "items": { "type": "object" } }, "estimated_seconds": { "type": "number" } } },
                 "RebalanceQueued": { "type": "object", "required": ["ids", "plan"], "properties": { "ids": { "type": "array", "items": { "type": "integer" } }, "plan": { "$ref": "#/components/schemas/Plan" } } },
-                "Tokens": { "type": "object", "required": ["tokens"], "properties": { "tokens": { "type": "array", "items": { "type": "object", "required": ["id", "name", "role"], "properties": { "id": { "type": "integer" }, "name": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "expires_at": { "type": "integer", "nullable": true }, "created_by": { "type": "string", "nullable": true } } } } } },
-                "TokenCreated": { "type": "object", "required": ["id", "name", "token", "role"], "properties": { "id": { "type": "integer" }, "name": { "type": "string" }, "token": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "expires_at": { "type": "integer", "nullable": true } } },
+                "Tokens": { "type": "object", "required": ["tokens"], "properties": { "tokens": { "type": "array", "items": { "type": "object", "required": ["id", "name", "role"], "properties": { "id": { "type": "integer" }, "name": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "expires_at": { "type": "integer", "nullable": true }, "created_by": { "type": "string", "nullable": true }, "tenant": { "type": "string", "nullable": true, "description": "The one tenant it sees and manages (its own people: a viewer or an operator); absent: the whole appliance." } } } } } },
+                "TokenCreated": { "type": "object", "required": ["id", "name", "token", "role"], "properties": { "id": { "type": "integer" }, "name": { "type": "string" }, "token": { "type": "string" }, "role": { "type": "string", "enum": crate::auth::Role::NAMES }, "expires_at": { "type": "integer", "nullable": true }, "tenant": { "type": "string", "nullable": true, "description": "The one tenant it sees and manages (its own people: a viewer or an operator); absent: the whole appliance." } } },
                 "Revoked": { "type": "object", "required": ["revoked"], "properties": { "revoked": { "type": "integer" } } },
                 "OpenApi": { "type": "object", "required": ["openapi", "paths"], "properties": { "openapi": { "type": "string" }, "paths": { "type": "object" } } },
                 "FailoverRequest": { "type": "object", "required": ["engine"], "properties": { "engine": { "type": "integer", "minimum": 0 } }, "additionalProperties": false },
@@ -431,6 +431,7 @@ pub fn document() -> Value {
                         "name": { "type": "string", "maxLength": 64 },
                         "role": { "type": "string", "enum": crate::auth::Role::NAMES, "description": "At most the creator's role (the default)." },
                         "expires_in_days": { "type": "integer", "minimum": 1, "maximum": 3650, "nullable": true, "description": "Absent: until revoked." },
+                        "tenant": { "type": "string", "nullable": true, "description": "The one tenant it sees and manages (its own people: a viewer or an operator); absent: the whole appliance." },
                     },
                     "additionalProperties": false,
                 },

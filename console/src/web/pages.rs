@@ -20,7 +20,7 @@ use crate::Console;
 type Fields = Form<HashMap<String, String>>;
 
 fn frame(s: &Session) -> Frame {
-    Frame { user: s.user.clone(), csrf: s.csrf.clone() }
+    Frame { user: s.user.clone(), csrf: s.csrf.clone(), tenant: s.tenant.clone() }
 }
 
 pub fn error_page(frame: Option<Frame>, status: StatusCode, message: &str) -> Response {
@@ -112,6 +112,10 @@ pub async fn logout(State(console): State<Arc<Console>>, PageUser(s, token): Pag
 }
 
 pub async fn overview(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
+    // One tenant's people start on their tenant's page: the appliance's is not theirs.
+    if let Some(t) = &s.tenant {
+        return Redirect::to(&format!("/tenants/{t}")).into_response();
+    }
     let (proxies, engines) = {
         let st = console.state.lock();
         (st.proxies.clone(), st.engines.clone())
@@ -193,7 +197,10 @@ pub struct SlowlogQuery {
 
 /// Every engine's slow log, merged; one tenant's when asked.
 pub async fn slowlog(State(console): State<Arc<Console>>, PageUser(s, _): PageUser, Query(q): Query<SlowlogQuery>) -> Response {
-    let tenant = q.tenant.trim().to_string();
+    let tenant = match &s.tenant {
+        Some(own) => own.clone(),
+        None => q.tenant.trim().to_string(),
+    };
     match crate::browse::slowlog(&console, (!tenant.is_empty()).then_some(tenant.as_str())).await {
         Ok((entries, problems)) => {
             let entries = entries.iter().map(crate::views::SlowRow::of).collect();
@@ -234,7 +241,10 @@ pub async fn node(
 
 pub async fn tenants(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
     match db::tenants(&console.db).await {
-        Ok(tenants) => TenantsPage { frame: frame(&s), tenants }.into_response(),
+        Ok(mut tenants) => {
+            tenants.retain(|t| s.tenant.as_deref().is_none_or(|own| own == t.name));
+            TenantsPage { frame: frame(&s), tenants }.into_response()
+        }
         Err(e) => op_error(&s, e.into()),
     }
 }
@@ -583,8 +593,9 @@ pub async fn create_token(State(console): State<Arc<Console>>, PageUser(s, _): P
             Err(_) => return error_page(Some(frame(&s)), StatusCode::UNPROCESSABLE_ENTITY, "Expires in: a number of days."),
         },
     };
-    match ops::new_token(&console, &format!("user {}", s.user), s.role, &name, f.get("role").map(String::as_str), days).await {
-        Ok((_, token, _, _)) => {
+    let asked = ops::TokenRequest { name: &name, role: f.get("role").map(String::as_str), expires_in_days: days, tenant: f.get("tenant").map(String::as_str) };
+    match ops::new_token(&console, &format!("user {}", s.user), s.role, &asked).await {
+        Ok((_, token, _, _, _)) => {
             let tokens = db::tokens(&console.db).await.unwrap_or_default();
             TokensPage { frame: frame(&s), tokens, created: Some(token) }.into_response()
         }
@@ -615,7 +626,7 @@ pub async fn create_user(State(console): State<Arc<Console>>, PageUser(s, _): Pa
         return r;
     }
     let field = |k: &str| f.get(k).map(String::as_str).unwrap_or("");
-    match ops::create_user(&console, field("name"), field("password"), field("role")).await {
+    match ops::create_user(&console, field("name"), field("password"), field("role"), Some(field("tenant"))).await {
         Ok(_) => Redirect::to("/users").into_response(),
         Err(e) => op_error(&s, e),
     }
