@@ -18,16 +18,14 @@ Usage: tests/bench/long_commands.py [--terrace target/release/terrace] [--rounds
 import argparse
 import multiprocessing
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_vs_redis import free_port, require_tools, wait_port  # noqa: E402
-from tenant_fairness import B_KEYS, connect, encode, pct, probe_b, replies  # noqa: E402
+from engine_vs_redis import require_tools, wait_port  # noqa: E402
+from tenant_fairness import connect, encode, pct, populate_b, probe_b, send_all, start_servers, stop_servers  # noqa: E402
 
 # Tenant A's commands, each sent again as soon as its reply is read.
 LONG = [
@@ -40,19 +38,12 @@ LONG = [
 
 
 def populate(port, a_setup, b_setup, keys):
-    a = connect(port, a_setup)
     cmds = [["SADD", "a:set", "x", "y", "z"], ["HSET", "a:hash", "f", "v", "g", "w"]]
     for start in range(0, keys, 1000):
         cmds.append(["MSET"] + [x for i in range(start, start + 1000) for x in (f"a:k{i}", "v")])
         cmds.append(["RPUSH", "a:list"] + [str((i * 7919) % 100003) for i in range(start, start + 1000)])
-    a.sendall(b"".join(encode(c) for c in cmds))
-    replies(a, len(cmds))
-    a.close()
-    b = connect(port, b_setup)
-    cmds = [["SET", f"b:{i}", "v" * 16] for i in range(B_KEYS)]
-    b.sendall(b"".join(encode(c) for c in cmds))
-    replies(b, len(cmds))
-    b.close()
+    send_all(port, a_setup, cmds)
+    populate_b(port, b_setup)
 
 
 def read_reply(sock):
@@ -132,18 +123,7 @@ def main():
     args = ap.parse_args()
     require_tools(["redis-server", "taskset"], "redis-server util-linux")
     tmp = tempfile.mkdtemp(prefix="terrace-long-")
-    servers = []
-    port = free_port()
-    data = os.path.join(tmp, "terrace")
-    os.makedirs(data)
-    p = subprocess.Popen(["taskset", "-c", "0", args.terrace, "engine", "--port", str(port), "--threads", "1", "--data-dir", data],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    servers.append(("terrace", port, p, ["TERRACE.NAMESPACE", "a"], ["TERRACE.NAMESPACE", "b"]))
-    port = free_port()
-    p = subprocess.Popen(["taskset", "-c", "0", "redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", tmp],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    servers.append(("redis-server", port, p, ["SELECT", "1"], ["SELECT", "2"]))
-    os.sched_setaffinity(0, {1})
+    servers = start_servers(args.terrace, tmp, [("terrace", [])], "redis-server")
     try:
         for _, port, _, a_setup, b_setup in servers:
             wait_port(port)
@@ -166,11 +146,7 @@ def main():
                 med = [statistics.median(x[i] for x in rows) for i in range(5)]
                 print(f"| {label} | {name} | {med[4]:.1f} | {med[0]:.0f} | {med[1]:.0f} | {med[2]:.0f} | {med[3]:.0f} |")
     finally:
-        for _, _, p, _, _ in servers:
-            p.terminate()
-        for _, _, p, _, _ in servers:
-            p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_servers(servers, tmp)
 
 
 if __name__ == "__main__":

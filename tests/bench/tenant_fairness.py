@@ -106,7 +106,6 @@ def connect(port, setup):
 
 
 def populate(port, a_setup, b_setup):
-    a = connect(port, a_setup)
     cmds = [["DEL", "a:list", "a:s1", "a:s2", "a:z1", "a:z2"]]
     for start in range(0, 2000, 500):
         cmds.append(["RPUSH", "a:list"] + [str((i * 7919) % 100003) for i in range(start, start + 500)])
@@ -114,14 +113,21 @@ def populate(port, a_setup, b_setup):
     cmds.append(["SADD", "a:s2"] + [f"m{i}" for i in range(500, 1500)])
     cmds.append(["ZADD", "a:z1"] + [x for i in range(1000) for x in (str(i), f"m{i}")])
     cmds.append(["ZADD", "a:z2"] + [x for i in range(1000) for x in (str(i), f"m{i + 500}")])
-    a.sendall(b"".join(encode(c) for c in cmds))
-    replies(a, len(cmds))
-    a.close()
-    b = connect(port, b_setup)
-    cmds = [["SET", f"b:{i}", "v" * 16] for i in range(B_KEYS)]
-    b.sendall(b"".join(encode(c) for c in cmds))
-    replies(b, len(cmds))
-    b.close()
+    send_all(port, a_setup, cmds)
+    populate_b(port, b_setup)
+
+
+def send_all(port, setup, cmds):
+    """`cmds` pipelined on one connection set up with `setup`; waits for every reply."""
+    c = connect(port, setup)
+    c.sendall(b"".join(encode(cmd) for cmd in cmds))
+    replies(c, len(cmds))
+    c.close()
+
+
+def populate_b(port, setup):
+    """Tenant B's keys, which its prober GETs."""
+    send_all(port, setup, [["SET", f"b:{i}", "v" * 16] for i in range(B_KEYS)])
 
 
 def load_a(port, setup, stop_at, done):
@@ -220,6 +226,35 @@ def run_one(port, a_setup, b_setup, seconds):
     return (pct(alone, 50), pct(alone, 99), pct(beside, 50), pct(beside, 99), a_cmds / (elapsed + warm))
 
 
+def start_servers(terrace, tmp, variants, redis_name):
+    """terrace engines (`--threads 1`, one per (name, extra flags) in `variants`) and
+    redis-server, pinned to core 0, this process to core 1: (name, port, process, A's setup,
+    B's setup) each — tenants A and B are namespaces a and b on terrace, databases 1 and 2
+    on Redis."""
+    servers = []
+    for name, extra in variants:
+        port = free_port()
+        data = os.path.join(tmp, str(port))
+        os.makedirs(data)
+        p = subprocess.Popen(["taskset", "-c", "0", terrace, "engine", "--port", str(port), "--threads", "1",
+                              "--data-dir", data] + extra, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        servers.append((name, port, p, ["TERRACE.NAMESPACE", "a"], ["TERRACE.NAMESPACE", "b"]))
+    port = free_port()
+    p = subprocess.Popen(["taskset", "-c", "0", "redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+                          "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers.append((redis_name, port, p, ["SELECT", "1"], ["SELECT", "2"]))
+    os.sched_setaffinity(0, {1})
+    return servers
+
+
+def stop_servers(servers, tmp):
+    for _, _, p, _, _ in servers:
+        p.terminate()
+    for _, _, p, _, _ in servers:
+        p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--terrace", default="target/release/terrace")
@@ -229,20 +264,8 @@ def main():
     args = ap.parse_args()
     require_tools(["redis-server", "taskset"], "redis-server util-linux")
     tmp = tempfile.mkdtemp(prefix="terrace-fairness-")
-    servers = []
     variants = [(f"terrace (slice {us} µs)", ["--tenant-slice-us", us]) for us in args.slices.split(",")]
-    for name, extra in variants + [("terrace (slice 0: off)", ["--tenant-slice-us", "0"])]:
-        port = free_port()
-        data = os.path.join(tmp, str(port))
-        os.makedirs(data)
-        p = subprocess.Popen(["taskset", "-c", "0", args.terrace, "engine", "--port", str(port), "--threads", "1",
-                              "--data-dir", data] + extra, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        servers.append((name, port, p, ["TERRACE.NAMESPACE", "a"], ["TERRACE.NAMESPACE", "b"]))
-    port = free_port()
-    p = subprocess.Popen(["taskset", "-c", "0", "redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
-                          "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    servers.append(("redis-server (db 1, db 2)", port, p, ["SELECT", "1"], ["SELECT", "2"]))
-    os.sched_setaffinity(0, {1})
+    servers = start_servers(args.terrace, tmp, variants + [("terrace (slice 0: off)", ["--tenant-slice-us", "0"])], "redis-server (db 1, db 2)")
     try:
         for _, port, _, a_setup, b_setup in servers:
             wait_port(port)
@@ -264,11 +287,7 @@ def main():
             ratio = statistics.median(x[3] / x[1] for x in rows)
             print(f"| {name} | {med[0]:.0f} | {med[1]:.0f} | {med[2]:.0f} | {med[3]:.0f} | {ratio:.2f}x | {med[4]:.0f} |")
     finally:
-        for _, _, p, _, _ in servers:
-            p.terminate()
-        for _, _, p, _, _ in servers:
-            p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_servers(servers, tmp)
 
 
 if __name__ == "__main__":
