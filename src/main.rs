@@ -114,10 +114,7 @@ struct EnginePasswordArgs {
 impl EnginePasswordArgs {
     fn run(self) -> anyhow::Result<()> {
         let key = terrace_commands::settings::read_secret_file("key_file", &self.key_file)?;
-        anyhow::ensure!(
-            self.address.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()),
-            "the address must be host:port, as the console lists the engine"
-        );
+        anyhow::ensure!(terrace_commands::settings::is_host_port(&self.address), "the address must be host:port, as the console lists the engine");
         println!("{}", terrace_commands::credentials::engine_password(&key, &self.address));
         Ok(())
     }

@@ -46,6 +46,12 @@ pub fn read_secret_file(key: &str, path: &std::path::Path) -> Result<String, Con
     Ok(secret)
 }
 
+/// Whether `address` is `host:port` (a host, and a port that is a u16): how engines, proxies
+/// and slot-move targets are named in settings, commands and the API.
+pub fn is_host_port(address: &str) -> bool {
+    address.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+}
+
 /// `read_secret_file` of a setting that may be absent (None: not set).
 pub fn read_secret_file_if_set(key: &str, path: Option<&std::path::Path>) -> Result<Option<String>, ConfigError> {
     path.map(|p| read_secret_file(key, p)).transpose()

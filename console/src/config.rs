@@ -157,8 +157,7 @@ impl ConsoleSettings {
     pub fn resolve(self) -> Result<ConsoleConfig, ConfigError> {
         let check = |key: &str, list: &[String]| -> Result<(), ConfigError> {
             for a in list {
-                let ok = a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-                if !ok {
+                if !terrace_commands::settings::is_host_port(a) {
                     return Err(invalid(key, format!("'{a}' is not host:port")));
                 }
             }

@@ -28,9 +28,7 @@ pub enum EngineError {
     Db(#[from] db::DbError),
 }
 
-fn valid(address: &str) -> bool {
-    address.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
-}
+use terrace_commands::settings::is_host_port as valid;
 
 /// An added engine's replicas: running ones by address, or how many the launcher starts.
 #[derive(Debug, Clone, serde::Deserialize)]

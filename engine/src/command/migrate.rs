@@ -39,7 +39,7 @@ pub fn migrate(ctx: &mut Ctx, argv: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     let (target, rest) = if is(sub, "START") && argv.len() >= 5 {
-        let target = std::str::from_utf8(argv[3]).ok().filter(|t| t.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()));
+        let target = std::str::from_utf8(argv[3]).ok().filter(|t| terrace_commands::settings::is_host_port(t));
         let target = target.ok_or_else(|| err("ERR the target must be host:port"))?;
         (Some(target.to_string()), &argv[4..])
     } else if is(sub, "PURGE") && argv.len() >= 4 {
