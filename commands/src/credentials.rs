@@ -17,6 +17,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::sync::Arc;
 
+use crate::passwords::{hex, random_hex};
 use crate::settings::{read_secret_file_if_set, ConfigError};
 
 /// What TERRACE.PROVE's nonce must be: long enough that an answer can't be replayed, short
@@ -28,12 +29,7 @@ fn mac_hex(key: &[u8], domain: &[u8], message: &[u8]) -> String {
     mac.update(domain);
     mac.update(&[0]);
     mac.update(message);
-    let digest = mac.finalize().into_bytes();
-    let mut hex = String::with_capacity(64);
-    for b in digest {
-        hex.push_str(&format!("{b:02x}"));
-    }
-    hex
+    hex(&mac.finalize().into_bytes())
 }
 
 /// The password of the engine at `address` (host:port, as the control plane lists it) under
@@ -49,9 +45,7 @@ pub fn proof(password: &str, nonce: &[u8]) -> String {
 
 /// A fresh nonce for TERRACE.PROVE (32 random bytes in hex).
 pub fn nonce() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the system's random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    random_hex(32)
 }
 
 /// How a process authenticates to the engines it connects to.

@@ -18,6 +18,23 @@ pub fn verify(password: &[u8], phc: &str) -> bool {
     PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password, &h).is_ok())
 }
 
+/// `bytes` as lowercase hex (digests, tokens and passwords made of random bytes).
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        out.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    out
+}
+
+/// `n` random bytes from the system's source, as hex.
+pub fn random_hex(n: usize) -> String {
+    let mut buf = vec![0u8; n];
+    getrandom::fill(&mut buf).expect("the system's random source");
+    hex(&buf)
+}
+
 /// Whether two secrets (passwords, digests, tokens) are equal, compared without stopping at
 /// the first difference: the time taken does not tell how much of a guess was right.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -43,6 +60,8 @@ mod tests {
         assert!(!is_phc("5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"));
         assert!(!verify(b"x", "not a hash"));
         assert!(!is_phc("$argon2id$nonsense"));
+        assert_eq!(hex(&[0x00, 0x9f, 0xa0, 0xff]), "009fa0ff");
+        assert_eq!(random_hex(16).len(), 32);
         assert!(constant_time_eq(b"abc", b"abc") && !constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"abc", b"ab"));
     }
 }

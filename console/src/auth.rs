@@ -15,12 +15,7 @@ pub const SESSION_SECONDS: i64 = 12 * 3600;
 const LOGIN_FAILURES: u32 = 5;
 const LOGIN_WINDOW: Duration = Duration::from_secs(60);
 
-/// `bytes` random bytes as hex.
-pub fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).expect("the system's random source");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use terrace_commands::passwords::random_hex;
 
 /// An argon2id PHC string (slow on purpose: run it off the reactor).
 pub fn hash_password(password: &str) -> String {
@@ -137,6 +132,11 @@ pub async fn create_token(db: &Db, t: &db::NewToken<'_>) -> Result<(i64, String)
 /// A valid token's name, role and tenant (None: unknown, revoked or expired).
 pub async fn token_valid(db: &Db, token: &str) -> Result<Option<(String, Role, Option<String>)>, DbError> {
     Ok(db::token_valid(db, &sha256_hex(token.as_bytes())).await?.map(|(name, role, tenant)| (name, Role::parse(&role).unwrap_or(Role::Viewer), tenant)))
+}
+
+/// Whether a caller scoped to `scope` (None: the whole appliance) sees tenant `tenant`.
+pub fn in_scope(scope: Option<&str>, tenant: &str) -> bool {
+    scope.is_none_or(|own| own == tenant)
 }
 
 /// Whether a user or token scoped to `tenant` (its own people's) may make a request, on top

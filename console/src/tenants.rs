@@ -130,7 +130,7 @@ impl Limit {
 }
 
 pub fn sha256_hex(data: &[u8]) -> String {
-    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    terrace_commands::passwords::hex(&sha2::Sha256::digest(data))
 }
 
 impl TenantInput {
