@@ -333,13 +333,18 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let mut replica_addrs = Vec::new();
     // The primaries first, then each round of replicas (replica j of engine i on port
     // engine_port + engines * (j + 1) + i).
+    let mut primary_files: Vec<PathBuf> = Vec::new();
     for i in 0..args.engines * (1 + args.replicas) {
         let port = args.engine_port.checked_add(i).context("--engine-port leaves no room for every engine")?;
         let dir = args.data_dir.join(format!("engine-{}", i + 1));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let replica = i >= args.engines;
         let own = engine_password_file(&args.data_dir, &key, port)?;
-        let primary = if replica { engine_password_file(&args.data_dir, &key, args.engine_port + i % args.engines)? } else { own.clone() };
+        // (The primaries come first: a replica's is written already.)
+        let primary = if replica { primary_files[usize::from(i % args.engines)].clone() } else { own.clone() };
+        if !replica {
+            primary_files.push(own.clone());
+        }
         let command = engine_command(&exe, port, &dir, &EnginePasswords { own, primary }, &args.save, metrics_port(args.metrics_port, i + 1));
         let mut restart = command.clone();
         if args.replicas > 0 {

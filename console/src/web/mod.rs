@@ -162,7 +162,7 @@ impl Caller {
 
     /// Whether this caller sees tenant `name` (its own, or every one).
     pub fn sees(&self, name: &str) -> bool {
-        self.tenant.as_deref().is_none_or(|t| t == name)
+        auth::in_scope(self.tenant.as_deref(), name)
     }
 }
 

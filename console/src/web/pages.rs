@@ -242,7 +242,7 @@ pub async fn node(
 pub async fn tenants(State(console): State<Arc<Console>>, PageUser(s, _): PageUser) -> Response {
     match db::tenants(&console.db).await {
         Ok(mut tenants) => {
-            tenants.retain(|t| s.tenant.as_deref().is_none_or(|own| own == t.name));
+            tenants.retain(|t| auth::in_scope(s.tenant.as_deref(), &t.name));
             TenantsPage { frame: frame(&s), tenants }.into_response()
         }
         Err(e) => op_error(&s, e.into()),
